@@ -1,0 +1,17 @@
+# The two commands of the README: `make dev` and `make test`. Both install what is missing first.
+.PHONY: setup build dev test clean
+
+setup:
+	@sh scripts/setup.sh
+
+build: setup
+	@sh scripts/build-worker.sh
+
+dev: build
+	@sh scripts/dev.sh
+
+test: build
+	@sh scripts/test.sh
+
+clean:
+	rm -rf target edge/build .wrangler

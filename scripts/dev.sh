@@ -1,0 +1,24 @@
+#!/bin/sh
+# Serves the worker on http://127.0.0.1:8787 with local D1, Queues, Durable Objects and a
+# once-a-minute cron, all persisted under .wrangler/state.
+set -eu
+cd "$(dirname "$0")/.."
+export WRANGLER_SEND_METRICS=false WRANGLER_SEND_ERROR_REPORTS=false CLOUDFLARE_CF_FETCH_ENABLED=false
+PORT="${PORT:-8787}"
+STATE=.wrangler/state
+
+sh scripts/dev-vars.sh
+echo "dev: applying local D1 migrations"
+npx wrangler d1 migrations apply DB --local --persist-to "$STATE" >/dev/null
+
+# wrangler dev does not fire cron triggers locally; this loop does, every minute.
+(
+    while sleep 60; do
+        curl -fsS -o /dev/null "http://127.0.0.1:$PORT/cdn-cgi/handler/scheduled?cron=*+*+*+*+*" 2>/dev/null || true
+    done
+) &
+CRON_PID=$!
+trap 'kill $CRON_PID 2>/dev/null || true' EXIT INT TERM
+
+echo "dev: serving on http://127.0.0.1:$PORT"
+npx wrangler dev --local --ip 127.0.0.1 --port "$PORT" --persist-to "$STATE"

@@ -1,0 +1,79 @@
+#!/bin/sh
+# Installs what building and testing need, skipping whatever is already there at the right
+# version. Safe to run again. One line per step.
+set -eu
+cd "$(dirname "$0")/.."
+
+WORKER_BUILD_VERSION=0.8.7
+WRANGLER_VERSION=4.86.0
+TOOLS="$PWD/.tools"
+mkdir -p "$TOOLS/bin"
+step() { printf 'setup: %s\n' "$*"; }
+
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+APT_UPDATED=""
+apt_install() {
+    missing=""
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing="$missing $pkg"
+    done
+    [ -z "$missing" ] && return 0
+    if [ -z "$APT_UPDATED" ]; then $SUDO apt-get update -qq >/dev/null; APT_UPDATED=1; fi
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+}
+
+# 1. A Rust compiler that can target wasm32-unknown-unknown.
+ENV_FILE="$TOOLS/wasm.env"
+# EXACTLY_WASM_TOOLCHAIN=debian skips rustup and uses the Debian recipe (to check that path).
+if [ "${EXACTLY_WASM_TOOLCHAIN:-}" != debian ] && {
+       rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown \
+       || timeout 20 rustup target add wasm32-unknown-unknown >/dev/null 2>&1; }; then
+    step "wasm32 target: rustup's (installed)"
+    cat > "$ENV_FILE" <<ENV
+export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
+ENV
+else
+    apt_install rustc-web cargo-web rust-web-src lld-19
+    # worker-build checks that this directory exists; with build-std it is never read.
+    $SUDO mkdir -p /usr/lib/rustlib/wasm32-unknown-unknown/lib
+    mkdir -p "$TOOLS/wasm-bin"
+    ln -sf /usr/bin/cargo "$TOOLS/wasm-bin/cargo"
+    ln -sf /usr/bin/rustc "$TOOLS/wasm-bin/rustc"
+    step "wasm32 target: Debian rustc-web $(/usr/bin/rustc --version | cut -d' ' -f2) with std built from source"
+    cat > "$ENV_FILE" <<ENV
+export PATH="$TOOLS/wasm-bin:\$PATH"
+export RUSTC_BOOTSTRAP=1
+export CARGO_UNSTABLE_BUILD_STD=std,panic_abort
+export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=wasm-ld-19
+export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
+ENV
+fi
+
+# 2. worker-build, exactly this version.
+if [ "$(worker-build --version 2>/dev/null | awk '{print $NF}')" = "$WORKER_BUILD_VERSION" ]; then
+    step "worker-build $WORKER_BUILD_VERSION (installed)"
+else
+    step "worker-build $WORKER_BUILD_VERSION (installing, several minutes)"
+    cargo install worker-build --version "$WORKER_BUILD_VERSION" --locked --quiet
+fi
+
+# 3. wasm-bindgen-cli at the version Cargo.lock pins for the wasm-bindgen library.
+BINDGEN_VERSION=$(awk '/^name = "wasm-bindgen"$/ {getline; gsub(/[^0-9.]/, ""); print; exit}' Cargo.lock)
+if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $NF}')" = "$BINDGEN_VERSION" ] \
+   && command -v wasm-bindgen-test-runner >/dev/null; then
+    step "wasm-bindgen-cli $BINDGEN_VERSION (installed)"
+else
+    step "wasm-bindgen-cli $BINDGEN_VERSION (installing, several minutes)"
+    cargo install wasm-bindgen-cli --version "$BINDGEN_VERSION" --locked --quiet \
+        || cargo install wasm-bindgen-cli --version "$BINDGEN_VERSION" --quiet
+fi
+
+# 4. wrangler (and the esbuild worker-build bundles with), pinned in package-lock.json.
+if [ "$(node -p 'require("./node_modules/wrangler/package.json").version' 2>/dev/null)" = "$WRANGLER_VERSION" ] \
+   && [ node_modules/.package-lock.json -nt package-lock.json ]; then
+    step "wrangler $WRANGLER_VERSION (installed)"
+else
+    step "wrangler $WRANGLER_VERSION (npm ci)"
+    npm ci --no-audit --no-fund --loglevel=error >/dev/null
+fi

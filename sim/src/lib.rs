@@ -1,0 +1,31 @@
+//! The carrier simulator: plays the carrier toward the worker (signed webhooks that misbehave on
+//! request) for tests, benchmarks and users checking their own deployment.
+//!
+//! # Layout
+//! - [`telnyx`]: a Telnyx webhook signer and envelope builder.
+//! - [`devkeys`]: reads the development signing keys that `make dev` writes to `.dev.keys`.
+
+pub mod devkeys;
+pub mod telnyx;
+
+/// Seconds since the Unix epoch, from this machine's clock.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// 16 random bytes as lowercase hex, for unique event ids.
+pub fn random_hex() -> String {
+    let mut bytes = [0u8; 16];
+    // The OS generator does not fail on the machines this runs on; fall back to the clock.
+    if getrandom::getrandom(&mut bytes).is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        bytes = nanos.to_le_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
