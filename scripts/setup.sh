@@ -40,6 +40,7 @@ else
     mkdir -p "$TOOLS/wasm-bin"
     ln -sf /usr/bin/cargo "$TOOLS/wasm-bin/cargo"
     ln -sf /usr/bin/rustc "$TOOLS/wasm-bin/rustc"
+    ln -sf /usr/bin/rustdoc "$TOOLS/wasm-bin/rustdoc"
     step "wasm32 target: Debian rustc-web $(/usr/bin/rustc --version | cut -d' ' -f2) with std built from source"
     cat > "$ENV_FILE" <<ENV
 export PATH="$TOOLS/wasm-bin:\$PATH"

@@ -15,7 +15,7 @@ echo "test: core on wasm32 (wasm-bindgen-test under Node)"
     if [ -n "${CARGO_UNSTABLE_BUILD_STD:-}" ]; then
         export CARGO_UNSTABLE_BUILD_STD="$CARGO_UNSTABLE_BUILD_STD,test"
     fi
-    cargo test -p exactly-core --target wasm32-unknown-unknown
+    cargo test -p exactly-core --target wasm32-unknown-unknown --lib --tests
 )
 
 echo "test: end-to-end against wrangler dev"
