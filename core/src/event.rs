@@ -1,5 +1,9 @@
 //! The carrier event: what every provider's webhook is turned into.
+//!
+//! The edge handles a [`CarrierEvent`] without knowing which carrier sent it: the provider
+//! modules map their own vocabularies (Telnyx JSON, Twilio and Plivo forms) onto [`EventKind`].
 
+use crate::message::MessageStatus;
 use crate::Timestamp;
 
 /// The carrier that sent an event.
@@ -8,22 +12,28 @@ use crate::Timestamp;
 pub enum Provider {
     /// Telnyx (Ed25519-signed JSON, API v2).
     Telnyx,
+    /// Twilio (HMAC-SHA1-signed form posts).
+    Twilio,
+    /// Plivo (HMAC-SHA256 V2/V3 signatures over form posts).
+    Plivo,
 }
 
 impl Provider {
+    /// Every provider, in a fixed order.
+    pub const ALL: [Provider; 3] = [Provider::Telnyx, Provider::Twilio, Provider::Plivo];
+
     /// The name stored in `carrier_events.carrier` and used in URLs.
     pub fn as_str(self) -> &'static str {
         match self {
             Provider::Telnyx => "telnyx",
+            Provider::Twilio => "twilio",
+            Provider::Plivo => "plivo",
         }
     }
 
     /// The provider named `name`, as stored in `carrier_events.carrier`.
     pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "telnyx" => Some(Provider::Telnyx),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|p| p.as_str() == name)
     }
 }
 
@@ -32,18 +42,140 @@ impl Provider {
 pub struct CarrierEvent {
     /// The carrier that sent it.
     pub provider: Provider,
-    /// The provider's own id for this event: the dedupe key, unique per provider.
+    /// The dedupe key, unique per provider: Telnyx's `data.id`; for Twilio and Plivo, which
+    /// have no event id, the message id and the reported status (`SM123:delivered`).
     pub event_id: String,
-    /// The provider's event type, e.g. `message.received`.
+    /// The provider's event type, e.g. `message.received` (Twilio/Plivo: a name this crate
+    /// gives their callbacks, `message.status` or `message.received`).
     pub event_type: String,
     /// When the provider says the event happened, if it says.
     pub occurred_at: Option<Timestamp>,
     /// The provider's delivery attempt number, if it sends one.
     pub attempt: Option<u32>,
+    /// What happened.
+    pub kind: EventKind,
 }
 
-/// A [`CarrierEvent`] whose signature was checked against a configured key within the
-/// timestamp tolerance.
+/// What a carrier event reports, in the product's own terms.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EventKind {
+    /// An inbound message arrived at one of the platform's numbers.
+    MessageReceived(InboundMessage),
+    /// The carrier reports a new status for an outbound message.
+    MessageStatus(StatusReport),
+    /// A call leg started ringing (inbound call, or an outbound leg the platform dialled).
+    CallInitiated(CallLegEvent),
+    /// A call leg was answered.
+    CallAnswered(CallLegEvent),
+    /// Two legs were bridged.
+    CallBridged(CallLegEvent),
+    /// A call leg ended.
+    CallHangup(Hangup),
+    /// A well-formed, verified event this product does not act on. It is stored and
+    /// acknowledged so the carrier stops retrying it.
+    Unrecognized,
+}
+
+/// An inbound message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InboundMessage {
+    /// The carrier's id for the message (unique per carrier).
+    pub carrier_message_id: String,
+    /// Sender, E.164.
+    pub from: String,
+    /// The platform number it was sent to, E.164.
+    pub to: String,
+    /// The text (empty for media-only messages).
+    pub text: String,
+    /// How many media attachments it carries.
+    pub media_count: u32,
+}
+
+/// A carrier's status report for an outbound message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusReport {
+    /// The carrier's id for the message, as returned when it was sent.
+    pub carrier_message_id: String,
+    /// The status in the product's lattice, or `None` for a carrier status that moves nothing
+    /// (Telnyx `delivery_unconfirmed`).
+    pub status: Option<MessageStatus>,
+    /// The carrier's own word for it, kept for history.
+    pub carrier_status: String,
+    /// Errors the carrier reported (code and title), first one first.
+    pub errors: Vec<CarrierError>,
+    /// What the carrier charged, when it says.
+    pub cost: Option<Cost>,
+}
+
+/// One carrier error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CarrierError {
+    /// The carrier's code, e.g. `40300` or `30003`.
+    pub code: String,
+    /// Its short description, when given.
+    pub title: Option<String>,
+}
+
+/// An amount charged by the carrier.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cost {
+    /// The amount in millionths of the currency unit (exact, no floating point).
+    pub micros: i64,
+    /// ISO 4217 currency code.
+    pub currency: String,
+}
+
+/// The ids of one call leg (Telnyx Call Control).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallLeg {
+    /// The handle commands are sent to.
+    pub call_control_id: String,
+    /// The leg's id, stable across the leg's events.
+    pub call_leg_id: String,
+    /// The session all legs of one call share.
+    pub call_session_id: String,
+}
+
+/// A call leg event other than hangup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallLegEvent {
+    /// Which leg.
+    pub leg: CallLeg,
+    /// Caller, E.164 (or SIP URI).
+    pub from: String,
+    /// Callee, E.164 (or SIP URI).
+    pub to: String,
+    /// `incoming` for calls to the platform, `outgoing` for legs it dialled.
+    pub direction: CallDirection,
+    /// The opaque state the platform attached when it dialled (decoded from base64).
+    pub client_state: Option<String>,
+}
+
+/// Which way a call leg goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallDirection {
+    /// A call to one of the platform's numbers.
+    Incoming,
+    /// A leg the platform dialled.
+    Outgoing,
+}
+
+/// A call leg's hangup. Telnyx sends no end time: the end is the event's `occurred_at`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hangup {
+    /// Which leg.
+    pub leg: CallLeg,
+    /// `hangup_cause`, e.g. `normal_clearing`, `timeout`, `originator_cancel`.
+    pub cause: String,
+    /// `hangup_source`: `caller`, `callee` or `unknown`.
+    pub source: String,
+    /// The opaque state the platform attached when it dialled (decoded from base64).
+    pub client_state: Option<String>,
+}
+
+/// A [`CarrierEvent`] whose signature was checked against a configured key or token (and, for
+/// Telnyx, within the timestamp tolerance).
 ///
 /// Only the provider verifiers in this crate construct it: holding one is the proof that the
 /// body came from the carrier.
@@ -65,5 +197,63 @@ impl VerifiedEvent {
     /// The verified event, by value.
     pub fn into_event(self) -> CarrierEvent {
         self.event
+    }
+}
+
+impl Cost {
+    /// Parses a decimal amount such as `"0.0051"` or `0.0051` into micros, exactly.
+    ///
+    /// Returns `None` for anything that is not a plain non-negative or negative decimal with
+    /// at most six fractional digits that matter (further digits are truncated).
+    pub fn parse_amount(text: &str) -> Option<i64> {
+        let text = text.trim();
+        let (negative, digits) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+        if whole.is_empty() && fraction.is_empty() {
+            return None;
+        }
+        if !whole.bytes().all(|b| b.is_ascii_digit()) || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let whole: i64 = if whole.is_empty() { 0 } else { whole.parse().ok()? };
+        let mut micros = whole.checked_mul(1_000_000)?;
+        let mut scale = 100_000;
+        for digit in fraction.bytes().take(6) {
+            micros = micros.checked_add(i64::from(digit - b'0') * scale)?;
+            scale /= 10;
+        }
+        Some(if negative { -micros } else { micros })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    #[test]
+    fn provider_names_round_trip() {
+        for p in Provider::ALL {
+            assert_eq!(Provider::from_name(p.as_str()), Some(p));
+        }
+        assert_eq!(Provider::from_name("vonage"), None);
+    }
+
+    #[test]
+    fn amounts_are_exact() {
+        assert_eq!(Cost::parse_amount("0.0051"), Some(5_100));
+        assert_eq!(Cost::parse_amount("1"), Some(1_000_000));
+        assert_eq!(Cost::parse_amount("12.5"), Some(12_500_000));
+        assert_eq!(Cost::parse_amount(".25"), Some(250_000));
+        assert_eq!(Cost::parse_amount("-0.0075"), Some(-7_500));
+        assert_eq!(Cost::parse_amount("0.12345678"), Some(123_456));
+        for bad in ["", ".", "abc", "1e3", "1.2.3", "--1", "99999999999999999999"] {
+            assert_eq!(Cost::parse_amount(bad), None, "{bad}");
+        }
     }
 }
