@@ -1,0 +1,8 @@
+//! Twilio form and JSON parsing on arbitrary bytes: errors, never panics.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = exactly_core::twilio::parse_event(data);
+});
