@@ -1,5 +1,5 @@
 # The two commands of the README: `make dev` and `make test`. Both install what is missing first.
-.PHONY: setup build dev test clean
+.PHONY: setup build dev test fuzz clean
 
 setup:
 	@sh scripts/setup.sh
@@ -11,7 +11,11 @@ dev: build
 	@sh scripts/dev.sh
 
 test: build
+	@sh scripts/build-worker.sh e2e
 	@sh scripts/test.sh
 
+fuzz:
+	@sh scripts/fuzz.sh
+
 clean:
-	rm -rf target edge/build .wrangler
+	rm -rf target edge/build edge/build-e2e .wrangler

@@ -1,12 +1,18 @@
 #!/bin/sh
-# Builds the worker bundle (edge/build/worker/shim.mjs + wasm) unless it is newer than every
-# source it is made from. `make build` and wrangler's [build] command both run this.
+# Builds a worker bundle unless it is newer than every source it is made from.
+#   sh scripts/build-worker.sh        production bundle: edge/build (wrangler.toml's main)
+#   sh scripts/build-worker.sh e2e    test bundle with fault injection: edge/build-e2e
+# `make build` and wrangler's [build] command run the first; `make test` runs both.
 set -eu
 cd "$(dirname "$0")/.."
 
-OUT=edge/build/worker/shim.mjs
-if [ -f "$OUT" ] && [ -z "$(find core edge/src edge/Cargo.toml Cargo.toml Cargo.lock -newer "$OUT" -type f -not -path '*/build/*' 2>/dev/null | head -n 1)" ]; then
-    echo "build: worker up to date"
+case "${1:-production}" in
+    e2e) OUT_DIR=build-e2e; FEATURES="--features fault-injection" ;;
+    *) OUT_DIR=build; FEATURES="" ;;
+esac
+OUT="edge/$OUT_DIR/worker/shim.mjs"
+if [ -f "$OUT" ] && [ -z "$(find core/src core/Cargo.toml edge/src edge/Cargo.toml Cargo.toml Cargo.lock -newer "$OUT" -type f 2>/dev/null | head -n 1)" ]; then
+    echo "build: worker ($OUT_DIR) up to date"
     exit 0
 fi
 [ -f .tools/wasm.env ] || sh scripts/setup.sh
@@ -14,6 +20,7 @@ fi
 export WASM_BINDGEN_BIN=wasm-bindgen
 export ESBUILD_BIN="$PWD/node_modules/@esbuild/linux-x64/bin/esbuild"
 export CARGO_TARGET_DIR="$PWD/target"
-echo "build: worker (release wasm, no wasm-opt)"
-worker-build --release --no-opt edge
+echo "build: worker ($OUT_DIR; release wasm, no wasm-opt)"
+# shellcheck disable=SC2086
+worker-build --release --no-opt --out-dir "$OUT_DIR" edge $FEATURES
 touch "$OUT"

@@ -11,6 +11,11 @@ sh scripts/dev-vars.sh
 echo "dev: applying local D1 migrations"
 npx wrangler d1 migrations apply DB --local --persist-to "$STATE" >/dev/null
 
+# The fake carrier API that .dev.vars points TELNYX_API_BASE at (sends work without an account).
+cargo build -q -p sim
+./target/debug/sim carrier --listen 127.0.0.1:8788 --worker "http://127.0.0.1:$PORT" &
+SIM_PID=$!
+
 # wrangler dev does not fire cron triggers locally; this loop does, every minute.
 (
     while sleep 60; do
@@ -18,7 +23,7 @@ npx wrangler d1 migrations apply DB --local --persist-to "$STATE" >/dev/null
     done
 ) &
 CRON_PID=$!
-trap 'kill $CRON_PID 2>/dev/null || true' EXIT INT TERM
+trap 'kill $CRON_PID $SIM_PID 2>/dev/null || true' EXIT INT TERM
 
 echo "dev: serving on http://127.0.0.1:$PORT"
 npx wrangler dev --local --ip 127.0.0.1 --port "$PORT" --persist-to "$STATE"

@@ -58,6 +58,15 @@ pub use event::{CarrierEvent, EventKind, Provider, VerifiedEvent};
 pub use reject::{PayloadError, Rejection, SignatureError};
 pub use timestamp::Timestamp;
 
+/// Parses a body stored at ingest (already verified then) into its carrier event.
+pub fn parse_stored(provider: Provider, body: &[u8]) -> Result<CarrierEvent, PayloadError> {
+    match provider {
+        Provider::Telnyx => telnyx::parse_event(body),
+        Provider::Twilio => twilio::parse_event(body),
+        Provider::Plivo => plivo::parse_event(body),
+    }
+}
+
 /// The largest webhook body accepted from a carrier, in bytes (256 KiB).
 ///
 /// Real carrier events are a few KiB; anything near this size is not a carrier talking.

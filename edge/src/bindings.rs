@@ -2,7 +2,7 @@
 
 /// The D1 database holding every table.
 pub const DB: &str = "DB";
-/// Producer binding of the `jobs` queue: one message per carrier event to process.
+/// Producer binding of the `jobs` queue: one message per carrier event or dispatch to process.
 pub const JOBS: &str = "JOBS";
 /// Producer binding of the `deliveries` queue: one message per customer webhook attempt.
 pub const DELIVERIES: &str = "DELIVERIES";
@@ -11,9 +11,9 @@ pub const CALL_RING: &str = "CALL_RING";
 
 /// Queue names as the consumer sees them in `MessageBatch::queue()`.
 pub mod queues {
-    /// Carrier events to process.
+    /// Carrier events and dispatches to process.
     pub const JOBS: &str = "exactly-jobs";
-    /// Carrier events whose processing failed on every retry.
+    /// Jobs that failed on every retry.
     pub const JOBS_DEAD_LETTER: &str = "exactly-jobs-dlq";
     /// Customer webhook deliveries.
     pub const DELIVERIES: &str = "exactly-deliveries";
@@ -25,4 +25,22 @@ pub mod queues {
 pub mod vars {
     /// Base64 Ed25519 public key(s) that sign Telnyx webhooks.
     pub const TELNYX_PUBLIC_KEY: &str = "TELNYX_PUBLIC_KEY";
+    /// Telnyx REST API key.
+    pub const TELNYX_API_KEY: &str = "TELNYX_API_KEY";
+    /// Telnyx REST API base URL.
+    pub const TELNYX_API_BASE: &str = "TELNYX_API_BASE";
+    /// Telnyx Call Control connection used to dial legs.
+    pub const TELNYX_CONNECTION_ID: &str = "TELNYX_CONNECTION_ID";
+    /// Telnyx messaging profile used to send messages.
+    pub const TELNYX_MESSAGING_PROFILE_ID: &str = "TELNYX_MESSAGING_PROFILE_ID";
+    /// Twilio auth token(s), comma-separated during a rotation.
+    pub const TWILIO_AUTH_TOKEN: &str = "TWILIO_AUTH_TOKEN";
+    /// Plivo auth token(s), comma-separated during a rotation.
+    pub const PLIVO_AUTH_TOKEN: &str = "PLIVO_AUTH_TOKEN";
+    /// The public origin carriers call.
+    pub const PUBLIC_BASE_URL: &str = "PUBLIC_BASE_URL";
+    /// Bearer token for `/admin/*`.
+    pub const ADMIN_TOKEN: &str = "ADMIN_TOKEN";
+    /// `true` only in development: customer endpoints may be private addresses.
+    pub const ALLOW_PRIVATE_ENDPOINTS: &str = "ALLOW_PRIVATE_ENDPOINTS";
 }

@@ -1,25 +1,46 @@
 //! The `carrier_events` table: one row per provider event id, guarded by
 //! `UNIQUE (carrier, carrier_event_id)`.
 //!
-//! Duplicates are told apart by rows changed (`meta.changes`), never by error text.
+//! Duplicates are told apart by rows changed (`meta.changes`), never by error text. An event
+//! is settled once: `processed_at` (its effects committed, in the same batch) or `error` (a
+//! visible, permanent failure).
 
 use exactly_core::{Timestamp, VerifiedEvent};
 use serde::Deserialize;
-use wasm_bindgen::JsValue;
-use worker::D1Database;
+use worker::{D1Database, D1PreparedStatement};
 
+use crate::db::{self, int, text, time};
 use crate::error::EdgeError;
-use crate::platform::millis_arg;
 
 /// What storing a delivery found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Stored {
     /// The first delivery of this provider event id: a new row.
     New { id: String },
-    /// A later delivery of an event that is not processed yet; its job may have been lost.
+    /// A later delivery of an event that is not settled yet; its job may have been lost.
     PendingDuplicate { id: String },
-    /// A later delivery of an event that was already processed (or visibly failed).
+    /// A later delivery of an event that was already processed or visibly failed.
     SettledDuplicate { id: String },
+}
+
+/// A stored carrier event, as the processor reads it.
+#[derive(Debug, Deserialize)]
+pub struct Row {
+    pub id: String,
+    pub carrier: String,
+    pub carrier_event_id: String,
+    pub event_type: String,
+    pub payload: Option<String>,
+    pub processed_at: Option<f64>,
+    pub error: Option<String>,
+    pub attempts: f64,
+}
+
+impl Row {
+    /// Processed or failed: nothing more to do.
+    pub fn settled(&self) -> bool {
+        self.processed_at.is_some() || self.error.is_some()
+    }
 }
 
 #[derive(Deserialize)]
@@ -33,58 +54,29 @@ struct KeyRow {
 ///
 /// The INSERT is `ON CONFLICT DO NOTHING`; its `changes` says whether this delivery was the
 /// first. The SELECT in the same batch (one transaction) reads the row either way.
-pub async fn store(
-    db: &D1Database,
-    new_id: &str,
-    event: &VerifiedEvent,
-    payload: &str,
-    now: Timestamp,
-) -> Result<Stored, EdgeError> {
+pub async fn store(db: &D1Database, new_id: &str, event: &VerifiedEvent, payload: &str, now: Timestamp) -> Result<Stored, EdgeError> {
     let e = event.event();
-    let carrier = JsValue::from_str(e.provider.as_str());
-    let key = JsValue::from_str(&e.event_id);
-    let insert = db
-        .prepare(
-            "INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, attempts, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6)
-             ON CONFLICT (carrier, carrier_event_id) DO NOTHING",
-        )
-        .bind(&[
-            JsValue::from_str(new_id),
-            carrier.clone(),
-            key.clone(),
-            JsValue::from_str(&e.event_type),
-            JsValue::from_str(payload),
-            millis_arg(now),
-        ])
-        .map_err(|err| EdgeError::platform("bind insert", err))?;
-    let select = db
-        .prepare(
-            "SELECT id, processed_at, error FROM carrier_events
-             WHERE carrier = ?1 AND carrier_event_id = ?2",
-        )
-        .bind(&[carrier, key])
-        .map_err(|err| EdgeError::platform("bind select", err))?;
-
-    let results = db
-        .batch(vec![insert, select])
-        .await
-        .map_err(|err| EdgeError::platform("store carrier event", err))?;
+    let insert = db::stmt(
+        db,
+        "INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, attempts, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6)
+         ON CONFLICT (carrier, carrier_event_id) DO NOTHING",
+        &[text(new_id), text(e.provider.as_str()), text(&e.event_id), text(&e.event_type), text(payload), time(now)],
+    )?;
+    let select = db::stmt(
+        db,
+        "SELECT id, processed_at, error FROM carrier_events WHERE carrier = ?1 AND carrier_event_id = ?2",
+        &[text(e.provider.as_str()), text(&e.event_id)],
+    )?;
+    let results = db::batch(db, vec![insert, select]).await?;
     let [inserted, selected] = results.as_slice() else {
         return Err(EdgeError::Unavailable("store carrier event: short batch".into()));
     };
-    let changes = inserted
-        .meta()
-        .map_err(|err| EdgeError::platform("insert meta", err))?
-        .and_then(|m| m.changes)
-        .unwrap_or(0);
-    let row = selected
-        .results::<KeyRow>()
-        .map_err(|err| EdgeError::platform("read carrier event", err))?
+    let row = db::rows::<KeyRow>(selected)?
         .into_iter()
         .next()
         .ok_or_else(|| EdgeError::Unavailable("carrier event vanished after insert".into()))?;
-    Ok(if changes == 1 {
+    Ok(if db::changes(inserted) == 1 {
         Stored::New { id: row.id }
     } else if row.processed_at.is_none() && row.error.is_none() {
         Stored::PendingDuplicate { id: row.id }
@@ -93,37 +85,56 @@ pub async fn store(
     })
 }
 
-/// Marks the event processed. The guard `processed_at IS NULL` makes a second run change
-/// nothing; `attempts` counts the processing runs that took effect.
-///
-/// Returns whether this run was the one that applied.
-pub async fn mark_processed(db: &D1Database, id: &str, now: Timestamp) -> Result<bool, EdgeError> {
-    let result = db
-        .prepare(
-            "UPDATE carrier_events SET processed_at = ?2, attempts = attempts + 1
-             WHERE id = ?1 AND processed_at IS NULL",
-        )
-        .bind(&[JsValue::from_str(id), millis_arg(now)])
-        .map_err(|err| EdgeError::platform("bind mark processed", err))?
-        .run()
-        .await
-        .map_err(|err| EdgeError::platform("mark processed", err))?;
-    Ok(changes(&result)? == 1)
+/// One stored event.
+pub async fn load(db: &D1Database, id: &str) -> Result<Option<Row>, EdgeError> {
+    db::first(db::stmt(
+        db,
+        "SELECT id, carrier, carrier_event_id, event_type, payload, processed_at, error, attempts FROM carrier_events WHERE id = ?1",
+        &[text(id)],
+    )?)
+    .await
 }
 
-/// Records a permanent failure on an event that is not processed, once.
+/// The statement that marks the event processed, for the batch that commits its effects. The
+/// guard `processed_at IS NULL` makes a second run change nothing; `attempts` counts the runs
+/// that did work.
+pub fn mark_processed_stmt(db: &D1Database, id: &str, now: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        "UPDATE carrier_events SET processed_at = ?2, attempts = attempts + 1 WHERE id = ?1 AND processed_at IS NULL AND error IS NULL",
+        &[text(id), time(now)],
+    )
+}
+
+/// Marks an event with no effects processed. Returns whether this run applied it.
+pub async fn mark_processed(db: &D1Database, id: &str, now: Timestamp) -> Result<bool, EdgeError> {
+    Ok(db::run(mark_processed_stmt(db, id, now)?).await? == 1)
+}
+
+/// Records a permanent failure on an event that is not settled, once.
 pub async fn mark_failed(db: &D1Database, id: &str, error: &str) -> Result<bool, EdgeError> {
-    let result = db
-        .prepare(
-            "UPDATE carrier_events SET error = ?2
-             WHERE id = ?1 AND processed_at IS NULL AND error IS NULL",
-        )
-        .bind(&[JsValue::from_str(id), JsValue::from_str(error)])
-        .map_err(|err| EdgeError::platform("bind mark failed", err))?
-        .run()
-        .await
-        .map_err(|err| EdgeError::platform("mark failed", err))?;
-    Ok(changes(&result)? == 1)
+    let changed = db::run(db::stmt(
+        db,
+        "UPDATE carrier_events SET error = ?2, attempts = attempts + 1 WHERE id = ?1 AND processed_at IS NULL AND error IS NULL",
+        &[text(id), text(error)],
+    )?)
+    .await?;
+    Ok(changed == 1)
+}
+
+/// Counts a run that could not apply the event yet; returns how many such runs there were.
+pub async fn note_not_yet(db: &D1Database, id: &str) -> Result<u32, EdgeError> {
+    #[derive(Deserialize)]
+    struct Attempts {
+        attempts: f64,
+    }
+    let row: Option<Attempts> = db::first(db::stmt(
+        db,
+        "UPDATE carrier_events SET attempts = attempts + 1 WHERE id = ?1 AND processed_at IS NULL AND error IS NULL RETURNING attempts",
+        &[text(id)],
+    )?)
+    .await?;
+    Ok(row.map_or(0, |r| r.attempts as u32))
 }
 
 #[derive(Deserialize)]
@@ -133,31 +144,50 @@ struct IdRow {
 
 /// Events stored before `older_than` that are neither processed nor failed: their job was
 /// lost or is stuck. Oldest first, at most `limit`.
-pub async fn unprocessed(
-    db: &D1Database,
-    older_than: Timestamp,
-    limit: u32,
-) -> Result<Vec<String>, EdgeError> {
-    let rows = db
-        .prepare(
-            "SELECT id FROM carrier_events
-             WHERE processed_at IS NULL AND error IS NULL AND created_at < ?1
-             ORDER BY created_at LIMIT ?2",
-        )
-        .bind(&[millis_arg(older_than), JsValue::from_f64(f64::from(limit))])
-        .map_err(|err| EdgeError::platform("bind unprocessed", err))?
-        .all()
-        .await
-        .map_err(|err| EdgeError::platform("select unprocessed", err))?
-        .results::<IdRow>()
-        .map_err(|err| EdgeError::platform("read unprocessed", err))?;
+pub async fn unprocessed(db: &D1Database, older_than: Timestamp, limit: u32) -> Result<Vec<String>, EdgeError> {
+    let rows: Vec<IdRow> = db::all(db::stmt(
+        db,
+        "SELECT id FROM carrier_events
+         WHERE processed_at IS NULL AND error IS NULL AND created_at < ?1
+         ORDER BY created_at LIMIT ?2",
+        &[time(older_than), int(i64::from(limit))],
+    )?)
+    .await?;
     Ok(rows.into_iter().map(|r| r.id).collect())
 }
 
-fn changes(result: &worker::D1Result) -> Result<usize, EdgeError> {
-    Ok(result
-        .meta()
-        .map_err(|err| EdgeError::platform("result meta", err))?
-        .and_then(|m| m.changes)
-        .unwrap_or(0))
+/// A carrier event as `/admin/carrier_events` lists it.
+#[derive(Debug, Deserialize)]
+pub struct Listed {
+    pub id: String,
+    pub carrier: String,
+    pub carrier_event_id: String,
+    pub event_type: String,
+    pub processed_at: Option<f64>,
+    pub error: Option<String>,
+    pub attempts: f64,
+    pub created_at: f64,
+}
+
+/// A page of carrier events in one state (`failed`, `pending` or `processed`), newest first.
+pub async fn list(db: &D1Database, state: &str, cursor: Option<crate::http::Cursor>, limit: u32) -> Result<Vec<Listed>, EdgeError> {
+    let condition = match state {
+        "failed" => "error IS NOT NULL",
+        "pending" => "processed_at IS NULL AND error IS NULL",
+        _ => "processed_at IS NOT NULL",
+    };
+    let (at, id) = match &cursor {
+        Some(c) => (int(c.created_at), text(&c.id)),
+        None => (wasm_bindgen::JsValue::NULL, wasm_bindgen::JsValue::NULL),
+    };
+    db::all(db::stmt(
+        db,
+        &format!(
+            "SELECT id, carrier, carrier_event_id, event_type, processed_at, error, attempts, created_at FROM carrier_events
+             WHERE {condition} AND (?1 IS NULL OR created_at < ?1 OR (created_at = ?1 AND id < ?2))
+             ORDER BY created_at DESC, id DESC LIMIT ?3"
+        ),
+        &[at, id, int(i64::from(limit))],
+    )?)
+    .await
 }

@@ -1,4 +1,4 @@
-//! The one error type of the edge, mapped once to an HTTP answer or a queue decision.
+//! The one error type of the edge, mapped once to an HTTP answer.
 
 use std::fmt;
 
@@ -10,13 +10,21 @@ use worker::Response;
 pub enum EdgeError {
     /// A carrier delivery that must not be stored (401, 400 or 413).
     Rejected(Rejection),
-    /// No route for this method and path.
+    /// Missing or wrong bearer token (401).
+    Unauthorized,
+    /// No such route, or no such resource for this account (404).
     NotFound,
-    /// The route exists but not for this method.
+    /// The route exists but not for this method (405).
     MethodNotAllowed,
+    /// The request body is not JSON of the expected shape (400).
+    BadRequest(String),
+    /// A field failed validation (422), named.
+    Invalid { field: &'static str, message: String },
+    /// The request conflicts with the state of a resource (409).
+    Conflict { code: &'static str, message: String },
     /// A required variable or secret is missing or malformed. Names the variable, never its value.
     Config { variable: &'static str, problem: String },
-    /// D1, the queue or the platform failed; nothing was half-done and a retry is safe.
+    /// D1, a queue, a carrier or the platform failed; nothing was half-done and a retry is safe.
     Unavailable(String),
 }
 
@@ -26,7 +34,13 @@ impl EdgeError {
         EdgeError::Unavailable(format!("{context}: {error}"))
     }
 
-    fn status_code_message(&self) -> (u16, &'static str, String) {
+    /// A validation failure of `field`.
+    pub fn invalid(field: &'static str, message: impl Into<String>) -> Self {
+        EdgeError::Invalid { field, message: message.into() }
+    }
+
+    /// (status, code, message, field)
+    fn parts(&self) -> (u16, &'static str, String, Option<&'static str>) {
         match self {
             EdgeError::Rejected(r) => {
                 let status = match r {
@@ -34,34 +48,39 @@ impl EdgeError {
                     Rejection::TooLarge { .. } => 413,
                     _ => 400,
                 };
-                (status, r.code(), r.to_string())
+                (status, r.code(), r.to_string(), None)
             }
-            EdgeError::NotFound => (404, "not_found", "no such route".into()),
-            EdgeError::MethodNotAllowed => {
-                (405, "method_not_allowed", "method not allowed on this route".into())
+            EdgeError::Unauthorized => (401, "unauthorized", "missing or invalid bearer token".into(), None),
+            EdgeError::NotFound => (404, "not_found", "not found".into(), None),
+            EdgeError::MethodNotAllowed => (405, "method_not_allowed", "method not allowed on this route".into(), None),
+            EdgeError::BadRequest(message) => (400, "bad_request", message.clone(), None),
+            EdgeError::Invalid { field, message } => (422, "invalid_field", format!("{field}: {message}"), Some(field)),
+            EdgeError::Conflict { code, message } => (409, code, message.clone(), None),
+            EdgeError::Config { variable, problem } => {
+                (503, "misconfigured", format!("configuration variable {variable} {problem}"), None)
             }
-            EdgeError::Config { variable, problem } => (
-                503,
-                "misconfigured",
-                format!("configuration variable {variable} {problem}"),
-            ),
             // Internal detail goes to the log, not to the caller.
-            EdgeError::Unavailable(_) => {
-                (503, "unavailable", "temporarily unavailable, retry later".into())
-            }
+            EdgeError::Unavailable(_) => (503, "unavailable", "temporarily unavailable, retry later".into(), None),
         }
     }
 
-    /// The JSON error answer: `{"error": {"code": "...", "message": "..."}}`.
+    /// The JSON error answer: `{"error": {"code": "...", "message": "...", "field": "..."}}`.
     pub fn to_response(&self) -> worker::Result<Response> {
-        let (status, code, message) = self.status_code_message();
-        let body = serde_json::json!({ "error": { "code": code, "message": message } });
-        Ok(Response::from_json(&body)?.with_status(status))
+        let (status, code, message, field) = self.parts();
+        let mut error = serde_json::json!({ "code": code, "message": message });
+        if let Some(field) = field {
+            error["field"] = serde_json::json!(field);
+        }
+        let mut response = Response::from_json(&serde_json::json!({ "error": error }))?.with_status(status);
+        if status == 503 {
+            response.headers_mut().set("retry-after", "5")?;
+        }
+        Ok(response)
     }
 
     /// The HTTP status this error answers with.
     pub fn status(&self) -> u16 {
-        self.status_code_message().0
+        self.parts().0
     }
 }
 
@@ -69,7 +88,7 @@ impl fmt::Display for EdgeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EdgeError::Unavailable(detail) => write!(f, "unavailable: {detail}"),
-            other => f.write_str(&other.status_code_message().2),
+            other => f.write_str(&other.parts().2),
         }
     }
 }

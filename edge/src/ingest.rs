@@ -1,76 +1,97 @@
-//! `POST /webhooks/{carrier}`: verify, store once, enqueue. Nothing else happens on the request
-//! path, so carriers get their answer in tens of milliseconds.
+//! `POST /webhooks/{telnyx,twilio,plivo}`: verify, store once, enqueue. Nothing else happens
+//! on the request path, so carriers get their answer in tens of milliseconds.
 
-use exactly_core::telnyx;
-use exactly_core::{Rejection, MAX_BODY_BYTES};
+use exactly_core::{plivo, telnyx, twilio};
+use exactly_core::{PayloadError, Provider, Rejection, Timestamp, VerifiedEvent, MAX_BODY_BYTES};
 use worker::{Env, Request, Response};
 
 use crate::bindings::{self, vars};
 use crate::carrier_events::{self, Stored};
+use crate::config;
 use crate::error::EdgeError;
-use crate::jobs;
+use crate::jobs::{self, Job};
 use crate::platform::{new_id, now};
 
-/// Handles one Telnyx delivery.
-pub async fn telnyx(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let verifier = telnyx_verifier(env)?;
+/// Handles one delivery from `provider`.
+pub async fn webhook(provider: Provider, mut req: Request, env: &Env) -> Result<Response, EdgeError> {
     if declared_length(&req).is_some_and(|n| n > MAX_BODY_BYTES) {
         return Err(Rejection::TooLarge { limit: MAX_BODY_BYTES }.into());
     }
     let body = req.bytes().await.map_err(|e| EdgeError::platform("read body", e))?;
-    let headers = req.headers();
-    let signature = headers.get(telnyx::SIGNATURE_HEADER).ok().flatten();
-    let timestamp = headers.get(telnyx::TIMESTAMP_HEADER).ok().flatten();
-    let now = now();
-    let verified = verifier.verify(
-        telnyx::Headers { signature: signature.as_deref(), timestamp: timestamp.as_deref() },
-        &body,
-        now,
-    )?;
-    // The verifier parsed the body as JSON, so it is UTF-8.
-    let payload = std::str::from_utf8(&body)
-        .map_err(|_| Rejection::Malformed(exactly_core::PayloadError::NotParseable))?;
+    let started = now();
+    let verified = verify(provider, &req, env, &body, started)?;
+    let payload = std::str::from_utf8(&body).map_err(|_| Rejection::Malformed(PayloadError::NotParseable))?;
 
     let db = env.d1(bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))?;
-    let stored = carrier_events::store(&db, &new_id("cev")?, &verified, payload, now).await?;
-    let outcome = match &stored {
-        Stored::New { id } => {
-            // If this send fails the row stays unprocessed: the carrier's retry re-enqueues it
-            // (below) and the sweeper finds it, so answering 503 loses nothing.
-            jobs::enqueue(env, id).await?;
-            "accepted"
-        }
-        Stored::PendingDuplicate { id } => {
-            jobs::enqueue(env, id).await?;
-            "duplicate-requeued"
-        }
-        Stored::SettledDuplicate { .. } => "duplicate",
+    let stored = carrier_events::store(&db, &new_id("cev")?, &verified, payload, started).await?;
+    let (id, outcome) = match stored {
+        // If this send fails the row stays unprocessed: the carrier's retry re-enqueues it
+        // (below) and the sweeper finds it, so answering 503 loses nothing.
+        Stored::New { id } => (id, "accepted"),
+        Stored::PendingDuplicate { id } => (id, "duplicate-requeued"),
+        Stored::SettledDuplicate { id } => (id, "duplicate"),
     };
+    if outcome != "duplicate" {
+        jobs::enqueue(env, Job::CarrierEvent { id: id.clone() }).await?;
+    }
     let event = verified.event();
     worker::console_log!(
         "{}",
         serde_json::json!({
-            "request": "webhook", "provider": event.provider.as_str(), "event_id": event.event_id,
+            "request": "webhook", "provider": provider.as_str(), "event_id": event.event_id,
             "event_type": event.event_type, "outcome": outcome,
-            "latency_ms": crate::platform::now().unix_millis() - now.unix_millis(),
+            "latency_ms": now().unix_millis() - started.unix_millis(),
         })
     );
-    let id = match stored {
-        Stored::New { id } | Stored::PendingDuplicate { id } | Stored::SettledDuplicate { id } => id,
-    };
-    Response::from_json(&serde_json::json!({ "id": id, "outcome": outcome }))
-        .map_err(|e| EdgeError::platform("respond", e))
+    Response::from_json(&serde_json::json!({ "id": id, "outcome": outcome })).map_err(|e| EdgeError::platform("respond", e))
 }
 
-fn telnyx_verifier(env: &Env) -> Result<telnyx::Verifier, EdgeError> {
-    let text = env
-        .secret(vars::TELNYX_PUBLIC_KEY)
-        .map(|s| s.to_string())
-        .or_else(|_| env.var(vars::TELNYX_PUBLIC_KEY).map(|v| v.to_string()))
-        .map_err(|_| EdgeError::Config { variable: vars::TELNYX_PUBLIC_KEY, problem: "is not set".into() })?;
-    telnyx::Verifier::from_base64_keys(&text).map_err(|e| EdgeError::Config {
-        variable: vars::TELNYX_PUBLIC_KEY,
-        problem: format!("is invalid: {e}"),
+fn verify(provider: Provider, req: &Request, env: &Env, body: &[u8], now: Timestamp) -> Result<VerifiedEvent, EdgeError> {
+    let header = |name: &str| req.headers().get(name).ok().flatten();
+    Ok(match provider {
+        Provider::Twilio => {
+            let verifier = twilio::Verifier::new(&config::required(env, vars::TWILIO_AUTH_TOKEN)?)
+                .map_err(|e| EdgeError::Config { variable: vars::TWILIO_AUTH_TOKEN, problem: e.to_string() })?;
+            let url = signed_url(req, env)?;
+            let (signature, settings) = (header(twilio::SIGNATURE_HEADER), header(twilio::SIGNATURE_SETTINGS_HEADER));
+            verifier.verify(twilio::Request { url: &url, signature: signature.as_deref(), signature_settings: settings.as_deref(), body }, now)?
+        }
+        Provider::Plivo => {
+            let verifier = plivo::Verifier::new(&config::required(env, vars::PLIVO_AUTH_TOKEN)?)
+                .map_err(|e| EdgeError::Config { variable: vars::PLIVO_AUTH_TOKEN, problem: e.to_string() })?;
+            let url = signed_url(req, env)?;
+            let (v3, v3_nonce) = (header(plivo::V3_SIGNATURE_HEADER), header(plivo::V3_NONCE_HEADER));
+            let (v2, v2_nonce) = (header(plivo::V2_SIGNATURE_HEADER), header(plivo::V2_NONCE_HEADER));
+            verifier.verify(
+                plivo::Request {
+                    url: &url,
+                    v3_signature: v3.as_deref(),
+                    v3_nonce: v3_nonce.as_deref(),
+                    v2_signature: v2.as_deref(),
+                    v2_nonce: v2_nonce.as_deref(),
+                    body,
+                },
+                now,
+            )?
+        }
+        _ => {
+            let keys = config::required(env, vars::TELNYX_PUBLIC_KEY)?;
+            let verifier = telnyx::Verifier::from_base64_keys(&keys)
+                .map_err(|e| EdgeError::Config { variable: vars::TELNYX_PUBLIC_KEY, problem: format!("is invalid: {e}") })?;
+            let (signature, timestamp) = (header(telnyx::SIGNATURE_HEADER), header(telnyx::TIMESTAMP_HEADER));
+            verifier.verify(telnyx::Headers { signature: signature.as_deref(), timestamp: timestamp.as_deref() }, body, now)?
+        }
+    })
+}
+
+/// The URL the carrier signed: the public origin it was configured with, plus this request's
+/// path and query (a proxy in front of the worker may change the host the worker sees).
+fn signed_url(req: &Request, env: &Env) -> Result<String, EdgeError> {
+    let base = config::public_base_url(env)?;
+    let url = req.url().map_err(|e| EdgeError::platform("request url", e))?;
+    Ok(match url.query() {
+        Some(query) => format!("{base}{}?{query}", url.path()),
+        None => format!("{base}{}", url.path()),
     })
 }
 

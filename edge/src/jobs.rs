@@ -1,15 +1,17 @@
-//! The `jobs` queue: one message per carrier event to process.
+//! The `jobs` queue: one message per carrier event to process or message to dispatch.
 //!
 //! Every message is acknowledged only after its effects committed, and any message may run
-//! twice: the guards in [`crate::carrier_events`] make the second run a no-op.
+//! twice: the guards make the second run a no-op. A message that fails on every retry goes to
+//! the dead-letter queue, whose consumer records the failure visibly.
 
 use serde::{Deserialize, Serialize};
-use worker::{Env, MessageBatch, MessageExt, Queue, QueueRetryOptionsBuilder};
+use worker::{D1Database, Env, MessageBatch, MessageBuilder, MessageExt, Queue, QueueRetryOptionsBuilder};
 
 use crate::bindings;
 use crate::carrier_events;
+use crate::dispatch;
 use crate::error::EdgeError;
-use crate::platform::now;
+use crate::processor;
 
 /// A message on the `jobs` queue.
 #[derive(Debug, Serialize, Deserialize)]
@@ -17,40 +19,51 @@ use crate::platform::now;
 pub enum Job {
     /// Process the stored carrier event with this row id.
     CarrierEvent { id: String },
+    /// Send the outbound message with this id.
+    Dispatch { message_id: String },
 }
 
-/// Seconds before a failed job is tried again.
-const RETRY_DELAY_SECS: u32 = 5;
-
-/// Enqueues processing of one stored carrier event.
-pub async fn enqueue(env: &Env, carrier_event_id: &str) -> Result<(), EdgeError> {
-    let queue: Queue = env.queue(bindings::JOBS).map_err(|e| EdgeError::platform("jobs binding", e))?;
-    queue
-        .send(Job::CarrierEvent { id: carrier_event_id.to_owned() })
-        .await
-        .map_err(|e| EdgeError::platform("enqueue job", e))
+/// How a job ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Finished (applied, no-op or visibly failed): acknowledge.
+    Done(&'static str),
+    /// Not possible yet: run again after this many seconds.
+    RetryIn(u32, &'static str),
 }
 
-/// Enqueues several stored carrier events in one call.
-pub async fn enqueue_many(env: &Env, ids: Vec<String>) -> Result<(), EdgeError> {
-    if ids.is_empty() {
+/// Seconds before a job that hit a platform error is tried again.
+const ERROR_RETRY_SECS: u32 = 5;
+
+fn queue(env: &Env) -> Result<Queue, EdgeError> {
+    env.queue(bindings::JOBS).map_err(|e| EdgeError::platform("jobs binding", e))
+}
+
+/// Enqueues one job.
+pub async fn enqueue(env: &Env, job: Job) -> Result<(), EdgeError> {
+    queue(env)?.send(job).await.map_err(|e| EdgeError::platform("enqueue job", e))
+}
+
+/// Enqueues one job to run after `delay_seconds`.
+pub async fn enqueue_later(env: &Env, job: Job, delay_seconds: u32) -> Result<(), EdgeError> {
+    let message = MessageBuilder::new(job).delay_seconds(delay_seconds).build();
+    queue(env)?.send(message).await.map_err(|e| EdgeError::platform("enqueue job", e))
+}
+
+/// Enqueues several jobs in one call.
+pub async fn enqueue_many(env: &Env, jobs: Vec<Job>) -> Result<(), EdgeError> {
+    if jobs.is_empty() {
         return Ok(());
     }
-    let queue: Queue = env.queue(bindings::JOBS).map_err(|e| EdgeError::platform("jobs binding", e))?;
-    let jobs: Vec<Job> = ids.into_iter().map(|id| Job::CarrierEvent { id }).collect();
-    queue
-        .send_batch(jobs)
-        .await
-        .map_err(|e| EdgeError::platform("enqueue jobs", e))
+    queue(env)?.send_batch(jobs).await.map_err(|e| EdgeError::platform("enqueue jobs", e))
 }
 
 /// Consumes a batch from the `jobs` queue, acknowledging or retrying each message itself.
 pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
     let db = env.d1(bindings::DB)?;
     for message in batch.messages()? {
-        let job = serde_json::from_value::<Job>(message.body().clone());
-        let outcome = match job {
-            Ok(Job::CarrierEvent { ref id }) => process(&db, id).await,
+        let job = match serde_json::from_value::<Job>(message.body().clone()) {
+            Ok(job) => job,
             Err(e) => {
                 // A message no version of this worker wrote: retrying cannot help.
                 worker::console_error!("{}", serde_json::json!({"job": "invalid", "error": e.to_string()}));
@@ -58,46 +71,53 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env) -> worke
                 continue;
             }
         };
+        let started = crate::platform::now();
+        let outcome = run(env, &db, &job).await;
+        let latency_ms = crate::platform::now().unix_millis() - started.unix_millis();
+        let (kind, id) = match &job {
+            Job::CarrierEvent { id } => ("carrier_event", id),
+            Job::Dispatch { message_id } => ("dispatch", message_id),
+        };
+        let retry = |secs: u32| message.retry_with_options(&QueueRetryOptionsBuilder::new().with_delay_seconds(secs).build());
         match outcome {
-            Ok(()) => message.ack(),
+            Ok(Outcome::Done(what)) => {
+                worker::console_log!("{}", serde_json::json!({"job": kind, "id": id, "outcome": what, "latency_ms": latency_ms}));
+                message.ack();
+            }
+            Ok(Outcome::RetryIn(secs, why)) => {
+                worker::console_log!("{}", serde_json::json!({"job": kind, "id": id, "outcome": "retried", "reason": why, "delay_s": secs}));
+                retry(secs);
+            }
             Err(e) => {
-                worker::console_error!(
-                    "{}",
-                    serde_json::json!({"job": "carrier_event", "outcome": "retried", "error": e.to_string()})
-                );
-                message.retry_with_options(
-                    &QueueRetryOptionsBuilder::new().with_delay_seconds(RETRY_DELAY_SECS).build(),
-                );
+                worker::console_error!("{}", serde_json::json!({"job": kind, "id": id, "outcome": "retried", "error": e.to_string()}));
+                retry(ERROR_RETRY_SECS);
             }
         }
     }
     Ok(())
 }
 
-async fn process(db: &worker::D1Database, id: &str) -> Result<(), EdgeError> {
-    let applied = carrier_events::mark_processed(db, id, now()).await?;
-    worker::console_log!(
-        "{}",
-        serde_json::json!({"job": "carrier_event", "id": id, "outcome": if applied { "applied" } else { "no-op" }})
-    );
-    Ok(())
+async fn run(env: &Env, db: &D1Database, job: &Job) -> Result<Outcome, EdgeError> {
+    match job {
+        Job::CarrierEvent { id } => processor::process(env, db, id).await,
+        Job::Dispatch { message_id } => dispatch::dispatch(env, db, message_id).await,
+    }
 }
 
-/// Consumes the jobs dead-letter queue: the event is recorded as failed, visibly.
-pub async fn consume_dead_letters(
-    batch: MessageBatch<serde_json::Value>,
-    env: &Env,
-) -> worker::Result<()> {
+/// Consumes the jobs dead-letter queue: the failure is recorded where operators look.
+pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
     let db = env.d1(bindings::DB)?;
     for message in batch.messages()? {
-        match serde_json::from_value::<Job>(message.body().clone()) {
+        let recorded = match serde_json::from_value::<Job>(message.body().clone()) {
             Ok(Job::CarrierEvent { id }) => {
-                match carrier_events::mark_failed(&db, &id, "processing failed on every retry (dead-lettered)").await {
-                    Ok(_) => message.ack(),
-                    Err(_) => message.retry(),
-                }
+                carrier_events::mark_failed(&db, &id, "processing failed on every retry (dead-lettered)").await.map(|_| ())
             }
-            Err(_) => message.ack(),
+            Ok(Job::Dispatch { message_id }) => crate::messages::fail_undispatched(&db, &message_id, crate::platform::now()).await.map(|_| ()),
+            Err(_) => Ok(()),
+        };
+        match recorded {
+            Ok(()) => message.ack(),
+            Err(_) => message.retry(),
         }
     }
     Ok(())

@@ -3,43 +3,98 @@
 //! Entry points only live here; each handler reads decode, decide (core), apply (D1), respond.
 //!
 //! # Layout
-//! - [`ingest`]: `POST /webhooks/{carrier}`: verify, store once, enqueue.
-//! - [`carrier_events`]: the `carrier_events` SQL, with its guards in the `WHERE` clauses.
+//! - [`ingest`]: `POST /webhooks/{telnyx,twilio,plivo}`: verify, store once, enqueue.
+//! - [`processor`]: one stored carrier event -> its guarded effects.
+//! - [`dispatch`]: sending an outbound message (claim, carrier call, result).
 //! - [`jobs`]: the `jobs` queue (producer and consumer) and its dead-letter queue.
-//! - [`sweeper`]: the cron step that re-enqueues events whose job was lost.
+//! - [`sweeper`]: the cron step that re-enqueues work whose job was lost.
+//! - SQL, one module per resource, guards in the `WHERE` clauses: [`carrier_events`],
+//!   [`messages`], [`outbox`] (customer events), [`usage`] (the ledger).
+//! - [`api`]: `/admin` and `/v1` handlers, one file per resource; [`auth`] and [`http`] helpers.
+//! - [`carrier_api`]: the carrier's REST API (send message).
 //! - [`ring`]: the per-call Durable Object that owns the sequential-ring cursor.
-//! - [`bindings`]: binding and variable names, mirroring `wrangler.toml`.
-//! - [`error`]: the one error type, mapped once to HTTP.
-//! - [`platform`]: time and randomness from the runtime.
+//! - [`bindings`] (names mirroring `wrangler.toml`), [`config`], [`error`] (the one error type,
+//!   mapped once to HTTP), [`db`], [`platform`] (time and randomness), [`faults`] (test-only).
 
+use exactly_core::Provider;
 use worker::{event, Context, Env, MessageBatch, Method, Request, Response, ScheduleContext, ScheduledEvent};
 
+pub mod api;
+pub mod auth;
 pub mod bindings;
+pub mod carrier_api;
 pub mod carrier_events;
+pub mod config;
+pub mod db;
+pub mod dispatch;
 pub mod error;
+pub mod faults;
+pub mod http;
 pub mod ingest;
 pub mod jobs;
+pub mod messages;
+pub mod outbox;
 pub mod platform;
+pub mod processor;
 pub mod ring;
 pub mod sweeper;
+pub mod usage;
 
 use error::EdgeError;
 
-#[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+/// Every route: (method, path pattern). `{id}` matches one path segment.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/webhooks/telnyx"),
+    ("POST", "/webhooks/twilio"),
+    ("POST", "/webhooks/plivo"),
+    ("POST", "/admin/accounts"),
+    ("POST", "/admin/numbers"),
+    ("GET", "/admin/carrier_events"),
+    ("POST", "/v1/messages"),
+    ("GET", "/v1/messages"),
+    ("GET", "/v1/messages/{id}"),
+    ("GET", "/v1/usage"),
+];
+
+async fn route(req: Request, env: &Env) -> Result<Response, EdgeError> {
     let method = req.method();
     let path = req.path();
-    let result = match (method, path.as_str()) {
-        (Method::Post, "/webhooks/telnyx") => ingest::telnyx(req, &env).await,
-        (_, "/webhooks/telnyx") => Err(EdgeError::MethodNotAllowed),
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match (method, segments.as_slice()) {
+        (Method::Post, ["webhooks", "telnyx"]) => ingest::webhook(Provider::Telnyx, req, env).await,
+        (Method::Post, ["webhooks", "twilio"]) => ingest::webhook(Provider::Twilio, req, env).await,
+        (Method::Post, ["webhooks", "plivo"]) => ingest::webhook(Provider::Plivo, req, env).await,
+        (Method::Post, ["admin", "accounts"]) => api::admin::create_account(req, env).await,
+        (Method::Post, ["admin", "numbers"]) => api::admin::create_number(req, env).await,
+        (Method::Get, ["admin", "carrier_events"]) => api::admin::list_carrier_events(req, env).await,
+        (Method::Post, ["v1", "messages"]) => api::messages::create(req, env).await,
+        (Method::Get, ["v1", "messages"]) => api::messages::list(req, env).await,
+        (Method::Get, ["v1", "messages", id]) => api::messages::get(req, env, id).await,
+        (Method::Get, ["v1", "usage"]) => api::usage::get(req, env).await,
+        #[cfg(feature = "fault-injection")]
+        (Method::Post, ["__e2e", "sql"]) => faults::sql(req, env).await,
+        (_, ["webhooks", _] | ["admin", _] | ["v1", _] | ["v1", _, _]) if known_path(&segments) => Err(EdgeError::MethodNotAllowed),
         _ => Err(EdgeError::NotFound),
-    };
-    match result {
+    }
+}
+
+fn known_path(segments: &[&str]) -> bool {
+    ROUTES.iter().any(|(_, pattern)| {
+        let parts: Vec<&str> = pattern.trim_matches('/').split('/').collect();
+        parts.len() == segments.len() && parts.iter().zip(segments).all(|(p, s)| p.starts_with('{') || p == s)
+    })
+}
+
+#[event(fetch)]
+async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+    let path = req.path();
+    let method = req.method().to_string();
+    match route(req, &env).await {
         Ok(response) => Ok(response),
         Err(error) => {
             let status = error.status();
             let line = serde_json::json!({
-                "request": path, "status": status, "outcome": "rejected", "error": error.to_string(),
+                "request": path, "method": method, "status": status, "outcome": "rejected", "error": error.to_string(),
             });
             if status >= 500 {
                 worker::console_error!("{line}");
@@ -70,7 +125,7 @@ async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) 
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     match sweeper::sweep(&env).await {
-        Ok(count) => worker::console_log!("{}", serde_json::json!({"cron": "sweep", "requeued": count})),
+        Ok(report) => worker::console_log!("{}", serde_json::json!({"cron": "sweep", "events": report.events, "dispatches": report.dispatches})),
         Err(e) => worker::console_error!("{}", serde_json::json!({"cron": "sweep", "error": e.to_string()})),
     }
 }

@@ -22,3 +22,10 @@ pub fn new_id(prefix: &str) -> Result<String, EdgeError> {
 pub fn millis_arg(t: Timestamp) -> wasm_bindgen::JsValue {
     wasm_bindgen::JsValue::from_f64(t.unix_millis() as f64)
 }
+
+/// `len` random bytes from the platform's CSPRNG, as lowercase hex.
+pub fn random_hex(len: usize) -> Result<String, EdgeError> {
+    let mut bytes = vec![0u8; len];
+    getrandom::getrandom(&mut bytes).map_err(|e| EdgeError::platform("random", e))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}

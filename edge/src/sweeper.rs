@@ -6,21 +6,34 @@ use worker::Env;
 use crate::bindings;
 use crate::carrier_events;
 use crate::error::EdgeError;
-use crate::jobs;
+use crate::jobs::{self, Job};
+use crate::messages;
 use crate::platform::now;
 
-/// An event unprocessed for this long has lost its job (or is stuck behind retries).
+/// Work unfinished for this long has lost its job (or is stuck behind retries).
 const STALE_AFTER_MILLIS: i64 = 2 * 60 * 1000;
-/// At most this many events are re-enqueued per run, so one run stays well inside its limits.
+/// At most this many items of each kind are re-enqueued per run, so one run stays well inside
+/// its limits.
 const BATCH: u32 = 100;
 
-/// One sweep. Re-enqueueing an event that is in fact still queued is harmless: the processor's
-/// guard makes the second run a no-op.
-pub async fn sweep(env: &Env) -> Result<usize, EdgeError> {
+/// What one sweep re-enqueued.
+pub struct Report {
+    /// Carrier events neither processed nor failed.
+    pub events: usize,
+    /// Outbound messages not handed to the carrier.
+    pub dispatches: usize,
+}
+
+/// One sweep. Re-enqueueing work that is in fact still queued is harmless: the guards make the
+/// second run a no-op.
+pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
     let db = env.d1(bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))?;
     let cutoff = Timestamp::from_unix_millis(now().unix_millis() - STALE_AFTER_MILLIS);
-    let ids = carrier_events::unprocessed(&db, cutoff, BATCH).await?;
-    let count = ids.len();
-    jobs::enqueue_many(env, ids).await?;
-    Ok(count)
+    let events = carrier_events::unprocessed(&db, cutoff, BATCH).await?;
+    let dispatches = messages::undispatched(&db, cutoff, BATCH).await?;
+    let report = Report { events: events.len(), dispatches: dispatches.len() };
+    let mut work: Vec<Job> = events.into_iter().map(|id| Job::CarrierEvent { id }).collect();
+    work.extend(dispatches.into_iter().map(|message_id| Job::Dispatch { message_id }));
+    jobs::enqueue_many(env, work).await?;
+    Ok(report)
 }

@@ -2,11 +2,16 @@
 //! request) for tests, benchmarks and users checking their own deployment.
 //!
 //! # Layout
-//! - [`telnyx`]: a Telnyx webhook signer and envelope builder.
+//! - [`telnyx`]: a Telnyx webhook signer, envelope builder and sender.
+//! - [`twilio`], [`plivo`]: signers for those carriers' form posts.
+//! - [`carrier`]: a fake Telnyx REST API that records every request and misbehaves on request.
 //! - [`devkeys`]: reads the development signing keys that `make dev` writes to `.dev.keys`.
 
+pub mod carrier;
 pub mod devkeys;
+pub mod plivo;
 pub mod telnyx;
+pub mod twilio;
 
 /// Seconds since the Unix epoch, from this machine's clock.
 pub fn unix_now() -> i64 {

@@ -78,6 +78,24 @@ pub fn envelope(id: &str, event_type: &str, occurred_at: &str, payload: Value, a
     .to_string()
 }
 
+/// Posts a signed delivery to `{base}/webhooks/telnyx`; returns (status, body), status 0 when no
+/// HTTP answer came back.
+pub fn deliver(base: &str, signer: &Signer, body: &str, unix_seconds: i64) -> (u16, String) {
+    let h = signer.sign(body.as_bytes(), unix_seconds);
+    let result = ureq::post(&format!("{base}/webhooks/telnyx"))
+        .set("content-type", "application/json")
+        .set("telnyx-timestamp", &h.timestamp)
+        .set("telnyx-signature-ed25519", &h.signature)
+        .send_string(body);
+    match result {
+        Ok(r) | Err(ureq::Error::Status(_, r)) => {
+            let status = r.status();
+            (status, r.into_string().unwrap_or_default())
+        }
+        Err(e) => (0, e.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

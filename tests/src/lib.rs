@@ -14,8 +14,16 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
+use sim::carrier::{FakeCarrier, WebhookTarget};
 use sim::telnyx::Signer;
+
+/// The admin token the test worker is configured with.
+pub const ADMIN_TOKEN: &str = "e2e-admin-token";
+/// The Twilio auth token the test worker is configured with.
+pub const TWILIO_TOKEN: &str = "e2e-twilio-token";
+/// The Plivo auth token the test worker is configured with.
+pub const PLIVO_TOKEN: &str = "e2e-plivo-token";
 
 /// The answer to one HTTP request.
 #[derive(Debug)]
@@ -42,6 +50,8 @@ pub struct Worker {
     pub dir: PathBuf,
     /// Signs Telnyx webhooks with the key the worker was configured with.
     pub telnyx: Signer,
+    /// The fake carrier REST API the worker calls.
+    pub carrier: FakeCarrier,
     agent: ureq::Agent,
 }
 
@@ -68,19 +78,16 @@ fn npx(root: &Path) -> Command {
 }
 
 impl Worker {
-    /// Applies the migrations to a fresh local database and starts the worker on it.
+    /// Applies the migrations to a fresh local database and starts the worker on it, with a
+    /// fake carrier API and the test build of the worker (fault injection compiled in).
     pub fn start() -> Self {
         let dir = root().join("target/e2e").join(format!("run-{}-{}", std::process::id(), sim::unix_now()));
         fs::create_dir_all(&dir).expect("create the run directory");
-        let telnyx = Signer::generate();
-        fs::write(
-            dir.join("test.env"),
-            format!("TELNYX_PUBLIC_KEY={}\n", telnyx.public_key_base64()),
-        )
-        .expect("write the env file");
-
+        write_config(&dir);
         let status = npx(&root())
-            .args(["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to"])
+            .args(["wrangler", "d1", "migrations", "apply", "DB", "--local", "--config"])
+            .arg(dir.join("wrangler.toml"))
+            .arg("--persist-to")
             .arg(dir.join("state"))
             .stdout(Stdio::null())
             .status()
@@ -88,17 +95,37 @@ impl Worker {
         assert!(status.success(), "applying migrations failed");
 
         let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).build();
-        let mut worker = Worker { child: None, base: String::new(), dir, telnyx, agent };
+        let carrier = FakeCarrier::start().expect("start the fake carrier");
+        let mut worker = Worker { child: None, base: String::new(), dir, telnyx: Signer::generate(), carrier, agent };
         worker.spawn();
         worker
     }
 
     fn spawn(&mut self) {
         let port = free_port();
-        let log = fs::File::create(self.dir.join("wrangler.log")).expect("create the log");
+        self.base = format!("http://127.0.0.1:{port}");
+        let env = [
+            ("TELNYX_PUBLIC_KEY", self.telnyx.public_key_base64()),
+            ("TELNYX_API_KEY", "e2e-telnyx-api-key".to_owned()),
+            ("TELNYX_API_BASE", self.carrier.base.clone()),
+            ("TELNYX_MESSAGING_PROFILE_ID", "e2e-profile".to_owned()),
+            ("TELNYX_CONNECTION_ID", "e2e-connection".to_owned()),
+            ("TWILIO_AUTH_TOKEN", TWILIO_TOKEN.to_owned()),
+            ("PLIVO_AUTH_TOKEN", PLIVO_TOKEN.to_owned()),
+            ("PUBLIC_BASE_URL", self.base.clone()),
+            ("ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
+            ("ALLOW_PRIVATE_ENDPOINTS", "true".to_owned()),
+        ];
+        let text: String = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        fs::write(self.dir.join("test.env"), text).expect("write the env file");
+        self.carrier.set_webhook_target(WebhookTarget { base: self.base.clone(), signer: self.telnyx.clone() });
+
+        let log = fs::OpenOptions::new().create(true).append(true).open(self.dir.join("wrangler.log")).expect("open the log");
         let child = npx(&root())
             .args(["wrangler", "dev", "--local", "--ip", "127.0.0.1", "--show-interactive-dev-session=false"])
             .args(["--port", &port.to_string(), "--inspector-port", &free_port().to_string()])
+            .arg("--config")
+            .arg(self.dir.join("wrangler.toml"))
             .arg("--persist-to")
             .arg(self.dir.join("state"))
             .arg("--env-file")
@@ -111,7 +138,6 @@ impl Worker {
             .spawn()
             .expect("spawn wrangler dev");
         self.child = Some(child);
-        self.base = format!("http://127.0.0.1:{port}");
         let deadline = Instant::now() + Duration::from_secs(180);
         while Instant::now() < deadline {
             if self.get("/").status != 0 {
@@ -199,18 +225,12 @@ impl Worker {
         self.get("/cdn-cgi/handler/scheduled?cron=*+*+*+*+*")
     }
 
-    /// Runs SQL against the worker's local D1 database and returns the rows.
+    /// Runs SQL against the worker's local D1 database (through the test build's SQL route,
+    /// on the worker's own D1 binding) and returns the rows.
     pub fn sql(&self, sql: &str) -> Vec<Value> {
-        let output = npx(&root())
-            .args(["wrangler", "d1", "execute", "DB", "--local", "--json", "--persist-to"])
-            .arg(self.dir.join("state"))
-            .args(["--command", sql])
-            .output()
-            .expect("run wrangler d1 execute");
-        let text = String::from_utf8_lossy(&output.stdout);
-        assert!(output.status.success(), "d1 execute failed: {sql}\n{text}\n{}", String::from_utf8_lossy(&output.stderr));
-        let parsed: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("d1 output is not JSON ({e}): {text}"));
-        parsed[0]["results"].as_array().cloned().unwrap_or_default()
+        let answer = self.post("/__e2e/sql", &[("content-type", "application/json")], json!({ "sql": sql }).to_string().as_bytes());
+        assert_eq!(answer.status, 200, "sql failed: {sql}\n{}", answer.body);
+        answer.json()["results"].as_array().cloned().unwrap_or_default()
     }
 
     /// The single integer a `SELECT COUNT(*) AS n ...`-style query returns in column `n`.
@@ -232,6 +252,76 @@ impl Worker {
             thread::sleep(Duration::from_millis(500));
         }
     }
+}
+
+impl Worker {
+    /// A request with a bearer token and optional JSON body and extra headers.
+    pub fn call(&self, method: &str, path: &str, token: &str, body: Option<&Value>, headers: &[(&str, &str)]) -> Answer {
+        let mut req = self.agent.request(method, &format!("{}{path}", self.base)).set("authorization", &format!("Bearer {token}"));
+        for (name, value) in headers {
+            req = req.set(name, value);
+        }
+        Self::answer(match body {
+            Some(json) => req.send_json(json.clone()),
+            None => req.call(),
+        })
+    }
+
+    /// Creates an account through the admin API; returns (id, api key).
+    pub fn create_account(&self, name: &str) -> (String, String) {
+        let a = self.call("POST", "/admin/accounts", ADMIN_TOKEN, Some(&json!({"name": name})), &[]);
+        assert_eq!(a.status, 201, "create account: {}", a.body);
+        let v = a.json();
+        (v["id"].as_str().expect("id").to_owned(), v["api_key"].as_str().expect("api_key").to_owned())
+    }
+
+    /// Assigns `number` (with optional ring targets) to an account through the admin API.
+    pub fn create_number(&self, account_id: &str, number: &str, ring_targets: &[&str]) {
+        let body = json!({"account_id": account_id, "phone_number": number, "ring_targets": ring_targets});
+        let a = self.call("POST", "/admin/numbers", ADMIN_TOKEN, Some(&body), &[]);
+        assert_eq!(a.status, 201, "create number: {}", a.body);
+    }
+
+    /// Counts the worker log lines that contain every one of `needles`.
+    pub fn log_lines(&self, needles: &[&str]) -> usize {
+        let text = fs::read_to_string(self.dir.join("wrangler.log")).unwrap_or_default();
+        text.lines().filter(|line| needles.iter().all(|n| line.contains(n))).count()
+    }
+}
+
+/// A fresh E.164 number for one test: unique within a run.
+pub fn fresh_number() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("+1555{:03}{:04}", std::process::id() % 1000, n)
+}
+
+/// Writes the run's wrangler config: the project's `wrangler.toml` with the test bundle as
+/// `main`, no build step, and absolute paths (the file lives in the run directory).
+fn write_config(dir: &Path) {
+    let root = root();
+    let source = fs::read_to_string(root.join("wrangler.toml")).expect("read wrangler.toml");
+    let mut out = String::new();
+    let mut in_build = false;
+    for line in source.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') {
+            in_build = trimmed == "[build]";
+        }
+        if in_build {
+            continue;
+        }
+        if trimmed.starts_with("main =") {
+            out.push_str(&format!("main = \"{}\"\n", root.join("edge/build-e2e/worker/shim.mjs").display()));
+        } else if trimmed.starts_with("migrations_dir =") {
+            out.push_str(&format!("migrations_dir = \"{}\"\n", root.join("migrations").display()));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    fs::write(dir.join("wrangler.toml"), out).expect("write the run's wrangler.toml");
 }
 
 impl Drop for Worker {

@@ -9,13 +9,14 @@ use exactly_tests::Worker;
 use libtest_mimic::{Arguments, Trial};
 
 mod ingest;
+mod messaging;
 
 /// A test body: it panics (through `assert!`) to fail.
 pub type TestFn = fn(&Worker);
 
 fn main() {
     let args = Arguments::from_args();
-    let all: Vec<(&str, TestFn)> = ingest::TESTS.to_vec();
+    let all: Vec<(&str, TestFn)> = [ingest::TESTS, messaging::TESTS].concat();
     if args.list {
         let trials = all.into_iter().map(|(name, _)| Trial::test(name, || Ok(()))).collect();
         libtest_mimic::run(&args, trials).exit();

@@ -1,0 +1,118 @@
+//! `/v1/messages`: send a message (with `Idempotency-Key`), read one, list them.
+
+use exactly_core::message::MessageStatus;
+use exactly_core::segments;
+use serde::Deserialize;
+use serde_json::Value;
+use worker::{Env, Request, Response};
+
+use crate::api::{e164, page};
+use crate::auth::{self, Account};
+use crate::bindings;
+use crate::db;
+use crate::error::EdgeError;
+use crate::http::{self, Cursor};
+use crate::jobs::{self, Job};
+use crate::messages::{self, ListFilter, NewOutbound};
+use crate::platform::{new_id, now};
+
+/// The longest text one API call may send (10 concatenated GSM-7 segments).
+const MAX_TEXT_CHARS: usize = 1600;
+
+#[derive(Deserialize)]
+struct NewMessage {
+    from: Option<String>,
+    to: Option<String>,
+    text: Option<String>,
+}
+
+fn database(env: &Env) -> Result<worker::D1Database, EdgeError> {
+    env.d1(bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))
+}
+
+/// `POST /v1/messages` `{from, to, text}`: 201 with the queued message, or 200 with the same
+/// message when the `Idempotency-Key` was used before (no second send).
+pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
+    let db = database(env)?;
+    let Account { id: account_id } = auth::account(&req, &db).await?;
+    let key = req.headers().get("idempotency-key").ok().flatten().map(|k| k.trim().to_owned()).filter(|k| !k.is_empty());
+    if key.as_ref().is_some_and(|k| k.len() > 255) {
+        return Err(EdgeError::invalid("Idempotency-Key", "must be at most 255 characters"));
+    }
+    let body: NewMessage = http::json_body(&mut req).await?;
+    let from = body.from.ok_or_else(|| EdgeError::invalid("from", "is required"))?;
+    let to = body.to.ok_or_else(|| EdgeError::invalid("to", "is required"))?;
+    let text = body.text.ok_or_else(|| EdgeError::invalid("text", "is required"))?;
+    e164("from", &from)?;
+    e164("to", &to)?;
+    if text.trim().is_empty() {
+        return Err(EdgeError::invalid("text", "must not be empty"));
+    }
+    if text.chars().count() > MAX_TEXT_CHARS {
+        return Err(EdgeError::invalid("text", format!("must be at most {MAX_TEXT_CHARS} characters")));
+    }
+    let owned: Option<Value> = db::first(db::stmt(
+        &db,
+        "SELECT id FROM phone_numbers WHERE phone_number = ?1 AND account_id = ?2",
+        &[db::text(&from), db::text(&account_id)],
+    )?)
+    .await?;
+    if owned.is_none() {
+        return Err(EdgeError::invalid("from", "is not a number of this account"));
+    }
+
+    let count = segments::count(&text);
+    let id = new_id("msg")?;
+    let new = NewOutbound {
+        id: &id,
+        account_id: &account_id,
+        from: &from,
+        to: &to,
+        text: &text,
+        segments: i64::from(count.count),
+        encoding: count.encoding.as_str(),
+        idempotency_key: key.as_deref(),
+    };
+    let (message, created) = messages::create_outbound(&db, new, now()).await?;
+    if !created && (message.from_number != from || message.to_number != to || message.text != text) {
+        return Err(EdgeError::Conflict {
+            code: "idempotency_key_reused",
+            message: "this Idempotency-Key was used for a different message".into(),
+        });
+    }
+    // A replay of a message whose first dispatch job may have been lost enqueues it again; the
+    // dispatcher's claim makes a second job a no-op.
+    if created || message.status == MessageStatus::Queued.as_str() {
+        jobs::enqueue(env, Job::Dispatch { message_id: message.id.clone() }).await?;
+    }
+    http::json(if created { 201 } else { 200 }, &message.to_json())
+}
+
+/// `GET /v1/messages/{id}`; another account's message is 404.
+pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+    let db = database(env)?;
+    let account = auth::account(&req, &db).await?;
+    let message = messages::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
+    http::json(200, &message.to_json())
+}
+
+/// `GET /v1/messages?status=&direction=&limit=&cursor=`, newest first.
+pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
+    let db = database(env)?;
+    let account = auth::account(&req, &db).await?;
+    let params = http::query(&req);
+    let status = http::param(&params, "status");
+    if status.is_some_and(|s| MessageStatus::from_name(s).is_none()) {
+        return Err(EdgeError::invalid("status", "is not a message status"));
+    }
+    let direction = http::param(&params, "direction");
+    if direction.is_some_and(|d| d != "inbound" && d != "outbound") {
+        return Err(EdgeError::invalid("direction", "must be inbound or outbound"));
+    }
+    let limit = http::limit(&params)?;
+    let rows = messages::list(&db, &account.id, ListFilter { status, direction, cursor: Cursor::from_params(&params)?, limit }).await?;
+    let next = (rows.len() == limit as usize)
+        .then(|| rows.last().map(|m| Cursor { created_at: m.created_at as i64, id: m.id.clone() }))
+        .flatten();
+    http::json(200, &page(rows.iter().map(|m| m.to_json()).collect(), next))
+}

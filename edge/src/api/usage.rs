@@ -1,0 +1,35 @@
+//! `GET /v1/usage?from=&to=`: ledger totals per kind.
+
+use exactly_core::Timestamp;
+use serde_json::json;
+use worker::{Env, Request, Response};
+
+use crate::auth;
+use crate::bindings;
+use crate::error::EdgeError;
+use crate::http;
+use crate::platform::now;
+use crate::usage;
+
+fn time_param(params: &[(String, String)], name: &'static str) -> Result<Option<Timestamp>, EdgeError> {
+    http::param(params, name)
+        .map(|text| Timestamp::parse_rfc3339(text).ok_or_else(|| EdgeError::invalid(name, "must be an RFC 3339 time")))
+        .transpose()
+}
+
+/// Totals of the caller's account over `[from, to)` (default: everything until now).
+pub async fn get(req: Request, env: &Env) -> Result<Response, EdgeError> {
+    let db = env.d1(bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))?;
+    let account = auth::account(&req, &db).await?;
+    let params = http::query(&req);
+    let from = time_param(&params, "from")?.unwrap_or(Timestamp::from_unix_millis(0));
+    let to = time_param(&params, "to")?.unwrap_or_else(|| Timestamp::from_unix_millis(now().unix_millis() + 1));
+    if to < from {
+        return Err(EdgeError::invalid("to", "must not be before from"));
+    }
+    let totals = usage::totals(&db, &account.id, from, to).await?;
+    http::json(200, &json!({
+        "from": from.to_rfc3339(), "to": to.to_rfc3339(),
+        "sms_segments": totals.sms_segments, "call_minutes": totals.call_minutes,
+    }))
+}

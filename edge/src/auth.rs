@@ -1,0 +1,49 @@
+//! Bearer authentication: the admin token, and account API keys (stored as SHA-256 hashes).
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use worker::{D1Database, Env, Request};
+
+use crate::bindings::vars;
+use crate::config;
+use crate::db;
+use crate::error::EdgeError;
+use crate::http::bearer;
+
+/// The account a request acts for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Account {
+    /// `acct_...`.
+    pub id: String,
+}
+
+/// Checks `Authorization: Bearer $ADMIN_TOKEN`, in constant time.
+pub fn admin(req: &Request, env: &Env) -> Result<(), EdgeError> {
+    let expected = config::required(env, vars::ADMIN_TOKEN)?;
+    let given = bearer(req).ok_or(EdgeError::Unauthorized)?;
+    // Compare digests so the comparison does not leak the token's length either.
+    let same: bool = Sha256::digest(given.as_bytes()).ct_eq(&Sha256::digest(expected.as_bytes())).into();
+    if same {
+        Ok(())
+    } else {
+        Err(EdgeError::Unauthorized)
+    }
+}
+
+/// The SHA-256 (hex) under which an API key is stored.
+pub fn key_hash(api_key: &str) -> String {
+    Sha256::digest(api_key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[derive(serde::Deserialize)]
+struct AccountRow {
+    id: String,
+}
+
+/// The account whose API key is the request's bearer token.
+pub async fn account(req: &Request, db: &D1Database) -> Result<Account, EdgeError> {
+    let key = bearer(req).ok_or(EdgeError::Unauthorized)?;
+    let row: Option<AccountRow> =
+        db::first(db::stmt(db, "SELECT id FROM accounts WHERE api_key_hash = ?1", &[db::text(&key_hash(&key))])?).await?;
+    row.map(|r| Account { id: r.id }).ok_or(EdgeError::Unauthorized)
+}

@@ -1,0 +1,86 @@
+//! The carrier's REST API (Telnyx v2): sending messages. Requests carry the message id as the
+//! idempotency key, so a retried send never becomes a second message at the carrier.
+
+use std::time::Duration;
+
+use exactly_core::event::CarrierError;
+use futures_util::future::{select, Either};
+use serde_json::{json, Value};
+use worker::{Delay, Env, Fetch, Headers, Method, Request, RequestInit};
+
+use crate::bindings::vars;
+use crate::config;
+use crate::error::EdgeError;
+
+/// How long one carrier API call may take before it counts as a transient failure.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The outcome of a carrier API call.
+#[derive(Debug)]
+pub enum CallResult<T> {
+    /// 2xx: what the carrier answered.
+    Ok(T),
+    /// 4xx: the carrier refused; retrying cannot help.
+    Refused(CarrierError),
+    /// 5xx, a timeout or a network error: safe to retry (the idempotency key holds).
+    Transient(String),
+}
+
+/// `POST {TELNYX_API_BASE}/v2/messages`; on success, the carrier's message id.
+pub async fn send_message(env: &Env, message_id: &str, from: &str, to: &str, text: &str) -> Result<CallResult<String>, EdgeError> {
+    let mut body = json!({ "from": from, "to": to, "text": text });
+    if let Some(profile) = config::optional(env, vars::TELNYX_MESSAGING_PROFILE_ID) {
+        body["messaging_profile_id"] = json!(profile);
+    }
+    Ok(match post(env, "/v2/messages", message_id, &body).await? {
+        CallResult::Ok(answer) => match answer["data"]["id"].as_str() {
+            Some(id) if !id.is_empty() => CallResult::Ok(id.to_owned()),
+            _ => CallResult::Transient("carrier answered 2xx without data.id".into()),
+        },
+        CallResult::Refused(e) => CallResult::Refused(e),
+        CallResult::Transient(e) => CallResult::Transient(e),
+    })
+}
+
+/// POSTs JSON to the Telnyx API with the API key and an idempotency key.
+pub async fn post(env: &Env, path: &str, idempotency_key: &str, body: &Value) -> Result<CallResult<Value>, EdgeError> {
+    let api_key = config::required(env, vars::TELNYX_API_KEY)?;
+    let url = format!("{}{path}", config::telnyx_api_base(env));
+    let headers = Headers::new();
+    let set = |name: &str, value: &str| headers.set(name, value).map_err(|e| EdgeError::platform("header", e));
+    set("authorization", &format!("Bearer {api_key}"))?;
+    set("content-type", "application/json")?;
+    set("accept", "application/json")?;
+    set("idempotency-key", idempotency_key)?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post).with_headers(headers).with_body(Some(body.to_string().into()));
+    let request = Request::new_with_init(&url, &init).map_err(|e| EdgeError::platform("carrier request", e))?;
+
+    let fetch = Fetch::Request(request);
+    let sent = fetch.send();
+    let timeout = Delay::from(TIMEOUT);
+    futures_util::pin_mut!(sent);
+    let mut response = match select(sent, timeout).await {
+        Either::Left((Ok(response), _)) => response,
+        Either::Left((Err(e), _)) => return Ok(CallResult::Transient(format!("network: {e}"))),
+        Either::Right(_) => return Ok(CallResult::Transient(format!("no answer within {}s", TIMEOUT.as_secs()))),
+    };
+    let status = response.status_code();
+    let answer: Value = response.json().await.unwrap_or(Value::Null);
+    Ok(match status {
+        200..=299 => CallResult::Ok(answer),
+        400..=499 if status != 408 && status != 429 => {
+            let first = &answer["errors"][0];
+            let text = |v: &Value| match v {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            };
+            CallResult::Refused(CarrierError {
+                code: text(&first["code"]).unwrap_or_else(|| format!("http_{status}")),
+                title: text(&first["title"]).or_else(|| text(&first["detail"])),
+            })
+        }
+        _ => CallResult::Transient(format!("carrier answered {status}")),
+    })
+}

@@ -1,0 +1,66 @@
+//! Sending an outbound message: claim, call the carrier, record the result.
+//!
+//! The claim (a guarded UPDATE with a lease) is taken *before* the carrier is called, so two
+//! dispatch jobs for one message never both call the carrier; the message id travels as the
+//! carrier's idempotency key, so a retry after a lost answer cannot send twice either.
+
+use exactly_core::backoff;
+use exactly_core::Timestamp;
+use worker::{D1Database, Env};
+
+use crate::carrier_api::{self, CallResult};
+use crate::error::EdgeError;
+use crate::jobs::Outcome;
+use crate::messages::{self, Message};
+use crate::platform::{new_id, now};
+
+/// How long a claim holds: longer than a carrier call may take.
+const LEASE_MILLIS: i64 = 30_000;
+
+/// Dispatches one message.
+pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Outcome, EdgeError> {
+    let Some(message) = messages::by_id(db, message_id).await? else {
+        return Ok(Outcome::Done("no such message"));
+    };
+    if message.carrier_message_id.is_some() || !matches!(message.status.as_str(), "queued" | "scheduled" | "sending") {
+        return Ok(Outcome::Done("already dispatched"));
+    }
+    let started = now();
+    let token = new_id("dsp")?;
+    let lease_until = Timestamp::from_unix_millis(started.unix_millis() + LEASE_MILLIS);
+    if !messages::claim(db, message_id, &token, started, lease_until).await? {
+        // Another dispatcher holds the claim; look again once it has had time to finish.
+        let wait = ((message.claimed_until as i64 - started.unix_millis()) / 1000).clamp(1, 30) as u32;
+        return Ok(Outcome::RetryIn(wait, "claimed by another dispatcher"));
+    }
+    let attempt = message.send_attempts as u32 + 1;
+    match carrier_api::send_message(env, &message.id, &message.from_number, &message.to_number, &message.text).await? {
+        CallResult::Ok(carrier_id) => {
+            let applied = messages::record_sent(db, &message, &token, &carrier_id, now()).await?;
+            Ok(Outcome::Done(if applied { "sent" } else { "no-op" }))
+        }
+        CallResult::Refused(error) => {
+            messages::record_send_failed(db, &message, &token, &error, now()).await?;
+            Ok(Outcome::Done("refused by carrier"))
+        }
+        CallResult::Transient(reason) => retry_or_fail(db, &message, &token, attempt, &reason).await,
+    }
+}
+
+async fn retry_or_fail(db: &D1Database, message: &Message, token: &str, attempt: u32, reason: &str) -> Result<Outcome, EdgeError> {
+    match backoff::not_yet_delay(attempt) {
+        Some(delay) => {
+            messages::release(db, &message.id, token).await?;
+            worker::console_warn!("{}", serde_json::json!({"job": "dispatch", "message_id": message.id, "outcome": "retried", "reason": reason}));
+            Ok(Outcome::RetryIn(delay as u32, "carrier unavailable"))
+        }
+        None => {
+            let error = exactly_core::event::CarrierError {
+                code: "carrier_unavailable".into(),
+                title: Some(format!("the carrier did not accept the message after {attempt} attempts: {reason}")),
+            };
+            messages::record_send_failed(db, message, token, &error, now()).await?;
+            Ok(Outcome::Done("gave up"))
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! Fault injection for the end-to-end tests.
+//!
+//! Compiled in only with the `fault-injection` feature, which the test build of the worker
+//! enables and the production build (`scripts/build-worker.sh`) never does: no configuration can
+//! turn a fault on in a deployed worker. A fault fires for carrier events whose provider event
+//! id contains its marker, so one test can arm it without touching any other.
+
+/// The processor commits an event's effects and then fails before the queue message is acked,
+/// as if the isolate died: the queue runs the job again.
+pub fn crash_after_commit(carrier_event_id: &str) -> bool {
+    armed(carrier_event_id, "fault-crash-after-commit")
+}
+
+#[cfg(feature = "fault-injection")]
+fn armed(key: &str, marker: &str) -> bool {
+    key.contains(marker)
+}
+
+#[cfg(not(feature = "fault-injection"))]
+fn armed(_key: &str, _marker: &str) -> bool {
+    false
+}
+
+/// `POST /__e2e/sql` `{"sql": "..."}` -> `{"results": [...]}`: lets the end-to-end tests count
+/// rows through the worker's own D1 binding (an outside reader of the local database file would
+/// contend for its lock). It exists only in the test build.
+#[cfg(feature = "fault-injection")]
+pub async fn sql(mut req: worker::Request, env: &worker::Env) -> Result<worker::Response, crate::error::EdgeError> {
+    use crate::error::EdgeError;
+    #[derive(serde::Deserialize)]
+    struct Query {
+        sql: String,
+    }
+    let query: Query = crate::http::json_body(&mut req).await?;
+    let db = env.d1(crate::bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))?;
+    let result = db.prepare(&query.sql).all().await.map_err(|e| EdgeError::BadRequest(format!("sql failed: {e}")))?;
+    let rows: Vec<serde_json::Value> = crate::db::rows(&result)?;
+    crate::http::json(200, &serde_json::json!({ "results": rows }))
+}

@@ -1,0 +1,372 @@
+//! The `messages` table and every guarded statement that moves a message.
+//!
+//! Each move is one D1 batch: the guarded UPDATE (or INSERT) first, then the outbox event, the
+//! history row and the ledger row, each conditioned on the statement before it having changed
+//! exactly one row. A move that does not happen writes nothing else.
+
+use exactly_core::event::{CarrierError, StatusReport};
+use exactly_core::message::MessageStatus;
+use exactly_core::{Provider, Timestamp};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use worker::{D1Database, D1PreparedStatement};
+
+use crate::db::{self, int, opt_text, text, time};
+use crate::error::EdgeError;
+use crate::http::Cursor;
+use crate::outbox::Event;
+use crate::usage;
+
+/// A message row.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Message {
+    pub id: String,
+    pub account_id: String,
+    pub direction: String,
+    pub from_number: String,
+    pub to_number: String,
+    pub text: String,
+    pub segments: f64,
+    pub encoding: String,
+    pub status: String,
+    pub carrier: String,
+    pub carrier_message_id: Option<String>,
+    pub error_code: Option<String>,
+    pub error_title: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub dispatch_token: Option<String>,
+    pub claimed_until: f64,
+    pub send_attempts: f64,
+    pub created_at: f64,
+    pub updated_at: f64,
+    pub sent_at: Option<f64>,
+}
+
+const COLUMNS: &str = "id, account_id, direction, from_number, to_number, text, segments, encoding, status, carrier,
+    carrier_message_id, error_code, error_title, idempotency_key, dispatch_token, claimed_until, send_attempts,
+    created_at, updated_at, sent_at";
+
+impl Message {
+    /// The status as the core's lattice knows it.
+    pub fn status(&self) -> Option<MessageStatus> {
+        MessageStatus::from_name(&self.status)
+    }
+
+    /// The message as the API (and every customer event) shows it.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "direction": self.direction,
+            "from": self.from_number,
+            "to": self.to_number,
+            "text": self.text,
+            "segments": self.segments as i64,
+            "encoding": self.encoding,
+            "status": self.status,
+            "carrier": self.carrier,
+            "carrier_message_id": self.carrier_message_id,
+            "error": self.error_code.as_ref().map(|code| json!({"code": code, "title": self.error_title})),
+            "created_at": db::millis(self.created_at).to_rfc3339(),
+            "updated_at": db::millis(self.updated_at).to_rfc3339(),
+            "sent_at": self.sent_at.map(|t| db::millis(t).to_rfc3339()),
+        })
+    }
+
+    fn moved(&self, status: MessageStatus, now: Timestamp) -> Message {
+        Message { status: status.as_str().to_owned(), updated_at: now.unix_millis() as f64, ..self.clone() }
+    }
+}
+
+/// A message the API is about to create.
+pub struct NewOutbound<'a> {
+    pub id: &'a str,
+    pub account_id: &'a str,
+    pub from: &'a str,
+    pub to: &'a str,
+    pub text: &'a str,
+    pub segments: i64,
+    pub encoding: &'a str,
+    pub idempotency_key: Option<&'a str>,
+}
+
+/// Inserts a queued outbound message, unless the account already used this idempotency key.
+/// Returns the stored message and whether this call created it.
+pub async fn create_outbound(db: &D1Database, new: NewOutbound<'_>, now: Timestamp) -> Result<(Message, bool), EdgeError> {
+    let insert = db::stmt(
+        db,
+        "INSERT INTO messages (id, account_id, direction, from_number, to_number, text, segments, encoding, status,
+                               carrier, idempotency_key, created_at, updated_at)
+         VALUES (?1, ?2, 'outbound', ?3, ?4, ?5, ?6, ?7, 'queued', 'telnyx', ?8, ?9, ?9)
+         ON CONFLICT (account_id, idempotency_key) DO NOTHING",
+        &[text(new.id), text(new.account_id), text(new.from), text(new.to), text(new.text), int(new.segments),
+          text(new.encoding), opt_text(new.idempotency_key), time(now)],
+    )?;
+    let select = match new.idempotency_key {
+        Some(key) => db::stmt(db, &format!("SELECT {COLUMNS} FROM messages WHERE account_id = ?1 AND idempotency_key = ?2"), &[text(new.account_id), text(key)])?,
+        None => db::stmt(db, &format!("SELECT {COLUMNS} FROM messages WHERE id = ?1"), &[text(new.id)])?,
+    };
+    let results = db::batch(db, vec![insert, select]).await?;
+    let created = results.first().map(db::changes) == Some(1);
+    let message = results
+        .get(1)
+        .map(db::rows::<Message>)
+        .transpose()?
+        .and_then(|rows| rows.into_iter().next())
+        .ok_or_else(|| EdgeError::Unavailable("message vanished after insert".into()))?;
+    Ok((message, created))
+}
+
+/// One message of one account.
+pub async fn get(db: &D1Database, account_id: &str, id: &str) -> Result<Option<Message>, EdgeError> {
+    db::first(db::stmt(db, &format!("SELECT {COLUMNS} FROM messages WHERE id = ?1 AND account_id = ?2"), &[text(id), text(account_id)])?).await
+}
+
+/// One message by id, whatever its account (for jobs).
+pub async fn by_id(db: &D1Database, id: &str) -> Result<Option<Message>, EdgeError> {
+    db::first(db::stmt(db, &format!("SELECT {COLUMNS} FROM messages WHERE id = ?1"), &[text(id)])?).await
+}
+
+/// The message a carrier knows by `carrier_message_id`.
+pub async fn by_carrier_id(db: &D1Database, carrier: Provider, carrier_message_id: &str) -> Result<Option<Message>, EdgeError> {
+    db::first(db::stmt(
+        db,
+        &format!("SELECT {COLUMNS} FROM messages WHERE carrier = ?1 AND carrier_message_id = ?2"),
+        &[text(carrier.as_str()), text(carrier_message_id)],
+    )?)
+    .await
+}
+
+/// Filters of a message list.
+pub struct ListFilter<'a> {
+    pub status: Option<&'a str>,
+    pub direction: Option<&'a str>,
+    pub cursor: Option<Cursor>,
+    pub limit: u32,
+}
+
+/// A page of an account's messages, newest first.
+pub async fn list(db: &D1Database, account_id: &str, filter: ListFilter<'_>) -> Result<Vec<Message>, EdgeError> {
+    let (cursor_at, cursor_id) = match &filter.cursor {
+        Some(c) => (int(c.created_at), text(&c.id)),
+        None => (wasm_bindgen::JsValue::NULL, wasm_bindgen::JsValue::NULL),
+    };
+    db::all(db::stmt(
+        db,
+        &format!(
+            "SELECT {COLUMNS} FROM messages
+             WHERE account_id = ?1
+               AND (?2 IS NULL OR status = ?2)
+               AND (?3 IS NULL OR direction = ?3)
+               AND (?4 IS NULL OR created_at < ?4 OR (created_at = ?4 AND id < ?5))
+             ORDER BY created_at DESC, id DESC LIMIT ?6"
+        ),
+        &[text(account_id), opt_text(filter.status), opt_text(filter.direction), cursor_at, cursor_id, int(i64::from(filter.limit))],
+    )?)
+    .await
+}
+
+/// Claims a message for sending: `queued|scheduled -> sending`, or takes over a `sending`
+/// message whose previous claim lapsed without a carrier id. Returns whether this caller owns
+/// the send now; only the owner calls the carrier.
+pub async fn claim(db: &D1Database, id: &str, token: &str, now: Timestamp, lease_until: Timestamp) -> Result<bool, EdgeError> {
+    let changed = db::run(db::stmt(
+        db,
+        "UPDATE messages
+         SET status = 'sending', dispatch_token = ?2, claimed_until = ?4, send_attempts = send_attempts + 1, updated_at = ?3
+         WHERE id = ?1 AND direction = 'outbound' AND carrier_message_id IS NULL
+           AND (status IN ('queued', 'scheduled') OR (status = 'sending' AND claimed_until < ?3))",
+        &[text(id), text(token), time(now), time(lease_until)],
+    )?)
+    .await?;
+    Ok(changed == 1)
+}
+
+/// Gives up a claim after a transient carrier failure, so the retry can claim again.
+pub async fn release(db: &D1Database, id: &str, token: &str) -> Result<(), EdgeError> {
+    db::run(db::stmt(db, "UPDATE messages SET claimed_until = 0 WHERE id = ?1 AND dispatch_token = ?2 AND status = 'sending'", &[text(id), text(token)])?).await?;
+    Ok(())
+}
+
+fn history_if_changed(db: &D1Database, message_id: &str, status: MessageStatus, carrier_status: Option<&str>, carrier_event_id: Option<&str>, now: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        "INSERT INTO message_status_history (message_id, status, carrier_status, carrier_event_id, created_at)
+         SELECT ?1, ?2, ?3, ?4, ?5 WHERE changes() = 1",
+        &[text(message_id), text(status.as_str()), opt_text(carrier_status), opt_text(carrier_event_id), time(now)],
+    )
+}
+
+/// `sending -> sent` with the carrier's id, by the claim's owner: the `message.sent` event, the
+/// history row and the segment charge, all in one batch, all only if the move happened.
+pub async fn record_sent(db: &D1Database, message: &Message, token: &str, carrier_message_id: &str, now: Timestamp) -> Result<bool, EdgeError> {
+    let mut after = message.moved(MessageStatus::Sent, now);
+    after.carrier_message_id = Some(carrier_message_id.to_owned());
+    after.sent_at = Some(now.unix_millis() as f64);
+    let event = Event::new(&message.account_id, "message.sent", &message.id, after.to_json(), now)?;
+    let results = db::batch(db, vec![
+        db::stmt(
+            db,
+            "UPDATE messages SET status = 'sent', carrier_message_id = ?3, sent_at = ?4, updated_at = ?4, claimed_until = 0
+             WHERE id = ?1 AND status = 'sending' AND dispatch_token = ?2",
+            &[text(&message.id), text(token), text(carrier_message_id), time(now)],
+        )?,
+        event.insert_if_changed(db, now)?,
+        history_if_changed(db, &message.id, MessageStatus::Sent, None, None, now)?,
+        usage::charge_if_changed(db, &message.account_id, usage::Kind::SmsSegments, message.segments as i64, &message.id, now)?,
+    ])
+    .await?;
+    Ok(results.first().map(db::changes) == Some(1))
+}
+
+/// `sending -> failed` when the carrier refused the send (4xx), by the claim's owner.
+pub async fn record_send_failed(db: &D1Database, message: &Message, token: &str, error: &CarrierError, now: Timestamp) -> Result<bool, EdgeError> {
+    let mut after = message.moved(MessageStatus::Failed, now);
+    after.error_code = Some(error.code.clone());
+    after.error_title = error.title.clone();
+    let event = Event::new(&message.account_id, "message.failed", &message.id, after.to_json(), now)?;
+    let results = db::batch(db, vec![
+        db::stmt(
+            db,
+            "UPDATE messages SET status = 'failed', error_code = ?3, error_title = ?4, updated_at = ?5, claimed_until = 0
+             WHERE id = ?1 AND status = 'sending' AND dispatch_token = ?2",
+            &[text(&message.id), text(token), text(&error.code), opt_text(error.title.as_deref()), time(now)],
+        )?,
+        event.insert_if_changed(db, now)?,
+        history_if_changed(db, &message.id, MessageStatus::Failed, None, None, now)?,
+    ])
+    .await?;
+    Ok(results.first().map(db::changes) == Some(1))
+}
+
+/// Applies a carrier's status report to `message`, guarded by the core lattice: the UPDATE's
+/// `WHERE status IN (...)` lists exactly the statuses `to` may follow. The carrier event is
+/// marked processed in the same batch. Returns whether the message moved.
+pub async fn apply_report(
+    db: &D1Database,
+    message: &Message,
+    to: MessageStatus,
+    report: &StatusReport,
+    carrier_event: &str,
+    now: Timestamp,
+) -> Result<bool, EdgeError> {
+    let predecessors: Vec<String> = to.predecessors().iter().map(|s| format!("'{}'", s.as_str())).collect();
+    let first_error = report.errors.first();
+    let mut statements = Vec::with_capacity(4);
+    if !predecessors.is_empty() {
+        let mut after = message.moved(to, now);
+        if let Some(e) = first_error {
+            after.error_code = Some(e.code.clone());
+            after.error_title = e.title.clone();
+        }
+        statements.push(db::stmt(
+            db,
+            // The guard: only a status `to` may follow moves (core::message::transition).
+            &format!(
+                "UPDATE messages SET status = ?2, error_code = COALESCE(?3, error_code), error_title = COALESCE(?4, error_title), updated_at = ?5
+                 WHERE id = ?1 AND status IN ({})",
+                predecessors.join(", ")
+            ),
+            &[text(&message.id), text(to.as_str()), opt_text(first_error.map(|e| e.code.as_str())), opt_text(first_error.and_then(|e| e.title.as_deref())), time(now)],
+        )?);
+        if let Some(event_type) = to.event_type() {
+            statements.push(Event::new(&message.account_id, event_type, &message.id, after.to_json(), now)?.insert_if_changed(db, now)?);
+        }
+        statements.push(history_if_changed(db, &message.id, to, Some(&report.carrier_status), Some(carrier_event), now)?);
+    }
+    statements.push(crate::carrier_events::mark_processed_stmt(db, carrier_event, now)?);
+    let results = db::batch(db, statements).await?;
+    Ok(!predecessors.is_empty() && results.first().map(db::changes) == Some(1))
+}
+
+/// An inbound message, once per carrier message id; its `message.received` event and the
+/// carrier event's processed mark in the same batch.
+pub async fn insert_inbound(
+    db: &D1Database,
+    id: &str,
+    account_id: &str,
+    carrier: Provider,
+    inbound: &exactly_core::event::InboundMessage,
+    carrier_event: &str,
+    now: Timestamp,
+) -> Result<bool, EdgeError> {
+    let segments = exactly_core::segments::count(&inbound.text);
+    let message = Message {
+        id: id.to_owned(),
+        account_id: account_id.to_owned(),
+        direction: "inbound".into(),
+        from_number: inbound.from.clone(),
+        to_number: inbound.to.clone(),
+        text: inbound.text.clone(),
+        segments: f64::from(segments.count),
+        encoding: segments.encoding.as_str().into(),
+        status: MessageStatus::Received.as_str().into(),
+        carrier: carrier.as_str().into(),
+        carrier_message_id: Some(inbound.carrier_message_id.clone()),
+        error_code: None,
+        error_title: None,
+        idempotency_key: None,
+        dispatch_token: None,
+        claimed_until: 0.0,
+        send_attempts: 0.0,
+        created_at: now.unix_millis() as f64,
+        updated_at: now.unix_millis() as f64,
+        sent_at: None,
+    };
+    let event = Event::new(account_id, "message.received", id, message.to_json(), now)?;
+    let results = db::batch(db, vec![
+        db::stmt(
+            db,
+            "INSERT INTO messages (id, account_id, direction, from_number, to_number, text, segments, encoding, status,
+                                   carrier, carrier_message_id, created_at, updated_at)
+             VALUES (?1, ?2, 'inbound', ?3, ?4, ?5, ?6, ?7, 'received', ?8, ?9, ?10, ?10)
+             ON CONFLICT (carrier, carrier_message_id) DO NOTHING",
+            &[text(id), text(account_id), text(&inbound.from), text(&inbound.to), text(&inbound.text), int(i64::from(segments.count)),
+              text(segments.encoding.as_str()), text(carrier.as_str()), text(&inbound.carrier_message_id), time(now)],
+        )?,
+        event.insert_if_changed(db, now)?,
+        crate::carrier_events::mark_processed_stmt(db, carrier_event, now)?,
+    ])
+    .await?;
+    Ok(results.first().map(db::changes) == Some(1))
+}
+
+/// Outbound messages not handed to the carrier whose last change is older than `before`: their
+/// dispatch job was lost or its claim lapsed.
+pub async fn undispatched(db: &D1Database, before: Timestamp, limit: u32) -> Result<Vec<String>, EdgeError> {
+    #[derive(Deserialize)]
+    struct Row {
+        id: String,
+    }
+    let rows: Vec<Row> = db::all(db::stmt(
+        db,
+        "SELECT id FROM messages
+         WHERE direction = 'outbound' AND carrier_message_id IS NULL AND status IN ('queued', 'sending')
+           AND updated_at < ?1 AND claimed_until < ?1
+         ORDER BY updated_at LIMIT ?2",
+        &[time(before), int(i64::from(limit))],
+    )?)
+    .await?;
+    Ok(rows.into_iter().map(|r| r.id).collect())
+}
+
+/// A dispatch that failed on every retry: the message fails visibly (`dispatch_failed`), with
+/// its `message.failed` event, unless it was handed to the carrier after all.
+pub async fn fail_undispatched(db: &D1Database, id: &str, now: Timestamp) -> Result<bool, EdgeError> {
+    let Some(message) = by_id(db, id).await? else { return Ok(false) };
+    let mut after = message.moved(MessageStatus::Failed, now);
+    after.error_code = Some("dispatch_failed".into());
+    after.error_title = Some("the message could not be handed to the carrier".into());
+    let event = Event::new(&message.account_id, "message.failed", &message.id, after.to_json(), now)?;
+    let results = db::batch(db, vec![
+        db::stmt(
+            db,
+            "UPDATE messages SET status = 'failed', error_code = 'dispatch_failed', error_title = ?2, updated_at = ?3
+             WHERE id = ?1 AND carrier_message_id IS NULL AND status IN ('queued', 'scheduled', 'sending')",
+            &[text(id), opt_text(after.error_title.as_deref()), time(now)],
+        )?,
+        event.insert_if_changed(db, now)?,
+        history_if_changed(db, id, MessageStatus::Failed, None, None, now)?,
+    ])
+    .await?;
+    Ok(results.first().map(db::changes) == Some(1))
+}

@@ -1,0 +1,96 @@
+//! Processing one stored carrier event: decode (core), decide (core), apply (one D1 batch).
+//!
+//! Any job may run twice; every effect below is guarded, and the event's processed mark is
+//! written in the same batch as the effect it records.
+
+use exactly_core::backoff;
+use exactly_core::event::EventKind;
+use exactly_core::message::{transition, Transition};
+use exactly_core::{CarrierEvent, Provider};
+use worker::{D1Database, Env};
+
+use crate::carrier_events::{self, Row};
+use crate::db;
+use crate::error::EdgeError;
+use crate::jobs::Outcome;
+use crate::messages;
+use crate::platform::{new_id, now};
+
+/// Processes the stored carrier event `id`.
+pub async fn process(_env: &Env, db: &D1Database, id: &str) -> Result<Outcome, EdgeError> {
+    let Some(row) = carrier_events::load(db, id).await? else {
+        return Ok(Outcome::Done("no such event"));
+    };
+    if row.settled() {
+        return Ok(Outcome::Done("no-op"));
+    }
+    let event = match parse(&row) {
+        Ok(event) => event,
+        Err(problem) => {
+            carrier_events::mark_failed(db, id, &problem).await?;
+            return Ok(Outcome::Done("failed"));
+        }
+    };
+    let outcome = match &event.kind {
+        EventKind::MessageReceived(inbound) => received(db, &row, &event, inbound).await?,
+        EventKind::MessageStatus(report) => status_report(db, &row, &event, report).await?,
+        // Calls, bridges and events this product does not act on are acknowledged as processed.
+        _ => applied(carrier_events::mark_processed(db, id, now()).await?)?,
+    };
+    if outcome == Outcome::Done("applied") && crate::faults::crash_after_commit(&row.carrier_event_id) {
+        return Err(EdgeError::Unavailable(format!("injected crash after commit of {}", row.carrier_event_id)));
+    }
+    Ok(outcome)
+}
+
+fn parse(row: &Row) -> Result<CarrierEvent, String> {
+    let provider = Provider::from_name(&row.carrier).ok_or_else(|| format!("unknown carrier {}", row.carrier))?;
+    let payload = row.payload.as_deref().ok_or("the payload was pruned before processing")?;
+    exactly_core::parse_stored(provider, payload.as_bytes()).map_err(|e| format!("stored payload does not parse: {e}"))
+}
+
+fn applied(changed: bool) -> Result<Outcome, EdgeError> {
+    Ok(Outcome::Done(if changed { "applied" } else { "no-op" }))
+}
+
+#[derive(serde::Deserialize)]
+struct Owner {
+    account_id: String,
+}
+
+async fn received(db: &D1Database, row: &Row, event: &CarrierEvent, inbound: &exactly_core::event::InboundMessage) -> Result<Outcome, EdgeError> {
+    let owner: Option<Owner> =
+        db::first(db::stmt(db, "SELECT account_id FROM phone_numbers WHERE phone_number = ?1", &[db::text(&inbound.to)])?).await?;
+    let Some(owner) = owner else {
+        carrier_events::mark_failed(db, &row.id, &format!("no account owns the number {}", inbound.to)).await?;
+        return Ok(Outcome::Done("failed"));
+    };
+    let id = new_id("msg")?;
+    applied(messages::insert_inbound(db, &id, &owner.account_id, event.provider, inbound, &row.id, now()).await?)
+}
+
+async fn status_report(db: &D1Database, row: &Row, event: &CarrierEvent, report: &exactly_core::event::StatusReport) -> Result<Outcome, EdgeError> {
+    let Some(message) = messages::by_carrier_id(db, event.provider, &report.carrier_message_id).await? else {
+        // The receipt beat the send result: try again once that result can have been saved.
+        let tries = carrier_events::note_not_yet(db, &row.id).await?;
+        return match backoff::not_yet_delay(tries) {
+            Some(delay) => Ok(Outcome::RetryIn(delay as u32, "message not known yet")),
+            None => {
+                let problem = format!("no message with carrier id {} after {tries} tries", report.carrier_message_id);
+                carrier_events::mark_failed(db, &row.id, &problem).await?;
+                Ok(Outcome::Done("failed"))
+            }
+        };
+    };
+    let (Some(current), Some(reported)) = (message.status(), report.status) else {
+        return applied(carrier_events::mark_processed(db, &row.id, now()).await?);
+    };
+    match transition(current, reported) {
+        Transition::Move { to, .. } => applied(messages::apply_report(db, &message, to, report, &row.id, now()).await?),
+        // Duplicate, late or after a terminal word: nothing moves, the event is done.
+        Transition::Unchanged(_) => {
+            carrier_events::mark_processed(db, &row.id, now()).await?;
+            Ok(Outcome::Done("no-op"))
+        }
+    }
+}

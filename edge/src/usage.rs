@@ -1,0 +1,75 @@
+//! The usage ledger: rows written only in the batch whose guarded change earned them.
+
+use exactly_core::Timestamp;
+use serde::{Deserialize, Serialize};
+use worker::{D1Database, D1PreparedStatement};
+
+use crate::db;
+use crate::error::EdgeError;
+
+/// What a usage row counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// SMS segments sent.
+    SmsSegments,
+    /// Call minutes (rounded up per call).
+    CallMinutes,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::SmsSegments => "sms_segments",
+            Kind::CallMinutes => "call_minutes",
+        }
+    }
+}
+
+/// The charge, written only if the previous statement of the batch changed exactly one row,
+/// and at most once per resource and kind (`UNIQUE (kind, resource_id)`).
+pub fn charge_if_changed(
+    db: &D1Database,
+    account_id: &str,
+    kind: Kind,
+    quantity: i64,
+    resource_id: &str,
+    now: Timestamp,
+) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        "INSERT INTO usage (account_id, kind, quantity, resource_id, created_at)
+         SELECT ?1, ?2, ?3, ?4, ?5 WHERE changes() = 1
+         ON CONFLICT (kind, resource_id) DO NOTHING",
+        &[db::text(account_id), db::text(kind.as_str()), db::int(quantity), db::text(resource_id), db::time(now)],
+    )
+}
+
+/// Totals per kind for one account between two times.
+#[derive(Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Totals {
+    /// SMS segments billed.
+    pub sms_segments: i64,
+    /// Call minutes billed.
+    pub call_minutes: i64,
+}
+
+#[derive(Deserialize)]
+struct TotalRow {
+    sms_segments: Option<f64>,
+    call_minutes: Option<f64>,
+}
+
+/// Sums the ledger for `account_id` over `[from, to)`.
+pub async fn totals(db: &D1Database, account_id: &str, from: Timestamp, to: Timestamp) -> Result<Totals, EdgeError> {
+    let row: Option<TotalRow> = db::first(db::stmt(
+        db,
+        "SELECT SUM(CASE WHEN kind = 'sms_segments' THEN quantity END) AS sms_segments,
+                SUM(CASE WHEN kind = 'call_minutes' THEN quantity END) AS call_minutes
+         FROM usage WHERE account_id = ?1 AND created_at >= ?2 AND created_at < ?3",
+        &[db::text(account_id), db::time(from), db::time(to)],
+    )?)
+    .await?;
+    Ok(row
+        .map(|r| Totals { sms_segments: r.sms_segments.unwrap_or(0.0) as i64, call_minutes: r.call_minutes.unwrap_or(0.0) as i64 })
+        .unwrap_or_default())
+}

@@ -1,0 +1,391 @@
+//! The messaging pipeline (contract §3-§5, §7 invariants 1, 3, 4, 5, 6, 7): one message, one
+//! status change, one charge and one customer event per fact.
+
+use std::thread;
+use std::time::Duration;
+
+use exactly_tests::{fresh_number, lit, Worker, PLIVO_TOKEN, TWILIO_TOKEN};
+use serde_json::{json, Value};
+
+use crate::TestFn;
+
+pub const TESTS: &[(&str, TestFn)] = &[
+    ("messaging::inbound_sms_replayed_makes_one_message_and_one_event", inbound_sms_replayed_makes_one_message_and_one_event),
+    ("messaging::outbound_receipts_duplicated_resigned_and_reversed", outbound_receipts_duplicated_resigned_and_reversed),
+    ("messaging::failure_receipt_twice_and_resigned_then_late_delivered", failure_receipt_twice_and_resigned_then_late_delivered),
+    ("messaging::receipt_before_the_send_result_is_applied_after_it", receipt_before_the_send_result_is_applied_after_it),
+    ("messaging::crash_after_commit_rerun_changes_nothing", crash_after_commit_rerun_changes_nothing),
+    ("messaging::idempotency_key_means_one_message_and_one_send", idempotency_key_means_one_message_and_one_send),
+    ("messaging::accounts_see_only_their_own_messages", accounts_see_only_their_own_messages),
+    ("messaging::carrier_refusal_fails_the_message_without_charge", carrier_refusal_fails_the_message_without_charge),
+    ("messaging::carrier_5xx_is_retried_with_the_same_idempotency_key", carrier_5xx_is_retried_with_the_same_idempotency_key),
+    ("messaging::twilio_and_plivo_inbound_messages", twilio_and_plivo_inbound_messages),
+    ("messaging::validation_and_auth_errors", validation_and_auth_errors),
+    ("messaging::list_filters_and_paginates", list_filters_and_paginates),
+    ("messaging::unknown_number_is_a_visible_failed_event", unknown_number_is_a_visible_failed_event),
+];
+
+/// An account with one number.
+struct Customer {
+    account: String,
+    key: String,
+    number: String,
+}
+
+fn customer(w: &Worker, name: &str) -> Customer {
+    let (account, key) = w.create_account(name);
+    let number = fresh_number();
+    w.create_number(&account, &number, &[]);
+    Customer { account, key, number }
+}
+
+fn uid(tag: &str) -> String {
+    format!("{tag}-{}", sim::random_hex())
+}
+
+fn inbound(event_id: &str, carrier_message_id: &str, to: &str) -> String {
+    sim::telnyx::envelope(
+        event_id,
+        "message.received",
+        "2026-11-30T10:00:00Z",
+        json!({"id": carrier_message_id, "direction": "inbound", "type": "SMS", "text": "hello there",
+               "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": to, "status": "webhook_delivered"}], "media": []}),
+        1,
+    )
+}
+
+fn receipt(event_id: &str, event_type: &str, carrier_message_id: &str, status: &str, errors: Value) -> String {
+    sim::telnyx::envelope(
+        event_id,
+        event_type,
+        "2026-11-30T10:00:05Z",
+        json!({"id": carrier_message_id, "direction": "outbound", "to": [{"phone_number": "+15559990000", "status": status}],
+               "errors": errors, "cost": {"amount": "0.0040", "currency": "USD"}}),
+        1,
+    )
+}
+
+fn send(w: &Worker, c: &Customer, text: &str, key: Option<&str>) -> (u16, Value) {
+    let headers: Vec<(&str, &str)> = key.map(|k| vec![("idempotency-key", k)]).unwrap_or_default();
+    let a = w.call("POST", "/v1/messages", &c.key, Some(&json!({"from": c.number, "to": "+15559990000", "text": text})), &headers);
+    (a.status, a.json())
+}
+
+fn message(w: &Worker, c: &Customer, id: &str) -> Value {
+    let a = w.call("GET", &format!("/v1/messages/{id}"), &c.key, None, &[]);
+    assert_eq!(a.status, 200, "{}", a.body);
+    a.json()
+}
+
+fn wait_status(w: &Worker, c: &Customer, id: &str, status: &str) -> Value {
+    let mut last = Value::Null;
+    let ok = w.eventually(Duration::from_secs(40), || {
+        last = message(w, c, id);
+        last["status"] == status
+    });
+    assert!(ok, "message {id} did not reach {status}: {last}");
+    last
+}
+
+fn events(w: &Worker, resource: &str, event_type: &str) -> i64 {
+    w.count(&format!("SELECT COUNT(*) AS n FROM outbound_events WHERE resource_id = {} AND type = {}", lit(resource), lit(event_type)))
+}
+
+fn wait_settled(w: &Worker, carrier_event_ids: &[String]) {
+    let list = carrier_event_ids.iter().map(|id| lit(id)).collect::<Vec<_>>().join(", ");
+    let total = carrier_event_ids.len() as i64;
+    let ok = w.eventually(Duration::from_secs(60), || {
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id IN ({list}) AND (processed_at IS NOT NULL OR error IS NOT NULL)"
+        )) == total
+    });
+    assert!(ok, "carrier events {list} not all settled");
+}
+
+fn inbound_sms_replayed_makes_one_message_and_one_event(w: &Worker) {
+    let c = customer(w, "inbound");
+    let carrier_id = uid("in-msg");
+    let event_id = uid("in-evt");
+    let body = inbound(&event_id, &carrier_id, &c.number);
+    for _ in 0..10 {
+        assert_eq!(w.deliver_telnyx(&body).status, 200);
+    }
+    let statuses: Vec<u16> = thread::scope(|s| {
+        let handles: Vec<_> = (0..10).map(|_| s.spawn(|| w.deliver_telnyx(&body).status)).collect();
+        handles.into_iter().map(|h| h.join().expect("thread")).collect()
+    });
+    assert_eq!(statuses, vec![200; 10]);
+    // The same fact re-signed under a new event id.
+    let resigned = uid("in-evt-resigned");
+    assert_eq!(w.deliver_telnyx(&inbound(&resigned, &carrier_id, &c.number)).status, 200);
+    wait_settled(w, &[event_id, resigned]);
+
+    let rows = w.sql(&format!("SELECT id, account_id, direction, status FROM messages WHERE carrier_message_id = {}", lit(&carrier_id)));
+    assert_eq!(rows.len(), 1, "one message: {rows:?}");
+    assert_eq!(rows[0]["account_id"], c.account.as_str());
+    assert_eq!(rows[0]["direction"], "inbound");
+    let id = rows[0]["id"].as_str().unwrap();
+    assert_eq!(events(w, id, "message.received"), 1);
+    let shown = message(w, &c, id);
+    assert_eq!((shown["text"].as_str(), shown["status"].as_str()), (Some("hello there"), Some("received")));
+}
+
+fn outbound_receipts_duplicated_resigned_and_reversed(w: &Worker) {
+    let c = customer(w, "receipts");
+    let text = "x".repeat(200); // two GSM-7 segments
+    let (status, sent) = send(w, &c, &text, None);
+    assert_eq!(status, 201, "{sent}");
+    assert_eq!(sent["segments"], 2);
+    let id = sent["id"].as_str().unwrap().to_owned();
+    let carrier_id = wait_status(w, &c, &id, "sent")["carrier_message_id"].as_str().unwrap().to_owned();
+
+    // Finalized before sent, each duplicated, and both re-signed under new ids.
+    let mut ids = Vec::new();
+    let finalized = uid("fin");
+    let sent_receipt = uid("sent");
+    for (event_id, event_type, status) in [(&finalized, "message.finalized", "delivered"), (&sent_receipt, "message.sent", "sent")] {
+        let body = receipt(event_id, event_type, &carrier_id, status, json!([]));
+        for _ in 0..3 {
+            assert_eq!(w.deliver_telnyx(&body).status, 200);
+        }
+        let resigned = format!("{event_id}-resigned");
+        assert_eq!(w.deliver_telnyx(&receipt(&resigned, event_type, &carrier_id, status, json!([]))).status, 200);
+        ids.push(event_id.clone());
+        ids.push(resigned);
+    }
+    wait_settled(w, &ids);
+
+    let shown = wait_status(w, &c, &id, "delivered");
+    assert_eq!(shown["carrier_message_id"], carrier_id.as_str());
+    assert_eq!(events(w, &id, "message.sent"), 1);
+    assert_eq!(events(w, &id, "message.delivered"), 1);
+    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM usage WHERE resource_id = {}", lit(&id))), 1, "billed once");
+    assert_eq!(w.count(&format!("SELECT SUM(quantity) AS n FROM usage WHERE account_id = {}", lit(&c.account))), 2);
+    let usage = w.call("GET", "/v1/usage", &c.key, None, &[]).json();
+    assert_eq!(usage["sms_segments"], 2, "{usage}");
+    assert_eq!(w.carrier.sends_for(&id), 1, "the carrier was asked to send once");
+    let history = w.count(&format!("SELECT COUNT(*) AS n FROM message_status_history WHERE message_id = {}", lit(&id)));
+    assert_eq!(history, 2, "sent, delivered");
+}
+
+fn failure_receipt_twice_and_resigned_then_late_delivered(w: &Worker) {
+    let c = customer(w, "failure");
+    let (_, sent) = send(w, &c, "will fail", None);
+    let id = sent["id"].as_str().unwrap().to_owned();
+    let carrier_id = wait_status(w, &c, &id, "sent")["carrier_message_id"].as_str().unwrap().to_owned();
+
+    let failed = uid("failed");
+    let errors = json!([{"code": "40300", "title": "Blocked as spam"}]);
+    let body = receipt(&failed, "message.finalized", &carrier_id, "delivery_failed", errors.clone());
+    assert_eq!(w.deliver_telnyx(&body).status, 200);
+    assert_eq!(w.deliver_telnyx(&body).status, 200);
+    let resigned = uid("failed-resigned");
+    assert_eq!(w.deliver_telnyx(&receipt(&resigned, "message.finalized", &carrier_id, "delivery_failed", errors)).status, 200);
+    wait_settled(w, &[failed.clone(), resigned.clone()]);
+    // A late delivered after failed changes nothing.
+    let late = uid("late-delivered");
+    assert_eq!(w.deliver_telnyx(&receipt(&late, "message.finalized", &carrier_id, "delivered", json!([]))).status, 200);
+    wait_settled(w, &[late]);
+
+    let shown = message(w, &c, &id);
+    assert_eq!(shown["status"], "failed");
+    assert_eq!(shown["error"]["code"], "40300");
+    assert_eq!(events(w, &id, "message.failed"), 1);
+    assert_eq!(events(w, &id, "message.delivered"), 0);
+}
+
+fn receipt_before_the_send_result_is_applied_after_it(w: &Worker) {
+    let c = customer(w, "early-receipt");
+    let (_, sent) = send(w, &c, "[receipt-first] hi", None);
+    let id = sent["id"].as_str().unwrap().to_owned();
+    let shown = wait_status(w, &c, &id, "delivered");
+    let carrier_id = shown["carrier_message_id"].as_str().unwrap();
+    assert_eq!(shown["status"], "delivered");
+    let rows = w.sql(&format!(
+        "SELECT attempts, processed_at FROM carrier_events WHERE carrier_event_id = {}",
+        lit(&format!("{carrier_id}-delivered"))
+    ));
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0]["attempts"].as_i64().unwrap_or(0) >= 2, "the receipt arrived before the send result and was retried: {rows:?}");
+    assert_eq!(events(w, &id, "message.sent"), 1);
+    assert_eq!(events(w, &id, "message.delivered"), 1);
+    // The stalled first request and its retry both carried the message id as the key: one
+    // message at the carrier.
+    let keys: Vec<_> = w.carrier.requests("/v2/messages").into_iter().filter(|r| r.body["text"] == "[receipt-first] hi").map(|r| r.idempotency_key).collect();
+    assert_eq!(keys, vec![Some(id.clone()), Some(id.clone())]);
+    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM usage WHERE resource_id = {}", lit(&id))), 1);
+}
+
+fn crash_after_commit_rerun_changes_nothing(w: &Worker) {
+    let c = customer(w, "crash");
+    let carrier_id = uid("crash-msg");
+    let event_id = uid("fault-crash-after-commit");
+    let answer = w.deliver_telnyx(&inbound(&event_id, &carrier_id, &c.number));
+    assert_eq!(answer.status, 200);
+    let row_id = answer.json()["id"].as_str().unwrap().to_owned();
+    wait_settled(w, &[event_id]);
+    // The first run committed and then failed before its ack; the queue ran it again.
+    let rerun = w.eventually(Duration::from_secs(30), || {
+        w.log_lines(&[&row_id, "\"outcome\":\"no-op\""]) >= 1
+    });
+    assert!(rerun, "the job ran again after the injected crash");
+    assert!(w.log_lines(&["injected crash after commit"]) >= 1);
+    let rows = w.sql(&format!("SELECT id FROM messages WHERE carrier_message_id = {}", lit(&carrier_id)));
+    assert_eq!(rows.len(), 1);
+    assert_eq!(events(w, rows[0]["id"].as_str().unwrap(), "message.received"), 1);
+}
+
+fn idempotency_key_means_one_message_and_one_send(w: &Worker) {
+    let c = customer(w, "idem");
+    let key = uid("key");
+    let (first_status, first) = send(w, &c, "only once", Some(&key));
+    let (second_status, second) = send(w, &c, "only once", Some(&key));
+    assert_eq!((first_status, second_status), (201, 200));
+    assert_eq!(first["id"], second["id"]);
+    let id = first["id"].as_str().unwrap().to_owned();
+    wait_status(w, &c, &id, "sent");
+    let (_, third) = send(w, &c, "only once", Some(&key));
+    assert_eq!(third["id"], id.as_str());
+    thread::sleep(Duration::from_secs(2));
+    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM messages WHERE account_id = {}", lit(&c.account))), 1);
+    assert_eq!(w.carrier.sends_for(&id), 1);
+    let sent = &w.carrier.requests("/v2/messages").into_iter().find(|r| r.idempotency_key.as_deref() == Some(id.as_str())).unwrap();
+    assert_eq!(sent.body["from"], c.number.as_str());
+    assert_eq!(sent.body["text"], "only once");
+    assert_eq!(sent.authorization.as_deref(), Some("Bearer e2e-telnyx-api-key"));
+    let (status, body) = send(w, &c, "something else", Some(&key));
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "idempotency_key_reused");
+}
+
+fn accounts_see_only_their_own_messages(w: &Worker) {
+    let a = customer(w, "alice");
+    let b = customer(w, "bob");
+    let (_, sent) = send(w, &a, "private", None);
+    let id = sent["id"].as_str().unwrap();
+    let other = w.call("GET", &format!("/v1/messages/{id}"), &b.key, None, &[]);
+    assert_eq!(other.status, 404, "{}", other.body);
+    assert_eq!(other.json()["error"]["code"], "not_found");
+    let list = w.call("GET", "/v1/messages", &b.key, None, &[]).json();
+    assert_eq!(list["data"].as_array().map(Vec::len), Some(0), "{list}");
+    // Sending from another account's number is refused.
+    let a2 = w.call("POST", "/v1/messages", &b.key, Some(&json!({"from": a.number, "to": "+15559990000", "text": "x"})), &[]);
+    assert_eq!(a2.status, 422);
+    assert_eq!(a2.json()["error"]["field"], "from");
+}
+
+fn carrier_refusal_fails_the_message_without_charge(w: &Worker) {
+    let c = customer(w, "refused");
+    let (_, sent) = send(w, &c, "[refuse] nope", None);
+    let id = sent["id"].as_str().unwrap().to_owned();
+    let shown = wait_status(w, &c, &id, "failed");
+    assert_eq!(shown["error"]["code"], "40310");
+    assert_eq!(events(w, &id, "message.failed"), 1);
+    assert_eq!(events(w, &id, "message.sent"), 0);
+    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM usage WHERE resource_id = {}", lit(&id))), 0);
+}
+
+fn carrier_5xx_is_retried_with_the_same_idempotency_key(w: &Worker) {
+    let c = customer(w, "flaky");
+    let (_, sent) = send(w, &c, "[flaky] try again", None);
+    let id = sent["id"].as_str().unwrap().to_owned();
+    wait_status(w, &c, &id, "sent");
+    assert_eq!(w.carrier.sends_for(&id), 2, "one 503, then one success, both with the message id as key");
+    assert_eq!(events(w, &id, "message.sent"), 1);
+    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM usage WHERE resource_id = {}", lit(&id))), 1);
+}
+
+fn twilio_and_plivo_inbound_messages(w: &Worker) {
+    let c = customer(w, "hmac-carriers");
+    let sid = uid("SM");
+    let url = format!("{}/webhooks/twilio", w.base);
+    let params = [("MessageSid", sid.as_str()), ("SmsStatus", "received"), ("From", "+15559990000"), ("To", c.number.as_str()), ("Body", "via twilio")];
+    let (body, signature) = sim::twilio::sign(TWILIO_TOKEN, &url, &params);
+    for _ in 0..3 {
+        let a = w.post("/webhooks/twilio", &[("x-twilio-signature", &signature), ("content-type", "application/x-www-form-urlencoded")], body.as_bytes());
+        assert_eq!(a.status, 200, "{}", a.body);
+    }
+    let bad = w.post("/webhooks/twilio", &[("x-twilio-signature", "AAAAAAAAAAAAAAAAAAAAAAAAAAA=")], body.as_bytes());
+    assert_eq!(bad.status, 401);
+
+    let uuid = uid("plivo");
+    let plivo_url = format!("{}/webhooks/plivo", w.base);
+    let to = c.number.trim_start_matches('+');
+    let params = [("MessageUUID", uuid.as_str()), ("From", "15559990000"), ("To", to), ("Text", "via plivo"), ("Type", "sms")];
+    let (body, signature) = sim::plivo::sign_v3(PLIVO_TOKEN, &plivo_url, "nonce-1", &params);
+    for _ in 0..3 {
+        let a = w.post("/webhooks/plivo", &[("x-plivo-signature-v3", &signature), ("x-plivo-signature-v3-nonce", "nonce-1")], body.as_bytes());
+        assert_eq!(a.status, 200, "{}", a.body);
+    }
+    wait_settled(w, &[format!("{sid}:received"), format!("{uuid}:received")]);
+    for (carrier, id, text) in [("twilio", &sid, "via twilio"), ("plivo", &uuid, "via plivo")] {
+        let rows = w.sql(&format!("SELECT id, text, account_id FROM messages WHERE carrier = '{carrier}' AND carrier_message_id = {}", lit(id)));
+        assert_eq!(rows.len(), 1, "{carrier}: {rows:?}");
+        assert_eq!(rows[0]["text"], text);
+        assert_eq!(rows[0]["account_id"], c.account.as_str());
+        assert_eq!(events(w, rows[0]["id"].as_str().unwrap(), "message.received"), 1);
+    }
+}
+
+fn validation_and_auth_errors(w: &Worker) {
+    let c = customer(w, "validation");
+    let post = |body: Value| w.call("POST", "/v1/messages", &c.key, Some(&body), &[]);
+    for (body, field) in [
+        (json!({"to": "+15559990000", "text": "x"}), "from"),
+        (json!({"from": c.number, "text": "x"}), "to"),
+        (json!({"from": c.number, "to": "5559990000", "text": "x"}), "to"),
+        (json!({"from": c.number, "to": "+15559990000"}), "text"),
+        (json!({"from": c.number, "to": "+15559990000", "text": "   "}), "text"),
+        (json!({"from": "+15550000000", "to": "+15559990000", "text": "x"}), "from"),
+    ] {
+        let a = post(body.clone());
+        assert_eq!(a.status, 422, "{body}: {}", a.body);
+        assert_eq!(a.json()["error"]["field"], field, "{body}");
+    }
+    let a = w.post("/v1/messages", &[("authorization", &format!("Bearer {}", c.key))], b"not json");
+    assert_eq!(a.status, 400);
+    assert_eq!(w.call("GET", "/v1/messages", "sk_wrong", None, &[]).status, 401);
+    assert_eq!(w.get("/v1/messages").status, 401);
+    assert_eq!(w.call("POST", "/admin/accounts", "wrong-admin", Some(&json!({})), &[]).status, 401);
+    let taken = w.call("POST", "/admin/numbers", exactly_tests::ADMIN_TOKEN, Some(&json!({"account_id": c.account, "phone_number": c.number})), &[]);
+    assert_eq!(taken.status, 409, "{}", taken.body);
+    let bad = w.call("POST", "/admin/numbers", exactly_tests::ADMIN_TOKEN, Some(&json!({"account_id": "acct_nope", "phone_number": fresh_number()})), &[]);
+    assert_eq!((bad.status, bad.json()["error"]["field"].as_str()), (422, Some("account_id")));
+    assert_eq!(w.call("GET", "/v1/messages?limit=0", &c.key, None, &[]).json()["error"]["field"], "limit");
+    assert_eq!(w.call("GET", "/v1/messages?cursor=zzz", &c.key, None, &[]).json()["error"]["field"], "cursor");
+    assert_eq!(w.call("DELETE", "/v1/messages", &c.key, None, &[]).status, 405);
+}
+
+fn list_filters_and_paginates(w: &Worker) {
+    let c = customer(w, "lists");
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let (_, m) = send(w, &c, &format!("page {i}"), None);
+        ids.push(m["id"].as_str().unwrap().to_owned());
+    }
+    let first = w.call("GET", "/v1/messages?limit=2&direction=outbound", &c.key, None, &[]).json();
+    let page1: Vec<&str> = first["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(page1.len(), 2);
+    let cursor = first["next_cursor"].as_str().expect("a next cursor");
+    let second = w.call("GET", &format!("/v1/messages?limit=2&direction=outbound&cursor={cursor}"), &c.key, None, &[]).json();
+    let page2: Vec<&str> = second["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(page2.len(), 1);
+    let mut all: Vec<&str> = page1.iter().chain(page2.iter()).copied().collect();
+    all.sort_unstable();
+    let mut expected: Vec<&str> = ids.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(all, expected, "the pages cover every message once");
+    let inbound_only = w.call("GET", "/v1/messages?direction=inbound", &c.key, None, &[]).json();
+    assert_eq!(inbound_only["data"].as_array().map(Vec::len), Some(0));
+    assert_eq!(w.call("GET", "/v1/messages?status=bogus", &c.key, None, &[]).status, 422);
+}
+
+fn unknown_number_is_a_visible_failed_event(w: &Worker) {
+    let event_id = uid("nobody");
+    assert_eq!(w.deliver_telnyx(&inbound(&event_id, &uid("m"), "+15550001234")).status, 200);
+    wait_settled(w, &[event_id.clone()]);
+    let failed = w.call("GET", "/admin/carrier_events?status=failed&limit=100", exactly_tests::ADMIN_TOKEN, None, &[]).json();
+    let entry = failed["data"].as_array().unwrap().iter().find(|e| e["carrier_event_id"] == event_id.as_str()).cloned();
+    let entry = entry.unwrap_or_else(|| panic!("{event_id} listed as failed: {failed}"));
+    assert!(entry["error"].as_str().unwrap().contains("+15550001234"), "{entry}");
+}
