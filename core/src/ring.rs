@@ -9,6 +9,28 @@
 //! duplicate and late inputs this module answers with [`RingDecision::Unchanged`] can never
 //! dial twice, even when they race.
 
+/// What the platform attaches to each leg it dials (as the carrier's `client_state`), so the
+/// leg's later events name their call and position.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LegTag {
+    /// The platform's call id (`call_...`).
+    pub call: String,
+    /// 1-based position in the ring plan.
+    pub position: u32,
+}
+
+impl LegTag {
+    /// The tag as the text carried in `client_state`.
+    pub fn encode(&self) -> String {
+        serde_json::json!({ "call": self.call, "position": self.position }).to_string()
+    }
+
+    /// Reads a tag back; `None` for any other client state.
+    pub fn parse(text: &str) -> Option<Self> {
+        serde_json::from_str::<LegTag>(text).ok().filter(|t| t.position > 0 && !t.call.is_empty())
+    }
+}
+
 /// The most targets one number may ring in sequence.
 pub const MAX_TARGETS: usize = 10;
 
@@ -247,6 +269,15 @@ mod tests {
         assert!(stopped);
         assert_eq!(leg_hung_up(&p, c, 1).1, RingDecision::Unchanged(RingUnchanged::AlreadyOver));
         assert!(!caller_left(c).1);
+    }
+
+    #[test]
+    fn leg_tags_round_trip() {
+        let tag = LegTag { call: "call_1".into(), position: 2 };
+        assert_eq!(LegTag::parse(&tag.encode()), Some(tag));
+        assert_eq!(LegTag::parse("inbound"), None);
+        assert_eq!(LegTag::parse(r#"{"call":"c","position":0}"#), None);
+        assert_eq!(LegTag::parse(r#"{"call":"","position":1}"#), None);
     }
 
     #[test]

@@ -84,3 +84,62 @@ pub async fn post(env: &Env, path: &str, idempotency_key: &str, body: &Value) ->
         _ => CallResult::Transient(format!("carrier answered {status}")),
     })
 }
+
+/// The ids of a leg the carrier dialled.
+#[derive(Clone, Debug)]
+pub struct DialedLeg {
+    /// The handle commands are sent to.
+    pub call_control_id: String,
+    /// The leg's id.
+    pub call_leg_id: String,
+}
+
+/// `POST {TELNYX_API_BASE}/v2/calls`: dials `to` from `from`, tagging the leg with
+/// `client_state` (base64 on the wire). The idempotency key names the call and position, so a
+/// retried dial is one leg at the carrier.
+pub async fn dial(env: &Env, idempotency_key: &str, from: &str, to: &str, client_state: &str) -> Result<CallResult<DialedLeg>, EdgeError> {
+    let connection_id = config::required(env, vars::TELNYX_CONNECTION_ID)?;
+    let body = json!({
+        "connection_id": connection_id, "to": to, "from": from, "timeout_secs": 30,
+        "client_state": exactly_core::telnyx::encode_client_state(client_state),
+    });
+    Ok(match post(env, "/v2/calls", idempotency_key, &body).await? {
+        CallResult::Ok(answer) => {
+            let data = &answer["data"];
+            match (data["call_control_id"].as_str(), data["call_leg_id"].as_str()) {
+                (Some(control), Some(leg)) => CallResult::Ok(DialedLeg { call_control_id: control.to_owned(), call_leg_id: leg.to_owned() }),
+                _ => CallResult::Transient("carrier answered 2xx without call ids".into()),
+            }
+        }
+        CallResult::Refused(e) => CallResult::Refused(e),
+        CallResult::Transient(e) => CallResult::Transient(e),
+    })
+}
+
+/// A Call Control command on one leg.
+#[derive(Clone, Copy, Debug)]
+pub enum Command<'a> {
+    /// Answer an incoming leg.
+    Answer,
+    /// Bridge this leg to another.
+    Bridge { other_call_control_id: &'a str },
+    /// Hang this leg up.
+    Hangup,
+}
+
+/// `POST {TELNYX_API_BASE}/v2/calls/{id}/actions/{answer|bridge|hangup}`. `command_id` makes a
+/// repeated command a no-op at the carrier.
+pub async fn command(env: &Env, call_control_id: &str, command: Command<'_>, command_id: &str) -> Result<CallResult<()>, EdgeError> {
+    let (action, mut body) = match command {
+        Command::Answer => ("answer", json!({})),
+        Command::Bridge { other_call_control_id } => ("bridge", json!({ "call_control_id": other_call_control_id })),
+        Command::Hangup => ("hangup", json!({})),
+    };
+    body["command_id"] = json!(command_id);
+    let id: String = form_urlencoded::byte_serialize(call_control_id.as_bytes()).collect();
+    Ok(match post(env, &format!("/v2/calls/{id}/actions/{action}"), command_id, &body).await? {
+        CallResult::Ok(_) => CallResult::Ok(()),
+        CallResult::Refused(e) => CallResult::Refused(e),
+        CallResult::Transient(e) => CallResult::Transient(e),
+    })
+}

@@ -6,12 +6,13 @@
 //! - [`ingest`]: `POST /webhooks/{telnyx,twilio,plivo}`: verify, store once, enqueue.
 //! - [`processor`]: one stored carrier event -> its guarded effects.
 //! - [`dispatch`]: sending an outbound message (claim, carrier call, result).
+//! - [`call_events`]: `call.initiated` / `call.answered` / `call.hangup` and the ring they drive.
 //! - [`jobs`]: the `jobs` queue (producer and consumer) and its dead-letter queue.
 //! - [`sweeper`]: the cron step that re-enqueues work whose job was lost.
 //! - SQL, one module per resource, guards in the `WHERE` clauses: [`carrier_events`],
-//!   [`messages`], [`outbox`] (customer events), [`usage`] (the ledger).
+//!   [`messages`], [`calls`], [`outbox`] (customer events), [`usage`] (the ledger).
 //! - [`api`]: `/admin` and `/v1` handlers, one file per resource; [`auth`] and [`http`] helpers.
-//! - [`carrier_api`]: the carrier's REST API (send message).
+//! - [`carrier_api`]: the carrier's REST API (send message, dial, answer, bridge, hang up).
 //! - [`ring`]: the per-call Durable Object that owns the sequential-ring cursor.
 //! - [`bindings`] (names mirroring `wrangler.toml`), [`config`], [`error`] (the one error type,
 //!   mapped once to HTTP), [`db`], [`platform`] (time and randomness), [`faults`] (test-only).
@@ -22,6 +23,8 @@ use worker::{event, Context, Env, MessageBatch, Method, Request, Response, Sched
 pub mod api;
 pub mod auth;
 pub mod bindings;
+pub mod call_events;
+pub mod calls;
 pub mod carrier_api;
 pub mod carrier_events;
 pub mod config;
@@ -53,6 +56,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/messages"),
     ("GET", "/v1/messages"),
     ("GET", "/v1/messages/{id}"),
+    ("GET", "/v1/calls"),
+    ("GET", "/v1/calls/{id}"),
     ("GET", "/v1/usage"),
 ];
 
@@ -70,6 +75,8 @@ async fn route(req: Request, env: &Env) -> Result<Response, EdgeError> {
         (Method::Post, ["v1", "messages"]) => api::messages::create(req, env).await,
         (Method::Get, ["v1", "messages"]) => api::messages::list(req, env).await,
         (Method::Get, ["v1", "messages", id]) => api::messages::get(req, env, id).await,
+        (Method::Get, ["v1", "calls"]) => api::calls::list(req, env).await,
+        (Method::Get, ["v1", "calls", id]) => api::calls::get(req, env, id).await,
         (Method::Get, ["v1", "usage"]) => api::usage::get(req, env).await,
         #[cfg(feature = "fault-injection")]
         (Method::Post, ["__e2e", "sql"]) => faults::sql(req, env).await,

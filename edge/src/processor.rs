@@ -17,7 +17,7 @@ use crate::messages;
 use crate::platform::{new_id, now};
 
 /// Processes the stored carrier event `id`.
-pub async fn process(_env: &Env, db: &D1Database, id: &str) -> Result<Outcome, EdgeError> {
+pub async fn process(env: &Env, db: &D1Database, id: &str) -> Result<Outcome, EdgeError> {
     let Some(row) = carrier_events::load(db, id).await? else {
         return Ok(Outcome::Done("no such event"));
     };
@@ -34,6 +34,9 @@ pub async fn process(_env: &Env, db: &D1Database, id: &str) -> Result<Outcome, E
     let outcome = match &event.kind {
         EventKind::MessageReceived(inbound) => received(db, &row, &event, inbound).await?,
         EventKind::MessageStatus(report) => status_report(db, &row, &event, report).await?,
+        EventKind::CallInitiated(leg) => crate::call_events::initiated(env, db, &row, &event, leg).await?,
+        EventKind::CallAnswered(leg) => crate::call_events::answered(env, db, &row, &event, leg).await?,
+        EventKind::CallHangup(hangup) => crate::call_events::hangup(env, db, &row, &event, hangup).await?,
         // Calls, bridges and events this product does not act on are acknowledged as processed.
         _ => applied(carrier_events::mark_processed(db, id, now()).await?)?,
     };

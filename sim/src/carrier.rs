@@ -1,7 +1,11 @@
 //! A fake Telnyx REST API on loopback: records every request, answers like Telnyx, honours
 //! idempotency keys, and misbehaves on request.
 //!
-//! Behaviour is chosen by markers in the message text, so one fake serves many tests at once:
+//! Calls: `POST /v2/calls` (dial) answers a leg whose ids derive from the idempotency key, and
+//! `POST /v2/calls/{id}/actions/{answer,bridge,hangup}` are recorded and acknowledged. Dials to
+//! a number ending in `0000` are refused (`422`).
+//!
+//! Message behaviour is chosen by markers in the text, so one fake serves many tests at once:
 //! - `[refuse]`: 400 with a Telnyx error (`40310`).
 //! - `[flaky]`: the first request for an idempotency key answers 503, later ones 200.
 //! - `[receipt-first]`: on the first request for a key, fires the signed `message.finalized`
@@ -90,6 +94,11 @@ impl FakeCarrier {
         lock(&self.state).requests.iter().filter(|r| r.path == path).cloned().collect()
     }
 
+    /// Every request whose path starts with `prefix`.
+    pub fn requests_under(&self, prefix: &str) -> Vec<Recorded> {
+        lock(&self.state).requests.iter().filter(|r| r.path.starts_with(prefix)).cloned().collect()
+    }
+
     /// How many send requests carried this idempotency key.
     pub fn sends_for(&self, idempotency_key: &str) -> usize {
         self.requests("/v2/messages").iter().filter(|r| r.idempotency_key.as_deref() == Some(idempotency_key)).count()
@@ -117,6 +126,8 @@ fn serve(mut request: tiny_http::Request, state: &Mutex<State>) {
     lock(state).requests.push(recorded.clone());
     let (status, body) = match (recorded.method.as_str(), recorded.path.as_str()) {
         ("POST", "/v2/messages") => send_message(&recorded, state),
+        ("POST", "/v2/calls") => dial(&recorded),
+        ("POST", path) if path.starts_with("/v2/calls/") && path.contains("/actions/") => (200, json!({"data": {"result": "ok"}})),
         _ => (404, json!({"errors": [{"code": "10005", "title": "Resource not found"}]})),
     };
     let response = tiny_http::Response::from_string(body.to_string())
@@ -163,6 +174,26 @@ fn send_message(req: &Recorded, state: &Mutex<State>) -> (u16, Value) {
     }}));
     lock(state).answers.insert(key, answer.clone());
     answer
+}
+
+fn dial(req: &Recorded) -> (u16, Value) {
+    let to = req.body["to"].as_str().unwrap_or_default();
+    if to.ends_with("0000") {
+        return (422, json!({"errors": [{"code": "90018", "title": "Call recipient is not reachable"}]}));
+    }
+    let key = req.idempotency_key.clone().unwrap_or_else(crate::random_hex);
+    (200, json!({"data": {
+        "record_type": "call", "call_control_id": format!("v3:cc-{key}"), "call_leg_id": format!("leg-{key}"),
+        "call_session_id": format!("sess-{key}"), "is_alive": false,
+    }}))
+}
+
+/// Decodes a dial request's `client_state` (base64) back to text.
+pub fn client_state(req: &Recorded) -> Option<String> {
+    use base64::Engine as _;
+    let encoded = req.body["client_state"].as_str()?;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).ok()?;
+    String::from_utf8(bytes).ok()
 }
 
 /// Fires the delivery receipt and the sent receipt (in that order) for a message the fake has

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use exactly_tests::Worker;
 use libtest_mimic::{Arguments, Trial};
 
+mod calls;
 mod ingest;
 mod messaging;
 
@@ -16,7 +17,7 @@ pub type TestFn = fn(&Worker);
 
 fn main() {
     let args = Arguments::from_args();
-    let all: Vec<(&str, TestFn)> = [ingest::TESTS, messaging::TESTS].concat();
+    let all: Vec<(&str, TestFn)> = [ingest::TESTS, messaging::TESTS, calls::TESTS].concat();
     if args.list {
         let trials = all.into_iter().map(|(name, _)| Trial::test(name, || Ok(()))).collect();
         libtest_mimic::run(&args, trials).exit();

@@ -1,6 +1,7 @@
 //! The HTTP API: `/admin` (operator) and `/v1` (customer), one file per resource.
 
 pub mod admin;
+pub mod calls;
 pub mod messages;
 pub mod usage;
 

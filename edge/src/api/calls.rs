@@ -1,0 +1,45 @@
+//! `/v1/calls`: a call with its legs, and the list of calls.
+
+use exactly_core::call::CallStatus;
+use worker::{Env, Request, Response};
+
+use crate::api::page;
+use crate::auth;
+use crate::bindings;
+use crate::calls;
+use crate::error::EdgeError;
+use crate::http::{self, Cursor};
+
+fn database(env: &Env) -> Result<worker::D1Database, EdgeError> {
+    env.d1(bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))
+}
+
+/// `GET /v1/calls/{id}`: status, legs dialled with their outcomes, duration, billed minutes.
+pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+    let db = database(env)?;
+    let account = auth::account(&req, &db).await?;
+    let call = calls::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
+    let legs = calls::legs(&db, &call.id).await?;
+    http::json(200, &call.to_json(&legs))
+}
+
+/// `GET /v1/calls?status=&limit=&cursor=`, newest first.
+pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
+    let db = database(env)?;
+    let account = auth::account(&req, &db).await?;
+    let params = http::query(&req);
+    let status = http::param(&params, "status");
+    if status.is_some_and(|s| CallStatus::from_name(s).is_none()) {
+        return Err(EdgeError::invalid("status", "must be ringing, in_progress, completed or missed"));
+    }
+    let limit = http::limit(&params)?;
+    let rows = calls::list(&db, &account.id, status, Cursor::from_params(&params)?, limit).await?;
+    let next = (rows.len() == limit as usize)
+        .then(|| rows.last().map(|c| Cursor { created_at: c.created_at as i64, id: c.id.clone() }))
+        .flatten();
+    let mut data = Vec::with_capacity(rows.len());
+    for call in &rows {
+        data.push(call.to_json(&calls::legs(&db, &call.id).await?));
+    }
+    http::json(200, &page(data, next))
+}

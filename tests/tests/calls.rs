@@ -1,0 +1,251 @@
+//! Calls and sequential ring (contract §4, §7 invariant 2): one dial per position, one end and
+//! one charge per call, whatever the carrier repeats.
+
+use std::thread;
+use std::time::Duration;
+
+use exactly_tests::{fresh_number, lit, Worker};
+use serde_json::{json, Value};
+use sim::carrier::Recorded;
+
+use crate::TestFn;
+
+pub const TESTS: &[(&str, TestFn)] = &[
+    ("calls::duplicate_leg_hangups_dial_the_next_target_once", duplicate_leg_hangups_dial_the_next_target_once),
+    ("calls::answer_stops_the_ring_and_a_late_hangup_dials_nothing", answer_stops_the_ring_and_a_late_hangup_dials_nothing),
+    ("calls::caller_hangup_three_times_completes_and_bills_once", caller_hangup_three_times_completes_and_bills_once),
+    ("calls::all_targets_unanswered_ends_missed_without_charge", all_targets_unanswered_ends_missed_without_charge),
+    ("calls::ring_cursor_survives_a_restart", ring_cursor_survives_a_restart),
+];
+
+const TARGETS: [&str; 3] = ["+15557770001", "+15557770002", "+15557770003"];
+
+/// An inbound call ringing through a number's three targets.
+struct Ring {
+    account_key: String,
+    call_id: String,
+    session: String,
+    caller_control: String,
+}
+
+fn uid(tag: &str) -> String {
+    format!("{tag}-{}", sim::random_hex())
+}
+
+fn deliver(w: &Worker, event_id: &str, event_type: &str, occurred_at: &str, payload: Value) {
+    let body = sim::telnyx::envelope(event_id, event_type, occurred_at, payload, 1);
+    let a = w.deliver_telnyx(&body);
+    assert_eq!(a.status, 200, "{event_type}: {}", a.body);
+}
+
+fn start(w: &Worker) -> Ring {
+    let (account, key) = w.create_account("ring");
+    let number = fresh_number();
+    w.create_number(&account, &number, &TARGETS);
+    let session = uid("sess");
+    let caller_control = format!("v3:{}", uid("caller"));
+    deliver(w, &uid("init"), "call.initiated", "2026-11-30T10:01:00Z", json!({
+        "call_control_id": caller_control, "call_leg_id": format!("leg-{caller_control}"), "call_session_id": session,
+        "from": "+15551230000", "to": number, "direction": "incoming", "state": "parked",
+    }));
+    let mut call_id = String::new();
+    let found = w.eventually(Duration::from_secs(30), || {
+        let dial = w.carrier.requests("/v2/calls").into_iter().find(|r| r.body["from"] == number.as_str());
+        if let Some(tag) = dial.as_ref().and_then(sim::carrier::client_state) {
+            let tag: Value = serde_json::from_str(&tag).unwrap_or_default();
+            call_id = tag["call"].as_str().unwrap_or_default().to_owned();
+        }
+        !call_id.is_empty()
+    });
+    assert!(found, "target 1 was dialled for {number}");
+    Ring { account_key: key, call_id, session, caller_control }
+}
+
+fn dials(w: &Worker, ring: &Ring, position: u32) -> Vec<Recorded> {
+    let key = format!("{}:leg:{position}", ring.call_id);
+    w.carrier.requests("/v2/calls").into_iter().filter(|r| r.idempotency_key.as_deref() == Some(key.as_str())).collect()
+}
+
+fn wait_dials(w: &Worker, ring: &Ring, position: u32) -> Recorded {
+    let mut found = Vec::new();
+    let ok = w.eventually(Duration::from_secs(30), || {
+        found = dials(w, ring, position);
+        !found.is_empty()
+    });
+    assert!(ok, "position {position} was dialled");
+    found.remove(0)
+}
+
+/// The payload of an event on the leg the fake dialled.
+fn leg_payload(dial: &Recorded, extra: Value) -> Value {
+    let key = dial.idempotency_key.clone().unwrap_or_default();
+    let mut payload = json!({
+        "call_control_id": format!("v3:cc-{key}"), "call_leg_id": format!("leg-{key}"), "call_session_id": format!("sess-{key}"),
+        "from": dial.body["from"], "to": dial.body["to"], "direction": "outgoing", "client_state": dial.body["client_state"],
+    });
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        payload[k] = v.clone();
+    }
+    payload
+}
+
+fn hangup_leg(w: &Worker, dial: &Recorded, event_id: &str) {
+    deliver(w, event_id, "call.hangup", "2026-11-30T10:01:30Z", leg_payload(dial, json!({"hangup_cause": "timeout", "hangup_source": "callee"})));
+}
+
+fn wait_settled(w: &Worker, ids: &[String]) {
+    let list = ids.iter().map(|id| lit(id)).collect::<Vec<_>>().join(", ");
+    let ok = w.eventually(Duration::from_secs(60), || {
+        w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id IN ({list}) AND (processed_at IS NOT NULL OR error IS NOT NULL)")) == ids.len() as i64
+    });
+    assert!(ok, "events {list} settled");
+}
+
+fn call(w: &Worker, ring: &Ring) -> Value {
+    let a = w.call("GET", &format!("/v1/calls/{}", ring.call_id), &ring.account_key, None, &[]);
+    assert_eq!(a.status, 200, "{}", a.body);
+    a.json()
+}
+
+fn events(w: &Worker, ring: &Ring, event_type: &str) -> i64 {
+    w.count(&format!("SELECT COUNT(*) AS n FROM outbound_events WHERE resource_id = {} AND type = {}", lit(&ring.call_id), lit(event_type)))
+}
+
+fn duplicate_leg_hangups_dial_the_next_target_once(w: &Worker) {
+    for copies in [1usize, 2, 10] {
+        let ring = start(w);
+        let leg1 = wait_dials(w, &ring, 1);
+        let event_id = uid("leg1-hangup");
+        // Half the copies repeat the event id, half are the same fact re-signed under new ids,
+        // so the ring owner (not only the dedupe index) is what refuses to dial twice.
+        let ids: Vec<String> = (0..copies).map(|i| if i % 2 == 0 { event_id.clone() } else { format!("{event_id}-{i}") }).collect();
+        thread::scope(|s| {
+            for id in &ids {
+                let leg1 = &leg1;
+                s.spawn(move || hangup_leg(w, leg1, id));
+            }
+        });
+        let mut unique = ids.clone();
+        unique.dedup();
+        unique.sort();
+        unique.dedup();
+        wait_settled(w, &unique);
+        wait_dials(w, &ring, 2);
+        thread::sleep(Duration::from_secs(1));
+        assert_eq!(dials(w, &ring, 2).len(), 1, "{copies} copies of leg 1's hangup: target 2 dialled once");
+        assert_eq!(dials(w, &ring, 2)[0].body["to"], TARGETS[1]);
+        assert_eq!(dials(w, &ring, 3).len(), 0, "{copies} copies: target 3 not dialled");
+        assert_eq!(dials(w, &ring, 1).len(), 1);
+        let shown = call(w, &ring);
+        assert_eq!(shown["status"], "ringing");
+        assert_eq!(shown["legs"][0]["outcome"], "no_answer", "{shown}");
+        assert_eq!(shown["legs"][1]["outcome"], "dialing", "{shown}");
+    }
+}
+
+fn answer_leg2(w: &Worker, ring: &Ring) -> Recorded {
+    let leg1 = wait_dials(w, ring, 1);
+    let h = uid("leg1-hangup");
+    hangup_leg(w, &leg1, &h);
+    let leg2 = wait_dials(w, ring, 2);
+    let answered = uid("leg2-answered");
+    deliver(w, &answered, "call.answered", "2026-11-30T10:01:40Z", leg_payload(&leg2, json!({"state": "answered"})));
+    wait_settled(w, &[h, answered]);
+    leg2
+}
+
+fn answer_stops_the_ring_and_a_late_hangup_dials_nothing(w: &Worker) {
+    let ring = start(w);
+    let leg2 = answer_leg2(w, &ring);
+    let bridge = format!("/v2/calls/{}/actions/bridge", ring.caller_control.replace(':', "%3A"));
+    let bridges = w.carrier.requests(&bridge);
+    assert_eq!(bridges.len(), 1, "the caller was bridged once");
+    assert_eq!(bridges[0].body["call_control_id"], leg_payload(&leg2, json!({}))["call_control_id"]);
+    // A late duplicate of leg 1's hangup, re-signed under a new id.
+    let leg1 = dials(w, &ring, 1).remove(0);
+    let late = uid("late-leg1-hangup");
+    hangup_leg(w, &leg1, &late);
+    wait_settled(w, &[late]);
+    thread::sleep(Duration::from_secs(1));
+    assert_eq!(dials(w, &ring, 2).len(), 1);
+    assert_eq!(dials(w, &ring, 3).len(), 0, "no dial after the answer");
+    let shown = call(w, &ring);
+    assert_eq!(shown["status"], "in_progress");
+    assert_eq!(shown["legs"][1]["outcome"], "answered");
+    assert_eq!(events(w, &ring, "call.answered"), 1);
+}
+
+fn caller_hangup_three_times_completes_and_bills_once(w: &Worker) {
+    let ring = start(w);
+    answer_leg2(w, &ring);
+    let payload = json!({
+        "call_control_id": ring.caller_control, "call_leg_id": format!("leg-{}", ring.caller_control), "call_session_id": ring.session,
+        "hangup_cause": "normal_clearing", "hangup_source": "caller",
+    });
+    let hangup = uid("caller-hangup");
+    deliver(w, &hangup, "call.hangup", "2026-11-30T10:02:41Z", payload.clone());
+    deliver(w, &hangup, "call.hangup", "2026-11-30T10:02:41Z", payload.clone());
+    let resigned = format!("{hangup}-resigned");
+    deliver(w, &resigned, "call.hangup", "2026-11-30T10:02:41Z", payload);
+    wait_settled(w, &[hangup, resigned]);
+    let shown = call(w, &ring);
+    assert_eq!(shown["status"], "completed", "{shown}");
+    assert_eq!(shown["duration_secs"], 61, "answered 10:01:40, ended 10:02:41");
+    assert_eq!(shown["billed_minutes"], 2, "61 s rounds up to 2 minutes");
+    assert_eq!(events(w, &ring, "call.completed"), 1);
+    let usage = w.sql(&format!("SELECT kind, quantity FROM usage WHERE resource_id = {}", lit(&ring.call_id)));
+    assert_eq!(usage, vec![json!({"kind": "call_minutes", "quantity": 2})]);
+    let totals = w.call("GET", "/v1/usage", &ring.account_key, None, &[]).json();
+    assert_eq!(totals["call_minutes"], 2, "{totals}");
+}
+
+fn all_targets_unanswered_ends_missed_without_charge(w: &Worker) {
+    let ring = start(w);
+    let mut ids = Vec::new();
+    for position in 1..=3 {
+        let leg = wait_dials(w, &ring, position);
+        let id = uid(&format!("leg{position}-hangup"));
+        hangup_leg(w, &leg, &id);
+        ids.push(id);
+    }
+    wait_settled(w, &ids);
+    let total: usize = (1..=3).map(|p| dials(w, &ring, p).len()).sum();
+    assert_eq!(total, 3, "three dials, one per target");
+    let shown = call(w, &ring);
+    assert_eq!(shown["status"], "missed", "{shown}");
+    assert_eq!(shown["billed_minutes"], 0);
+    assert_eq!(events(w, &ring, "call.missed"), 1);
+    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM usage WHERE resource_id = {}", lit(&ring.call_id))), 0);
+    let hangups = w.carrier.requests(&format!("/v2/calls/{}/actions/hangup", ring.caller_control.replace(':', "%3A")));
+    assert_eq!(hangups.len(), 1, "the caller was hung up once");
+    // The caller's own hangup that follows changes nothing.
+    let after = uid("caller-hangup-after-missed");
+    deliver(w, &after, "call.hangup", "2026-11-30T10:03:00Z", json!({
+        "call_control_id": ring.caller_control, "call_leg_id": "x", "call_session_id": ring.session, "hangup_cause": "normal_clearing",
+    }));
+    wait_settled(w, &[after]);
+    assert_eq!(events(w, &ring, "call.missed"), 1);
+    assert_eq!(events(w, &ring, "call.completed"), 0);
+}
+
+fn ring_cursor_survives_a_restart(_shared: &Worker) {
+    // Its own worker: restarting the shared one would disturb the other tests.
+    let mut w = Worker::start();
+    let ring = start(&w);
+    let leg1 = wait_dials(&w, &ring, 1);
+    let first = uid("leg1-hangup");
+    hangup_leg(&w, &leg1, &first);
+    let leg2 = wait_dials(&w, &ring, 2);
+    wait_settled(&w, &[first.clone()]);
+    w.restart();
+    // After the restart: a duplicate of leg 1's hangup dials nothing, leg 2's dials target 3.
+    let duplicate = uid("leg1-hangup-again");
+    hangup_leg(&w, &leg1, &duplicate);
+    let second = uid("leg2-hangup");
+    hangup_leg(&w, &leg2, &second);
+    wait_settled(&w, &[duplicate, second]);
+    wait_dials(&w, &ring, 3);
+    thread::sleep(Duration::from_secs(1));
+    assert_eq!((dials(&w, &ring, 1).len(), dials(&w, &ring, 2).len(), dials(&w, &ring, 3).len()), (1, 1, 1));
+    w.stop();
+}
