@@ -30,6 +30,8 @@
 //! - [`call`]: the call state machine, duration and billable minutes.
 //! - [`ring`]: the sequential-ring decision (dial target k / bridge / end as missed).
 //! - [`backoff`]: retry schedules (customer webhooks, receipts that arrive too early).
+//! - [`webhook`]: customer webhook signatures (Standard Webhooks v1) and the event types.
+//! - [`endpoint`]: which customer endpoint URLs may receive webhooks.
 //!
 //! Plumbing:
 //! - [`reject`]: why a delivery was refused: unauthenticated, malformed or too large.
@@ -41,6 +43,7 @@
 
 pub mod backoff;
 pub mod call;
+pub mod endpoint;
 pub mod event;
 pub mod form;
 pub mod id;
@@ -53,6 +56,7 @@ pub mod segments;
 pub mod telnyx;
 pub mod timestamp;
 pub mod twilio;
+pub mod webhook;
 
 pub use event::{CarrierEvent, EventKind, Provider, VerifiedEvent};
 pub use reject::{PayloadError, Rejection, SignatureError};

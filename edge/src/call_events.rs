@@ -60,7 +60,8 @@ pub async fn initiated(env: &Env, db: &D1Database, row: &Row, event: &CarrierEve
         carrier_events::mark_failed(db, &row.id, &format!("no account owns the number {}", leg.to)).await?;
         return Ok(Outcome::Done("failed"));
     };
-    let call = calls::create_inbound(db, &owner.account_id, event.provider, leg, now()).await?;
+    let (call, created) = calls::create_inbound(db, &owner.account_id, event.provider, leg, now()).await?;
+    crate::deliveries::announce(env, db, &created).await?;
     let targets: Vec<String> = serde_json::from_str(&owner.ring_targets).unwrap_or_default();
     if call.ended_at.is_none() && !targets.is_empty() {
         if let Some(retry) = command(env, &call.call_control_id, Command::Answer, &format!("{}:answer", call.id)).await? {
@@ -99,7 +100,7 @@ pub async fn answered(env: &Env, db: &D1Database, row: &Row, event: &CarrierEven
         return Ok(retry);
     }
     let at = event.occurred_at.unwrap_or_else(now);
-    done(calls::answer(db, &call, tag.position, at, &row.id, now()).await?)
+    crate::processor::announced(env, db, calls::answer(db, &call, tag.position, at, &row.id, now()).await?).await
 }
 
 /// `call.hangup`: a dialled leg (advance the ring) or the caller (end the call).
@@ -135,7 +136,7 @@ async fn leg_hangup(env: &Env, db: &D1Database, row: &Row, hangup: &Hangup, tag:
             return Ok(retry);
         }
         db::batch(db, vec![calls::leg_no_answer_stmt(db, &call.id, tag.position, &hangup.cause, now())?]).await?;
-        return end_call(db, &call, at, row).await;
+        return end_call(env, db, &call, at, row).await;
     }
     let results = db::batch(db, vec![
         calls::leg_no_answer_stmt(db, &call.id, tag.position, &hangup.cause, now())?,
@@ -162,13 +163,13 @@ async fn caller_hangup(env: &Env, db: &D1Database, row: &Row, event: &CarrierEve
             }
         }
     }
-    end_call(db, &call, at, row).await
+    end_call(env, db, &call, at, row).await
 }
 
-async fn end_call(db: &D1Database, call: &Call, at: Timestamp, row: &Row) -> Result<Outcome, EdgeError> {
+async fn end_call(env: &Env, db: &D1Database, call: &Call, at: Timestamp, row: &Row) -> Result<Outcome, EdgeError> {
     match call::hang_up(call.state(), at) {
         HangupDecision::Ended(end) => match calls::end(db, call, end, Some(&row.id), now()).await? {
-            Some(ended) => done(ended),
+            Some(change) => crate::processor::announced(env, db, change).await,
             None => Ok(Outcome::RetryIn(1, "the call changed under the decision")),
         },
         HangupDecision::Unchanged => done(carrier_events::mark_processed(db, &row.id, now()).await?),

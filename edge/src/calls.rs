@@ -15,7 +15,7 @@ use crate::carrier_api::DialedLeg;
 use crate::db::{self, int, opt_text, text, time};
 use crate::error::EdgeError;
 use crate::http::Cursor;
-use crate::outbox::Event;
+use crate::outbox::{Change, Event};
 use crate::platform::new_id;
 use crate::usage;
 
@@ -88,8 +88,8 @@ impl Call {
 }
 
 /// Creates the call for an inbound leg, once per carrier session, with its `call.initiated`
-/// event. Returns the stored call.
-pub async fn create_inbound(db: &D1Database, account_id: &str, carrier: Provider, leg: &CallLegEvent, now: Timestamp) -> Result<Call, EdgeError> {
+/// event. Returns the stored call and what this run changed.
+pub async fn create_inbound(db: &D1Database, account_id: &str, carrier: Provider, leg: &CallLegEvent, now: Timestamp) -> Result<(Call, Change), EdgeError> {
     let id = new_id("call")?;
     let draft = Call {
         id: id.clone(),
@@ -121,15 +121,17 @@ pub async fn create_inbound(db: &D1Database, account_id: &str, carrier: Provider
               text(&leg.leg.call_control_id), text(&leg.leg.call_leg_id), time(now)],
         )?,
         event.insert_if_changed(db, now)?,
+        event.fan_out(db, now)?,
         db::stmt(db, &format!("SELECT {COLUMNS} FROM calls WHERE carrier = ?1 AND call_session_id = ?2"), &[text(carrier.as_str()), text(&leg.leg.call_session_id)])?,
     ])
     .await?;
-    results
-        .get(2)
+    let call = results
+        .get(3)
         .map(db::rows::<Call>)
         .transpose()?
         .and_then(|rows| rows.into_iter().next())
-        .ok_or_else(|| EdgeError::Unavailable("call vanished after insert".into()))
+        .ok_or_else(|| EdgeError::Unavailable("call vanished after insert".into()))?;
+    Ok((call, Change::of(&results, Some(&event))))
 }
 
 /// One call by id, whatever its account (for jobs).
@@ -210,7 +212,7 @@ pub fn leg_no_answer_stmt(db: &D1Database, call_id: &str, position: u32, cause: 
 
 /// `ringing -> in_progress` when the leg at `position` answered: the `call.answered` event and
 /// the leg's outcome, with the carrier event's processed mark.
-pub async fn answer(db: &D1Database, call: &Call, position: u32, at: Timestamp, carrier_event: &str, now: Timestamp) -> Result<bool, EdgeError> {
+pub async fn answer(db: &D1Database, call: &Call, position: u32, at: Timestamp, carrier_event: &str, now: Timestamp) -> Result<Change, EdgeError> {
     let after = Call { status: CallStatus::InProgress.as_str().into(), answered_at: Some(at.unix_millis() as f64), updated_at: now.unix_millis() as f64, ..call.clone() };
     let mut legs = legs(db, &call.id).await?;
     legs.iter_mut().filter(|l| l.position as u32 == position).for_each(|l| l.outcome = "answered".into());
@@ -227,18 +229,19 @@ pub async fn answer(db: &D1Database, call: &Call, position: u32, at: Timestamp, 
             "UPDATE call_legs SET outcome = 'answered', updated_at = ?3 WHERE call_id = ?1 AND position = ?2 AND outcome = 'dialing'",
             &[text(&call.id), int(i64::from(position)), time(now)],
         )?,
+        event.fan_out(db, now)?,
         crate::carrier_events::mark_processed_stmt(db, carrier_event, now)?,
     ])
     .await?;
-    Ok(results.first().map(db::changes) == Some(1))
+    Ok(Change::of(&results, Some(&event)))
 }
 
 /// Ends the call once (`ended_at IS NULL`), as decided by the core from the state read before:
 /// the guard also checks that the answer time is still the one the decision saw. The duration,
 /// billed minutes, usage row and `call.completed`/`call.missed` event go in the same batch.
-/// Returns `None` when the call changed under the decision (decide again), else whether this
-/// run ended it.
-pub async fn end(db: &D1Database, call: &Call, end: CallEnd, carrier_event: Option<&str>, now: Timestamp) -> Result<Option<bool>, EdgeError> {
+/// Returns `None` when the call changed under the decision (decide again), else what this run
+/// changed.
+pub async fn end(db: &D1Database, call: &Call, end: CallEnd, carrier_event: Option<&str>, now: Timestamp) -> Result<Option<Change>, EdgeError> {
     let after = Call {
         status: end.status.as_str().into(),
         ended_at: Some(end.ended_at.unix_millis() as f64),
@@ -264,6 +267,7 @@ pub async fn end(db: &D1Database, call: &Call, end: CallEnd, carrier_event: Opti
         statements.push(usage::charge_if_changed(db, &call.account_id, usage::Kind::CallMinutes, end.billable_minutes as i64, &call.id, now)?);
     }
     statements.push(db::stmt(db, "UPDATE call_legs SET outcome = 'canceled', updated_at = ?2 WHERE call_id = ?1 AND outcome = 'dialing'", &[text(&call.id), time(now)])?);
+    statements.push(event.fan_out(db, now)?);
     if let Some(id) = carrier_event {
         // Processed only once the call is ended (by this batch or before): if its answer time
         // moved under the decision, the event stays pending and is decided again.
@@ -276,13 +280,14 @@ pub async fn end(db: &D1Database, call: &Call, end: CallEnd, carrier_event: Opti
         )?);
     }
     let results = db::batch(db, statements).await?;
-    if results.first().map(db::changes) == Some(1) {
-        return Ok(Some(true));
+    let change = Change::of(&results, Some(&event));
+    if change.changed {
+        return Ok(Some(change));
     }
     // Nothing changed: either it had ended (done) or its answer time moved (decide again).
     let fresh = by_id(db, &call.id).await?;
     Ok(match fresh {
         Some(c) if c.ended_at.is_none() => None,
-        _ => Some(false),
+        _ => Some(change),
     })
 }

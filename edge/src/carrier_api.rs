@@ -4,9 +4,8 @@
 use std::time::Duration;
 
 use exactly_core::event::CarrierError;
-use futures_util::future::{select, Either};
 use serde_json::{json, Value};
-use worker::{Delay, Env, Fetch, Headers, Method, Request, RequestInit};
+use worker::{Env, Headers, Method, Request, RequestInit};
 
 use crate::bindings::vars;
 use crate::config;
@@ -56,14 +55,9 @@ pub async fn post(env: &Env, path: &str, idempotency_key: &str, body: &Value) ->
     init.with_method(Method::Post).with_headers(headers).with_body(Some(body.to_string().into()));
     let request = Request::new_with_init(&url, &init).map_err(|e| EdgeError::platform("carrier request", e))?;
 
-    let fetch = Fetch::Request(request);
-    let sent = fetch.send();
-    let timeout = Delay::from(TIMEOUT);
-    futures_util::pin_mut!(sent);
-    let mut response = match select(sent, timeout).await {
-        Either::Left((Ok(response), _)) => response,
-        Either::Left((Err(e), _)) => return Ok(CallResult::Transient(format!("network: {e}"))),
-        Either::Right(_) => return Ok(CallResult::Transient(format!("no answer within {}s", TIMEOUT.as_secs()))),
+    let mut response = match crate::platform::fetch_with_timeout(request, TIMEOUT).await {
+        Ok(response) => response,
+        Err(reason) => return Ok(CallResult::Transient(reason)),
     };
     let status = response.status_code();
     let answer: Value = response.json().await.unwrap_or(Value::Null);

@@ -36,18 +36,20 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
     let attempt = message.send_attempts as u32 + 1;
     match carrier_api::send_message(env, &message.id, &message.from_number, &message.to_number, &message.text).await? {
         CallResult::Ok(carrier_id) => {
-            let applied = messages::record_sent(db, &message, &token, &carrier_id, now()).await?;
-            Ok(Outcome::Done(if applied { "sent" } else { "no-op" }))
+            let change = messages::record_sent(db, &message, &token, &carrier_id, now()).await?;
+            crate::deliveries::announce(env, db, &change).await?;
+            Ok(Outcome::Done(if change.changed { "sent" } else { "no-op" }))
         }
         CallResult::Refused(error) => {
-            messages::record_send_failed(db, &message, &token, &error, now()).await?;
+            let change = messages::record_send_failed(db, &message, &token, &error, now()).await?;
+            crate::deliveries::announce(env, db, &change).await?;
             Ok(Outcome::Done("refused by carrier"))
         }
-        CallResult::Transient(reason) => retry_or_fail(db, &message, &token, attempt, &reason).await,
+        CallResult::Transient(reason) => retry_or_fail(env, db, &message, &token, attempt, &reason).await,
     }
 }
 
-async fn retry_or_fail(db: &D1Database, message: &Message, token: &str, attempt: u32, reason: &str) -> Result<Outcome, EdgeError> {
+async fn retry_or_fail(env: &Env, db: &D1Database, message: &Message, token: &str, attempt: u32, reason: &str) -> Result<Outcome, EdgeError> {
     match backoff::not_yet_delay(attempt) {
         Some(delay) => {
             messages::release(db, &message.id, token).await?;
@@ -59,7 +61,8 @@ async fn retry_or_fail(db: &D1Database, message: &Message, token: &str, attempt:
                 code: "carrier_unavailable".into(),
                 title: Some(format!("the carrier did not accept the message after {attempt} attempts: {reason}")),
             };
-            messages::record_send_failed(db, message, token, &error, now()).await?;
+            let change = messages::record_send_failed(db, message, token, &error, now()).await?;
+            crate::deliveries::announce(env, db, &change).await?;
             Ok(Outcome::Done("gave up"))
         }
     }

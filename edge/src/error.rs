@@ -12,7 +12,9 @@ pub enum EdgeError {
     Rejected(Rejection),
     /// Missing or wrong bearer token (401).
     Unauthorized,
-    /// No such route, or no such resource for this account (404).
+    /// No route for this path (404).
+    NoRoute,
+    /// No such resource for this account (404).
     NotFound,
     /// The route exists but not for this method (405).
     MethodNotAllowed,
@@ -51,6 +53,7 @@ impl EdgeError {
                 (status, r.code(), r.to_string(), None)
             }
             EdgeError::Unauthorized => (401, "unauthorized", "missing or invalid bearer token".into(), None),
+            EdgeError::NoRoute => (404, "no_route", "no such route".into(), None),
             EdgeError::NotFound => (404, "not_found", "not found".into(), None),
             EdgeError::MethodNotAllowed => (405, "method_not_allowed", "method not allowed on this route".into(), None),
             EdgeError::BadRequest(message) => (400, "bad_request", message.clone(), None),

@@ -11,6 +11,20 @@ pub fn crash_after_commit(carrier_event_id: &str) -> bool {
     armed(carrier_event_id, "fault-crash-after-commit")
 }
 
+/// A short customer-webhook retry schedule for the tests (`E2E_WEBHOOK_SCHEDULE_SECS`, comma-
+/// separated delays before attempts 1, 2, ...). Production builds ignore the variable.
+#[cfg(feature = "fault-injection")]
+pub fn webhook_schedule(env: &worker::Env) -> Option<Vec<u64>> {
+    let text = crate::config::optional(env, "E2E_WEBHOOK_SCHEDULE_SECS")?;
+    text.split(',').map(|d| d.trim().parse().ok()).collect()
+}
+
+/// Production builds always use the schedule of contract §6.
+#[cfg(not(feature = "fault-injection"))]
+pub fn webhook_schedule(_env: &worker::Env) -> Option<Vec<u64>> {
+    None
+}
+
 #[cfg(feature = "fault-injection")]
 fn armed(key: &str, marker: &str) -> bool {
     key.contains(marker)

@@ -112,7 +112,10 @@ pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &
             Ok(Job::CarrierEvent { id }) => {
                 carrier_events::mark_failed(&db, &id, "processing failed on every retry (dead-lettered)").await.map(|_| ())
             }
-            Ok(Job::Dispatch { message_id }) => crate::messages::fail_undispatched(&db, &message_id, crate::platform::now()).await.map(|_| ()),
+            Ok(Job::Dispatch { message_id }) => match crate::messages::fail_undispatched(&db, &message_id, crate::platform::now()).await {
+                Ok(change) => crate::deliveries::announce(env, &db, &change).await,
+                Err(e) => Err(e),
+            },
             Err(_) => Ok(()),
         };
         match recorded {

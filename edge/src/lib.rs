@@ -8,6 +8,7 @@
 //! - [`dispatch`]: sending an outbound message (claim, carrier call, result).
 //! - [`call_events`]: `call.initiated` / `call.answered` / `call.hangup` and the ring they drive.
 //! - [`jobs`]: the `jobs` queue (producer and consumer) and its dead-letter queue.
+//! - [`deliveries`]: customer webhooks: the `deliveries` queue, signing, retries, disabling.
 //! - [`sweeper`]: the cron step that re-enqueues work whose job was lost.
 //! - SQL, one module per resource, guards in the `WHERE` clauses: [`carrier_events`],
 //!   [`messages`], [`calls`], [`outbox`] (customer events), [`usage`] (the ledger).
@@ -29,6 +30,7 @@ pub mod carrier_api;
 pub mod carrier_events;
 pub mod config;
 pub mod db;
+pub mod deliveries;
 pub mod dispatch;
 pub mod error;
 pub mod faults;
@@ -59,7 +61,19 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/calls"),
     ("GET", "/v1/calls/{id}"),
     ("GET", "/v1/usage"),
+    ("POST", "/v1/webhook_endpoints"),
+    ("GET", "/v1/webhook_endpoints"),
+    ("GET", "/v1/webhook_endpoints/{id}"),
+    ("PATCH", "/v1/webhook_endpoints/{id}"),
+    ("DELETE", "/v1/webhook_endpoints/{id}"),
+    ("GET", "/v1/events"),
+    ("GET", "/v1/events/{id}"),
+    ("POST", "/v1/events/{id}/replay"),
+    ("GET", "/openapi.json"),
 ];
+
+/// The OpenAPI 3.1 description of `/v1` and `/admin`, served at `/openapi.json`.
+pub const OPENAPI: &str = include_str!("../../docs/openapi.json");
 
 async fn route(req: Request, env: &Env) -> Result<Response, EdgeError> {
     let method = req.method();
@@ -78,10 +92,23 @@ async fn route(req: Request, env: &Env) -> Result<Response, EdgeError> {
         (Method::Get, ["v1", "calls"]) => api::calls::list(req, env).await,
         (Method::Get, ["v1", "calls", id]) => api::calls::get(req, env, id).await,
         (Method::Get, ["v1", "usage"]) => api::usage::get(req, env).await,
+        (Method::Post, ["v1", "webhook_endpoints"]) => api::webhook_endpoints::create(req, env).await,
+        (Method::Get, ["v1", "webhook_endpoints"]) => api::webhook_endpoints::list(req, env).await,
+        (Method::Get, ["v1", "webhook_endpoints", id]) => api::webhook_endpoints::get(req, env, id).await,
+        (Method::Patch, ["v1", "webhook_endpoints", id]) => api::webhook_endpoints::update(req, env, id).await,
+        (Method::Delete, ["v1", "webhook_endpoints", id]) => api::webhook_endpoints::delete(req, env, id).await,
+        (Method::Get, ["v1", "events"]) => api::events::list(req, env).await,
+        (Method::Get, ["v1", "events", id]) => api::events::get(req, env, id).await,
+        (Method::Post, ["v1", "events", id, "replay"]) => api::events::replay(req, env, id).await,
+        (Method::Get, ["openapi.json"]) => {
+            let mut response = Response::ok(OPENAPI).map_err(|e| EdgeError::platform("respond", e))?;
+            response.headers_mut().set("content-type", "application/json").map_err(|e| EdgeError::platform("header", e))?;
+            Ok(response)
+        }
         #[cfg(feature = "fault-injection")]
         (Method::Post, ["__e2e", "sql"]) => faults::sql(req, env).await,
-        (_, ["webhooks", _] | ["admin", _] | ["v1", _] | ["v1", _, _]) if known_path(&segments) => Err(EdgeError::MethodNotAllowed),
-        _ => Err(EdgeError::NotFound),
+        _ if known_path(&segments) => Err(EdgeError::MethodNotAllowed),
+        _ => Err(EdgeError::NoRoute),
     }
 }
 
@@ -121,6 +148,8 @@ async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) 
     match queue.as_str() {
         bindings::queues::JOBS => jobs::consume(batch, &env).await,
         bindings::queues::JOBS_DEAD_LETTER => jobs::consume_dead_letters(batch, &env).await,
+        bindings::queues::DELIVERIES => deliveries::consume(batch, &env).await,
+        bindings::queues::DELIVERIES_DEAD_LETTER => deliveries::consume_dead_letters(batch, &env).await,
         other => {
             worker::console_error!("{}", serde_json::json!({"queue": other, "outcome": "unknown queue"}));
             batch.retry_all();
@@ -132,7 +161,40 @@ async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) 
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     match sweeper::sweep(&env).await {
-        Ok(report) => worker::console_log!("{}", serde_json::json!({"cron": "sweep", "events": report.events, "dispatches": report.dispatches})),
+        Ok(report) => worker::console_log!(
+            "{}",
+            serde_json::json!({"cron": "sweep", "events": report.events, "dispatches": report.dispatches, "deliveries": report.deliveries})
+        ),
         Err(e) => worker::console_error!("{}", serde_json::json!({"cron": "sweep", "error": e.to_string()})),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::{OPENAPI, ROUTES};
+
+    /// Every `/v1` and `/admin` route the router serves is in the OpenAPI document, and every
+    /// operation the document describes is served.
+    #[test]
+    fn openapi_matches_the_router() {
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI).expect("docs/openapi.json is JSON");
+        assert_eq!(doc["openapi"], "3.1.0");
+        let documented: BTreeSet<(String, String)> = doc["paths"]
+            .as_object()
+            .expect("paths")
+            .iter()
+            .flat_map(|(path, ops)| ops.as_object().expect("operations").keys().map(move |m| (m.to_uppercase(), path.clone())))
+            .collect();
+        let served: BTreeSet<(String, String)> = ROUTES
+            .iter()
+            .filter(|(_, path)| path.starts_with("/v1/") || path.starts_with("/admin/"))
+            .map(|(m, p)| (m.to_string(), p.to_string()))
+            .collect();
+        let missing: Vec<_> = served.difference(&documented).collect();
+        let extra: Vec<_> = documented.difference(&served).collect();
+        assert!(missing.is_empty(), "served but not documented: {missing:?}");
+        assert!(extra.is_empty(), "documented but not served: {extra:?}");
     }
 }

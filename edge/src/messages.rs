@@ -14,7 +14,7 @@ use worker::{D1Database, D1PreparedStatement};
 use crate::db::{self, int, opt_text, text, time};
 use crate::error::EdgeError;
 use crate::http::Cursor;
-use crate::outbox::Event;
+use crate::outbox::{Change, Event};
 use crate::usage;
 
 /// A message row.
@@ -198,7 +198,7 @@ fn history_if_changed(db: &D1Database, message_id: &str, status: MessageStatus, 
 
 /// `sending -> sent` with the carrier's id, by the claim's owner: the `message.sent` event, the
 /// history row and the segment charge, all in one batch, all only if the move happened.
-pub async fn record_sent(db: &D1Database, message: &Message, token: &str, carrier_message_id: &str, now: Timestamp) -> Result<bool, EdgeError> {
+pub async fn record_sent(db: &D1Database, message: &Message, token: &str, carrier_message_id: &str, now: Timestamp) -> Result<Change, EdgeError> {
     let mut after = message.moved(MessageStatus::Sent, now);
     after.carrier_message_id = Some(carrier_message_id.to_owned());
     after.sent_at = Some(now.unix_millis() as f64);
@@ -213,13 +213,14 @@ pub async fn record_sent(db: &D1Database, message: &Message, token: &str, carrie
         event.insert_if_changed(db, now)?,
         history_if_changed(db, &message.id, MessageStatus::Sent, None, None, now)?,
         usage::charge_if_changed(db, &message.account_id, usage::Kind::SmsSegments, message.segments as i64, &message.id, now)?,
+        event.fan_out(db, now)?,
     ])
     .await?;
-    Ok(results.first().map(db::changes) == Some(1))
+    Ok(Change::of(&results, Some(&event)))
 }
 
 /// `sending -> failed` when the carrier refused the send (4xx), by the claim's owner.
-pub async fn record_send_failed(db: &D1Database, message: &Message, token: &str, error: &CarrierError, now: Timestamp) -> Result<bool, EdgeError> {
+pub async fn record_send_failed(db: &D1Database, message: &Message, token: &str, error: &CarrierError, now: Timestamp) -> Result<Change, EdgeError> {
     let mut after = message.moved(MessageStatus::Failed, now);
     after.error_code = Some(error.code.clone());
     after.error_title = error.title.clone();
@@ -233,9 +234,10 @@ pub async fn record_send_failed(db: &D1Database, message: &Message, token: &str,
         )?,
         event.insert_if_changed(db, now)?,
         history_if_changed(db, &message.id, MessageStatus::Failed, None, None, now)?,
+        event.fan_out(db, now)?,
     ])
     .await?;
-    Ok(results.first().map(db::changes) == Some(1))
+    Ok(Change::of(&results, Some(&event)))
 }
 
 /// Applies a carrier's status report to `message`, guarded by the core lattice: the UPDATE's
@@ -248,10 +250,11 @@ pub async fn apply_report(
     report: &StatusReport,
     carrier_event: &str,
     now: Timestamp,
-) -> Result<bool, EdgeError> {
+) -> Result<Change, EdgeError> {
     let predecessors: Vec<String> = to.predecessors().iter().map(|s| format!("'{}'", s.as_str())).collect();
     let first_error = report.errors.first();
-    let mut statements = Vec::with_capacity(4);
+    let mut statements = Vec::with_capacity(5);
+    let mut event = None;
     if !predecessors.is_empty() {
         let mut after = message.moved(to, now);
         if let Some(e) = first_error {
@@ -269,13 +272,21 @@ pub async fn apply_report(
             &[text(&message.id), text(to.as_str()), opt_text(first_error.map(|e| e.code.as_str())), opt_text(first_error.and_then(|e| e.title.as_deref())), time(now)],
         )?);
         if let Some(event_type) = to.event_type() {
-            statements.push(Event::new(&message.account_id, event_type, &message.id, after.to_json(), now)?.insert_if_changed(db, now)?);
+            let e = Event::new(&message.account_id, event_type, &message.id, after.to_json(), now)?;
+            statements.push(e.insert_if_changed(db, now)?);
+            event = Some(e);
         }
         statements.push(history_if_changed(db, &message.id, to, Some(&report.carrier_status), Some(carrier_event), now)?);
+        if let Some(e) = &event {
+            statements.push(e.fan_out(db, now)?);
+        }
     }
     statements.push(crate::carrier_events::mark_processed_stmt(db, carrier_event, now)?);
     let results = db::batch(db, statements).await?;
-    Ok(!predecessors.is_empty() && results.first().map(db::changes) == Some(1))
+    if predecessors.is_empty() {
+        return Ok(Change::default());
+    }
+    Ok(Change::of(&results, event.as_ref()))
 }
 
 /// An inbound message, once per carrier message id; its `message.received` event and the
@@ -288,7 +299,7 @@ pub async fn insert_inbound(
     inbound: &exactly_core::event::InboundMessage,
     carrier_event: &str,
     now: Timestamp,
-) -> Result<bool, EdgeError> {
+) -> Result<Change, EdgeError> {
     let segments = exactly_core::segments::count(&inbound.text);
     let message = Message {
         id: id.to_owned(),
@@ -324,10 +335,11 @@ pub async fn insert_inbound(
               text(segments.encoding.as_str()), text(carrier.as_str()), text(&inbound.carrier_message_id), time(now)],
         )?,
         event.insert_if_changed(db, now)?,
+        event.fan_out(db, now)?,
         crate::carrier_events::mark_processed_stmt(db, carrier_event, now)?,
     ])
     .await?;
-    Ok(results.first().map(db::changes) == Some(1))
+    Ok(Change::of(&results, Some(&event)))
 }
 
 /// Outbound messages not handed to the carrier whose last change is older than `before`: their
@@ -351,8 +363,8 @@ pub async fn undispatched(db: &D1Database, before: Timestamp, limit: u32) -> Res
 
 /// A dispatch that failed on every retry: the message fails visibly (`dispatch_failed`), with
 /// its `message.failed` event, unless it was handed to the carrier after all.
-pub async fn fail_undispatched(db: &D1Database, id: &str, now: Timestamp) -> Result<bool, EdgeError> {
-    let Some(message) = by_id(db, id).await? else { return Ok(false) };
+pub async fn fail_undispatched(db: &D1Database, id: &str, now: Timestamp) -> Result<Change, EdgeError> {
+    let Some(message) = by_id(db, id).await? else { return Ok(Change::default()) };
     let mut after = message.moved(MessageStatus::Failed, now);
     after.error_code = Some("dispatch_failed".into());
     after.error_title = Some("the message could not be handed to the carrier".into());
@@ -366,7 +378,8 @@ pub async fn fail_undispatched(db: &D1Database, id: &str, now: Timestamp) -> Res
         )?,
         event.insert_if_changed(db, now)?,
         history_if_changed(db, id, MessageStatus::Failed, None, None, now)?,
+        event.fan_out(db, now)?,
     ])
     .await?;
-    Ok(results.first().map(db::changes) == Some(1))
+    Ok(Change::of(&results, Some(&event)))
 }

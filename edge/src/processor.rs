@@ -14,6 +14,7 @@ use crate::db;
 use crate::error::EdgeError;
 use crate::jobs::Outcome;
 use crate::messages;
+use crate::outbox::Change;
 use crate::platform::{new_id, now};
 
 /// Processes the stored carrier event `id`.
@@ -32,8 +33,8 @@ pub async fn process(env: &Env, db: &D1Database, id: &str) -> Result<Outcome, Ed
         }
     };
     let outcome = match &event.kind {
-        EventKind::MessageReceived(inbound) => received(db, &row, &event, inbound).await?,
-        EventKind::MessageStatus(report) => status_report(db, &row, &event, report).await?,
+        EventKind::MessageReceived(inbound) => received(env, db, &row, &event, inbound).await?,
+        EventKind::MessageStatus(report) => status_report(env, db, &row, &event, report).await?,
         EventKind::CallInitiated(leg) => crate::call_events::initiated(env, db, &row, &event, leg).await?,
         EventKind::CallAnswered(leg) => crate::call_events::answered(env, db, &row, &event, leg).await?,
         EventKind::CallHangup(hangup) => crate::call_events::hangup(env, db, &row, &event, hangup).await?,
@@ -56,12 +57,18 @@ fn applied(changed: bool) -> Result<Outcome, EdgeError> {
     Ok(Outcome::Done(if changed { "applied" } else { "no-op" }))
 }
 
+/// After a change committed: enqueue its event's deliveries, and say what happened.
+pub async fn announced(env: &Env, db: &D1Database, change: Change) -> Result<Outcome, EdgeError> {
+    crate::deliveries::announce(env, db, &change).await?;
+    applied(change.changed)
+}
+
 #[derive(serde::Deserialize)]
 struct Owner {
     account_id: String,
 }
 
-async fn received(db: &D1Database, row: &Row, event: &CarrierEvent, inbound: &exactly_core::event::InboundMessage) -> Result<Outcome, EdgeError> {
+async fn received(env: &Env, db: &D1Database, row: &Row, event: &CarrierEvent, inbound: &exactly_core::event::InboundMessage) -> Result<Outcome, EdgeError> {
     let owner: Option<Owner> =
         db::first(db::stmt(db, "SELECT account_id FROM phone_numbers WHERE phone_number = ?1", &[db::text(&inbound.to)])?).await?;
     let Some(owner) = owner else {
@@ -69,10 +76,10 @@ async fn received(db: &D1Database, row: &Row, event: &CarrierEvent, inbound: &ex
         return Ok(Outcome::Done("failed"));
     };
     let id = new_id("msg")?;
-    applied(messages::insert_inbound(db, &id, &owner.account_id, event.provider, inbound, &row.id, now()).await?)
+    announced(env, db, messages::insert_inbound(db, &id, &owner.account_id, event.provider, inbound, &row.id, now()).await?).await
 }
 
-async fn status_report(db: &D1Database, row: &Row, event: &CarrierEvent, report: &exactly_core::event::StatusReport) -> Result<Outcome, EdgeError> {
+async fn status_report(env: &Env, db: &D1Database, row: &Row, event: &CarrierEvent, report: &exactly_core::event::StatusReport) -> Result<Outcome, EdgeError> {
     let Some(message) = messages::by_carrier_id(db, event.provider, &report.carrier_message_id).await? else {
         // The receipt beat the send result: try again once that result can have been saved.
         let tries = carrier_events::note_not_yet(db, &row.id).await?;
@@ -89,7 +96,7 @@ async fn status_report(db: &D1Database, row: &Row, event: &CarrierEvent, report:
         return applied(carrier_events::mark_processed(db, &row.id, now()).await?);
     };
     match transition(current, reported) {
-        Transition::Move { to, .. } => applied(messages::apply_report(db, &message, to, report, &row.id, now()).await?),
+        Transition::Move { to, .. } => announced(env, db, messages::apply_report(db, &message, to, report, &row.id, now()).await?).await,
         // Duplicate, late or after a terminal word: nothing moves, the event is done.
         Transition::Unchanged(_) => {
             carrier_events::mark_processed(db, &row.id, now()).await?;

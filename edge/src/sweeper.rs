@@ -22,7 +22,12 @@ pub struct Report {
     pub events: usize,
     /// Outbound messages not handed to the carrier.
     pub dispatches: usize,
+    /// Customer webhook deliveries whose attempt is overdue.
+    pub deliveries: usize,
 }
+
+/// A delivery attempt overdue by this long has lost its queue message.
+const DELIVERY_GRACE_MILLIS: i64 = 60 * 1000;
 
 /// One sweep. Re-enqueueing work that is in fact still queued is harmless: the guards make the
 /// second run a no-op.
@@ -31,7 +36,9 @@ pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
     let cutoff = Timestamp::from_unix_millis(now().unix_millis() - STALE_AFTER_MILLIS);
     let events = carrier_events::unprocessed(&db, cutoff, BATCH).await?;
     let dispatches = messages::undispatched(&db, cutoff, BATCH).await?;
-    let report = Report { events: events.len(), dispatches: dispatches.len() };
+    let overdue = crate::deliveries::overdue(&db, Timestamp::from_unix_millis(now().unix_millis() - DELIVERY_GRACE_MILLIS), BATCH).await?;
+    let report = Report { events: events.len(), dispatches: dispatches.len(), deliveries: overdue.len() };
+    crate::deliveries::enqueue_many(env, overdue).await?;
     let mut work: Vec<Job> = events.into_iter().map(|id| Job::CarrierEvent { id }).collect();
     work.extend(dispatches.into_iter().map(|message_id| Job::Dispatch { message_id }));
     jobs::enqueue_many(env, work).await?;

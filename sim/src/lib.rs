@@ -5,9 +5,11 @@
 //! - [`telnyx`]: a Telnyx webhook signer, envelope builder and sender.
 //! - [`twilio`], [`plivo`]: signers for those carriers' form posts.
 //! - [`carrier`]: a fake Telnyx REST API that records every request and misbehaves on request.
+//! - [`customer`]: a customer webhook endpoint that records deliveries and fails on request.
 //! - [`devkeys`]: reads the development signing keys that `make dev` writes to `.dev.keys`.
 
 pub mod carrier;
+pub mod customer;
 pub mod devkeys;
 pub mod plivo;
 pub mod telnyx;

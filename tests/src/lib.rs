@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use sim::carrier::{FakeCarrier, WebhookTarget};
+use sim::customer::CustomerEndpoint;
 use sim::telnyx::Signer;
 
 /// The admin token the test worker is configured with.
@@ -52,8 +53,15 @@ pub struct Worker {
     pub telnyx: Signer,
     /// The fake carrier REST API the worker calls.
     pub carrier: FakeCarrier,
+    /// A customer webhook endpoint.
+    pub customer: CustomerEndpoint,
+    /// Variables set for this worker beyond the defaults.
+    overrides: Vec<(String, String)>,
     agent: ureq::Agent,
 }
+
+/// The customer-webhook retry schedule the test worker uses (seconds before attempts 1..8).
+pub const TEST_WEBHOOK_SCHEDULE: &str = "0,1,1,1,1,1,1,1";
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -81,6 +89,11 @@ impl Worker {
     /// Applies the migrations to a fresh local database and starts the worker on it, with a
     /// fake carrier API and the test build of the worker (fault injection compiled in).
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Like [`Worker::start`], with some variables set differently.
+    pub fn start_with(overrides: &[(&str, &str)]) -> Self {
         let dir = root().join("target/e2e").join(format!("run-{}-{}", std::process::id(), sim::unix_now()));
         fs::create_dir_all(&dir).expect("create the run directory");
         write_config(&dir);
@@ -96,7 +109,9 @@ impl Worker {
 
         let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).build();
         let carrier = FakeCarrier::start().expect("start the fake carrier");
-        let mut worker = Worker { child: None, base: String::new(), dir, telnyx: Signer::generate(), carrier, agent };
+        let customer = CustomerEndpoint::start().expect("start the customer endpoint");
+        let overrides = overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut worker = Worker { child: None, base: String::new(), dir, telnyx: Signer::generate(), carrier, customer, overrides, agent };
         worker.spawn();
         worker
     }
@@ -115,8 +130,12 @@ impl Worker {
             ("PUBLIC_BASE_URL", self.base.clone()),
             ("ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
             ("ALLOW_PRIVATE_ENDPOINTS", "true".to_owned()),
+            ("E2E_WEBHOOK_SCHEDULE_SECS", TEST_WEBHOOK_SCHEDULE.to_owned()),
         ];
-        let text: String = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        let mut text: String = env.iter().filter(|(k, _)| !self.overrides.iter().any(|(o, _)| o == k)).map(|(k, v)| format!("{k}={v}\n")).collect();
+        for (k, v) in &self.overrides {
+            text.push_str(&format!("{k}={v}\n"));
+        }
         fs::write(self.dir.join("test.env"), text).expect("write the env file");
         self.carrier.set_webhook_target(WebhookTarget { base: self.base.clone(), signer: self.telnyx.clone() });
 

@@ -11,13 +11,14 @@ use libtest_mimic::{Arguments, Trial};
 mod calls;
 mod ingest;
 mod messaging;
+mod webhooks;
 
 /// A test body: it panics (through `assert!`) to fail.
 pub type TestFn = fn(&Worker);
 
 fn main() {
     let args = Arguments::from_args();
-    let all: Vec<(&str, TestFn)> = [ingest::TESTS, messaging::TESTS, calls::TESTS].concat();
+    let all: Vec<(&str, TestFn)> = [ingest::TESTS, messaging::TESTS, calls::TESTS, webhooks::TESTS].concat();
     if args.list {
         let trials = all.into_iter().map(|(name, _)| Trial::test(name, || Ok(()))).collect();
         libtest_mimic::run(&args, trials).exit();

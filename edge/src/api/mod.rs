@@ -2,8 +2,10 @@
 
 pub mod admin;
 pub mod calls;
+pub mod events;
 pub mod messages;
 pub mod usage;
+pub mod webhook_endpoints;
 
 use crate::error::EdgeError;
 

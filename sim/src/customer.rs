@@ -1,0 +1,90 @@
+//! A customer webhook endpoint on loopback: records every delivery, answers as scripted per
+//! path (fail, answer 410, ...), and otherwise answers 200.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+/// One delivery the endpoint received.
+#[derive(Clone, Debug)]
+pub struct Received {
+    /// The request path.
+    pub path: String,
+    /// Headers, names lowercased.
+    pub headers: HashMap<String, String>,
+    /// The raw body.
+    pub body: String,
+    /// The status the endpoint answered.
+    pub answered: u16,
+}
+
+impl Received {
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(String::as_str)
+    }
+}
+
+#[derive(Default)]
+struct State {
+    received: Vec<Received>,
+    scripts: HashMap<String, VecDeque<u16>>,
+    always: HashMap<String, u16>,
+}
+
+/// A running customer endpoint.
+pub struct CustomerEndpoint {
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    state: Arc<Mutex<State>>,
+}
+
+fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl CustomerEndpoint {
+    /// Starts the endpoint on a free loopback port; it serves until the process exits.
+    pub fn start() -> std::io::Result<Self> {
+        let server = tiny_http::Server::http("127.0.0.1:0").map_err(std::io::Error::other)?;
+        let port = server.server_addr().to_ip().map(|a| a.port()).unwrap_or_default();
+        let state = Arc::new(Mutex::new(State::default()));
+        let shared = Arc::clone(&state);
+        thread::spawn(move || {
+            for mut request in server.incoming_requests() {
+                let mut body = String::new();
+                let _ = request.as_reader().read_to_string(&mut body);
+                let path = request.url().to_owned();
+                let headers = request
+                    .headers()
+                    .iter()
+                    .map(|h| (h.field.as_str().as_str().to_ascii_lowercase(), h.value.as_str().to_owned()))
+                    .collect();
+                let status = {
+                    let mut s = lock(&shared);
+                    let scripted = s.scripts.get_mut(&path).and_then(VecDeque::pop_front);
+                    let status = scripted.or_else(|| s.always.get(&path).copied()).unwrap_or(200);
+                    s.received.push(Received { path, headers, body, answered: status });
+                    status
+                };
+                let _ = request.respond(tiny_http::Response::from_string("").with_status_code(status));
+            }
+        });
+        Ok(Self { base: format!("http://127.0.0.1:{port}"), state })
+    }
+
+    /// Answers `statuses` in order to the next requests on `path`, then 200.
+    pub fn script(&self, path: &str, statuses: &[u16]) {
+        lock(&self.state).scripts.insert(path.to_owned(), statuses.iter().copied().collect());
+    }
+
+    /// Answers `status` to every request on `path`.
+    pub fn always(&self, path: &str, status: u16) {
+        lock(&self.state).always.insert(path.to_owned(), status);
+    }
+
+    /// Everything received on `path`, in order.
+    pub fn received(&self, path: &str) -> Vec<Received> {
+        lock(&self.state).received.iter().filter(|r| r.path == path).cloned().collect()
+    }
+}

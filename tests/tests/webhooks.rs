@@ -1,0 +1,248 @@
+//! Customer webhooks (contract §5, §6): signed per Standard Webhooks, retried, disabled, replayed.
+
+use std::time::Duration;
+
+use exactly_core::webhook::SigningSecret;
+use exactly_core::Timestamp;
+use exactly_tests::{fresh_number, lit, root, Worker};
+use serde_json::{json, Value};
+use sim::customer::Received;
+
+use crate::TestFn;
+
+pub const TESTS: &[(&str, TestFn)] = &[
+    ("webhooks::fails_twice_then_succeeds_with_one_webhook_id", fails_twice_then_succeeds_with_one_webhook_id),
+    ("webhooks::gone_disables_the_endpoint", gone_disables_the_endpoint),
+    ("webhooks::hundred_consecutive_failures_disable_the_endpoint", hundred_consecutive_failures_disable_the_endpoint),
+    ("webhooks::endpoints_get_only_their_types_and_disabled_ones_nothing", endpoints_get_only_their_types_and_disabled_ones_nothing),
+    ("webhooks::replay_sends_the_same_event_again", replay_sends_the_same_event_again),
+    ("webhooks::private_endpoints_are_refused_in_production", private_endpoints_are_refused_in_production),
+    ("webhooks::endpoint_management", endpoint_management),
+    ("webhooks::every_route_is_served", every_route_is_served),
+];
+
+struct Customer {
+    key: String,
+    number: String,
+}
+
+fn customer(w: &Worker) -> Customer {
+    let (account, key) = w.create_account("hooks");
+    let number = fresh_number();
+    w.create_number(&account, &number, &[]);
+    Customer { key, number }
+}
+
+/// Creates an endpoint at a fresh path of the test customer server; returns (id, path, secret).
+fn endpoint(w: &Worker, c: &Customer, types: &[&str]) -> (String, String, String) {
+    let path = format!("/hook/{}", sim::random_hex());
+    let a = w.call("POST", "/v1/webhook_endpoints", &c.key, Some(&json!({"url": format!("{}{path}", w.customer.base), "event_types": types})), &[]);
+    assert_eq!(a.status, 201, "{}", a.body);
+    let v = a.json();
+    let secret = v["secret"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("whsec_"));
+    (v["id"].as_str().unwrap().to_owned(), path, secret)
+}
+
+fn inbound_sms(w: &Worker, c: &Customer) -> String {
+    let carrier_id = format!("m-{}", sim::random_hex());
+    let body = sim::telnyx::envelope(&format!("e-{}", sim::random_hex()), "message.received", "2026-11-30T10:00:00Z", json!({
+        "id": carrier_id, "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": c.number}], "text": "hook me",
+    }), 1);
+    assert_eq!(w.deliver_telnyx(&body).status, 200);
+    carrier_id
+}
+
+fn wait_received(w: &Worker, path: &str, n: usize) -> Vec<Received> {
+    let mut got = Vec::new();
+    let ok = w.eventually(Duration::from_secs(60), || {
+        got = w.customer.received(path);
+        got.len() >= n
+    });
+    assert!(ok, "{path} received {} of {n} deliveries", got.len());
+    got
+}
+
+fn verify_with_official_library(secret: &str, deliveries: &[Received]) {
+    let file = root().join("target/e2e").join(format!("sw-{}.json", sim::random_hex()));
+    let list: Vec<Value> = deliveries.iter().map(|d| json!({"headers": d.headers, "body": d.body})).collect();
+    std::fs::write(&file, json!({"secret": secret, "deliveries": list}).to_string()).expect("write deliveries");
+    let out = std::process::Command::new("node")
+        .current_dir(root())
+        .arg("tests/verify_standard_webhooks.mjs")
+        .arg(&file)
+        .output()
+        .expect("run node");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "standardwebhooks refused a delivery:\n{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(text.lines().filter(|l| l.starts_with("ok ")).count(), deliveries.len(), "{text}");
+}
+
+fn fails_twice_then_succeeds_with_one_webhook_id(w: &Worker) {
+    let c = customer(w);
+    let (_, path, secret) = endpoint(w, &c, &["message.received"]);
+    w.customer.script(&path, &[500, 503]);
+    inbound_sms(w, &c);
+    let got = wait_received(w, &path, 3);
+    assert_eq!(got.iter().map(|r| r.answered).collect::<Vec<_>>(), vec![500, 503, 200]);
+    let ids: Vec<&str> = got.iter().map(|r| r.header("webhook-id").unwrap()).collect();
+    assert!(ids.iter().all(|id| *id == ids[0] && id.starts_with("evt_")), "one webhook-id: {ids:?}");
+    let mut stamps: Vec<&str> = got.iter().map(|r| r.header("webhook-timestamp").unwrap()).collect();
+    stamps.dedup();
+    assert_eq!(stamps.len(), 3, "a fresh timestamp on every attempt");
+    let key = SigningSecret::parse(&secret).unwrap();
+    for r in &got {
+        let now = Timestamp::from_unix_seconds(sim::unix_now());
+        assert!(key.verify(ids[0], r.header("webhook-timestamp").unwrap(), r.header("webhook-signature").unwrap(), r.body.as_bytes(), now));
+        let body: Value = serde_json::from_str(&r.body).unwrap();
+        assert_eq!((body["id"].as_str(), body["type"].as_str()), (Some(ids[0]), Some("message.received")));
+        assert_eq!(body["data"]["text"], "hook me");
+    }
+    verify_with_official_library(&secret, &got);
+    // The attempts are recorded, and the delivery that succeeded is never sent again.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(w.customer.received(&path).len(), 3);
+    let shown = w.call("GET", &format!("/v1/events/{}", ids[0]), &c.key, None, &[]).json();
+    let delivery = &shown["deliveries"][0];
+    assert_eq!(delivery["status"], "succeeded", "{shown}");
+    let codes: Vec<i64> = delivery["attempts"].as_array().unwrap().iter().map(|a| a["status_code"].as_i64().unwrap()).collect();
+    assert_eq!(codes, vec![500, 503, 200]);
+    assert!(delivery["attempts"][0]["next_attempt_at"].is_string());
+    assert!(delivery["attempts"][0]["latency_ms"].is_i64());
+}
+
+fn gone_disables_the_endpoint(w: &Worker) {
+    let c = customer(w);
+    let (id, path, _) = endpoint(w, &c, &["message.received"]);
+    w.customer.always(&path, 410);
+    inbound_sms(w, &c);
+    wait_received(w, &path, 1);
+    let ok = w.eventually(Duration::from_secs(20), || w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json()["enabled"] == false);
+    assert!(ok, "410 disables the endpoint");
+    inbound_sms(w, &c);
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(w.customer.received(&path).len(), 1, "no attempt after 410");
+    let shown = w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json();
+    assert!(shown["disabled_reason"].as_str().unwrap_or("").contains("410"), "{shown}");
+}
+
+fn hundred_consecutive_failures_disable_the_endpoint(w: &Worker) {
+    let c = customer(w);
+    let (id, path, _) = endpoint(w, &c, &["message.received"]);
+    w.customer.always(&path, 500);
+    // 13 events x 8 attempts on the short test schedule: more than 100 failures on offer.
+    for _ in 0..13 {
+        inbound_sms(w, &c);
+    }
+    let disabled = w.eventually(Duration::from_secs(90), || w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json()["enabled"] == false);
+    assert!(disabled, "100 consecutive failures disable the endpoint");
+    let shown = w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json();
+    assert!(shown["consecutive_failures"].as_i64().unwrap() >= 100, "{shown}");
+    assert!(shown["disabled_reason"].as_str().unwrap().contains("100 consecutive"), "{shown}");
+    let attempts = w.count(&format!(
+        "SELECT COUNT(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = {}",
+        lit(&id)
+    ));
+    assert!(attempts >= 100, "{attempts} attempts recorded");
+    // Once disabled, new events create no deliveries and no requests.
+    std::thread::sleep(Duration::from_secs(3));
+    let before = w.customer.received(&path).len();
+    inbound_sms(w, &c);
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(w.customer.received(&path).len(), before, "nothing is sent to a disabled endpoint");
+}
+
+fn endpoints_get_only_their_types_and_disabled_ones_nothing(w: &Worker) {
+    let c = customer(w);
+    let (_, received_path, _) = endpoint(w, &c, &["message.received"]);
+    let (_, sent_path, _) = endpoint(w, &c, &["message.sent"]);
+    let (disabled, disabled_path, _) = endpoint(w, &c, &["message.received", "message.sent"]);
+    let a = w.call("PATCH", &format!("/v1/webhook_endpoints/{disabled}"), &c.key, Some(&json!({"enabled": false})), &[]);
+    assert_eq!((a.status, a.json()["enabled"].clone()), (200, json!(false)));
+    inbound_sms(w, &c);
+    let sent = w.call("POST", "/v1/messages", &c.key, Some(&json!({"from": c.number, "to": "+15559990000", "text": "out"})), &[]);
+    assert_eq!(sent.status, 201);
+    let r = wait_received(w, &received_path, 1);
+    let s = wait_received(w, &sent_path, 1);
+    std::thread::sleep(Duration::from_secs(3));
+    let types = |list: Vec<Received>| list.iter().map(|d| serde_json::from_str::<Value>(&d.body).unwrap()["type"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+    assert_eq!(types(w.customer.received(&received_path)), vec!["message.received"]);
+    assert_eq!(types(w.customer.received(&sent_path)), vec!["message.sent"]);
+    assert!(w.customer.received(&disabled_path).is_empty(), "a disabled endpoint gets nothing");
+    let sent_event: Value = serde_json::from_str(&s[0].body).unwrap();
+    assert_eq!(sent_event["data"]["id"], sent.json()["id"]);
+    assert_eq!(sent_event["data"]["status"], "sent");
+    drop(r);
+}
+
+fn replay_sends_the_same_event_again(w: &Worker) {
+    let c = customer(w);
+    let (_, path, secret) = endpoint(w, &c, &["message.received"]);
+    inbound_sms(w, &c);
+    let first = wait_received(w, &path, 1);
+    let event_id = first[0].header("webhook-id").unwrap().to_owned();
+    let a = w.call("POST", &format!("/v1/events/{event_id}/replay"), &c.key, None, &[]);
+    assert_eq!(a.status, 202, "{}", a.body);
+    let got = wait_received(w, &path, 2);
+    assert_eq!(got[1].header("webhook-id"), Some(event_id.as_str()), "a replay keeps the webhook-id");
+    assert_eq!(got[1].body, got[0].body);
+    verify_with_official_library(&secret, &got);
+    let shown = w.call("GET", &format!("/v1/events/{event_id}"), &c.key, None, &[]).json();
+    let deliveries = shown["deliveries"].as_array().unwrap();
+    assert_eq!(deliveries.len(), 2, "{shown}");
+    assert_eq!(deliveries.iter().map(|d| d["kind"].as_str().unwrap()).collect::<Vec<_>>(), vec!["initial", "replay"]);
+    let ok = w.eventually(Duration::from_secs(10), || {
+        let shown = w.call("GET", &format!("/v1/events/{event_id}"), &c.key, None, &[]).json();
+        shown["deliveries"][1]["attempts"].as_array().map(Vec::len) == Some(1)
+    });
+    assert!(ok, "the replay's attempt is recorded");
+    let other = customer(w);
+    assert_eq!(w.call("POST", &format!("/v1/events/{event_id}/replay"), &other.key, None, &[]).status, 404);
+}
+
+fn private_endpoints_are_refused_in_production(_shared: &Worker) {
+    let w = Worker::start_with(&[("ALLOW_PRIVATE_ENDPOINTS", "false")]);
+    let c = customer(&w);
+    for url in ["http://127.0.0.1:9/hook", "https://127.0.0.1/hook", "https://10.1.2.3/hook", "https://169.254.169.254/latest", "https://localhost/x", "http://example.com/hook"] {
+        let a = w.call("POST", "/v1/webhook_endpoints", &c.key, Some(&json!({"url": url, "event_types": ["message.received"]})), &[]);
+        assert_eq!(a.status, 422, "{url}: {}", a.body);
+        assert_eq!(a.json()["error"]["field"], "url", "{url}");
+    }
+    let ok = w.call("POST", "/v1/webhook_endpoints", &c.key, Some(&json!({"url": "https://hooks.example.com/in", "event_types": ["message.received"]})), &[]);
+    assert_eq!(ok.status, 201, "{}", ok.body);
+}
+
+fn endpoint_management(w: &Worker) {
+    let c = customer(w);
+    let (id, _, _) = endpoint(w, &c, &["call.completed"]);
+    let got = w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json();
+    assert!(got.get("secret").is_none(), "the secret is shown only at creation: {got}");
+    let listed = w.call("GET", "/v1/webhook_endpoints", &c.key, None, &[]).json();
+    assert_eq!(listed["data"].as_array().map(Vec::len), Some(1));
+    let bad = w.call("POST", "/v1/webhook_endpoints", &c.key, Some(&json!({"url": "http://127.0.0.1/x", "event_types": ["sms.whatever"]})), &[]);
+    assert_eq!((bad.status, bad.json()["error"]["field"].as_str()), (422, Some("event_types")));
+    let patched = w.call("PATCH", &format!("/v1/webhook_endpoints/{id}"), &c.key, Some(&json!({"event_types": ["call.missed", "call.completed"]})), &[]).json();
+    assert_eq!(patched["event_types"], json!(["call.completed", "call.missed"]));
+    let other = customer(w);
+    assert_eq!(w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &other.key, None, &[]).status, 404);
+    assert_eq!(w.call("DELETE", &format!("/v1/webhook_endpoints/{id}"), &other.key, None, &[]).status, 404);
+    assert_eq!(w.call("DELETE", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).status, 204);
+    assert_eq!(w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).status, 404);
+}
+
+/// Every route of the router's table answers as a route (never `no_route` or 405), and the
+/// OpenAPI document is served.
+fn every_route_is_served(w: &Worker) {
+    let c = customer(w);
+    for (method, pattern) in exactly_edge::ROUTES {
+        let path = pattern.replace("{id}", "x");
+        let token = if path.starts_with("/admin") { exactly_tests::ADMIN_TOKEN } else { c.key.as_str() };
+        let body = (*method != "GET" && *method != "DELETE").then(|| json!({}));
+        let a = w.call(method, &path, token, body.as_ref(), &[]);
+        assert_ne!(a.status, 405, "{method} {pattern}: {}", a.body);
+        assert_ne!(a.json()["error"]["code"], "no_route", "{method} {pattern}");
+    }
+    let doc = w.get("/openapi.json").json();
+    assert_eq!(doc["openapi"], "3.1.0");
+    assert_eq!(w.get("/nowhere").json()["error"]["code"], "no_route");
+}
