@@ -47,16 +47,19 @@ fn queue(env: &Env) -> Result<Queue, EdgeError> {
 pub async fn announce(env: &Env, db: &D1Database, change: &Change) -> Result<(), EdgeError> {
     let Some(event_id) = &change.event else { return Ok(()) };
     #[derive(Deserialize)]
-    struct Id {
+    struct Pending {
         id: String,
+        url: String,
     }
-    let ids: Vec<Id> = db::all(db::stmt(
+    let pending: Vec<Pending> = db::all(db::stmt(
         db,
-        "SELECT id FROM webhook_deliveries WHERE event_id = ?1 AND status = 'pending' AND attempts = 0",
+        "SELECT d.id, e.url FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+         WHERE d.event_id = ?1 AND d.status = 'pending' AND d.attempts = 0",
         &[text(event_id)],
     )?)
     .await?;
-    enqueue_many(env, ids.into_iter().map(|i| i.id).collect()).await
+    let ids = pending.into_iter().filter(|p| !crate::faults::delivery_message_lost(&p.url)).map(|p| p.id).collect();
+    enqueue_many(env, ids).await
 }
 
 /// Enqueues attempts of these deliveries now.

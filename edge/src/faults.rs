@@ -25,9 +25,42 @@ pub fn webhook_schedule(_env: &worker::Env) -> Option<Vec<u64>> {
     None
 }
 
+/// Storing a carrier event fails (the D1 write does not happen) the first time an event id
+/// with the marker arrives: the carrier sees 503 and retries.
+pub fn d1_write_fails_once(carrier_event_id: &str) -> bool {
+    armed(carrier_event_id, "fault-d1-write") && first_time("d1-write", carrier_event_id)
+}
+
+/// The queue send after a new event's insert fails the first time: the carrier sees 503, the
+/// row stays unprocessed until a retry re-enqueues it or the sweeper finds it.
+pub fn queue_send_fails_once(carrier_event_id: &str) -> bool {
+    armed(carrier_event_id, "fault-queue-send") && first_time("queue-send", carrier_event_id)
+}
+
+/// The first queue message of a delivery to an endpoint whose URL has the marker is lost.
+pub fn delivery_message_lost(endpoint_url: &str) -> bool {
+    armed(endpoint_url, "fault-lose-delivery")
+}
+
 #[cfg(feature = "fault-injection")]
 fn armed(key: &str, marker: &str) -> bool {
     key.contains(marker)
+}
+
+/// True the first time this isolate sees (`fault`, `key`).
+#[cfg(feature = "fault-injection")]
+fn first_time(fault: &str, key: &str) -> bool {
+    use std::cell::RefCell;
+    use std::collections::HashSet;
+    thread_local! {
+        static SEEN: RefCell<HashSet<String>> = RefCell::new(HashSet::new());
+    }
+    SEEN.with(|seen| seen.borrow_mut().insert(format!("{fault}:{key}")))
+}
+
+#[cfg(not(feature = "fault-injection"))]
+fn first_time(_fault: &str, _key: &str) -> bool {
+    false
 }
 
 #[cfg(not(feature = "fault-injection"))]

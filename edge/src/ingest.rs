@@ -23,6 +23,9 @@ pub async fn webhook(provider: Provider, mut req: Request, env: &Env) -> Result<
     let payload = std::str::from_utf8(&body).map_err(|_| Rejection::Malformed(PayloadError::NotParseable))?;
 
     let db = env.d1(bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))?;
+    if crate::faults::d1_write_fails_once(&verified.event().event_id) {
+        return Err(EdgeError::Unavailable("injected D1 write failure".into()));
+    }
     let stored = carrier_events::store(&db, &new_id("cev")?, &verified, payload, started).await?;
     let (id, outcome) = match stored {
         // If this send fails the row stays unprocessed: the carrier's retry re-enqueues it
@@ -32,6 +35,9 @@ pub async fn webhook(provider: Provider, mut req: Request, env: &Env) -> Result<
         Stored::SettledDuplicate { id } => (id, "duplicate"),
     };
     if outcome != "duplicate" {
+        if crate::faults::queue_send_fails_once(&verified.event().event_id) {
+            return Err(EdgeError::Unavailable("injected queue send failure after the insert".into()));
+        }
         jobs::enqueue(env, Job::CarrierEvent { id: id.clone() }).await?;
     }
     let event = verified.event();

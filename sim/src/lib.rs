@@ -4,11 +4,16 @@
 //! # Layout
 //! - [`telnyx`]: a Telnyx webhook signer, envelope builder and sender.
 //! - [`twilio`], [`plivo`]: signers for those carriers' form posts.
+//! - [`chaos`]: the chaos scenario (duplicates, re-signed retries, reordering, bursts) and its
+//!   report of duplicate and missing effects.
+//! - [`api`]: a small client of the worker's API.
 //! - [`carrier`]: a fake Telnyx REST API that records every request and misbehaves on request.
 //! - [`customer`]: a customer webhook endpoint that records deliveries and fails on request.
 //! - [`devkeys`]: reads the development signing keys that `make dev` writes to `.dev.keys`.
 
+pub mod api;
 pub mod carrier;
+pub mod chaos;
 pub mod customer;
 pub mod devkeys;
 pub mod plivo;

@@ -5,6 +5,8 @@
 //!     prints curl header arguments that sign BODY like Telnyx
 //! sim carrier [--listen ADDR] [--worker URL] [--keys FILE]
 //!     serves a fake Telnyx REST API (point TELNYX_API_BASE at it)
+//! sim {chaos|sms-inbound|sms-outbound|ring} [options]
+//!     runs a scenario against a worker and prints what it made of it
 //! ```
 
 use std::path::PathBuf;
@@ -15,7 +17,15 @@ const USAGE: &str = "usage:
       Prints `-H name:value` arguments for curl that sign BODY with the development key
       (default key file: .dev.keys, written by `make dev`).
   sim carrier [--listen 127.0.0.1:8788] [--worker http://127.0.0.1:8787] [--keys FILE]
-      Serves a fake Telnyx REST API that records and answers sends (see sim::carrier).";
+      Serves a fake Telnyx REST API that records and answers sends (see sim::carrier).
+  sim chaos|sms-inbound|sms-outbound|ring [--url http://127.0.0.1:8787] [--facts 500]
+      [--duplicates 0.35] [--resigned 0.15] [--reorder 32] [--parallel 16] [--stale 0.05]
+      [--seed 7] [--keys .dev.keys] [--vars .dev.vars]
+      Sends a stream of carrier facts with duplicates, re-signed retries, reordering, parallel
+      bursts and stale timestamps, then reports duplicate effects and missing events (both
+      must be 0; the exit status is 1 otherwise). ADMIN_TOKEN comes from --vars or the
+      environment; customer events are counted on a local endpoint, which the worker can reach
+      when ALLOW_PRIVATE_ENDPOINTS=true.";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -79,6 +89,57 @@ fn run(args: &[String]) -> Result<(), String> {
                 seen = requests.len();
             }
         }
+        [cmd, rest @ ..] if matches!(cmd.as_str(), "chaos" | "sms-inbound" | "sms-outbound" | "ring") => scenario(cmd, rest),
         _ => Err("unknown command".into()),
     }
+}
+
+fn scenario(name: &str, args: &[String]) -> Result<(), String> {
+    use sim::chaos::{Config, Mix};
+    let mut config = Config { progress: true, ..Config::default() };
+    config.mix = match name {
+        "sms-inbound" => Mix::Inbound,
+        "sms-outbound" => Mix::Outbound,
+        "ring" => Mix::Ring,
+        _ => Mix::All,
+    };
+    if config.mix != Mix::All {
+        config.facts = 50;
+    }
+    let mut url = "http://127.0.0.1:8787".to_owned();
+    let mut keys = PathBuf::from(sim::devkeys::DEFAULT_PATH);
+    let mut vars = PathBuf::from(".dev.vars");
+    let mut rest = args.iter();
+    let number = |v: &str, flag: &str| v.parse::<f64>().map_err(|_| format!("{flag} takes a number"));
+    while let Some(flag) = rest.next() {
+        let value = rest.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--url" => url = value.clone(),
+            "--facts" => config.facts = number(value, flag)? as usize,
+            "--duplicates" => config.duplicate_rate = number(value, flag)?,
+            "--resigned" => config.resign_rate = number(value, flag)?,
+            "--reorder" => config.reorder_window = number(value, flag)? as usize,
+            "--parallel" => config.parallelism = number(value, flag)? as usize,
+            "--stale" => config.stale_rate = number(value, flag)?,
+            "--seed" => config.seed = number(value, flag)? as u64,
+            "--keys" => keys = PathBuf::from(value),
+            "--vars" => vars = PathBuf::from(value),
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    let admin_token = std::env::var("ADMIN_TOKEN")
+        .ok()
+        .or_else(|| {
+            std::fs::read_to_string(&vars).ok()?.lines().find_map(|l| l.trim().strip_prefix("ADMIN_TOKEN=").map(str::to_owned))
+        })
+        .ok_or_else(|| format!("no ADMIN_TOKEN in the environment or in {}", vars.display()))?;
+    let signer = sim::devkeys::telnyx_signer(&keys)?;
+    let customer = sim::customer::CustomerEndpoint::start().map_err(|e| format!("customer endpoint: {e}"))?;
+    let target = sim::chaos::Target { api: sim::api::Client::new(&url), signer, admin_token, customer: Some(&customer) };
+    let report = sim::chaos::run(&target, &config)?;
+    print!("{}", report.render());
+    if report.duplicate_effects > 0 || report.missing > 0 {
+        return Err(format!("{} duplicate effects, {} missing", report.duplicate_effects, report.missing));
+    }
+    Ok(())
 }

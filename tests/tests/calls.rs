@@ -236,7 +236,7 @@ fn ring_cursor_survives_a_restart(_shared: &Worker) {
     let first = uid("leg1-hangup");
     hangup_leg(&w, &leg1, &first);
     let leg2 = wait_dials(&w, &ring, 2);
-    wait_settled(&w, &[first.clone()]);
+    wait_settled(&w, std::slice::from_ref(&first));
     w.restart();
     // After the restart: a duplicate of leg 1's hangup dials nothing, leg 2's dials target 3.
     let duplicate = uid("leg1-hangup-again");

@@ -9,6 +9,7 @@ use exactly_tests::Worker;
 use libtest_mimic::{Arguments, Trial};
 
 mod calls;
+mod chaos;
 mod ingest;
 mod messaging;
 mod webhooks;
@@ -18,7 +19,7 @@ pub type TestFn = fn(&Worker);
 
 fn main() {
     let args = Arguments::from_args();
-    let all: Vec<(&str, TestFn)> = [ingest::TESTS, messaging::TESTS, calls::TESTS, webhooks::TESTS].concat();
+    let all: Vec<(&str, TestFn)> = [ingest::TESTS, messaging::TESTS, calls::TESTS, webhooks::TESTS, chaos::TESTS].concat();
     if args.list {
         let trials = all.into_iter().map(|(name, _)| Trial::test(name, || Ok(()))).collect();
         libtest_mimic::run(&args, trials).exit();

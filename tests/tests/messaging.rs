@@ -383,7 +383,7 @@ fn list_filters_and_paginates(w: &Worker) {
 fn unknown_number_is_a_visible_failed_event(w: &Worker) {
     let event_id = uid("nobody");
     assert_eq!(w.deliver_telnyx(&inbound(&event_id, &uid("m"), "+15550001234")).status, 200);
-    wait_settled(w, &[event_id.clone()]);
+    wait_settled(w, std::slice::from_ref(&event_id));
     let failed = w.call("GET", "/admin/carrier_events?status=failed&limit=100", exactly_tests::ADMIN_TOKEN, None, &[]).json();
     let entry = failed["data"].as_array().unwrap().iter().find(|e| e["carrier_event_id"] == event_id.as_str()).cloned();
     let entry = entry.unwrap_or_else(|| panic!("{event_id} listed as failed: {failed}"));

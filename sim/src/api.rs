@@ -1,0 +1,88 @@
+//! A small client of the worker's HTTP API, for scenarios.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// One answer: status (0 when no HTTP answer came back) and body.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// HTTP status, or 0.
+    pub status: u16,
+    /// The body as text.
+    pub body: String,
+}
+
+impl Answer {
+    /// The body as JSON (Null when it is not JSON).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// The worker's API at `base`.
+#[derive(Clone)]
+pub struct Client {
+    /// `http://127.0.0.1:8787` or a deployment's origin.
+    pub base: String,
+    agent: ureq::Agent,
+}
+
+impl Client {
+    /// A client with keep-alive connections and a 30 s timeout.
+    pub fn new(base: &str) -> Self {
+        let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).max_idle_connections_per_host(64).build();
+        Self { base: base.trim_end_matches('/').to_owned(), agent }
+    }
+
+    fn answer(result: Result<ureq::Response, ureq::Error>) -> Answer {
+        match result {
+            Ok(r) | Err(ureq::Error::Status(_, r)) => {
+                let status = r.status();
+                Answer { status, body: r.into_string().unwrap_or_default() }
+            }
+            Err(e) => Answer { status: 0, body: e.to_string() },
+        }
+    }
+
+    /// A request with a bearer token and an optional JSON body.
+    pub fn call(&self, method: &str, path: &str, token: &str, body: Option<&Value>) -> Answer {
+        let req = self.agent.request(method, &format!("{}{path}", self.base)).set("authorization", &format!("Bearer {token}"));
+        Self::answer(match body {
+            Some(json) => req.send_json(json.clone()),
+            None => req.call(),
+        })
+    }
+
+    /// A POST of raw bytes with headers.
+    pub fn post(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+        let mut req = self.agent.post(&format!("{}{path}", self.base));
+        for (name, value) in headers {
+            req = req.set(name, value);
+        }
+        Self::answer(req.send_bytes(body))
+    }
+
+    /// Every item of a paginated list (`{data, next_cursor}`), following cursors.
+    pub fn all(&self, path: &str, token: &str) -> Result<Vec<Value>, String> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        let joiner = if path.contains('?') { '&' } else { '?' };
+        loop {
+            let page_path = match &cursor {
+                Some(c) => format!("{path}{joiner}limit=100&cursor={c}"),
+                None => format!("{path}{joiner}limit=100"),
+            };
+            let answer = self.call("GET", &page_path, token, None);
+            if answer.status != 200 {
+                return Err(format!("GET {page_path}: {} {}", answer.status, answer.body));
+            }
+            let page = answer.json();
+            items.extend(page["data"].as_array().cloned().unwrap_or_default());
+            match page["next_cursor"].as_str() {
+                Some(next) => cursor = Some(next.to_owned()),
+                None => return Ok(items),
+            }
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! The chaos suite (contract §7): no amount of carrier misbehaviour produces a second effect,
+//! and no accepted event is lost, including under injected faults.
+
+use std::time::Duration;
+
+use exactly_tests::{fresh_number, lit, Worker, ADMIN_TOKEN};
+use serde_json::json;
+use sim::chaos::{Config, Mix, Target};
+
+use crate::TestFn;
+
+pub const TESTS: &[(&str, TestFn)] = &[
+    ("chaos::five_hundred_facts_misdelivered_change_each_thing_once", five_hundred_facts_misdelivered_change_each_thing_once),
+    ("chaos::d1_write_failure_answers_503_and_the_retry_stores_once", d1_write_failure_answers_503_and_the_retry_stores_once),
+    ("chaos::queue_send_failure_loses_nothing", queue_send_failure_loses_nothing),
+    ("chaos::lost_delivery_message_is_swept_and_delivered", lost_delivery_message_is_swept_and_delivered),
+];
+
+fn five_hundred_facts_misdelivered_change_each_thing_once(w: &Worker) {
+    let config = Config { facts: 500, duplicate_rate: 0.35, resign_rate: 0.15, reorder_window: 32, parallelism: 16, stale_rate: 0.05, seed: 11, progress: false, mix: Mix::All };
+    let target = Target { api: sim::api::Client::new(&w.base), signer: w.telnyx.clone(), admin_token: ADMIN_TOKEN.to_owned(), customer: Some(&w.customer) };
+    let report = sim::chaos::run(&target, &config).unwrap_or_else(|e| panic!("chaos run: {e}"));
+    let text = report.render();
+    eprintln!("{text}");
+    let facts: usize = report.facts.values().sum();
+    assert_eq!(facts, 500, "{text}");
+    assert!(report.copies["duplicate"] * 100 >= facts * 30, "at least 30% duplicates: {text}");
+    assert!(report.copies["resigned"] * 100 >= facts * 10, "at least 10% re-signed: {text}");
+    assert!(report.copies.get("stale").copied().unwrap_or(0) > 0, "{text}");
+    assert_eq!(report.duplicate_effects, 0, "{text}");
+    assert_eq!(report.missing, 0, "{text}");
+    assert_eq!(report.applied, facts, "{text}");
+    assert!(report.events_received.values().sum::<usize>() > 0, "{text}");
+
+    // Beneath the API: every accepted event settled, charges and dials exactly once.
+    let account = &report.created.account_id;
+    assert_eq!(
+        w.count("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id LIKE 'chaos-%' AND processed_at IS NULL AND error IS NULL"),
+        0,
+        "no accepted event is left unprocessed"
+    );
+    for message in &report.created.messages {
+        assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM usage WHERE resource_id = {}", lit(message))), 1, "{message} billed once");
+    }
+    let ledger = w.count(&format!("SELECT COALESCE(SUM(quantity), 0) AS n FROM usage WHERE account_id = {}", lit(account)));
+    assert_eq!(ledger as usize, report.created.messages.len(), "one segment per short message");
+    for call in &report.created.calls {
+        for (position, want) in [(1, 1), (2, 1), (3, 0)] {
+            let key = format!("{call}:leg:{position}");
+            let dials = w.carrier.requests("/v2/calls").into_iter().filter(|r| r.idempotency_key.as_deref() == Some(key.as_str())).count();
+            assert_eq!(dials, want, "{call}: target {position} dialled {dials} times");
+        }
+    }
+}
+
+fn inbound(event_id: &str, number: &str) -> String {
+    sim::telnyx::envelope(event_id, "message.received", "2026-11-30T10:00:00Z", json!({
+        "id": format!("msg-{event_id}"), "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": number}], "text": "fault",
+    }), 1)
+}
+
+fn settled(w: &Worker, event_id: &str) -> bool {
+    w.eventually(Duration::from_secs(60), || {
+        w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {} AND processed_at IS NOT NULL", lit(event_id))) == 1
+    })
+}
+
+fn customer_number(w: &Worker) -> String {
+    let (account, _) = w.create_account("faults");
+    let number = fresh_number();
+    w.create_number(&account, &number, &[]);
+    number
+}
+
+fn d1_write_failure_answers_503_and_the_retry_stores_once(w: &Worker) {
+    let number = customer_number(w);
+    let event_id = format!("fault-d1-write-{}", sim::random_hex());
+    let body = inbound(&event_id, &number);
+    let first = w.deliver_telnyx(&body);
+    assert_eq!(first.status, 503, "{}", first.body);
+    assert_eq!(first.json()["error"]["code"], "unavailable");
+    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {}", lit(&event_id))), 0, "nothing half-written");
+    // The carrier's retry.
+    assert_eq!(w.deliver_telnyx_at(&body, sim::unix_now() + 4).status, 200);
+    assert!(settled(w, &event_id));
+    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {}", lit(&event_id))), 1);
+    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM messages WHERE carrier_message_id = {}", lit(&format!("msg-{event_id}")))), 1);
+}
+
+fn queue_send_failure_loses_nothing(w: &Worker) {
+    let number = customer_number(w);
+    // Recovered by the carrier's retry (which re-enqueues the unprocessed event) ...
+    let retried = format!("fault-queue-send-{}", sim::random_hex());
+    let body = inbound(&retried, &number);
+    assert_eq!(w.deliver_telnyx(&body).status, 503);
+    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {} AND processed_at IS NULL", lit(&retried))), 1);
+    assert_eq!(w.deliver_telnyx_at(&body, sim::unix_now() + 4).json()["outcome"], "duplicate-requeued");
+    assert!(settled(w, &retried), "processed through the duplicate's re-enqueue");
+    // ... or, when the carrier gives up, by the sweeper (its clock moved past the 2 min mark).
+    let swept = format!("fault-queue-send-{}", sim::random_hex());
+    assert_eq!(w.deliver_telnyx(&inbound(&swept, &number)).status, 503);
+    w.sql(&format!("UPDATE carrier_events SET created_at = created_at - 180000 WHERE carrier_event_id = {}", lit(&swept)));
+    assert_eq!(w.cron().status, 200);
+    assert!(settled(w, &swept), "processed through the sweeper");
+    for id in [&retried, &swept] {
+        assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM messages WHERE carrier_message_id = {}", lit(&format!("msg-{id}")))), 1);
+    }
+}
+
+fn lost_delivery_message_is_swept_and_delivered(w: &Worker) {
+    let (account, key) = w.create_account("lost-delivery");
+    let number = fresh_number();
+    w.create_number(&account, &number, &[]);
+    let path = format!("/fault-lose-delivery/{}", sim::random_hex());
+    let a = w.call("POST", "/v1/webhook_endpoints", &key, Some(&json!({"url": format!("{}{path}", w.customer.base), "event_types": ["message.received"]})), &[]);
+    assert_eq!(a.status, 201, "{}", a.body);
+    let endpoint = a.json()["id"].as_str().unwrap().to_owned();
+    let event_id = format!("lost-{}", sim::random_hex());
+    assert_eq!(w.deliver_telnyx(&inbound(&event_id, &number)).status, 200);
+    assert!(settled(w, &event_id));
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(w.customer.received(&path).is_empty(), "the delivery's queue message was lost");
+    let pending = format!("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'pending'", lit(&endpoint));
+    assert_eq!(w.count(&pending), 1, "but the delivery row waits");
+    // A minute and more later, the sweeper finds it.
+    w.sql(&format!("UPDATE webhook_deliveries SET next_attempt_at = next_attempt_at - 120000 WHERE endpoint_id = {}", lit(&endpoint)));
+    assert_eq!(w.cron().status, 200);
+    let delivered = w.eventually(Duration::from_secs(30), || w.customer.received(&path).len() == 1);
+    assert!(delivered, "the swept delivery arrived");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(w.customer.received(&path).len(), 1, "exactly once");
+    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'succeeded'", lit(&endpoint))), 1);
+}
