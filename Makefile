@@ -1,5 +1,5 @@
 # The two commands of the README: `make dev` and `make test`. Both install what is missing first.
-.PHONY: setup build dev test fuzz clean
+.PHONY: setup build dev test bench fuzz clean
 
 setup:
 	@sh scripts/setup.sh
@@ -13,6 +13,9 @@ dev: build
 test: build
 	@sh scripts/build-worker.sh e2e
 	@sh scripts/test.sh
+
+bench:
+	@python3 scripts/bench.py
 
 fuzz:
 	@sh scripts/fuzz.sh

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 export WRANGLER_SEND_METRICS=false WRANGLER_SEND_ERROR_REPORTS=false CLOUDFLARE_CF_FETCH_ENABLED=false
 
 echo "test: native unit tests"
-cargo test --workspace --exclude exactly-tests --quiet
+cargo test --workspace --exclude exactly-tests --exclude exactly-bench --quiet
 
 echo "test: core on wasm32 (wasm-bindgen-test under Node)"
 (
@@ -17,6 +17,9 @@ echo "test: core on wasm32 (wasm-bindgen-test under Node)"
     fi
     cargo test -p exactly-core --target wasm32-unknown-unknown --lib --tests
 )
+
+echo "test: deploy bundle and config (wrangler deploy --dry-run)"
+npx wrangler deploy --dry-run --outdir target/deploy-dry-run | tail -n 1
 
 echo "test: end-to-end against wrangler dev"
 cargo test -p exactly-tests --test e2e

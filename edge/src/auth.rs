@@ -4,7 +4,6 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use worker::{D1Database, Env, Request};
 
-use crate::bindings::vars;
 use crate::config;
 use crate::db;
 use crate::error::EdgeError;
@@ -19,7 +18,8 @@ pub struct Account {
 
 /// Checks `Authorization: Bearer $ADMIN_TOKEN`, in constant time.
 pub fn admin(req: &Request, env: &Env) -> Result<(), EdgeError> {
-    let expected = config::required(env, vars::ADMIN_TOKEN)?;
+    let config = config::get(env)?;
+    let expected = &config.admin_token;
     let given = bearer(req).ok_or(EdgeError::Unauthorized)?;
     // Compare digests so the comparison does not leak the token's length either.
     let same: bool = Sha256::digest(given.as_bytes()).ct_eq(&Sha256::digest(expected.as_bytes())).into();

@@ -43,4 +43,10 @@ pub mod vars {
     pub const ADMIN_TOKEN: &str = "ADMIN_TOKEN";
     /// `true` only in development: customer endpoints may be private addresses.
     pub const ALLOW_PRIVATE_ENDPOINTS: &str = "ALLOW_PRIVATE_ENDPOINTS";
+    /// Days before the payload of a settled carrier event is cleared (default 30).
+    pub const RETENTION_PAYLOAD_DAYS: &str = "RETENTION_PAYLOAD_DAYS";
+    /// Days before a carrier event row, its dedupe key, is deleted (default 90, at least 3).
+    pub const RETENTION_EVENT_DAYS: &str = "RETENTION_EVENT_DAYS";
+    /// Days before the attempts of a delivered customer webhook are deleted (default 30).
+    pub const RETENTION_ATTEMPT_DAYS: &str = "RETENTION_ATTEMPT_DAYS";
 }

@@ -7,7 +7,6 @@ use exactly_core::event::CarrierError;
 use serde_json::{json, Value};
 use worker::{Env, Headers, Method, Request, RequestInit};
 
-use crate::bindings::vars;
 use crate::config;
 use crate::error::EdgeError;
 
@@ -28,7 +27,7 @@ pub enum CallResult<T> {
 /// `POST {TELNYX_API_BASE}/v2/messages`; on success, the carrier's message id.
 pub async fn send_message(env: &Env, message_id: &str, from: &str, to: &str, text: &str) -> Result<CallResult<String>, EdgeError> {
     let mut body = json!({ "from": from, "to": to, "text": text });
-    if let Some(profile) = config::optional(env, vars::TELNYX_MESSAGING_PROFILE_ID) {
+    if let Some(profile) = &config::get(env)?.telnyx_messaging_profile_id {
         body["messaging_profile_id"] = json!(profile);
     }
     Ok(match post(env, "/v2/messages", message_id, &body).await? {
@@ -43,11 +42,11 @@ pub async fn send_message(env: &Env, message_id: &str, from: &str, to: &str, tex
 
 /// POSTs JSON to the Telnyx API with the API key and an idempotency key.
 pub async fn post(env: &Env, path: &str, idempotency_key: &str, body: &Value) -> Result<CallResult<Value>, EdgeError> {
-    let api_key = config::required(env, vars::TELNYX_API_KEY)?;
-    let url = format!("{}{path}", config::telnyx_api_base(env));
+    let config = config::get(env)?;
+    let url = format!("{}{path}", config.telnyx_api_base);
     let headers = Headers::new();
     let set = |name: &str, value: &str| headers.set(name, value).map_err(|e| EdgeError::platform("header", e));
-    set("authorization", &format!("Bearer {api_key}"))?;
+    set("authorization", &format!("Bearer {}", config.telnyx_api_key))?;
     set("content-type", "application/json")?;
     set("accept", "application/json")?;
     set("idempotency-key", idempotency_key)?;
@@ -92,7 +91,7 @@ pub struct DialedLeg {
 /// `client_state` (base64 on the wire). The idempotency key names the call and position, so a
 /// retried dial is one leg at the carrier.
 pub async fn dial(env: &Env, idempotency_key: &str, from: &str, to: &str, client_state: &str) -> Result<CallResult<DialedLeg>, EdgeError> {
-    let connection_id = config::required(env, vars::TELNYX_CONNECTION_ID)?;
+    let connection_id = config::get(env)?.telnyx_connection_id.clone();
     let body = json!({
         "connection_id": connection_id, "to": to, "from": from, "timeout_secs": 30,
         "client_state": exactly_core::telnyx::encode_client_state(client_state),

@@ -53,8 +53,9 @@ struct KeyRow {
 /// Inserts the event unless its provider event id is already stored, in one round trip.
 ///
 /// The INSERT is `ON CONFLICT DO NOTHING`; its `changes` says whether this delivery was the
-/// first. The SELECT in the same batch (one transaction) reads the row either way.
-pub async fn store(db: &D1Database, new_id: &str, event: &VerifiedEvent, payload: &str, now: Timestamp) -> Result<Stored, EdgeError> {
+/// first. The SELECT in the same batch (one transaction) reads the row either way. Also returns
+/// the rows D1 wrote (`meta.rows_written`, indexes included), for the logs and the benchmark.
+pub async fn store(db: &D1Database, new_id: &str, event: &VerifiedEvent, payload: &str, now: Timestamp) -> Result<(Stored, usize), EdgeError> {
     let e = event.event();
     let insert = db::stmt(
         db,
@@ -76,13 +77,15 @@ pub async fn store(db: &D1Database, new_id: &str, event: &VerifiedEvent, payload
         .into_iter()
         .next()
         .ok_or_else(|| EdgeError::Unavailable("carrier event vanished after insert".into()))?;
-    Ok(if db::changes(inserted) == 1 {
+    let rows_written = [inserted, selected].iter().filter_map(|r| r.meta().ok().flatten().and_then(|m| m.rows_written)).sum();
+    let stored = if db::changes(inserted) == 1 {
         Stored::New { id: row.id }
     } else if row.processed_at.is_none() && row.error.is_none() {
         Stored::PendingDuplicate { id: row.id }
     } else {
         Stored::SettledDuplicate { id: row.id }
-    })
+    };
+    Ok((stored, rows_written))
 }
 
 /// One stored event.
@@ -120,6 +123,20 @@ pub async fn mark_failed(db: &D1Database, id: &str, error: &str) -> Result<bool,
     )?)
     .await?;
     Ok(changed == 1)
+}
+
+/// Clears the recorded failure of events that are not processed, so a re-driven job runs them
+/// afresh (with a fresh retry count).
+pub async fn clear_failure(db: &D1Database, ids: &[String]) -> Result<(), EdgeError> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let statements = ids
+        .iter()
+        .map(|id| db::stmt(db, "UPDATE carrier_events SET error = NULL, attempts = 0 WHERE id = ?1 AND processed_at IS NULL", &[text(id)]))
+        .collect::<Result<Vec<_>, _>>()?;
+    db::batch(db, statements).await?;
+    Ok(())
 }
 
 /// Counts a run that could not apply the event yet; returns how many such runs there were.

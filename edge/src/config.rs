@@ -1,14 +1,88 @@
-//! Configuration from wrangler vars and secrets (contract §2). A missing or malformed value is
-//! an error naming the variable, never its value, and never a panic.
+//! Configuration from wrangler vars and secrets (contract §2), validated once per isolate.
+//!
+//! Every request and job reads the same parsed [`Config`]; a missing or malformed variable is
+//! one clear error naming it (never its value), logged and answered as a 503, never a panic.
+//! A valid configuration is cached for the isolate's life (a changed secret means a new
+//! deployment, hence new isolates); an invalid one is checked again on the next request.
 
+use std::cell::RefCell;
+use std::fmt;
+use std::rc::Rc;
+
+use exactly_core::{plivo, telnyx, twilio};
 use worker::Env;
 
 use crate::bindings::vars;
 use crate::error::EdgeError;
 
-/// A required variable or secret, trimmed; an error naming it when missing or blank.
-pub fn required(env: &Env, name: &'static str) -> Result<String, EdgeError> {
-    optional(env, name).ok_or(EdgeError::Config { variable: name, problem: "is not set".into() })
+/// Retention settings (days), see [`crate::retention`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retention {
+    /// Carrier event payloads of settled events are cleared after this many days.
+    pub payload_days: i64,
+    /// Carrier event rows (the dedupe keys) are deleted after this many days; at least 3,
+    /// longer than any carrier retries.
+    pub event_days: i64,
+    /// Attempts of delivered customer webhooks are deleted after this many days.
+    pub attempt_days: i64,
+}
+
+/// The least a dedupe key is kept: carriers retry for up to about three days.
+pub const MIN_EVENT_RETENTION_DAYS: i64 = 3;
+
+/// The worker's configuration.
+pub struct Config {
+    /// Verifies Telnyx webhooks (`TELNYX_PUBLIC_KEY`, several keys during a rotation).
+    pub telnyx: telnyx::Verifier,
+    /// `TELNYX_API_KEY`.
+    pub telnyx_api_key: String,
+    /// `TELNYX_API_BASE`, without a trailing slash.
+    pub telnyx_api_base: String,
+    /// `TELNYX_CONNECTION_ID`: the Call Control connection legs are dialled on.
+    pub telnyx_connection_id: String,
+    /// `TELNYX_MESSAGING_PROFILE_ID`, if messages are sent through a profile.
+    pub telnyx_messaging_profile_id: Option<String>,
+    /// Verifies Twilio webhooks, when `TWILIO_AUTH_TOKEN` is set.
+    pub twilio: Option<twilio::Verifier>,
+    /// Verifies Plivo webhooks, when `PLIVO_AUTH_TOKEN` is set.
+    pub plivo: Option<plivo::Verifier>,
+    /// `PUBLIC_BASE_URL`, without a trailing slash.
+    pub public_base_url: String,
+    /// `ADMIN_TOKEN`.
+    pub admin_token: String,
+    /// `ALLOW_PRIVATE_ENDPOINTS=true` (development only).
+    pub allow_private_endpoints: bool,
+    /// Retention (`RETENTION_PAYLOAD_DAYS`, `RETENTION_EVENT_DAYS`, `RETENTION_ATTEMPT_DAYS`).
+    pub retention: Retention,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Secrets stay out: only what is configured, not with what.
+        f.debug_struct("Config")
+            .field("telnyx", &self.telnyx)
+            .field("telnyx_api_base", &self.telnyx_api_base)
+            .field("twilio", &self.twilio.is_some())
+            .field("plivo", &self.plivo.is_some())
+            .field("public_base_url", &self.public_base_url)
+            .field("allow_private_endpoints", &self.allow_private_endpoints)
+            .field("retention", &self.retention)
+            .finish_non_exhaustive()
+    }
+}
+
+thread_local! {
+    static CACHED: RefCell<Option<Rc<Config>>> = const { RefCell::new(None) };
+}
+
+/// The isolate's configuration, validated on first use.
+pub fn get(env: &Env) -> Result<Rc<Config>, EdgeError> {
+    if let Some(config) = CACHED.with(|c| c.borrow().clone()) {
+        return Ok(config);
+    }
+    let config = Rc::new(load(env)?);
+    CACHED.with(|c| *c.borrow_mut() = Some(Rc::clone(&config)));
+    Ok(config)
 }
 
 /// An optional variable or secret, trimmed; `None` when missing or blank.
@@ -22,20 +96,65 @@ pub fn optional(env: &Env, name: &str) -> Option<String> {
     (!value.is_empty()).then(|| value.to_owned())
 }
 
-/// `PUBLIC_BASE_URL` without a trailing slash: the origin carriers call (and Twilio and Plivo
-/// sign).
-pub fn public_base_url(env: &Env) -> Result<String, EdgeError> {
-    let url = required(env, vars::PUBLIC_BASE_URL)?;
-    if exactly_core::form::Url::parse(&url).is_none() {
-        return Err(EdgeError::Config { variable: vars::PUBLIC_BASE_URL, problem: "is not an absolute URL".into() });
-    }
-    Ok(url.trim_end_matches('/').to_owned())
+fn required(env: &Env, name: &'static str) -> Result<String, EdgeError> {
+    optional(env, name).ok_or(EdgeError::Config { variable: name, problem: "is not set".into() })
 }
 
-/// `TELNYX_API_BASE` without a trailing slash (default `https://api.telnyx.com`).
-pub fn telnyx_api_base(env: &Env) -> String {
-    optional(env, vars::TELNYX_API_BASE)
-        .unwrap_or_else(|| "https://api.telnyx.com".to_owned())
-        .trim_end_matches('/')
-        .to_owned()
+fn invalid(variable: &'static str, problem: impl fmt::Display) -> EdgeError {
+    EdgeError::Config { variable, problem: format!("is invalid: {problem}") }
+}
+
+fn days(env: &Env, name: &'static str, default: i64, least: i64) -> Result<i64, EdgeError> {
+    match optional(env, name) {
+        None => Ok(default),
+        Some(text) => match text.parse::<i64>() {
+            Ok(n) if n >= least => Ok(n),
+            _ => Err(invalid(name, format!("must be a whole number of days, at least {least}"))),
+        },
+    }
+}
+
+/// Reads and checks every variable, in the order of contract §2.
+pub fn load(env: &Env) -> Result<Config, EdgeError> {
+    let telnyx = telnyx::Verifier::from_base64_keys(&required(env, vars::TELNYX_PUBLIC_KEY)?).map_err(|e| invalid(vars::TELNYX_PUBLIC_KEY, e))?;
+    let telnyx_api_key = required(env, vars::TELNYX_API_KEY)?;
+    let telnyx_api_base = optional(env, vars::TELNYX_API_BASE).unwrap_or_else(|| "https://api.telnyx.com".to_owned());
+    if exactly_core::form::Url::parse(&telnyx_api_base).is_none() {
+        return Err(invalid(vars::TELNYX_API_BASE, "not an absolute URL"));
+    }
+    let telnyx_connection_id = required(env, vars::TELNYX_CONNECTION_ID)?;
+    let telnyx_messaging_profile_id = optional(env, vars::TELNYX_MESSAGING_PROFILE_ID);
+    let twilio = optional(env, vars::TWILIO_AUTH_TOKEN).map(|t| twilio::Verifier::new(&t)).transpose().map_err(|e| invalid(vars::TWILIO_AUTH_TOKEN, e))?;
+    let plivo = optional(env, vars::PLIVO_AUTH_TOKEN).map(|t| plivo::Verifier::new(&t)).transpose().map_err(|e| invalid(vars::PLIVO_AUTH_TOKEN, e))?;
+    let public_base_url = required(env, vars::PUBLIC_BASE_URL)?;
+    if exactly_core::form::Url::parse(&public_base_url).is_none() {
+        return Err(invalid(vars::PUBLIC_BASE_URL, "not an absolute URL"));
+    }
+    let admin_token = required(env, vars::ADMIN_TOKEN)?;
+    if admin_token.len() < 16 {
+        return Err(invalid(vars::ADMIN_TOKEN, "must be at least 16 characters"));
+    }
+    let allow_private_endpoints = match optional(env, vars::ALLOW_PRIVATE_ENDPOINTS).as_deref() {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => return Err(invalid(vars::ALLOW_PRIVATE_ENDPOINTS, "must be true or false")),
+    };
+    let retention = Retention {
+        payload_days: days(env, vars::RETENTION_PAYLOAD_DAYS, 30, 1)?,
+        event_days: days(env, vars::RETENTION_EVENT_DAYS, 90, MIN_EVENT_RETENTION_DAYS)?,
+        attempt_days: days(env, vars::RETENTION_ATTEMPT_DAYS, 30, 1)?,
+    };
+    Ok(Config {
+        telnyx,
+        telnyx_api_key,
+        telnyx_api_base: telnyx_api_base.trim_end_matches('/').to_owned(),
+        telnyx_connection_id,
+        telnyx_messaging_profile_id,
+        twilio,
+        plivo,
+        public_base_url: public_base_url.trim_end_matches('/').to_owned(),
+        admin_token,
+        allow_private_endpoints,
+        retention,
+    })
 }

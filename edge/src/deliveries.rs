@@ -17,7 +17,7 @@ use exactly_core::Timestamp;
 use serde::{Deserialize, Serialize};
 use worker::{D1Database, Env, Headers, MessageBatch, MessageBuilder, MessageExt, Method, Queue, Request, RequestInit};
 
-use crate::bindings::{self, vars};
+use crate::bindings;
 use crate::config;
 use crate::db::{self, int, opt_text, text, time};
 use crate::error::EdgeError;
@@ -138,6 +138,8 @@ struct Due {
     url: Option<String>,
     secret: Option<String>,
     enabled: Option<f64>,
+    previous_secret: Option<String>,
+    previous_secret_expires_at: Option<f64>,
     payload: String,
 }
 
@@ -151,7 +153,8 @@ enum Answer {
 async fn attempt(env: &Env, db: &D1Database, delivery_id: &str) -> Result<&'static str, EdgeError> {
     let due: Option<Due> = db::first(db::stmt(
         db,
-        "SELECT d.id, d.event_id, d.status, d.attempts, d.next_attempt_at, d.endpoint_id, e.url, e.secret, e.enabled, o.payload
+        "SELECT d.id, d.event_id, d.status, d.attempts, d.next_attempt_at, d.endpoint_id, e.url, e.secret, e.enabled,
+                e.previous_secret, e.previous_secret_expires_at, o.payload
          FROM webhook_deliveries d
          JOIN outbound_events o ON o.id = d.event_id
          LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
@@ -185,19 +188,30 @@ async fn attempt(env: &Env, db: &D1Database, delivery_id: &str) -> Result<&'stat
         return Ok("claimed by another job");
     }
 
-    let allow_private = config::optional(env, vars::ALLOW_PRIVATE_ENDPOINTS).as_deref() == Some("true");
+    let allow_private = config::get(env)?.allow_private_endpoints;
     let answer = match (endpoint::check_url(url, allow_private), SigningSecret::parse(secret)) {
         (Err(problem), _) => Answer::Failure { status: None, error: format!("endpoint URL refused: {}", problem.message()), retry_after: None },
         (_, Err(_)) => Answer::Failure { status: None, error: "the endpoint secret is unreadable".into(), retry_after: None },
-        (Ok(()), Ok(secret)) => send(url, &secret, &due.event_id, &due.payload, started).await,
+        (Ok(()), Ok(secret)) => {
+            // During a rotation window the previous secret signs too.
+            let previous = match (&due.previous_secret, due.previous_secret_expires_at) {
+                (Some(old), Some(until)) if until as i64 > started.unix_millis() => SigningSecret::parse(old).ok(),
+                _ => None,
+            };
+            send(url, &secret, previous.as_ref(), &due.event_id, &due.payload, started).await
+        }
     };
     let latency_ms = now().unix_millis() - started.unix_millis();
     record(env, db, &due, number, started, latency_ms, answer).await
 }
 
-async fn send(url: &str, secret: &SigningSecret, event_id: &str, payload: &str, at: Timestamp) -> Answer {
+async fn send(url: &str, secret: &SigningSecret, previous: Option<&SigningSecret>, event_id: &str, payload: &str, at: Timestamp) -> Answer {
     let headers = Headers::new();
-    let signature = secret.sign(event_id, at, payload.as_bytes());
+    let mut signature = secret.sign(event_id, at, payload.as_bytes());
+    if let Some(previous) = previous {
+        signature.push(' ');
+        signature.push_str(&previous.sign(event_id, at, payload.as_bytes()));
+    }
     for (name, value) in [
         ("content-type", "application/json"),
         ("user-agent", "exactly-webhooks/1"),

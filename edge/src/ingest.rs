@@ -26,7 +26,7 @@ pub async fn webhook(provider: Provider, mut req: Request, env: &Env) -> Result<
     if crate::faults::d1_write_fails_once(&verified.event().event_id) {
         return Err(EdgeError::Unavailable("injected D1 write failure".into()));
     }
-    let stored = carrier_events::store(&db, &new_id("cev")?, &verified, payload, started).await?;
+    let (stored, rows_written) = carrier_events::store(&db, &new_id("cev")?, &verified, payload, started).await?;
     let (id, outcome) = match stored {
         // If this send fails the row stays unprocessed: the carrier's retry re-enqueues it
         // (below) and the sweeper finds it, so answering 503 loses nothing.
@@ -45,7 +45,7 @@ pub async fn webhook(provider: Provider, mut req: Request, env: &Env) -> Result<
         "{}",
         serde_json::json!({
             "request": "webhook", "provider": provider.as_str(), "event_id": event.event_id,
-            "event_type": event.event_type, "outcome": outcome,
+            "event_type": event.event_type, "outcome": outcome, "rows_written": rows_written,
             "latency_ms": now().unix_millis() - started.unix_millis(),
         })
     );
@@ -54,18 +54,18 @@ pub async fn webhook(provider: Provider, mut req: Request, env: &Env) -> Result<
 
 fn verify(provider: Provider, req: &Request, env: &Env, body: &[u8], now: Timestamp) -> Result<VerifiedEvent, EdgeError> {
     let header = |name: &str| req.headers().get(name).ok().flatten();
+    let config = config::get(env)?;
+    let not_set = |variable| EdgeError::Config { variable, problem: "is not set: this carrier's webhooks cannot be verified".into() };
     Ok(match provider {
         Provider::Twilio => {
-            let verifier = twilio::Verifier::new(&config::required(env, vars::TWILIO_AUTH_TOKEN)?)
-                .map_err(|e| EdgeError::Config { variable: vars::TWILIO_AUTH_TOKEN, problem: e.to_string() })?;
-            let url = signed_url(req, env)?;
+            let verifier = config.twilio.as_ref().ok_or_else(|| not_set(vars::TWILIO_AUTH_TOKEN))?;
+            let url = signed_url(req, &config)?;
             let (signature, settings) = (header(twilio::SIGNATURE_HEADER), header(twilio::SIGNATURE_SETTINGS_HEADER));
             verifier.verify(twilio::Request { url: &url, signature: signature.as_deref(), signature_settings: settings.as_deref(), body }, now)?
         }
         Provider::Plivo => {
-            let verifier = plivo::Verifier::new(&config::required(env, vars::PLIVO_AUTH_TOKEN)?)
-                .map_err(|e| EdgeError::Config { variable: vars::PLIVO_AUTH_TOKEN, problem: e.to_string() })?;
-            let url = signed_url(req, env)?;
+            let verifier = config.plivo.as_ref().ok_or_else(|| not_set(vars::PLIVO_AUTH_TOKEN))?;
+            let url = signed_url(req, &config)?;
             let (v3, v3_nonce) = (header(plivo::V3_SIGNATURE_HEADER), header(plivo::V3_NONCE_HEADER));
             let (v2, v2_nonce) = (header(plivo::V2_SIGNATURE_HEADER), header(plivo::V2_NONCE_HEADER));
             verifier.verify(
@@ -81,19 +81,16 @@ fn verify(provider: Provider, req: &Request, env: &Env, body: &[u8], now: Timest
             )?
         }
         _ => {
-            let keys = config::required(env, vars::TELNYX_PUBLIC_KEY)?;
-            let verifier = telnyx::Verifier::from_base64_keys(&keys)
-                .map_err(|e| EdgeError::Config { variable: vars::TELNYX_PUBLIC_KEY, problem: format!("is invalid: {e}") })?;
             let (signature, timestamp) = (header(telnyx::SIGNATURE_HEADER), header(telnyx::TIMESTAMP_HEADER));
-            verifier.verify(telnyx::Headers { signature: signature.as_deref(), timestamp: timestamp.as_deref() }, body, now)?
+            config.telnyx.verify(telnyx::Headers { signature: signature.as_deref(), timestamp: timestamp.as_deref() }, body, now)?
         }
     })
 }
 
 /// The URL the carrier signed: the public origin it was configured with, plus this request's
 /// path and query (a proxy in front of the worker may change the host the worker sees).
-fn signed_url(req: &Request, env: &Env) -> Result<String, EdgeError> {
-    let base = config::public_base_url(env)?;
+fn signed_url(req: &Request, config: &config::Config) -> Result<String, EdgeError> {
+    let base = &config.public_base_url;
     let url = req.url().map_err(|e| EdgeError::platform("request url", e))?;
     Ok(match url.query() {
         Some(query) => format!("{base}{}?{query}", url.path()),

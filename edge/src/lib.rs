@@ -9,7 +9,9 @@
 //! - [`call_events`]: `call.initiated` / `call.answered` / `call.hangup` and the ring they drive.
 //! - [`jobs`]: the `jobs` queue (producer and consumer) and its dead-letter queue.
 //! - [`deliveries`]: customer webhooks: the `deliveries` queue, signing, retries, disabling.
-//! - [`sweeper`]: the cron step that re-enqueues work whose job was lost.
+//! - [`sweeper`]: the cron step that re-enqueues work whose job was lost; [`retention`] the one
+//!   that prunes what is no longer needed.
+//! - [`health`]: `GET /healthz`.
 //! - SQL, one module per resource, guards in the `WHERE` clauses: [`carrier_events`],
 //!   [`messages`], [`calls`], [`outbox`] (customer events), [`usage`] (the ledger).
 //! - [`api`]: `/admin` and `/v1` handlers, one file per resource; [`auth`] and [`http`] helpers.
@@ -34,6 +36,7 @@ pub mod deliveries;
 pub mod dispatch;
 pub mod error;
 pub mod faults;
+pub mod health;
 pub mod http;
 pub mod ingest;
 pub mod jobs;
@@ -41,6 +44,7 @@ pub mod messages;
 pub mod outbox;
 pub mod platform;
 pub mod processor;
+pub mod retention;
 pub mod ring;
 pub mod sweeper;
 pub mod usage;
@@ -55,6 +59,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/admin/accounts"),
     ("POST", "/admin/numbers"),
     ("GET", "/admin/carrier_events"),
+    ("POST", "/admin/carrier_events/{id}/retry"),
+    ("POST", "/admin/carrier_events/retry"),
+    ("GET", "/admin/webhook_deliveries"),
+    ("POST", "/admin/webhook_deliveries/{id}/retry"),
     ("POST", "/v1/messages"),
     ("GET", "/v1/messages"),
     ("GET", "/v1/messages/{id}"),
@@ -66,10 +74,12 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/webhook_endpoints/{id}"),
     ("PATCH", "/v1/webhook_endpoints/{id}"),
     ("DELETE", "/v1/webhook_endpoints/{id}"),
+    ("POST", "/v1/webhook_endpoints/{id}/rotate_secret"),
     ("GET", "/v1/events"),
     ("GET", "/v1/events/{id}"),
     ("POST", "/v1/events/{id}/replay"),
     ("GET", "/openapi.json"),
+    ("GET", "/healthz"),
 ];
 
 /// The OpenAPI 3.1 description of `/v1` and `/admin`, served at `/openapi.json`.
@@ -79,6 +89,12 @@ async fn route(req: Request, env: &Env) -> Result<Response, EdgeError> {
     let method = req.method();
     let path = req.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    if segments.as_slice() == ["healthz"] {
+        return health::check(env).await;
+    }
+    // Validated once per isolate; until it is valid, every route answers 503 naming the
+    // variable.
+    config::get(env)?;
     match (method, segments.as_slice()) {
         (Method::Post, ["webhooks", "telnyx"]) => ingest::webhook(Provider::Telnyx, req, env).await,
         (Method::Post, ["webhooks", "twilio"]) => ingest::webhook(Provider::Twilio, req, env).await,
@@ -86,6 +102,10 @@ async fn route(req: Request, env: &Env) -> Result<Response, EdgeError> {
         (Method::Post, ["admin", "accounts"]) => api::admin::create_account(req, env).await,
         (Method::Post, ["admin", "numbers"]) => api::admin::create_number(req, env).await,
         (Method::Get, ["admin", "carrier_events"]) => api::admin::list_carrier_events(req, env).await,
+        (Method::Post, ["admin", "carrier_events", "retry"]) => api::admin::retry_failed_carrier_events(req, env).await,
+        (Method::Post, ["admin", "carrier_events", id, "retry"]) => api::admin::retry_carrier_event(req, env, id).await,
+        (Method::Get, ["admin", "webhook_deliveries"]) => api::admin::list_failed_deliveries(req, env).await,
+        (Method::Post, ["admin", "webhook_deliveries", id, "retry"]) => api::admin::retry_delivery(req, env, id).await,
         (Method::Post, ["v1", "messages"]) => api::messages::create(req, env).await,
         (Method::Get, ["v1", "messages"]) => api::messages::list(req, env).await,
         (Method::Get, ["v1", "messages", id]) => api::messages::get(req, env, id).await,
@@ -97,6 +117,7 @@ async fn route(req: Request, env: &Env) -> Result<Response, EdgeError> {
         (Method::Get, ["v1", "webhook_endpoints", id]) => api::webhook_endpoints::get(req, env, id).await,
         (Method::Patch, ["v1", "webhook_endpoints", id]) => api::webhook_endpoints::update(req, env, id).await,
         (Method::Delete, ["v1", "webhook_endpoints", id]) => api::webhook_endpoints::delete(req, env, id).await,
+        (Method::Post, ["v1", "webhook_endpoints", id, "rotate_secret"]) => api::webhook_endpoints::rotate_secret(req, env, id).await,
         (Method::Get, ["v1", "events"]) => api::events::list(req, env).await,
         (Method::Get, ["v1", "events", id]) => api::events::get(req, env, id).await,
         (Method::Post, ["v1", "events", id, "replay"]) => api::events::replay(req, env, id).await,
@@ -123,8 +144,21 @@ fn known_path(segments: &[&str]) -> bool {
 async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
     let path = req.path();
     let method = req.method().to_string();
+    let started = platform::now();
     match route(req, &env).await {
-        Ok(response) => Ok(response),
+        Ok(response) => {
+            // Webhook ingest logs its own, richer line.
+            if !path.starts_with("/webhooks/") {
+                worker::console_log!(
+                    "{}",
+                    serde_json::json!({
+                        "request": path, "method": method, "status": response.status_code(), "outcome": "ok",
+                        "latency_ms": platform::now().unix_millis() - started.unix_millis(),
+                    })
+                );
+            }
+            Ok(response)
+        }
         Err(error) => {
             let status = error.status();
             let line = serde_json::json!({
@@ -160,6 +194,10 @@ async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) 
 
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
+    match prune(&env).await {
+        Ok(pruned) => worker::console_log!("{}", serde_json::json!({"cron": "retention", "pruned": pruned})),
+        Err(e) => worker::console_error!("{}", serde_json::json!({"cron": "retention", "error": e.to_string()})),
+    }
     match sweeper::sweep(&env).await {
         Ok(report) => worker::console_log!(
             "{}",
@@ -167,6 +205,12 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
         ),
         Err(e) => worker::console_error!("{}", serde_json::json!({"cron": "sweep", "error": e.to_string()})),
     }
+}
+
+async fn prune(env: &Env) -> Result<retention::Pruned, EdgeError> {
+    let config = config::get(env)?;
+    let db = env.d1(bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))?;
+    retention::run(&db, config.retention, platform::now()).await
 }
 
 #[cfg(test)]

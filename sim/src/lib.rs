@@ -9,6 +9,7 @@
 //! - [`api`]: a small client of the worker's API.
 //! - [`carrier`]: a fake Telnyx REST API that records every request and misbehaves on request.
 //! - [`customer`]: a customer webhook endpoint that records deliveries and fails on request.
+//! - [`load`]: a fixed-concurrency load of signed deliveries, for the benchmark.
 //! - [`devkeys`]: reads the development signing keys that `make dev` writes to `.dev.keys`.
 
 pub mod api;
@@ -16,6 +17,7 @@ pub mod carrier;
 pub mod chaos;
 pub mod customer;
 pub mod devkeys;
+pub mod load;
 pub mod plivo;
 pub mod telnyx;
 pub mod twilio;

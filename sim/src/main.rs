@@ -18,6 +18,10 @@ const USAGE: &str = "usage:
       (default key file: .dev.keys, written by `make dev`).
   sim carrier [--listen 127.0.0.1:8788] [--worker http://127.0.0.1:8787] [--keys FILE]
       Serves a fake Telnyx REST API that records and answers sends (see sim::carrier).
+  sim keygen
+      Prints a new Telnyx-style key pair (TELNYX_PUBLIC_KEY=, TELNYX_PRIVATE_SEED=).
+  sim load URL KEYS PREFIX REQUESTS CONCURRENCY new|duplicate
+      Sends signed deliveries at fixed concurrency; prints p50/p99 and throughput as JSON.
   sim chaos|sms-inbound|sms-outbound|ring [--url http://127.0.0.1:8787] [--facts 500]
       [--duplicates 0.35] [--resigned 0.15] [--reorder 32] [--parallel 16] [--stale 0.05]
       [--seed 7] [--keys .dev.keys] [--vars .dev.vars]
@@ -88,6 +92,20 @@ fn run(args: &[String]) -> Result<(), String> {
                 }
                 seen = requests.len();
             }
+        }
+        [cmd] if cmd == "keygen" => {
+            let signer = sim::telnyx::Signer::generate();
+            println!("TELNYX_PUBLIC_KEY={}", signer.public_key_base64());
+            println!("TELNYX_PRIVATE_SEED={}", signer.seed_base64());
+            Ok(())
+        }
+        [cmd, url, keys, prefix, requests, concurrency, mode] if cmd == "load" => {
+            let signer = sim::devkeys::telnyx_signer(std::path::Path::new(keys))?;
+            let requests = requests.parse().map_err(|_| "requests is a number")?;
+            let concurrency = concurrency.parse().map_err(|_| "concurrency is a number")?;
+            let measured = sim::load::run(url, &signer, prefix, requests, concurrency, mode == "duplicate");
+            println!("{}", serde_json::to_string(&measured).map_err(|e| e.to_string())?);
+            Ok(())
         }
         [cmd, rest @ ..] if matches!(cmd.as_str(), "chaos" | "sms-inbound" | "sms-outbound" | "ring") => scenario(cmd, rest),
         _ => Err("unknown command".into()),

@@ -48,6 +48,11 @@ impl Signer {
         Self::from_seed(seed)
     }
 
+    /// The base64 private seed, as `.dev.keys` stores it.
+    pub fn seed_base64(&self) -> String {
+        STANDARD.encode(self.key.to_bytes())
+    }
+
     /// The base64 public key, as the worker's `TELNYX_PUBLIC_KEY` expects it.
     pub fn public_key_base64(&self) -> String {
         STANDARD.encode(self.key.verifying_key().as_bytes())

@@ -20,7 +20,7 @@ use sim::customer::CustomerEndpoint;
 use sim::telnyx::Signer;
 
 /// The admin token the test worker is configured with.
-pub const ADMIN_TOKEN: &str = "e2e-admin-token";
+pub const ADMIN_TOKEN: &str = "e2e-admin-token-0123456789";
 /// The Twilio auth token the test worker is configured with.
 pub const TWILIO_TOKEN: &str = "e2e-twilio-token";
 /// The Plivo auth token the test worker is configured with.
@@ -94,7 +94,7 @@ impl Worker {
 
     /// Like [`Worker::start`], with some variables set differently.
     pub fn start_with(overrides: &[(&str, &str)]) -> Self {
-        let dir = root().join("target/e2e").join(format!("run-{}-{}", std::process::id(), sim::unix_now()));
+        let dir = root().join("target/e2e").join(format!("run-{}-{}-{}", std::process::id(), sim::unix_now(), &sim::random_hex()[..6]));
         fs::create_dir_all(&dir).expect("create the run directory");
         write_config(&dir);
         let status = npx(&root())

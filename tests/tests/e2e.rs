@@ -12,6 +12,7 @@ mod calls;
 mod chaos;
 mod ingest;
 mod messaging;
+mod operations;
 mod webhooks;
 
 /// A test body: it panics (through `assert!`) to fail.
@@ -19,7 +20,7 @@ pub type TestFn = fn(&Worker);
 
 fn main() {
     let args = Arguments::from_args();
-    let all: Vec<(&str, TestFn)> = [ingest::TESTS, messaging::TESTS, calls::TESTS, webhooks::TESTS, chaos::TESTS].concat();
+    let all: Vec<(&str, TestFn)> = [ingest::TESTS, messaging::TESTS, calls::TESTS, webhooks::TESTS, chaos::TESTS, operations::TESTS].concat();
     if args.list {
         let trials = all.into_iter().map(|(name, _)| Trial::test(name, || Ok(()))).collect();
         libtest_mimic::run(&args, trials).exit();

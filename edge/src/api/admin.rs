@@ -119,3 +119,91 @@ pub async fn list_carrier_events(req: Request, env: &Env) -> Result<Response, Ed
         .collect();
     http::json(200, &page(data, next))
 }
+
+/// `POST /admin/carrier_events/{id}/retry`: re-drives a failed (or stuck) event. As idempotent
+/// as the first run: a processed event is left alone, and a second re-drive of a pending one
+/// only enqueues a job the guards make a no-op.
+pub async fn retry_carrier_event(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+    auth::admin(&req, env)?;
+    let db = database(env)?;
+    let row = carrier_events::load(&db, id).await?.ok_or(EdgeError::NotFound)?;
+    if row.processed_at.is_some() {
+        return http::json(200, &json!({ "id": row.id, "status": "processed", "requeued": false }));
+    }
+    carrier_events::clear_failure(&db, std::slice::from_ref(&row.id)).await?;
+    crate::jobs::enqueue(env, crate::jobs::Job::CarrierEvent { id: row.id.clone() }).await?;
+    http::json(202, &json!({ "id": row.id, "status": "pending", "requeued": true }))
+}
+
+/// `POST /admin/carrier_events/retry?status=failed`: re-drives up to 100 failed events at once.
+pub async fn retry_failed_carrier_events(req: Request, env: &Env) -> Result<Response, EdgeError> {
+    auth::admin(&req, env)?;
+    let params = http::query(&req);
+    if http::param(&params, "status").unwrap_or("failed") != "failed" {
+        return Err(EdgeError::invalid("status", "only failed events are re-driven in bulk"));
+    }
+    let db = database(env)?;
+    let ids: Vec<String> = carrier_events::list(&db, "failed", None, 100).await?.into_iter().map(|r| r.id).collect();
+    carrier_events::clear_failure(&db, &ids).await?;
+    let jobs = ids.iter().map(|id| crate::jobs::Job::CarrierEvent { id: id.clone() }).collect();
+    crate::jobs::enqueue_many(env, jobs).await?;
+    http::json(202, &json!({ "requeued": ids.len(), "ids": ids }))
+}
+
+#[derive(Deserialize)]
+struct FailedDelivery {
+    id: String,
+    event_id: String,
+    endpoint_id: String,
+    account_id: String,
+    attempts: f64,
+    last_error: Option<String>,
+    updated_at: f64,
+}
+
+/// `GET /admin/webhook_deliveries?status=failed`: exhausted (or refused) customer deliveries.
+pub async fn list_failed_deliveries(req: Request, env: &Env) -> Result<Response, EdgeError> {
+    auth::admin(&req, env)?;
+    let params = http::query(&req);
+    let status = http::param(&params, "status").unwrap_or("failed");
+    if !matches!(status, "failed" | "pending" | "succeeded") {
+        return Err(EdgeError::invalid("status", "must be failed, pending or succeeded"));
+    }
+    let limit = http::limit(&params)?;
+    let rows: Vec<FailedDelivery> = db::all(db::stmt(
+        &database(env)?,
+        "SELECT id, event_id, endpoint_id, account_id, attempts, last_error, updated_at FROM webhook_deliveries
+         WHERE status = ?1 ORDER BY updated_at DESC, id DESC LIMIT ?2",
+        &[text(status), db::int(i64::from(limit))],
+    )?)
+    .await?;
+    let data = rows
+        .iter()
+        .map(|d| json!({
+            "id": d.id, "event_id": d.event_id, "endpoint_id": d.endpoint_id, "account_id": d.account_id,
+            "attempts": d.attempts as i64, "last_error": d.last_error, "updated_at": db::millis(d.updated_at).to_rfc3339(),
+        }))
+        .collect();
+    http::json(200, &page(data, None))
+}
+
+/// `POST /admin/webhook_deliveries/{id}/retry`: one more attempt of a failed delivery, now.
+pub async fn retry_delivery(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+    auth::admin(&req, env)?;
+    let db = database(env)?;
+    let changed = db::run(db::stmt(
+        &db,
+        "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?2, updated_at = ?2 WHERE id = ?1 AND status = 'failed'",
+        &[text(id), time(now())],
+    )?)
+    .await?;
+    if changed == 0 {
+        let exists: Option<Value> = db::first(db::stmt(&db, "SELECT id FROM webhook_deliveries WHERE id = ?1", &[text(id)])?).await?;
+        return match exists {
+            None => Err(EdgeError::NotFound),
+            Some(_) => Err(EdgeError::Conflict { code: "not_failed", message: "only a failed delivery is re-driven".into() }),
+        };
+    }
+    crate::deliveries::enqueue_many(env, vec![id.to_owned()]).await?;
+    http::json(202, &json!({ "id": id, "status": "pending" }))
+}

@@ -8,7 +8,7 @@ use worker::{D1Database, Env, Request, Response};
 
 use crate::api::page;
 use crate::auth;
-use crate::bindings::{self, vars};
+use crate::bindings;
 use crate::config;
 use crate::db::{self, int, text, time};
 use crate::error::EdgeError;
@@ -49,7 +49,7 @@ fn database(env: &Env) -> Result<D1Database, EdgeError> {
 }
 
 fn check_url(env: &Env, url: &str) -> Result<(), EdgeError> {
-    let allow_private = config::optional(env, vars::ALLOW_PRIVATE_ENDPOINTS).as_deref() == Some("true");
+    let allow_private = config::get(env)?.allow_private_endpoints;
     endpoint::check_url(url, allow_private).map_err(|problem| EdgeError::invalid("url", problem.message()))
 }
 
@@ -178,4 +178,30 @@ pub async fn delete(req: Request, env: &Env, id: &str) -> Result<Response, EdgeE
         return Err(EdgeError::NotFound);
     }
     Ok(Response::empty().map_err(|e| EdgeError::platform("respond", e))?.with_status(204))
+}
+
+/// How long the previous secret keeps signing after a rotation.
+const ROTATION_WINDOW_MILLIS: i64 = 24 * 3600 * 1000;
+
+/// `POST /v1/webhook_endpoints/{id}/rotate_secret` -> `{secret}`: a new `whsec_` secret. For 24
+/// hours every delivery carries a signature under each of the two secrets (space-separated in
+/// `webhook-signature`, as Standard Webhooks allows), so receivers switch without downtime.
+pub async fn rotate_secret(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+    let db = database(env)?;
+    let account = auth::account(&req, &db).await?;
+    find(&db, &account.id, id).await?;
+    let mut key = [0u8; 32];
+    getrandom::getrandom(&mut key).map_err(|e| EdgeError::platform("random", e))?;
+    let secret = SigningSecret::from_bytes(&key).to_whsec();
+    let at = now();
+    db::run(db::stmt(
+        &db,
+        "UPDATE webhook_endpoints SET previous_secret = secret, previous_secret_expires_at = ?4, secret = ?3, updated_at = ?5
+         WHERE id = ?1 AND account_id = ?2",
+        &[text(id), text(&account.id), text(&secret), int(at.unix_millis() + ROTATION_WINDOW_MILLIS), time(at)],
+    )?)
+    .await?;
+    let mut shown = find(&db, &account.id, id).await?.to_json();
+    shown["secret"] = json!(secret);
+    http::json(200, &shown)
 }

@@ -1,0 +1,30 @@
+//! `GET /healthz`: readiness without secrets: the configuration is valid and D1 answers.
+
+use serde_json::json;
+use worker::{Env, Response};
+
+use crate::bindings;
+use crate::config;
+use crate::db;
+use crate::error::EdgeError;
+
+/// 200 when ready, 503 otherwise; the body says which check failed (naming a variable, never
+/// its value).
+pub async fn check(env: &Env) -> Result<Response, EdgeError> {
+    let config = match config::get(env) {
+        Ok(_) => "ok".to_owned(),
+        Err(e) => e.to_string(),
+    };
+    let d1 = match env.d1(bindings::DB) {
+        Ok(db) => match db::run(db::stmt(&db, "SELECT 1", &[])?).await {
+            Ok(_) => "ok".to_owned(),
+            Err(_) => "unreachable".to_owned(),
+        },
+        Err(_) => "binding missing".to_owned(),
+    };
+    let ready = config == "ok" && d1 == "ok";
+    crate::http::json(if ready { 200 } else { 503 }, &json!({
+        "status": if ready { "ok" } else { "unavailable" },
+        "checks": { "config": config, "d1": d1 },
+    }))
+}

@@ -1,0 +1,153 @@
+//! Operating it: configuration validation, readiness, re-driving dead letters, retention and
+//! secret rotation.
+
+use std::thread;
+use std::time::Duration;
+
+use exactly_core::webhook::SigningSecret;
+use exactly_core::Timestamp;
+use exactly_tests::{fresh_number, lit, Worker, ADMIN_TOKEN};
+use serde_json::json;
+
+use crate::TestFn;
+
+pub const TESTS: &[(&str, TestFn)] = &[
+    ("operations::each_required_variable_missing_is_a_clear_503", each_required_variable_missing_is_a_clear_503),
+    ("operations::healthz_reports_readiness_without_secrets", healthz_reports_readiness_without_secrets),
+    ("operations::redriving_a_failed_event_twice_has_one_effect", redriving_a_failed_event_twice_has_one_effect),
+    ("operations::retention_prunes_payloads_and_keeps_dedupe_keys", retention_prunes_payloads_and_keeps_dedupe_keys),
+    ("operations::rotated_endpoint_secret_signs_with_both_for_a_while", rotated_endpoint_secret_signs_with_both_for_a_while),
+];
+
+fn each_required_variable_missing_is_a_clear_503(_shared: &Worker) {
+    let cases = [
+        ("TELNYX_PUBLIC_KEY", ""),
+        ("TELNYX_PUBLIC_KEY", "not-a-key"),
+        ("TELNYX_API_KEY", ""),
+        ("TELNYX_CONNECTION_ID", ""),
+        ("PUBLIC_BASE_URL", ""),
+        ("ADMIN_TOKEN", ""),
+    ];
+    thread::scope(|s| {
+        for (variable, value) in cases {
+            s.spawn(move || {
+                let w = Worker::start_with(&[(variable, value)]);
+                for path in ["/v1/messages", "/webhooks/telnyx", "/admin/carrier_events"] {
+                    let a = if path.starts_with("/webhooks") { w.deliver_telnyx("{}") } else { w.call("GET", path, "sk_x", None, &[]) };
+                    assert_eq!(a.status, 503, "{variable}={value:?} {path}: {}", a.body);
+                    let error = &a.json()["error"];
+                    assert_eq!(error["code"], "misconfigured", "{}", a.body);
+                    assert!(error["message"].as_str().unwrap_or("").contains(variable), "names {variable}: {}", a.body);
+                    assert!(!a.body.contains("e2e-telnyx-api-key") && !a.body.contains(ADMIN_TOKEN), "no secret values: {}", a.body);
+                }
+                let health = w.get("/healthz");
+                assert_eq!(health.status, 503, "{}", health.body);
+                assert!(health.json()["checks"]["config"].as_str().unwrap_or("").contains(variable), "{}", health.body);
+                assert!(w.log_lines(&["misconfigured", variable]) + w.log_lines(&[variable, "503"]) >= 1, "the error is logged");
+            });
+        }
+    });
+}
+
+fn healthz_reports_readiness_without_secrets(w: &Worker) {
+    let a = w.get("/healthz");
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.json(), json!({"status": "ok", "checks": {"config": "ok", "d1": "ok"}}));
+    assert!(!a.body.contains(ADMIN_TOKEN));
+}
+
+fn inbound(event_id: &str, number: &str) -> String {
+    sim::telnyx::envelope(event_id, "message.received", "2026-11-30T10:00:00Z", json!({
+        "id": format!("msg-{event_id}"), "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": number}], "text": "again",
+    }), 1)
+}
+
+fn state(w: &Worker, event_id: &str) -> serde_json::Value {
+    w.sql(&format!("SELECT processed_at, error, payload FROM carrier_events WHERE carrier_event_id = {}", lit(event_id))).into_iter().next().unwrap_or_default()
+}
+
+fn redriving_a_failed_event_twice_has_one_effect(w: &Worker) {
+    let number = fresh_number();
+    let event_id = format!("redrive-{}", sim::random_hex());
+    assert_eq!(w.deliver_telnyx(&inbound(&event_id, &number)).status, 200);
+    // Nobody owns the number yet: a visible dead letter.
+    assert!(w.eventually(Duration::from_secs(30), || state(w, &event_id)["error"].is_string()));
+    let row_id = w.sql(&format!("SELECT id FROM carrier_events WHERE carrier_event_id = {}", lit(&event_id)))[0]["id"].as_str().unwrap().to_owned();
+    let (account, key) = w.create_account("redrive");
+    w.create_number(&account, &number, &[]);
+    let first = w.call("POST", &format!("/admin/carrier_events/{row_id}/retry"), ADMIN_TOKEN, None, &[]);
+    let second = w.call("POST", &format!("/admin/carrier_events/{row_id}/retry"), ADMIN_TOKEN, None, &[]);
+    assert!(matches!(first.status, 200 | 202) && matches!(second.status, 200 | 202), "{} / {}", first.body, second.body);
+    assert!(w.eventually(Duration::from_secs(30), || state(w, &event_id)["processed_at"].is_number()));
+    let third = w.call("POST", &format!("/admin/carrier_events/{row_id}/retry"), ADMIN_TOKEN, None, &[]);
+    assert_eq!((third.status, third.json()["status"].as_str()), (200, Some("processed")));
+    thread::sleep(Duration::from_secs(2));
+    let messages = w.call("GET", "/v1/messages", &key, None, &[]).json();
+    assert_eq!(messages["data"].as_array().map(Vec::len), Some(1), "one message: {messages}");
+    let id = messages["data"][0]["id"].as_str().unwrap();
+    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM outbound_events WHERE resource_id = {} AND type = 'message.received'", lit(id))), 1);
+
+    // In bulk: another dead letter, re-driven with every other failed one.
+    let number2 = fresh_number();
+    let bulk = format!("redrive-bulk-{}", sim::random_hex());
+    assert_eq!(w.deliver_telnyx(&inbound(&bulk, &number2)).status, 200);
+    assert!(w.eventually(Duration::from_secs(30), || state(w, &bulk)["error"].is_string()));
+    w.create_number(&account, &number2, &[]);
+    let a = w.call("POST", "/admin/carrier_events/retry?status=failed", ADMIN_TOKEN, None, &[]);
+    assert_eq!(a.status, 202, "{}", a.body);
+    assert!(a.json()["requeued"].as_u64().unwrap_or(0) >= 1);
+    assert!(w.eventually(Duration::from_secs(30), || state(w, &bulk)["processed_at"].is_number()));
+    assert_eq!(w.call("POST", "/admin/carrier_events/cev_nope/retry", ADMIN_TOKEN, None, &[]).status, 404);
+}
+
+fn retention_prunes_payloads_and_keeps_dedupe_keys(_shared: &Worker) {
+    // Its own worker: moving every row's clock back would disturb the other tests.
+    let w = Worker::start();
+    let (account, key) = w.create_account("retention");
+    let number = fresh_number();
+    w.create_number(&account, &number, &[]);
+    let event_id = format!("retained-{}", sim::random_hex());
+    let body = inbound(&event_id, &number);
+    assert_eq!(w.deliver_telnyx(&body).status, 200);
+    assert!(w.eventually(Duration::from_secs(30), || state(&w, &event_id)["processed_at"].is_number()));
+    // 31 days later, the payload goes and the dedupe key stays.
+    w.sql("UPDATE carrier_events SET created_at = created_at - 31 * 86400000");
+    assert_eq!(w.cron().status, 200);
+    assert!(w.eventually(Duration::from_secs(20), || state(&w, &event_id)["payload"].is_null()), "payload pruned");
+    let again = w.deliver_telnyx(&body);
+    assert_eq!((again.status, again.json()["outcome"].as_str()), (200, Some("duplicate")), "{}", again.body);
+    thread::sleep(Duration::from_secs(2));
+    let messages = w.call("GET", "/v1/messages", &key, None, &[]).json();
+    assert_eq!(messages["data"].as_array().map(Vec::len), Some(1), "no second effect: {messages}");
+    // After the event retention (90 days by default) the row itself goes.
+    w.sql("UPDATE carrier_events SET created_at = created_at - 60 * 86400000");
+    assert_eq!(w.cron().status, 200);
+    let gone = w.eventually(Duration::from_secs(20), || {
+        w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {}", lit(&event_id))) == 0
+    });
+    assert!(gone, "the dedupe key is deleted after the event retention");
+    assert!(w.log_lines(&["\"cron\":\"retention\""]) >= 2);
+}
+
+fn rotated_endpoint_secret_signs_with_both_for_a_while(w: &Worker) {
+    let (account, key) = w.create_account("rotation");
+    let number = fresh_number();
+    w.create_number(&account, &number, &[]);
+    let path = format!("/rotate/{}", sim::random_hex());
+    let created = w.call("POST", "/v1/webhook_endpoints", &key, Some(&json!({"url": format!("{}{path}", w.customer.base), "event_types": ["message.received"]})), &[]).json();
+    let (id, old) = (created["id"].as_str().unwrap().to_owned(), created["secret"].as_str().unwrap().to_owned());
+    let rotated = w.call("POST", &format!("/v1/webhook_endpoints/{id}/rotate_secret"), &key, None, &[]);
+    assert_eq!(rotated.status, 200, "{}", rotated.body);
+    let new = rotated.json()["secret"].as_str().unwrap().to_owned();
+    assert_ne!(new, old);
+    let event_id = format!("rotate-{}", sim::random_hex());
+    assert_eq!(w.deliver_telnyx(&inbound(&event_id, &number)).status, 200);
+    assert!(w.eventually(Duration::from_secs(30), || !w.customer.received(&path).is_empty()));
+    let got = &w.customer.received(&path)[0];
+    let (webhook_id, ts, sigs) = (got.header("webhook-id").unwrap(), got.header("webhook-timestamp").unwrap(), got.header("webhook-signature").unwrap());
+    assert_eq!(sigs.split(' ').count(), 2, "two signatures during the rotation: {sigs}");
+    let now = Timestamp::from_unix_seconds(sim::unix_now());
+    for secret in [&old, &new] {
+        assert!(SigningSecret::parse(secret).unwrap().verify(webhook_id, ts, sigs, got.body.as_bytes(), now), "verifies under {}", &secret[..10]);
+    }
+}
