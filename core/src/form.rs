@@ -94,11 +94,20 @@ impl<'a> Url<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    /// A JSON object of strings as a form body (for the signature vectors).
+    pub(crate) fn form_body(params: &serde_json::Value) -> String {
+        let mut s = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in params.as_object().expect("an object of parameters") {
+            s.append_pair(k, v.as_str().expect("string values"));
+        }
+        s.finish()
+    }
 
     #[test]
     fn form_pairs_decode() {

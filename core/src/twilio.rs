@@ -253,13 +253,7 @@ mod tests {
     const SDK_VECTORS: &str = include_str!("../tests/vectors/sdk_vectors.json");
     const NOW: Timestamp = Timestamp::from_unix_seconds(1_700_000_000);
 
-    fn form_body(params: &Value) -> String {
-        let mut s = form_urlencoded::Serializer::new(String::new());
-        for (k, v) in params.as_object().unwrap() {
-            s.append_pair(k, v.as_str().unwrap());
-        }
-        s.finish()
-    }
+    use crate::form::tests::form_body;
 
     fn sign(token: &str, url: &str, body: &str) -> String {
         let pairs = form::parse(body.as_bytes());

@@ -151,10 +151,7 @@ pub async fn get(db: &D1Database, account_id: &str, id: &str) -> Result<Option<C
 
 /// A page of an account's calls, newest first.
 pub async fn list(db: &D1Database, account_id: &str, status: Option<&str>, cursor: Option<Cursor>, limit: u32) -> Result<Vec<Call>, EdgeError> {
-    let (at, id) = match &cursor {
-        Some(c) => (int(c.created_at), text(&c.id)),
-        None => (wasm_bindgen::JsValue::NULL, wasm_bindgen::JsValue::NULL),
-    };
+    let (at, id) = Cursor::args(&cursor);
     db::all(db::stmt(
         db,
         &format!(

@@ -193,10 +193,7 @@ pub async fn list(db: &D1Database, state: &str, cursor: Option<crate::http::Curs
         "pending" => "processed_at IS NULL AND error IS NULL",
         _ => "processed_at IS NOT NULL",
     };
-    let (at, id) = match &cursor {
-        Some(c) => (int(c.created_at), text(&c.id)),
-        None => (wasm_bindgen::JsValue::NULL, wasm_bindgen::JsValue::NULL),
-    };
+    let (at, id) = crate::http::Cursor::args(&cursor);
     db::all(db::stmt(
         db,
         &format!(

@@ -68,6 +68,26 @@ impl Cursor {
         URL_SAFE_NO_PAD.encode(format!("{}:{}", self.created_at, self.id))
     }
 
+    /// The cursor as the two SQL arguments of a page query (`created_at`, `id`), NULL for the
+    /// first page.
+    pub fn args(cursor: &Option<Cursor>) -> (wasm_bindgen::JsValue, wasm_bindgen::JsValue) {
+        match cursor {
+            Some(c) => (crate::db::int(c.created_at), crate::db::text(&c.id)),
+            None => (wasm_bindgen::JsValue::NULL, wasm_bindgen::JsValue::NULL),
+        }
+    }
+
+    /// The cursor of the next page: after the last of `rows` when the page was full.
+    pub fn after<T>(rows: &[T], limit: u32, key: impl Fn(&T) -> (f64, &str)) -> Option<Cursor> {
+        if rows.len() != limit as usize {
+            return None;
+        }
+        rows.last().map(|last| {
+            let (created_at, id) = key(last);
+            Cursor { created_at: created_at as i64, id: id.to_owned() }
+        })
+    }
+
     /// Reads the `cursor` parameter; 422 when it is not one this API handed out.
     pub fn from_params(params: &[(String, String)]) -> Result<Option<Self>, EdgeError> {
         let Some(text) = param(params, "cursor") else { return Ok(None) };

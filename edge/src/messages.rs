@@ -146,10 +146,7 @@ pub struct ListFilter<'a> {
 
 /// A page of an account's messages, newest first.
 pub async fn list(db: &D1Database, account_id: &str, filter: ListFilter<'_>) -> Result<Vec<Message>, EdgeError> {
-    let (cursor_at, cursor_id) = match &filter.cursor {
-        Some(c) => (int(c.created_at), text(&c.id)),
-        None => (wasm_bindgen::JsValue::NULL, wasm_bindgen::JsValue::NULL),
-    };
+    let (cursor_at, cursor_id) = Cursor::args(&filter.cursor);
     db::all(db::stmt(
         db,
         &format!(

@@ -26,21 +26,8 @@ pub const TWILIO_TOKEN: &str = "e2e-twilio-token";
 /// The Plivo auth token the test worker is configured with.
 pub const PLIVO_TOKEN: &str = "e2e-plivo-token";
 
-/// The answer to one HTTP request.
-#[derive(Debug)]
-pub struct Answer {
-    /// The HTTP status.
-    pub status: u16,
-    /// The body, as text.
-    pub body: String,
-}
-
-impl Answer {
-    /// The body as JSON (Null when it is not JSON).
-    pub fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or(Value::Null)
-    }
-}
+/// The answer to one HTTP request (status 0 when no HTTP answer came back).
+pub use sim::api::Answer;
 
 /// A running worker.
 pub struct Worker {

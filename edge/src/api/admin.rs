@@ -102,9 +102,7 @@ pub async fn list_carrier_events(req: Request, env: &Env) -> Result<Response, Ed
     }
     let limit = http::limit(&params)?;
     let rows = carrier_events::list(&database(env)?, state, Cursor::from_params(&params)?, limit).await?;
-    let next = (rows.len() == limit as usize)
-        .then(|| rows.last().map(|r| Cursor { created_at: r.created_at as i64, id: r.id.clone() }))
-        .flatten();
+    let next = Cursor::after(&rows, limit, |r| (r.created_at, &r.id));
     let data = rows
         .iter()
         .map(|r| {

@@ -34,9 +34,7 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
     }
     let limit = http::limit(&params)?;
     let rows = calls::list(&db, &account.id, status, Cursor::from_params(&params)?, limit).await?;
-    let next = (rows.len() == limit as usize)
-        .then(|| rows.last().map(|c| Cursor { created_at: c.created_at as i64, id: c.id.clone() }))
-        .flatten();
+    let next = Cursor::after(&rows, limit, |c| (c.created_at, &c.id));
     let mut data = Vec::with_capacity(rows.len());
     for call in &rows {
         data.push(call.to_json(&calls::legs(&db, &call.id).await?));

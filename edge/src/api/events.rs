@@ -36,10 +36,7 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
     let account = auth::account(&req, &db).await?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;
-    let (at, after) = match Cursor::from_params(&params)? {
-        Some(c) => (int(c.created_at), text(&c.id)),
-        None => (wasm_bindgen::JsValue::NULL, wasm_bindgen::JsValue::NULL),
-    };
+    let (at, after) = Cursor::args(&Cursor::from_params(&params)?);
     let rows: Vec<EventRow> = db::all(db::stmt(
         &db,
         "SELECT id, payload, created_at FROM outbound_events WHERE account_id = ?1 AND (?2 IS NULL OR type = ?2)
@@ -48,7 +45,7 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
         &[text(&account.id), opt_text(http::param(&params, "type")), at, after, int(i64::from(limit))],
     )?)
     .await?;
-    let next = (rows.len() == limit as usize).then(|| rows.last().map(|r| Cursor { created_at: r.created_at as i64, id: r.id.clone() })).flatten();
+    let next = Cursor::after(&rows, limit, |r| (r.created_at, &r.id));
     let data = rows.iter().map(|r| serde_json::from_str::<Value>(&r.payload).unwrap_or(Value::Null)).collect();
     http::json(200, &page(data, next))
 }

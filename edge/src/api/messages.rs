@@ -111,8 +111,6 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
     }
     let limit = http::limit(&params)?;
     let rows = messages::list(&db, &account.id, ListFilter { status, direction, cursor: Cursor::from_params(&params)?, limit }).await?;
-    let next = (rows.len() == limit as usize)
-        .then(|| rows.last().map(|m| Cursor { created_at: m.created_at as i64, id: m.id.clone() }))
-        .flatten();
+    let next = Cursor::after(&rows, limit, |m| (m.created_at, &m.id));
     http::json(200, &page(rows.iter().map(|m| m.to_json()).collect(), next))
 }

@@ -109,10 +109,7 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
     let account = auth::account(&req, &db).await?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;
-    let (at, after) = match Cursor::from_params(&params)? {
-        Some(c) => (int(c.created_at), text(&c.id)),
-        None => (wasm_bindgen::JsValue::NULL, wasm_bindgen::JsValue::NULL),
-    };
+    let (at, after) = Cursor::args(&Cursor::from_params(&params)?);
     let rows: Vec<Row> = db::all(db::stmt(
         &db,
         &format!(
@@ -123,7 +120,7 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
         &[text(&account.id), at, after, int(i64::from(limit))],
     )?)
     .await?;
-    let next = (rows.len() == limit as usize).then(|| rows.last().map(|r| Cursor { created_at: r.created_at as i64, id: r.id.clone() })).flatten();
+    let next = Cursor::after(&rows, limit, |r| (r.created_at, &r.id));
     http::json(200, &page(rows.iter().map(Row::to_json).collect(), next))
 }
 
