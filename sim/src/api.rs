@@ -14,6 +14,17 @@ pub struct Answer {
 }
 
 impl Answer {
+    /// The answer of a ureq call: any HTTP status is an answer; no answer at all is status 0.
+    pub fn from_result(result: Result<ureq::Response, ureq::Error>) -> Self {
+        match result {
+            Ok(r) | Err(ureq::Error::Status(_, r)) => {
+                let status = r.status();
+                Answer { status, body: r.into_string().unwrap_or_default() }
+            }
+            Err(e) => Answer { status: 0, body: e.to_string() },
+        }
+    }
+
     /// The body as JSON (Null when it is not JSON).
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or(Value::Null)
@@ -35,20 +46,10 @@ impl Client {
         Self { base: base.trim_end_matches('/').to_owned(), agent }
     }
 
-    fn answer(result: Result<ureq::Response, ureq::Error>) -> Answer {
-        match result {
-            Ok(r) | Err(ureq::Error::Status(_, r)) => {
-                let status = r.status();
-                Answer { status, body: r.into_string().unwrap_or_default() }
-            }
-            Err(e) => Answer { status: 0, body: e.to_string() },
-        }
-    }
-
     /// A request with a bearer token and an optional JSON body.
     pub fn call(&self, method: &str, path: &str, token: &str, body: Option<&Value>) -> Answer {
         let req = self.agent.request(method, &format!("{}{path}", self.base)).set("authorization", &format!("Bearer {token}"));
-        Self::answer(match body {
+        Answer::from_result(match body {
             Some(json) => req.send_json(json.clone()),
             None => req.call(),
         })
@@ -60,7 +61,7 @@ impl Client {
         for (name, value) in headers {
             req = req.set(name, value);
         }
-        Self::answer(req.send_bytes(body))
+        Answer::from_result(req.send_bytes(body))
     }
 
     /// Every item of a paginated list (`{data, next_cursor}`), following cursors.

@@ -92,13 +92,8 @@ pub fn deliver(base: &str, signer: &Signer, body: &str, unix_seconds: i64) -> (u
         .set("telnyx-timestamp", &h.timestamp)
         .set("telnyx-signature-ed25519", &h.signature)
         .send_string(body);
-    match result {
-        Ok(r) | Err(ureq::Error::Status(_, r)) => {
-            let status = r.status();
-            (status, r.into_string().unwrap_or_default())
-        }
-        Err(e) => (0, e.to_string()),
-    }
+    let answer = crate::api::Answer::from_result(result);
+    (answer.status, answer.body)
 }
 
 #[cfg(test)]

@@ -187,19 +187,9 @@ impl Worker {
         lines[lines.len().saturating_sub(40)..].join("\n")
     }
 
-    fn answer(result: Result<ureq::Response, ureq::Error>) -> Answer {
-        match result {
-            Ok(r) | Err(ureq::Error::Status(_, r)) => {
-                let status = r.status();
-                Answer { status, body: r.into_string().unwrap_or_default() }
-            }
-            Err(e) => Answer { status: 0, body: e.to_string() },
-        }
-    }
-
     /// `GET path`. Status 0 means no HTTP answer at all.
     pub fn get(&self, path: &str) -> Answer {
-        Self::answer(self.agent.get(&format!("{}{path}", self.base)).call())
+        Answer::from_result(self.agent.get(&format!("{}{path}", self.base)).call())
     }
 
     /// `POST path` with raw bytes and the given headers.
@@ -208,7 +198,7 @@ impl Worker {
         for (name, value) in headers {
             req = req.set(name, value);
         }
-        Self::answer(req.send_bytes(body))
+        Answer::from_result(req.send_bytes(body))
     }
 
     /// Delivers `body` to `/webhooks/telnyx`, signed now with the worker's key.
@@ -267,7 +257,7 @@ impl Worker {
         for (name, value) in headers {
             req = req.set(name, value);
         }
-        Self::answer(match body {
+        Answer::from_result(match body {
             Some(json) => req.send_json(json.clone()),
             None => req.call(),
         })
