@@ -1,7 +1,8 @@
 //! The `carrier_events` table: one row per provider event id, guarded by
 //! `UNIQUE (carrier, carrier_event_id)`.
 //!
-//! Duplicates are told apart by rows changed (`meta.changes`), never by error text. An event
+//! Duplicates are told apart by rows changed (`meta.changes`), never by error text. The id is
+//! the rowid (`INTEGER PRIMARY KEY`), handed around as its decimal text. An event
 //! is settled once: `processed_at` (its effects committed, in the same batch) or `error` (a
 //! visible, permanent failure).
 
@@ -55,18 +56,18 @@ struct KeyRow {
 /// The INSERT is `ON CONFLICT DO NOTHING`; its `changes` says whether this delivery was the
 /// first. The SELECT in the same batch (one transaction) reads the row either way. Also returns
 /// the rows D1 wrote (`meta.rows_written`, indexes included), for the logs and the benchmark.
-pub async fn store(db: &D1Database, new_id: &str, event: &VerifiedEvent, payload: &str, now: Timestamp) -> Result<(Stored, usize), EdgeError> {
+pub async fn store(db: &D1Database, event: &VerifiedEvent, payload: &str, now: Timestamp) -> Result<(Stored, usize), EdgeError> {
     let e = event.event();
     let insert = db::stmt(
         db,
-        "INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, attempts, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6)
+        "INSERT INTO carrier_events (carrier, carrier_event_id, event_type, payload, attempts, created_at)
+         VALUES (?1, ?2, ?3, ?4, 0, ?5)
          ON CONFLICT (carrier, carrier_event_id) DO NOTHING",
-        &[text(new_id), text(e.provider.as_str()), text(&e.event_id), text(&e.event_type), text(payload), time(now)],
+        &[text(e.provider.as_str()), text(&e.event_id), text(&e.event_type), text(payload), time(now)],
     )?;
     let select = db::stmt(
         db,
-        "SELECT id, processed_at, error FROM carrier_events WHERE carrier = ?1 AND carrier_event_id = ?2",
+        "SELECT CAST(id AS TEXT) AS id, processed_at, error FROM carrier_events WHERE carrier = ?1 AND carrier_event_id = ?2",
         &[text(e.provider.as_str()), text(&e.event_id)],
     )?;
     let results = db::batch(db, vec![insert, select]).await?;
@@ -92,7 +93,7 @@ pub async fn store(db: &D1Database, new_id: &str, event: &VerifiedEvent, payload
 pub async fn load(db: &D1Database, id: &str) -> Result<Option<Row>, EdgeError> {
     db::first(db::stmt(
         db,
-        "SELECT id, carrier, carrier_event_id, event_type, payload, processed_at, error, attempts FROM carrier_events WHERE id = ?1",
+        "SELECT CAST(id AS TEXT) AS id, carrier, carrier_event_id, event_type, payload, processed_at, error, attempts FROM carrier_events WHERE id = ?1",
         &[text(id)],
     )?)
     .await
@@ -164,7 +165,7 @@ struct IdRow {
 pub async fn unprocessed(db: &D1Database, older_than: Timestamp, limit: u32) -> Result<Vec<String>, EdgeError> {
     let rows: Vec<IdRow> = db::all(db::stmt(
         db,
-        "SELECT id FROM carrier_events
+        "SELECT CAST(id AS TEXT) AS id FROM carrier_events
          WHERE processed_at IS NULL AND error IS NULL AND created_at < ?1
          ORDER BY created_at LIMIT ?2",
         &[time(older_than), int(i64::from(limit))],
@@ -197,7 +198,7 @@ pub async fn list(db: &D1Database, state: &str, cursor: Option<crate::http::Curs
     db::all(db::stmt(
         db,
         &format!(
-            "SELECT id, carrier, carrier_event_id, event_type, processed_at, error, attempts, created_at FROM carrier_events
+            "SELECT CAST(id AS TEXT) AS id, carrier, carrier_event_id, event_type, processed_at, error, attempts, created_at FROM carrier_events
              WHERE {condition} AND (?1 IS NULL OR created_at < ?1 OR (created_at = ?1 AND id < ?2))
              ORDER BY created_at DESC, id DESC LIMIT ?3"
         ),

@@ -10,7 +10,7 @@ use crate::carrier_events::{self, Stored};
 use crate::config;
 use crate::error::EdgeError;
 use crate::jobs::{self, Job};
-use crate::platform::{new_id, now};
+use crate::platform::now;
 
 /// Handles one delivery from `provider`.
 pub async fn webhook(provider: Provider, mut req: Request, env: &Env) -> Result<Response, EdgeError> {
@@ -26,7 +26,7 @@ pub async fn webhook(provider: Provider, mut req: Request, env: &Env) -> Result<
     if crate::faults::d1_write_fails_once(&verified.event().event_id) {
         return Err(EdgeError::Unavailable("injected D1 write failure".into()));
     }
-    let (stored, rows_written) = carrier_events::store(&db, &new_id("cev")?, &verified, payload, started).await?;
+    let (stored, rows_written) = carrier_events::store(&db, &verified, payload, started).await?;
     let (id, outcome) = match stored {
         // If this send fails the row stays unprocessed: the carrier's retry re-enqueues it
         // (below) and the sweeper finds it, so answering 503 loses nothing.

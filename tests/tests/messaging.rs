@@ -226,7 +226,7 @@ fn crash_after_commit_rerun_changes_nothing(w: &Worker) {
     wait_settled(w, &[event_id]);
     // The first run committed and then failed before its ack; the queue ran it again.
     let rerun = w.eventually(Duration::from_secs(30), || {
-        w.log_lines(&[&row_id, "\"outcome\":\"no-op\""]) >= 1
+        w.log_lines(&[&format!("\"id\":\"{row_id}\""), "\"outcome\":\"no-op\""]) >= 1
     });
     assert!(rerun, "the job ran again after the injected crash");
     assert!(w.log_lines(&["injected crash after commit"]) >= 1);
