@@ -173,6 +173,10 @@ def main():
     def mean(name, kind, field):
         return statistics.mean(r[kind][field] for r in runs[name])
 
+    failed = [(name, kind) for name in WORKERS for kind in ("new", "duplicate") for r in runs[name] if r[kind]["errors"]]
+    if failed:
+        # A worker that answers errors measures nothing; keep the document as it was.
+        raise SystemExit(f"bench: non-200 answers from {sorted(set(failed))}; see target/bench/*/wrangler-*.log")
     ingest = {name: {kind: {f: mean(name, kind, f) for f in ("p50_ms", "p99_ms", "throughput_rps", "errors")} for kind in ("new", "duplicate")} for name in WORKERS}
     rows = {k: statistics.mean(r["rows_written"][k] for r in runs["exactly"] if r["rows_written"][k] is not None) for k in ("new", "duplicate")}
     wasm = open(os.path.join(ROOT, "edge", "build", "index_bg.wasm"), "rb").read()

@@ -5,12 +5,11 @@ export default {
   async fetch(request, env) {
     const body = await request.text();
     const eventId = request.headers.get("x-event-id");
-    const id = "cev_" + crypto.randomUUID().replaceAll("-", "");
     const [inserted, selected] = await env.DB.batch([
       env.DB.prepare(
-        "INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, attempts, created_at) VALUES (?1, 'telnyx', ?2, 'message.received', ?3, 0, ?4) ON CONFLICT (carrier, carrier_event_id) DO NOTHING",
-      ).bind(id, eventId, body, Date.now()),
-      env.DB.prepare("SELECT id, processed_at, error FROM carrier_events WHERE carrier = 'telnyx' AND carrier_event_id = ?1").bind(eventId),
+        "INSERT INTO carrier_events (carrier, carrier_event_id, event_type, payload, attempts, created_at) VALUES ('telnyx', ?1, 'message.received', ?2, 0, ?3) ON CONFLICT (carrier, carrier_event_id) DO NOTHING",
+      ).bind(eventId, body, Date.now()),
+      env.DB.prepare("SELECT CAST(id AS TEXT) AS id, processed_at, error FROM carrier_events WHERE carrier = 'telnyx' AND carrier_event_id = ?1").bind(eventId),
     ]);
     const row = selected.results[0];
     if (inserted.meta.changes === 1) {

@@ -42,12 +42,11 @@ export default {
     }
     const data = event?.data;
     if (!data?.id || !data?.event_type) return error(400, "malformed_event", "missing data.id or data.event_type");
-    const id = "cev_" + crypto.randomUUID().replaceAll("-", "");
     const [inserted, selected] = await env.DB.batch([
       env.DB.prepare(
-        "INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, attempts, created_at) VALUES (?1, 'telnyx', ?2, ?3, ?4, 0, ?5) ON CONFLICT (carrier, carrier_event_id) DO NOTHING",
-      ).bind(id, data.id, data.event_type, new TextDecoder().decode(body), Date.now()),
-      env.DB.prepare("SELECT id, processed_at, error FROM carrier_events WHERE carrier = 'telnyx' AND carrier_event_id = ?1").bind(data.id),
+        "INSERT INTO carrier_events (carrier, carrier_event_id, event_type, payload, attempts, created_at) VALUES ('telnyx', ?1, ?2, ?3, 0, ?4) ON CONFLICT (carrier, carrier_event_id) DO NOTHING",
+      ).bind(data.id, data.event_type, new TextDecoder().decode(body), Date.now()),
+      env.DB.prepare("SELECT CAST(id AS TEXT) AS id, processed_at, error FROM carrier_events WHERE carrier = 'telnyx' AND carrier_event_id = ?1").bind(data.id),
     ]);
     const row = selected.results[0];
     if (inserted.meta.changes === 1) {
