@@ -19,6 +19,7 @@ use crate::db;
 use crate::error::EdgeError;
 use crate::jobs::Outcome;
 use crate::platform::now;
+use crate::processor::applied;
 use crate::ring::{self, Op};
 
 #[derive(Deserialize)]
@@ -27,9 +28,6 @@ struct Owner {
     ring_targets: String,
 }
 
-fn done(changed: bool) -> Result<Outcome, EdgeError> {
-    Ok(Outcome::Done(if changed { "applied" } else { "no-op" }))
-}
 
 /// Issues a command; a transient failure retries the whole job.
 async fn command(env: &Env, call_control_id: &str, command: Command<'_>, command_id: &str) -> Result<Option<Outcome>, EdgeError> {
@@ -48,7 +46,7 @@ async fn command(env: &Env, call_control_id: &str, command: Command<'_>, command
 pub async fn initiated(env: &Env, db: &D1Database, row: &Row, event: &CarrierEvent, leg: &CallLegEvent) -> Result<Outcome, EdgeError> {
     // Legs the platform dialled carry its tag; their initiation changes nothing.
     if leg.direction == CallDirection::Outgoing || leg.client_state.as_deref().and_then(LegTag::parse).is_some() {
-        return done(carrier_events::mark_processed(db, &row.id, now()).await?);
+        return applied(carrier_events::mark_processed(db, &row.id, now()).await?);
     }
     let owner: Option<Owner> = db::first(db::stmt(
         db,
@@ -72,14 +70,14 @@ pub async fn initiated(env: &Env, db: &D1Database, row: &Row, event: &CarrierEve
             return Ok(Outcome::RetryIn(10, "a dial is in flight"));
         }
     }
-    done(carrier_events::mark_processed(db, &row.id, now()).await?)
+    applied(carrier_events::mark_processed(db, &row.id, now()).await?)
 }
 
 /// `call.answered`: a dialled leg answered; the ring stops and the legs are bridged.
 pub async fn answered(env: &Env, db: &D1Database, row: &Row, event: &CarrierEvent, leg: &CallLegEvent) -> Result<Outcome, EdgeError> {
     let Some(tag) = leg.client_state.as_deref().and_then(LegTag::parse) else {
         // The caller's own leg, answered by the platform: nothing to decide.
-        return done(carrier_events::mark_processed(db, &row.id, now()).await?);
+        return applied(carrier_events::mark_processed(db, &row.id, now()).await?);
     };
     let Some(call) = calls::by_id(db, &tag.call).await? else {
         carrier_events::mark_failed(db, &row.id, &format!("no call {}", tag.call)).await?;
@@ -93,7 +91,7 @@ pub async fn answered(env: &Env, db: &D1Database, row: &Row, event: &CarrierEven
                 return Ok(retry);
             }
         }
-        return done(carrier_events::mark_processed(db, &row.id, now()).await?);
+        return applied(carrier_events::mark_processed(db, &row.id, now()).await?);
     }
     let bridge = Command::Bridge { other_call_control_id: &leg.leg.call_control_id };
     if let Some(retry) = command(env, &call.call_control_id, bridge, &format!("{}:bridge:{}", call.id, tag.position)).await? {
@@ -127,7 +125,7 @@ async fn leg_hangup(env: &Env, db: &D1Database, row: &Row, hangup: &Hangup, tag:
         if let Some(retry) = command(env, &call.call_control_id, Command::Hangup, &format!("{}:hangup", call.id)).await? {
             return Ok(retry);
         }
-        return done(carrier_events::mark_processed(db, &row.id, now()).await?);
+        return applied(carrier_events::mark_processed(db, &row.id, now()).await?);
     }
     // Every target tried and none answered: the call ends as missed.
     let exhausted = answer.state == "over" && answer.position == answer.targets && call.answered_at.is_none();
@@ -143,13 +141,13 @@ async fn leg_hangup(env: &Env, db: &D1Database, row: &Row, hangup: &Hangup, tag:
         carrier_events::mark_processed_stmt(db, &row.id, now())?,
     ])
     .await?;
-    done(results.first().map(db::changes) == Some(1))
+    applied(results.first().map(db::changes) == Some(1))
 }
 
 async fn caller_hangup(env: &Env, db: &D1Database, row: &Row, event: &CarrierEvent, hangup: &Hangup, at: Timestamp) -> Result<Outcome, EdgeError> {
     let Some(call) = calls::by_caller_leg(db, event.provider, &hangup.leg.call_control_id).await? else {
         // A leg this product did not create a call for (e.g. to a number without an owner).
-        return done(carrier_events::mark_processed(db, &row.id, now()).await?);
+        return applied(carrier_events::mark_processed(db, &row.id, now()).await?);
     };
     if call.ended_at.is_none() {
         let answer = ring::send(env, &call.id, &Op::CallerLeft).await?;
@@ -172,6 +170,6 @@ async fn end_call(env: &Env, db: &D1Database, call: &Call, at: Timestamp, row: &
             Some(change) => crate::processor::announced(env, db, change).await,
             None => Ok(Outcome::RetryIn(1, "the call changed under the decision")),
         },
-        HangupDecision::Unchanged => done(carrier_events::mark_processed(db, &row.id, now()).await?),
+        HangupDecision::Unchanged => applied(carrier_events::mark_processed(db, &row.id, now()).await?),
     }
 }

@@ -10,6 +10,11 @@ use worker::{D1Database, D1PreparedStatement, D1Result};
 
 use crate::error::EdgeError;
 
+/// The D1 binding.
+pub fn database(env: &worker::Env) -> Result<D1Database, EdgeError> {
+    env.d1(crate::bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))
+}
+
 /// A text argument.
 pub fn text(value: &str) -> JsValue {
     JsValue::from_str(value)

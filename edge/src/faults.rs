@@ -79,7 +79,7 @@ pub async fn sql(mut req: worker::Request, env: &worker::Env) -> Result<worker::
         sql: String,
     }
     let query: Query = crate::http::json_body(&mut req).await?;
-    let db = env.d1(crate::bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))?;
+    let db = crate::db::database(env)?;
     let result = db.prepare(&query.sql).all().await.map_err(|e| EdgeError::BadRequest(format!("sql failed: {e}")))?;
     let rows: Vec<serde_json::Value> = crate::db::rows(&result)?;
     crate::http::json(200, &serde_json::json!({ "results": rows }))

@@ -5,7 +5,7 @@ use exactly_core::{plivo, telnyx, twilio};
 use exactly_core::{PayloadError, Provider, Rejection, Timestamp, VerifiedEvent, MAX_BODY_BYTES};
 use worker::{Env, Request, Response};
 
-use crate::bindings::{self, vars};
+use crate::bindings::vars;
 use crate::carrier_events::{self, Stored};
 use crate::config;
 use crate::error::EdgeError;
@@ -22,7 +22,7 @@ pub async fn webhook(provider: Provider, mut req: Request, env: &Env) -> Result<
     let verified = verify(provider, &req, env, &body, started)?;
     let payload = std::str::from_utf8(&body).map_err(|_| Rejection::Malformed(PayloadError::NotParseable))?;
 
-    let db = env.d1(bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))?;
+    let db = crate::db::database(env)?;
     if crate::faults::d1_write_fails_once(&verified.event().event_id) {
         return Err(EdgeError::Unavailable("injected D1 write failure".into()));
     }

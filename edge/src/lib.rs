@@ -209,7 +209,7 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
 
 async fn prune(env: &Env) -> Result<retention::Pruned, EdgeError> {
     let config = config::get(env)?;
-    let db = env.d1(bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))?;
+    let db = db::database(env)?;
     retention::run(&db, config.retention, platform::now()).await
 }
 

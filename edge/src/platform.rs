@@ -18,10 +18,6 @@ pub fn new_id(prefix: &str) -> Result<String, EdgeError> {
     Ok(prefixed(prefix, &bytes))
 }
 
-/// A timestamp as the number D1 binds exactly (f64 holds integers up to 2^53).
-pub fn millis_arg(t: Timestamp) -> wasm_bindgen::JsValue {
-    wasm_bindgen::JsValue::from_f64(t.unix_millis() as f64)
-}
 
 /// `len` random bytes from the platform's CSPRNG, as lowercase hex.
 pub fn random_hex(len: usize) -> Result<String, EdgeError> {

@@ -53,7 +53,8 @@ fn parse(row: &Row) -> Result<CarrierEvent, String> {
     exactly_core::parse_stored(provider, payload.as_bytes()).map_err(|e| format!("stored payload does not parse: {e}"))
 }
 
-fn applied(changed: bool) -> Result<Outcome, EdgeError> {
+/// A finished job: `applied` when its guarded change happened, `no-op` when not.
+pub fn applied(changed: bool) -> Result<Outcome, EdgeError> {
     Ok(Outcome::Done(if changed { "applied" } else { "no-op" }))
 }
 

@@ -229,14 +229,14 @@ impl CallRing {
         match carrier_api::dial(&self.env, &key, &row.caller_number, &target, &tag.encode()).await? {
             CallResult::Ok(leg) => {
                 self.swap("UPDATE ring SET dialed = ? WHERE position = ? RETURNING dialed", vec![f64::from(position).into(), f64::from(position).into()])?;
-                let db = self.env.d1(crate::bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))?;
+                let db = crate::db::database(&self.env)?;
                 calls::record_leg(&db, &row.call_id, position, &target, Some(&leg), "dialing", None, now()).await?;
                 self.answer(decision, None)
             }
             CallResult::Refused(error) => {
                 // The carrier will not dial this target: record it and treat it as unanswered.
                 self.swap("UPDATE ring SET dialed = ? WHERE position = ? RETURNING dialed", vec![f64::from(position).into(), f64::from(position).into()])?;
-                let db = self.env.d1(crate::bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))?;
+                let db = crate::db::database(&self.env)?;
                 calls::record_leg(&db, &row.call_id, position, &target, None, "no_answer", Some(&error.code), now()).await?;
                 Box::pin(self.handle(Op::LegHungUp { position })).await
             }

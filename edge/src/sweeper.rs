@@ -3,7 +3,6 @@
 use exactly_core::Timestamp;
 use worker::Env;
 
-use crate::bindings;
 use crate::carrier_events;
 use crate::error::EdgeError;
 use crate::jobs::{self, Job};
@@ -32,7 +31,7 @@ const DELIVERY_GRACE_MILLIS: i64 = 60 * 1000;
 /// One sweep. Re-enqueueing work that is in fact still queued is harmless: the guards make the
 /// second run a no-op.
 pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
-    let db = env.d1(bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))?;
+    let db = crate::db::database(env)?;
     let cutoff = Timestamp::from_unix_millis(now().unix_millis() - STALE_AFTER_MILLIS);
     let events = carrier_events::unprocessed(&db, cutoff, BATCH).await?;
     let dispatches = messages::undispatched(&db, cutoff, BATCH).await?;

@@ -7,16 +7,12 @@ use worker::{Env, Request, Response};
 
 use crate::api::{e164, page};
 use crate::auth;
-use crate::bindings;
 use crate::carrier_events;
 use crate::db::{self, text, time};
 use crate::error::EdgeError;
 use crate::http::{self, Cursor};
 use crate::platform::{new_id, now, random_hex};
 
-fn database(env: &Env) -> Result<worker::D1Database, EdgeError> {
-    env.d1(bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))
-}
 
 #[derive(Deserialize)]
 struct NewAccount {
@@ -36,7 +32,7 @@ pub async fn create_account(mut req: Request, env: &Env) -> Result<Response, Edg
     let api_key = format!("sk_{}", random_hex(32)?);
     let created = now();
     db::run(db::stmt(
-        &database(env)?,
+        &crate::db::database(env)?,
         "INSERT INTO accounts (id, name, api_key_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
         &[text(&id), text(&name), text(&auth::key_hash(&api_key)), time(created)],
     )?)
@@ -68,7 +64,7 @@ pub async fn create_number(mut req: Request, env: &Env) -> Result<Response, Edge
         RingPlan::new(body.ring_targets.clone())
             .map_err(|e| EdgeError::invalid("ring_targets", format!("is not a valid ring plan ({e:?})")))?;
     }
-    let db = database(env)?;
+    let db = crate::db::database(env)?;
     let exists: Option<Value> = db::first(db::stmt(&db, "SELECT id FROM accounts WHERE id = ?1", &[text(&account_id)])?).await?;
     if exists.is_none() {
         return Err(EdgeError::invalid("account_id", "no such account"));
@@ -101,7 +97,7 @@ pub async fn list_carrier_events(req: Request, env: &Env) -> Result<Response, Ed
         return Err(EdgeError::invalid("status", "must be failed, pending or processed"));
     }
     let limit = http::limit(&params)?;
-    let rows = carrier_events::list(&database(env)?, state, Cursor::from_params(&params)?, limit).await?;
+    let rows = carrier_events::list(&crate::db::database(env)?, state, Cursor::from_params(&params)?, limit).await?;
     let next = Cursor::after(&rows, limit, |r| (r.created_at, &r.id));
     let data = rows
         .iter()
@@ -123,7 +119,7 @@ pub async fn list_carrier_events(req: Request, env: &Env) -> Result<Response, Ed
 /// only enqueues a job the guards make a no-op.
 pub async fn retry_carrier_event(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     auth::admin(&req, env)?;
-    let db = database(env)?;
+    let db = crate::db::database(env)?;
     let row = carrier_events::load(&db, id).await?.ok_or(EdgeError::NotFound)?;
     if row.processed_at.is_some() {
         return http::json(200, &json!({ "id": row.id, "status": "processed", "requeued": false }));
@@ -140,7 +136,7 @@ pub async fn retry_failed_carrier_events(req: Request, env: &Env) -> Result<Resp
     if http::param(&params, "status").unwrap_or("failed") != "failed" {
         return Err(EdgeError::invalid("status", "only failed events are re-driven in bulk"));
     }
-    let db = database(env)?;
+    let db = crate::db::database(env)?;
     let ids: Vec<String> = carrier_events::list(&db, "failed", None, 100).await?.into_iter().map(|r| r.id).collect();
     carrier_events::clear_failure(&db, &ids).await?;
     let jobs = ids.iter().map(|id| crate::jobs::Job::CarrierEvent { id: id.clone() }).collect();
@@ -169,7 +165,7 @@ pub async fn list_failed_deliveries(req: Request, env: &Env) -> Result<Response,
     }
     let limit = http::limit(&params)?;
     let rows: Vec<FailedDelivery> = db::all(db::stmt(
-        &database(env)?,
+        &crate::db::database(env)?,
         "SELECT id, event_id, endpoint_id, account_id, attempts, last_error, updated_at FROM webhook_deliveries
          WHERE status = ?1 ORDER BY updated_at DESC, id DESC LIMIT ?2",
         &[text(status), db::int(i64::from(limit))],
@@ -188,7 +184,7 @@ pub async fn list_failed_deliveries(req: Request, env: &Env) -> Result<Response,
 /// `POST /admin/webhook_deliveries/{id}/retry`: one more attempt of a failed delivery, now.
 pub async fn retry_delivery(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     auth::admin(&req, env)?;
-    let db = database(env)?;
+    let db = crate::db::database(env)?;
     let changed = db::run(db::stmt(
         &db,
         "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?2, updated_at = ?2 WHERE id = ?1 AND status = 'failed'",

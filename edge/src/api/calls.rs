@@ -5,18 +5,14 @@ use worker::{Env, Request, Response};
 
 use crate::api::page;
 use crate::auth;
-use crate::bindings;
 use crate::calls;
 use crate::error::EdgeError;
 use crate::http::{self, Cursor};
 
-fn database(env: &Env) -> Result<worker::D1Database, EdgeError> {
-    env.d1(bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))
-}
 
 /// `GET /v1/calls/{id}`: status, legs dialled with their outcomes, duration, billed minutes.
 pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
-    let db = database(env)?;
+    let db = crate::db::database(env)?;
     let account = auth::account(&req, &db).await?;
     let call = calls::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     let legs = calls::legs(&db, &call.id).await?;
@@ -25,7 +21,7 @@ pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeErro
 
 /// `GET /v1/calls?status=&limit=&cursor=`, newest first.
 pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let db = database(env)?;
+    let db = crate::db::database(env)?;
     let account = auth::account(&req, &db).await?;
     let params = http::query(&req);
     let status = http::param(&params, "status");

@@ -6,7 +6,6 @@ use worker::{D1Database, Env, Request, Response};
 
 use crate::api::page;
 use crate::auth;
-use crate::bindings;
 use crate::db::{self, int, opt_text, text, time};
 use crate::deliveries;
 use crate::error::EdgeError;
@@ -20,9 +19,6 @@ struct EventRow {
     created_at: f64,
 }
 
-fn database(env: &Env) -> Result<D1Database, EdgeError> {
-    env.d1(bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))
-}
 
 async fn find(db: &D1Database, account_id: &str, id: &str) -> Result<EventRow, EdgeError> {
     db::first(db::stmt(db, "SELECT id, payload, created_at FROM outbound_events WHERE id = ?1 AND account_id = ?2", &[text(id), text(account_id)])?)
@@ -32,7 +28,7 @@ async fn find(db: &D1Database, account_id: &str, id: &str) -> Result<EventRow, E
 
 /// `GET /v1/events?type=&limit=&cursor=`, newest first; each is the webhook body itself.
 pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let db = database(env)?;
+    let db = crate::db::database(env)?;
     let account = auth::account(&req, &db).await?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;
@@ -75,7 +71,7 @@ struct AttemptRow {
 
 /// `GET /v1/events/{id}`: the event with its deliveries and every attempt.
 pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
-    let db = database(env)?;
+    let db = crate::db::database(env)?;
     let account = auth::account(&req, &db).await?;
     let event = find(&db, &account.id, id).await?;
     let deliveries: Vec<DeliveryRow> = db::all(db::stmt(
@@ -124,7 +120,7 @@ struct ReplayRequest {
 /// `POST /v1/events/{id}/replay` `{endpoint_id?}`: a new delivery of the same event (same
 /// `webhook-id`) to each enabled endpoint subscribed to its type, or to the one named.
 pub async fn replay(mut req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
-    let db = database(env)?;
+    let db = crate::db::database(env)?;
     let account = auth::account(&req, &db).await?;
     let bytes = req.bytes().await.map_err(|e| EdgeError::platform("read body", e))?;
     let body: ReplayRequest = if bytes.iter().all(u8::is_ascii_whitespace) {

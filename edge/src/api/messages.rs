@@ -8,7 +8,6 @@ use worker::{Env, Request, Response};
 
 use crate::api::{e164, page};
 use crate::auth::{self, Account};
-use crate::bindings;
 use crate::db;
 use crate::error::EdgeError;
 use crate::http::{self, Cursor};
@@ -26,14 +25,11 @@ struct NewMessage {
     text: Option<String>,
 }
 
-fn database(env: &Env) -> Result<worker::D1Database, EdgeError> {
-    env.d1(bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))
-}
 
 /// `POST /v1/messages` `{from, to, text}`: 201 with the queued message, or 200 with the same
 /// message when the `Idempotency-Key` was used before (no second send).
 pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let db = database(env)?;
+    let db = crate::db::database(env)?;
     let Account { id: account_id } = auth::account(&req, &db).await?;
     let key = req.headers().get("idempotency-key").ok().flatten().map(|k| k.trim().to_owned()).filter(|k| !k.is_empty());
     if key.as_ref().is_some_and(|k| k.len() > 255) {
@@ -90,7 +86,7 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
 
 /// `GET /v1/messages/{id}`; another account's message is 404.
 pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
-    let db = database(env)?;
+    let db = crate::db::database(env)?;
     let account = auth::account(&req, &db).await?;
     let message = messages::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     http::json(200, &message.to_json())
@@ -98,7 +94,7 @@ pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeErro
 
 /// `GET /v1/messages?status=&direction=&limit=&cursor=`, newest first.
 pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let db = database(env)?;
+    let db = crate::db::database(env)?;
     let account = auth::account(&req, &db).await?;
     let params = http::query(&req);
     let status = http::param(&params, "status");

@@ -5,7 +5,6 @@ use serde_json::json;
 use worker::{Env, Request, Response};
 
 use crate::auth;
-use crate::bindings;
 use crate::error::EdgeError;
 use crate::http;
 use crate::platform::now;
@@ -19,7 +18,7 @@ fn time_param(params: &[(String, String)], name: &'static str) -> Result<Option<
 
 /// Totals of the caller's account over `[from, to)` (default: everything until now).
 pub async fn get(req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let db = env.d1(bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))?;
+    let db = crate::db::database(env)?;
     let account = auth::account(&req, &db).await?;
     let params = http::query(&req);
     let from = time_param(&params, "from")?.unwrap_or(Timestamp::from_unix_millis(0));

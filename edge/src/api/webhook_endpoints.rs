@@ -8,7 +8,6 @@ use worker::{D1Database, Env, Request, Response};
 
 use crate::api::page;
 use crate::auth;
-use crate::bindings;
 use crate::config;
 use crate::db::{self, int, text, time};
 use crate::error::EdgeError;
@@ -44,9 +43,6 @@ impl Row {
     }
 }
 
-fn database(env: &Env) -> Result<D1Database, EdgeError> {
-    env.d1(bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))
-}
 
 fn check_url(env: &Env, url: &str) -> Result<(), EdgeError> {
     let allow_private = config::get(env)?.allow_private_endpoints;
@@ -81,7 +77,7 @@ struct NewEndpoint {
 /// `POST /v1/webhook_endpoints` `{url, event_types}` -> the endpoint and its `whsec_` secret
 /// (32 random bytes), shown here once.
 pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let db = database(env)?;
+    let db = crate::db::database(env)?;
     let account = auth::account(&req, &db).await?;
     let body: NewEndpoint = http::json_body(&mut req).await?;
     let url = body.url.ok_or_else(|| EdgeError::invalid("url", "is required"))?;
@@ -105,7 +101,7 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
 
 /// `GET /v1/webhook_endpoints?limit=&cursor=`.
 pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let db = database(env)?;
+    let db = crate::db::database(env)?;
     let account = auth::account(&req, &db).await?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;
@@ -126,7 +122,7 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
 
 /// `GET /v1/webhook_endpoints/{id}` (without the secret).
 pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
-    let db = database(env)?;
+    let db = crate::db::database(env)?;
     let account = auth::account(&req, &db).await?;
     http::json(200, &find(&db, &account.id, id).await?.to_json())
 }
@@ -141,7 +137,7 @@ struct Patch {
 /// `PATCH /v1/webhook_endpoints/{id}` `{url?, event_types?, enabled?}`. Enabling again clears
 /// the failure count and the reason it was disabled.
 pub async fn update(mut req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
-    let db = database(env)?;
+    let db = crate::db::database(env)?;
     let account = auth::account(&req, &db).await?;
     let patch: Patch = http::json_body(&mut req).await?;
     let current = find(&db, &account.id, id).await?;
@@ -168,7 +164,7 @@ pub async fn update(mut req: Request, env: &Env, id: &str) -> Result<Response, E
 
 /// `DELETE /v1/webhook_endpoints/{id}`: 204. Its pending deliveries fail at their next attempt.
 pub async fn delete(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
-    let db = database(env)?;
+    let db = crate::db::database(env)?;
     let account = auth::account(&req, &db).await?;
     let removed = db::run(db::stmt(&db, "DELETE FROM webhook_endpoints WHERE id = ?1 AND account_id = ?2", &[text(id), text(&account.id)])?).await?;
     if removed == 0 {
@@ -184,7 +180,7 @@ const ROTATION_WINDOW_MILLIS: i64 = 24 * 3600 * 1000;
 /// hours every delivery carries a signature under each of the two secrets (space-separated in
 /// `webhook-signature`, as Standard Webhooks allows), so receivers switch without downtime.
 pub async fn rotate_secret(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
-    let db = database(env)?;
+    let db = crate::db::database(env)?;
     let account = auth::account(&req, &db).await?;
     find(&db, &account.id, id).await?;
     let mut key = [0u8; 32];
