@@ -14,7 +14,7 @@ use sha2::Sha256;
 
 use crate::Timestamp;
 
-/// The customer event types (contract §6).
+/// The customer event types (docs/architecture.md lists what each carries).
 pub const EVENT_TYPES: [&str; 8] = [
     "message.received",
     "message.sent",
@@ -91,7 +91,10 @@ impl SigningSecret {
     /// receiver does, within [`TOLERANCE_SECS`] of `now`.
     pub fn verify(&self, id: &str, timestamp: &str, signatures: &str, body: &[u8], now: Timestamp) -> bool {
         let Ok(ts) = timestamp.parse::<i64>() else { return false };
-        if (now.unix_seconds() - ts).abs() > TOLERANCE_SECS {
+        // The timestamp is the sender's to choose: `-9223372036854775808` must be a refusal,
+        // not an overflow, so the distance is computed without wrapping.
+        let within = now.unix_seconds().checked_sub(ts).is_some_and(|skew| skew.unsigned_abs() <= TOLERANCE_SECS.unsigned_abs());
+        if !within {
             return false;
         }
         signatures.split(' ').filter_map(|s| s.strip_prefix("v1,")).any(|sig| {
@@ -145,5 +148,20 @@ mod tests {
         assert_eq!(SigningSecret::parse("sk_abc"), Err(SecretError::Malformed));
         assert_eq!(SigningSecret::parse("whsec_***"), Err(SecretError::Malformed));
         assert_eq!(format!("{secret:?}"), "SigningSecret(redacted)");
+    }
+
+    /// Timestamps at the edges of i64 (and beyond) are refusals, never an overflow.
+    #[test]
+    fn extreme_timestamps_are_refused_without_overflow() {
+        let secret = SigningSecret::from_bytes(&[9; 32]);
+        let sig = secret.sign("evt_1", Timestamp::from_unix_seconds(0), b"{}");
+        for now in [Timestamp::from_unix_seconds(1_700_000_000), Timestamp::from_unix_millis(i64::MIN), Timestamp::from_unix_millis(i64::MAX)] {
+            for ts in ["-9223372036854775808", "9223372036854775807", "-9223372036854775809", "99999999999999999999", "-1", "+1700000000", " 1700000000", "1e9", ""] {
+                assert!(!secret.verify("evt_1", ts, &sig, b"{}", now), "{ts} at {now:?}");
+            }
+        }
+        let at_min = Timestamp::from_unix_millis(i64::MIN);
+        let signed = secret.sign("evt_1", at_min, b"{}");
+        assert!(secret.verify("evt_1", &at_min.unix_seconds().to_string(), &signed, b"{}", at_min), "the far past still verifies against itself");
     }
 }
