@@ -3,7 +3,7 @@
 use std::fmt;
 
 use time::format_description::well_known::Rfc3339;
-use time::OffsetDateTime;
+use time::{Date, Month, OffsetDateTime, PrimitiveDateTime, Time};
 
 /// A point in time, as milliseconds since the Unix epoch (UTC).
 ///
@@ -41,6 +41,60 @@ impl Timestamp {
         i64::try_from(millis).ok().map(Self)
     }
 
+    /// Parses an HTTP date (RFC 9110 section 5.6.7), as `Retry-After` may carry one:
+    /// the preferred IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`, and the two obsolete forms a
+    /// recipient must still accept, RFC 850 `Sunday, 06-Nov-94 08:49:37 GMT` and asctime
+    /// `Sun Nov  6 08:49:37 1994`. The weekday is not checked against the date (a sender that
+    /// gets it wrong still meant the date). Returns `None` for anything else.
+    pub fn parse_http_date(text: &str) -> Option<Self> {
+        let text = text.trim();
+        let (weekday, rest) = text.split_once([',', ' '])?;
+        if !weekday.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return None;
+        }
+        let digits = |text: &str, len: usize| -> Option<u16> {
+            (text.len() == len && text.bytes().all(|b| b.is_ascii_digit())).then(|| text.parse().ok()).flatten()
+        };
+        let fields: Vec<&str> = rest.split(' ').filter(|f| !f.is_empty()).collect();
+        let (day, month, year, clock) = match fields.as_slice() {
+            // IMF-fixdate: `, 06 Nov 1994 08:49:37 GMT`.
+            [day, month, year, clock, "GMT"] if text.as_bytes().get(3) == Some(&b',') => (*day, *month, i32::from(digits(year, 4)?), *clock),
+            // RFC 850: `, 06-Nov-94 08:49:37 GMT`; a two-digit year more than 50 years ahead
+            // is in the past century (RFC 9110 section 5.6.7), read here as 19xx/20xx at 70.
+            [date, clock, "GMT"] if text.contains(',') => {
+                let mut parts = date.split('-');
+                let (day, month, year) = (parts.next()?, parts.next()?, parts.next()?);
+                if parts.next().is_some() {
+                    return None;
+                }
+                let year = i32::from(digits(year, 2)?);
+                (day, month, if year >= 70 { 1900 + year } else { 2000 + year }, *clock)
+            }
+            // asctime: ` Nov  6 08:49:37 1994`.
+            [month, day, clock, year] if !text.contains(',') => (*day, *month, i32::from(digits(year, 4)?), *clock),
+            _ => return None,
+        };
+        let month = match month {
+            "Jan" => Month::January, "Feb" => Month::February, "Mar" => Month::March, "Apr" => Month::April,
+            "May" => Month::May, "Jun" => Month::June, "Jul" => Month::July, "Aug" => Month::August,
+            "Sep" => Month::September, "Oct" => Month::October, "Nov" => Month::November, "Dec" => Month::December,
+            _ => return None,
+        };
+        let number = |digits: &str, len: std::ops::RangeInclusive<usize>| -> Option<u8> {
+            (len.contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok()).flatten()
+        };
+        let mut clock = clock.split(':');
+        let (hour, minute, second) = (number(clock.next()?, 2..=2)?, number(clock.next()?, 2..=2)?, number(clock.next()?, 2..=2)?);
+        if clock.next().is_some() {
+            return None;
+        }
+        let date = Date::from_calendar_date(year, month, number(day, 1..=2)?).ok()?;
+        // A leap second (`:60`) is refused by `from_hms`, like any other impossible time.
+        let time = Time::from_hms(hour, minute, second).ok()?;
+        let seconds = PrimitiveDateTime::new(date, time).assume_utc().unix_timestamp();
+        Some(Self::from_unix_seconds(seconds))
+    }
+
     /// This timestamp as RFC 3339 in UTC with millisecond precision.
     pub fn to_rfc3339(self) -> String {
         let nanos = i128::from(self.0) * 1_000_000;
@@ -58,6 +112,19 @@ impl Timestamp {
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.to_rfc3339())
+    }
+}
+
+/// Stored as its milliseconds since the Unix epoch.
+impl serde::Serialize for Timestamp {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_i64(self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Timestamp {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        i64::deserialize(deserializer).map(Timestamp)
     }
 }
 
@@ -80,6 +147,31 @@ mod tests {
     fn rejects_non_rfc3339() {
         for text in ["", "yesterday", "2026-11-30", "2026-11-30 05:20:01", "1700000000"] {
             assert_eq!(Timestamp::parse_rfc3339(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn http_dates_in_all_three_forms() {
+        // RFC 9110's own example, in each of its three forms.
+        let expected = Some(Timestamp::from_unix_seconds(784_111_777));
+        assert_eq!(Timestamp::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"), expected);
+        assert_eq!(Timestamp::parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"), expected);
+        assert_eq!(Timestamp::parse_http_date("Sun Nov  6 08:49:37 1994"), expected);
+        assert_eq!(Timestamp::parse_http_date(" Wed, 21 Oct 2026 07:28:00 GMT "), Timestamp::parse_rfc3339("2026-10-21T07:28:00Z"));
+        assert_eq!(Timestamp::parse_http_date("Thursday, 01-Jan-26 00:00:00 GMT"), Timestamp::parse_rfc3339("2026-01-01T00:00:00Z"));
+        assert_eq!(Timestamp::parse_http_date("Mon, 29 Feb 2028 23:59:59 GMT"), Timestamp::parse_rfc3339("2028-02-29T23:59:59Z"));
+    }
+
+    #[test]
+    fn not_http_dates() {
+        for text in [
+            "", "120", "-1", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Nov 1994 08:49:37 +0000", "Sun, 06 Nov 94 08:49:37 GMT",
+            "Sun, 31 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:49:60 GMT", "Sun, 06 Nov 1994 8:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49 GMT", "Sun, 06 Nov 1994 08:49:37:00 GMT", "Sun, 06 Foo 1994 08:49:37 GMT", "Sun, 006 Nov 1994 08:49:37 GMT",
+            "Sun, +6 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-1994 08:49:37 GMT", "Sun Nov  6 08:49:37 94", "2026-11-30T05:20:01Z",
+            "Sun, 06 Nov -999 08:49:37 GMT", "Sun, 06 Nov 99999 08:49:37 GMT", "\u{0}, 06 Nov 1994 08:49:37 GMT", "Sun,",
+        ] {
+            assert_eq!(Timestamp::parse_http_date(text), None, "{text:?}");
         }
     }
 
