@@ -8,7 +8,12 @@
 //! (one per active token); any match is enough.
 //!
 //! **V2** (`X-Plivo-Signature-V2`, `X-Plivo-Signature-V2-Nonce`): HMAC-SHA256 over
-//! `scheme://host/path` (no query) followed by the nonce.
+//! `scheme://host/path` (no query) followed by the nonce. It signs neither the body nor the
+//! query, so one captured request authenticates *any* body sent to that URL with that nonce,
+//! forever. A [`Verifier`] therefore refuses a request signed with V2 only, unless it was built
+//! with [`V2Policy::Accept`] (the edge's `PLIVO_ACCEPT_V2=true`, for accounts that cannot send
+//! V3; docs/security.md describes the risk). A request carrying V3 is always checked by V3, and
+//! a V3 that fails is never rescued by V2.
 //!
 //! Neither signs a time; repeated deliveries are absorbed by the dedupe key
 //! (`MessageUUID:status`).
@@ -53,26 +58,43 @@ pub struct Request<'a> {
     pub body: &'a [u8],
 }
 
+/// Whether a request signed with V2 only (no V3 header) may be accepted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum V2Policy {
+    /// V3 is required: a V2-only request is refused as missing its V3 signature. The default.
+    #[default]
+    Refuse,
+    /// A V2-only request is accepted when its V2 signature matches. V2 does not sign the body:
+    /// anyone holding one captured request can replay its headers with a forged body.
+    Accept,
+}
+
 /// Verifies Plivo deliveries against one or more auth tokens.
 #[derive(Clone)]
 pub struct Verifier {
     tokens: Vec<Secret>,
+    v2: V2Policy,
 }
 
 impl fmt::Debug for Verifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("plivo::Verifier").field("tokens", &self.tokens.len()).finish()
+        f.debug_struct("plivo::Verifier").field("tokens", &self.tokens.len()).field("v2", &self.v2).finish()
     }
 }
 
 impl Verifier {
-    /// Reads auth tokens separated by commas.
+    /// Reads auth tokens separated by commas; V3 is required ([`V2Policy::Refuse`]).
     pub fn new(auth_tokens: &str) -> Result<Self, SecretError> {
-        Ok(Self { tokens: Secret::parse_list(auth_tokens)? })
+        Ok(Self { tokens: Secret::parse_list(auth_tokens)?, v2: V2Policy::Refuse })
     }
 
-    /// Checks one delivery (V3 when its headers are present, else V2) and parses it.
-    /// `_now` is accepted for symmetry; Plivo signs no time.
+    /// The same verifier with `policy` for V2-only requests.
+    pub fn with_v2_policy(self, policy: V2Policy) -> Self {
+        Self { v2: policy, ..self }
+    }
+
+    /// Checks one delivery (V3 when its headers are present, else V2 if the policy allows it)
+    /// and parses it. `_now` is accepted for symmetry; Plivo signs no time.
     pub fn verify(&self, request: Request<'_>, _now: Timestamp) -> Result<VerifiedEvent, Rejection> {
         if request.body.len() > MAX_BODY_BYTES {
             return Err(Rejection::TooLarge { limit: MAX_BODY_BYTES });
@@ -89,6 +111,8 @@ impl Verifier {
                 let nonce = request.v3_nonce.ok_or(SignatureError::MissingHeader(V3_NONCE_HEADER))?;
                 (format!("{}.{nonce}", v3_base(url, pairs)), V3_SIGNATURE_HEADER, signatures)
             }
+            // V2 alone proves only that Plivo once called this URL with this nonce.
+            (None, Some(_)) if self.v2 == V2Policy::Refuse => return Err(SignatureError::MissingHeader(V3_SIGNATURE_HEADER)),
             (None, Some(signature)) => {
                 let nonce = request.v2_nonce.ok_or(SignatureError::MissingHeader(V2_NONCE_HEADER))?;
                 (format!("{}{nonce}", url.base(url.port)), V2_SIGNATURE_HEADER, signature)
@@ -228,7 +252,11 @@ mod tests {
     use crate::form::tests::form_body;
 
     fn check(token: &str, request: Request<'_>) -> Result<(), SignatureError> {
-        let verifier = Verifier::new(token).unwrap();
+        check_with(V2Policy::Accept, token, request)
+    }
+
+    fn check_with(policy: V2Policy, token: &str, request: Request<'_>) -> Result<(), SignatureError> {
+        let verifier = Verifier::new(token).unwrap().with_v2_policy(policy);
         let pairs = form::parse(request.body);
         verifier.check_signature(&request, &Url::parse(request.url).unwrap(), &pairs)
     }
@@ -278,6 +306,41 @@ mod tests {
         assert_eq!(check("wrong", request(body, sig)), Err(SignatureError::Mismatch), "wrong token");
     }
 
+    /// V2 signs the URL and the nonce, not the body: with V3 required (the default) a V2-only
+    /// request is refused, even one whose V2 signature is genuine, and so is the same request
+    /// with a forged body. With V2 accepted, the forged body passes: that is the risk the
+    /// setting takes.
+    #[test]
+    fn v2_only_is_refused_unless_accepted() {
+        let all: Value = serde_json::from_str(SDK_VECTORS).unwrap();
+        let v = &all["plivo_v2"];
+        let (token, url, nonce, sig) = (v["auth_token"].as_str().unwrap(), v["url"].as_str().unwrap(), v["nonce"].as_str().unwrap(), v["signature"].as_str().unwrap());
+        let genuine = Request { url, v2_signature: Some(sig), v2_nonce: Some(nonce), body: b"MessageUUID=u1&Status=sent", ..Default::default() };
+        let forged = Request { body: b"MessageUUID=u1&Status=delivered&TotalAmount=0", ..genuine };
+        let missing_v3 = Err(SignatureError::MissingHeader(V3_SIGNATURE_HEADER));
+        assert_eq!(check_with(V2Policy::Refuse, token, genuine), missing_v3);
+        assert_eq!(check_with(V2Policy::Refuse, token, forged), missing_v3);
+        assert_eq!(check_with(V2Policy::Accept, token, genuine), Ok(()));
+        assert_eq!(check_with(V2Policy::Accept, token, forged), Ok(()), "the known weakness of V2");
+        let verifier = Verifier::new(token).unwrap();
+        assert_eq!(verifier.verify(genuine, NOW).map(|_| ()), Err(Rejection::Unauthenticated(SignatureError::MissingHeader(V3_SIGNATURE_HEADER))), "refused by default");
+
+        // A V3 that fails is not rescued by a valid V2 in the same request, whatever the policy.
+        let v3 = &all["plivo_v3_post"];
+        let body = form_body(&v3["params"]);
+        let v3_token = v3["auth_token"].as_str().unwrap();
+        let both = Request {
+            url: v3["url"].as_str().unwrap(), v3_signature: Some(v3["signature"].as_str().unwrap()), v3_nonce: Some("tampered"),
+            v2_signature: Some(sig), v2_nonce: Some(nonce), body: body.as_bytes(),
+        };
+        for policy in [V2Policy::Refuse, V2Policy::Accept] {
+            assert_eq!(check_with(policy, v3_token, both), Err(SignatureError::Mismatch), "{policy:?}");
+        }
+        let v3_ok = Request { v3_nonce: Some(v3["nonce"].as_str().unwrap()), v2_signature: None, v2_nonce: None, ..both };
+        assert_eq!(check_with(V2Policy::Refuse, v3_token, v3_ok), Ok(()), "V3 is accepted under the default policy");
+        assert_eq!(format!("{:?}", Verifier::new("a").unwrap()), "plivo::Verifier { tokens: 1, v2: Refuse }");
+    }
+
     #[test]
     fn negative_list() {
         let url = "https://example.com/webhooks/plivo";
@@ -291,7 +354,7 @@ mod tests {
         assert_eq!(check("t", Request { v3_signature: Some(truncated), v3_nonce: Some("1"), ..base }), Err(SignatureError::MalformedHeader(V3_SIGNATURE_HEADER)));
         assert_eq!(check("t", Request { v2_signature: Some(&STANDARD.encode([7u8; 32])), v2_nonce: Some("1"), ..base }), Err(SignatureError::Mismatch));
         assert_eq!(Verifier::new(" ").unwrap_err(), SecretError::Empty, "empty secret");
-        assert_eq!(format!("{:?}", Verifier::new("a,b").unwrap()), "plivo::Verifier { tokens: 2 }");
+        assert_eq!(format!("{:?}", Verifier::new("a,b").unwrap()), "plivo::Verifier { tokens: 2, v2: Refuse }");
         let big = vec![b'a'; MAX_BODY_BYTES + 1];
         assert_eq!(Verifier::new("t").unwrap().verify(Request { url, body: &big, ..Default::default() }, NOW), Err(Rejection::TooLarge { limit: MAX_BODY_BYTES }));
     }

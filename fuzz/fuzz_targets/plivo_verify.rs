@@ -11,7 +11,10 @@ fuzz_target!(|data: &[u8]| {
     let url = text().unwrap_or_default();
     let (v3_signature, v3_nonce, v2_signature, v2_nonce) = (text(), text(), text(), text());
     let body = parts.next().unwrap_or_default();
-    let verifier = plivo::Verifier::new("my_auth_token").expect("a token");
     let request = plivo::Request { url, v3_signature, v3_nonce, v2_signature, v2_nonce, body };
-    let _ = verifier.verify(request, Timestamp::from_unix_seconds(1_700_000_000));
+    // Both policies: the V2 path is only reached when V2-only requests are accepted.
+    for policy in [plivo::V2Policy::Refuse, plivo::V2Policy::Accept] {
+        let verifier = plivo::Verifier::new("my_auth_token").expect("a token").with_v2_policy(policy);
+        let _ = verifier.verify(request, Timestamp::from_unix_seconds(1_700_000_000));
+    }
 });
