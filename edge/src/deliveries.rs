@@ -3,19 +3,22 @@
 //! Every attempt is signed per Standard Webhooks v1 (`webhook-id` = the event id on every
 //! attempt, a fresh `webhook-timestamp`), counts as a success on any 2xx within 15 s, and is
 //! recorded (time, status, latency, error, next attempt). Failures retry on the schedule of
-//! contract §6 with jitter, honouring `Retry-After`; `410 Gone` disables the endpoint at once,
-//! and 100 consecutive failed attempts disable it. An attempt is claimed by compare-and-swap on
-//! the delivery's attempt count before it is sent, so duplicate queue messages never send one
+//! [`backoff::WEBHOOK_SCHEDULE_SECS`] with jitter, honouring `Retry-After` (seconds or an HTTP
+//! date). Redirects are never followed: a 3xx is a failure recorded with its `Location`.
+//! `410 Gone` disables the endpoint at once, and 100 consecutive failed attempts disable it.
+//! The endpoint URL is checked again before every attempt (`core::endpoint`), so a row stored
+//! before a rule existed is never sent to. An attempt is claimed by compare-and-swap on the
+//! delivery's attempt count before it is sent, so duplicate queue messages never send one
 //! attempt twice, and a delivery that succeeded is never sent again.
 
 use std::time::Duration;
 
 use exactly_core::backoff;
-use exactly_core::endpoint;
+use exactly_core::endpoint::EndpointUrl;
 use exactly_core::webhook::SigningSecret;
 use exactly_core::Timestamp;
 use serde::{Deserialize, Serialize};
-use worker::{D1Database, Env, Headers, MessageBatch, MessageBuilder, MessageExt, Method, Queue, Request, RequestInit};
+use worker::{D1Database, Env, Headers, MessageBatch, MessageBuilder, MessageExt, Method, Queue, Request, RequestInit, RequestRedirect};
 
 use crate::bindings;
 use crate::config;
@@ -189,23 +192,25 @@ async fn attempt(env: &Env, db: &D1Database, delivery_id: &str) -> Result<&'stat
     }
 
     let allow_private = config::get(env)?.allow_private_endpoints;
-    let answer = match (endpoint::check_url(url, allow_private), SigningSecret::parse(secret)) {
+    // Checked again at every attempt, so a URL stored before a rule existed is never sent to;
+    // the parsed form is what `fetch` gets, the same text that was checked.
+    let answer = match (EndpointUrl::parse(url, allow_private), SigningSecret::parse(secret)) {
         (Err(problem), _) => Answer::Failure { status: None, error: format!("endpoint URL refused: {}", problem.message()), retry_after: None },
         (_, Err(_)) => Answer::Failure { status: None, error: "the endpoint secret is unreadable".into(), retry_after: None },
-        (Ok(()), Ok(secret)) => {
+        (Ok(url), Ok(secret)) => {
             // During a rotation window the previous secret signs too.
             let previous = match (&due.previous_secret, due.previous_secret_expires_at) {
                 (Some(old), Some(until)) if until as i64 > started.unix_millis() => SigningSecret::parse(old).ok(),
                 _ => None,
             };
-            send(url, &secret, previous.as_ref(), &due.event_id, &due.payload, started).await
+            send(&url, &secret, previous.as_ref(), &due.event_id, &due.payload, started).await
         }
     };
     let latency_ms = now().unix_millis() - started.unix_millis();
     record(env, db, &due, number, started, latency_ms, answer).await
 }
 
-async fn send(url: &str, secret: &SigningSecret, previous: Option<&SigningSecret>, event_id: &str, payload: &str, at: Timestamp) -> Answer {
+async fn send(url: &EndpointUrl, secret: &SigningSecret, previous: Option<&SigningSecret>, event_id: &str, payload: &str, at: Timestamp) -> Answer {
     let headers = Headers::new();
     let mut signature = secret.sign(event_id, at, payload.as_bytes());
     if let Some(previous) = previous {
@@ -224,22 +229,44 @@ async fn send(url: &str, secret: &SigningSecret, previous: Option<&SigningSecret
         }
     }
     let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_headers(headers).with_body(Some(payload.into()));
-    let request = match Request::new_with_init(url, &init) {
+    // Never follow a redirect: the next hop is an address nobody checked (and `fetch` would
+    // turn the POST into a GET there). A 3xx is a failed attempt, recorded with its Location.
+    init.with_method(Method::Post).with_headers(headers).with_body(Some(payload.into())).with_redirect(RequestRedirect::Manual);
+    let request = match Request::new_with_init(url.as_str(), &init) {
         Ok(r) => r,
         Err(e) => return Answer::Failure { status: None, error: format!("invalid request: {e}"), retry_after: None },
     };
     match fetch_with_timeout(request, ATTEMPT_TIMEOUT).await {
         Ok(response) => {
             let status = response.status_code();
-            let retry_after = response.headers().get("retry-after").ok().flatten().and_then(|v| v.trim().parse::<u64>().ok());
+            let header = |name: &str| response.headers().get(name).ok().flatten();
+            let retry_after = header("retry-after").and_then(|v| backoff::parse_retry_after(&v, now()));
             match status {
                 200..=299 => Answer::Success(status),
                 410 => Answer::Gone,
+                300..=399 => {
+                    let error = match header("location") {
+                        Some(location) => format!("answered {status} redirecting to {}; redirects are not followed", bounded(&location, MAX_LOCATION_CHARS)),
+                        None => format!("answered {status} (a redirect without Location); redirects are not followed"),
+                    };
+                    Answer::Failure { status: Some(status), error, retry_after }
+                }
                 _ => Answer::Failure { status: Some(status), error: format!("answered {status}"), retry_after },
             }
         }
         Err(reason) => Answer::Failure { status: None, error: reason, retry_after: None },
+    }
+}
+
+/// The most of a `Location` header kept in an attempt's error: enough to see where it pointed,
+/// not a place for an endpoint to store kilobytes.
+const MAX_LOCATION_CHARS: usize = 512;
+
+/// `text` cut to at most `max` characters, marked when cut.
+fn bounded(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}...", &text[..end]),
+        None => text.to_owned(),
     }
 }
 

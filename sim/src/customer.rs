@@ -1,5 +1,5 @@
 //! A customer webhook endpoint on loopback: records every delivery, answers as scripted per
-//! path (fail, answer 410, ...), and otherwise answers 200.
+//! path (fail, answer 410, redirect elsewhere with a `Location`, ...), and otherwise answers 200.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -30,6 +30,7 @@ struct State {
     received: Vec<Received>,
     scripts: HashMap<String, VecDeque<u16>>,
     always: HashMap<String, u16>,
+    headers: HashMap<String, Vec<(String, String)>>,
 }
 
 /// A running customer endpoint.
@@ -60,14 +61,21 @@ impl CustomerEndpoint {
                     .iter()
                     .map(|h| (h.field.as_str().as_str().to_ascii_lowercase(), h.value.as_str().to_owned()))
                     .collect();
-                let status = {
+                let (status, extra) = {
                     let mut s = lock(&shared);
                     let scripted = s.scripts.get_mut(&path).and_then(VecDeque::pop_front);
                     let status = scripted.or_else(|| s.always.get(&path).copied()).unwrap_or(200);
+                    let extra = s.headers.get(&path).cloned().unwrap_or_default();
                     s.received.push(Received { path, headers, body, answered: status });
-                    status
+                    (status, extra)
                 };
-                let _ = request.respond(tiny_http::Response::from_string("").with_status_code(status));
+                let mut response = tiny_http::Response::from_string("").with_status_code(status);
+                for (name, value) in extra {
+                    if let Ok(header) = tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()) {
+                        response = response.with_header(header);
+                    }
+                }
+                let _ = request.respond(response);
             }
         });
         Ok(Self { base: format!("http://127.0.0.1:{port}"), state })
@@ -81,6 +89,14 @@ impl CustomerEndpoint {
     /// Answers `status` to every request on `path`.
     pub fn always(&self, path: &str, status: u16) {
         lock(&self.state).always.insert(path.to_owned(), status);
+    }
+
+    /// Answers `status` with these extra headers to every request on `path` (a redirect with
+    /// its `Location`, a `Retry-After`, ...).
+    pub fn always_with(&self, path: &str, status: u16, headers: &[(&str, &str)]) {
+        let mut state = lock(&self.state);
+        state.always.insert(path.to_owned(), status);
+        state.headers.insert(path.to_owned(), headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
     }
 
     /// Everything received on `path`, in order.

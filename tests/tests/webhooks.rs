@@ -17,6 +17,8 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("webhooks::endpoints_get_only_their_types_and_disabled_ones_nothing", endpoints_get_only_their_types_and_disabled_ones_nothing),
     ("webhooks::replay_sends_the_same_event_again", replay_sends_the_same_event_again),
     ("webhooks::private_endpoints_are_refused_in_production", private_endpoints_are_refused_in_production),
+    ("webhooks::redirects_are_not_followed", redirects_are_not_followed),
+    ("webhooks::retry_after_as_an_http_date_is_honoured", retry_after_as_an_http_date_is_honoured),
     ("webhooks::endpoint_management", endpoint_management),
     ("webhooks::every_route_is_served", every_route_is_served),
 ];
@@ -203,13 +205,99 @@ fn replay_sends_the_same_event_again(w: &Worker) {
 fn private_endpoints_are_refused_in_production(_shared: &Worker) {
     let w = Worker::start_with(&[("ALLOW_PRIVATE_ENDPOINTS", "false")]);
     let c = customer(&w);
-    for url in ["http://127.0.0.1:9/hook", "https://127.0.0.1/hook", "https://10.1.2.3/hook", "https://169.254.169.254/latest", "https://localhost/x", "http://example.com/hook"] {
-        let a = w.call("POST", "/v1/webhook_endpoints", &c.key, Some(&json!({"url": url, "event_types": ["message.received"]})), &[]);
+    let create = |url: &str| w.call("POST", "/v1/webhook_endpoints", &c.key, Some(&json!({"url": url, "event_types": ["message.received"]})), &[]);
+    for url in [
+        "http://127.0.0.1:9/hook", "https://127.0.0.1/hook", "https://10.1.2.3/hook", "https://169.254.169.254/latest", "https://localhost/x",
+        "http://example.com/hook",
+        // Each reaches a private address once parsed the way fetch parses it.
+        "https://169.254.169.254\\latest/meta-data", "https://127.0.0.%31/", "https://[::127.0.0.1]/", "https://[64:ff9b::a00:1]/",
+        "https://0x7f.1/", "https://[::ffff:10.0.0.1]/", "https://metadata.google.internal/x", "https://nas.home.arpa/", "https://user:pw@example.com/",
+    ] {
+        let a = create(url);
         assert_eq!(a.status, 422, "{url}: {}", a.body);
         assert_eq!(a.json()["error"]["field"], "url", "{url}");
     }
-    let ok = w.call("POST", "/v1/webhook_endpoints", &c.key, Some(&json!({"url": "https://hooks.example.com/in", "event_types": ["message.received"]})), &[]);
+    let ok = create("https://hooks.example.com/in");
     assert_eq!(ok.status, 201, "{}", ok.body);
+    // What is stored is the parsed form: the text that was checked is the text fetch gets.
+    let normalized = create("HTTPS://H%6Foks.Example.COM\\in");
+    assert_eq!((normalized.status, normalized.json()["url"].as_str()), (201, Some("https://hooks.example.com/in")), "{}", normalized.body);
+    let id = ok.json()["id"].as_str().unwrap().to_owned();
+    let patched = w.call("PATCH", &format!("/v1/webhook_endpoints/{id}"), &c.key, Some(&json!({"url": "https://127.0.0.%31/"})), &[]);
+    assert_eq!(patched.status, 422, "{}", patched.body);
+
+    // A row written before the rule (here: by hand) is checked again before every attempt and
+    // never sent to.
+    w.sql(&format!("UPDATE webhook_endpoints SET url = 'https://127.0.0.%31/' WHERE id = {}", lit(&id)));
+    w.sql(&format!("DELETE FROM webhook_endpoints WHERE id = {}", lit(normalized.json()["id"].as_str().unwrap())));
+    inbound_sms(&w, &c);
+    let refused = format!(
+        "SELECT COUNT(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+         WHERE d.endpoint_id = {} AND a.error LIKE 'endpoint URL refused%' AND a.status_code IS NULL",
+        lit(&id)
+    );
+    assert!(w.eventually(Duration::from_secs(30), || w.count(&refused) >= 1), "the stored private URL is refused at delivery time");
+    let touched = w.call("PATCH", &format!("/v1/webhook_endpoints/{id}"), &c.key, Some(&json!({"event_types": ["message.sent"]})), &[]);
+    assert_eq!(touched.status, 422, "an unchanged private URL is refused on any update: {}", touched.body);
+}
+
+/// An endpoint that answers 302 elsewhere is not followed there: the attempt fails with the
+/// status and the Location recorded, and the address it pointed at gets nothing.
+fn redirects_are_not_followed(w: &Worker) {
+    let c = customer(w);
+    let (_, path, _) = endpoint(w, &c, &["message.received"]);
+    let elsewhere = format!("/elsewhere/{}", sim::random_hex());
+    let location = format!("{}{elsewhere}", w.customer.base);
+    w.customer.always_with(&path, 302, &[("location", &location)]);
+    inbound_sms(w, &c);
+    let got = wait_received(w, &path, 2);
+    assert!(got.iter().all(|r| r.answered == 302), "the redirect is retried like any failure");
+    let event_id = got[0].header("webhook-id").unwrap().to_owned();
+    let ok = w.eventually(Duration::from_secs(10), || {
+        let shown = w.call("GET", &format!("/v1/events/{event_id}"), &c.key, None, &[]).json();
+        shown["deliveries"][0]["attempts"].as_array().is_some_and(|a| a.len() >= 2)
+    });
+    assert!(ok, "the attempts are recorded");
+    let shown = w.call("GET", &format!("/v1/events/{event_id}"), &c.key, None, &[]).json();
+    let first = &shown["deliveries"][0]["attempts"][0];
+    assert_eq!(first["status_code"], 302, "{shown}");
+    let error = first["error"].as_str().unwrap_or_default();
+    assert!(error.contains(&location) && error.contains("not followed"), "{error}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(w.customer.received(&elsewhere).is_empty(), "the Location was never requested");
+}
+
+/// `Retry-After` as an HTTP date pushes the next attempt to that date, past the (1 s) test
+/// schedule.
+fn retry_after_as_an_http_date_is_honoured(w: &Worker) {
+    let c = customer(w);
+    let (id, path, _) = endpoint(w, &c, &["message.received"]);
+    let until = sim::unix_now() + 20;
+    let date = httpdate(until);
+    w.customer.always_with(&path, 503, &[("retry-after", &date)]);
+    inbound_sms(w, &c);
+    wait_received(w, &path, 1);
+    let next = format!(
+        "SELECT COUNT(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+         WHERE d.endpoint_id = {} AND a.attempt = 1 AND a.next_attempt_at >= {}",
+        lit(&id),
+        (until - 1) * 1000
+    );
+    assert!(w.eventually(Duration::from_secs(10), || w.count(&next) == 1), "the next attempt waits for {date}");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(w.customer.received(&path).len(), 1, "no retry before the date");
+}
+
+/// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) for Unix seconds.
+fn httpdate(unix_seconds: i64) -> String {
+    let t = Timestamp::from_unix_seconds(unix_seconds).to_rfc3339();
+    // 2026-11-30T05:20:01.000Z -> fields; the weekday is computed from days since 1970-01-01 (a Thursday).
+    let (date, time) = t.split_once('T').unwrap();
+    let mut parts = date.split('-');
+    let (year, month, day) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+    let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"][month.parse::<usize>().unwrap() - 1];
+    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(unix_seconds.div_euclid(86_400) % 7) as usize];
+    format!("{weekday}, {day} {month} {year} {} GMT", &time[..8])
 }
 
 fn endpoint_management(w: &Worker) {

@@ -1,6 +1,6 @@
 //! `/v1/webhook_endpoints`: where an account's customer events are delivered.
 
-use exactly_core::endpoint;
+use exactly_core::endpoint::EndpointUrl;
 use exactly_core::webhook::{SigningSecret, EVENT_TYPES};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -44,9 +44,13 @@ impl Row {
 }
 
 
-fn check_url(env: &Env, url: &str) -> Result<(), EdgeError> {
+/// Checks `url` as `fetch` will parse it and returns the normalized form, which is what is
+/// stored: the text checked here is the text every attempt sends to.
+fn check_url(env: &Env, url: &str) -> Result<String, EdgeError> {
     let allow_private = config::get(env)?.allow_private_endpoints;
-    endpoint::check_url(url, allow_private).map_err(|problem| EdgeError::invalid("url", problem.message()))
+    EndpointUrl::parse(url, allow_private)
+        .map(|parsed| parsed.as_str().to_owned())
+        .map_err(|problem| EdgeError::invalid("url", problem.message()))
 }
 
 fn check_types(types: &[String]) -> Result<String, EdgeError> {
@@ -80,8 +84,7 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
     let db = crate::db::database(env)?;
     let account = auth::account(&req, &db).await?;
     let body: NewEndpoint = http::json_body(&mut req).await?;
-    let url = body.url.ok_or_else(|| EdgeError::invalid("url", "is required"))?;
-    check_url(env, &url)?;
+    let url = check_url(env, &body.url.ok_or_else(|| EdgeError::invalid("url", "is required"))?)?;
     let types = check_types(&body.event_types.ok_or_else(|| EdgeError::invalid("event_types", "is required"))?)?;
     let mut key = [0u8; 32];
     getrandom::getrandom(&mut key).map_err(|e| EdgeError::platform("random", e))?;
@@ -141,8 +144,8 @@ pub async fn update(mut req: Request, env: &Env, id: &str) -> Result<Response, E
     let account = auth::account(&req, &db).await?;
     let patch: Patch = http::json_body(&mut req).await?;
     let current = find(&db, &account.id, id).await?;
-    let url = patch.url.unwrap_or(current.url);
-    check_url(env, &url)?;
+    // An unchanged URL is checked again too: a row written before a rule cannot keep it.
+    let url = check_url(env, &patch.url.unwrap_or(current.url))?;
     let types = match patch.event_types {
         Some(types) => check_types(&types)?,
         None => current.event_types,
