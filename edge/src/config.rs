@@ -1,4 +1,5 @@
-//! Configuration from wrangler vars and secrets (contract §2), validated once per isolate.
+//! Configuration from wrangler vars and secrets (docs/deploy.md lists them), validated once per
+//! isolate.
 //!
 //! Every request and job reads the same parsed [`Config`]; a missing or malformed variable is
 //! one clear error naming it (never its value), logged and answered as a 503, never a panic.
@@ -44,7 +45,8 @@ pub struct Config {
     pub telnyx_messaging_profile_id: Option<String>,
     /// Verifies Twilio webhooks, when `TWILIO_AUTH_TOKEN` is set.
     pub twilio: Option<twilio::Verifier>,
-    /// Verifies Plivo webhooks, when `PLIVO_AUTH_TOKEN` is set.
+    /// Verifies Plivo webhooks, when `PLIVO_AUTH_TOKEN` is set; V3 is required unless
+    /// `PLIVO_ACCEPT_V2=true`.
     pub plivo: Option<plivo::Verifier>,
     /// `PUBLIC_BASE_URL`, without a trailing slash.
     pub public_base_url: String,
@@ -63,7 +65,7 @@ impl fmt::Debug for Config {
             .field("telnyx", &self.telnyx)
             .field("telnyx_api_base", &self.telnyx_api_base)
             .field("twilio", &self.twilio.is_some())
-            .field("plivo", &self.plivo.is_some())
+            .field("plivo", &self.plivo)
             .field("public_base_url", &self.public_base_url)
             .field("allow_private_endpoints", &self.allow_private_endpoints)
             .field("retention", &self.retention)
@@ -114,7 +116,22 @@ fn days(env: &Env, name: &'static str, default: i64, least: i64) -> Result<i64, 
     }
 }
 
-/// Reads and checks every variable, in the order of contract §2.
+/// `PLIVO_ACCEPT_V2=true` accepts Plivo requests signed with V2 only, whose signature does not
+/// cover the body (docs/security.md). Named here rather than in `bindings::vars` only because
+/// that file is being changed in parallel; it belongs there.
+pub const PLIVO_ACCEPT_V2: &str = "PLIVO_ACCEPT_V2";
+
+/// A `true`/`false` switch, `false` when unset; anything else is refused, so a typo such as
+/// `PLIVO_ACCEPT_V2=yes` is a loud 503 rather than a silent default.
+fn flag(env: &Env, name: &'static str) -> Result<bool, EdgeError> {
+    match optional(env, name).as_deref() {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(_) => Err(invalid(name, "must be true or false")),
+    }
+}
+
+/// Reads and checks every variable, in the order docs/deploy.md lists them.
 pub fn load(env: &Env) -> Result<Config, EdgeError> {
     let telnyx = telnyx::Verifier::from_base64_keys(&required(env, vars::TELNYX_PUBLIC_KEY)?).map_err(|e| invalid(vars::TELNYX_PUBLIC_KEY, e))?;
     let telnyx_api_key = required(env, vars::TELNYX_API_KEY)?;
@@ -125,7 +142,14 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
     let telnyx_connection_id = required(env, vars::TELNYX_CONNECTION_ID)?;
     let telnyx_messaging_profile_id = optional(env, vars::TELNYX_MESSAGING_PROFILE_ID);
     let twilio = optional(env, vars::TWILIO_AUTH_TOKEN).map(|t| twilio::Verifier::new(&t)).transpose().map_err(|e| invalid(vars::TWILIO_AUTH_TOKEN, e))?;
-    let plivo = optional(env, vars::PLIVO_AUTH_TOKEN).map(|t| plivo::Verifier::new(&t)).transpose().map_err(|e| invalid(vars::PLIVO_AUTH_TOKEN, e))?;
+    let plivo_v2 = match flag(env, PLIVO_ACCEPT_V2)? {
+        true => plivo::V2Policy::Accept,
+        false => plivo::V2Policy::Refuse,
+    };
+    let plivo = optional(env, vars::PLIVO_AUTH_TOKEN)
+        .map(|t| plivo::Verifier::new(&t).map(|v| v.with_v2_policy(plivo_v2)))
+        .transpose()
+        .map_err(|e| invalid(vars::PLIVO_AUTH_TOKEN, e))?;
     let public_base_url = required(env, vars::PUBLIC_BASE_URL)?;
     if exactly_core::form::Url::parse(&public_base_url).is_none() {
         return Err(invalid(vars::PUBLIC_BASE_URL, "not an absolute URL"));
@@ -134,11 +158,7 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
     if admin_token.len() < 16 {
         return Err(invalid(vars::ADMIN_TOKEN, "must be at least 16 characters"));
     }
-    let allow_private_endpoints = match optional(env, vars::ALLOW_PRIVATE_ENDPOINTS).as_deref() {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(_) => return Err(invalid(vars::ALLOW_PRIVATE_ENDPOINTS, "must be true or false")),
-    };
+    let allow_private_endpoints = flag(env, vars::ALLOW_PRIVATE_ENDPOINTS)?;
     let retention = Retention {
         payload_days: days(env, vars::RETENTION_PAYLOAD_DAYS, 30, 1)?,
         event_days: days(env, vars::RETENTION_EVENT_DAYS, 90, MIN_EVENT_RETENTION_DAYS)?,

@@ -1,0 +1,260 @@
+//! Hostile input (docs/security.md): who may call what, and carrier signatures that prove less
+//! than they seem to.
+
+use std::time::Duration;
+
+use exactly_tests::{fresh_number, lit, Worker, ADMIN_TOKEN, PLIVO_TOKEN};
+use serde_json::json;
+
+use crate::TestFn;
+
+pub const TESTS: &[(&str, TestFn)] = &[
+    ("security::every_route_is_in_the_authorization_table", every_route_is_in_the_authorization_table),
+    ("security::plivo_requires_v3_unless_v2_is_accepted", plivo_requires_v3_unless_v2_is_accepted),
+];
+
+/// Who may call a route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    /// Anyone.
+    Public,
+    /// A carrier: the request's signature is the credential.
+    Carrier,
+    /// The operator's `ADMIN_TOKEN`.
+    Admin,
+    /// An account's API key, on the account's own collection.
+    Account,
+    /// An account's API key, on one resource of that account.
+    Owned(Resource),
+}
+
+/// The kinds of `/v1` resource a route with `{id}` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Resource {
+    Message,
+    Call,
+    Endpoint,
+    Event,
+}
+
+/// Every route of `exactly_edge::ROUTES`, with who may call it. A route added to the router
+/// without a row here fails [`every_route_is_in_the_authorization_table`].
+const TABLE: &[(&str, &str, Access)] = &[
+    ("POST", "/webhooks/telnyx", Access::Carrier),
+    ("POST", "/webhooks/twilio", Access::Carrier),
+    ("POST", "/webhooks/plivo", Access::Carrier),
+    ("POST", "/admin/accounts", Access::Admin),
+    ("POST", "/admin/numbers", Access::Admin),
+    ("GET", "/admin/carrier_events", Access::Admin),
+    ("POST", "/admin/carrier_events/{id}/retry", Access::Admin),
+    ("POST", "/admin/carrier_events/retry", Access::Admin),
+    ("GET", "/admin/webhook_deliveries", Access::Admin),
+    ("POST", "/admin/webhook_deliveries/{id}/retry", Access::Admin),
+    ("POST", "/v1/messages", Access::Account),
+    ("GET", "/v1/messages", Access::Account),
+    ("GET", "/v1/messages/{id}", Access::Owned(Resource::Message)),
+    ("GET", "/v1/calls", Access::Account),
+    ("GET", "/v1/calls/{id}", Access::Owned(Resource::Call)),
+    ("GET", "/v1/usage", Access::Account),
+    ("POST", "/v1/webhook_endpoints", Access::Account),
+    ("GET", "/v1/webhook_endpoints", Access::Account),
+    ("GET", "/v1/webhook_endpoints/{id}", Access::Owned(Resource::Endpoint)),
+    ("PATCH", "/v1/webhook_endpoints/{id}", Access::Owned(Resource::Endpoint)),
+    ("DELETE", "/v1/webhook_endpoints/{id}", Access::Owned(Resource::Endpoint)),
+    ("POST", "/v1/webhook_endpoints/{id}/rotate_secret", Access::Owned(Resource::Endpoint)),
+    ("GET", "/v1/events", Access::Account),
+    ("GET", "/v1/events/{id}", Access::Owned(Resource::Event)),
+    ("POST", "/v1/events/{id}/replay", Access::Owned(Resource::Event)),
+    ("GET", "/openapi.json", Access::Public),
+    ("GET", "/healthz", Access::Public),
+];
+
+/// Account A's resources, one of each kind.
+struct Owned {
+    key: String,
+    message: String,
+    call: String,
+    endpoint: String,
+    event: String,
+}
+
+impl Owned {
+    fn id(&self, resource: Resource) -> &str {
+        match resource {
+            Resource::Message => &self.message,
+            Resource::Call => &self.call,
+            Resource::Endpoint => &self.endpoint,
+            Resource::Event => &self.event,
+        }
+    }
+}
+
+fn account_with_resources(w: &Worker) -> Owned {
+    let (account, key) = w.create_account("owner");
+    let number = fresh_number();
+    w.create_number(&account, &number, &[]);
+    let endpoint = w.call(
+        "POST",
+        "/v1/webhook_endpoints",
+        &key,
+        Some(&json!({"url": format!("{}/owner/{}", w.customer.base, sim::random_hex()), "event_types": ["message.received"]})),
+        &[],
+    );
+    assert_eq!(endpoint.status, 201, "{}", endpoint.body);
+    let sent = w.call("POST", "/v1/messages", &key, Some(&json!({"from": number, "to": "+15559990000", "text": "mine"})), &[]);
+    assert_eq!(sent.status, 201, "{}", sent.body);
+    // An inbound message makes a customer event.
+    let body = sim::telnyx::envelope(&format!("authz-{}", sim::random_hex()), "message.received", "2026-11-30T10:00:00Z", json!({
+        "id": format!("m-{}", sim::random_hex()), "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": number}], "text": "in",
+    }), 1);
+    assert_eq!(w.deliver_telnyx(&body).status, 200);
+    let mut event = String::new();
+    let found = w.eventually(Duration::from_secs(30), || {
+        event = w.call("GET", "/v1/events", &key, None, &[]).json()["data"][0]["id"].as_str().unwrap_or_default().to_owned();
+        !event.is_empty()
+    });
+    assert!(found, "account A has an event");
+    // A call needs a carrier session to ring through; the row is all the API reads.
+    let call = format!("call_{}", sim::random_hex());
+    w.sql(&format!(
+        "INSERT INTO calls (id, account_id, direction, from_number, to_number, status, carrier, call_session_id, call_control_id, call_leg_id, created_at, updated_at)
+         VALUES ({}, {}, 'inbound', '+15559990000', {}, 'completed', 'telnyx', {}, 'cc', 'leg', 1, 1)",
+        lit(&call), lit(&account), lit(&number), lit(&format!("sess-{}", sim::random_hex()))
+    ));
+    assert_eq!(w.call("GET", &format!("/v1/calls/{call}"), &key, None, &[]).status, 200, "account A reads its own call");
+    Owned {
+        key,
+        message: sent.json()["id"].as_str().unwrap().to_owned(),
+        call,
+        endpoint: endpoint.json()["id"].as_str().unwrap().to_owned(),
+        event,
+    }
+}
+
+/// For every route: `/v1` routes that take an id answer 404 to account B's key on account A's
+/// resource (and A's resource is unchanged after B's attempt), every `/v1` route answers 401
+/// without a key, every `/admin` route answers 401 without the admin token (and with an
+/// account's key), and the carrier routes answer 401 unsigned. The table must name exactly the
+/// routes the router serves.
+fn every_route_is_in_the_authorization_table(w: &Worker) {
+    let served: Vec<(&str, &str)> = exactly_edge::ROUTES.to_vec();
+    let missing: Vec<_> = served.iter().filter(|(m, p)| !TABLE.iter().any(|(tm, tp, _)| tm == m && tp == p)).collect();
+    assert!(missing.is_empty(), "routes without a row in the authorization table: {missing:?}");
+    let stale: Vec<_> = TABLE.iter().filter(|(m, p, _)| !served.contains(&(*m, *p))).collect();
+    assert!(stale.is_empty(), "rows for routes the router does not serve: {stale:?}");
+
+    let a = account_with_resources(w);
+    let (_, b_key) = w.create_account("intruder");
+    let body = |method: &str| (method == "POST" || method == "PATCH").then(|| json!({}));
+    for (method, pattern, access) in TABLE {
+        let path = match access {
+            Access::Owned(resource) => pattern.replace("{id}", a.id(*resource)),
+            _ => pattern.replace("{id}", "x"),
+        };
+        let call = |token: &str| w.call(method, &path, token, body(method).as_ref(), &[]);
+        let unauthenticated = w.call(method, &path, "", body(method).as_ref(), &[]);
+        match access {
+            Access::Public => assert_eq!(unauthenticated.status, 200, "{method} {pattern}: {}", unauthenticated.body),
+            Access::Carrier => assert_eq!(unauthenticated.status, 401, "{method} {pattern} unsigned: {}", unauthenticated.body),
+            Access::Admin => {
+                for token in ["", "not-the-admin-token", b_key.as_str(), &ADMIN_TOKEN[..ADMIN_TOKEN.len() - 1]] {
+                    let answer = call(token);
+                    assert_eq!(answer.status, 401, "{method} {pattern} with {token:?}: {}", answer.body);
+                    assert_eq!(answer.json()["error"]["code"], "unauthorized", "{method} {pattern}");
+                }
+            }
+            Access::Account | Access::Owned(_) => {
+                for token in ["", "sk_not_a_key", ADMIN_TOKEN] {
+                    let answer = call(token);
+                    assert_eq!(answer.status, 401, "{method} {pattern} with {token:?}: {}", answer.body);
+                }
+            }
+        }
+        if let Access::Owned(resource) = access {
+            let answer = call(&b_key);
+            assert_eq!(answer.status, 404, "{method} {pattern}: account B on account A's {resource:?}: {}", answer.body);
+            assert_eq!(answer.json()["error"]["code"], "not_found", "{method} {pattern}");
+            assert!(!answer.body.contains(a.id(*resource)), "{method} {pattern}: nothing of A's resource in the answer");
+        }
+    }
+    // Nothing B tried changed A's resources, and B's lists show none of them.
+    for (path, id) in [("/v1/messages", &a.message), ("/v1/calls", &a.call), ("/v1/webhook_endpoints", &a.endpoint), ("/v1/events", &a.event)] {
+        assert_eq!(w.call("GET", &format!("{path}/{id}"), &a.key, None, &[]).status, 200, "A still reads {path}/{id}");
+        let listed = w.call("GET", &format!("{path}?limit=100"), &b_key, None, &[]);
+        assert_eq!(listed.status, 200, "{path}: {}", listed.body);
+        assert!(!listed.body.contains(id.as_str()), "B's {path} lists nothing of A's");
+    }
+    let still = w.call("GET", &format!("/v1/webhook_endpoints/{}", a.endpoint), &a.key, None, &[]).json();
+    assert_eq!(still["event_types"], json!(["message.received"]), "B's PATCH changed nothing: {still}");
+    let from_a = w.call("GET", &format!("/v1/messages/{}", a.message), &a.key, None, &[]).json()["from"].clone();
+    let as_a = w.call("POST", "/v1/messages", &b_key, Some(&json!({"from": from_a, "to": "+15559990000", "text": "spoof"})), &[]);
+    assert_eq!((as_a.status, as_a.json()["error"]["field"].as_str()), (422, Some("from")), "B cannot send from A's number: {}", as_a.body);
+}
+
+/// A Plivo inbound message signed with V3 by the official `plivo` Python SDK (4.63.0) for
+/// `https://exactly.example.com/webhooks/plivo`, and the V2 signature of the same URL and nonce
+/// (checked with the SDK's `validate_signature`). Made with:
+///
+/// ```python
+/// from plivo.utils.signature_v3 import construct_post_url, get_signature_v3
+/// get_signature_v3(b"e2e-plivo-token", construct_post_url(URL, dict(PARAMS)).decode(), NONCE.encode())
+/// base64.b64encode(hmac.new(b"e2e-plivo-token", (URL + NONCE).encode(), hashlib.sha256).digest())
+/// ```
+mod plivo_sdk {
+    pub const PUBLIC_BASE_URL: &str = "https://exactly.example.com";
+    pub const NONCE: &str = "30118726458519374066";
+    pub const PARAMS: [(&str, &str); 5] = [
+        ("MessageUUID", "sdk-e2e-5f0c2a1e-0c5c-11f0-b1e3-0242ac110002"),
+        ("From", "15559990000"),
+        ("To", "15550001111"),
+        ("Text", "signed by the plivo SDK"),
+        ("Type", "sms"),
+    ];
+    pub const V3_SIGNATURE: &str = "8SEV10pekgSdR/FSPVR0kaCEbvRyDd4YHFQHs1HnpP0=";
+    pub const V2_SIGNATURE: &str = "+Ir0SU7V0yIqtjbUgAhKIBnx1krdLanb2jkJ+KKE3Gg=";
+}
+
+fn form(params: &[(&str, &str)]) -> String {
+    params.iter().map(|(k, v)| format!("{}={}", k, v.replace(' ', "+"))).collect::<Vec<_>>().join("&")
+}
+
+/// V2 signs the URL and the nonce but not the body: by default a V2-only request is refused
+/// (its genuine body and a forged one alike), while the SDK's V3 request is accepted. With
+/// `PLIVO_ACCEPT_V2=true` the forged body is accepted, which is exactly the risk that setting
+/// takes.
+fn plivo_requires_v3_unless_v2_is_accepted(_shared: &Worker) {
+    assert_eq!(PLIVO_TOKEN, "e2e-plivo-token", "the SDK vector was signed with this token");
+    let body = form(&plivo_sdk::PARAMS);
+    let forged = body.replace("signed+by+the+plivo+SDK", "forged").replace("sdk-e2e-", "forged-");
+    let v2 = [("x-plivo-signature-v2", plivo_sdk::V2_SIGNATURE), ("x-plivo-signature-v2-nonce", plivo_sdk::NONCE)];
+    let v3 = [("x-plivo-signature-v3", plivo_sdk::V3_SIGNATURE), ("x-plivo-signature-v3-nonce", plivo_sdk::NONCE)];
+    let stored = |w: &Worker, uuid_prefix: &str| {
+        w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier = 'plivo' AND carrier_event_id LIKE {}", lit(&format!("{uuid_prefix}%"))))
+    };
+
+    let w = Worker::start_with(&[("PUBLIC_BASE_URL", plivo_sdk::PUBLIC_BASE_URL)]);
+    for (what, body) in [("genuine body", &body), ("forged body", &forged)] {
+        let a = w.post("/webhooks/plivo", &v2, body.as_bytes());
+        assert_eq!(a.status, 401, "V2 only, {what}: {}", a.body);
+        assert!(a.json()["error"]["message"].as_str().unwrap_or_default().contains("x-plivo-signature-v3"), "{}", a.body);
+    }
+    assert_eq!(stored(&w, "sdk-e2e-") + stored(&w, "forged-"), 0, "nothing refused was stored");
+    let a = w.post("/webhooks/plivo", &v3, body.as_bytes());
+    assert_eq!((a.status, a.json()["outcome"].as_str()), (200, Some("accepted")), "the SDK's V3 request: {}", a.body);
+    let both: Vec<(&str, &str)> = v3.iter().chain(v2.iter()).copied().collect();
+    let a = w.post("/webhooks/plivo", &both, forged.as_bytes());
+    assert_eq!(a.status, 401, "a V3 that fails is not rescued by V2: {}", a.body);
+    assert_eq!(stored(&w, "forged-"), 0);
+    drop(w);
+
+    let w = Worker::start_with(&[("PUBLIC_BASE_URL", plivo_sdk::PUBLIC_BASE_URL), ("PLIVO_ACCEPT_V2", "true")]);
+    let a = w.post("/webhooks/plivo", &v2, forged.as_bytes());
+    assert_eq!(a.status, 200, "with PLIVO_ACCEPT_V2=true a V2-only request is accepted, forged body and all: {}", a.body);
+    assert_eq!(stored(&w, "forged-"), 1);
+    drop(w);
+
+    let w = Worker::start_with(&[("PLIVO_ACCEPT_V2", "yes")]);
+    let a = w.post("/webhooks/plivo", &v3, body.as_bytes());
+    assert_eq!(a.status, 503, "a switch that is neither true nor false is a configuration error: {}", a.body);
+    assert!(a.json()["error"]["message"].as_str().unwrap_or_default().contains("PLIVO_ACCEPT_V2"), "{}", a.body);
+}
