@@ -188,19 +188,30 @@ pub struct Listed {
 }
 
 /// A page of carrier events in one state (`failed`, `pending` or `processed`), newest first.
+///
+/// The order and the cursor both use the integer rowid. The row's `id` is selected as text, and
+/// an unqualified `id` in ORDER BY would name that text alias (`"9" > "10"`) while the WHERE
+/// compared integers, so pages skipped rows; `carrier_events.id` names the column in both, and
+/// the cursor's id is bound as an integer.
 pub async fn list(db: &D1Database, state: &str, cursor: Option<crate::http::Cursor>, limit: u32) -> Result<Vec<Listed>, EdgeError> {
     let condition = match state {
         "failed" => "error IS NOT NULL",
         "pending" => "processed_at IS NULL AND error IS NULL",
         _ => "processed_at IS NOT NULL",
     };
-    let (at, id) = crate::http::Cursor::args(&cursor);
+    let (at, id) = match &cursor {
+        Some(c) => {
+            let rowid: i64 = c.id.parse().map_err(|_| EdgeError::invalid("cursor", "is not a cursor from a previous page"))?;
+            (crate::db::int(c.created_at), int(rowid))
+        }
+        None => (wasm_bindgen::JsValue::NULL, wasm_bindgen::JsValue::NULL),
+    };
     db::all(db::stmt(
         db,
         &format!(
             "SELECT CAST(id AS TEXT) AS id, carrier, carrier_event_id, event_type, processed_at, error, attempts, created_at FROM carrier_events
-             WHERE {condition} AND (?1 IS NULL OR created_at < ?1 OR (created_at = ?1 AND id < ?2))
-             ORDER BY created_at DESC, id DESC LIMIT ?3"
+             WHERE {condition} AND (?1 IS NULL OR created_at < ?1 OR (created_at = ?1 AND carrier_events.id < ?2))
+             ORDER BY created_at DESC, carrier_events.id DESC LIMIT ?3"
         ),
         &[at, id, int(i64::from(limit))],
     )?)

@@ -17,7 +17,97 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("operations::redriving_a_failed_event_twice_has_one_effect", redriving_a_failed_event_twice_has_one_effect),
     ("operations::retention_prunes_payloads_and_keeps_dedupe_keys", retention_prunes_payloads_and_keeps_dedupe_keys),
     ("operations::rotated_endpoint_secret_signs_with_both_for_a_while", rotated_endpoint_secret_signs_with_both_for_a_while),
+    ("operations::carrier_events_pages_neither_skip_nor_repeat", carrier_events_pages_neither_skip_nor_repeat),
+    ("operations::failed_deliveries_page_with_a_cursor", failed_deliveries_page_with_a_cursor),
 ];
+
+/// Walks `/admin/...` pages of `limit` from the first, until `done` says enough was seen or the
+/// last page; returns every row in order.
+fn walk(w: &Worker, path: &str, limit: u32, mut done: impl FnMut(&[serde_json::Value]) -> bool) -> Vec<serde_json::Value> {
+    let mut rows = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..1000 {
+        let url = match &cursor {
+            Some(c) => format!("{path}&limit={limit}&cursor={c}"),
+            None => format!("{path}&limit={limit}"),
+        };
+        let page = w.call("GET", &url, ADMIN_TOKEN, None, &[]);
+        assert_eq!(page.status, 200, "{url}: {}", page.body);
+        let page = page.json();
+        rows.extend(page["data"].as_array().cloned().unwrap_or_default());
+        cursor = page["next_cursor"].as_str().map(str::to_owned);
+        if cursor.is_none() || done(&rows) {
+            return rows;
+        }
+    }
+    panic!("{path}: more than 1000 pages");
+}
+
+/// Rows whose rowids cross a digit boundary (99998 -> 100008), all stored in the same
+/// millisecond: sorted as text ("99999" > "100008") the pages once skipped and repeated rows.
+/// Dated in the future, so they are the first rows of `status=processed` whatever else the run
+/// stores meanwhile.
+fn carrier_events_pages_neither_skip_nor_repeat(w: &Worker) {
+    let tag = sim::random_hex();
+    let at = (sim::unix_now() + 10 * 365 * 86_400) * 1000 + i64::from(u16::from_str_radix(&tag[..4], 16).unwrap());
+    let ids: Vec<i64> = (99_998..=100_008).collect();
+    let values: Vec<String> = ids
+        .iter()
+        .map(|id| format!("({id}, 'telnyx', {}, 'message.received', NULL, {at}, NULL, 1, {at})", lit(&format!("page-{tag}-{id}"))))
+        .collect();
+    w.sql(&format!(
+        "INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, processed_at, error, attempts, created_at) VALUES {}",
+        values.join(", ")
+    ));
+    let mine = |rows: &[serde_json::Value]| -> Vec<i64> {
+        rows.iter()
+            .filter(|r| r["carrier_event_id"].as_str().is_some_and(|e| e.starts_with(&format!("page-{tag}-"))))
+            .map(|r| r["id"].as_str().unwrap().parse().unwrap())
+            .collect()
+    };
+    for limit in [1, 3, 4, 100] {
+        let rows = walk(w, "/admin/carrier_events?status=processed", limit, |rows| mine(rows).len() >= ids.len() || rows.len() > ids.len() + 200);
+        let expected: Vec<i64> = ids.iter().rev().copied().collect();
+        assert_eq!(mine(&rows), expected, "limit {limit}: every row once, newest (largest id) first");
+    }
+    let bad = w.call("GET", "/admin/carrier_events?status=processed&cursor=bm90LWEtY3Vyc29y", ADMIN_TOKEN, None, &[]);
+    assert_eq!((bad.status, bad.json()["error"]["field"].as_str()), (422, Some("cursor")), "{}", bad.body);
+    let text_id = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, "1:abc");
+    let bad = w.call("GET", &format!("/admin/carrier_events?status=processed&cursor={text_id}"), ADMIN_TOKEN, None, &[]);
+    assert_eq!(bad.status, 422, "a carrier event cursor carries an integer id: {}", bad.body);
+}
+
+/// Five failed deliveries of one event (five endpoints that answer 410) paged two at a time:
+/// each appears once, and the listing has a `next_cursor` at all.
+fn failed_deliveries_page_with_a_cursor(w: &Worker) {
+    let (account, key) = w.create_account("paging");
+    let number = fresh_number();
+    w.create_number(&account, &number, &[]);
+    let mut endpoints = Vec::new();
+    for _ in 0..5 {
+        let path = format!("/gone/{}", sim::random_hex());
+        w.customer.always(&path, 410);
+        let a = w.call("POST", "/v1/webhook_endpoints", &key, Some(&json!({"url": format!("{}{path}", w.customer.base), "event_types": ["message.received"]})), &[]);
+        assert_eq!(a.status, 201, "{}", a.body);
+        endpoints.push(a.json()["id"].as_str().unwrap().to_owned());
+    }
+    let event_id = format!("paging-{}", sim::random_hex());
+    assert_eq!(w.deliver_telnyx(&inbound(&event_id, &number)).status, 200);
+    let failed = format!("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE account_id = {} AND status = 'failed'", lit(&account));
+    assert!(w.eventually(Duration::from_secs(30), || w.count(&failed) == 5), "five deliveries fail on 410");
+    let mine = |rows: &[serde_json::Value]| -> Vec<String> {
+        rows.iter().filter(|r| r["account_id"] == account.as_str()).map(|r| r["endpoint_id"].as_str().unwrap().to_owned()).collect()
+    };
+    let rows = walk(w, "/admin/webhook_deliveries?status=failed", 2, |rows| mine(rows).len() >= 5);
+    let mut seen = mine(&rows);
+    assert_eq!(seen.len(), 5, "each failed delivery once: {seen:?}");
+    seen.sort();
+    endpoints.sort();
+    assert_eq!(seen, endpoints);
+    let first = w.call("GET", "/admin/webhook_deliveries?status=failed&limit=1", ADMIN_TOKEN, None, &[]).json();
+    assert!(first["next_cursor"].is_string(), "{first}");
+    assert!(first["data"][0]["created_at"].is_string(), "{first}");
+}
 
 fn each_required_variable_missing_is_a_clear_503(_shared: &Worker) {
     let cases = [

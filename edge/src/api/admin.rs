@@ -145,17 +145,22 @@ pub async fn retry_failed_carrier_events(req: Request, env: &Env) -> Result<Resp
 }
 
 #[derive(Deserialize)]
-struct FailedDelivery {
+struct ListedDelivery {
     id: String,
     event_id: String,
     endpoint_id: String,
     account_id: String,
     attempts: f64,
     last_error: Option<String>,
+    created_at: f64,
     updated_at: f64,
 }
 
-/// `GET /admin/webhook_deliveries?status=failed`: exhausted (or refused) customer deliveries.
+/// `GET /admin/webhook_deliveries?status=failed|pending|succeeded&limit=&cursor=`: exhausted
+/// (or refused) customer deliveries by default, newest first.
+///
+/// Paged by (`created_at`, `id`), which never change: `updated_at` moves on every attempt, so a
+/// cursor on it would skip or repeat rows that were retried between two pages.
 pub async fn list_failed_deliveries(req: Request, env: &Env) -> Result<Response, EdgeError> {
     auth::admin(&req, env)?;
     let params = http::query(&req);
@@ -164,21 +169,25 @@ pub async fn list_failed_deliveries(req: Request, env: &Env) -> Result<Response,
         return Err(EdgeError::invalid("status", "must be failed, pending or succeeded"));
     }
     let limit = http::limit(&params)?;
-    let rows: Vec<FailedDelivery> = db::all(db::stmt(
+    let (at, after) = Cursor::args(&Cursor::from_params(&params)?);
+    let rows: Vec<ListedDelivery> = db::all(db::stmt(
         &crate::db::database(env)?,
-        "SELECT id, event_id, endpoint_id, account_id, attempts, last_error, updated_at FROM webhook_deliveries
-         WHERE status = ?1 ORDER BY updated_at DESC, id DESC LIMIT ?2",
-        &[text(status), db::int(i64::from(limit))],
+        "SELECT id, event_id, endpoint_id, account_id, attempts, last_error, created_at, updated_at FROM webhook_deliveries
+         WHERE status = ?1 AND (?2 IS NULL OR created_at < ?2 OR (created_at = ?2 AND id < ?3))
+         ORDER BY created_at DESC, id DESC LIMIT ?4",
+        &[text(status), at, after, db::int(i64::from(limit))],
     )?)
     .await?;
+    let next = Cursor::after(&rows, limit, |d| (d.created_at, &d.id));
     let data = rows
         .iter()
         .map(|d| json!({
             "id": d.id, "event_id": d.event_id, "endpoint_id": d.endpoint_id, "account_id": d.account_id,
-            "attempts": d.attempts as i64, "last_error": d.last_error, "updated_at": db::millis(d.updated_at).to_rfc3339(),
+            "attempts": d.attempts as i64, "last_error": d.last_error,
+            "created_at": db::millis(d.created_at).to_rfc3339(), "updated_at": db::millis(d.updated_at).to_rfc3339(),
         }))
         .collect();
-    http::json(200, &page(data, None))
+    http::json(200, &page(data, next))
 }
 
 /// `POST /admin/webhook_deliveries/{id}/retry`: one more attempt of a failed delivery, now.
