@@ -8,16 +8,65 @@ use worker::{Request, Response};
 
 use crate::error::EdgeError;
 
+/// How much of an oversized body is read and discarded before answering (see [`body_capped`]).
+pub const MAX_DRAIN_BYTES: usize = 1024 * 1024;
+
 /// The largest JSON body the API accepts.
 const MAX_JSON_BYTES: usize = 64 * 1024;
 
-/// Reads a JSON body into `T`; 400 when it is not JSON of that shape.
+/// Reads a JSON body into `T`; 400 when it is not JSON of that shape or larger than 64 KiB.
 pub async fn json_body<T: DeserializeOwned>(req: &mut Request) -> Result<T, EdgeError> {
-    let bytes = req.bytes().await.map_err(|e| EdgeError::platform("read body", e))?;
-    if bytes.len() > MAX_JSON_BYTES {
-        return Err(EdgeError::BadRequest(format!("body larger than {MAX_JSON_BYTES} bytes")));
-    }
+    let bytes = body_capped(req, MAX_JSON_BYTES, || EdgeError::BadRequest(format!("body larger than {MAX_JSON_BYTES} bytes"))).await?;
     serde_json::from_slice(&bytes).map_err(|e| EdgeError::BadRequest(format!("body is not valid JSON for this request: {e}")))
+}
+
+/// Reads a request body of at most `max` bytes, answering `too_large()` as soon as it is
+/// longer.
+///
+/// A declared `Content-Length` over `max` is refused before anything is read. A body without
+/// one (`Transfer-Encoding: chunked`) is read chunk by chunk and refused at the first chunk that
+/// would take it past `max`, so no more than `max` bytes are ever held, whatever the sender
+/// streams.
+///
+/// Past the cap the rest is read and thrown away, up to [`MAX_DRAIN_BYTES`], before the 413
+/// goes out, as HTTP servers commonly do: a client still sending its body may not read an
+/// early answer, and a body abandoned mid-stream resets the connection (in `wrangler dev` it
+/// broke the next request on the proxy's pooled connection). A sender that keeps streaming past
+/// that bound gets the 413 on a connection that is then dropped.
+pub async fn body_capped(req: &mut Request, max: usize, too_large: impl Fn() -> EdgeError) -> Result<Vec<u8>, EdgeError> {
+    use wasm_bindgen::JsCast as _;
+    let declared = req.headers().get("content-length").ok().flatten().and_then(|n| n.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return Err(too_large());
+    }
+    // A request without a body (an empty POST) has no stream at all.
+    let Some(raw) = req.inner().body() else { return Ok(Vec::new()) };
+    let mut stream = wasm_streams::ReadableStream::from_raw(raw.unchecked_into());
+    let mut reader = stream.get_reader();
+    let mut body = Vec::with_capacity(declared.map_or(0, |n| n as usize));
+    loop {
+        let chunk = match reader.read().await {
+            Ok(Some(chunk)) => js_sys::Uint8Array::new(&chunk),
+            Ok(None) => break,
+            Err(e) => return Err(EdgeError::platform("read body", format!("{e:?}"))),
+        };
+        let len = chunk.length() as usize;
+        if body.len().saturating_add(len) > max {
+            let mut drained = body.len().saturating_add(len);
+            drop(body);
+            while drained <= MAX_DRAIN_BYTES {
+                match reader.read().await {
+                    Ok(Some(chunk)) => drained = drained.saturating_add(js_sys::Uint8Array::new(&chunk).length() as usize),
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            return Err(too_large());
+        }
+        let start = body.len();
+        body.resize(start + len, 0);
+        chunk.copy_to(&mut body[start..]);
+    }
+    Ok(body)
 }
 
 /// A JSON response with `status`.

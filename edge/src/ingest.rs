@@ -14,10 +14,8 @@ use crate::platform::now;
 
 /// Handles one delivery from `provider`.
 pub async fn webhook(provider: Provider, mut req: Request, env: &Env) -> Result<Response, EdgeError> {
-    if declared_length(&req).is_some_and(|n| n > MAX_BODY_BYTES) {
-        return Err(Rejection::TooLarge { limit: MAX_BODY_BYTES }.into());
-    }
-    let body = req.bytes().await.map_err(|e| EdgeError::platform("read body", e))?;
+    // Capped while reading: a chunked body has no Content-Length to refuse up front.
+    let body = crate::http::body_capped(&mut req, MAX_BODY_BYTES, || Rejection::TooLarge { limit: MAX_BODY_BYTES }.into()).await?;
     let started = now();
     let verified = verify(provider, &req, env, &body, started)?;
     let payload = std::str::from_utf8(&body).map_err(|_| Rejection::Malformed(PayloadError::NotParseable))?;
@@ -96,8 +94,4 @@ fn signed_url(req: &Request, config: &config::Config) -> Result<String, EdgeErro
         Some(query) => format!("{base}{}?{query}", url.path()),
         None => format!("{base}{}", url.path()),
     })
-}
-
-fn declared_length(req: &Request) -> Option<usize> {
-    req.headers().get("content-length").ok().flatten()?.trim().parse().ok()
 }

@@ -13,7 +13,40 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("ingest::duplicate_after_processing_changes_nothing", duplicate_after_processing_changes_nothing),
     ("ingest::rejected_deliveries_store_nothing", rejected_deliveries_store_nothing),
     ("ingest::sweeper_requeues_an_event_whose_job_was_lost", sweeper_requeues_an_event_whose_job_was_lost),
+    ("ingest::chunked_bodies_are_capped", chunked_bodies_are_capped),
 ];
+
+/// POSTs `body` with `Transfer-Encoding: chunked` (no Content-Length): ureq streams a reader of
+/// unknown length that way.
+fn post_chunked(w: &Worker, headers: &[(&str, &str)], body: Vec<u8>) -> exactly_tests::Answer {
+    let mut req = ureq::post(&format!("{}/webhooks/telnyx", w.base)).timeout(Duration::from_secs(30));
+    for (name, value) in headers {
+        req = req.set(name, value);
+    }
+    exactly_tests::Answer::from_result(req.send(std::io::Cursor::new(body)))
+}
+
+/// A body without Content-Length is read with the same 256 KiB cap: one over the cap is a 413
+/// and stores nothing; a small signed one is read and accepted.
+fn chunked_bodies_are_capped(w: &Worker) {
+    let id = event_id("chunked");
+    let body = message_received(&id);
+    let h = w.telnyx.sign(body.as_bytes(), sim::unix_now());
+    let signed = [("telnyx-timestamp", h.timestamp.as_str()), ("telnyx-signature-ed25519", h.signature.as_str())];
+    let a = post_chunked(w, &signed, body.into_bytes());
+    assert_eq!(a.status, 200, "a small chunked delivery is read whole: {}", a.body);
+    assert_eq!(rows_for(w, &id), 1);
+
+    let big = event_id("chunked-big");
+    let padding = "x".repeat(300 * 1024);
+    let body = sim::telnyx::envelope(&big, "message.received", "2026-11-30T05:20:01Z", json!({"text": padding}), 1);
+    let h = w.telnyx.sign(body.as_bytes(), sim::unix_now());
+    let signed = [("telnyx-timestamp", h.timestamp.as_str()), ("telnyx-signature-ed25519", h.signature.as_str())];
+    let a = post_chunked(w, &signed, body.into_bytes());
+    assert_eq!(a.status, 413, "over 256 KiB without Content-Length: {}", a.body);
+    assert_eq!(a.json()["error"]["code"], "body_too_large", "{}", a.body);
+    assert_eq!(rows_for(w, &big), 0);
+}
 
 fn event_id(tag: &str) -> String {
     format!("{tag}-{}", sim::random_hex())
