@@ -229,6 +229,20 @@ impl Cost {
     }
 }
 
+/// Stored and sent by name (`"telnyx"`), as in `carrier_events.carrier`.
+impl serde::Serialize for Provider {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Provider {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        Provider::from_name(&name).ok_or_else(|| serde::de::Error::custom(format!("unknown carrier {name}")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]

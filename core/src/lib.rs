@@ -27,7 +27,9 @@
 //!   the proof that a signature was checked (only a verifier can build one).
 //! - [`message`]: the message status lattice (`queued -> sending -> sent -> delivered|failed`).
 //! - [`segments`]: SMS segment counting (GSM-7 160/153, UCS-2 70/67).
-//! - [`call`]: the call state machine, duration and billable minutes.
+//! - [`call`]: call statuses, duration and billable minutes.
+//! - [`call_machine`]: one inbound call and its sequential ring as a sans-IO machine: facts in,
+//!   actions out, the same result whatever order and however often the facts arrive.
 //! - [`ring`]: the sequential-ring decision (dial target k / bridge / end as missed).
 //! - [`backoff`]: retry schedules (customer webhooks, receipts that arrive too early).
 //! - [`webhook`]: customer webhook signatures (Standard Webhooks v1) and the event types.
@@ -43,6 +45,7 @@
 
 pub mod backoff;
 pub mod call;
+pub mod call_machine;
 pub mod endpoint;
 pub mod event;
 pub mod form;

@@ -11,10 +11,11 @@ use std::collections::{HashMap, HashSet};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use ed25519_dalek::{Signer as _, SigningKey};
-use exactly_core::call::{self, CallState, CallStatus, HangupDecision};
+use exactly_core::call::CallStatus;
+use exactly_core::call_machine::{self, Action, CallMachine, DialResult, Input, Routed};
 use exactly_core::event::{EventKind, Provider};
 use exactly_core::message::{transition, MessageStatus, Transition};
-use exactly_core::ring::{self, RingCursor, RingDecision, RingPlan};
+use exactly_core::ring::LegTag;
 use exactly_core::{telnyx, Rejection, Timestamp};
 use hmac::{Hmac, Mac};
 use serde_json::json;
@@ -60,9 +61,8 @@ fn twilio_status(sid: &str, status: &str) -> Delivery {
 struct World {
     seen: HashSet<(&'static str, String)>,
     messages: HashMap<String, MessageStatus>,
-    calls: HashMap<String, CallState>,
+    call: CallMachine,
     billed_minutes: u64,
-    ring: Option<RingCursor>,
     dials: Vec<u32>,
     changes: u32,
     rejected: u32,
@@ -71,7 +71,7 @@ struct World {
 struct Carriers {
     telnyx: telnyx::Verifier,
     twilio: exactly_core::twilio::Verifier,
-    plan: RingPlan,
+    plan: Vec<String>,
 }
 
 impl Carriers {
@@ -80,7 +80,7 @@ impl Carriers {
         Carriers {
             telnyx: telnyx::Verifier::from_base64_keys(&public).unwrap(),
             twilio: exactly_core::twilio::Verifier::new(TWILIO_TOKEN).unwrap(),
-            plan: RingPlan::new(vec!["+15550000001".into(), "+15550000002".into(), "+15550000003".into()]).unwrap(),
+            plan: vec!["+15550000001".into(), "+15550000002".into(), "+15550000003".into()],
         }
     }
 
@@ -121,7 +121,6 @@ impl Carriers {
         if !world.seen.insert((event.provider.as_str(), event.event_id.clone())) {
             return;
         }
-        let at = event.occurred_at.unwrap_or(now);
         match event.kind {
             EventKind::MessageStatus(report) => {
                 let key = format!("{}:{}", event.provider.as_str(), report.carrier_message_id);
@@ -133,47 +132,34 @@ impl Carriers {
                     }
                 }
             }
-            EventKind::CallInitiated(leg) if leg.client_state.is_none() && !world.calls.contains_key(&leg.leg.call_session_id) => {
-                world.calls.insert(leg.leg.call_session_id.clone(), CallState { status: CallStatus::Ringing, answered_at: None, ended_at: None });
-                let (cursor, decision) = ring::start(&self.plan);
-                world.ring = Some(cursor);
-                if let RingDecision::Dial { position, .. } = decision {
-                    world.dials.push(position);
-                }
-                world.changes += 1;
-            }
-            EventKind::CallHangup(h) => {
-                let cursor = world.ring.expect("a ring started");
-                match h.client_state.as_deref().and_then(|s| s.strip_prefix("position=")).and_then(|p| p.parse().ok()) {
-                    Some(position) => {
-                        let (next, decision) = ring::leg_hung_up(&self.plan, cursor, position);
-                        world.ring = Some(next);
-                        if let RingDecision::Dial { position, .. } = decision {
-                            world.dials.push(position);
-                            world.changes += 1;
+            EventKind::CallInitiated(_) | EventKind::CallAnswered(_) | EventKind::CallHangup(_) => {
+                // The same routing and machine the edge's Durable Object runs, with a carrier that
+                // answers and places every leg at once.
+                let fact = match call_machine::route(&event, now) {
+                    Routed::Inbound(inbound) => inbound.fact("acct_1", self.plan.clone()),
+                    Routed::Fact { fact, .. } => fact,
+                    Routed::Ignore => return,
+                };
+                let mut inputs = vec![Input::Carrier { event: event.event_id.clone(), fact }];
+                while let Some(input) = inputs.pop() {
+                    let (machine, actions) = std::mem::take(&mut world.call).handle(input, now);
+                    world.call = machine;
+                    for action in actions {
+                        match action {
+                            Action::AnswerCaller { .. } => inputs.push(Input::AnswerResult { accepted: true }),
+                            Action::Dial { position, .. } => {
+                                world.dials.push(position);
+                                world.changes += 1;
+                                let call_control_id = format!("cc-{position}");
+                                inputs.push(Input::DialResult { position, result: DialResult::Placed { call_control_id } });
+                            }
+                            Action::RecordCall { .. } | Action::RecordAnswered { .. } => world.changes += 1,
+                            Action::RecordEnd { end, .. } => {
+                                world.billed_minutes += end.billable_minutes;
+                                world.changes += 1;
+                            }
+                            _ => {}
                         }
-                    }
-                    None => {
-                        let state = world.calls[&h.leg.call_session_id];
-                        if let HangupDecision::Ended(end) = call::hang_up(state, at) {
-                            world.calls.insert(h.leg.call_session_id.clone(), CallState { status: end.status, ended_at: Some(end.ended_at), ..state });
-                            world.billed_minutes += end.billable_minutes;
-                            world.changes += 1;
-                        }
-                    }
-                }
-            }
-            EventKind::CallAnswered(leg) => {
-                let cursor = world.ring.expect("a ring started");
-                if let Some(position) = leg.client_state.as_deref().and_then(|s| s.strip_prefix("position=")).and_then(|p| p.parse().ok()) {
-                    let (next, decision) = ring::leg_answered(cursor, position);
-                    world.ring = Some(next);
-                    if let RingDecision::Bridge { .. } = decision {
-                        let state = world.calls[&leg.leg.call_session_id];
-                        if let call::AnswerDecision::Answered { at } = call::answer(state, at) {
-                            world.calls.insert(leg.leg.call_session_id.clone(), CallState { status: CallStatus::InProgress, answered_at: Some(at), ..state });
-                        }
-                        world.changes += 1;
                     }
                 }
             }
@@ -190,7 +176,9 @@ fn facts(base: i64) -> Vec<Vec<Delivery>> {
                            "from": "+15550009999", "to": "+15550001000", "direction": if position.is_some() { "outgoing" } else { "incoming" },
                            "hangup_cause": "timeout", "hangup_source": "callee"});
         if let Some(position) = position {
-            p["client_state"] = json!(telnyx::encode_client_state(&format!("position={position}")));
+            let tag = LegTag { call: call_machine::call_id(Provider::Telnyx, "sess-1"), position };
+            p["client_state"] = json!(telnyx::encode_client_state(&tag.encode()));
+            p["call_session_id"] = json!(format!("sess-leg-{position}"));
         }
         p
     };
@@ -282,12 +270,12 @@ fn clean_stream_final_state() {
     assert_eq!(world.messages["telnyx:m2"], MessageStatus::Failed);
     assert_eq!(world.messages["twilio:SM1"], MessageStatus::Delivered);
     assert_eq!(world.dials, vec![1, 2], "target 1, then target 2 after leg 1's hangup");
-    let call = world.calls["sess-1"];
-    assert_eq!(call.status, CallStatus::Completed);
+    let ended = world.call.ended.expect("the call ended");
+    assert_eq!(ended.status, CallStatus::Completed);
     assert_eq!(world.billed_minutes, 3, "answered 10:01:40, ended 10:03:41: 121 s -> 3 minutes");
     // m1: sent, delivered; m2: sent, failed; SM1: sent, delivered (queued is behind sending);
-    // call: created, dial 2, bridged, ended.
-    assert_eq!(world.changes, 10);
+    // call: recorded, dial 1, dial 2, answered, ended.
+    assert_eq!(world.changes, 11);
     assert_eq!(world.rejected, 0);
 }
 
@@ -300,7 +288,8 @@ fn duplicated_resigned_and_interleaved_streams_change_the_same() {
         assert!(stream.len() > clean.seen.len(), "seed {seed}: the stream has copies");
         let world = run(&stream, BASE);
         assert_eq!(world.messages, clean.messages, "seed {seed}");
-        assert_eq!(world.calls, clean.calls, "seed {seed}");
+        assert_eq!(world.call.ended, clean.call.ended, "seed {seed}");
+        assert_eq!(world.call.answered, clean.call.answered, "seed {seed}");
         assert_eq!(world.dials, clean.dials, "seed {seed}: no position dialled twice");
         assert_eq!(world.billed_minutes, clean.billed_minutes, "seed {seed}");
         assert_eq!(world.changes, clean.changes, "seed {seed}");

@@ -62,6 +62,15 @@ pub async fn post(env: &Env, path: &str, idempotency_key: &str, body: &Value) ->
     let answer: Value = response.json().await.unwrap_or(Value::Null);
     Ok(match status {
         200..=299 => CallResult::Ok(answer),
+        // A wrong or rotated API key says nothing about the message or the call: retry (with
+        // the same idempotency key) and say loudly which variable to fix.
+        401 | 403 => {
+            worker::console_error!(
+                "{}",
+                serde_json::json!({"carrier_api": path, "status": status, "error": "the carrier refused the credentials: check TELNYX_API_KEY"})
+            );
+            CallResult::Transient(format!("carrier answered {status}: check TELNYX_API_KEY"))
+        }
         400..=499 if status != 408 && status != 429 => {
             let first = &answer["errors"][0];
             let text = |v: &Value| match v {

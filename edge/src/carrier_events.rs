@@ -6,7 +6,7 @@
 //! is settled once: `processed_at` (its effects committed, in the same batch) or `error` (a
 //! visible, permanent failure).
 
-use exactly_core::{Timestamp, VerifiedEvent};
+use exactly_core::{Provider, Timestamp, VerifiedEvent};
 use serde::Deserialize;
 use worker::{D1Database, D1PreparedStatement};
 
@@ -140,19 +140,52 @@ pub async fn clear_failure(db: &D1Database, ids: &[String]) -> Result<(), EdgeEr
     Ok(())
 }
 
-/// Counts a run that could not apply the event yet; returns how many such runs there were.
-pub async fn note_not_yet(db: &D1Database, id: &str) -> Result<u32, EdgeError> {
-    #[derive(Deserialize)]
-    struct Attempts {
-        attempts: f64,
-    }
-    let row: Option<Attempts> = db::first(db::stmt(
+/// Parks a receipt whose message is not recorded yet: it waits on `carrier_message_id` and is
+/// not retried. Refused (false) when the message exists by now, so no wake-up can be missed:
+/// the check and the park are one statement, and the batch that records a send wakes what is
+/// parked on its id in one statement too ([`wake_stmt`]).
+pub async fn park(db: &D1Database, id: &str, carrier: Provider, carrier_message_id: &str) -> Result<bool, EdgeError> {
+    let changed = db::run(db::stmt(
         db,
-        "UPDATE carrier_events SET attempts = attempts + 1 WHERE id = ?1 AND processed_at IS NULL AND error IS NULL RETURNING attempts",
-        &[text(id)],
+        "UPDATE carrier_events SET waiting_for = ?2
+         WHERE id = ?1 AND processed_at IS NULL AND error IS NULL
+           AND NOT EXISTS (SELECT 1 FROM messages WHERE carrier = ?3 AND carrier_message_id = ?2)",
+        &[text(id), text(carrier_message_id), text(carrier.as_str())],
     )?)
     .await?;
-    Ok(row.map_or(0, |r| r.attempts as u32))
+    Ok(changed == 1)
+}
+
+/// For the batch that records a send: un-parks the receipts waiting on its carrier id and
+/// returns their ids (`RETURNING id`), to enqueue once the batch committed.
+pub fn wake_stmt(db: &D1Database, carrier: &str, carrier_message_id: &str) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        "UPDATE carrier_events SET waiting_for = NULL WHERE carrier = ?1 AND waiting_for = ?2 RETURNING CAST(id AS TEXT) AS id",
+        &[text(carrier), text(carrier_message_id)],
+    )
+}
+
+/// The ids a [`wake_stmt`] returned.
+pub fn woken(result: &worker::D1Result) -> Result<Vec<String>, EdgeError> {
+    Ok(db::rows::<IdRow>(result)?.into_iter().map(|r| r.id).collect())
+}
+
+/// How long a parked receipt waits for its message before it is recorded as failed.
+pub const PARK_HORIZON_MILLIS: i64 = 24 * 3600 * 1000;
+
+/// Receipts parked since before `older_than` whose message never appeared: recorded as failed,
+/// visibly, at most `limit` per run. Returns how many.
+pub async fn expire_parked(db: &D1Database, older_than: Timestamp, limit: u32) -> Result<usize, EdgeError> {
+    db::run(db::stmt(
+        db,
+        "UPDATE carrier_events
+         SET error = 'no message with carrier id ' || waiting_for || ' appeared within 24 hours', waiting_for = NULL
+         WHERE id IN (SELECT id FROM carrier_events WHERE waiting_for IS NOT NULL AND created_at < ?1 LIMIT ?2)
+           AND processed_at IS NULL AND error IS NULL",
+        &[time(older_than), int(i64::from(limit))],
+    )?)
+    .await
 }
 
 #[derive(Deserialize)]
@@ -160,13 +193,13 @@ struct IdRow {
     id: String,
 }
 
-/// Events stored before `older_than` that are neither processed nor failed: their job was
-/// lost or is stuck. Oldest first, at most `limit`.
+/// Events stored before `older_than` that are neither processed nor failed nor parked: their
+/// job was lost or is stuck. Oldest first, at most `limit`.
 pub async fn unprocessed(db: &D1Database, older_than: Timestamp, limit: u32) -> Result<Vec<String>, EdgeError> {
     let rows: Vec<IdRow> = db::all(db::stmt(
         db,
         "SELECT CAST(id AS TEXT) AS id FROM carrier_events
-         WHERE processed_at IS NULL AND error IS NULL AND created_at < ?1
+         WHERE processed_at IS NULL AND error IS NULL AND created_at < ?1 AND waiting_for IS NULL
          ORDER BY created_at LIMIT ?2",
         &[time(older_than), int(i64::from(limit))],
     )?)

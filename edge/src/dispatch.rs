@@ -17,6 +17,15 @@ use crate::platform::{new_id, now};
 /// How long a claim holds: longer than a carrier call may take.
 const LEASE_MILLIS: i64 = 30_000;
 
+/// How long a send whose outcome is unknown keeps being retried with its idempotency key: the
+/// carrier remembers a key for 24 hours, so within that time a retry can only return the first
+/// send's result, never send again. Past it the message is failed instead of risking a second
+/// send.
+pub const SEND_HORIZON_MILLIS: i64 = 24 * 3600 * 1000;
+
+/// The longest pause between two tries of a send the carrier did not answer.
+const MAX_RETRY_SECS: u64 = 600;
+
 /// Dispatches one message.
 pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Outcome, EdgeError> {
     let Some(message) = messages::by_id(db, message_id).await? else {
@@ -36,7 +45,10 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
     let attempt = message.send_attempts as u32 + 1;
     match carrier_api::send_message(env, &message.id, &message.from_number, &message.to_number, &message.text).await? {
         CallResult::Ok(carrier_id) => {
-            let change = messages::record_sent(db, &message, &token, &carrier_id, now()).await?;
+            let (change, woken) = messages::record_sent(db, &message, &token, &carrier_id, now()).await?;
+            // Receipts that arrived before this result; if this enqueue is lost, the sweeper
+            // finds them (they are no longer parked).
+            crate::jobs::enqueue_many(env, woken.into_iter().map(|id| crate::jobs::Job::CarrierEvent { id }).collect()).await?;
             crate::deliveries::announce(env, db, &change).await?;
             Ok(Outcome::Done(if change.changed { "sent" } else { "no-op" }))
         }
@@ -49,21 +61,22 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
     }
 }
 
+/// A transient failure (timeout, 5xx, 429): the carrier may or may not have taken the message,
+/// so it is tried again with the same idempotency key, which returns the first send's result if
+/// there was one. It fails only past [`SEND_HORIZON_MILLIS`].
 async fn retry_or_fail(env: &Env, db: &D1Database, message: &Message, token: &str, attempt: u32, reason: &str) -> Result<Outcome, EdgeError> {
-    match backoff::not_yet_delay(attempt) {
-        Some(delay) => {
-            messages::release(db, &message.id, token).await?;
-            worker::console_warn!("{}", serde_json::json!({"job": "dispatch", "message_id": message.id, "outcome": "retried", "reason": reason}));
-            Ok(Outcome::RetryIn(delay as u32, "carrier unavailable"))
-        }
-        None => {
-            let error = exactly_core::event::CarrierError {
-                code: "carrier_unavailable".into(),
-                title: Some(format!("the carrier did not accept the message after {attempt} attempts: {reason}")),
-            };
-            let change = messages::record_send_failed(db, message, token, &error, now()).await?;
-            crate::deliveries::announce(env, db, &change).await?;
-            Ok(Outcome::Done("gave up"))
-        }
+    let age = now().unix_millis() - message.created_at as i64;
+    if age < SEND_HORIZON_MILLIS {
+        messages::release(db, &message.id, token).await?;
+        let delay = backoff::not_yet_delay(attempt).unwrap_or(MAX_RETRY_SECS).min(MAX_RETRY_SECS);
+        worker::console_warn!("{}", serde_json::json!({"job": "dispatch", "message_id": message.id, "outcome": "retried", "reason": reason}));
+        return Ok(Outcome::RetryIn(delay as u32, "carrier unavailable"));
     }
+    let error = exactly_core::event::CarrierError {
+        code: "carrier_unavailable".into(),
+        title: Some(format!("the carrier did not answer for 24 hours ({attempt} attempts): {reason}")),
+    };
+    let change = messages::record_send_failed(db, message, token, &error, now()).await?;
+    crate::deliveries::announce(env, db, &change).await?;
+    Ok(Outcome::Done("gave up"))
 }

@@ -37,6 +37,12 @@ pub fn queue_send_fails_once(carrier_event_id: &str) -> bool {
     armed(carrier_event_id, "fault-queue-send") && first_time("queue-send", carrier_event_id)
 }
 
+/// The first write of a call's leg row fails when the leg's target has the marker, right after
+/// the carrier placed the dial: the call's Durable Object must retry the write, not lose it.
+pub fn d1_write_after_dial_fails(target: &str, call_id: &str) -> bool {
+    armed(target, "fault-d1-after-dial") && first_time("d1-leg", call_id)
+}
+
 /// The first queue message of a delivery to an endpoint whose URL has the marker is lost.
 pub fn delivery_message_lost(endpoint_url: &str) -> bool {
     armed(endpoint_url, "fault-lose-delivery")

@@ -104,6 +104,25 @@ async fn run(env: &Env, db: &D1Database, job: &Job) -> Result<Outcome, EdgeError
     }
 }
 
+/// A dispatch that failed on every retry fails the message only when that cannot hide a send
+/// ([`crate::messages::fail_undispatched`]); otherwise it is tried again later, with the same
+/// idempotency key.
+async fn dead_dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<(), EdgeError> {
+    let now = crate::platform::now();
+    let horizon = exactly_core::Timestamp::from_unix_millis(now.unix_millis() - dispatch::SEND_HORIZON_MILLIS);
+    let change = crate::messages::fail_undispatched(db, message_id, now, horizon).await?;
+    if change.changed {
+        return crate::deliveries::announce(env, db, &change).await;
+    }
+    let undispatched = crate::messages::by_id(db, message_id)
+        .await?
+        .is_some_and(|m| m.carrier_message_id.is_none() && matches!(m.status.as_str(), "queued" | "scheduled" | "sending"));
+    if undispatched {
+        enqueue_later(env, Job::Dispatch { message_id: message_id.to_owned() }, 60).await?;
+    }
+    Ok(())
+}
+
 /// Consumes the jobs dead-letter queue: the failure is recorded where operators look.
 pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
     let db = env.d1(bindings::DB)?;
@@ -112,10 +131,7 @@ pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &
             Ok(Job::CarrierEvent { id }) => {
                 carrier_events::mark_failed(&db, &id, "processing failed on every retry (dead-lettered)").await.map(|_| ())
             }
-            Ok(Job::Dispatch { message_id }) => match crate::messages::fail_undispatched(&db, &message_id, crate::platform::now()).await {
-                Ok(change) => crate::deliveries::announce(env, &db, &change).await,
-                Err(e) => Err(e),
-            },
+            Ok(Job::Dispatch { message_id }) => dead_dispatch(env, &db, &message_id).await,
             Err(_) => Ok(()),
         };
         match recorded {

@@ -194,8 +194,9 @@ fn history_if_changed(db: &D1Database, message_id: &str, status: MessageStatus, 
 }
 
 /// `sending -> sent` with the carrier's id, by the claim's owner: the `message.sent` event, the
-/// history row and the segment charge, all in one batch, all only if the move happened.
-pub async fn record_sent(db: &D1Database, message: &Message, token: &str, carrier_message_id: &str, now: Timestamp) -> Result<Change, EdgeError> {
+/// history row and the segment charge, all in one batch, all only if the move happened. The
+/// same batch wakes the receipts parked on that id; their ids are returned to enqueue.
+pub async fn record_sent(db: &D1Database, message: &Message, token: &str, carrier_message_id: &str, now: Timestamp) -> Result<(Change, Vec<String>), EdgeError> {
     let mut after = message.moved(MessageStatus::Sent, now);
     after.carrier_message_id = Some(carrier_message_id.to_owned());
     after.sent_at = Some(now.unix_millis() as f64);
@@ -211,9 +212,11 @@ pub async fn record_sent(db: &D1Database, message: &Message, token: &str, carrie
         history_if_changed(db, &message.id, MessageStatus::Sent, None, None, now)?,
         usage::charge_if_changed(db, &message.account_id, usage::Kind::SmsSegments, message.segments as i64, &message.id, now)?,
         event.fan_out(db, now)?,
+        crate::carrier_events::wake_stmt(db, &message.carrier, carrier_message_id)?,
     ])
     .await?;
-    Ok(Change::of(&results, Some(&event)))
+    let woken = results.last().map(crate::carrier_events::woken).transpose()?.unwrap_or_default();
+    Ok((Change::of(&results, Some(&event)), woken))
 }
 
 /// `sending -> failed` when the carrier refused the send (4xx), by the claim's owner.
@@ -358,9 +361,13 @@ pub async fn undispatched(db: &D1Database, before: Timestamp, limit: u32) -> Res
     Ok(rows.into_iter().map(|r| r.id).collect())
 }
 
-/// A dispatch that failed on every retry: the message fails visibly (`dispatch_failed`), with
-/// its `message.failed` event, unless it was handed to the carrier after all.
-pub async fn fail_undispatched(db: &D1Database, id: &str, now: Timestamp) -> Result<Change, EdgeError> {
+/// A dispatch whose job failed on every retry: the message fails visibly (`dispatch_failed`),
+/// with its `message.failed` event, only when that cannot hide a send: no dispatcher holds a
+/// live claim (one may have a carrier call in flight), and either the carrier was never called
+/// or the send is older than `horizon` (the carrier's idempotency key has lapsed, so a retry
+/// could send twice). Returns what changed; `changed` is false when the message must be tried
+/// again instead.
+pub async fn fail_undispatched(db: &D1Database, id: &str, now: Timestamp, horizon: Timestamp) -> Result<Change, EdgeError> {
     let Some(message) = by_id(db, id).await? else { return Ok(Change::default()) };
     let mut after = message.moved(MessageStatus::Failed, now);
     after.error_code = Some("dispatch_failed".into());
@@ -369,9 +376,10 @@ pub async fn fail_undispatched(db: &D1Database, id: &str, now: Timestamp) -> Res
     let results = db::batch(db, vec![
         db::stmt(
             db,
-            "UPDATE messages SET status = 'failed', error_code = 'dispatch_failed', error_title = ?2, updated_at = ?3
-             WHERE id = ?1 AND carrier_message_id IS NULL AND status IN ('queued', 'scheduled', 'sending')",
-            &[text(id), opt_text(after.error_title.as_deref()), time(now)],
+            "UPDATE messages SET status = 'failed', error_code = 'dispatch_failed', error_title = ?2, updated_at = ?3, claimed_until = 0
+             WHERE id = ?1 AND carrier_message_id IS NULL AND status IN ('queued', 'scheduled', 'sending')
+               AND claimed_until < ?3 AND (send_attempts = 0 OR created_at < ?4)",
+            &[text(id), opt_text(after.error_title.as_deref()), time(now), time(horizon)],
         )?,
         event.insert_if_changed(db, now)?,
         history_if_changed(db, id, MessageStatus::Failed, None, None, now)?,

@@ -3,7 +3,6 @@
 //! Any job may run twice; every effect below is guarded, and the event's processed mark is
 //! written in the same batch as the effect it records.
 
-use exactly_core::backoff;
 use exactly_core::event::EventKind;
 use exactly_core::message::{transition, Transition};
 use exactly_core::{CarrierEvent, Provider};
@@ -35,9 +34,7 @@ pub async fn process(env: &Env, db: &D1Database, id: &str) -> Result<Outcome, Ed
     let outcome = match &event.kind {
         EventKind::MessageReceived(inbound) => received(env, db, &row, &event, inbound).await?,
         EventKind::MessageStatus(report) => status_report(env, db, &row, &event, report).await?,
-        EventKind::CallInitiated(leg) => crate::call_events::initiated(env, db, &row, &event, leg).await?,
-        EventKind::CallAnswered(leg) => crate::call_events::answered(env, db, &row, &event, leg).await?,
-        EventKind::CallHangup(hangup) => crate::call_events::hangup(env, db, &row, &event, hangup).await?,
+        EventKind::CallInitiated(_) | EventKind::CallAnswered(_) | EventKind::CallHangup(_) => crate::call_events::process(env, db, &row, &event).await?,
         // Calls, bridges and events this product does not act on are acknowledged as processed.
         _ => applied(carrier_events::mark_processed(db, id, now()).await?)?,
     };
@@ -82,16 +79,14 @@ async fn received(env: &Env, db: &D1Database, row: &Row, event: &CarrierEvent, i
 
 async fn status_report(env: &Env, db: &D1Database, row: &Row, event: &CarrierEvent, report: &exactly_core::event::StatusReport) -> Result<Outcome, EdgeError> {
     let Some(message) = messages::by_carrier_id(db, event.provider, &report.carrier_message_id).await? else {
-        // The receipt beat the send result: try again once that result can have been saved.
-        let tries = carrier_events::note_not_yet(db, &row.id).await?;
-        return match backoff::not_yet_delay(tries) {
-            Some(delay) => Ok(Outcome::RetryIn(delay as u32, "message not known yet")),
-            None => {
-                let problem = format!("no message with carrier id {} after {tries} tries", report.carrier_message_id);
-                carrier_events::mark_failed(db, &row.id, &problem).await?;
-                Ok(Outcome::Done("failed"))
-            }
-        };
+        // The receipt beat the send result. It waits, parked on the carrier's message id, and
+        // the batch that records the send wakes it; duplicates and sweeps park it again and
+        // spend nothing. The park is refused if the message appeared meanwhile: decide again.
+        return Ok(if carrier_events::park(db, &row.id, event.provider, &report.carrier_message_id).await? {
+            Outcome::Done("parked")
+        } else {
+            Outcome::RetryIn(1, "the message appeared while parking")
+        });
     };
     let (Some(current), Some(reported)) = (message.status(), report.status) else {
         return applied(carrier_events::mark_processed(db, &row.id, now()).await?);

@@ -1,112 +1,104 @@
-//! The per-call ring owner: a SQLite-backed Durable Object holding a call's ring plan and the
-//! cursor of its sequential ring.
+//! The per-call Durable Object: the home of one call's machine
+//! ([`exactly_core::call_machine`]).
 //!
-//! One object per call (named by the call id) serializes every event of that call through one
-//! owner. The cursor advances by compare-and-swap in the object's own storage *before* any dial
-//! (`UPDATE ring SET position = next WHERE position = current AND state = 'ringing'`), and the
-//! read and the swap are synchronous SQLite calls with no `.await` between them, so a duplicate
-//! hangup, ten parallel copies of it, or a late hangup after an answer never dial twice. The
-//! decision itself is `exactly_core::ring`.
-//!
-//! A dial is tracked apart from the claim: `dialed` is the last position whose dial the carrier
-//! accepted, and `dial_started_at` leases the dial in flight, so a dial that failed is retried
-//! (with the same idempotency key) by the next request after the lease lapses, never twice at
-//! once.
+//! One object per call (named by the call id, which the carrier session determines) serializes
+//! every input of that call. For each input it loads the machine's state, runs
+//! [`CallMachine::handle`], and in one synchronous step (no `.await` in between, so the object's
+//! SQLite commits it atomically) stores the new state and appends the actions to its own queue.
+//! Only then does it act: it executes the queued actions in order, each carrier command with its
+//! idempotency key or `command_id`, each D1 write guarded, and removes an action in the same
+//! step that feeds its result back to the machine. A crash at any point leaves either the action
+//! still queued (it runs again, with the same key) or its result already applied; an alarm
+//! resumes a queue that a failure or a crash interrupted, and delivers the machine's timer.
 
-use exactly_core::ring::{self, LegTag, RingCursor, RingDecision, RingPlan, RingState, RingUnchanged};
+use std::cell::Cell;
+
+use exactly_core::call_machine::{Action, CallMachine, DialResult, Input};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use worker::{durable_object, DurableObject, Env, Method, Request, RequestInit, Response, Result, SqlStorage, State};
 
-use crate::carrier_api::{self, CallResult};
-use crate::calls;
+use crate::carrier_api::{self, CallResult, Command};
 use crate::error::EdgeError;
 use crate::platform::now;
 
-/// How long a dial in flight holds its lease before another request may retry it.
-const DIAL_LEASE_MILLIS: i64 = 30_000;
+/// How long a failed action waits before the alarm runs the queue again.
+const RETRY_MILLIS: i64 = 5_000;
 
 /// The Durable Object class bound as `CALL_RING` in `wrangler.toml`.
 #[durable_object]
 pub struct CallRing {
     state: State,
     env: Env,
+    /// A drain is running in this instance: another request's actions join its queue.
+    draining: Cell<bool>,
 }
 
-/// The object's one row.
-#[derive(Clone, Debug, Deserialize)]
-struct Row {
-    call_id: String,
-    caller_number: String,
-    targets: String,
-    position: f64,
-    state: String,
-    dialed: f64,
-    dial_started_at: f64,
-}
-
-/// A request to the object.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum Op {
-    /// Store the plan and dial target 1 (once).
-    Start { call_id: String, caller_number: String, targets: Vec<String> },
-    /// The leg at `position` hung up unanswered.
-    LegHungUp { position: u32 },
-    /// The leg at `position` answered.
-    LegAnswered { position: u32 },
-    /// The caller hung up.
-    CallerLeft,
-    /// Report the cursor.
-    Inspect,
-}
-
-/// The object's answer.
+/// The object's answer to an input.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Answer {
-    /// `dial`, `bridge`, `end_missed`, `stopped`, `pending` (a dial in flight elsewhere) or
-    /// `unchanged`.
-    pub decision: String,
-    /// Why nothing changed, when it did not.
-    pub reason: Option<String>,
-    /// The cursor after the request.
-    pub position: u32,
-    /// `ringing`, `answered` or `over`.
-    pub state: String,
-    /// How many targets the plan has (0 when there is no plan).
-    pub targets: u32,
-    /// The position whose dial the carrier accepted last.
-    pub dialed: u32,
+    /// Actions still queued after this request's drain (0: everything is done). A non-zero
+    /// count is retried by the object's alarm.
+    pub pending: u32,
+}
+
+#[derive(Deserialize)]
+struct StateRow {
+    state: String,
+}
+
+#[derive(Deserialize)]
+struct ActionRow {
+    seq: f64,
+    action: String,
+}
+
+#[derive(Deserialize)]
+struct CountRow {
+    n: f64,
 }
 
 impl DurableObject for CallRing {
     fn new(state: State, env: Env) -> Self {
         // Synchronous, so it completes before the first request is delivered.
-        let _ = state.storage().sql().exec(
-            "CREATE TABLE IF NOT EXISTS ring (
-                id INTEGER PRIMARY KEY CHECK (id = 1),
-                call_id TEXT NOT NULL,
-                caller_number TEXT NOT NULL,
-                targets TEXT NOT NULL,
-                position INTEGER NOT NULL,
-                state TEXT NOT NULL,
-                dialed INTEGER NOT NULL,
-                dial_started_at INTEGER NOT NULL
-            )",
-            None,
-        );
-        Self { state, env }
+        let sql = state.storage().sql();
+        let _ = sql.exec("CREATE TABLE IF NOT EXISTS machine (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL)", None);
+        let _ = sql.exec("CREATE TABLE IF NOT EXISTS actions (seq INTEGER PRIMARY KEY AUTOINCREMENT, action TEXT NOT NULL)", None);
+        Self { state, env, draining: Cell::new(false) }
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
-        let op: Op = match req.json().await {
-            Ok(op) => op,
-            Err(e) => return Response::error(format!("bad ring request: {e}"), 400),
+        let input: Input = match req.json().await {
+            Ok(input) => input,
+            Err(e) => return Response::error(format!("bad call input: {e}"), 400),
         };
-        match self.handle(op).await {
-            Ok(answer) => Response::from_json(&answer),
-            Err(e) => Ok(Response::from_json(&json!({ "error": e.to_string() }))?.with_status(503)),
+        let result = match self.accept(input) {
+            Ok(()) => self.drain().await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(pending) => Response::from_json(&Answer { pending }),
+            Err(e) => Ok(Response::from_json(&serde_json::json!({ "error": e.to_string() }))?.with_status(503)),
         }
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        let machine = self.load().map_err(|e| worker::Error::RustError(e.to_string()))?;
+        if machine.deadline.is_some_and(|d| now() >= d) && !machine.timed_out {
+            self.accept(Input::Timer).map_err(|e| worker::Error::RustError(e.to_string()))?;
+        }
+        if let Err(e) = self.drain().await {
+            worker::console_error!("{}", serde_json::json!({"call_ring": "alarm", "error": e.to_string()}));
+        }
+        Response::ok("")
+    }
+}
+
+/// Clears the drain flag however the drain ends.
+struct Draining<'a>(&'a Cell<bool>);
+
+impl Drop for Draining<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
     }
 }
 
@@ -115,185 +107,178 @@ impl CallRing {
         self.state.storage().sql()
     }
 
-    fn load(&self) -> std::result::Result<Option<Row>, EdgeError> {
-        let rows: Vec<Row> = self
+    fn load(&self) -> std::result::Result<CallMachine, EdgeError> {
+        let rows: Vec<StateRow> = self
             .sql()
-            .exec("SELECT call_id, caller_number, targets, position, state, dialed, dial_started_at FROM ring WHERE id = 1", None)
+            .exec("SELECT state FROM machine WHERE id = 1", None)
             .and_then(|c| c.to_array())
-            .map_err(|e| EdgeError::platform("ring storage", e))?;
-        Ok(rows.into_iter().next())
-    }
-
-    /// A guarded write; true when it changed the row.
-    fn swap(&self, sql: &str, args: Vec<worker::SqlStorageValue>) -> std::result::Result<bool, EdgeError> {
-        let rows: Vec<serde_json::Value> = self
-            .sql()
-            .exec(sql, args)
-            .and_then(|c| c.to_array())
-            .map_err(|e| EdgeError::platform("ring storage", e))?;
-        Ok(!rows.is_empty())
-    }
-
-    async fn handle(&self, op: Op) -> std::result::Result<Answer, EdgeError> {
-        if let Op::Start { call_id, caller_number, targets } = &op {
-            let plan_text = serde_json::to_string(targets).map_err(|e| EdgeError::platform("encode plan", e))?;
-            RingPlan::new(targets.clone()).map_err(|e| EdgeError::Unavailable(format!("invalid ring plan: {e:?}")))?;
-            // The claim of position 1, taken before the dial: a second start finds the row.
-            let created = self.swap(
-                "INSERT INTO ring (id, call_id, caller_number, targets, position, state, dialed, dial_started_at)
-                 VALUES (1, ?, ?, ?, 1, 'ringing', 0, ?) ON CONFLICT (id) DO NOTHING RETURNING id",
-                vec![call_id.as_str().into(), caller_number.as_str().into(), plan_text.as_str().into(), (now().unix_millis() as f64).into()],
-            )?;
-            if created {
-                return self.dial_current("dial").await;
-            }
+            .map_err(|e| EdgeError::platform("call storage", e))?;
+        match rows.into_iter().next() {
+            Some(row) => serde_json::from_str(&row.state).map_err(|e| EdgeError::platform("stored call state", e)),
+            None => Ok(CallMachine::new()),
         }
-        let Some(row) = self.load()? else {
-            return Ok(Answer { decision: "unchanged".into(), reason: Some("no ring plan".into()), ..Answer::default() });
-        };
-        let plan = plan_of(&row)?;
-        let cursor = cursor_of(&row);
-        match op {
-            Op::Start { .. } | Op::Inspect => self.finish_dial_or(&row, "unchanged", Some("already started")).await,
-            Op::LegHungUp { position } => match ring::leg_hung_up(&plan, cursor, position) {
-                (_, RingDecision::Dial { position: next_position, .. }) => {
-                    let claimed = self.swap(
-                        "UPDATE ring SET position = ?, dial_started_at = ? WHERE position = ? AND state = 'ringing' RETURNING position",
-                        vec![f64::from(next_position).into(), (now().unix_millis() as f64).into(), f64::from(cursor.position).into()],
-                    )?;
-                    if claimed {
-                        self.dial_current("dial").await
-                    } else {
-                        self.answer("unchanged", Some("lost the race"))
+    }
+
+    /// Runs the machine on `input` and stores the new state with its actions, in one
+    /// synchronous step.
+    fn accept(&self, input: Input) -> std::result::Result<(), EdgeError> {
+        let (machine, actions) = self.load()?.handle(input, now());
+        let state = serde_json::to_string(&machine).map_err(|e| EdgeError::platform("encode call state", e))?;
+        let sql = self.sql();
+        let exec = |query: &str, args: Vec<worker::SqlStorageValue>| sql.exec(query, args).map(|_| ()).map_err(|e| EdgeError::platform("call storage", e));
+        exec("INSERT INTO machine (id, state) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET state = excluded.state", vec![state.into()])?;
+        for action in &actions {
+            let text = serde_json::to_string(action).map_err(|e| EdgeError::platform("encode call action", e))?;
+            exec("INSERT INTO actions (action) VALUES (?)", vec![text.into()])?;
+        }
+        Ok(())
+    }
+
+    fn next_action(&self) -> std::result::Result<Option<(f64, Action)>, EdgeError> {
+        let rows: Vec<ActionRow> = self
+            .sql()
+            .exec("SELECT seq, action FROM actions ORDER BY seq LIMIT 1", None)
+            .and_then(|c| c.to_array())
+            .map_err(|e| EdgeError::platform("call storage", e))?;
+        let Some(row) = rows.into_iter().next() else { return Ok(None) };
+        let action = serde_json::from_str(&row.action).map_err(|e| EdgeError::platform("stored call action", e))?;
+        Ok(Some((row.seq, action)))
+    }
+
+    fn pending(&self) -> std::result::Result<u32, EdgeError> {
+        let rows: Vec<CountRow> = self
+            .sql()
+            .exec("SELECT COUNT(*) AS n FROM actions", None)
+            .and_then(|c| c.to_array())
+            .map_err(|e| EdgeError::platform("call storage", e))?;
+        Ok(rows.first().map_or(0, |r| r.n as u32))
+    }
+
+    /// Executes queued actions in order until the queue is empty or one fails; then arms the
+    /// alarm for a retry or the machine's timer. Returns how many actions are still queued.
+    async fn drain(&self) -> std::result::Result<u32, EdgeError> {
+        if !self.draining.get() {
+            self.draining.set(true);
+            let _guard = Draining(&self.draining);
+            while let Some((seq, action)) = self.next_action()? {
+                match self.execute(&action).await {
+                    Ok(result) => {
+                        // The action leaves the queue in the same step its result is applied.
+                        self.sql().exec("DELETE FROM actions WHERE seq = ?", vec![seq.into()]).map_err(|e| EdgeError::platform("call storage", e))?;
+                        if let Some(input) = result {
+                            self.accept(input)?;
+                        }
+                    }
+                    Err(e) => {
+                        worker::console_warn!("{}", serde_json::json!({"call_ring": "action", "outcome": "retried", "error": e.to_string()}));
+                        break;
                     }
                 }
-                (_, RingDecision::EndMissed) => {
-                    let claimed = self.swap(
-                        "UPDATE ring SET state = 'over' WHERE position = ? AND state = 'ringing' RETURNING position",
-                        vec![f64::from(cursor.position).into()],
-                    )?;
-                    self.answer(if claimed { "end_missed" } else { "unchanged" }, None)
+            }
+        }
+        let pending = self.pending()?;
+        self.rearm(pending).await?;
+        Ok(pending)
+    }
+
+    /// The alarm runs at the earlier of a retry of queued actions and the machine's timer.
+    async fn rearm(&self, pending: u32) -> std::result::Result<(), EdgeError> {
+        let machine = self.load()?;
+        let timer = machine.deadline.filter(|_| !machine.timed_out && machine.ended.is_none()).map(|d| d.unix_millis() - now().unix_millis());
+        let retry = (pending > 0).then_some(RETRY_MILLIS);
+        let delay = match (timer, retry) {
+            (Some(t), Some(r)) => Some(t.min(r)),
+            (t, r) => t.or(r),
+        };
+        if let Some(delay) = delay {
+            self.state.storage().set_alarm(delay.max(1)).await.map_err(|e| EdgeError::platform("call alarm", e))?;
+        }
+        Ok(())
+    }
+
+    /// Carries out one action; the input that reports its result, if it has one. An error
+    /// leaves the action queued.
+    async fn execute(&self, action: &Action) -> std::result::Result<Option<Input>, EdgeError> {
+        let env = &self.env;
+        let db = || crate::db::database(env);
+        let command = |result: CallResult<()>, what: &str| match result {
+            CallResult::Ok(()) => Ok(true),
+            // The leg is gone or the command no longer applies.
+            CallResult::Refused(e) => {
+                worker::console_log!("{}", serde_json::json!({"call_ring": what, "outcome": "refused", "code": e.code}));
+                Ok(false)
+            }
+            CallResult::Transient(reason) => Err(EdgeError::Unavailable(format!("{what}: {reason}"))),
+        };
+        Ok(match action {
+            Action::AnswerCaller { call_control_id, command_id } => {
+                let accepted = command(carrier_api::command(env, call_control_id, Command::Answer, command_id).await?, "answer")?;
+                Some(Input::AnswerResult { accepted })
+            }
+            Action::Dial { position, target, from, tag, idempotency_key } => {
+                let result = match carrier_api::dial(env, idempotency_key, from, target, &tag.encode()).await? {
+                    CallResult::Ok(leg) => DialResult::Placed { call_control_id: leg.call_control_id },
+                    CallResult::Refused(e) => DialResult::Refused { code: e.code },
+                    CallResult::Transient(reason) => return Err(EdgeError::Unavailable(format!("dial: {reason}"))),
+                };
+                Some(Input::DialResult { position: *position, result })
+            }
+            Action::Bridge { caller_control_id, leg_control_id, command_id, .. } => {
+                let bridge = Command::Bridge { other_call_control_id: leg_control_id };
+                command(carrier_api::command(env, caller_control_id, bridge, command_id).await?, "bridge")?;
+                None
+            }
+            Action::HangupLeg { call_control_id, command_id, .. } | Action::HangupCaller { call_control_id, command_id } => {
+                command(carrier_api::command(env, call_control_id, Command::Hangup, command_id).await?, "hangup")?;
+                None
+            }
+            Action::RecordCall { view } => {
+                let change = crate::calls::record(&db()?, view, now()).await?;
+                crate::deliveries::announce(env, &db()?, &change).await?;
+                None
+            }
+            Action::RecordLeg { call_id, leg, version } => {
+                if crate::faults::d1_write_after_dial_fails(&leg.target, call_id) {
+                    return Err(EdgeError::Unavailable(format!("injected D1 failure writing leg {} of {call_id}", leg.position)));
                 }
-                (_, RingDecision::Unchanged(reason)) => self.finish_dial_or(&row, "unchanged", Some(reason_name(reason))).await,
-                (_, RingDecision::Bridge { .. }) => self.answer("unchanged", None),
-            },
-            Op::LegAnswered { position } => match ring::leg_answered(cursor, position) {
-                (_, RingDecision::Bridge { position }) => {
-                    let claimed = self.swap(
-                        "UPDATE ring SET state = 'answered' WHERE position = ? AND state = 'ringing' RETURNING position",
-                        vec![f64::from(position).into()],
-                    )?;
-                    self.answer(if claimed { "bridge" } else { "unchanged" }, None)
-                }
-                // The same answer again (a rerun whose bridge may not have happened): bridging is
-                // idempotent at the carrier, so say bridge again.
-                (_, RingDecision::Unchanged(RingUnchanged::AlreadyAnswered)) if cursor.position == position => self.answer("bridge", None),
-                (_, decision) => self.answer("unchanged", Some(&format!("{decision:?}"))),
-            },
-            Op::CallerLeft => {
-                let (_, stopped) = ring::caller_left(cursor);
-                let claimed = stopped
-                    && self.swap("UPDATE ring SET state = 'over' WHERE state = 'ringing' RETURNING position", vec![])?;
-                self.answer(if claimed { "stopped" } else { "unchanged" }, None)
+                crate::calls::record_leg(&db()?, call_id, leg, *version, now()).await?;
+                None
             }
-        }
-    }
-
-    /// Completes a dial that an earlier request claimed but could not finish, once its lease
-    /// lapsed; otherwise answers `decision`.
-    async fn finish_dial_or(&self, row: &Row, decision: &str, reason: Option<&str>) -> std::result::Result<Answer, EdgeError> {
-        if row.state == "ringing" && row.dialed < row.position {
-            let lapsed = (row.dial_started_at as i64) < now().unix_millis() - DIAL_LEASE_MILLIS;
-            if !lapsed {
-                return self.answer("pending", Some("a dial is in flight"));
+            Action::RecordAnswered { at, view, .. } => {
+                let change = crate::calls::record_answered(&db()?, view, *at, now()).await?;
+                crate::deliveries::announce(env, &db()?, &change).await?;
+                None
             }
-            let retaken = self.swap(
-                "UPDATE ring SET dial_started_at = ? WHERE position = ? AND dial_started_at = ? AND state = 'ringing' RETURNING position",
-                vec![(now().unix_millis() as f64).into(), row.position.into(), row.dial_started_at.into()],
-            )?;
-            if retaken {
-                return self.dial_current("dial").await;
+            Action::RecordEnd { end, view } => {
+                let change = crate::calls::record_end(&db()?, view, *end, now()).await?;
+                crate::deliveries::announce(env, &db()?, &change).await?;
+                None
             }
-        }
-        self.answer(decision, reason)
-    }
-
-    /// Dials the position the cursor holds (already claimed by the caller of this function).
-    async fn dial_current(&self, decision: &str) -> std::result::Result<Answer, EdgeError> {
-        let row = self.load()?.ok_or_else(|| EdgeError::Unavailable("ring row vanished".into()))?;
-        let plan = plan_of(&row)?;
-        let position = row.position as u32;
-        let target = plan.target(position).ok_or_else(|| EdgeError::Unavailable("cursor past the plan".into()))?.to_owned();
-        let tag = LegTag { call: row.call_id.clone(), position };
-        let key = format!("{}:leg:{position}", row.call_id);
-        match carrier_api::dial(&self.env, &key, &row.caller_number, &target, &tag.encode()).await? {
-            CallResult::Ok(leg) => {
-                self.swap("UPDATE ring SET dialed = ? WHERE position = ? RETURNING dialed", vec![f64::from(position).into(), f64::from(position).into()])?;
-                let db = crate::db::database(&self.env)?;
-                calls::record_leg(&db, &row.call_id, position, &target, Some(&leg), "dialing", None, now()).await?;
-                self.answer(decision, None)
+            Action::MarkProcessed { event } => {
+                crate::carrier_events::mark_processed(&db()?, event, now()).await?;
+                None
             }
-            CallResult::Refused(error) => {
-                // The carrier will not dial this target: record it and treat it as unanswered.
-                self.swap("UPDATE ring SET dialed = ? WHERE position = ? RETURNING dialed", vec![f64::from(position).into(), f64::from(position).into()])?;
-                let db = crate::db::database(&self.env)?;
-                calls::record_leg(&db, &row.call_id, position, &target, None, "no_answer", Some(&error.code), now()).await?;
-                Box::pin(self.handle(Op::LegHungUp { position })).await
-            }
-            CallResult::Transient(reason) => {
-                // Release the lease so the retry can dial at once.
-                self.swap("UPDATE ring SET dial_started_at = 0 WHERE position = ? RETURNING position", vec![f64::from(position).into()])?;
-                Err(EdgeError::Unavailable(format!("dial failed: {reason}")))
-            }
-        }
-    }
-
-    fn answer(&self, decision: &str, reason: Option<&str>) -> std::result::Result<Answer, EdgeError> {
-        let row = self.load()?;
-        Ok(Answer {
-            decision: decision.to_owned(),
-            reason: reason.map(str::to_owned),
-            position: row.as_ref().map_or(0, |r| r.position as u32),
-            state: row.as_ref().map_or_else(String::new, |r| r.state.clone()),
-            targets: row.as_ref().and_then(|r| plan_of(r).ok()).map_or(0, |p| p.targets().len() as u32),
-            dialed: row.as_ref().map_or(0, |r| r.dialed as u32),
+            // The alarm is armed from the stored state after every drain.
+            Action::SetTimer { .. } => None,
         })
     }
 }
 
-fn plan_of(row: &Row) -> std::result::Result<RingPlan, EdgeError> {
-    let targets: Vec<String> = serde_json::from_str(&row.targets).map_err(|e| EdgeError::platform("stored plan", e))?;
-    RingPlan::new(targets).map_err(|e| EdgeError::Unavailable(format!("stored plan invalid: {e:?}")))
-}
-
-fn cursor_of(row: &Row) -> RingCursor {
-    RingCursor { position: row.position as u32, state: RingState::from_name(&row.state).unwrap_or(RingState::Over) }
-}
-
-fn reason_name(reason: RingUnchanged) -> &'static str {
-    match reason {
-        RingUnchanged::StaleLeg => "stale leg",
-        RingUnchanged::UnknownLeg => "unknown leg",
-        RingUnchanged::AlreadyAnswered => "already answered",
-        RingUnchanged::AlreadyOver => "already over",
-    }
-}
-
-/// Sends `op` to the ring owner of `call_id`.
-pub async fn send(env: &Env, call_id: &str, op: &Op) -> std::result::Result<Answer, EdgeError> {
+/// Sends `input` to the machine of `call_id` and waits for its drain.
+pub async fn send(env: &Env, call_id: &str, input: &Input) -> std::result::Result<Answer, EdgeError> {
     let namespace = env.durable_object(crate::bindings::CALL_RING).map_err(|e| EdgeError::platform("CALL_RING binding", e))?;
     let stub = namespace
         .id_from_name(call_id)
         .and_then(|id| id.get_stub())
-        .map_err(|e| EdgeError::platform("ring stub", e))?;
-    let body = serde_json::to_string(op).map_err(|e| EdgeError::platform("encode ring op", e))?;
+        .map_err(|e| EdgeError::platform("call stub", e))?;
+    let body = serde_json::to_string(input).map_err(|e| EdgeError::platform("encode call input", e))?;
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(body.into()));
-    let request = Request::new_with_init("https://ring.internal/", &init).map_err(|e| EdgeError::platform("ring request", e))?;
-    let mut response = stub.fetch_with_request(request).await.map_err(|e| EdgeError::platform("ring fetch", e))?;
+    let request = Request::new_with_init("https://call.internal/", &init).map_err(|e| EdgeError::platform("call request", e))?;
+    let mut response = stub.fetch_with_request(request).await.map_err(|e| EdgeError::platform("call fetch", e))?;
     if response.status_code() != 200 {
         let text = response.text().await.unwrap_or_default();
-        return Err(EdgeError::Unavailable(format!("ring owner answered {}: {text}", response.status_code())));
+        return Err(EdgeError::Unavailable(format!("call machine answered {}: {text}", response.status_code())));
     }
-    response.json::<Answer>().await.map_err(|e| EdgeError::platform("ring answer", e))
+    response.json::<Answer>().await.map_err(|e| EdgeError::platform("call answer", e))
 }

@@ -34,6 +34,11 @@ pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
     let db = crate::db::database(env)?;
     let cutoff = Timestamp::from_unix_millis(now().unix_millis() - STALE_AFTER_MILLIS);
     let events = carrier_events::unprocessed(&db, cutoff, BATCH).await?;
+    let parked_horizon = Timestamp::from_unix_millis(now().unix_millis() - carrier_events::PARK_HORIZON_MILLIS);
+    let expired = carrier_events::expire_parked(&db, parked_horizon, BATCH).await?;
+    if expired > 0 {
+        worker::console_error!("{}", serde_json::json!({"cron": "sweep", "outcome": "receipts failed", "reason": "no message within 24 hours", "count": expired}));
+    }
     let dispatches = messages::undispatched(&db, cutoff, BATCH).await?;
     let overdue = crate::deliveries::overdue(&db, Timestamp::from_unix_millis(now().unix_millis() - DELIVERY_GRACE_MILLIS), BATCH).await?;
     let report = Report { events: events.len(), dispatches: dispatches.len(), deliveries: overdue.len() };

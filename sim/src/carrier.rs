@@ -12,6 +12,9 @@
 //!   (delivered) and `message.sent` webhooks at the worker, waits for their answers, and then
 //!   stalls for 12 s (past the worker's 10 s timeout), as a carrier does whose answer is lost
 //!   after it accepted the message. A retry with the same key gets the same message back.
+//! - `[slow-receipts]`: on the first request for a key, takes 7 s to answer (inside the
+//!   worker's timeout) while it delivers the signed `message.finalized` (delivered) for that
+//!   message 14 times under one event id, as a carrier retrying a receipt does.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -158,6 +161,14 @@ fn send_message(req: &Recorded, state: &Mutex<State>) -> (u16, Value) {
     if text.contains("[flaky]") && attempt == 1 {
         return (503, json!({"errors": [{"code": "10011", "title": "Service unavailable"}]}));
     }
+    if text.contains("[slow-receipts]") && attempt == 1 {
+        let target = lock(state).target.clone();
+        if let Some(target) = target {
+            let (carrier_id, req) = (carrier_id.clone(), req.clone());
+            thread::spawn(move || repeat_receipt(&target, &carrier_id, &req, 14));
+        }
+        thread::sleep(std::time::Duration::from_secs(7));
+    }
     if text.contains("[receipt-first]") && attempt == 1 {
         let target = lock(state).target.clone();
         if let Some(target) = target {
@@ -210,5 +221,16 @@ fn fire_receipts(target: &WebhookTarget, carrier_id: &str, req: &Recorded) {
             }
             thread::sleep(std::time::Duration::from_secs(1));
         }
+    }
+}
+
+/// Delivers the same `message.finalized` (delivered) `times` times under one event id, a few
+/// hundred milliseconds apart, while the send is still unanswered.
+fn repeat_receipt(target: &WebhookTarget, carrier_id: &str, req: &Recorded, times: usize) {
+    let payload = json!({"id": carrier_id, "direction": "outbound", "to": [{"phone_number": req.body["to"], "status": "delivered"}], "errors": []});
+    let body = crate::telnyx::envelope(&format!("{carrier_id}-delivered"), "message.finalized", "2026-11-30T10:00:00Z", payload, 1);
+    for _ in 0..times {
+        let _ = crate::telnyx::deliver(&target.base, &target.signer, &body, crate::unix_now());
+        thread::sleep(std::time::Duration::from_millis(300));
     }
 }

@@ -16,6 +16,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("calls::caller_hangup_three_times_completes_and_bills_once", caller_hangup_three_times_completes_and_bills_once),
     ("calls::all_targets_unanswered_ends_missed_without_charge", all_targets_unanswered_ends_missed_without_charge),
     ("calls::ring_cursor_survives_a_restart", ring_cursor_survives_a_restart),
+    ("calls::caller_hangup_before_a_retried_initiated_rings_nobody", caller_hangup_before_a_retried_initiated_rings_nobody),
+    ("calls::every_dial_refused_ends_missed_and_hangs_up_the_caller_once", every_dial_refused_ends_missed_and_hangs_up_the_caller_once),
+    ("calls::a_failed_leg_write_after_a_dial_is_retried_not_lost", a_failed_leg_write_after_a_dial_is_retried_not_lost),
+    ("calls::leg_events_in_reverse_order_dial_each_target_once", leg_events_in_reverse_order_dial_each_target_once),
 ];
 
 const TARGETS: [&str; 3] = ["+15557770001", "+15557770002", "+15557770003"];
@@ -248,4 +252,168 @@ fn ring_cursor_survives_a_restart(_shared: &Worker) {
     thread::sleep(Duration::from_secs(1));
     assert_eq!((dials(&w, &ring, 1).len(), dials(&w, &ring, 2).len(), dials(&w, &ring, 3).len()), (1, 1, 1));
     w.stop();
+}
+
+/// An inbound call's ids, before any of its events is delivered.
+struct Inbound {
+    account_key: String,
+    number: String,
+    session: String,
+    caller_control: String,
+    call_id: String,
+}
+
+fn inbound(w: &Worker, targets: &[&str]) -> Inbound {
+    let (account, key) = w.create_account("ring");
+    let number = fresh_number();
+    w.create_number(&account, &number, targets);
+    let session = uid("sess");
+    let call_id = exactly_core::call_machine::call_id(exactly_core::Provider::Telnyx, &session);
+    Inbound { account_key: key, number, caller_control: format!("v3:{}", uid("caller")), session, call_id }
+}
+
+fn initiated_payload(c: &Inbound) -> Value {
+    json!({
+        "call_control_id": c.caller_control, "call_leg_id": format!("leg-{}", c.caller_control), "call_session_id": c.session,
+        "from": "+15551230000", "to": c.number, "direction": "incoming", "state": "parked",
+    })
+}
+
+fn caller_hangup_payload(c: &Inbound) -> Value {
+    json!({
+        "call_control_id": c.caller_control, "call_leg_id": format!("leg-{}", c.caller_control), "call_session_id": c.session,
+        "from": "+15551230000", "to": c.number, "hangup_cause": "originator_cancel", "hangup_source": "caller",
+    })
+}
+
+fn caller_commands(w: &Worker, c: &Inbound, action: &str) -> usize {
+    w.carrier.requests(&format!("/v2/calls/{}/actions/{action}", c.caller_control.replace(':', "%3A"))).len()
+}
+
+fn dials_of(w: &Worker, c: &Inbound) -> Vec<Recorded> {
+    let prefix = format!("{}:leg:", c.call_id);
+    w.carrier.requests("/v2/calls").into_iter().filter(|r| r.idempotency_key.as_deref().is_some_and(|k| k.starts_with(&prefix))).collect()
+}
+
+fn shown(w: &Worker, c: &Inbound) -> Value {
+    let a = w.call("GET", &format!("/v1/calls/{}", c.call_id), &c.account_key, None, &[]);
+    assert_eq!(a.status, 200, "{}", a.body);
+    a.json()
+}
+
+fn call_events(w: &Worker, c: &Inbound, event_type: &str) -> i64 {
+    w.count(&format!("SELECT COUNT(*) AS n FROM outbound_events WHERE resource_id = {} AND type = {}", lit(&c.call_id), lit(event_type)))
+}
+
+/// The caller hangs up, and the carrier's retry of `call.initiated` is processed after the
+/// hangup: nobody is rung, the caller is not answered, the call ends missed once.
+fn caller_hangup_before_a_retried_initiated_rings_nobody(w: &Worker) {
+    let c = inbound(w, &TARGETS);
+    let hangup = uid("caller-hangup");
+    deliver(w, &hangup, "call.hangup", "2026-11-30T10:01:03Z", caller_hangup_payload(&c));
+    wait_settled(w, std::slice::from_ref(&hangup));
+    // The first delivery of call.initiated was lost; the carrier retries it (twice, once
+    // re-signed under a new event id).
+    let init = uid("init-retried");
+    deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
+    deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
+    let resigned = format!("{init}-resigned");
+    deliver(w, &resigned, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
+    wait_settled(w, &[init, resigned]);
+    let ok = w.eventually(Duration::from_secs(20), || call_events(w, &c, "call.missed") == 1);
+    assert!(ok, "one call.missed");
+    thread::sleep(Duration::from_secs(1));
+    assert_eq!(dials_of(w, &c).len(), 0, "nobody is rung for a caller who left");
+    assert_eq!(caller_commands(w, &c, "answer"), 0, "the caller's leg is not answered");
+    let call = shown(w, &c);
+    assert_eq!(call["status"], "missed", "{call}");
+    assert_eq!(call["ended_at"], "2026-11-30T10:01:03Z", "{call}");
+    assert_eq!(call_events(w, &c, "call.missed"), 1);
+    assert_eq!(call_events(w, &c, "call.initiated"), 1);
+}
+
+/// The carrier refuses every dial: the call ends missed, the caller's leg is hung up once, and
+/// one call.missed is sent.
+fn every_dial_refused_ends_missed_and_hangs_up_the_caller_once(w: &Worker) {
+    // The fake carrier refuses (422) every number ending in 0000.
+    let c = inbound(w, &["+15557770000", "+15558880000"]);
+    let init = uid("init");
+    deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
+    deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
+    wait_settled(w, std::slice::from_ref(&init));
+    let ok = w.eventually(Duration::from_secs(20), || call_events(w, &c, "call.missed") == 1);
+    assert!(ok, "one call.missed");
+    let call = shown(w, &c);
+    assert_eq!(call["status"], "missed", "{call}");
+    assert_eq!(call["legs"].as_array().map(Vec::len), Some(2), "{call}");
+    for leg in call["legs"].as_array().into_iter().flatten() {
+        assert_eq!(leg["outcome"], "no_answer", "{call}");
+        assert_eq!(leg["hangup_cause"], "90018", "{call}");
+    }
+    assert_eq!(dials_of(w, &c).len(), 2, "each target tried once");
+    assert_eq!(caller_commands(w, &c, "hangup"), 1, "the caller's leg is hung up once");
+    // The caller's hangup that follows changes nothing.
+    let after = uid("caller-hangup");
+    deliver(w, &after, "call.hangup", "2026-11-30T10:01:02Z", caller_hangup_payload(&c));
+    wait_settled(w, std::slice::from_ref(&after));
+    thread::sleep(Duration::from_secs(1));
+    assert_eq!(caller_commands(w, &c, "hangup"), 1);
+    assert_eq!(call_events(w, &c, "call.missed"), 1);
+}
+
+/// D1 fails right after the carrier placed a dial: the leg row is written on the retry, shows
+/// in the API, and is hung up when the caller leaves.
+fn a_failed_leg_write_after_a_dial_is_retried_not_lost(w: &Worker) {
+    let target = format!("sip:fault-d1-after-dial-{}@example.com", sim::random_hex());
+    let c = inbound(w, &[&target]);
+    let init = uid("init");
+    deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
+    let written = w.eventually(Duration::from_secs(30), || {
+        w.count(&format!("SELECT COUNT(*) AS n FROM call_legs WHERE call_id = {} AND outcome = 'dialing'", lit(&c.call_id))) == 1
+    });
+    assert!(written, "the leg row was written after the injected failure");
+    assert!(w.log_lines(&["injected D1 failure writing leg", &c.call_id]) >= 1, "the first write failed");
+    assert_eq!(dials_of(w, &c).len(), 1, "the retry wrote the leg without dialling again");
+    let call = shown(w, &c);
+    assert_eq!(call["legs"][0]["target"], target.as_str(), "{call}");
+    assert_eq!(call["legs"][0]["outcome"], "dialing", "{call}");
+    let hangup = uid("caller-hangup");
+    deliver(w, &hangup, "call.hangup", "2026-11-30T10:01:20Z", caller_hangup_payload(&c));
+    let leg_control = format!("v3:cc-{}:leg:1", c.call_id).replace(':', "%3A");
+    let hung = w.eventually(Duration::from_secs(20), || !w.carrier.requests(&format!("/v2/calls/{leg_control}/actions/hangup")).is_empty());
+    assert!(hung, "the ringing leg was hung up when the caller left");
+}
+
+/// Every ring leg's hangup delivered before the one that dials it (the carrier's retries came
+/// back in reverse), with duplicates: each target is dialled once, the call ends missed once.
+fn leg_events_in_reverse_order_dial_each_target_once(w: &Worker) {
+    let c = inbound(w, &TARGETS);
+    let mut ids = Vec::new();
+    for position in (1..=3u32).rev() {
+        let key = format!("{}:leg:{position}", c.call_id);
+        let tag = exactly_core::ring::LegTag { call: c.call_id.clone(), position };
+        let payload = json!({
+            "call_control_id": format!("v3:cc-{key}"), "call_leg_id": format!("leg-{key}"), "call_session_id": format!("sess-{key}"),
+            "from": c.number, "to": TARGETS[position as usize - 1], "direction": "outgoing",
+            "client_state": exactly_core::telnyx::encode_client_state(&tag.encode()),
+            "hangup_cause": "timeout", "hangup_source": "callee",
+        });
+        let id = uid(&format!("leg{position}-hangup"));
+        deliver(w, &id, "call.hangup", &format!("2026-11-30T10:01:{:02}Z", 10 * position), payload.clone());
+        deliver(w, &id, "call.hangup", &format!("2026-11-30T10:01:{:02}Z", 10 * position), payload);
+        ids.push(id);
+    }
+    let init = uid("init");
+    deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
+    ids.push(init);
+    wait_settled(w, &ids);
+    let ok = w.eventually(Duration::from_secs(30), || call_events(w, &c, "call.missed") == 1);
+    assert!(ok, "one call.missed");
+    let mut keys: Vec<String> = dials_of(w, &c).into_iter().filter_map(|r| r.idempotency_key).collect();
+    keys.sort();
+    assert_eq!(keys, (1..=3).map(|p| format!("{}:leg:{p}", c.call_id)).collect::<Vec<_>>(), "each target dialled once");
+    let call = shown(w, &c);
+    assert_eq!(call["status"], "missed", "{call}");
+    assert_eq!(call["ended_at"], "2026-11-30T10:01:30Z", "the last target timed out at 10:01:30: {call}");
+    assert_eq!(caller_commands(w, &c, "hangup"), 1, "the caller was hung up once");
 }

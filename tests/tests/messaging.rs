@@ -14,6 +14,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("messaging::outbound_receipts_duplicated_resigned_and_reversed", outbound_receipts_duplicated_resigned_and_reversed),
     ("messaging::failure_receipt_twice_and_resigned_then_late_delivered", failure_receipt_twice_and_resigned_then_late_delivered),
     ("messaging::receipt_before_the_send_result_is_applied_after_it", receipt_before_the_send_result_is_applied_after_it),
+    ("messaging::duplicated_receipts_while_the_send_is_slow_apply_once", duplicated_receipts_while_the_send_is_slow_apply_once),
     ("messaging::crash_after_commit_rerun_changes_nothing", crash_after_commit_rerun_changes_nothing),
     ("messaging::idempotency_key_means_one_message_and_one_send", idempotency_key_means_one_message_and_one_send),
     ("messaging::accounts_see_only_their_own_messages", accounts_see_only_their_own_messages),
@@ -202,11 +203,17 @@ fn receipt_before_the_send_result_is_applied_after_it(w: &Worker) {
     let carrier_id = shown["carrier_message_id"].as_str().unwrap();
     assert_eq!(shown["status"], "delivered");
     let rows = w.sql(&format!(
-        "SELECT attempts, processed_at FROM carrier_events WHERE carrier_event_id = {}",
+        "SELECT CAST(id AS TEXT) AS id, attempts, processed_at, waiting_for FROM carrier_events WHERE carrier_event_id = {}",
         lit(&format!("{carrier_id}-delivered"))
     ));
     assert_eq!(rows.len(), 1);
-    assert!(rows[0]["attempts"].as_i64().unwrap_or(0) >= 2, "the receipt arrived before the send result and was retried: {rows:?}");
+    let row_id = rows[0]["id"].as_str().unwrap();
+    assert!(
+        w.log_lines(&[&format!("\"id\":\"{row_id}\""), "\"outcome\":\"parked\""]) >= 1,
+        "the receipt arrived before the send result and waited for it"
+    );
+    assert_eq!(rows[0]["attempts"], 1, "waiting spent no tries: {rows:?}");
+    assert!(rows[0]["waiting_for"].is_null(), "the send woke it: {rows:?}");
     assert_eq!(events(w, &id, "message.sent"), 1);
     assert_eq!(events(w, &id, "message.delivered"), 1);
     // The stalled first request and its retry both carried the message id as the key: one
@@ -214,6 +221,27 @@ fn receipt_before_the_send_result_is_applied_after_it(w: &Worker) {
     let keys: Vec<_> = w.carrier.requests("/v2/messages").into_iter().filter(|r| r.body["text"] == "[receipt-first] hi").map(|r| r.idempotency_key).collect();
     assert_eq!(keys, vec![Some(id.clone()), Some(id.clone())]);
     assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM usage WHERE resource_id = {}", lit(&id))), 1);
+}
+
+/// The carrier takes 7 s to answer the send while it delivers the message's receipt 14 times
+/// (one event id) and the sweeper runs: the receipt waits for the send, and applies once.
+fn duplicated_receipts_while_the_send_is_slow_apply_once(w: &Worker) {
+    let c = customer(w, "slow-send");
+    let (_, sent) = send(w, &c, "[slow-receipts] hello", None);
+    let id = sent["id"].as_str().unwrap().to_owned();
+    // Sweeps while the send is in flight spend nothing either.
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(w.cron().status, 200);
+    }
+    let shown = wait_status(w, &c, &id, "delivered");
+    let carrier_id = shown["carrier_message_id"].as_str().unwrap().to_owned();
+    assert_eq!(events(w, &id, "message.delivered"), 1);
+    assert_eq!(events(w, &id, "message.sent"), 1);
+    let rows = w.sql(&format!("SELECT error, waiting_for FROM carrier_events WHERE carrier_event_id = {}", lit(&format!("{carrier_id}-delivered"))));
+    assert_eq!(rows.len(), 1, "one row however many deliveries");
+    assert!(rows[0]["error"].is_null(), "{rows:?}");
+    assert_eq!(w.carrier.sends_for(&id), 1, "one send");
 }
 
 fn crash_after_commit_rerun_changes_nothing(w: &Worker) {
