@@ -70,6 +70,9 @@ pub struct Target<'a> {
     /// A customer endpoint the worker can reach (development: `ALLOW_PRIVATE_ENDPOINTS=true`),
     /// or `None` to skip counting customer events.
     pub customer: Option<&'a CustomerEndpoint>,
+    /// The fake carrier the worker calls, when it runs in this process: its requests are
+    /// counted too (one dial per ring position, one answer per call), or `None` to skip that.
+    pub carrier: Option<&'a crate::carrier::FakeCarrier>,
 }
 
 /// What happened.
@@ -197,7 +200,9 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     let suffix = u32::from_str_radix(&tag[..4], 16).unwrap_or(0) % 10_000;
     let inbound_number = format!("+1556{suffix:04}001");
     let ring_number = format!("+1556{suffix:04}002");
-    for (number, targets) in [(&inbound_number, json!([])), (&ring_number, json!(TARGETS))] {
+    // Every dial to this number's targets is refused by the fake carrier (numbers ending 0000).
+    let refused_number = format!("+1556{suffix:04}003");
+    for (number, targets) in [(&inbound_number, json!([])), (&ring_number, json!(TARGETS)), (&refused_number, json!(["+15557770000", "+15558880000"]))] {
         let a = api.call("POST", "/admin/numbers", &target.admin_token, Some(&json!({"account_id": account_id, "phone_number": number, "ring_targets": targets})));
         if a.status != 201 {
             return Err(format!("assigning {number}: {} {}", a.status, a.body));
@@ -226,11 +231,13 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     progress(config, &format!("sending {n_messages} outbound messages"));
     let mut outbound = Vec::new();
     for i in 0..n_messages {
-        let a = api.call("POST", "/v1/messages", &key, Some(&json!({"from": inbound_number, "to": "+15559990000", "text": format!("chaos {tag} {i}")})));
+        // The first send is slow (7 s) while the carrier delivers its receipt 14 times.
+        let marker = if i == 0 { "[slow-receipts] " } else { "" };
+        let a = api.call("POST", "/v1/messages", &key, Some(&json!({"from": inbound_number, "to": "+15559990000", "text": format!("{marker}chaos {tag} {i}")})));
         if a.status != 201 {
             return Err(format!("POST /v1/messages: {} {}", a.status, a.body));
         }
-        let delivered = !rng.chance(0.2);
+        let delivered = i == 0 || !rng.chance(0.2);
         outbound.push((a.json()["id"].as_str().unwrap_or_default().to_owned(), delivered));
     }
     let carrier_ids = if outbound.is_empty() { HashMap::new() } else { wait_for(Duration::from_secs(120), || {
@@ -249,29 +256,36 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     .ok_or("outbound messages were not all sent within 120 s")? };
     report.created.messages = outbound.iter().map(|(id, _)| id.clone()).collect();
 
-    // Calls ringing their first target, whose leg-1 hangups are facts.
-    progress(config, &format!("starting {n_ring} calls"));
-    let mut sessions = Vec::new();
+    // Calls: each call's `call.initiated` and its first leg's hangup go into the same shuffled
+    // stream, without waiting for the dial: the call id follows from the carrier session, and
+    // the fake carrier derives a leg's ids from its dial's idempotency key, so the hangup can
+    // be written before the dial happens. Either order must dial target 1, then target 2.
+    progress(config, &format!("preparing {n_ring} calls"));
+    // Every fourth call rings a number whose dials are all refused: its one fact is its
+    // `call.initiated`, and it must end missed with the caller hung up once.
+    let refused = |i: usize| i % 4 == 3;
+    let mut call_facts: Vec<(String, Option<String>)> = Vec::new();
     for i in 0..n_ring {
         let session = format!("chaos-{tag}-sess-{i}");
         let control = format!("v3:chaos-{tag}-caller-{i}");
-        let body = envelope(&format!("chaos-{tag}-init-{i}"), "call.initiated", "2026-11-30T10:00:00Z", json!({
+        let call_id = exactly_core::call_machine::call_id(exactly_core::Provider::Telnyx, &session);
+        let init = envelope(&format!("chaos-{tag}-init-{i}"), "call.initiated", "2026-11-30T10:00:00Z", json!({
             "call_control_id": control, "call_leg_id": format!("leg-{control}"), "call_session_id": session,
-            "from": "+15551230000", "to": ring_number, "direction": "incoming", "state": "parked",
+            "from": "+15551230000", "to": if refused(i) { &refused_number } else { &ring_number }, "direction": "incoming", "state": "parked",
         }), 1);
-        let (status, _) = crate::telnyx::deliver(&api.base, &target.signer, &body, crate::unix_now());
-        if status != 200 {
-            return Err(format!("call.initiated answered {status}"));
+        report.created.calls.push(call_id.clone());
+        if refused(i) {
+            call_facts.push((init, None));
+            continue;
         }
-        sessions.push(control);
+        let key = format!("{call_id}:leg:1");
+        let state = exactly_core::telnyx::encode_client_state(&LegTag { call: call_id.clone(), position: 1 }.encode());
+        let hangup = envelope(&format!("chaos-{tag}-hangup-{i}"), "call.hangup", "2026-11-30T10:01:30Z", json!({
+            "call_control_id": format!("v3:cc-{key}"), "call_leg_id": format!("leg-{key}"), "call_session_id": format!("sess-{key}"),
+            "hangup_cause": "timeout", "hangup_source": "callee", "client_state": state,
+        }), 1);
+        call_facts.push((init, Some(hangup)));
     }
-    let calls = if n_ring == 0 { Vec::new() } else { wait_for(Duration::from_secs(120), || {
-        let calls = api.all("/v1/calls", &key).ok()?;
-        let ready: Vec<Value> = calls.into_iter().filter(|c| c["legs"].as_array().is_some_and(|l| !l.is_empty())).collect();
-        (ready.len() >= n_ring).then_some(ready)
-    })
-    .ok_or("calls did not all dial their first target within 120 s")? };
-    report.created.calls = calls.iter().filter_map(|c| c["id"].as_str().map(str::to_owned)).collect();
 
     // The facts, each with its copies.
     let mut deliveries: Vec<Delivery> = Vec::new();
@@ -314,18 +328,17 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
         }
     }
     *report.facts.entry("receipt").or_default() = 2 * outbound.len();
-    for (i, call) in calls.iter().enumerate() {
-        let call_id = call["id"].as_str().unwrap_or_default();
-        let leg = &call["legs"][0];
-        let state = exactly_core::telnyx::encode_client_state(&LegTag { call: call_id.to_owned(), position: 1 }.encode());
-        let id = format!("chaos-{tag}-hangup-{i}");
-        let body = envelope(&id, "call.hangup", "2026-11-30T10:01:30Z", json!({
-            "call_control_id": leg["call_control_id"], "call_leg_id": format!("leg-{i}"), "call_session_id": format!("s-{i}"),
-            "hangup_cause": "timeout", "hangup_source": "callee", "client_state": state,
-        }), 1);
-        add(body, &id, &mut report, &mut rng);
+    for (i, (init, hangup)) in call_facts.into_iter().enumerate() {
+        add(init, &format!("chaos-{tag}-init-{i}"), &mut report, &mut rng);
+        if let Some(hangup) = hangup {
+            add(hangup, &format!("chaos-{tag}-hangup-{i}"), &mut report, &mut rng);
+        }
     }
-    *report.facts.entry("ring_hangup").or_default() = calls.len();
+    let n_refused = (0..n_ring).filter(|i| refused(*i)).count();
+    *report.facts.entry("ring_hangup").or_default() = n_ring - n_refused;
+    if n_refused > 0 {
+        *report.facts.entry("refused_call").or_default() = n_refused;
+    }
 
     // Reorder within windows, then send in parallel bursts.
     for window in deliveries.chunks_mut(config.reorder_window.max(1)) {
@@ -389,7 +402,7 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
 
     // Read back the effects, waiting for processing to settle.
     progress(config, "waiting for every fact to settle");
-    let expected_events = n_inbound + 2 * outbound.len() + calls.len();
+    let expected_events = n_inbound + 2 * outbound.len() + n_ring;
     let settled = wait_for(Duration::from_secs(180), || {
         let events = api.all("/v1/events", &key).ok()?;
         let terminal = events.iter().filter(|e| matches!(e["type"].as_str(), Some("message.received" | "message.delivered" | "message.failed"))).count();
@@ -450,10 +463,15 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
             report.problem(format!("message {message}: status {} (want {want}), {} sent / {} {final_event} events", m["status"], has("message.sent"), has(final_event)));
         }
     }
-    // Ring hangups: exactly legs 1 and 2, one call.initiated event.
+    // Ring hangups: exactly legs 1 and 2 (refused calls: both refused, and the call missed).
     for call in api.all("/v1/calls", &key)? {
         let legs = call["legs"].as_array().map(Vec::len).unwrap_or(0);
+        let all_refused = call["to"] == refused_number.as_str();
         match legs {
+            2 if all_refused && call["status"] != "missed" => {
+                report.missing += 1;
+                report.problem(format!("call {} with every dial refused is {}", call["id"], call["status"]));
+            }
             2 => applied += 1,
             n if n > 2 => {
                 report.duplicate_effects += n - 2;
@@ -462,6 +480,44 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
             _ => {
                 report.missing += 1;
                 report.problem(format!("call {} has {legs} legs", call["id"]));
+            }
+        }
+    }
+    // The carrier's side: each call dialled position 1 and 2 once each and answered once,
+    // whatever the order and copies of its events. Counted from the requests themselves, which
+    // no UNIQUE constraint caps.
+    if let Some(carrier) = target.carrier {
+        let dials = carrier.requests("/v2/calls");
+        for (i, call_id) in report.created.calls.clone().iter().enumerate() {
+            for position in 1..=2 {
+                let key = format!("{call_id}:leg:{position}");
+                let n = dials.iter().filter(|r| r.idempotency_key.as_deref() == Some(key.as_str())).count();
+                if n != 1 {
+                    if n > 1 { report.duplicate_effects += n - 1 } else { report.missing += 1 }
+                    report.problem(format!("call {call_id}: position {position} dialled {n} times"));
+                }
+            }
+            let control = format!("v3:chaos-{tag}-caller-{i}").replace(':', "%3A");
+            let answers = carrier.requests(&format!("/v2/calls/{control}/actions/answer")).len();
+            if answers != 1 {
+                if answers > 1 { report.duplicate_effects += answers - 1 } else { report.missing += 1 }
+                report.problem(format!("call {call_id}: caller answered {answers} times"));
+            }
+            // Only a call whose every dial was refused hangs the caller up, once.
+            let want = usize::from(refused(i));
+            let hangups = carrier.requests(&format!("/v2/calls/{control}/actions/hangup")).len();
+            if hangups != want {
+                if hangups > want { report.duplicate_effects += hangups - want } else { report.missing += 1 }
+                report.problem(format!("call {call_id}: caller hung up {hangups} times, want {want}"));
+            }
+        }
+        // Every send went out once per message (one idempotency key, one request: no faults
+        // here make the carrier fail a send).
+        for message in &report.created.messages.clone() {
+            let n = carrier.sends_for(message);
+            if n != 1 {
+                if n > 1 { report.duplicate_effects += n - 1 } else { report.missing += 1 }
+                report.problem(format!("message {message} sent {n} times"));
             }
         }
     }

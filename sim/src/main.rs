@@ -153,7 +153,7 @@ fn scenario(name: &str, args: &[String]) -> Result<(), String> {
         .ok_or_else(|| format!("no ADMIN_TOKEN in the environment or in {}", vars.display()))?;
     let signer = sim::devkeys::telnyx_signer(&keys)?;
     let customer = sim::customer::CustomerEndpoint::start().map_err(|e| format!("customer endpoint: {e}"))?;
-    let target = sim::chaos::Target { api: sim::api::Client::new(&url), signer, admin_token, customer: Some(&customer) };
+    let target = sim::chaos::Target { api: sim::api::Client::new(&url), signer, admin_token, customer: Some(&customer), carrier: None };
     let report = sim::chaos::run(&target, &config)?;
     print!("{}", report.render());
     if report.duplicate_effects > 0 || report.missing > 0 {

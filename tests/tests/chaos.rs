@@ -18,7 +18,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
 
 fn five_hundred_facts_misdelivered_change_each_thing_once(w: &Worker) {
     let config = Config { facts: 500, duplicate_rate: 0.35, resign_rate: 0.15, reorder_window: 32, parallelism: 16, stale_rate: 0.05, seed: 11, progress: false, mix: Mix::All };
-    let target = Target { api: sim::api::Client::new(&w.base), signer: w.telnyx.clone(), admin_token: ADMIN_TOKEN.to_owned(), customer: Some(&w.customer) };
+    let target = Target { api: sim::api::Client::new(&w.base), signer: w.telnyx.clone(), admin_token: ADMIN_TOKEN.to_owned(), customer: Some(&w.customer), carrier: Some(&w.carrier) };
     let report = sim::chaos::run(&target, &config).unwrap_or_else(|e| panic!("chaos run: {e}"));
     let text = report.render();
     eprintln!("{text}");
