@@ -1,5 +1,6 @@
-//! The small text parsers (URLs, amounts, RFC 3339 times, ring plans) and segment counting on
-//! arbitrary text: answers, never panics, and segment counts that hold together.
+//! The small text parsers (URLs, amounts, RFC 3339 and HTTP dates, `Retry-After`, ring plans)
+//! and segment counting on arbitrary text: answers, never panics, and segment counts that hold
+//! together.
 #![no_main]
 
 use exactly_core::event::Cost;
@@ -14,6 +15,10 @@ fuzz_target!(|text: &str| {
     let _ = Cost::parse_amount(text);
     if let Some(t) = Timestamp::parse_rfc3339(text) {
         let _ = t.to_rfc3339();
+    }
+    let _ = Timestamp::parse_http_date(text);
+    for now in [i64::MIN, 0, 1_700_000_000_000, i64::MAX] {
+        let _ = exactly_core::backoff::parse_retry_after(text, Timestamp::from_unix_millis(now));
     }
     let s = segments::count(text);
     assert!(s.count >= 1);
