@@ -5,6 +5,8 @@ set -eu
 cd "$(dirname "$0")/.."
 export WRANGLER_SEND_METRICS=false WRANGLER_SEND_ERROR_REPORTS=false CLOUDFLARE_CF_FETCH_ENABLED=false
 PORT="${PORT:-8787}"
+# Derived from PORT so two `make dev`s on one machine never share an inspector (8787 -> 9229).
+INSPECTOR_PORT="${INSPECTOR_PORT:-$((PORT + 442))}"
 STATE=.wrangler/state
 
 sh scripts/dev-vars.sh
@@ -26,4 +28,4 @@ CRON_PID=$!
 trap 'kill $CRON_PID $SIM_PID 2>/dev/null || true' EXIT INT TERM
 
 echo "dev: serving on http://127.0.0.1:$PORT"
-npx wrangler dev --local --ip 127.0.0.1 --port "$PORT" --persist-to "$STATE"
+npx wrangler dev --local --ip 127.0.0.1 --port "$PORT" --inspector-port "$INSPECTOR_PORT" --persist-to "$STATE"

@@ -51,6 +51,14 @@ export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
 ENV
 fi
 
+# 1b. rustfmt and clippy for the formatting and lint steps of `make test`.
+if cargo fmt --version >/dev/null 2>&1 && cargo clippy --version >/dev/null 2>&1; then
+    step "rustfmt and clippy (installed)"
+else
+    step "rustfmt and clippy (installing)"
+    timeout 120 rustup component add rustfmt clippy >/dev/null
+fi
+
 # 2. worker-build, exactly this version.
 if [ "$(worker-build --version 2>/dev/null | awk '{print $NF}')" = "$WORKER_BUILD_VERSION" ]; then
     step "worker-build $WORKER_BUILD_VERSION (installed)"
@@ -77,4 +85,20 @@ if [ "$(node -p 'require("./node_modules/wrangler/package.json").version' 2>/dev
 else
     step "wrangler $WRANGLER_VERSION (npm ci)"
     npm ci --no-audit --no-fund --loglevel=error >/dev/null
+fi
+
+# 5. The console's packages (Preact, htm, playwright-core), pinned in console/package-lock.json.
+if [ console/node_modules/.package-lock.json -nt console/package-lock.json ]; then
+    step "console packages (installed)"
+else
+    step "console packages (npm ci in console/)"
+    (cd console && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+
+# 6. Chromium for the console's browser test (driven headless by playwright-core).
+if [ -x /usr/bin/chromium ]; then
+    step "chromium (installed)"
+else
+    step "chromium (apt-get install, a minute or two)"
+    apt_install chromium
 fi

@@ -1,9 +1,24 @@
 #!/bin/sh
-# Every test: native unit tests, the core's tests on wasm32 under Node (wasm-bindgen-test), and
-# the end-to-end tests against the real worker in wrangler dev.
+# Every test: formatting and lints, native unit tests, the core's tests on wasm32 under Node
+# (wasm-bindgen-test), and the end-to-end tests against the real worker in wrangler dev.
 set -eu
 cd "$(dirname "$0")/.."
 export WRANGLER_SEND_METRICS=false WRANGLER_SEND_ERROR_REPORTS=false CLOUDFLARE_CF_FETCH_ENABLED=false
+
+echo "test: formatting (cargo fmt --check, rustfmt.toml's width)"
+cargo fmt --all --check
+(cd fuzz && cargo fmt --check)
+
+echo "test: lints (cargo clippy -D warnings: every crate natively, the edge for wasm32)"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+    cargo clippy -p exactly-edge --target wasm32-unknown-unknown --all-targets --quiet -- -D warnings
+    cargo clippy -p exactly-edge --target wasm32-unknown-unknown --features fault-injection --quiet -- -D warnings
+else
+    # Debian's rustc-web (the fallback toolchain) ships no clippy; the native run above covers
+    # the edge's code, which is the same on both targets.
+    echo "test: (the edge's wasm32 lint needs rustup's wasm32 target; linted natively above)"
+fi
 
 echo "test: native unit tests"
 cargo test --workspace --exclude exactly-tests --exclude exactly-bench --quiet

@@ -108,16 +108,28 @@ mod tests {
         let now = Timestamp::parse_rfc3339("2026-10-21T07:27:00.250Z").unwrap();
         assert_eq!(parse_retry_after("120", now), Some(120));
         assert_eq!(parse_retry_after(" 0 ", now), Some(0));
-        assert_eq!(parse_retry_after("99999999999999999999999", now), Some(u64::MAX), "huge, then clamped by with_retry_after");
+        assert_eq!(
+            parse_retry_after("99999999999999999999999", now),
+            Some(u64::MAX),
+            "huge, then clamped by with_retry_after"
+        );
         assert_eq!(parse_retry_after("Wed, 21 Oct 2026 07:28:00 GMT", now), Some(60), "59.75 s rounds up");
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2026 07:27:00 GMT", now), Some(0), "a date in the past asks for no delay");
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2026 07:27:00 GMT", now),
+            Some(0),
+            "a date in the past asks for no delay"
+        );
         assert_eq!(parse_retry_after("Wednesday, 21-Oct-26 09:27:01 GMT", now), Some(7201));
         assert_eq!(parse_retry_after("Wed Oct 21 07:37:01 2026", now), Some(601));
         for value in ["", "-5", "1.5", "+5", "soon", "5 s", "2026-10-21T07:28:00Z", "Wed, 21 Oct 2026 07:28:00 PST"] {
             assert_eq!(parse_retry_after(value, now), None, "{value:?}");
         }
         assert_eq!(with_retry_after(5, parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", now)), MAX_RETRY_AFTER_SECS);
-        assert_eq!(parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", Timestamp::from_unix_millis(i64::MIN)).map(|d| d > 0), Some(true), "no overflow");
+        assert_eq!(
+            parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", Timestamp::from_unix_millis(i64::MIN)).map(|d| d > 0),
+            Some(true),
+            "no overflow"
+        );
     }
 
     #[test]

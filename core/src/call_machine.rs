@@ -114,9 +114,17 @@ pub fn route(event: &crate::CarrierEvent, now: Timestamp) -> Routed {
         EventKind::CallHangup(hangup) => match tag(&hangup.client_state) {
             Some(t) => Routed::Fact {
                 call_id: t.call,
-                fact: Fact::LegHungUp { position: t.position, call_control_id: hangup.leg.call_control_id.clone(), at, cause: hangup.cause.clone() },
+                fact: Fact::LegHungUp {
+                    position: t.position,
+                    call_control_id: hangup.leg.call_control_id.clone(),
+                    at,
+                    cause: hangup.cause.clone(),
+                },
             },
-            None => Routed::Fact { call_id: call_id(event.provider, &hangup.leg.call_session_id), fact: Fact::CallerHungUp { at } },
+            None => Routed::Fact {
+                call_id: call_id(event.provider, &hangup.leg.call_session_id),
+                fact: Fact::CallerHungUp { at },
+            },
         },
         _ => Routed::Ignore,
     }
@@ -644,7 +652,10 @@ impl CallMachine {
         // answered, and a refused answer means the caller's leg is gone.
         if live && self.answer == Command::NotSent && !self.plan.is_empty() {
             self.answer = Command::Sent;
-            out.push(Action::AnswerCaller { call_control_id: call.call_control_id.clone(), command_id: format!("{}:answer", call.id) });
+            out.push(Action::AnswerCaller {
+                call_control_id: call.call_control_id.clone(),
+                command_id: format!("{}:answer", call.id),
+            });
         }
         if live && self.answer == Command::Accepted && self.bridged.is_none() {
             self.ring(&call, out);
@@ -668,16 +679,24 @@ impl CallMachine {
         // The conversation is over when the answered leg hangs up; the ring is over when every
         // target was tried: either way the caller is hung up, once.
         let answered_leg_ended = self.bridged.is_some_and(|p| self.legs.get(&p).is_some_and(|l| l.ended.is_some()));
-        if gone.is_none() && self.answer == Command::Accepted && !self.caller_hangup_sent && (answered_leg_ended || self.exhausted_at().is_some()) {
+        if gone.is_none()
+            && self.answer == Command::Accepted
+            && !self.caller_hangup_sent
+            && (answered_leg_ended || self.exhausted_at().is_some())
+        {
             self.caller_hangup_sent = true;
-            out.push(Action::HangupCaller { call_control_id: call.call_control_id.clone(), command_id: format!("{}:hangup", call.id) });
+            out.push(Action::HangupCaller {
+                call_control_id: call.call_control_id.clone(),
+                command_id: format!("{}:hangup", call.id),
+            });
         }
 
         // Legs still up when the caller left (or the call ended) are hung up, once each.
         if gone.is_some() || self.ended.is_some() {
             for (position, leg) in self.legs.iter_mut() {
                 let placed = matches!(leg.dial, Some(Dial::Placed { .. })) || leg.answered_at.is_some();
-                if let (true, None, false, Some(control)) = (placed, &leg.ended, leg.hangup_sent, &leg.call_control_id) {
+                if let (true, None, false, Some(control)) = (placed, &leg.ended, leg.hangup_sent, &leg.call_control_id)
+                {
                     leg.hangup_sent = true;
                     out.push(Action::HangupLeg {
                         position: *position,
@@ -784,7 +803,8 @@ impl CallMachine {
             Some(Dial::Sent) => leg.ended.is_some() || leg.answered_at.is_some(),
             Some(Dial::Refused { .. }) => true,
             Some(Dial::Placed { .. }) | None => {
-                leg.answered_at.is_some() || leg.ended.as_ref().is_some_and(|e| e.cause != ANSWERED_CAUSE || self.timed_out)
+                leg.answered_at.is_some()
+                    || leg.ended.as_ref().is_some_and(|e| e.cause != ANSWERED_CAUSE || self.timed_out)
                     || (leg.dial.is_none() && leg.ended.is_none() && leg.answered_at.is_none())
             }
         })
@@ -799,7 +819,8 @@ impl CallMachine {
             (None, None) if self.timed_out => {
                 // The caller's hangup never came: after a refused answer, or after the platform
                 // hung the caller up when the conversation ended.
-                let bridged_end = self.bridged.and_then(|p| self.legs.get(&p)).and_then(|l| l.ended.as_ref()).map(|e| e.at);
+                let bridged_end =
+                    self.bridged.and_then(|p| self.legs.get(&p)).and_then(|l| l.ended.as_ref()).map(|e| e.at);
                 match (self.answer, bridged_end) {
                     (_, Some(at)) => Some(at),
                     (Command::Refused, None) => Some(now),
@@ -811,19 +832,31 @@ impl CallMachine {
         Some(match self.answered {
             Some((_, answered_at)) => {
                 let duration = duration_secs(answered_at, ended_at);
-                CallEnd { status: CallStatus::Completed, ended_at, duration_secs: duration, billable_minutes: billable_minutes(duration) }
+                CallEnd {
+                    status: CallStatus::Completed,
+                    ended_at,
+                    duration_secs: duration,
+                    billable_minutes: billable_minutes(duration),
+                }
             }
             None => CallEnd { status: CallStatus::Missed, ended_at, duration_secs: 0, billable_minutes: 0 },
         })
     }
 
-    /// Facts the machine is waiting for that may never come.
+    /// Facts the machine is waiting for that may never come: the hangups of legs still up after
+    /// the caller left; the caller's hangup after a refused answer or after the platform hung
+    /// the caller up; the answer of a leg whose hangup says it was answered.
     fn waiting(&self) -> bool {
-        let gone = self.caller_gone_at().is_some();
-        (gone && !self.legs_settled())
-            || (!gone && self.answer == Command::Refused)
-            || (!gone && self.caller_hangup_sent)
-            || self.legs.values().any(|l| l.answered_at.is_none() && l.ended.as_ref().is_some_and(|e| e.cause == ANSWERED_CAUSE))
+        let answer_pending = self
+            .legs
+            .values()
+            .any(|l| l.answered_at.is_none() && l.ended.as_ref().is_some_and(|e| e.cause == ANSWERED_CAUSE));
+        let others = if self.caller_gone_at().is_some() {
+            !self.legs_settled()
+        } else {
+            self.answer == Command::Refused || self.caller_hangup_sent
+        };
+        answer_pending || others
     }
 
     fn leg_view(&self, position: u32, leg: &Leg) -> Option<LegView> {
@@ -879,7 +912,11 @@ impl CallMachine {
             (None, Some(_)) => CallStatus::InProgress,
             (None, None) => CallStatus::Ringing,
         };
-        let legs = self.legs.iter().filter_map(|(p, l)| l.written.as_ref().map(|(v, _)| v.clone()).or_else(|| self.leg_view(*p, l))).collect();
+        let legs = self
+            .legs
+            .iter()
+            .filter_map(|(p, l)| l.written.as_ref().map(|(v, _)| v.clone()).or_else(|| self.leg_view(*p, l)))
+            .collect();
         CallView { info: call.clone(), status, answered_at: self.answered.map(|(_, at)| at), end: self.ended, legs }
     }
 }
@@ -914,7 +951,10 @@ mod tests {
     }
 
     fn initiated(targets: usize) -> Input {
-        carrier("e-init", Fact::Initiated { call: info(), plan: (1..=targets).map(|i| format!("+1555000000{i}")).collect() })
+        carrier(
+            "e-init",
+            Fact::Initiated { call: info(), plan: (1..=targets).map(|i| format!("+1555000000{i}")).collect() },
+        )
     }
 
     fn commands(actions: &[Action]) -> Vec<String> {
@@ -946,10 +986,17 @@ mod tests {
     #[test]
     fn hangup_first_leaves_a_tombstone() {
         let (m, actions) = CallMachine::new().handle(carrier("e-hup", Fact::CallerHungUp { at: t(3) }), t(4));
-        assert_eq!(actions, vec![Action::MarkProcessed { event: "e-hup".into() }], "nothing to record before the call is known");
+        assert_eq!(
+            actions,
+            vec![Action::MarkProcessed { event: "e-hup".into() }],
+            "nothing to record before the call is known"
+        );
         let (m, actions) = m.handle(initiated(2), t(5));
         assert_eq!(commands(&actions), Vec::<String>::new(), "no answer, no dial for a caller who left");
-        let end = actions.iter().find_map(|a| if let Action::RecordEnd { end, .. } = a { Some(*end) } else { None }).expect("ended");
+        let end = actions
+            .iter()
+            .find_map(|a| if let Action::RecordEnd { end, .. } = a { Some(*end) } else { None })
+            .expect("ended");
         assert_eq!(end, CallEnd { status: CallStatus::Missed, ended_at: t(3), duration_secs: 0, billable_minutes: 0 });
         assert_eq!(m.ended, Some(end));
     }
@@ -961,18 +1008,25 @@ mod tests {
         assert_eq!(commands(&actions), Vec::<String>::new());
         assert!(actions.iter().any(|a| matches!(a, Action::SetTimer { .. })), "waits for the caller's hangup");
         let (_, actions) = m.handle(carrier("e-hup", Fact::CallerHungUp { at: t(1) }), t(2));
-        assert!(actions.iter().any(|a| matches!(a, Action::RecordEnd { end: CallEnd { status: CallStatus::Missed, .. }, .. })));
+        assert!(actions
+            .iter()
+            .any(|a| matches!(a, Action::RecordEnd { end: CallEnd { status: CallStatus::Missed, .. }, .. })));
     }
 
     #[test]
     fn every_dial_refused_ends_missed_and_hangs_up_the_caller_once() {
         let (m, _) = CallMachine::new().handle(initiated(2), t(0));
         let (m, _) = m.handle(Input::AnswerResult { accepted: true }, t(1));
-        let (m, a1) = m.handle(Input::DialResult { position: 1, result: DialResult::Refused { code: "90018".into() } }, t(2));
+        let (m, a1) =
+            m.handle(Input::DialResult { position: 1, result: DialResult::Refused { code: "90018".into() } }, t(2));
         assert_eq!(commands(&a1), ["dial 2"]);
-        let (m, a2) = m.handle(Input::DialResult { position: 2, result: DialResult::Refused { code: "90018".into() } }, t(3));
+        let (m, a2) =
+            m.handle(Input::DialResult { position: 2, result: DialResult::Refused { code: "90018".into() } }, t(3));
         assert_eq!(commands(&a2), ["hangup caller"]);
-        let end = a2.iter().find_map(|a| if let Action::RecordEnd { end, .. } = a { Some(*end) } else { None }).expect("ended");
+        let end = a2
+            .iter()
+            .find_map(|a| if let Action::RecordEnd { end, .. } = a { Some(*end) } else { None })
+            .expect("ended");
         assert_eq!((end.status, end.ended_at), (CallStatus::Missed, t(3)));
         let (_, a3) = m.handle(carrier("e-hup", Fact::CallerHungUp { at: t(4) }), t(5));
         assert_eq!(commands(&a3), Vec::<String>::new());
@@ -983,11 +1037,18 @@ mod tests {
     fn a_leg_hangup_before_its_answer_does_not_dial_the_next() {
         let (m, _) = CallMachine::new().handle(initiated(3), t(0));
         let (m, _) = m.handle(Input::AnswerResult { accepted: true }, t(1));
-        let (m, _) = m.handle(Input::DialResult { position: 1, result: DialResult::Placed { call_control_id: "cc-1".into() } }, t(1));
-        let hangup = Fact::LegHungUp { position: 1, call_control_id: "cc-1".into(), at: t(60), cause: "normal_clearing".into() };
+        let (m, _) = m.handle(
+            Input::DialResult { position: 1, result: DialResult::Placed { call_control_id: "cc-1".into() } },
+            t(1),
+        );
+        let hangup =
+            Fact::LegHungUp { position: 1, call_control_id: "cc-1".into(), at: t(60), cause: "normal_clearing".into() };
         let (m, actions) = m.handle(carrier("e-l1-hup", hangup), t(61));
         assert_eq!(commands(&actions), Vec::<String>::new(), "an answered leg's hangup is not a reason to ring on");
-        let (_, actions) = m.handle(carrier("e-l1-ans", Fact::LegAnswered { position: 1, call_control_id: "cc-1".into(), at: t(10) }), t(62));
+        let (_, actions) = m.handle(
+            carrier("e-l1-ans", Fact::LegAnswered { position: 1, call_control_id: "cc-1".into(), at: t(10) }),
+            t(62),
+        );
         assert_eq!(commands(&actions), ["bridge 1", "hangup caller"]);
     }
 
@@ -1000,8 +1061,11 @@ mod tests {
         let (m2, second) = m.clone().handle(placed, t(2));
         assert_eq!(m, m2);
         assert!(second.is_empty(), "{second:?}");
-        assert!(first.iter().any(|a| matches!(a, Action::RecordLeg { leg: LegView { outcome: LegOutcome::Dialing, .. }, .. })));
-        let (_, unknown) = m.handle(Input::DialResult { position: 7, result: DialResult::Refused { code: "x".into() } }, t(3));
+        assert!(first
+            .iter()
+            .any(|a| matches!(a, Action::RecordLeg { leg: LegView { outcome: LegOutcome::Dialing, .. }, .. })));
+        let (_, unknown) =
+            m.handle(Input::DialResult { position: 7, result: DialResult::Refused { code: "x".into() } }, t(3));
         assert!(unknown.is_empty());
     }
 

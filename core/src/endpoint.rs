@@ -53,7 +53,9 @@ impl UrlProblem {
             UrlProblem::Malformed => "must be an absolute http(s) URL of at most 2048 characters",
             UrlProblem::NotHttps => "must use https",
             UrlProblem::Credentials => "must not contain a user name or password",
-            UrlProblem::PrivateAddress => "must not be a loopback, private, link-local, special-purpose or metadata address",
+            UrlProblem::PrivateAddress => {
+                "must not be a loopback, private, link-local, special-purpose or metadata address"
+            }
         }
     }
 }
@@ -137,9 +139,9 @@ fn private_name(name: &str) -> bool {
     if name.is_empty() || METADATA_NAMES.contains(&name) {
         return true;
     }
-    LOCAL_SUFFIXES.iter().any(|suffix| {
-        name == *suffix || name.strip_suffix(suffix).is_some_and(|rest| rest.ends_with('.'))
-    })
+    LOCAL_SUFFIXES
+        .iter()
+        .any(|suffix| name == *suffix || name.strip_suffix(suffix).is_some_and(|rest| rest.ends_with('.')))
 }
 
 /// Every IPv4 range of the IANA special-purpose registry that is not globally reachable.
@@ -232,9 +234,19 @@ mod tests {
         assert_eq!(parsed("https://hooks.example.com\\in\\x"), Ok("https://hooks.example.com/in/x".into()));
         assert_eq!(parsed("https://h%6Foks.example.com/"), Ok("https://hooks.example.com/".into()));
         assert_eq!(parsed("HTTPS://Hooks.EXAMPLE.com:443/a b"), Ok("https://hooks.example.com/a%20b".into()));
-        assert_eq!(parsed("  https://hooks.example.com/\n "), Ok("https://hooks.example.com/".into()), "C0 space and newlines are stripped");
-        assert_eq!(parsed("https://[2606:4700:4700:0::1111]:8443/x"), Ok("https://[2606:4700:4700::1111]:8443/x".into()));
-        assert_eq!(EndpointUrl::parse("http://127.0.0.1:9000/hook", true).map(|u| u.to_string()), Ok("http://127.0.0.1:9000/hook".into()));
+        assert_eq!(
+            parsed("  https://hooks.example.com/\n "),
+            Ok("https://hooks.example.com/".into()),
+            "C0 space and newlines are stripped"
+        );
+        assert_eq!(
+            parsed("https://[2606:4700:4700:0::1111]:8443/x"),
+            Ok("https://[2606:4700:4700::1111]:8443/x".into())
+        );
+        assert_eq!(
+            EndpointUrl::parse("http://127.0.0.1:9000/hook", true).map(|u| u.to_string()),
+            Ok("http://127.0.0.1:9000/hook".into())
+        );
     }
 
     /// Each IANA special-purpose IPv4 range: its first and last address refused, the addresses
@@ -270,9 +282,18 @@ mod tests {
     #[test]
     fn ipv4_in_any_notation_the_parser_reads() {
         for url in [
-            "https://2130706433/", "https://0x7f000001/", "https://0x7f.1/", "https://0177.0.0.1/", "https://127.1/",
-            "https://127.0.0.1./", "https://12\n7.0.0.1/", "https://１２７.０.０.１/", "https://%31%32%37.0.0.1/",
-            "https://169.254.169.254:443/", "https://0/", "https://10.0.0.1:8443/",
+            "https://2130706433/",
+            "https://0x7f000001/",
+            "https://0x7f.1/",
+            "https://0177.0.0.1/",
+            "https://127.1/",
+            "https://127.0.0.1./",
+            "https://12\n7.0.0.1/",
+            "https://１２７.０.０.１/",
+            "https://%31%32%37.0.0.1/",
+            "https://169.254.169.254:443/",
+            "https://0/",
+            "https://10.0.0.1:8443/",
         ] {
             assert_eq!(refused(url), Some(UrlProblem::PrivateAddress), "{url:?}");
         }
@@ -287,22 +308,49 @@ mod tests {
     #[test]
     fn ipv6_ranges_that_are_local_or_lead_to_ipv4() {
         for ip in [
-            "::", "::1", "::7f00:1", "::8.8.8.8", "::ffff:127.0.0.1", "::ffff:7f00:1", "0:0:0:0:0:ffff:8.8.8.8",
-            "64:ff9b::a00:1", "64:ff9b::8.8.8.8", "64:ff9b:1::1", "64:ff9b:1:ffff::1",
-            "2002:a00:1::1", "2002:7f00:1::", "2002:c0a8:101::1",
+            "::",
+            "::1",
+            "::7f00:1",
+            "::8.8.8.8",
+            "::ffff:127.0.0.1",
+            "::ffff:7f00:1",
+            "0:0:0:0:0:ffff:8.8.8.8",
+            "64:ff9b::a00:1",
+            "64:ff9b::8.8.8.8",
+            "64:ff9b:1::1",
+            "64:ff9b:1:ffff::1",
+            "2002:a00:1::1",
+            "2002:7f00:1::",
+            "2002:c0a8:101::1",
             // Teredo: client 10.0.0.1 (inverted f5ff:fffe), then a private server.
-            "2001:0:4136:e378:8000:63bf:f5ff:fffe", "2001:0:a00:1:8000:63bf:f7f7:f7f7",
+            "2001:0:4136:e378:8000:63bf:f5ff:fffe",
+            "2001:0:a00:1:8000:63bf:f7f7:f7f7",
             // The RFC 4380 example's client is in TEST-NET-1.
             "2001:0:4136:e378:8000:63bf:3fff:fdd2",
-            "2001:db8::1", "100::1", "fc00::1", "fdff:ffff::1", "fe80::1", "febf::1", "fec0::1", "ff02::1", "ffff::1",
+            "2001:db8::1",
+            "100::1",
+            "fc00::1",
+            "fdff:ffff::1",
+            "fe80::1",
+            "febf::1",
+            "fec0::1",
+            "ff02::1",
+            "ffff::1",
         ] {
             assert_eq!(refused(&format!("https://[{ip}]/x")), Some(UrlProblem::PrivateAddress), "{ip}");
         }
         for ip in [
-            "2606:4700:4700::1111", "2001:4860:4860::8888", "2002:808:808::1", "2003::1",
+            "2606:4700:4700::1111",
+            "2001:4860:4860::8888",
+            "2002:808:808::1",
+            "2003::1",
             // Teredo with a public server and client 8.8.8.8 (inverted f7f7:f7f7).
             "2001:0:4136:e378:8000:63bf:f7f7:f7f7",
-            "64:ff9a::a00:1", "64:ff9b:2::a00:1", "::1:0:0:1", "fbff::1", "fe7f::1",
+            "64:ff9a::a00:1",
+            "64:ff9b:2::a00:1",
+            "::1:0:0:1",
+            "fbff::1",
+            "fe7f::1",
         ] {
             assert_eq!(refused(&format!("https://[{ip}]/x")), None, "{ip} is public");
         }
@@ -311,13 +359,34 @@ mod tests {
     #[test]
     fn local_and_metadata_names() {
         for host in [
-            "localhost", "LOCALHOST", "localhost.", "api.localhost", "ＬＯＣＡＬＨＯＳＴ", "printer.local", "db.internal", "internal",
-            "metadata.google.internal", "metadata", "metadata.goog", "instance-data", "instance-data.ec2.internal",
-            "nas.home.arpa", "home.arpa", "metadata.oraclecloud.com",
+            "localhost",
+            "LOCALHOST",
+            "localhost.",
+            "api.localhost",
+            "ＬＯＣＡＬＨＯＳＴ",
+            "printer.local",
+            "db.internal",
+            "internal",
+            "metadata.google.internal",
+            "metadata",
+            "metadata.goog",
+            "instance-data",
+            "instance-data.ec2.internal",
+            "nas.home.arpa",
+            "home.arpa",
+            "metadata.oraclecloud.com",
         ] {
             assert_eq!(refused(&format!("https://{host}/x")), Some(UrlProblem::PrivateAddress), "{host}");
         }
-        for host in ["localhost.example.com", "notlocalhost", "local.example.com", "internal.example.com", "example.local.com", "home.arpa.example.com", "metadata.example.com"] {
+        for host in [
+            "localhost.example.com",
+            "notlocalhost",
+            "local.example.com",
+            "internal.example.com",
+            "example.local.com",
+            "home.arpa.example.com",
+            "metadata.example.com",
+        ] {
             assert_eq!(refused(&format!("https://{host}/x")), None, "{host} is public");
         }
     }
@@ -326,16 +395,35 @@ mod tests {
     fn scheme_credentials_and_shape() {
         assert_eq!(refused("http://example.com/x"), Some(UrlProblem::NotHttps));
         assert_eq!(refused("http://127.0.0.1/x"), Some(UrlProblem::NotHttps), "the scheme is reported first");
-        for url in ["ftp://example.com/x", "file:///etc/passwd", "javascript:alert(1)", "data:text/plain,x", "example.com/x", "https://", "https://exa mple.com/", "https://[::1/", "wss://example.com/"] {
+        for url in [
+            "ftp://example.com/x",
+            "file:///etc/passwd",
+            "javascript:alert(1)",
+            "data:text/plain,x",
+            "example.com/x",
+            "https://",
+            "https://exa mple.com/",
+            "https://[::1/",
+            "wss://example.com/",
+        ] {
             assert_eq!(refused(url), Some(UrlProblem::Malformed), "{url}");
         }
         assert_eq!(refused(&format!("https://example.com/{}", "a".repeat(2100))), Some(UrlProblem::Malformed));
         // 700 inner spaces become 2100 bytes of `%20`: too long once normalized.
         assert_eq!(refused(&format!("https://example.com/{}x", " ".repeat(700))), Some(UrlProblem::Malformed));
-        for url in ["https://user:pass@example.com/", "https://user@example.com/", "https://:pass@example.com/", "https://example.com@127.0.0.1/"] {
+        for url in [
+            "https://user:pass@example.com/",
+            "https://user@example.com/",
+            "https://:pass@example.com/",
+            "https://example.com@127.0.0.1/",
+        ] {
             assert_eq!(refused(url), Some(UrlProblem::Credentials), "{url}");
         }
-        assert_eq!(check_url("https://user@localhost/", true), Err(UrlProblem::Credentials), "credentials even in development");
+        assert_eq!(
+            check_url("https://user@localhost/", true),
+            Err(UrlProblem::Credentials),
+            "credentials even in development"
+        );
     }
 
     #[test]

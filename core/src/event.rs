@@ -8,7 +8,6 @@ use crate::Timestamp;
 
 /// The carrier that sent an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum Provider {
     /// Telnyx (Ed25519-signed JSON, API v2).
     Telnyx,
@@ -58,7 +57,6 @@ pub struct CarrierEvent {
 
 /// What a carrier event reports, in the product's own terms.
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum EventKind {
     /// An inbound message arrived at one of the platform's numbers.
     MessageReceived(InboundMessage),

@@ -41,7 +41,9 @@ impl<'a> Url<'a> {
     /// Splits an absolute `scheme://host[:port]/path[?query]` URL; the fragment is dropped.
     pub fn parse(url: &'a str) -> Option<Self> {
         let (scheme, rest) = url.split_once("://")?;
-        if scheme.is_empty() || !scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.') {
+        if scheme.is_empty()
+            || !scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.')
+        {
             return None;
         }
         let rest = rest.split('#').next().unwrap_or_default();
@@ -51,7 +53,11 @@ impl<'a> Url<'a> {
             return None;
         }
         // An IPv6 literal keeps its brackets: `[::1]:8787`.
-        let host_end = if authority.starts_with('[') { authority.find(']')? + 1 } else { authority.find(':').unwrap_or(authority.len()) };
+        let host_end = if authority.starts_with('[') {
+            authority.find(']')? + 1
+        } else {
+            authority.find(':').unwrap_or(authority.len())
+        };
         let (host, port) = authority.split_at(host_end);
         let port = match port.strip_prefix(':') {
             None if port.is_empty() => None,
@@ -130,7 +136,16 @@ pub(crate) mod tests {
     #[test]
     fn urls_split() {
         let u = Url::parse("https://example.com:8443/hooks/twilio?x=1&y=2#frag").unwrap();
-        assert_eq!(u, Url { scheme: "https", host: "example.com", port: Some("8443"), path: "/hooks/twilio", query: Some("x=1&y=2") });
+        assert_eq!(
+            u,
+            Url {
+                scheme: "https",
+                host: "example.com",
+                port: Some("8443"),
+                path: "/hooks/twilio",
+                query: Some("x=1&y=2")
+            }
+        );
         assert_eq!(u.base(None), "https://example.com/hooks/twilio");
         assert_eq!(u.with_port(Some("443")), "https://example.com:443/hooks/twilio?x=1&y=2");
         let u = Url::parse("http://h").unwrap();

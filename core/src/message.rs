@@ -130,6 +130,21 @@ pub fn transition(current: MessageStatus, reported: MessageStatus) -> Transition
     }
 }
 
+/// Stored and shown by name (`"delivered"`).
+impl serde::Serialize for MessageStatus {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for MessageStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        MessageStatus::from_name(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown message status {name}")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -140,8 +155,16 @@ mod tests {
 
     #[test]
     fn forward_moves() {
-        for (from, to) in [(Queued, Sending), (Scheduled, Sending), (Sending, Sent), (Sent, Delivered),
-                           (Sent, Failed), (Sending, Delivered), (Queued, Failed), (Sending, Failed)] {
+        for (from, to) in [
+            (Queued, Sending),
+            (Scheduled, Sending),
+            (Sending, Sent),
+            (Sent, Delivered),
+            (Sent, Failed),
+            (Sending, Delivered),
+            (Queued, Failed),
+            (Sending, Failed),
+        ] {
             assert_eq!(transition(from, to), Transition::Move { from, to }, "{from:?} -> {to:?}");
         }
     }

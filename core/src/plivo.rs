@@ -25,7 +25,9 @@ use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::event::{CarrierError, CarrierEvent, Cost, EventKind, InboundMessage, Provider, StatusReport, VerifiedEvent};
+use crate::event::{
+    CarrierError, CarrierEvent, Cost, EventKind, InboundMessage, Provider, StatusReport, VerifiedEvent,
+};
 use crate::form::{self, Url};
 use crate::message::MessageStatus;
 use crate::reject::{PayloadError, Rejection, SignatureError};
@@ -105,25 +107,29 @@ impl Verifier {
         Ok(VerifiedEvent::new(parse_pairs(&pairs)?))
     }
 
-    fn check_signature(&self, request: &Request<'_>, url: &Url<'_>, pairs: &[(String, String)]) -> Result<(), SignatureError> {
+    fn check_signature(
+        &self,
+        request: &Request<'_>,
+        url: &Url<'_>,
+        pairs: &[(String, String)],
+    ) -> Result<(), SignatureError> {
         let (message, header, signatures) = match (request.v3_signature, request.v2_signature) {
             (Some(signatures), _) => {
                 let nonce = request.v3_nonce.ok_or(SignatureError::MissingHeader(V3_NONCE_HEADER))?;
                 (format!("{}.{nonce}", v3_base(url, pairs)), V3_SIGNATURE_HEADER, signatures)
             }
             // V2 alone proves only that Plivo once called this URL with this nonce.
-            (None, Some(_)) if self.v2 == V2Policy::Refuse => return Err(SignatureError::MissingHeader(V3_SIGNATURE_HEADER)),
+            (None, Some(_)) if self.v2 == V2Policy::Refuse => {
+                return Err(SignatureError::MissingHeader(V3_SIGNATURE_HEADER))
+            }
             (None, Some(signature)) => {
                 let nonce = request.v2_nonce.ok_or(SignatureError::MissingHeader(V2_NONCE_HEADER))?;
                 (format!("{}{nonce}", url.base(url.port)), V2_SIGNATURE_HEADER, signature)
             }
             (None, None) => return Err(SignatureError::MissingHeader(V3_SIGNATURE_HEADER)),
         };
-        let macs: Vec<Vec<u8>> = signatures
-            .split(',')
-            .filter_map(|s| STANDARD.decode(s.trim()).ok())
-            .filter(|m| m.len() == 32)
-            .collect();
+        let macs: Vec<Vec<u8>> =
+            signatures.split(',').filter_map(|s| STANDARD.decode(s.trim()).ok()).filter(|m| m.len() == 32).collect();
         if macs.is_empty() {
             return Err(SignatureError::MalformedHeader(header));
         }
@@ -146,11 +152,8 @@ impl Verifier {
 fn v3_base(url: &Url<'_>, body_pairs: &[(String, String)]) -> String {
     let mut base = url.base(url.port);
     let query_pairs = url.query.map(|q| form::parse(q.as_bytes())).unwrap_or_default();
-    let query = form::sorted(&query_pairs, false)
-        .into_iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join("&");
+    let query =
+        form::sorted(&query_pairs, false).into_iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&");
     let has_params = !body_pairs.is_empty();
     if !query.is_empty() || has_params {
         base.push('?');
@@ -201,7 +204,10 @@ fn parse_pairs(pairs: &[(String, String)]) -> Result<CarrierEvent, PayloadError>
                 from: e164(get("From").ok_or(PayloadError::MissingField("From"))?),
                 to: e164(get("To").ok_or(PayloadError::MissingField("To"))?),
                 text: get("Text").unwrap_or_default().to_owned(),
-                media_count: pairs.iter().filter(|(k, v)| k.starts_with("Media") && k[5..].parse::<u8>().is_ok() && !v.is_empty()).count() as u32,
+                media_count: pairs
+                    .iter()
+                    .filter(|(k, v)| k.starts_with("Media") && k[5..].parse::<u8>().is_ok() && !v.is_empty())
+                    .count() as u32,
             });
             ("received", "message.received", kind)
         }
@@ -265,14 +271,34 @@ mod tests {
     fn sdk_vector_v2() {
         let all: Value = serde_json::from_str(VECTORS).unwrap();
         let v = &all["plivo_v2"][0];
-        let (token, url, nonce, sig) = (v["auth_token"].as_str().unwrap(), v["url"].as_str().unwrap(), v["nonce"].as_str().unwrap(), v["signature"].as_str().unwrap());
-        assert_eq!(check(token, Request { url, v2_signature: Some(sig), v2_nonce: Some(nonce), ..Default::default() }), Ok(()));
-        assert_eq!(check(token, Request { url, v2_signature: Some(sig), v2_nonce: Some("12346"), ..Default::default() }), Err(SignatureError::Mismatch));
+        let (token, url, nonce, sig) = (
+            v["auth_token"].as_str().unwrap(),
+            v["url"].as_str().unwrap(),
+            v["nonce"].as_str().unwrap(),
+            v["signature"].as_str().unwrap(),
+        );
+        assert_eq!(
+            check(token, Request { url, v2_signature: Some(sig), v2_nonce: Some(nonce), ..Default::default() }),
+            Ok(())
+        );
+        assert_eq!(
+            check(token, Request { url, v2_signature: Some(sig), v2_nonce: Some("12346"), ..Default::default() }),
+            Err(SignatureError::Mismatch)
+        );
 
         let all: Value = serde_json::from_str(SDK_VECTORS).unwrap();
         let v = &all["plivo_v2"];
-        let (token, url, nonce, sig) = (v["auth_token"].as_str().unwrap(), v["url"].as_str().unwrap(), v["nonce"].as_str().unwrap(), v["signature"].as_str().unwrap());
-        assert_eq!(check(token, Request { url, v2_signature: Some(sig), v2_nonce: Some(nonce), ..Default::default() }), Ok(()), "the query is not signed in V2");
+        let (token, url, nonce, sig) = (
+            v["auth_token"].as_str().unwrap(),
+            v["url"].as_str().unwrap(),
+            v["nonce"].as_str().unwrap(),
+            v["signature"].as_str().unwrap(),
+        );
+        assert_eq!(
+            check(token, Request { url, v2_signature: Some(sig), v2_nonce: Some(nonce), ..Default::default() }),
+            Ok(()),
+            "the query is not signed in V2"
+        );
     }
 
     #[test]
@@ -281,10 +307,27 @@ mod tests {
         for name in ["plivo_v3_post", "plivo_v3_post_query", "plivo_v3_post_query_no_params"] {
             let v = &all[name];
             let body = form_body(&v["params"]);
-            let (token, url, nonce, sig) = (v["auth_token"].as_str().unwrap(), v["url"].as_str().unwrap(), v["nonce"].as_str().unwrap(), v["signature"].as_str().unwrap());
-            let request = Request { url, v3_signature: Some(sig), v3_nonce: Some(nonce), body: body.as_bytes(), ..Default::default() };
+            let (token, url, nonce, sig) = (
+                v["auth_token"].as_str().unwrap(),
+                v["url"].as_str().unwrap(),
+                v["nonce"].as_str().unwrap(),
+                v["signature"].as_str().unwrap(),
+            );
+            let request = Request {
+                url,
+                v3_signature: Some(sig),
+                v3_nonce: Some(nonce),
+                body: body.as_bytes(),
+                ..Default::default()
+            };
             assert_eq!(check(token, request), Ok(()), "{name}");
-            let other = Request { url, v3_signature: Some(sig), v3_nonce: Some("1"), body: body.as_bytes(), ..Default::default() };
+            let other = Request {
+                url,
+                v3_signature: Some(sig),
+                v3_nonce: Some("1"),
+                body: body.as_bytes(),
+                ..Default::default()
+            };
             assert_eq!(check(token, other), Err(SignatureError::Mismatch), "{name}: nonce is signed");
         }
         let v = &all["plivo_v3_post"];
@@ -292,14 +335,18 @@ mod tests {
         let token = v["auth_token"].as_str().unwrap();
         let sig = v["signature"].as_str().unwrap();
         let request = |body: &'static str, signature| Request {
-            url: "https://example.com/webhooks/plivo", v3_signature: Some(signature), v3_nonce: Some("05429567804466091622"),
-            body: body.as_bytes(), ..Default::default()
+            url: "https://example.com/webhooks/plivo",
+            v3_signature: Some(signature),
+            v3_nonce: Some("05429567804466091622"),
+            body: body.as_bytes(),
+            ..Default::default()
         };
         let body: &'static str = Box::leak(body.into_boxed_str());
         let event = Verifier::new(token).unwrap().verify(request(body, sig), NOW).unwrap().into_event();
         assert_eq!(event.event_id, "2d55a2a8-0c5c-11f0-b1e3-0242ac110002:delivered");
         // Several signatures (token rotation): any one may match.
-        let several: &'static str = Box::leak(format!("c29tZXRoaW5nIGVsc2UgZW50aXJlbHkgMzIgYnl0ZXM=, {sig}").into_boxed_str());
+        let several: &'static str =
+            Box::leak(format!("c29tZXRoaW5nIGVsc2UgZW50aXJlbHkgMzIgYnl0ZXM=, {sig}").into_boxed_str());
         assert_eq!(check(token, request(body, several)), Ok(()));
         let changed: &'static str = Box::leak(body.replace("delivered", "deliverEd").into_boxed_str());
         assert_eq!(check(token, request(changed, sig)), Err(SignatureError::Mismatch), "changed byte");
@@ -314,8 +361,19 @@ mod tests {
     fn v2_only_is_refused_unless_accepted() {
         let all: Value = serde_json::from_str(SDK_VECTORS).unwrap();
         let v = &all["plivo_v2"];
-        let (token, url, nonce, sig) = (v["auth_token"].as_str().unwrap(), v["url"].as_str().unwrap(), v["nonce"].as_str().unwrap(), v["signature"].as_str().unwrap());
-        let genuine = Request { url, v2_signature: Some(sig), v2_nonce: Some(nonce), body: b"MessageUUID=u1&Status=sent", ..Default::default() };
+        let (token, url, nonce, sig) = (
+            v["auth_token"].as_str().unwrap(),
+            v["url"].as_str().unwrap(),
+            v["nonce"].as_str().unwrap(),
+            v["signature"].as_str().unwrap(),
+        );
+        let genuine = Request {
+            url,
+            v2_signature: Some(sig),
+            v2_nonce: Some(nonce),
+            body: b"MessageUUID=u1&Status=sent",
+            ..Default::default()
+        };
         let forged = Request { body: b"MessageUUID=u1&Status=delivered&TotalAmount=0", ..genuine };
         let missing_v3 = Err(SignatureError::MissingHeader(V3_SIGNATURE_HEADER));
         assert_eq!(check_with(V2Policy::Refuse, token, genuine), missing_v3);
@@ -323,20 +381,29 @@ mod tests {
         assert_eq!(check_with(V2Policy::Accept, token, genuine), Ok(()));
         assert_eq!(check_with(V2Policy::Accept, token, forged), Ok(()), "the known weakness of V2");
         let verifier = Verifier::new(token).unwrap();
-        assert_eq!(verifier.verify(genuine, NOW).map(|_| ()), Err(Rejection::Unauthenticated(SignatureError::MissingHeader(V3_SIGNATURE_HEADER))), "refused by default");
+        assert_eq!(
+            verifier.verify(genuine, NOW).map(|_| ()),
+            Err(Rejection::Unauthenticated(SignatureError::MissingHeader(V3_SIGNATURE_HEADER))),
+            "refused by default"
+        );
 
         // A V3 that fails is not rescued by a valid V2 in the same request, whatever the policy.
         let v3 = &all["plivo_v3_post"];
         let body = form_body(&v3["params"]);
         let v3_token = v3["auth_token"].as_str().unwrap();
         let both = Request {
-            url: v3["url"].as_str().unwrap(), v3_signature: Some(v3["signature"].as_str().unwrap()), v3_nonce: Some("tampered"),
-            v2_signature: Some(sig), v2_nonce: Some(nonce), body: body.as_bytes(),
+            url: v3["url"].as_str().unwrap(),
+            v3_signature: Some(v3["signature"].as_str().unwrap()),
+            v3_nonce: Some("tampered"),
+            v2_signature: Some(sig),
+            v2_nonce: Some(nonce),
+            body: body.as_bytes(),
         };
         for policy in [V2Policy::Refuse, V2Policy::Accept] {
             assert_eq!(check_with(policy, v3_token, both), Err(SignatureError::Mismatch), "{policy:?}");
         }
-        let v3_ok = Request { v3_nonce: Some(v3["nonce"].as_str().unwrap()), v2_signature: None, v2_nonce: None, ..both };
+        let v3_ok =
+            Request { v3_nonce: Some(v3["nonce"].as_str().unwrap()), v2_signature: None, v2_nonce: None, ..both };
         assert_eq!(check_with(V2Policy::Refuse, v3_token, v3_ok), Ok(()), "V3 is accepted under the default policy");
         assert_eq!(format!("{:?}", Verifier::new("a").unwrap()), "plivo::Verifier { tokens: 1, v2: Refuse }");
     }
@@ -347,34 +414,72 @@ mod tests {
         let body = b"MessageUUID=u1&Status=sent";
         let base = Request { url, body, ..Default::default() };
         assert_eq!(check("t", base), Err(SignatureError::MissingHeader(V3_SIGNATURE_HEADER)));
-        assert_eq!(check("t", Request { v3_signature: Some("AAAA"), ..base }), Err(SignatureError::MissingHeader(V3_NONCE_HEADER)));
-        assert_eq!(check("t", Request { v2_signature: Some("AAAA"), ..base }), Err(SignatureError::MissingHeader(V2_NONCE_HEADER)));
-        assert_eq!(check("t", Request { v3_signature: Some("not base64"), v3_nonce: Some("1"), ..base }), Err(SignatureError::MalformedHeader(V3_SIGNATURE_HEADER)));
+        assert_eq!(
+            check("t", Request { v3_signature: Some("AAAA"), ..base }),
+            Err(SignatureError::MissingHeader(V3_NONCE_HEADER))
+        );
+        assert_eq!(
+            check("t", Request { v2_signature: Some("AAAA"), ..base }),
+            Err(SignatureError::MissingHeader(V2_NONCE_HEADER))
+        );
+        assert_eq!(
+            check("t", Request { v3_signature: Some("not base64"), v3_nonce: Some("1"), ..base }),
+            Err(SignatureError::MalformedHeader(V3_SIGNATURE_HEADER))
+        );
         let truncated = &STANDARD.encode([7u8; 32])[..40];
-        assert_eq!(check("t", Request { v3_signature: Some(truncated), v3_nonce: Some("1"), ..base }), Err(SignatureError::MalformedHeader(V3_SIGNATURE_HEADER)));
-        assert_eq!(check("t", Request { v2_signature: Some(&STANDARD.encode([7u8; 32])), v2_nonce: Some("1"), ..base }), Err(SignatureError::Mismatch));
+        assert_eq!(
+            check("t", Request { v3_signature: Some(truncated), v3_nonce: Some("1"), ..base }),
+            Err(SignatureError::MalformedHeader(V3_SIGNATURE_HEADER))
+        );
+        assert_eq!(
+            check("t", Request { v2_signature: Some(&STANDARD.encode([7u8; 32])), v2_nonce: Some("1"), ..base }),
+            Err(SignatureError::Mismatch)
+        );
         assert_eq!(Verifier::new(" ").unwrap_err(), SecretError::Empty, "empty secret");
         assert_eq!(format!("{:?}", Verifier::new("a,b").unwrap()), "plivo::Verifier { tokens: 2, v2: Refuse }");
         let big = vec![b'a'; MAX_BODY_BYTES + 1];
-        assert_eq!(Verifier::new("t").unwrap().verify(Request { url, body: &big, ..Default::default() }, NOW), Err(Rejection::TooLarge { limit: MAX_BODY_BYTES }));
+        assert_eq!(
+            Verifier::new("t").unwrap().verify(Request { url, body: &big, ..Default::default() }, NOW),
+            Err(Rejection::TooLarge { limit: MAX_BODY_BYTES })
+        );
     }
 
     #[test]
     fn callbacks_and_inbound_messages() {
-        let event = parse_event(b"MessageUUID=u1&Status=undelivered&ErrorCode=200&From=15550001111&To=15550002222&TotalAmount=0.00650&Units=1").unwrap();
+        let event = parse_event(
+            concat!(
+                "MessageUUID=u1&Status=undelivered&ErrorCode=200&From=15550001111",
+                "&To=15550002222&TotalAmount=0.00650&Units=1"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
         assert_eq!(event.event_id, "u1:undelivered");
-        assert_eq!(event.kind, EventKind::MessageStatus(StatusReport {
-            carrier_message_id: "u1".into(), status: Some(MessageStatus::Failed), carrier_status: "undelivered".into(),
-            errors: vec![CarrierError { code: "200".into(), title: None }], cost: Some(Cost { micros: 6_500, currency: "USD".into() }),
-        }));
+        assert_eq!(
+            event.kind,
+            EventKind::MessageStatus(StatusReport {
+                carrier_message_id: "u1".into(),
+                status: Some(MessageStatus::Failed),
+                carrier_status: "undelivered".into(),
+                errors: vec![CarrierError { code: "200".into(), title: None }],
+                cost: Some(Cost { micros: 6_500, currency: "USD".into() }),
+            })
+        );
         let ok = parse_event(b"MessageUUID=u2&Status=delivered&ErrorCode=000").unwrap();
         let EventKind::MessageStatus(report) = ok.kind else { panic!() };
         assert!(report.errors.is_empty(), "000 is no error");
         let inbound = parse_event(b"MessageUUID=u3&From=15550001111&To=15550002222&Text=Hello&Type=sms").unwrap();
         assert_eq!((inbound.event_id.as_str(), inbound.event_type.as_str()), ("u3:received", "message.received"));
-        assert_eq!(inbound.kind, EventKind::MessageReceived(InboundMessage {
-            carrier_message_id: "u3".into(), from: "+15550001111".into(), to: "+15550002222".into(), text: "Hello".into(), media_count: 0,
-        }));
+        assert_eq!(
+            inbound.kind,
+            EventKind::MessageReceived(InboundMessage {
+                carrier_message_id: "u3".into(),
+                from: "+15550001111".into(),
+                to: "+15550002222".into(),
+                text: "Hello".into(),
+                media_count: 0,
+            })
+        );
         assert_eq!(parse_event(b""), Err(PayloadError::NotParseable));
         assert_eq!(parse_event(b"Status=sent"), Err(PayloadError::MissingField("MessageUUID")));
         assert_eq!(parse_event(b"MessageUUID=u4&To=1"), Err(PayloadError::MissingField("From")));
@@ -383,8 +488,16 @@ mod tests {
     #[test]
     fn every_status_word() {
         use MessageStatus::*;
-        for (word, status) in [("queued", Some(Queued)), ("sent", Some(Sent)), ("delivered", Some(Delivered)), ("read", Some(Delivered)),
-                               ("undelivered", Some(Failed)), ("failed", Some(Failed)), ("rejected", Some(Failed)), ("unknown", None)] {
+        for (word, status) in [
+            ("queued", Some(Queued)),
+            ("sent", Some(Sent)),
+            ("delivered", Some(Delivered)),
+            ("read", Some(Delivered)),
+            ("undelivered", Some(Failed)),
+            ("failed", Some(Failed)),
+            ("rejected", Some(Failed)),
+            ("unknown", None),
+        ] {
             assert_eq!(message_status(word), status, "{word}");
         }
     }

@@ -8,7 +8,6 @@ use std::fmt;
 
 /// A carrier delivery that must not be stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Rejection {
     /// The signature or its timestamp did not check out.
     Unauthenticated(SignatureError),
@@ -76,9 +75,7 @@ impl fmt::Display for SignatureError {
             SignatureError::MissingHeader(h) => write!(f, "missing header {h}"),
             SignatureError::MalformedHeader(h) => write!(f, "malformed header {h}"),
             SignatureError::Stale => f.write_str("timestamp outside the tolerance (too old)"),
-            SignatureError::FromTheFuture => {
-                f.write_str("timestamp outside the tolerance (in the future)")
-            }
+            SignatureError::FromTheFuture => f.write_str("timestamp outside the tolerance (in the future)"),
             SignatureError::Mismatch => f.write_str("signature does not match"),
         }
     }
@@ -111,10 +108,7 @@ impl From<PayloadError> for Rejection {
 }
 
 /// Checks a signed timestamp (whole seconds) against `now`, both ways.
-pub(crate) fn check_tolerance(
-    signed_at_secs: i64,
-    now: crate::Timestamp,
-) -> Result<(), SignatureError> {
+pub(crate) fn check_tolerance(signed_at_secs: i64, now: crate::Timestamp) -> Result<(), SignatureError> {
     let skew = now.unix_seconds().saturating_sub(signed_at_secs);
     if skew > crate::SIGNATURE_TOLERANCE_SECS {
         Err(SignatureError::Stale)

@@ -32,12 +32,8 @@ impl Secret {
 
     /// Reads one or more secrets separated by commas (several during a rotation).
     pub fn parse_list(text: &str) -> Result<Vec<Secret>, SecretError> {
-        let secrets: Vec<Secret> = text
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|s| Secret(s.as_bytes().to_vec()))
-            .collect();
+        let secrets: Vec<Secret> =
+            text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(|s| Secret(s.as_bytes().to_vec())).collect();
         if secrets.is_empty() {
             Err(SecretError::Empty)
         } else {

@@ -118,7 +118,11 @@ mod tests {
         let text = format!("{}€{}", "a".repeat(152), "a".repeat(151));
         assert_eq!(seg(&text), (Encoding::Gsm7, 305, 2), "part 2 holds the pair and 151 septets exactly");
         let text = format!("{}€{}", "a".repeat(152), "a".repeat(152));
-        assert_eq!(seg(&text), (Encoding::Gsm7, 306, 3), "306 septets would fit two parts, but not with the pair kept whole");
+        assert_eq!(
+            seg(&text),
+            (Encoding::Gsm7, 306, 3),
+            "306 septets would fit two parts, but not with the pair kept whole"
+        );
     }
 
     #[test]

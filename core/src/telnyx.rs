@@ -24,8 +24,8 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use crate::event::{
-    CallDirection, CallLeg, CallLegEvent, CarrierError, CarrierEvent, Cost, EventKind, Hangup,
-    InboundMessage, Provider, StatusReport, VerifiedEvent,
+    CallDirection, CallLeg, CallLegEvent, CarrierError, CarrierEvent, Cost, EventKind, Hangup, InboundMessage,
+    Provider, StatusReport, VerifiedEvent,
 };
 use crate::message::MessageStatus;
 use crate::reject::{check_tolerance, PayloadError, Rejection, SignatureError};
@@ -93,8 +93,7 @@ impl Verifier {
         let mut keys = Vec::new();
         for part in text.split(|c: char| c == ',' || c.is_whitespace()).filter(|p| !p.is_empty()) {
             let bytes = STANDARD.decode(part).map_err(|_| KeyError::NotBase64)?;
-            let bytes: [u8; 32] =
-                bytes.as_slice().try_into().map_err(|_| KeyError::WrongLength(bytes.len()))?;
+            let bytes: [u8; 32] = bytes.as_slice().try_into().map_err(|_| KeyError::WrongLength(bytes.len()))?;
             let key = VerifyingKey::from_bytes(&bytes).map_err(|_| KeyError::Weak)?;
             if key.is_weak() {
                 return Err(KeyError::Weak);
@@ -111,12 +110,7 @@ impl Verifier {
     ///
     /// In order: size (413), headers and signature within ±300 s of `now` (401), then the
     /// envelope (400). Nothing is parsed before the signature holds.
-    pub fn verify(
-        &self,
-        headers: Headers<'_>,
-        body: &[u8],
-        now: Timestamp,
-    ) -> Result<VerifiedEvent, Rejection> {
+    pub fn verify(&self, headers: Headers<'_>, body: &[u8], now: Timestamp) -> Result<VerifiedEvent, Rejection> {
         if body.len() > MAX_BODY_BYTES {
             return Err(Rejection::TooLarge { limit: MAX_BODY_BYTES });
         }
@@ -124,16 +118,10 @@ impl Verifier {
         Ok(VerifiedEvent::new(parse_event(body)?))
     }
 
-    fn check_signature(
-        &self,
-        headers: Headers<'_>,
-        body: &[u8],
-        now: Timestamp,
-    ) -> Result<(), SignatureError> {
+    fn check_signature(&self, headers: Headers<'_>, body: &[u8], now: Timestamp) -> Result<(), SignatureError> {
         let signature = headers.signature.ok_or(SignatureError::MissingHeader(SIGNATURE_HEADER))?;
         let timestamp = headers.timestamp.ok_or(SignatureError::MissingHeader(TIMESTAMP_HEADER))?;
-        let signed_at = parse_unix_seconds(timestamp)
-            .ok_or(SignatureError::MalformedHeader(TIMESTAMP_HEADER))?;
+        let signed_at = parse_unix_seconds(timestamp).ok_or(SignatureError::MalformedHeader(TIMESTAMP_HEADER))?;
         let signature = decode_signature(signature)?;
         check_tolerance(signed_at, now)?;
 
@@ -190,18 +178,13 @@ struct Meta {
 /// Parses a Telnyx v2 envelope that was verified at ingest, e.g. when re-reading it from
 /// storage. It checks nothing about who sent it; use [`Verifier::verify`] on the way in.
 pub fn parse_event(body: &[u8]) -> Result<CarrierEvent, PayloadError> {
-    let envelope: Envelope<'_> =
-        serde_json::from_slice(body).map_err(|_| PayloadError::NotParseable)?;
+    let envelope: Envelope<'_> = serde_json::from_slice(body).map_err(|_| PayloadError::NotParseable)?;
     let data = envelope.data.ok_or(PayloadError::MissingField("data"))?;
     let event_id = non_empty(data.id).ok_or(PayloadError::MissingField("data.id"))?;
-    let event_type =
-        non_empty(data.event_type).ok_or(PayloadError::MissingField("data.event_type"))?;
+    let event_type = non_empty(data.event_type).ok_or(PayloadError::MissingField("data.event_type"))?;
     let occurred_at = match data.occurred_at {
         None => None,
-        Some(text) => Some(
-            Timestamp::parse_rfc3339(&text)
-                .ok_or(PayloadError::InvalidField("data.occurred_at"))?,
-        ),
+        Some(text) => Some(Timestamp::parse_rfc3339(&text).ok_or(PayloadError::InvalidField("data.occurred_at"))?),
     };
     let payload = data.payload.unwrap_or(Value::Null);
     let kind = parse_kind(&event_type, &payload)?;
@@ -371,7 +354,13 @@ mod tests {
         STANDARD.encode(SigningKey::from_bytes(seed).sign(&message).to_bytes())
     }
 
-    fn verify_with(v: &Vector, signature: Option<&str>, timestamp: Option<&str>, body: &[u8], now: Timestamp) -> Result<VerifiedEvent, Rejection> {
+    fn verify_with(
+        v: &Vector,
+        signature: Option<&str>,
+        timestamp: Option<&str>,
+        body: &[u8],
+        now: Timestamp,
+    ) -> Result<VerifiedEvent, Rejection> {
         let verifier = Verifier::from_base64_keys(&v.public_key).unwrap();
         verifier.verify(Headers { signature, timestamp }, body, now)
     }
@@ -403,7 +392,9 @@ mod tests {
     #[test]
     fn verified_event_carries_the_envelope() {
         let v = vector();
-        let body = br#"{"data":{"event_type":"message.received","id":"bf6307bd-884d-4c1f-b6ea-c62b8c495d3c","payload":{"id":"m1","from":{"phone_number":"+15550001111"},"to":[{"phone_number":"+15550002222"}],"text":"hi"}}}"#;
+        let body = br#"{"data":{"event_type":"message.received","id":"bf6307bd-884d-4c1f-b6ea-c62b8c495d3c",
+            "payload":{"id":"m1","from":{"phone_number":"+15550001111"},"to":[{"phone_number":"+15550002222"}],
+            "text":"hi"}}}"#;
         let event = signed(&v, body).unwrap().into_event();
         assert_eq!(event.provider, Provider::Telnyx);
         assert_eq!(event.event_id, "bf6307bd-884d-4c1f-b6ea-c62b8c495d3c");
@@ -497,10 +488,7 @@ mod tests {
         let other = SigningKey::from_bytes(&[7u8; 32]);
         let verifier = Verifier::from_base64_keys(&STANDARD.encode(other.verifying_key().as_bytes())).unwrap();
         let headers = Headers { signature: Some(&v.signature), timestamp: Some(&v.timestamp) };
-        assert_eq!(
-            verifier.verify(headers, v.body.as_bytes(), at(&v, 0)),
-            unauthenticated(SignatureError::Mismatch)
-        );
+        assert_eq!(verifier.verify(headers, v.body.as_bytes(), at(&v, 0)), unauthenticated(SignatureError::Mismatch));
     }
 
     #[test]
@@ -542,10 +530,7 @@ mod tests {
         assert_eq!(Verifier::from_base64_keys("").unwrap_err(), KeyError::Empty);
         assert_eq!(Verifier::from_base64_keys(" , ").unwrap_err(), KeyError::Empty);
         assert_eq!(Verifier::from_base64_keys("***").unwrap_err(), KeyError::NotBase64);
-        assert_eq!(
-            Verifier::from_base64_keys(&STANDARD.encode([1u8; 31])).unwrap_err(),
-            KeyError::WrongLength(31)
-        );
+        assert_eq!(Verifier::from_base64_keys(&STANDARD.encode([1u8; 31])).unwrap_err(), KeyError::WrongLength(31));
     }
 
     #[test]
@@ -591,7 +576,9 @@ mod tests {
     #[test]
     fn full_envelope_fields() {
         let v = vector();
-        let body = br#"{"data":{"id":"e1","event_type":"call.hangup","occurred_at":"2026-11-30T05:20:01.250Z","record_type":"event","payload":{"call_control_id":"c","call_leg_id":"l","call_session_id":"s"}},"meta":{"attempt":3,"delivered_to":"https://x"}}"#;
+        let body = br#"{"data":{"id":"e1","event_type":"call.hangup","occurred_at":"2026-11-30T05:20:01.250Z",
+            "record_type":"event","payload":{"call_control_id":"c","call_leg_id":"l","call_session_id":"s"}},
+            "meta":{"attempt":3,"delivered_to":"https://x"}}"#;
         let event = signed(&v, body).unwrap().into_event();
         assert_eq!(event.event_id, "e1");
         assert_eq!(event.event_type, "call.hangup");
@@ -604,10 +591,7 @@ mod tests {
     fn oversized_body_is_refused_before_anything_else() {
         let v = vector();
         let body = vec![b' '; MAX_BODY_BYTES + 1];
-        assert_eq!(
-            verify_with(&v, None, None, &body, at(&v, 0)),
-            Err(Rejection::TooLarge { limit: MAX_BODY_BYTES })
-        );
+        assert_eq!(verify_with(&v, None, None, &body, at(&v, 0)), Err(Rejection::TooLarge { limit: MAX_BODY_BYTES }));
     }
 
     fn kind(body: &str) -> EventKind {
@@ -615,32 +599,59 @@ mod tests {
     }
 
     fn envelope(event_type: &str, payload: &str) -> String {
-        format!(r#"{{"data":{{"id":"e","event_type":"{event_type}","occurred_at":"2026-11-30T05:20:01Z","payload":{payload}}},"meta":{{"attempt":1}}}}"#)
+        format!(
+            r#"{{"data":{{"id":"e","event_type":"{event_type}","occurred_at":"2026-11-30T05:20:01Z",
+                "payload":{payload}}},"meta":{{"attempt":1}}}}"#
+        )
     }
 
     #[test]
     fn message_received() {
-        let body = envelope("message.received", r#"{"id":"b301","record_type":"message","direction":"inbound","type":"MMS",
-            "from":{"phone_number":"+15550001111","carrier":"T-Mobile"},"to":[{"phone_number":"+15550002222","status":"webhook_delivered"}],
-            "text":"Hello","media":[{"url":"https://x/1.jpg"}],"encoding":"GSM-7","parts":1,"cost":null,"errors":[]}"#);
-        assert_eq!(kind(&body), EventKind::MessageReceived(InboundMessage {
-            carrier_message_id: "b301".into(), from: "+15550001111".into(), to: "+15550002222".into(),
-            text: "Hello".into(), media_count: 1,
-        }));
+        let body = envelope(
+            "message.received",
+            r#"{"id":"b301","record_type":"message","direction":"inbound","type":"MMS",
+            "from":{"phone_number":"+15550001111","carrier":"T-Mobile"},"to":[{"phone_number":"+15550002222",
+                "status":"webhook_delivered"}],
+            "text":"Hello","media":[{"url":"https://x/1.jpg"}],"encoding":"GSM-7","parts":1,"cost":null,"errors":[]}"#,
+        );
+        assert_eq!(
+            kind(&body),
+            EventKind::MessageReceived(InboundMessage {
+                carrier_message_id: "b301".into(),
+                from: "+15550001111".into(),
+                to: "+15550002222".into(),
+                text: "Hello".into(),
+                media_count: 1,
+            })
+        );
         let missing = envelope("message.received", r#"{"id":"b301","to":[{"phone_number":"+1"}]}"#);
         assert_eq!(parse_event(missing.as_bytes()), Err(PayloadError::MissingField("data.payload.from.phone_number")));
     }
 
     #[test]
     fn message_status_reports() {
-        let body = envelope("message.finalized", r#"{"id":"40385f64","direction":"outbound","to":[{"phone_number":"+15550002222","status":"delivery_failed"}],
-            "errors":[{"code":"40300","title":"Blocked as spam","detail":"..."}],"cost":{"amount":"0.0051","currency":"USD"}}"#);
-        assert_eq!(kind(&body), EventKind::MessageStatus(StatusReport {
-            carrier_message_id: "40385f64".into(), status: Some(MessageStatus::Failed), carrier_status: "delivery_failed".into(),
-            errors: vec![CarrierError { code: "40300".into(), title: Some("Blocked as spam".into()) }],
-            cost: Some(Cost { micros: 5_100, currency: "USD".into() }),
-        }));
-        let numeric = envelope("message.sent", r#"{"id":"m","to":[{"status":"sent"}],"errors":[{"code":40001}],"cost":{"amount":0.0075,"currency":"EUR"}}"#);
+        let body = envelope(
+            "message.finalized",
+            r#"{"id":"40385f64","direction":"outbound","to":[{"phone_number":"+15550002222",
+                "status":"delivery_failed"}],
+            "errors":[{"code":"40300","title":"Blocked as spam","detail":"..."}],"cost":{"amount":"0.0051",
+                "currency":"USD"}}"#,
+        );
+        assert_eq!(
+            kind(&body),
+            EventKind::MessageStatus(StatusReport {
+                carrier_message_id: "40385f64".into(),
+                status: Some(MessageStatus::Failed),
+                carrier_status: "delivery_failed".into(),
+                errors: vec![CarrierError { code: "40300".into(), title: Some("Blocked as spam".into()) }],
+                cost: Some(Cost { micros: 5_100, currency: "USD".into() }),
+            })
+        );
+        let numeric = envelope(
+            "message.sent",
+            r#"{"id":"m","to":[{"status":"sent"}],"errors":[{"code":40001}],"cost":{"amount":0.0075,
+                "currency":"EUR"}}"#,
+        );
         let EventKind::MessageStatus(report) = kind(&numeric) else { panic!() };
         assert_eq!(report.status, Some(MessageStatus::Sent));
         assert_eq!(report.errors, vec![CarrierError { code: "40001".into(), title: None }]);
@@ -655,9 +666,17 @@ mod tests {
     #[test]
     fn every_telnyx_status_word() {
         use MessageStatus::*;
-        for (word, status) in [("queued", Some(Queued)), ("sending", Some(Sending)), ("sent", Some(Sent)),
-                               ("expired", Some(Failed)), ("sending_failed", Some(Failed)), ("delivery_unconfirmed", None),
-                               ("delivered", Some(Delivered)), ("delivery_failed", Some(Failed)), ("gibberish", None)] {
+        for (word, status) in [
+            ("queued", Some(Queued)),
+            ("sending", Some(Sending)),
+            ("sent", Some(Sent)),
+            ("expired", Some(Failed)),
+            ("sending_failed", Some(Failed)),
+            ("delivery_unconfirmed", None),
+            ("delivered", Some(Delivered)),
+            ("delivery_failed", Some(Failed)),
+            ("gibberish", None),
+        ] {
             assert_eq!(message_status(word), status, "{word}");
         }
     }
@@ -665,23 +684,39 @@ mod tests {
     #[test]
     fn call_control_events() {
         let state = encode_client_state(r#"{"call":"call_1","position":2}"#);
-        let payload = format!(r#"{{"call_control_id":"v3:abc","call_leg_id":"leg-1","call_session_id":"sess-1","connection_id":"1",
-            "from":"+15550001111","to":"+15550002222","direction":"outgoing","state":"bridging","client_state":"{state}"}}"#);
-        let leg = CallLeg { call_control_id: "v3:abc".into(), call_leg_id: "leg-1".into(), call_session_id: "sess-1".into() };
-        let expected = CallLegEvent { leg: leg.clone(), from: "+15550001111".into(), to: "+15550002222".into(),
-            direction: CallDirection::Outgoing, client_state: Some(r#"{"call":"call_1","position":2}"#.into()) };
+        let payload = format!(
+            r#"{{"call_control_id":"v3:abc","call_leg_id":"leg-1","call_session_id":"sess-1","connection_id":"1",
+            "from":"+15550001111","to":"+15550002222","direction":"outgoing","state":"bridging",
+                "client_state":"{state}"}}"#
+        );
+        let leg =
+            CallLeg { call_control_id: "v3:abc".into(), call_leg_id: "leg-1".into(), call_session_id: "sess-1".into() };
+        let expected = CallLegEvent {
+            leg: leg.clone(),
+            from: "+15550001111".into(),
+            to: "+15550002222".into(),
+            direction: CallDirection::Outgoing,
+            client_state: Some(r#"{"call":"call_1","position":2}"#.into()),
+        };
         assert_eq!(kind(&envelope("call.initiated", &payload)), EventKind::CallInitiated(expected.clone()));
         assert_eq!(kind(&envelope("call.answered", &payload)), EventKind::CallAnswered(expected.clone()));
         assert_eq!(kind(&envelope("call.bridged", &payload)), EventKind::CallBridged(expected));
 
-        let hangup = r#"{"call_control_id":"v3:abc","call_leg_id":"leg-1","call_session_id":"sess-1","hangup_cause":"timeout","hangup_source":"callee","sip_hangup_cause":"480"}"#;
-        assert_eq!(kind(&envelope("call.hangup", hangup)), EventKind::CallHangup(Hangup {
-            leg, cause: "timeout".into(), source: "callee".into(), client_state: None,
-        }));
+        let hangup = r#"{"call_control_id":"v3:abc","call_leg_id":"leg-1","call_session_id":"sess-1",
+            "hangup_cause":"timeout","hangup_source":"callee","sip_hangup_cause":"480"}"#;
+        assert_eq!(
+            kind(&envelope("call.hangup", hangup)),
+            EventKind::CallHangup(Hangup { leg, cause: "timeout".into(), source: "callee".into(), client_state: None })
+        );
         let event = parse_event(envelope("call.hangup", hangup).as_bytes()).unwrap();
-        assert_eq!(event.occurred_at, Timestamp::parse_rfc3339("2026-11-30T05:20:01Z"), "the end of a call is occurred_at");
+        assert_eq!(
+            event.occurred_at,
+            Timestamp::parse_rfc3339("2026-11-30T05:20:01Z"),
+            "the end of a call is occurred_at"
+        );
 
-        let incoming = r#"{"call_control_id":"c","call_leg_id":"l","call_session_id":"s","direction":"incoming","client_state":"%%%"}"#;
+        let incoming = r#"{"call_control_id":"c","call_leg_id":"l","call_session_id":"s","direction":"incoming",
+            "client_state":"%%%"}"#;
         let EventKind::CallInitiated(e) = kind(&envelope("call.initiated", incoming)) else { panic!() };
         assert_eq!((e.direction, e.client_state), (CallDirection::Incoming, None));
         let no_leg = envelope("call.hangup", r#"{"call_control_id":"c","call_session_id":"s"}"#);

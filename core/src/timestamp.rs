@@ -58,7 +58,9 @@ impl Timestamp {
         let fields: Vec<&str> = rest.split(' ').filter(|f| !f.is_empty()).collect();
         let (day, month, year, clock) = match fields.as_slice() {
             // IMF-fixdate: `, 06 Nov 1994 08:49:37 GMT`.
-            [day, month, year, clock, "GMT"] if text.as_bytes().get(3) == Some(&b',') => (*day, *month, i32::from(digits(year, 4)?), *clock),
+            [day, month, year, clock, "GMT"] if text.as_bytes().get(3) == Some(&b',') => {
+                (*day, *month, i32::from(digits(year, 4)?), *clock)
+            }
             // RFC 850: `, 06-Nov-94 08:49:37 GMT`; a two-digit year more than 50 years ahead
             // is in the past century (RFC 9110 section 5.6.7), read here as 19xx/20xx at 70.
             [date, clock, "GMT"] if text.contains(',') => {
@@ -75,16 +77,28 @@ impl Timestamp {
             _ => return None,
         };
         let month = match month {
-            "Jan" => Month::January, "Feb" => Month::February, "Mar" => Month::March, "Apr" => Month::April,
-            "May" => Month::May, "Jun" => Month::June, "Jul" => Month::July, "Aug" => Month::August,
-            "Sep" => Month::September, "Oct" => Month::October, "Nov" => Month::November, "Dec" => Month::December,
+            "Jan" => Month::January,
+            "Feb" => Month::February,
+            "Mar" => Month::March,
+            "Apr" => Month::April,
+            "May" => Month::May,
+            "Jun" => Month::June,
+            "Jul" => Month::July,
+            "Aug" => Month::August,
+            "Sep" => Month::September,
+            "Oct" => Month::October,
+            "Nov" => Month::November,
+            "Dec" => Month::December,
             _ => return None,
         };
         let number = |digits: &str, len: std::ops::RangeInclusive<usize>| -> Option<u8> {
-            (len.contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok()).flatten()
+            (len.contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| digits.parse().ok())
+                .flatten()
         };
         let mut clock = clock.split(':');
-        let (hour, minute, second) = (number(clock.next()?, 2..=2)?, number(clock.next()?, 2..=2)?, number(clock.next()?, 2..=2)?);
+        let (hour, minute, second) =
+            (number(clock.next()?, 2..=2)?, number(clock.next()?, 2..=2)?, number(clock.next()?, 2..=2)?);
         if clock.next().is_some() {
             return None;
         }
@@ -157,19 +171,45 @@ mod tests {
         assert_eq!(Timestamp::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"), expected);
         assert_eq!(Timestamp::parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"), expected);
         assert_eq!(Timestamp::parse_http_date("Sun Nov  6 08:49:37 1994"), expected);
-        assert_eq!(Timestamp::parse_http_date(" Wed, 21 Oct 2026 07:28:00 GMT "), Timestamp::parse_rfc3339("2026-10-21T07:28:00Z"));
-        assert_eq!(Timestamp::parse_http_date("Thursday, 01-Jan-26 00:00:00 GMT"), Timestamp::parse_rfc3339("2026-01-01T00:00:00Z"));
-        assert_eq!(Timestamp::parse_http_date("Mon, 29 Feb 2028 23:59:59 GMT"), Timestamp::parse_rfc3339("2028-02-29T23:59:59Z"));
+        assert_eq!(
+            Timestamp::parse_http_date(" Wed, 21 Oct 2026 07:28:00 GMT "),
+            Timestamp::parse_rfc3339("2026-10-21T07:28:00Z")
+        );
+        assert_eq!(
+            Timestamp::parse_http_date("Thursday, 01-Jan-26 00:00:00 GMT"),
+            Timestamp::parse_rfc3339("2026-01-01T00:00:00Z")
+        );
+        assert_eq!(
+            Timestamp::parse_http_date("Mon, 29 Feb 2028 23:59:59 GMT"),
+            Timestamp::parse_rfc3339("2028-02-29T23:59:59Z")
+        );
     }
 
     #[test]
     fn not_http_dates() {
         for text in [
-            "", "120", "-1", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Nov 1994 08:49:37 +0000", "Sun, 06 Nov 94 08:49:37 GMT",
-            "Sun, 31 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:49:60 GMT", "Sun, 06 Nov 1994 8:49:37 GMT",
-            "Sun, 06 Nov 1994 08:49 GMT", "Sun, 06 Nov 1994 08:49:37:00 GMT", "Sun, 06 Foo 1994 08:49:37 GMT", "Sun, 006 Nov 1994 08:49:37 GMT",
-            "Sun, +6 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-1994 08:49:37 GMT", "Sun Nov  6 08:49:37 94", "2026-11-30T05:20:01Z",
-            "Sun, 06 Nov -999 08:49:37 GMT", "Sun, 06 Nov 99999 08:49:37 GMT", "\u{0}, 06 Nov 1994 08:49:37 GMT", "Sun,",
+            "",
+            "120",
+            "-1",
+            "Sun, 06 Nov 1994 08:49:37 UTC",
+            "Sun, 06 Nov 1994 08:49:37 +0000",
+            "Sun, 06 Nov 94 08:49:37 GMT",
+            "Sun, 31 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 24:00:00 GMT",
+            "Sun, 06 Nov 1994 08:49:60 GMT",
+            "Sun, 06 Nov 1994 8:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49 GMT",
+            "Sun, 06 Nov 1994 08:49:37:00 GMT",
+            "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 006 Nov 1994 08:49:37 GMT",
+            "Sun, +6 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-1994 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 94",
+            "2026-11-30T05:20:01Z",
+            "Sun, 06 Nov -999 08:49:37 GMT",
+            "Sun, 06 Nov 99999 08:49:37 GMT",
+            "\u{0}, 06 Nov 1994 08:49:37 GMT",
+            "Sun,",
         ] {
             assert_eq!(Timestamp::parse_http_date(text), None, "{text:?}");
         }

@@ -86,7 +86,11 @@ impl Verifier {
     }
 
     /// Returns the form pairs it verified, or `None` for a JSON body (checked by its hash).
-    fn check_signature(&self, request: &Request<'_>, url: &Url<'_>) -> Result<Option<Vec<(String, String)>>, SignatureError> {
+    fn check_signature(
+        &self,
+        request: &Request<'_>,
+        url: &Url<'_>,
+    ) -> Result<Option<Vec<(String, String)>>, SignatureError> {
         let header = request.signature.ok_or(SignatureError::MissingHeader(SIGNATURE_HEADER))?;
         let mac = STANDARD.decode(header.trim()).map_err(|_| SignatureError::MalformedHeader(SIGNATURE_HEADER))?;
         let algorithm = algorithm(request.signature_settings)?;
@@ -98,9 +102,9 @@ impl Verifier {
             return Err(SignatureError::MalformedHeader(SIGNATURE_HEADER));
         }
 
-        let body_hash = url.query.and_then(|q| {
-            form::parse(q.as_bytes()).into_iter().find(|(k, _)| k == "bodySHA256").map(|(_, v)| v)
-        });
+        let body_hash = url
+            .query
+            .and_then(|q| form::parse(q.as_bytes()).into_iter().find(|(k, _)| k == "bodySHA256").map(|(_, v)| v));
         let (pairs, params) = match body_hash {
             Some(expected) => {
                 let actual = hex(&Sha256::digest(request.body));
@@ -124,7 +128,9 @@ impl Verifier {
         let with_port = url.port.or(url.default_port());
         let candidates = [url.with_port(None), url.with_port(with_port)];
         let matches = self.tokens.iter().any(|token| {
-            candidates.iter().any(|candidate| verify_mac(algorithm, token, &[candidate.as_bytes(), params.as_bytes()], &mac))
+            candidates
+                .iter()
+                .any(|candidate| verify_mac(algorithm, token, &[candidate.as_bytes(), params.as_bytes()], &mac))
         });
         if matches {
             Ok(pairs)
@@ -191,9 +197,12 @@ fn parse_pairs(pairs: &[(String, String)]) -> Result<CarrierEvent, PayloadError>
         return Err(PayloadError::NotParseable);
     }
     let get = |k| form::get(pairs, k);
-    let sid = get("MessageSid").or_else(|| get("SmsMessageSid")).or_else(|| get("SmsSid"))
+    let sid = get("MessageSid")
+        .or_else(|| get("SmsMessageSid"))
+        .or_else(|| get("SmsSid"))
         .ok_or(PayloadError::MissingField("MessageSid"))?;
-    let status = get("MessageStatus").or_else(|| get("SmsStatus")).ok_or(PayloadError::MissingField("MessageStatus"))?;
+    let status =
+        get("MessageStatus").or_else(|| get("SmsStatus")).ok_or(PayloadError::MissingField("MessageStatus"))?;
     let (event_type, kind) = if status == "received" {
         let kind = EventKind::MessageReceived(InboundMessage {
             carrier_message_id: sid.to_owned(),
@@ -267,7 +276,12 @@ mod tests {
         STANDARD.encode(mac.finalize().into_bytes())
     }
 
-    fn check(token: &str, url: &str, signature: Option<&str>, body: &[u8]) -> Result<Option<Vec<(String, String)>>, SignatureError> {
+    fn check(
+        token: &str,
+        url: &str,
+        signature: Option<&str>,
+        body: &[u8],
+    ) -> Result<Option<Vec<(String, String)>>, SignatureError> {
         let verifier = Verifier::new(token).unwrap();
         let request = Request { url, signature, signature_settings: None, body };
         verifier.check_signature(&request, &Url::parse(url).unwrap())
@@ -278,7 +292,8 @@ mod tests {
         let all: Value = serde_json::from_str(VECTORS).unwrap();
         let v = &all["twilio_hmac_sha1"][0];
         let body = form_body(&v["params"]);
-        let (token, url, sig) = (v["auth_token"].as_str().unwrap(), v["url"].as_str().unwrap(), v["signature"].as_str().unwrap());
+        let (token, url, sig) =
+            (v["auth_token"].as_str().unwrap(), v["url"].as_str().unwrap(), v["signature"].as_str().unwrap());
         assert!(check(token, url, Some(sig), body.as_bytes()).is_ok());
         assert_eq!(sign(token, url, &body), sig);
         // The vector is a voice callback: verified, but not a message.
@@ -295,7 +310,10 @@ mod tests {
         let sig = v["signature"].as_str().unwrap();
         for url in [v["url_signed"].as_str().unwrap(), v["url_received"].as_str().unwrap()] {
             let verifier = Verifier::new("12345").unwrap();
-            let event = verifier.verify(Request { url, signature: Some(sig), signature_settings: None, body: body.as_bytes() }, NOW).unwrap().into_event();
+            let event = verifier
+                .verify(Request { url, signature: Some(sig), signature_settings: None, body: body.as_bytes() }, NOW)
+                .unwrap()
+                .into_event();
             assert_eq!(event.event_id, "SM1:delivered", "{url}");
         }
         let other_scheme = "http://example.com/webhooks/twilio";
@@ -306,10 +324,15 @@ mod tests {
     fn sdk_vector_json_body() {
         let all: Value = serde_json::from_str(SDK_VECTORS).unwrap();
         let v = &all["twilio_json"];
-        let (url, body, sig) = (v["url"].as_str().unwrap(), v["body"].as_str().unwrap(), v["signature"].as_str().unwrap());
+        let (url, body, sig) =
+            (v["url"].as_str().unwrap(), v["body"].as_str().unwrap(), v["signature"].as_str().unwrap());
         assert_eq!(check("12345", url, Some(sig), body.as_bytes()), Ok(None));
         let changed = body.replace("value", "valuE");
-        assert_eq!(check("12345", url, Some(sig), changed.as_bytes()), Err(SignatureError::Mismatch), "the body hash binds the body");
+        assert_eq!(
+            check("12345", url, Some(sig), changed.as_bytes()),
+            Err(SignatureError::Mismatch),
+            "the body hash binds the body"
+        );
         let other_hash = url.replace("bodySHA256=0a", "bodySHA256=0b");
         assert_eq!(check("12345", &other_hash, Some(sig), body.as_bytes()), Err(SignatureError::Mismatch));
     }
@@ -321,21 +344,49 @@ mod tests {
         let sig = sign("token", url, body);
         assert!(check("token", url, Some(&sig), body.as_bytes()).is_ok());
         assert_eq!(check("token", url, None, body.as_bytes()), Err(SignatureError::MissingHeader(SIGNATURE_HEADER)));
-        assert_eq!(check("token", url, Some(&sig[..sig.len() - 4]), body.as_bytes()), Err(SignatureError::MalformedHeader(SIGNATURE_HEADER)));
-        assert_eq!(check("token", url, Some("!!"), body.as_bytes()), Err(SignatureError::MalformedHeader(SIGNATURE_HEADER)));
+        assert_eq!(
+            check("token", url, Some(&sig[..sig.len() - 4]), body.as_bytes()),
+            Err(SignatureError::MalformedHeader(SIGNATURE_HEADER))
+        );
+        assert_eq!(
+            check("token", url, Some("!!"), body.as_bytes()),
+            Err(SignatureError::MalformedHeader(SIGNATURE_HEADER))
+        );
         assert_eq!(check("other", url, Some(&sig), body.as_bytes()), Err(SignatureError::Mismatch), "wrong token");
         let changed = body.replace("delivered", "deliverEd");
         assert_eq!(check("token", url, Some(&sig), changed.as_bytes()), Err(SignatureError::Mismatch), "changed byte");
         let extra = format!("{body}&Extra=1");
         assert_eq!(check("token", url, Some(&sig), extra.as_bytes()), Err(SignatureError::Mismatch), "added parameter");
-        assert_eq!(check("token", "https://example.com/webhooks/other", Some(&sig), body.as_bytes()), Err(SignatureError::Mismatch), "other URL");
+        assert_eq!(
+            check("token", "https://example.com/webhooks/other", Some(&sig), body.as_bytes()),
+            Err(SignatureError::Mismatch),
+            "other URL"
+        );
         assert_eq!(Verifier::new("").unwrap_err(), SecretError::Empty, "empty secret");
         let verifier = Verifier::new("token").unwrap();
-        let req = Request { url, signature: Some(&sig), signature_settings: Some("algorithm=HMAC_MD5"), body: body.as_bytes() };
-        assert_eq!(verifier.verify(req, NOW), Err(Rejection::Unauthenticated(SignatureError::MalformedHeader(SIGNATURE_SETTINGS_HEADER))), "wrong version");
-        let req = Request { url, signature: Some(&sig), signature_settings: Some("key=k,algorithm=HMAC_SHA256"), body: body.as_bytes() };
-        assert!(matches!(verifier.verify(req, NOW), Err(Rejection::Unauthenticated(_))), "a SHA-1 MAC is not a SHA-256 one");
-        let req = Request { url, signature: Some(&sig), signature_settings: None, body: &vec![b'a'; MAX_BODY_BYTES + 1] };
+        let req = Request {
+            url,
+            signature: Some(&sig),
+            signature_settings: Some("algorithm=HMAC_MD5"),
+            body: body.as_bytes(),
+        };
+        assert_eq!(
+            verifier.verify(req, NOW),
+            Err(Rejection::Unauthenticated(SignatureError::MalformedHeader(SIGNATURE_SETTINGS_HEADER))),
+            "wrong version"
+        );
+        let req = Request {
+            url,
+            signature: Some(&sig),
+            signature_settings: Some("key=k,algorithm=HMAC_SHA256"),
+            body: body.as_bytes(),
+        };
+        assert!(
+            matches!(verifier.verify(req, NOW), Err(Rejection::Unauthenticated(_))),
+            "a SHA-1 MAC is not a SHA-256 one"
+        );
+        let req =
+            Request { url, signature: Some(&sig), signature_settings: None, body: &vec![b'a'; MAX_BODY_BYTES + 1] };
         assert_eq!(verifier.verify(req, NOW), Err(Rejection::TooLarge { limit: MAX_BODY_BYTES }));
     }
 
@@ -361,29 +412,67 @@ mod tests {
         mac.update(format!("{url}MessageSidSM3MessageStatusqueued").as_bytes());
         let sig = STANDARD.encode(mac.finalize().into_bytes());
         let verifier = Verifier::new("shared").unwrap();
-        let req = Request { url, signature: Some(&sig), signature_settings: Some("key=webhooks_sharedkey_1, algorithm=HMAC_SHA256"), body: body.as_bytes() };
+        let req = Request {
+            url,
+            signature: Some(&sig),
+            signature_settings: Some("key=webhooks_sharedkey_1, algorithm=HMAC_SHA256"),
+            body: body.as_bytes(),
+        };
         assert_eq!(verifier.verify(req, NOW).unwrap().event().event_id, "SM3:queued");
     }
 
     #[test]
     fn status_callbacks_and_inbound_messages() {
-        let event = parse_event(b"MessageSid=SM9&MessageStatus=undelivered&ErrorCode=30003&ErrorMessage=Unreachable&To=%2B1555&From=%2B1666&AccountSid=AC1").unwrap();
+        let event = parse_event(
+            concat!(
+                "MessageSid=SM9&MessageStatus=undelivered&ErrorCode=30003&ErrorMessage=Unreachable",
+                "&To=%2B1555&From=%2B1666&AccountSid=AC1"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
         assert_eq!(event.event_id, "SM9:undelivered");
         assert_eq!(event.event_type, "message.status");
-        assert_eq!(event.kind, EventKind::MessageStatus(StatusReport {
-            carrier_message_id: "SM9".into(), status: Some(MessageStatus::Failed), carrier_status: "undelivered".into(),
-            errors: vec![CarrierError { code: "30003".into(), title: Some("Unreachable".into()) }], cost: None,
-        }));
+        assert_eq!(
+            event.kind,
+            EventKind::MessageStatus(StatusReport {
+                carrier_message_id: "SM9".into(),
+                status: Some(MessageStatus::Failed),
+                carrier_status: "undelivered".into(),
+                errors: vec![CarrierError { code: "30003".into(), title: Some("Unreachable".into()) }],
+                cost: None,
+            })
+        );
         let event = parse_event(b"SmsMessageSid=SM8&SmsStatus=delivered&ErrorCode=0").unwrap();
-        assert_eq!((event.event_id.as_str(), &event.kind), ("SM8:delivered", &EventKind::MessageStatus(StatusReport {
-            carrier_message_id: "SM8".into(), status: Some(MessageStatus::Delivered), carrier_status: "delivered".into(), errors: vec![], cost: None,
-        })));
-        let event = parse_event(b"MessageSid=SM7&SmsStatus=received&From=%2B15550001111&To=%2B15550002222&Body=Hi+there&NumMedia=2").unwrap();
+        assert_eq!(
+            (event.event_id.as_str(), &event.kind),
+            (
+                "SM8:delivered",
+                &EventKind::MessageStatus(StatusReport {
+                    carrier_message_id: "SM8".into(),
+                    status: Some(MessageStatus::Delivered),
+                    carrier_status: "delivered".into(),
+                    errors: vec![],
+                    cost: None,
+                })
+            )
+        );
+        let event = parse_event(
+            b"MessageSid=SM7&SmsStatus=received&From=%2B15550001111&To=%2B15550002222&Body=Hi+there&NumMedia=2",
+        )
+        .unwrap();
         assert_eq!(event.event_id, "SM7:received");
         assert_eq!(event.event_type, "message.received");
-        assert_eq!(event.kind, EventKind::MessageReceived(InboundMessage {
-            carrier_message_id: "SM7".into(), from: "+15550001111".into(), to: "+15550002222".into(), text: "Hi there".into(), media_count: 2,
-        }));
+        assert_eq!(
+            event.kind,
+            EventKind::MessageReceived(InboundMessage {
+                carrier_message_id: "SM7".into(),
+                from: "+15550001111".into(),
+                to: "+15550002222".into(),
+                text: "Hi there".into(),
+                media_count: 2,
+            })
+        );
         let json = parse_event(br#"{"MessageSid":"SM6","MessageStatus":"sent"}"#).unwrap();
         assert_eq!(json.event_id, "SM6:sent");
     }
@@ -400,9 +489,19 @@ mod tests {
     #[test]
     fn every_status_word() {
         use MessageStatus::*;
-        for (word, status) in [("accepted", Some(Queued)), ("queued", Some(Queued)), ("scheduled", Some(Scheduled)),
-                               ("sending", Some(Sending)), ("sent", Some(Sent)), ("delivered", Some(Delivered)), ("read", Some(Delivered)),
-                               ("undelivered", Some(Failed)), ("failed", Some(Failed)), ("canceled", Some(Failed)), ("partially_delivered", None)] {
+        for (word, status) in [
+            ("accepted", Some(Queued)),
+            ("queued", Some(Queued)),
+            ("scheduled", Some(Scheduled)),
+            ("sending", Some(Sending)),
+            ("sent", Some(Sent)),
+            ("delivered", Some(Delivered)),
+            ("read", Some(Delivered)),
+            ("undelivered", Some(Failed)),
+            ("failed", Some(Failed)),
+            ("canceled", Some(Failed)),
+            ("partially_delivered", None),
+        ] {
             assert_eq!(message_status(word), status, "{word}");
         }
     }

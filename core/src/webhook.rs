@@ -93,7 +93,8 @@ impl SigningSecret {
         let Ok(ts) = timestamp.parse::<i64>() else { return false };
         // The timestamp is the sender's to choose: `-9223372036854775808` must be a refusal,
         // not an overflow, so the distance is computed without wrapping.
-        let within = now.unix_seconds().checked_sub(ts).is_some_and(|skew| skew.unsigned_abs() <= TOLERANCE_SECS.unsigned_abs());
+        let within =
+            now.unix_seconds().checked_sub(ts).is_some_and(|skew| skew.unsigned_abs() <= TOLERANCE_SECS.unsigned_abs());
         if !within {
             return false;
         }
@@ -142,7 +143,10 @@ mod tests {
         assert!(!secret.verify("evt_1", ts, &sig[..sig.len() - 4], b"{}", now), "truncated");
         assert!(!secret.verify("evt_1", ts, "", b"{}", now), "missing");
         assert!(!secret.verify("evt_1", ts, &sig, b"{}", Timestamp::from_unix_seconds(1_700_000_301)), "too old");
-        assert!(!secret.verify("evt_1", ts, &sig, b"{}", Timestamp::from_unix_seconds(1_699_999_699)), "from the future");
+        assert!(
+            !secret.verify("evt_1", ts, &sig, b"{}", Timestamp::from_unix_seconds(1_699_999_699)),
+            "from the future"
+        );
         assert!(!SigningSecret::from_bytes(&[8; 32]).verify("evt_1", ts, &sig, b"{}", now), "wrong secret");
         assert_eq!(SigningSecret::parse("whsec_"), Err(SecretError::Empty));
         assert_eq!(SigningSecret::parse("sk_abc"), Err(SecretError::Malformed));
@@ -155,13 +159,30 @@ mod tests {
     fn extreme_timestamps_are_refused_without_overflow() {
         let secret = SigningSecret::from_bytes(&[9; 32]);
         let sig = secret.sign("evt_1", Timestamp::from_unix_seconds(0), b"{}");
-        for now in [Timestamp::from_unix_seconds(1_700_000_000), Timestamp::from_unix_millis(i64::MIN), Timestamp::from_unix_millis(i64::MAX)] {
-            for ts in ["-9223372036854775808", "9223372036854775807", "-9223372036854775809", "99999999999999999999", "-1", "+1700000000", " 1700000000", "1e9", ""] {
+        for now in [
+            Timestamp::from_unix_seconds(1_700_000_000),
+            Timestamp::from_unix_millis(i64::MIN),
+            Timestamp::from_unix_millis(i64::MAX),
+        ] {
+            for ts in [
+                "-9223372036854775808",
+                "9223372036854775807",
+                "-9223372036854775809",
+                "99999999999999999999",
+                "-1",
+                "+1700000000",
+                " 1700000000",
+                "1e9",
+                "",
+            ] {
                 assert!(!secret.verify("evt_1", ts, &sig, b"{}", now), "{ts} at {now:?}");
             }
         }
         let at_min = Timestamp::from_unix_millis(i64::MIN);
         let signed = secret.sign("evt_1", at_min, b"{}");
-        assert!(secret.verify("evt_1", &at_min.unix_seconds().to_string(), &signed, b"{}", at_min), "the far past still verifies against itself");
+        assert!(
+            secret.verify("evt_1", &at_min.unix_seconds().to_string(), &signed, b"{}", at_min),
+            "the far past still verifies against itself"
+        );
     }
 }

@@ -20,7 +20,9 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use std::collections::BTreeMap;
 
 use exactly_core::call::CallStatus;
-use exactly_core::call_machine::{call_id, Action, CallEnd, CallInfo, CallMachine, DialResult, Fact, Input, LegOutcome, SETTLE_WAIT_MILLIS};
+use exactly_core::call_machine::{
+    call_id, Action, CallEnd, CallInfo, CallMachine, DialResult, Fact, Input, LegOutcome, SETTLE_WAIT_MILLIS,
+};
 use exactly_core::{Provider, Timestamp};
 
 const BASE_MS: i64 = 1_796_032_800_000;
@@ -70,14 +72,38 @@ struct Story {
 fn stories() -> Vec<Story> {
     use Fate::*;
     vec![
-        Story { name: "answered by target 2", legs: vec![TimesOut(30_000), Answers(40_000, None), Rings], caller: Caller::Leaves { at: 160_000, after: After::Bridge, early: false } },
+        Story {
+            name: "answered by target 2",
+            legs: vec![TimesOut(30_000), Answers(40_000, None), Rings],
+            caller: Caller::Leaves { at: 160_000, after: After::Bridge, early: false },
+        },
         Story { name: "nobody answers", legs: vec![TimesOut(30_000), TimesOut(60_000)], caller: Caller::Stays },
         Story { name: "every dial refused", legs: vec![Refused, Refused], caller: Caller::Stays },
-        Story { name: "caller leaves while ringing", legs: vec![Rings, Rings], caller: Caller::Leaves { at: 10_000, after: After::Dial(1), early: false } },
-        Story { name: "caller leaves before call.initiated", legs: vec![Rings, Rings], caller: Caller::Leaves { at: 3_000, after: After::Start, early: true } },
-        Story { name: "target answers as the caller hangs up", legs: vec![Answers(35_000, None), Rings], caller: Caller::Leaves { at: 35_100, after: After::Dial(1), early: false } },
-        Story { name: "bridged, then the caller hangs up", legs: vec![TimesOut(20_000), Answers(25_000, None)], caller: Caller::Leaves { at: 200_000, after: After::Bridge, early: false } },
-        Story { name: "bridged, then the callee hangs up", legs: vec![Answers(20_000, Some(200_000))], caller: Caller::Stays },
+        Story {
+            name: "caller leaves while ringing",
+            legs: vec![Rings, Rings],
+            caller: Caller::Leaves { at: 10_000, after: After::Dial(1), early: false },
+        },
+        Story {
+            name: "caller leaves before call.initiated",
+            legs: vec![Rings, Rings],
+            caller: Caller::Leaves { at: 3_000, after: After::Start, early: true },
+        },
+        Story {
+            name: "target answers as the caller hangs up",
+            legs: vec![Answers(35_000, None), Rings],
+            caller: Caller::Leaves { at: 35_100, after: After::Dial(1), early: false },
+        },
+        Story {
+            name: "bridged, then the caller hangs up",
+            legs: vec![TimesOut(20_000), Answers(25_000, None)],
+            caller: Caller::Leaves { at: 200_000, after: After::Bridge, early: false },
+        },
+        Story {
+            name: "bridged, then the callee hangs up",
+            legs: vec![Answers(20_000, Some(200_000))],
+            caller: Caller::Stays,
+        },
     ]
 }
 
@@ -123,7 +149,16 @@ struct Carrier<'a> {
 
 impl<'a> Carrier<'a> {
     fn new(story: &'a Story) -> Self {
-        let mut c = Carrier { story, pending: Vec::new(), leg_end: BTreeMap::new(), dialled: Vec::new(), caller_end: None, bridged: false, accepted: Vec::new(), next_id: 0 };
+        let mut c = Carrier {
+            story,
+            pending: Vec::new(),
+            leg_end: BTreeMap::new(),
+            dialled: Vec::new(),
+            caller_end: None,
+            bridged: false,
+            accepted: Vec::new(),
+            next_id: 0,
+        };
         let plan = (1..=story.legs.len()).map(|i| format!("+1555000000{i}")).collect();
         c.send(After::Start, Fact::Initiated { call: info(), plan });
         if let Caller::Leaves { at, after, .. } = story.caller {
@@ -158,7 +193,10 @@ impl<'a> Carrier<'a> {
             Action::Dial { position, .. } => {
                 let fate = self.story.legs[*position as usize - 1];
                 if let Fate::Refused = fate {
-                    return Some(Input::DialResult { position: *position, result: DialResult::Refused { code: "90018".into() } });
+                    return Some(Input::DialResult {
+                        position: *position,
+                        result: DialResult::Refused { code: "90018".into() },
+                    });
                 }
                 self.accepted.push(format!("dial {position}"));
                 self.dialled.push(*position);
@@ -166,22 +204,47 @@ impl<'a> Carrier<'a> {
                 match fate {
                     Fate::TimesOut(at) => {
                         self.leg_end.insert(*position, at);
-                        self.send(trigger, Fact::LegHungUp { position: *position, call_control_id: control(*position), at: t(at), cause: "timeout".into() });
+                        self.send(
+                            trigger,
+                            Fact::LegHungUp {
+                                position: *position,
+                                call_control_id: control(*position),
+                                at: t(at),
+                                cause: "timeout".into(),
+                            },
+                        );
                     }
                     Fate::Answers(at, callee_end) => {
-                        self.send(trigger, Fact::LegAnswered { position: *position, call_control_id: control(*position), at: t(at) });
+                        self.send(
+                            trigger,
+                            Fact::LegAnswered { position: *position, call_control_id: control(*position), at: t(at) },
+                        );
                         if let Some(end) = callee_end {
                             self.leg_end.insert(*position, end);
-                            self.send(After::Bridge, Fact::LegHungUp { position: *position, call_control_id: control(*position), at: t(end), cause: "normal_clearing".into() });
+                            self.send(
+                                After::Bridge,
+                                Fact::LegHungUp {
+                                    position: *position,
+                                    call_control_id: control(*position),
+                                    at: t(end),
+                                    cause: "normal_clearing".into(),
+                                },
+                            );
                         }
                     }
                     Fate::Rings | Fate::Refused => {}
                 }
                 // Release the webhooks this dial makes available.
-                Some(Input::DialResult { position: *position, result: DialResult::Placed { call_control_id: control(*position) } })
+                Some(Input::DialResult {
+                    position: *position,
+                    result: DialResult::Placed { call_control_id: control(*position) },
+                })
             }
             Action::Bridge { position, .. } => {
-                if !caller_early && Self::alive(self.caller_end, clock) && Self::alive(self.leg_end.get(position).copied(), clock) {
+                if !caller_early
+                    && Self::alive(self.caller_end, clock)
+                    && Self::alive(self.leg_end.get(position).copied(), clock)
+                {
                     self.accepted.push(format!("bridge {position}"));
                     self.bridged = true;
                 }
@@ -194,7 +257,15 @@ impl<'a> Carrier<'a> {
                     self.leg_end.insert(*position, at);
                     let answered = matches!(self.story.legs[*position as usize - 1], Fate::Answers(a, _) if a < clock);
                     let cause = if answered { "normal_clearing" } else { "originator_cancel" };
-                    self.send(After::Start, Fact::LegHungUp { position: *position, call_control_id: control(*position), at: t(at), cause: cause.into() });
+                    self.send(
+                        After::Start,
+                        Fact::LegHungUp {
+                            position: *position,
+                            call_control_id: control(*position),
+                            at: t(at),
+                            cause: cause.into(),
+                        },
+                    );
                 }
                 None
             }
@@ -263,10 +334,10 @@ impl Store {
                 self.usage_minutes += end.billable_minutes;
                 self.events.push(if end.status == CallStatus::Completed { "call.completed" } else { "call.missed" });
             }
-            Action::RecordLeg { leg, version, .. } => {
-                if self.legs.get(&leg.position).is_none_or(|(_, _, v)| v < version) {
-                    self.legs.insert(leg.position, (leg.outcome, leg.cause.clone(), *version));
-                }
+            Action::RecordLeg { leg, version, .. }
+                if self.legs.get(&leg.position).is_none_or(|(_, _, v)| v < version) =>
+            {
+                self.legs.insert(leg.position, (leg.outcome, leg.cause.clone(), *version));
             }
             Action::MarkProcessed { event } => *self.processed.entry(event.clone()).or_default() += 1,
             _ => {}
@@ -320,7 +391,14 @@ struct Run<'a> {
 
 impl<'a> Run<'a> {
     fn new(story: &'a Story) -> Self {
-        Run { machine: CallMachine::new(), store: Store::default(), carrier: Carrier::new(story), once: Once::default(), clock: 0, delivered: Vec::new() }
+        Run {
+            machine: CallMachine::new(),
+            store: Store::default(),
+            carrier: Carrier::new(story),
+            once: Once::default(),
+            clock: 0,
+            delivered: Vec::new(),
+        }
     }
 
     fn feed(&mut self, input: Input) {
@@ -537,7 +615,8 @@ fn ten_thousand_random_orders_with_duplicates_and_resigned_copies_end_the_same()
             let webhook = run.carrier.pending[pick].1.clone();
             for _ in 0..rng.below(3) {
                 extra += 1;
-                let id = if rng.below(2) == 0 { webhook.id.clone() } else { format!("{}-resigned-{extra}", webhook.id) };
+                let id =
+                    if rng.below(2) == 0 { webhook.id.clone() } else { format!("{}-resigned-{extra}", webhook.id) };
                 copies.push(Webhook { id, fact: webhook.fact.clone() });
             }
             run.deliver(webhook);
@@ -579,7 +658,11 @@ fn impossible_orders_still_keep_every_promise() {
             once.check(&label);
             assert!(record.end.is_some(), "{label}: the call ends");
             assert_eq!(record.events.iter().filter(|e| **e == "call.initiated").count(), 1, "{label}");
-            assert!(record.usage_minutes <= expected.usage_minutes, "{label}: billed {} minutes, more than happened", record.usage_minutes);
+            assert!(
+                record.usage_minutes <= expected.usage_minutes,
+                "{label}: billed {} minutes, more than happened",
+                record.usage_minutes
+            );
             for w in &webhooks {
                 assert_eq!(store.processed.get(&w.id), Some(&1), "{label}: {} processed once", w.id);
             }

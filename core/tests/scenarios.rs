@@ -48,7 +48,9 @@ impl Rng {
 }
 
 fn telnyx_event(id: &str, event_type: &str, occurred: &str, payload: serde_json::Value, signed_at: i64) -> Delivery {
-    let body = json!({"data": {"id": id, "event_type": event_type, "occurred_at": occurred, "payload": payload}, "meta": {"attempt": 1}}).to_string();
+    let body = json!({"data": {"id": id, "event_type": event_type, "occurred_at": occurred, "payload": payload},
+        "meta": {"attempt": 1}})
+    .to_string();
     Delivery::Telnyx { body, signed_at }
 }
 
@@ -105,7 +107,12 @@ impl Carriers {
                 let mut mac = Hmac::<Sha1>::new_from_slice(TWILIO_TOKEN.as_bytes()).unwrap();
                 mac.update(data.as_bytes());
                 let signature = STANDARD.encode(mac.finalize().into_bytes());
-                let request = exactly_core::twilio::Request { url: TWILIO_URL, signature: Some(&signature), signature_settings: None, body: body.as_bytes() };
+                let request = exactly_core::twilio::Request {
+                    url: TWILIO_URL,
+                    signature: Some(&signature),
+                    signature_settings: None,
+                    body: body.as_bytes(),
+                };
                 self.twilio.verify(request, now)
             }
         };
@@ -151,7 +158,10 @@ impl Carriers {
                                 world.dials.push(position);
                                 world.changes += 1;
                                 let call_control_id = format!("cc-{position}");
-                                inputs.push(Input::DialResult { position, result: DialResult::Placed { call_control_id } });
+                                inputs.push(Input::DialResult {
+                                    position,
+                                    result: DialResult::Placed { call_control_id },
+                                });
                             }
                             Action::RecordCall { .. } | Action::RecordAnswered { .. } => world.changes += 1,
                             Action::RecordEnd { end, .. } => {
@@ -172,8 +182,10 @@ impl Carriers {
 /// interleaved without breaking any entity's own order.
 fn facts(base: i64) -> Vec<Vec<Delivery>> {
     let leg = |id: &str, position: Option<u32>| {
-        let mut p = json!({"call_control_id": format!("cc-{id}"), "call_leg_id": format!("leg-{id}"), "call_session_id": "sess-1",
-                           "from": "+15550009999", "to": "+15550001000", "direction": if position.is_some() { "outgoing" } else { "incoming" },
+        let mut p = json!({"call_control_id": format!("cc-{id}"), "call_leg_id": format!("leg-{id}"),
+            "call_session_id": "sess-1",
+                           "from": "+15550009999", "to": "+15550001000",
+                               "direction": if position.is_some() { "outgoing" } else { "incoming" },
                            "hangup_cause": "timeout", "hangup_source": "callee"});
         if let Some(position) = position {
             let tag = LegTag { call: call_machine::call_id(Provider::Telnyx, "sess-1"), position };
@@ -182,7 +194,10 @@ fn facts(base: i64) -> Vec<Vec<Delivery>> {
         }
         p
     };
-    let receipt = |msg: &str, status: &str| json!({"id": msg, "to": [{"phone_number": "+15550002222", "status": status}], "errors": []});
+    let receipt = |msg: &str, status: &str| {
+        json!({"id": msg, "to": [{"phone_number": "+15550002222",
+        "status": status}], "errors": []})
+    };
     vec![
         vec![
             telnyx_event("m1-sent", "message.sent", "2026-11-30T10:00:01Z", receipt("m1", "sent"), base),
@@ -190,7 +205,13 @@ fn facts(base: i64) -> Vec<Vec<Delivery>> {
         ],
         vec![
             telnyx_event("m2-sent", "message.sent", "2026-11-30T10:00:02Z", receipt("m2", "sent"), base),
-            telnyx_event("m2-final", "message.finalized", "2026-11-30T10:00:09Z", receipt("m2", "delivery_failed"), base + 8),
+            telnyx_event(
+                "m2-final",
+                "message.finalized",
+                "2026-11-30T10:00:09Z",
+                receipt("m2", "delivery_failed"),
+                base + 8,
+            ),
         ],
         vec![twilio_status("SM1", "queued"), twilio_status("SM1", "sent"), twilio_status("SM1", "delivered")],
         vec![

@@ -21,7 +21,7 @@ pub mod queues {
     pub const DELIVERIES_DEAD_LETTER: &str = "exactly-deliveries-dlq";
 }
 
-/// Variable and secret names of contract §2.
+/// Variable and secret names (docs/contract.md §2).
 pub mod vars {
     /// Base64 Ed25519 public key(s) that sign Telnyx webhooks.
     pub const TELNYX_PUBLIC_KEY: &str = "TELNYX_PUBLIC_KEY";
@@ -41,6 +41,9 @@ pub mod vars {
     pub const PUBLIC_BASE_URL: &str = "PUBLIC_BASE_URL";
     /// Bearer token for `/admin/*`.
     pub const ADMIN_TOKEN: &str = "ADMIN_TOKEN";
+    /// `true` accepts Plivo requests signed with V2 only, whose signature does not cover the
+    /// body (docs/security.md); default `false`.
+    pub const PLIVO_ACCEPT_V2: &str = "PLIVO_ACCEPT_V2";
     /// `true` only in development: customer endpoints may be private addresses.
     pub const ALLOW_PRIVATE_ENDPOINTS: &str = "ALLOW_PRIVATE_ENDPOINTS";
     /// Days before the payload of a settled carrier event is cleared (default 30).

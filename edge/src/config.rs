@@ -16,7 +16,7 @@ use worker::Env;
 use crate::bindings::vars;
 use crate::error::EdgeError;
 
-/// Retention settings (days), see [`crate::retention`].
+/// Retention settings (days), see [`crate::store::retention`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Retention {
     /// Carrier event payloads of settled events are cleared after this many days.
@@ -89,11 +89,7 @@ pub fn get(env: &Env) -> Result<Rc<Config>, EdgeError> {
 
 /// An optional variable or secret, trimmed; `None` when missing or blank.
 pub fn optional(env: &Env, name: &str) -> Option<String> {
-    let value = env
-        .secret(name)
-        .map(|s| s.to_string())
-        .or_else(|_| env.var(name).map(|v| v.to_string()))
-        .ok()?;
+    let value = env.secret(name).map(|s| s.to_string()).or_else(|_| env.var(name).map(|v| v.to_string())).ok()?;
     let value = value.trim();
     (!value.is_empty()).then(|| value.to_owned())
 }
@@ -116,11 +112,6 @@ fn days(env: &Env, name: &'static str, default: i64, least: i64) -> Result<i64, 
     }
 }
 
-/// `PLIVO_ACCEPT_V2=true` accepts Plivo requests signed with V2 only, whose signature does not
-/// cover the body (docs/security.md). Named here rather than in `bindings::vars` only because
-/// that file is being changed in parallel; it belongs there.
-pub const PLIVO_ACCEPT_V2: &str = "PLIVO_ACCEPT_V2";
-
 /// A `true`/`false` switch, `false` when unset; anything else is refused, so a typo such as
 /// `PLIVO_ACCEPT_V2=yes` is a loud 503 rather than a silent default.
 fn flag(env: &Env, name: &'static str) -> Result<bool, EdgeError> {
@@ -133,7 +124,8 @@ fn flag(env: &Env, name: &'static str) -> Result<bool, EdgeError> {
 
 /// Reads and checks every variable, in the order docs/deploy.md lists them.
 pub fn load(env: &Env) -> Result<Config, EdgeError> {
-    let telnyx = telnyx::Verifier::from_base64_keys(&required(env, vars::TELNYX_PUBLIC_KEY)?).map_err(|e| invalid(vars::TELNYX_PUBLIC_KEY, e))?;
+    let telnyx = telnyx::Verifier::from_base64_keys(&required(env, vars::TELNYX_PUBLIC_KEY)?)
+        .map_err(|e| invalid(vars::TELNYX_PUBLIC_KEY, e))?;
     let telnyx_api_key = required(env, vars::TELNYX_API_KEY)?;
     let telnyx_api_base = optional(env, vars::TELNYX_API_BASE).unwrap_or_else(|| "https://api.telnyx.com".to_owned());
     if exactly_core::form::Url::parse(&telnyx_api_base).is_none() {
@@ -141,8 +133,11 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
     }
     let telnyx_connection_id = required(env, vars::TELNYX_CONNECTION_ID)?;
     let telnyx_messaging_profile_id = optional(env, vars::TELNYX_MESSAGING_PROFILE_ID);
-    let twilio = optional(env, vars::TWILIO_AUTH_TOKEN).map(|t| twilio::Verifier::new(&t)).transpose().map_err(|e| invalid(vars::TWILIO_AUTH_TOKEN, e))?;
-    let plivo_v2 = match flag(env, PLIVO_ACCEPT_V2)? {
+    let twilio = optional(env, vars::TWILIO_AUTH_TOKEN)
+        .map(|t| twilio::Verifier::new(&t))
+        .transpose()
+        .map_err(|e| invalid(vars::TWILIO_AUTH_TOKEN, e))?;
+    let plivo_v2 = match flag(env, vars::PLIVO_ACCEPT_V2)? {
         true => plivo::V2Policy::Accept,
         false => plivo::V2Policy::Refuse,
     };

@@ -48,7 +48,7 @@ impl EdgeError {
                 let status = match r {
                     Rejection::Unauthenticated(_) => 401,
                     Rejection::TooLarge { .. } => 413,
-                    _ => 400,
+                    Rejection::Malformed(_) => 400,
                 };
                 (status, r.code(), r.to_string(), None)
             }
@@ -99,5 +99,163 @@ impl fmt::Display for EdgeError {
 impl From<Rejection> for EdgeError {
     fn from(r: Rejection) -> Self {
         EdgeError::Rejected(r)
+    }
+}
+
+/// How a queue job ended, when it did not fail: the one place that decides ack or retry is
+/// [`settle`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Finished (applied, a no-op, or visibly failed): acknowledge.
+    Done(Done),
+    /// Not possible yet: run again after this many seconds.
+    RetryIn(u32, Wait),
+}
+
+impl Outcome {
+    /// Done: `Applied` when the guarded change happened, else `NoOp`.
+    pub fn applied(changed: bool) -> Self {
+        Outcome::Done(Done::applied(changed))
+    }
+}
+
+/// A finished job, as its log line names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Done {
+    /// Its guarded change happened.
+    Applied,
+    /// Nothing changed: a duplicate or a late event.
+    NoOp,
+    /// Recorded as a visible failure.
+    Failed,
+    /// A receipt waits for its message's send result.
+    Parked,
+    /// The call's Durable Object took the event; it finishes the actions on its alarm.
+    Accepted,
+    /// The row the job names no longer exists.
+    NoSuchEvent,
+    /// The message the job names does not exist.
+    NoSuchMessage,
+    /// The message was handed to the carrier before.
+    AlreadyDispatched,
+    /// The carrier took the message.
+    Sent,
+    /// The carrier refused the message.
+    RefusedByCarrier,
+    /// The send's outcome stayed unknown past the key's horizon: the message failed.
+    GaveUp,
+    /// A customer webhook was delivered.
+    Delivered,
+    /// The endpoint answered 410 and was disabled.
+    EndpointGone,
+    /// The attempt failed; the next one is scheduled.
+    RetryScheduled,
+    /// The last attempt failed; the delivery failed.
+    DeliveryGaveUp,
+    /// The delivery does not exist.
+    NoSuchDelivery,
+    /// The delivery succeeded or failed before.
+    AlreadySettled,
+    /// The endpoint is disabled or deleted: the delivery failed.
+    EndpointDisabled,
+    /// An early or duplicate message: the scheduled one will come.
+    NotDue,
+    /// Another job holds the attempt.
+    ClaimedElsewhere,
+}
+
+impl Done {
+    /// The name in the log line's `outcome`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Done::Applied => "applied",
+            Done::NoOp => "no-op",
+            Done::Failed => "failed",
+            Done::Parked => "parked",
+            Done::Accepted => "accepted",
+            Done::NoSuchEvent => "no such event",
+            Done::NoSuchMessage => "no such message",
+            Done::AlreadyDispatched => "already dispatched",
+            Done::Sent => "sent",
+            Done::RefusedByCarrier => "refused by carrier",
+            Done::GaveUp => "gave up",
+            Done::Delivered => "delivered",
+            Done::EndpointGone => "gone: endpoint disabled",
+            Done::RetryScheduled => "failed: retry scheduled",
+            Done::DeliveryGaveUp => "failed: gave up",
+            Done::NoSuchDelivery => "no such delivery",
+            Done::AlreadySettled => "already settled",
+            Done::EndpointDisabled => "endpoint disabled",
+            Done::NotDue => "not due",
+            Done::ClaimedElsewhere => "claimed by another job",
+        }
+    }
+
+    /// `Applied` when the guarded change happened, else `NoOp`.
+    pub fn applied(changed: bool) -> Self {
+        if changed {
+            Done::Applied
+        } else {
+            Done::NoOp
+        }
+    }
+}
+
+/// Why a job runs again later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Another dispatcher holds the message's claim.
+    ClaimedByAnotherDispatcher,
+    /// The carrier did not answer the send; retried with the same idempotency key.
+    CarrierUnavailable,
+    /// The receipt's message appeared while the receipt was being parked: decide again.
+    MessageAppeared,
+}
+
+impl Wait {
+    /// The reason in the log line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Wait::ClaimedByAnotherDispatcher => "claimed by another dispatcher",
+            Wait::CarrierUnavailable => "carrier unavailable",
+            Wait::MessageAppeared => "the message appeared while parking",
+        }
+    }
+}
+
+/// Seconds before a job that hit a platform error runs again.
+pub const ERROR_RETRY_SECS: u32 = 5;
+
+/// Acknowledges or retries one queue message by how its job ended, and logs one line; `tag`
+/// adds the job's own fields (kind, id) to the line.
+pub fn settle<T>(
+    message: &worker::Message<T>,
+    result: Result<Outcome, EdgeError>,
+    tag: impl FnOnce(&mut serde_json::Value),
+) {
+    use worker::{MessageExt as _, QueueRetryOptionsBuilder};
+    let retry =
+        |secs: u32| message.retry_with_options(&QueueRetryOptionsBuilder::new().with_delay_seconds(secs).build());
+    let mut line = serde_json::json!({});
+    tag(&mut line);
+    match result {
+        Ok(Outcome::Done(done)) => {
+            line["outcome"] = serde_json::json!(done.as_str());
+            worker::console_log!("{line}");
+            message.ack();
+        }
+        Ok(Outcome::RetryIn(secs, why)) => {
+            line["outcome"] = serde_json::json!("retried");
+            line["reason"] = serde_json::json!(why.as_str());
+            line["delay_s"] = serde_json::json!(secs);
+            worker::console_log!("{line}");
+            retry(secs);
+        }
+        Err(e) => {
+            line["outcome"] = serde_json::json!("retried");
+            line["error"] = serde_json::json!(e.to_string());
+            worker::console_error!("{line}");
+            retry(ERROR_RETRY_SECS);
+        }
     }
 }

@@ -19,7 +19,7 @@ pub fn webhook_schedule(env: &worker::Env) -> Option<Vec<u64>> {
     text.split(',').map(|d| d.trim().parse().ok()).collect()
 }
 
-/// Production builds always use the schedule of contract §6.
+/// Production builds always use the schedule of docs/contract.md §6.
 #[cfg(not(feature = "fault-injection"))]
 pub fn webhook_schedule(_env: &worker::Env) -> Option<Vec<u64>> {
     None
@@ -72,21 +72,4 @@ fn first_time(_fault: &str, _key: &str) -> bool {
 #[cfg(not(feature = "fault-injection"))]
 fn armed(_key: &str, _marker: &str) -> bool {
     false
-}
-
-/// `POST /__e2e/sql` `{"sql": "..."}` -> `{"results": [...]}`: lets the end-to-end tests count
-/// rows through the worker's own D1 binding (an outside reader of the local database file would
-/// contend for its lock). It exists only in the test build.
-#[cfg(feature = "fault-injection")]
-pub async fn sql(mut req: worker::Request, env: &worker::Env) -> Result<worker::Response, crate::error::EdgeError> {
-    use crate::error::EdgeError;
-    #[derive(serde::Deserialize)]
-    struct Query {
-        sql: String,
-    }
-    let query: Query = crate::http::json_body(&mut req).await?;
-    let db = crate::db::database(env)?;
-    let result = db.prepare(&query.sql).all().await.map_err(|e| EdgeError::BadRequest(format!("sql failed: {e}")))?;
-    let rows: Vec<serde_json::Value> = crate::db::rows(&result)?;
-    crate::http::json(200, &serde_json::json!({ "results": rows }))
 }

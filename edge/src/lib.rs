@@ -1,143 +1,195 @@
 //! The **exactly** Cloudflare Worker: the IO around `exactly-core`.
 //!
-//! Entry points only live here; each handler reads decode, decide (core), apply (D1), respond.
-//!
-//! # Layout
-//! - [`ingest`]: `POST /webhooks/{telnyx,twilio,plivo}`: verify, store once, enqueue.
-//! - [`processor`]: one stored carrier event -> its guarded effects.
-//! - [`dispatch`]: sending an outbound message (claim, carrier call, result).
-//! - [`call_events`]: `call.initiated` / `call.answered` / `call.hangup` and the ring they drive.
-//! - [`jobs`]: the `jobs` queue (producer and consumer) and its dead-letter queue.
-//! - [`deliveries`]: customer webhooks: the `deliveries` queue, signing, retries, disabling.
-//! - [`sweeper`]: the cron step that re-enqueues work whose job was lost; [`retention`] the one
-//!   that prunes what is no longer needed.
-//! - [`health`]: `GET /healthz`.
-//! - SQL, one module per resource, guards in the `WHERE` clauses: [`carrier_events`],
-//!   [`messages`], [`calls`], [`outbox`] (customer events), [`usage`] (the ledger).
-//! - [`api`]: `/admin` and `/v1` handlers, one file per resource; [`auth`] and [`http`] helpers.
-//! - [`carrier_api`]: the carrier's REST API (send message, dial, answer, bridge, hang up).
-//! - [`ring`]: the per-call Durable Object that owns the sequential-ring cursor.
-//! - [`bindings`] (names mirroring `wrangler.toml`), [`config`], [`error`] (the one error type,
-//!   mapped once to HTTP), [`db`], [`platform`] (time and randomness), [`faults`] (test-only).
+//! This file holds the entry points (`fetch`, `queue`, `scheduled`) and the one route table
+//! that drives dispatch. Everything else lives in a wing (docs/architecture.md draws the map):
+//! - [`api`]: request handlers: parse, authorize, call the store or the work, answer. No SQL.
+//! - [`work`]: queue consumers and the cron's sweep: process, calls, dispatch, deliver, sweep.
+//! - [`store`]: every SQL statement, one file per table or aggregate, the guard in the `WHERE`.
+//! - [`carrier`]: one file per carrier REST API.
+//! - [`ring`]: the per-call Durable Object running the call machine.
+//! - Plumbing every wing may use: [`error`] (the one error type, mapped to HTTP and to queue
+//!   ack/retry), [`queues`] (the producers), [`config`], [`bindings`], [`platform`] (time and
+//!   randomness), [`faults`] (test-only fault switches).
 
-use exactly_core::Provider;
-use worker::{event, Context, Env, MessageBatch, Method, Request, Response, ScheduleContext, ScheduledEvent};
+use worker::{event, Context, Env, MessageBatch, Request, Response, ScheduleContext, ScheduledEvent};
 
 pub mod api;
-pub mod auth;
 pub mod bindings;
-pub mod call_events;
-pub mod calls;
-pub mod carrier_api;
-pub mod carrier_events;
+pub mod carrier;
 pub mod config;
-pub mod db;
-pub mod deliveries;
-pub mod dispatch;
 pub mod error;
 pub mod faults;
-pub mod health;
-pub mod http;
-pub mod ingest;
-pub mod jobs;
-pub mod messages;
-pub mod outbox;
 pub mod platform;
-pub mod processor;
-pub mod retention;
+pub mod queues;
 pub mod ring;
-pub mod sweeper;
-pub mod usage;
+pub mod store;
+pub mod work;
 
 use error::EdgeError;
+use exactly_core::Provider;
 
-/// Every route: (method, path pattern). `{id}` matches one path segment.
-pub const ROUTES: &[(&str, &str)] = &[
-    ("POST", "/webhooks/telnyx"),
-    ("POST", "/webhooks/twilio"),
-    ("POST", "/webhooks/plivo"),
-    ("POST", "/admin/accounts"),
-    ("POST", "/admin/numbers"),
-    ("GET", "/admin/carrier_events"),
-    ("POST", "/admin/carrier_events/{id}/retry"),
-    ("POST", "/admin/carrier_events/retry"),
-    ("GET", "/admin/webhook_deliveries"),
-    ("POST", "/admin/webhook_deliveries/{id}/retry"),
-    ("POST", "/v1/messages"),
-    ("GET", "/v1/messages"),
-    ("GET", "/v1/messages/{id}"),
-    ("GET", "/v1/calls"),
-    ("GET", "/v1/calls/{id}"),
-    ("GET", "/v1/usage"),
-    ("POST", "/v1/webhook_endpoints"),
-    ("GET", "/v1/webhook_endpoints"),
-    ("GET", "/v1/webhook_endpoints/{id}"),
-    ("PATCH", "/v1/webhook_endpoints/{id}"),
-    ("DELETE", "/v1/webhook_endpoints/{id}"),
-    ("POST", "/v1/webhook_endpoints/{id}/rotate_secret"),
-    ("GET", "/v1/events"),
-    ("GET", "/v1/events/{id}"),
-    ("POST", "/v1/events/{id}/replay"),
-    ("GET", "/openapi.json"),
-    ("GET", "/healthz"),
-];
+/// What a route runs. Each variant is one handler; [`dispatch`] matches them exhaustively, so a
+/// route cannot exist without its handler, nor a handler without its route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handler {
+    Webhook(Provider),
+    CreateAccount,
+    CreateNumber,
+    ListCarrierEvents,
+    RetryFailedCarrierEvents,
+    RetryCarrierEvent,
+    ListFailedDeliveries,
+    RetryDelivery,
+    CreateMessage,
+    ListMessages,
+    GetMessage,
+    ListCalls,
+    GetCall,
+    GetUsage,
+    CreateEndpoint,
+    ListEndpoints,
+    GetEndpoint,
+    UpdateEndpoint,
+    DeleteEndpoint,
+    RotateEndpointSecret,
+    ListEvents,
+    GetEvent,
+    ReplayEvent,
+    OpenApi,
+    Health,
+}
+
+/// Declares the route table once: [`ROUTES`] (method and path pattern, for docs and tests) and
+/// the handlers in the same order.
+macro_rules! routes {
+    ($(($method:literal, $path:literal) => $handler:expr,)*) => {
+        /// Every route: (method, path pattern). `{id}` matches one path segment.
+        pub const ROUTES: &[(&str, &str)] = &[$(($method, $path)),*];
+        const HANDLERS: &[Handler] = &[$($handler),*];
+    };
+}
+
+routes! {
+    ("POST", "/webhooks/telnyx") => Handler::Webhook(Provider::Telnyx),
+    ("POST", "/webhooks/twilio") => Handler::Webhook(Provider::Twilio),
+    ("POST", "/webhooks/plivo") => Handler::Webhook(Provider::Plivo),
+    ("POST", "/admin/accounts") => Handler::CreateAccount,
+    ("POST", "/admin/numbers") => Handler::CreateNumber,
+    ("GET", "/admin/carrier_events") => Handler::ListCarrierEvents,
+    ("POST", "/admin/carrier_events/{id}/retry") => Handler::RetryCarrierEvent,
+    ("POST", "/admin/carrier_events/retry") => Handler::RetryFailedCarrierEvents,
+    ("GET", "/admin/webhook_deliveries") => Handler::ListFailedDeliveries,
+    ("POST", "/admin/webhook_deliveries/{id}/retry") => Handler::RetryDelivery,
+    ("POST", "/v1/messages") => Handler::CreateMessage,
+    ("GET", "/v1/messages") => Handler::ListMessages,
+    ("GET", "/v1/messages/{id}") => Handler::GetMessage,
+    ("GET", "/v1/calls") => Handler::ListCalls,
+    ("GET", "/v1/calls/{id}") => Handler::GetCall,
+    ("GET", "/v1/usage") => Handler::GetUsage,
+    ("POST", "/v1/webhook_endpoints") => Handler::CreateEndpoint,
+    ("GET", "/v1/webhook_endpoints") => Handler::ListEndpoints,
+    ("GET", "/v1/webhook_endpoints/{id}") => Handler::GetEndpoint,
+    ("PATCH", "/v1/webhook_endpoints/{id}") => Handler::UpdateEndpoint,
+    ("DELETE", "/v1/webhook_endpoints/{id}") => Handler::DeleteEndpoint,
+    ("POST", "/v1/webhook_endpoints/{id}/rotate_secret") => Handler::RotateEndpointSecret,
+    ("GET", "/v1/events") => Handler::ListEvents,
+    ("GET", "/v1/events/{id}") => Handler::GetEvent,
+    ("POST", "/v1/events/{id}/replay") => Handler::ReplayEvent,
+    ("GET", "/openapi.json") => Handler::OpenApi,
+    ("GET", "/healthz") => Handler::Health,
+}
 
 /// The OpenAPI 3.1 description of `/v1` and `/admin`, served at `/openapi.json`.
 pub const OPENAPI: &str = include_str!("../../docs/openapi.json");
 
+/// A route matched: its handler and the `{id}` segment, if the pattern has one.
+struct Matched<'a> {
+    handler: Handler,
+    id: &'a str,
+}
+
+/// Finds the route for `method` and the path's segments. `Err(true)`: the path exists for
+/// another method (405); `Err(false)`: no such path (404). A literal segment beats `{id}`, so
+/// `/admin/carrier_events/retry` is not read as a retry of the event `retry`.
+fn find<'a>(method: &str, segments: &[&'a str]) -> Result<Matched<'a>, bool> {
+    let mut path_known = false;
+    let mut best: Option<(usize, Matched<'a>)> = None;
+    for ((route_method, pattern), handler) in ROUTES.iter().zip(HANDLERS) {
+        let parts: Vec<&str> = pattern.trim_matches('/').split('/').collect();
+        if parts.len() != segments.len() || !parts.iter().zip(segments).all(|(p, s)| p.starts_with('{') || p == s) {
+            continue;
+        }
+        path_known = true;
+        if *route_method != method {
+            continue;
+        }
+        let wildcards = parts.iter().filter(|p| p.starts_with('{')).count();
+        let id = parts.iter().zip(segments).find(|(p, _)| p.starts_with('{')).map_or("", |(_, s)| *s);
+        if best.as_ref().is_none_or(|(w, _)| wildcards < *w) {
+            best = Some((wildcards, Matched { handler: *handler, id }));
+        }
+    }
+    best.map(|(_, m)| m).ok_or(path_known)
+}
+
 async fn route(req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let method = req.method();
     let path = req.path();
+    let method = req.method().to_string();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    if segments.as_slice() == ["healthz"] {
-        return health::check(env).await;
+    #[cfg(feature = "fault-injection")]
+    if method == "POST" && segments.first() == Some(&"__e2e") {
+        return api::e2e::route(req, env, &segments[1..]).await;
+    }
+    let matched = match find(&method, &segments) {
+        Ok(m) => m,
+        Err(true) => return Err(EdgeError::MethodNotAllowed),
+        Err(false) => return Err(EdgeError::NoRoute),
+    };
+    if matched.handler == Handler::Health {
+        return api::health::check(env).await;
     }
     // Validated once per isolate; until it is valid, every route answers 503 naming the
     // variable.
     config::get(env)?;
-    match (method, segments.as_slice()) {
-        (Method::Post, ["webhooks", "telnyx"]) => ingest::webhook(Provider::Telnyx, req, env).await,
-        (Method::Post, ["webhooks", "twilio"]) => ingest::webhook(Provider::Twilio, req, env).await,
-        (Method::Post, ["webhooks", "plivo"]) => ingest::webhook(Provider::Plivo, req, env).await,
-        (Method::Post, ["admin", "accounts"]) => api::admin::create_account(req, env).await,
-        (Method::Post, ["admin", "numbers"]) => api::admin::create_number(req, env).await,
-        (Method::Get, ["admin", "carrier_events"]) => api::admin::list_carrier_events(req, env).await,
-        (Method::Post, ["admin", "carrier_events", "retry"]) => api::admin::retry_failed_carrier_events(req, env).await,
-        (Method::Post, ["admin", "carrier_events", id, "retry"]) => api::admin::retry_carrier_event(req, env, id).await,
-        (Method::Get, ["admin", "webhook_deliveries"]) => api::admin::list_failed_deliveries(req, env).await,
-        (Method::Post, ["admin", "webhook_deliveries", id, "retry"]) => api::admin::retry_delivery(req, env, id).await,
-        (Method::Post, ["v1", "messages"]) => api::messages::create(req, env).await,
-        (Method::Get, ["v1", "messages"]) => api::messages::list(req, env).await,
-        (Method::Get, ["v1", "messages", id]) => api::messages::get(req, env, id).await,
-        (Method::Get, ["v1", "calls"]) => api::calls::list(req, env).await,
-        (Method::Get, ["v1", "calls", id]) => api::calls::get(req, env, id).await,
-        (Method::Get, ["v1", "usage"]) => api::usage::get(req, env).await,
-        (Method::Post, ["v1", "webhook_endpoints"]) => api::webhook_endpoints::create(req, env).await,
-        (Method::Get, ["v1", "webhook_endpoints"]) => api::webhook_endpoints::list(req, env).await,
-        (Method::Get, ["v1", "webhook_endpoints", id]) => api::webhook_endpoints::get(req, env, id).await,
-        (Method::Patch, ["v1", "webhook_endpoints", id]) => api::webhook_endpoints::update(req, env, id).await,
-        (Method::Delete, ["v1", "webhook_endpoints", id]) => api::webhook_endpoints::delete(req, env, id).await,
-        (Method::Post, ["v1", "webhook_endpoints", id, "rotate_secret"]) => api::webhook_endpoints::rotate_secret(req, env, id).await,
-        (Method::Get, ["v1", "events"]) => api::events::list(req, env).await,
-        (Method::Get, ["v1", "events", id]) => api::events::get(req, env, id).await,
-        (Method::Post, ["v1", "events", id, "replay"]) => api::events::replay(req, env, id).await,
-        (Method::Get, ["openapi.json"]) => {
-            let mut response = Response::ok(OPENAPI).map_err(|e| EdgeError::platform("respond", e))?;
-            response.headers_mut().set("content-type", "application/json").map_err(|e| EdgeError::platform("header", e))?;
-            Ok(response)
-        }
-        #[cfg(feature = "fault-injection")]
-        (Method::Post, ["__e2e", "sql"]) => faults::sql(req, env).await,
-        _ if known_path(&segments) => Err(EdgeError::MethodNotAllowed),
-        _ => Err(EdgeError::NoRoute),
-    }
+    dispatch(matched.handler, req, env, matched.id).await
 }
 
-fn known_path(segments: &[&str]) -> bool {
-    ROUTES.iter().any(|(_, pattern)| {
-        let parts: Vec<&str> = pattern.trim_matches('/').split('/').collect();
-        parts.len() == segments.len() && parts.iter().zip(segments).all(|(p, s)| p.starts_with('{') || p == s)
-    })
+async fn dispatch(handler: Handler, req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+    use api::{admin, calls, events, messages, usage, webhook_endpoints as endpoints};
+    match handler {
+        Handler::Webhook(provider) => api::ingest::webhook(provider, req, env).await,
+        Handler::CreateAccount => admin::create_account(req, env).await,
+        Handler::CreateNumber => admin::create_number(req, env).await,
+        Handler::ListCarrierEvents => admin::list_carrier_events(req, env).await,
+        Handler::RetryFailedCarrierEvents => admin::retry_failed_carrier_events(req, env).await,
+        Handler::RetryCarrierEvent => admin::retry_carrier_event(req, env, id).await,
+        Handler::ListFailedDeliveries => admin::list_failed_deliveries(req, env).await,
+        Handler::RetryDelivery => admin::retry_delivery(req, env, id).await,
+        Handler::CreateMessage => messages::create(req, env).await,
+        Handler::ListMessages => messages::list(req, env).await,
+        Handler::GetMessage => messages::get(req, env, id).await,
+        Handler::ListCalls => calls::list(req, env).await,
+        Handler::GetCall => calls::get(req, env, id).await,
+        Handler::GetUsage => usage::get(req, env).await,
+        Handler::CreateEndpoint => endpoints::create(req, env).await,
+        Handler::ListEndpoints => endpoints::list(req, env).await,
+        Handler::GetEndpoint => endpoints::get(req, env, id).await,
+        Handler::UpdateEndpoint => endpoints::update(req, env, id).await,
+        Handler::DeleteEndpoint => endpoints::delete(req, env, id).await,
+        Handler::RotateEndpointSecret => endpoints::rotate_secret(req, env, id).await,
+        Handler::ListEvents => events::list(req, env).await,
+        Handler::GetEvent => events::get(req, env, id).await,
+        Handler::ReplayEvent => events::replay(req, env, id).await,
+        Handler::OpenApi => {
+            let mut response = Response::ok(OPENAPI).map_err(|e| EdgeError::platform("respond", e))?;
+            response
+                .headers_mut()
+                .set("content-type", "application/json")
+                .map_err(|e| EdgeError::platform("header", e))?;
+            Ok(response)
+        }
+        Handler::Health => api::health::check(env).await,
+    }
 }
 
 #[event(fetch)]
@@ -180,10 +232,10 @@ async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) 
     // retries each message itself.
     let queue = batch.queue();
     match queue.as_str() {
-        bindings::queues::JOBS => jobs::consume(batch, &env).await,
-        bindings::queues::JOBS_DEAD_LETTER => jobs::consume_dead_letters(batch, &env).await,
-        bindings::queues::DELIVERIES => deliveries::consume(batch, &env).await,
-        bindings::queues::DELIVERIES_DEAD_LETTER => deliveries::consume_dead_letters(batch, &env).await,
+        bindings::queues::JOBS => work::jobs::consume(batch, &env).await,
+        bindings::queues::JOBS_DEAD_LETTER => work::jobs::consume_dead_letters(batch, &env).await,
+        bindings::queues::DELIVERIES => work::deliver::consume(batch, &env).await,
+        bindings::queues::DELIVERIES_DEAD_LETTER => work::deliver::consume_dead_letters(batch, &env).await,
         other => {
             worker::console_error!("{}", serde_json::json!({"queue": other, "outcome": "unknown queue"}));
             batch.retry_all();
@@ -198,26 +250,42 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
         Ok(pruned) => worker::console_log!("{}", serde_json::json!({"cron": "retention", "pruned": pruned})),
         Err(e) => worker::console_error!("{}", serde_json::json!({"cron": "retention", "error": e.to_string()})),
     }
-    match sweeper::sweep(&env).await {
+    match work::sweep::sweep(&env).await {
         Ok(report) => worker::console_log!(
             "{}",
-            serde_json::json!({"cron": "sweep", "events": report.events, "dispatches": report.dispatches, "deliveries": report.deliveries})
+            serde_json::json!({"cron": "sweep", "events": report.events, "dispatches": report.dispatches,
+                "deliveries": report.deliveries})
         ),
         Err(e) => worker::console_error!("{}", serde_json::json!({"cron": "sweep", "error": e.to_string()})),
     }
 }
 
-async fn prune(env: &Env) -> Result<retention::Pruned, EdgeError> {
+async fn prune(env: &Env) -> Result<store::retention::Pruned, EdgeError> {
     let config = config::get(env)?;
-    let db = db::database(env)?;
-    retention::run(&db, config.retention, platform::now()).await
+    let db = store::database(env)?;
+    store::retention::run(&db, config.retention, platform::now()).await
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
 
-    use super::{OPENAPI, ROUTES};
+    use super::{find, Handler, HANDLERS, OPENAPI, ROUTES};
+
+    #[test]
+    fn every_route_finds_its_own_handler() {
+        assert_eq!(ROUTES.len(), HANDLERS.len());
+        for ((method, pattern), handler) in ROUTES.iter().zip(HANDLERS) {
+            let path = pattern.replace("{id}", "x1");
+            let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+            let matched = find(method, &segments).unwrap_or_else(|_| panic!("{method} {pattern}"));
+            assert_eq!(matched.handler, *handler, "{method} {pattern}");
+        }
+        let retry_all: Vec<&str> = vec!["admin", "carrier_events", "retry"];
+        assert_eq!(find("POST", &retry_all).map(|m| m.handler).ok(), Some(Handler::RetryFailedCarrierEvents));
+        assert_eq!(find("DELETE", &["v1", "messages"]).map(|m| m.handler).err(), Some(true), "405");
+        assert_eq!(find("GET", &["v1", "nothing"]).map(|m| m.handler).err(), Some(false), "404");
+    }
 
     /// Every `/v1` and `/admin` route the router serves is in the OpenAPI document, and every
     /// operation the document describes is served.
@@ -229,7 +297,9 @@ mod tests {
             .as_object()
             .expect("paths")
             .iter()
-            .flat_map(|(path, ops)| ops.as_object().expect("operations").keys().map(move |m| (m.to_uppercase(), path.clone())))
+            .flat_map(|(path, ops)| {
+                ops.as_object().expect("operations").keys().map(move |m| (m.to_uppercase(), path.clone()))
+            })
             .collect();
         let served: BTreeSet<(String, String)> = ROUTES
             .iter()

@@ -18,7 +18,6 @@ pub fn new_id(prefix: &str) -> Result<String, EdgeError> {
     Ok(prefixed(prefix, &bytes))
 }
 
-
 /// `len` random bytes from the platform's CSPRNG, as lowercase hex.
 pub fn random_hex(len: usize) -> Result<String, EdgeError> {
     let mut bytes = vec![0u8; len];
@@ -27,7 +26,10 @@ pub fn random_hex(len: usize) -> Result<String, EdgeError> {
 }
 
 /// Sends `request`, giving up after `timeout`: `Err` carries why (network error or timeout).
-pub async fn fetch_with_timeout(request: worker::Request, timeout: std::time::Duration) -> Result<worker::Response, String> {
+pub async fn fetch_with_timeout(
+    request: worker::Request,
+    timeout: std::time::Duration,
+) -> Result<worker::Response, String> {
     use futures_util::future::{select, Either};
     let fetch = worker::Fetch::Request(request);
     let sent = fetch.send();

@@ -17,9 +17,10 @@ use exactly_core::call_machine::{Action, CallMachine, DialResult, Input};
 use serde::{Deserialize, Serialize};
 use worker::{durable_object, DurableObject, Env, Method, Request, RequestInit, Response, Result, SqlStorage, State};
 
-use crate::carrier_api::{self, CallResult, Command};
+use crate::carrier::telnyx::{self as carrier_api, CallResult, Command};
 use crate::error::EdgeError;
 use crate::platform::now;
+use crate::store::ring as storage;
 
 /// How long a failed action waits before the alarm runs the queue again.
 const RETRY_MILLIS: i64 = 5_000;
@@ -41,28 +42,10 @@ pub struct Answer {
     pub pending: u32,
 }
 
-#[derive(Deserialize)]
-struct StateRow {
-    state: String,
-}
-
-#[derive(Deserialize)]
-struct ActionRow {
-    seq: f64,
-    action: String,
-}
-
-#[derive(Deserialize)]
-struct CountRow {
-    n: f64,
-}
-
 impl DurableObject for CallRing {
     fn new(state: State, env: Env) -> Self {
         // Synchronous, so it completes before the first request is delivered.
-        let sql = state.storage().sql();
-        let _ = sql.exec("CREATE TABLE IF NOT EXISTS machine (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL)", None);
-        let _ = sql.exec("CREATE TABLE IF NOT EXISTS actions (seq INTEGER PRIMARY KEY AUTOINCREMENT, action TEXT NOT NULL)", None);
+        storage::create(&state.storage().sql());
         Self { state, env, draining: Cell::new(false) }
     }
 
@@ -108,13 +91,8 @@ impl CallRing {
     }
 
     fn load(&self) -> std::result::Result<CallMachine, EdgeError> {
-        let rows: Vec<StateRow> = self
-            .sql()
-            .exec("SELECT state FROM machine WHERE id = 1", None)
-            .and_then(|c| c.to_array())
-            .map_err(|e| EdgeError::platform("call storage", e))?;
-        match rows.into_iter().next() {
-            Some(row) => serde_json::from_str(&row.state).map_err(|e| EdgeError::platform("stored call state", e)),
+        match storage::state(&self.sql())? {
+            Some(state) => serde_json::from_str(&state).map_err(|e| EdgeError::platform("stored call state", e)),
             None => Ok(CallMachine::new()),
         }
     }
@@ -124,34 +102,18 @@ impl CallRing {
     fn accept(&self, input: Input) -> std::result::Result<(), EdgeError> {
         let (machine, actions) = self.load()?.handle(input, now());
         let state = serde_json::to_string(&machine).map_err(|e| EdgeError::platform("encode call state", e))?;
-        let sql = self.sql();
-        let exec = |query: &str, args: Vec<worker::SqlStorageValue>| sql.exec(query, args).map(|_| ()).map_err(|e| EdgeError::platform("call storage", e));
-        exec("INSERT INTO machine (id, state) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET state = excluded.state", vec![state.into()])?;
-        for action in &actions {
-            let text = serde_json::to_string(action).map_err(|e| EdgeError::platform("encode call action", e))?;
-            exec("INSERT INTO actions (action) VALUES (?)", vec![text.into()])?;
-        }
-        Ok(())
+        let actions = actions
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| EdgeError::platform("encode call action", e))?;
+        storage::save(&self.sql(), &state, &actions)
     }
 
     fn next_action(&self) -> std::result::Result<Option<(f64, Action)>, EdgeError> {
-        let rows: Vec<ActionRow> = self
-            .sql()
-            .exec("SELECT seq, action FROM actions ORDER BY seq LIMIT 1", None)
-            .and_then(|c| c.to_array())
-            .map_err(|e| EdgeError::platform("call storage", e))?;
-        let Some(row) = rows.into_iter().next() else { return Ok(None) };
-        let action = serde_json::from_str(&row.action).map_err(|e| EdgeError::platform("stored call action", e))?;
-        Ok(Some((row.seq, action)))
-    }
-
-    fn pending(&self) -> std::result::Result<u32, EdgeError> {
-        let rows: Vec<CountRow> = self
-            .sql()
-            .exec("SELECT COUNT(*) AS n FROM actions", None)
-            .and_then(|c| c.to_array())
-            .map_err(|e| EdgeError::platform("call storage", e))?;
-        Ok(rows.first().map_or(0, |r| r.n as u32))
+        let Some((seq, text)) = storage::next_action(&self.sql())? else { return Ok(None) };
+        let action = serde_json::from_str(&text).map_err(|e| EdgeError::platform("stored call action", e))?;
+        Ok(Some((seq, action)))
     }
 
     /// Executes queued actions in order until the queue is empty or one fails; then arms the
@@ -164,19 +126,22 @@ impl CallRing {
                 match self.execute(&action).await {
                     Ok(result) => {
                         // The action leaves the queue in the same step its result is applied.
-                        self.sql().exec("DELETE FROM actions WHERE seq = ?", vec![seq.into()]).map_err(|e| EdgeError::platform("call storage", e))?;
+                        storage::remove_action(&self.sql(), seq)?;
                         if let Some(input) = result {
                             self.accept(input)?;
                         }
                     }
                     Err(e) => {
-                        worker::console_warn!("{}", serde_json::json!({"call_ring": "action", "outcome": "retried", "error": e.to_string()}));
+                        worker::console_warn!(
+                            "{}",
+                            serde_json::json!({"call_ring": "action", "outcome": "retried", "error": e.to_string()})
+                        );
                         break;
                     }
                 }
             }
         }
-        let pending = self.pending()?;
+        let pending = storage::pending(&self.sql())?;
         self.rearm(pending).await?;
         Ok(pending)
     }
@@ -184,7 +149,10 @@ impl CallRing {
     /// The alarm runs at the earlier of a retry of queued actions and the machine's timer.
     async fn rearm(&self, pending: u32) -> std::result::Result<(), EdgeError> {
         let machine = self.load()?;
-        let timer = machine.deadline.filter(|_| !machine.timed_out && machine.ended.is_none()).map(|d| d.unix_millis() - now().unix_millis());
+        let timer = machine
+            .deadline
+            .filter(|_| !machine.timed_out && machine.ended.is_none())
+            .map(|d| d.unix_millis() - now().unix_millis());
         let retry = (pending > 0).then_some(RETRY_MILLIS);
         let delay = match (timer, retry) {
             (Some(t), Some(r)) => Some(t.min(r)),
@@ -200,19 +168,23 @@ impl CallRing {
     /// leaves the action queued.
     async fn execute(&self, action: &Action) -> std::result::Result<Option<Input>, EdgeError> {
         let env = &self.env;
-        let db = || crate::db::database(env);
+        let db = || crate::store::database(env);
         let command = |result: CallResult<()>, what: &str| match result {
             CallResult::Ok(()) => Ok(true),
             // The leg is gone or the command no longer applies.
             CallResult::Refused(e) => {
-                worker::console_log!("{}", serde_json::json!({"call_ring": what, "outcome": "refused", "code": e.code}));
+                worker::console_log!(
+                    "{}",
+                    serde_json::json!({"call_ring": what, "outcome": "refused", "code": e.code})
+                );
                 Ok(false)
             }
             CallResult::Transient(reason) => Err(EdgeError::Unavailable(format!("{what}: {reason}"))),
         };
         Ok(match action {
             Action::AnswerCaller { call_control_id, command_id } => {
-                let accepted = command(carrier_api::command(env, call_control_id, Command::Answer, command_id).await?, "answer")?;
+                let accepted =
+                    command(carrier_api::command(env, call_control_id, Command::Answer, command_id).await?, "answer")?;
                 Some(Input::AnswerResult { accepted })
             }
             Action::Dial { position, target, from, tag, idempotency_key } => {
@@ -228,34 +200,38 @@ impl CallRing {
                 command(carrier_api::command(env, caller_control_id, bridge, command_id).await?, "bridge")?;
                 None
             }
-            Action::HangupLeg { call_control_id, command_id, .. } | Action::HangupCaller { call_control_id, command_id } => {
+            Action::HangupLeg { call_control_id, command_id, .. }
+            | Action::HangupCaller { call_control_id, command_id } => {
                 command(carrier_api::command(env, call_control_id, Command::Hangup, command_id).await?, "hangup")?;
                 None
             }
             Action::RecordCall { view } => {
-                let change = crate::calls::record(&db()?, view, now()).await?;
-                crate::deliveries::announce(env, &db()?, &change).await?;
+                let change = crate::store::calls::record(&db()?, view, now()).await?;
+                crate::queues::announce(env, &db()?, &change).await?;
                 None
             }
             Action::RecordLeg { call_id, leg, version } => {
                 if crate::faults::d1_write_after_dial_fails(&leg.target, call_id) {
-                    return Err(EdgeError::Unavailable(format!("injected D1 failure writing leg {} of {call_id}", leg.position)));
+                    return Err(EdgeError::Unavailable(format!(
+                        "injected D1 failure writing leg {} of {call_id}",
+                        leg.position
+                    )));
                 }
-                crate::calls::record_leg(&db()?, call_id, leg, *version, now()).await?;
+                crate::store::calls::record_leg(&db()?, call_id, leg, *version, now()).await?;
                 None
             }
             Action::RecordAnswered { at, view, .. } => {
-                let change = crate::calls::record_answered(&db()?, view, *at, now()).await?;
-                crate::deliveries::announce(env, &db()?, &change).await?;
+                let change = crate::store::calls::record_answered(&db()?, view, *at, now()).await?;
+                crate::queues::announce(env, &db()?, &change).await?;
                 None
             }
             Action::RecordEnd { end, view } => {
-                let change = crate::calls::record_end(&db()?, view, *end, now()).await?;
-                crate::deliveries::announce(env, &db()?, &change).await?;
+                let change = crate::store::calls::record_end(&db()?, view, *end, now()).await?;
+                crate::queues::announce(env, &db()?, &change).await?;
                 None
             }
             Action::MarkProcessed { event } => {
-                crate::carrier_events::mark_processed(&db()?, event, now()).await?;
+                crate::store::carrier_events::mark_processed(&db()?, event, now()).await?;
                 None
             }
             // The alarm is armed from the stored state after every drain.
@@ -266,7 +242,8 @@ impl CallRing {
 
 /// Sends `input` to the machine of `call_id` and waits for its drain.
 pub async fn send(env: &Env, call_id: &str, input: &Input) -> std::result::Result<Answer, EdgeError> {
-    let namespace = env.durable_object(crate::bindings::CALL_RING).map_err(|e| EdgeError::platform("CALL_RING binding", e))?;
+    let namespace =
+        env.durable_object(crate::bindings::CALL_RING).map_err(|e| EdgeError::platform("CALL_RING binding", e))?;
     let stub = namespace
         .id_from_name(call_id)
         .and_then(|id| id.get_stub())
@@ -274,7 +251,8 @@ pub async fn send(env: &Env, call_id: &str, input: &Input) -> std::result::Resul
     let body = serde_json::to_string(input).map_err(|e| EdgeError::platform("encode call input", e))?;
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(body.into()));
-    let request = Request::new_with_init("https://call.internal/", &init).map_err(|e| EdgeError::platform("call request", e))?;
+    let request =
+        Request::new_with_init("https://call.internal/", &init).map_err(|e| EdgeError::platform("call request", e))?;
     let mut response = stub.fetch_with_request(request).await.map_err(|e| EdgeError::platform("call fetch", e))?;
     if response.status_code() != 200 {
         let text = response.text().await.unwrap_or_default();

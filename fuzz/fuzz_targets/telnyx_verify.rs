@@ -14,6 +14,7 @@ fuzz_target!(|data: &[u8]| {
     let timestamp = parts.next().and_then(|p| std::str::from_utf8(p).ok());
     let body = parts.next().unwrap_or_default();
     let verifier = telnyx::Verifier::from_base64_keys(KEY).expect("the vector key is valid");
-    let _ = verifier.verify(telnyx::Headers { signature, timestamp }, body, Timestamp::from_unix_seconds(1_700_000_000));
+    let _ =
+        verifier.verify(telnyx::Headers { signature, timestamp }, body, Timestamp::from_unix_seconds(1_700_000_000));
     let _ = telnyx::Verifier::from_base64_keys(&String::from_utf8_lossy(data));
 });

@@ -17,7 +17,8 @@ fuzz_target!(|data: &[u8]| {
     let (secret_text, id, timestamp, signatures) = (text(), text(), text(), text());
     let body = parts.next().unwrap_or_default();
 
-    let secret = SigningSecret::parse(secret_text).unwrap_or_else(|_| SigningSecret::from_bytes(secret_text.as_bytes()));
+    let secret =
+        SigningSecret::parse(secret_text).unwrap_or_else(|_| SigningSecret::from_bytes(secret_text.as_bytes()));
     let _ = secret.verify(id, timestamp, signatures, body, now);
     let _ = secret.to_whsec();
 

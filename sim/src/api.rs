@@ -42,13 +42,17 @@ pub struct Client {
 impl Client {
     /// A client with keep-alive connections and a 30 s timeout.
     pub fn new(base: &str) -> Self {
-        let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).max_idle_connections_per_host(64).build();
+        let agent =
+            ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).max_idle_connections_per_host(64).build();
         Self { base: base.trim_end_matches('/').to_owned(), agent }
     }
 
     /// A request with a bearer token and an optional JSON body.
     pub fn call(&self, method: &str, path: &str, token: &str, body: Option<&Value>) -> Answer {
-        let req = self.agent.request(method, &format!("{}{path}", self.base)).set("authorization", &format!("Bearer {token}"));
+        let req = self
+            .agent
+            .request(method, &format!("{}{path}", self.base))
+            .set("authorization", &format!("Bearer {token}"));
         Answer::from_result(match body {
             Some(json) => req.send_json(json.clone()),
             None => req.call(),

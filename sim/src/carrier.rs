@@ -15,6 +15,9 @@
 //! - `[slow-receipts]`: on the first request for a key, takes 7 s to answer (inside the
 //!   worker's timeout) while it delivers the signed `message.finalized` (delivered) for that
 //!   message 14 times under one event id, as a carrier retrying a receipt does.
+//! - `[deliver]`: answers at once, then a second later fires the signed `message.sent` and
+//!   `message.finalized` (delivered) webhooks, as a carrier whose handset answered does. Without
+//!   a marker no receipt comes (tests and `sim chaos` send their own).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -115,7 +118,11 @@ fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 
 fn serve(mut request: tiny_http::Request, state: &Mutex<State>) {
     let header = |request: &tiny_http::Request, name: &str| {
-        request.headers().iter().find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name)).map(|h| h.value.as_str().to_owned())
+        request
+            .headers()
+            .iter()
+            .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
+            .map(|h| h.value.as_str().to_owned())
     };
     let mut raw = String::new();
     let _ = request.as_reader().read_to_string(&mut raw);
@@ -130,7 +137,9 @@ fn serve(mut request: tiny_http::Request, state: &Mutex<State>) {
     let (status, body) = match (recorded.method.as_str(), recorded.path.as_str()) {
         ("POST", "/v2/messages") => send_message(&recorded, state),
         ("POST", "/v2/calls") => dial(&recorded),
-        ("POST", path) if path.starts_with("/v2/calls/") && path.contains("/actions/") => (200, json!({"data": {"result": "ok"}})),
+        ("POST", path) if path.starts_with("/v2/calls/") && path.contains("/actions/") => {
+            (200, json!({"data": {"result": "ok"}}))
+        }
         _ => (404, json!({"errors": [{"code": "10005", "title": "Resource not found"}]})),
     };
     let response = tiny_http::Response::from_string(body.to_string())
@@ -154,7 +163,11 @@ fn send_message(req: &Recorded, state: &Mutex<State>) -> (u16, Value) {
         (attempt, id)
     };
     if text.contains("[refuse]") {
-        let answer = (400, json!({"errors": [{"code": "40310", "title": "Invalid 'to' address", "detail": "The 'to' address is not reachable"}]}));
+        let answer = (
+            400,
+            json!({"errors": [{"code": "40310", "title": "Invalid 'to' address",
+                "detail": "The 'to' address is not reachable"}]}),
+        );
         lock(state).answers.insert(key, answer.clone());
         return answer;
     }
@@ -172,17 +185,36 @@ fn send_message(req: &Recorded, state: &Mutex<State>) -> (u16, Value) {
     if text.contains("[receipt-first]") && attempt == 1 {
         let target = lock(state).target.clone();
         if let Some(target) = target {
-            fire_receipts(&target, &carrier_id, req);
+            fire_receipts(&target, &carrier_id, req, &[("message.finalized", "delivered"), ("message.sent", "sent")]);
         }
         thread::sleep(std::time::Duration::from_secs(12));
     }
-    let answer = (200, json!({"data": {
-        "record_type": "message", "direction": "outbound", "id": carrier_id, "type": "SMS",
-        "messaging_profile_id": req.body["messaging_profile_id"],
-        "from": {"phone_number": req.body["from"], "carrier": "Telnyx", "line_type": "Wireless"},
-        "to": [{"phone_number": req.body["to"], "status": "queued", "carrier": "T-Mobile USA", "line_type": "Wireless"}],
-        "text": text, "media": [], "parts": 1, "encoding": "GSM-7", "cost": null, "errors": [],
-    }}));
+    if text.contains("[deliver]") {
+        let target = lock(state).target.clone();
+        if let Some(target) = target {
+            let (carrier_id, req) = (carrier_id.clone(), req.clone());
+            thread::spawn(move || {
+                thread::sleep(std::time::Duration::from_secs(1));
+                fire_receipts(
+                    &target,
+                    &carrier_id,
+                    &req,
+                    &[("message.sent", "sent"), ("message.finalized", "delivered")],
+                );
+            });
+        }
+    }
+    let answer = (
+        200,
+        json!({"data": {
+            "record_type": "message", "direction": "outbound", "id": carrier_id, "type": "SMS",
+            "messaging_profile_id": req.body["messaging_profile_id"],
+            "from": {"phone_number": req.body["from"], "carrier": "Telnyx", "line_type": "Wireless"},
+            "to": [{"phone_number": req.body["to"], "status": "queued", "carrier": "T-Mobile USA",
+                "line_type": "Wireless"}],
+            "text": text, "media": [], "parts": 1, "encoding": "GSM-7", "cost": null, "errors": [],
+        }}),
+    );
     lock(state).answers.insert(key, answer.clone());
     answer
 }
@@ -193,10 +225,13 @@ fn dial(req: &Recorded) -> (u16, Value) {
         return (422, json!({"errors": [{"code": "90018", "title": "Call recipient is not reachable"}]}));
     }
     let key = req.idempotency_key.clone().unwrap_or_else(crate::random_hex);
-    (200, json!({"data": {
-        "record_type": "call", "call_control_id": format!("v3:cc-{key}"), "call_leg_id": format!("leg-{key}"),
-        "call_session_id": format!("sess-{key}"), "is_alive": false,
-    }}))
+    (
+        200,
+        json!({"data": {
+            "record_type": "call", "call_control_id": format!("v3:cc-{key}"), "call_leg_id": format!("leg-{key}"),
+            "call_session_id": format!("sess-{key}"), "is_alive": false,
+        }}),
+    )
 }
 
 /// Decodes a dial request's `client_state` (base64) back to text.
@@ -207,12 +242,13 @@ pub fn client_state(req: &Recorded) -> Option<String> {
     String::from_utf8(bytes).ok()
 }
 
-/// Fires the delivery receipt and the sent receipt (in that order) for a message the fake has
-/// not yet answered for.
-fn fire_receipts(target: &WebhookTarget, carrier_id: &str, req: &Recorded) {
-    for (event_type, status) in [("message.finalized", "delivered"), ("message.sent", "sent")] {
-        let payload = json!({"id": carrier_id, "direction": "outbound", "to": [{"phone_number": req.body["to"], "status": status}], "errors": []});
-        let body = crate::telnyx::envelope(&format!("{carrier_id}-{status}"), event_type, "2026-11-30T10:00:00Z", payload, 1);
+/// Fires `receipts` ((event type, recipient status), in that order) for a message.
+fn fire_receipts(target: &WebhookTarget, carrier_id: &str, req: &Recorded, receipts: &[(&str, &str)]) {
+    for &(event_type, status) in receipts {
+        let payload = json!({"id": carrier_id, "direction": "outbound", "to": [{"phone_number": req.body["to"],
+            "status": status}], "errors": []});
+        let body =
+            crate::telnyx::envelope(&format!("{carrier_id}-{status}"), event_type, "2026-11-30T10:00:00Z", payload, 1);
         // Like the carrier, retry until the worker answers 2xx (a few times, a second apart).
         for _ in 0..10 {
             let (status, _) = crate::telnyx::deliver(&target.base, &target.signer, &body, crate::unix_now());
@@ -227,8 +263,15 @@ fn fire_receipts(target: &WebhookTarget, carrier_id: &str, req: &Recorded) {
 /// Delivers the same `message.finalized` (delivered) `times` times under one event id, a few
 /// hundred milliseconds apart, while the send is still unanswered.
 fn repeat_receipt(target: &WebhookTarget, carrier_id: &str, req: &Recorded, times: usize) {
-    let payload = json!({"id": carrier_id, "direction": "outbound", "to": [{"phone_number": req.body["to"], "status": "delivered"}], "errors": []});
-    let body = crate::telnyx::envelope(&format!("{carrier_id}-delivered"), "message.finalized", "2026-11-30T10:00:00Z", payload, 1);
+    let payload = json!({"id": carrier_id, "direction": "outbound", "to": [{"phone_number": req.body["to"],
+        "status": "delivered"}], "errors": []});
+    let body = crate::telnyx::envelope(
+        &format!("{carrier_id}-delivered"),
+        "message.finalized",
+        "2026-11-30T10:00:00Z",
+        payload,
+        1,
+    );
     for _ in 0..times {
         let _ = crate::telnyx::deliver(&target.base, &target.signer, &body, crate::unix_now());
         thread::sleep(std::time::Duration::from_millis(300));

@@ -55,7 +55,17 @@ pub enum Mix {
 
 impl Default for Config {
     fn default() -> Self {
-        Self { facts: 500, duplicate_rate: 0.35, resign_rate: 0.15, reorder_window: 32, parallelism: 16, stale_rate: 0.05, seed: 7, progress: false, mix: Mix::All }
+        Self {
+            facts: 500,
+            duplicate_rate: 0.35,
+            resign_rate: 0.15,
+            reorder_window: 32,
+            parallelism: 16,
+            stale_rate: 0.05,
+            seed: 7,
+            progress: false,
+            mix: Mix::All,
+        }
     }
 }
 
@@ -136,7 +146,10 @@ impl Report {
         out.push_str(&format!("deliveries sent:      {} (copies: {})\n", self.deliveries, map(&self.copies)));
         out.push_str(&format!("answers by status:    {}\n", map(&self.answers)));
         out.push_str(&format!("facts applied:        {}\n", self.applied));
-        out.push_str(&format!("customer events:      {}\n", if self.events_received.is_empty() { "(not counted)".into() } else { map(&self.events_received) }));
+        out.push_str(&format!(
+            "customer events:      {}\n",
+            if self.events_received.is_empty() { "(not counted)".into() } else { map(&self.events_received) }
+        ));
         out.push_str(&format!("duplicate effects:    {}\n", self.duplicate_effects));
         out.push_str(&format!("events missing:       {}\n", self.missing));
         out.push_str(&format!("ingest latency:       p50 {:.1} ms, p99 {:.1} ms\n", self.p50_ms, self.p99_ms));
@@ -189,12 +202,16 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     let api = &target.api;
 
     // Setup: an account, an inbound number, a number that rings three targets, an endpoint.
-    let account = api.call("POST", "/admin/accounts", &target.admin_token, Some(&json!({"name": format!("chaos-{tag}")})));
+    let account =
+        api.call("POST", "/admin/accounts", &target.admin_token, Some(&json!({"name": format!("chaos-{tag}")})));
     if account.status != 201 {
         return Err(format!("creating the account: {} {}", account.status, account.body));
     }
     let account = account.json();
-    let (account_id, key) = (account["id"].as_str().unwrap_or_default().to_owned(), account["api_key"].as_str().unwrap_or_default().to_owned());
+    let (account_id, key) = (
+        account["id"].as_str().unwrap_or_default().to_owned(),
+        account["api_key"].as_str().unwrap_or_default().to_owned(),
+    );
     report.created.account_id = account_id.clone();
     report.created.api_key = key.clone();
     let suffix = u32::from_str_radix(&tag[..4], 16).unwrap_or(0) % 10_000;
@@ -202,16 +219,39 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     let ring_number = format!("+1556{suffix:04}002");
     // Every dial to this number's targets is refused by the fake carrier (numbers ending 0000).
     let refused_number = format!("+1556{suffix:04}003");
-    for (number, targets) in [(&inbound_number, json!([])), (&ring_number, json!(TARGETS)), (&refused_number, json!(["+15557770000", "+15558880000"]))] {
-        let a = api.call("POST", "/admin/numbers", &target.admin_token, Some(&json!({"account_id": account_id, "phone_number": number, "ring_targets": targets})));
+    for (number, targets) in [
+        (&inbound_number, json!([])),
+        (&ring_number, json!(TARGETS)),
+        (&refused_number, json!(["+15557770000", "+15558880000"])),
+    ] {
+        let a = api.call(
+            "POST",
+            "/admin/numbers",
+            &target.admin_token,
+            Some(&json!({"account_id": account_id, "phone_number": number, "ring_targets": targets})),
+        );
         if a.status != 201 {
             return Err(format!("assigning {number}: {} {}", a.status, a.body));
         }
     }
     if let Some(customer) = target.customer {
         let path = format!("/chaos/{tag}");
-        let all = ["message.received", "message.sent", "message.delivered", "message.failed", "call.initiated", "call.answered", "call.completed", "call.missed"];
-        let a = api.call("POST", "/v1/webhook_endpoints", &key, Some(&json!({"url": format!("{}{path}", customer.base), "event_types": all})));
+        let all = [
+            "message.received",
+            "message.sent",
+            "message.delivered",
+            "message.failed",
+            "call.initiated",
+            "call.answered",
+            "call.completed",
+            "call.missed",
+        ];
+        let a = api.call(
+            "POST",
+            "/v1/webhook_endpoints",
+            &key,
+            Some(&json!({"url": format!("{}{path}", customer.base), "event_types": all})),
+        );
         if a.status == 201 {
             report.created.endpoint_path = Some(path);
         } else {
@@ -233,27 +273,36 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     for i in 0..n_messages {
         // The first send is slow (7 s) while the carrier delivers its receipt 14 times.
         let marker = if i == 0 { "[slow-receipts] " } else { "" };
-        let a = api.call("POST", "/v1/messages", &key, Some(&json!({"from": inbound_number, "to": "+15559990000", "text": format!("{marker}chaos {tag} {i}")})));
+        let a = api.call(
+            "POST",
+            "/v1/messages",
+            &key,
+            Some(&json!({"from": inbound_number, "to": "+15559990000", "text": format!("{marker}chaos {tag} {i}")})),
+        );
         if a.status != 201 {
             return Err(format!("POST /v1/messages: {} {}", a.status, a.body));
         }
         let delivered = i == 0 || !rng.chance(0.2);
         outbound.push((a.json()["id"].as_str().unwrap_or_default().to_owned(), delivered));
     }
-    let carrier_ids = if outbound.is_empty() { HashMap::new() } else { wait_for(Duration::from_secs(120), || {
-        let mut ids = HashMap::new();
-        for (id, _) in &outbound {
-            let m = api.call("GET", &format!("/v1/messages/{id}"), &key, None).json();
-            match m["carrier_message_id"].as_str() {
-                Some(c) if m["status"] == "sent" || m["status"] == "delivered" || m["status"] == "failed" => {
-                    ids.insert(id.clone(), c.to_owned());
+    let carrier_ids = if outbound.is_empty() {
+        HashMap::new()
+    } else {
+        wait_for(Duration::from_secs(120), || {
+            let mut ids = HashMap::new();
+            for (id, _) in &outbound {
+                let m = api.call("GET", &format!("/v1/messages/{id}"), &key, None).json();
+                match m["carrier_message_id"].as_str() {
+                    Some(c) if m["status"] == "sent" || m["status"] == "delivered" || m["status"] == "failed" => {
+                        ids.insert(id.clone(), c.to_owned());
+                    }
+                    _ => return None,
                 }
-                _ => return None,
             }
-        }
-        Some(ids)
-    })
-    .ok_or("outbound messages were not all sent within 120 s")? };
+            Some(ids)
+        })
+        .ok_or("outbound messages were not all sent within 120 s")?
+    };
     report.created.messages = outbound.iter().map(|(id, _)| id.clone()).collect();
 
     // Calls: each call's `call.initiated` and its first leg's hangup go into the same shuffled
@@ -269,10 +318,17 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
         let session = format!("chaos-{tag}-sess-{i}");
         let control = format!("v3:chaos-{tag}-caller-{i}");
         let call_id = exactly_core::call_machine::call_id(exactly_core::Provider::Telnyx, &session);
-        let init = envelope(&format!("chaos-{tag}-init-{i}"), "call.initiated", "2026-11-30T10:00:00Z", json!({
-            "call_control_id": control, "call_leg_id": format!("leg-{control}"), "call_session_id": session,
-            "from": "+15551230000", "to": if refused(i) { &refused_number } else { &ring_number }, "direction": "incoming", "state": "parked",
-        }), 1);
+        let init = envelope(
+            &format!("chaos-{tag}-init-{i}"),
+            "call.initiated",
+            "2026-11-30T10:00:00Z",
+            json!({
+                "call_control_id": control, "call_leg_id": format!("leg-{control}"), "call_session_id": session,
+                "from": "+15551230000", "to": if refused(i) { &refused_number } else { &ring_number },
+                    "direction": "incoming", "state": "parked",
+            }),
+            1,
+        );
         report.created.calls.push(call_id.clone());
         if refused(i) {
             call_facts.push((init, None));
@@ -280,10 +336,17 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
         }
         let key = format!("{call_id}:leg:1");
         let state = exactly_core::telnyx::encode_client_state(&LegTag { call: call_id.clone(), position: 1 }.encode());
-        let hangup = envelope(&format!("chaos-{tag}-hangup-{i}"), "call.hangup", "2026-11-30T10:01:30Z", json!({
-            "call_control_id": format!("v3:cc-{key}"), "call_leg_id": format!("leg-{key}"), "call_session_id": format!("sess-{key}"),
-            "hangup_cause": "timeout", "hangup_source": "callee", "client_state": state,
-        }), 1);
+        let hangup = envelope(
+            &format!("chaos-{tag}-hangup-{i}"),
+            "call.hangup",
+            "2026-11-30T10:01:30Z",
+            json!({
+                "call_control_id": format!("v3:cc-{key}"), "call_leg_id": format!("leg-{key}"),
+                    "call_session_id": format!("sess-{key}"),
+                "hangup_cause": "timeout", "hangup_source": "callee", "client_state": state,
+            }),
+            1,
+        );
         call_facts.push((init, Some(hangup)));
     }
 
@@ -311,19 +374,35 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     };
     for i in 0..n_inbound {
         let id = format!("chaos-{tag}-in-{i}");
-        let body = envelope(&id, "message.received", "2026-11-30T10:00:00Z", json!({
-            "id": format!("chaos-{tag}-msg-{i}"), "direction": "inbound", "text": format!("inbound {i}"),
-            "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": inbound_number}],
-        }), 1);
+        let body = envelope(
+            &id,
+            "message.received",
+            "2026-11-30T10:00:00Z",
+            json!({
+                "id": format!("chaos-{tag}-msg-{i}"), "direction": "inbound", "text": format!("inbound {i}"),
+                "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": inbound_number}],
+            }),
+            1,
+        );
         add(body, &id, &mut report, &mut rng);
     }
     *report.facts.entry("inbound").or_default() = n_inbound;
     for (i, (message, delivered)) in outbound.iter().enumerate() {
         let carrier_id = &carrier_ids[message];
-        for (kind, status) in [("message.sent", "sent"), ("message.finalized", if *delivered { "delivered" } else { "delivery_failed" })] {
+        for (kind, status) in
+            [("message.sent", "sent"), ("message.finalized", if *delivered { "delivered" } else { "delivery_failed" })]
+        {
             let id = format!("chaos-{tag}-rcpt-{i}-{status}");
-            let errors = if status == "delivery_failed" { json!([{"code": "40300", "title": "Blocked"}]) } else { json!([]) };
-            let body = envelope(&id, kind, "2026-11-30T10:00:05Z", json!({"id": carrier_id, "direction": "outbound", "to": [{"phone_number": "+15559990000", "status": status}], "errors": errors}), 1);
+            let errors =
+                if status == "delivery_failed" { json!([{"code": "40300", "title": "Blocked"}]) } else { json!([]) };
+            let body = envelope(
+                &id,
+                kind,
+                "2026-11-30T10:00:05Z",
+                json!({"id": carrier_id, "direction": "outbound", "to": [{"phone_number": "+15559990000",
+                    "status": status}], "errors": errors}),
+                1,
+            );
             add(body, &id, &mut report, &mut rng);
         }
     }
@@ -363,16 +442,30 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
                     for attempt in 0..5 {
                         let headers = signer.sign(d.body.as_bytes(), crate::unix_now() + d.skew);
                         let started = Instant::now();
-                        let a = api.post("/webhooks/telnyx", &[("content-type", "application/json"), ("telnyx-timestamp", &headers.timestamp), ("telnyx-signature-ed25519", &headers.signature)], d.body.as_bytes());
+                        let a = api.post(
+                            "/webhooks/telnyx",
+                            &[
+                                ("content-type", "application/json"),
+                                ("telnyx-timestamp", &headers.timestamp),
+                                ("telnyx-signature-ed25519", &headers.signature),
+                            ],
+                            d.body.as_bytes(),
+                        );
                         let ms = started.elapsed().as_secs_f64() * 1000.0;
-                        if let Ok(mut l) = latencies.lock() { l.push(ms) }
-                        if let Ok(mut a2) = answers.lock() { *a2.entry(a.status).or_default() += 1 }
+                        if let Ok(mut l) = latencies.lock() {
+                            l.push(ms)
+                        }
+                        if let Ok(mut a2) = answers.lock() {
+                            *a2.entry(a.status).or_default() += 1
+                        }
                         let ok = if d.expect_refusal { a.status == 401 } else { a.status == 200 };
                         if ok {
                             break;
                         }
                         if (a.status != 0 && a.status < 500) || attempt == 4 {
-                            if let Ok(mut u) = unexpected.lock() { u.push(format!("delivery answered {}: {}", a.status, a.body)) }
+                            if let Ok(mut u) = unexpected.lock() {
+                                u.push(format!("delivery answered {}: {}", a.status, a.body))
+                            }
                             break;
                         }
                         thread::sleep(Duration::from_millis(500));
@@ -405,7 +498,10 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     let expected_events = n_inbound + 2 * outbound.len() + n_ring;
     let settled = wait_for(Duration::from_secs(180), || {
         let events = api.all("/v1/events", &key).ok()?;
-        let terminal = events.iter().filter(|e| matches!(e["type"].as_str(), Some("message.received" | "message.delivered" | "message.failed"))).count();
+        let terminal = events
+            .iter()
+            .filter(|e| matches!(e["type"].as_str(), Some("message.received" | "message.delivered" | "message.failed")))
+            .count();
         let calls = api.all("/v1/calls", &key).ok()?;
         let rung = calls.iter().filter(|c| c["legs"].as_array().is_some_and(|l| l.len() >= 2)).count();
         (terminal >= n_inbound + outbound.len() && rung >= n_ring).then_some(())
@@ -416,7 +512,11 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     let events = api.all("/v1/events", &key)?;
     let mut by_effect: HashMap<(String, String), usize> = HashMap::new();
     for e in &events {
-        let data_key = e["data"]["carrier_message_id"].as_str().filter(|_| e["type"] == "message.received").or(e["data"]["id"].as_str()).unwrap_or_default();
+        let data_key = e["data"]["carrier_message_id"]
+            .as_str()
+            .filter(|_| e["type"] == "message.received")
+            .or(e["data"]["id"].as_str())
+            .unwrap_or_default();
         *by_effect.entry((e["type"].as_str().unwrap_or_default().to_owned(), data_key.to_owned())).or_default() += 1;
     }
     for (effect, count) in &by_effect {
@@ -460,7 +560,12 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
             applied += 2;
         } else {
             report.missing += 1;
-            report.problem(format!("message {message}: status {} (want {want}), {} sent / {} {final_event} events", m["status"], has("message.sent"), has(final_event)));
+            report.problem(format!(
+                "message {message}: status {} (want {want}), {} sent / {} {final_event} events",
+                m["status"],
+                has("message.sent"),
+                has(final_event)
+            ));
         }
     }
     // Ring hangups: exactly legs 1 and 2 (refused calls: both refused, and the call missed).
@@ -493,21 +598,33 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
                 let key = format!("{call_id}:leg:{position}");
                 let n = dials.iter().filter(|r| r.idempotency_key.as_deref() == Some(key.as_str())).count();
                 if n != 1 {
-                    if n > 1 { report.duplicate_effects += n - 1 } else { report.missing += 1 }
+                    if n > 1 {
+                        report.duplicate_effects += n - 1
+                    } else {
+                        report.missing += 1
+                    }
                     report.problem(format!("call {call_id}: position {position} dialled {n} times"));
                 }
             }
             let control = format!("v3:chaos-{tag}-caller-{i}").replace(':', "%3A");
             let answers = carrier.requests(&format!("/v2/calls/{control}/actions/answer")).len();
             if answers != 1 {
-                if answers > 1 { report.duplicate_effects += answers - 1 } else { report.missing += 1 }
+                if answers > 1 {
+                    report.duplicate_effects += answers - 1
+                } else {
+                    report.missing += 1
+                }
                 report.problem(format!("call {call_id}: caller answered {answers} times"));
             }
             // Only a call whose every dial was refused hangs the caller up, once.
             let want = usize::from(refused(i));
             let hangups = carrier.requests(&format!("/v2/calls/{control}/actions/hangup")).len();
             if hangups != want {
-                if hangups > want { report.duplicate_effects += hangups - want } else { report.missing += 1 }
+                if hangups > want {
+                    report.duplicate_effects += hangups - want
+                } else {
+                    report.missing += 1
+                }
                 report.problem(format!("call {call_id}: caller hung up {hangups} times, want {want}"));
             }
         }
@@ -516,7 +633,11 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
         for message in &report.created.messages.clone() {
             let n = carrier.sends_for(message);
             if n != 1 {
-                if n > 1 { report.duplicate_effects += n - 1 } else { report.missing += 1 }
+                if n > 1 {
+                    report.duplicate_effects += n - 1
+                } else {
+                    report.missing += 1
+                }
                 report.problem(format!("message {message} sent {n} times"));
             }
         }
@@ -537,7 +658,10 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
         let mut ids: HashMap<String, usize> = HashMap::new();
         for r in &received {
             *ids.entry(r.header("webhook-id").unwrap_or_default().to_owned()).or_default() += 1;
-            let t = serde_json::from_str::<Value>(&r.body).ok().and_then(|v| v["type"].as_str().map(str::to_owned)).unwrap_or_default();
+            let t = serde_json::from_str::<Value>(&r.body)
+                .ok()
+                .and_then(|v| v["type"].as_str().map(str::to_owned))
+                .unwrap_or_default();
             *report.events_received.entry(t).or_default() += 1;
         }
         for (id, n) in ids.iter().filter(|(_, n)| **n > 1) {

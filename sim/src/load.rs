@@ -30,7 +30,14 @@ pub struct Measured {
 /// Sends `requests` deliveries with `concurrency` senders. With `duplicate`, every delivery
 /// repeats one event id (`{prefix}-dup`); otherwise each has its own (`{prefix}-{i}`). The
 /// event id also travels in `x-event-id` for workers that do not parse.
-pub fn run(base: &str, signer: &Signer, prefix: &str, requests: usize, concurrency: usize, duplicate: bool) -> Measured {
+pub fn run(
+    base: &str,
+    signer: &Signer,
+    prefix: &str,
+    requests: usize,
+    concurrency: usize,
+    duplicate: bool,
+) -> Measured {
     let client = Client::new(base);
     let next = AtomicUsize::new(0);
     let latencies = Mutex::new(Vec::with_capacity(requests));
@@ -44,13 +51,28 @@ pub fn run(base: &str, signer: &Signer, prefix: &str, requests: usize, concurren
                     break;
                 }
                 let id = if duplicate { format!("{prefix}-dup") } else { format!("{prefix}-{i}") };
-                let body = envelope(&id, "message.received", "2026-11-30T10:00:00Z", json!({
-                    "id": format!("msg-{id}"), "direction": "inbound", "type": "SMS", "text": "benchmark",
-                    "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": "+15550002222"}], "media": [],
-                }), 1);
+                let body = envelope(
+                    &id,
+                    "message.received",
+                    "2026-11-30T10:00:00Z",
+                    json!({
+                        "id": format!("msg-{id}"), "direction": "inbound", "type": "SMS", "text": "benchmark",
+                        "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": "+15550002222"}], "media": [],
+                    }),
+                    1,
+                );
                 let h = signer.sign(body.as_bytes(), crate::unix_now());
                 let t = Instant::now();
-                let a = client.post("/webhooks/telnyx", &[("content-type", "application/json"), ("telnyx-timestamp", &h.timestamp), ("telnyx-signature-ed25519", &h.signature), ("x-event-id", &id)], body.as_bytes());
+                let a = client.post(
+                    "/webhooks/telnyx",
+                    &[
+                        ("content-type", "application/json"),
+                        ("telnyx-timestamp", &h.timestamp),
+                        ("telnyx-signature-ed25519", &h.signature),
+                        ("x-event-id", &id),
+                    ],
+                    body.as_bytes(),
+                );
                 let ms = t.elapsed().as_secs_f64() * 1000.0;
                 if a.status != 200 {
                     errors.fetch_add(1, Ordering::Relaxed);

@@ -58,10 +58,7 @@ fn run(args: &[String]) -> Result<(), String> {
             }
             let signer = sim::devkeys::telnyx_signer(&keys)?;
             let headers = signer.sign(body.as_bytes(), at);
-            println!(
-                "-H telnyx-timestamp:{} -H telnyx-signature-ed25519:{}",
-                headers.timestamp, headers.signature
-            );
+            println!("-H telnyx-timestamp:{} -H telnyx-signature-ed25519:{}", headers.timestamp, headers.signature);
             Ok(())
         }
         [cmd, rest @ ..] if cmd == "carrier" => {
@@ -78,7 +75,8 @@ fn run(args: &[String]) -> Result<(), String> {
                     other => return Err(format!("unknown option {other}")),
                 }
             }
-            let carrier = sim::carrier::FakeCarrier::start_on(&listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+            let carrier =
+                sim::carrier::FakeCarrier::start_on(&listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
             if let Ok(signer) = sim::devkeys::telnyx_signer(&keys) {
                 carrier.set_webhook_target(sim::carrier::WebhookTarget { base: worker, signer });
             }
@@ -88,7 +86,13 @@ fn run(args: &[String]) -> Result<(), String> {
                 std::thread::sleep(std::time::Duration::from_millis(500));
                 let requests = carrier.requests("/v2/messages");
                 for r in &requests[seen..] {
-                    println!("sim: {} {} key={} to={}", r.method, r.path, r.idempotency_key.as_deref().unwrap_or("-"), r.body["to"]);
+                    println!(
+                        "sim: {} {} key={} to={}",
+                        r.method,
+                        r.path,
+                        r.idempotency_key.as_deref().unwrap_or("-"),
+                        r.body["to"]
+                    );
                 }
                 seen = requests.len();
             }
@@ -107,7 +111,9 @@ fn run(args: &[String]) -> Result<(), String> {
             println!("{}", serde_json::to_string(&measured).map_err(|e| e.to_string())?);
             Ok(())
         }
-        [cmd, rest @ ..] if matches!(cmd.as_str(), "chaos" | "sms-inbound" | "sms-outbound" | "ring") => scenario(cmd, rest),
+        [cmd, rest @ ..] if matches!(cmd.as_str(), "chaos" | "sms-inbound" | "sms-outbound" | "ring") => {
+            scenario(cmd, rest)
+        }
         _ => Err("unknown command".into()),
     }
 }
@@ -148,12 +154,21 @@ fn scenario(name: &str, args: &[String]) -> Result<(), String> {
     let admin_token = std::env::var("ADMIN_TOKEN")
         .ok()
         .or_else(|| {
-            std::fs::read_to_string(&vars).ok()?.lines().find_map(|l| l.trim().strip_prefix("ADMIN_TOKEN=").map(str::to_owned))
+            std::fs::read_to_string(&vars)
+                .ok()?
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("ADMIN_TOKEN=").map(str::to_owned))
         })
         .ok_or_else(|| format!("no ADMIN_TOKEN in the environment or in {}", vars.display()))?;
     let signer = sim::devkeys::telnyx_signer(&keys)?;
     let customer = sim::customer::CustomerEndpoint::start().map_err(|e| format!("customer endpoint: {e}"))?;
-    let target = sim::chaos::Target { api: sim::api::Client::new(&url), signer, admin_token, customer: Some(&customer), carrier: None };
+    let target = sim::chaos::Target {
+        api: sim::api::Client::new(&url),
+        signer,
+        admin_token,
+        customer: Some(&customer),
+        carrier: None,
+    };
     let report = sim::chaos::run(&target, &config)?;
     print!("{}", report.render());
     if report.duplicate_effects > 0 || report.missing > 0 {

@@ -35,9 +35,15 @@ mod tests {
     /// for Python, core/tests/vectors/sdk_vectors.json) comes out the same.
     #[test]
     fn matches_the_plivo_sdk() {
-        let all: serde_json::Value = serde_json::from_str(include_str!("../../core/tests/vectors/sdk_vectors.json")).expect("vectors");
+        let all: serde_json::Value =
+            serde_json::from_str(include_str!("../../core/tests/vectors/sdk_vectors.json")).expect("vectors");
         let v = &all["plivo_v3_post"];
-        let params: Vec<(&str, &str)> = v["params"].as_object().expect("params").iter().map(|(k, v)| (k.as_str(), v.as_str().expect("text"))).collect();
+        let params: Vec<(&str, &str)> = v["params"]
+            .as_object()
+            .expect("params")
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str().expect("text")))
+            .collect();
         let text = |key: &str| v[key].as_str().expect(key);
         let (body, signature) = sign_v3(text("auth_token"), text("url"), text("nonce"), &params);
         assert_eq!(signature, text("signature"));

@@ -36,8 +36,7 @@ impl Signer {
     /// A signer from a base64 32-byte seed, as `.dev.keys` stores it.
     pub fn from_base64_seed(text: &str) -> Result<Self, String> {
         let bytes = STANDARD.decode(text.trim()).map_err(|_| "seed is not base64".to_owned())?;
-        let seed: [u8; 32] =
-            bytes.try_into().map_err(|_| "seed is not 32 bytes".to_owned())?;
+        let seed: [u8; 32] = bytes.try_into().map_err(|_| "seed is not 32 bytes".to_owned())?;
         Ok(Self::from_seed(seed))
     }
 
@@ -102,8 +101,7 @@ mod tests {
 
     #[test]
     fn signs_like_the_shared_vector() {
-        let vectors: Value =
-            serde_json::from_str(include_str!("../../core/tests/vectors/signatures.json")).unwrap();
+        let vectors: Value = serde_json::from_str(include_str!("../../core/tests/vectors/signatures.json")).unwrap();
         let v = &vectors["telnyx_ed25519"][0];
         let signer = Signer::from_base64_seed(v["private_seed_b64"].as_str().unwrap()).unwrap();
         assert_eq!(signer.public_key_base64(), v["public_key_b64"].as_str().unwrap());

@@ -56,10 +56,7 @@ pub fn root() -> PathBuf {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free loopback port")
 }
 
 fn npx(root: &Path) -> Command {
@@ -81,7 +78,12 @@ impl Worker {
 
     /// Like [`Worker::start`], with some variables set differently.
     pub fn start_with(overrides: &[(&str, &str)]) -> Self {
-        let dir = root().join("target/e2e").join(format!("run-{}-{}-{}", std::process::id(), sim::unix_now(), &sim::random_hex()[..6]));
+        let dir = root().join("target/e2e").join(format!(
+            "run-{}-{}-{}",
+            std::process::id(),
+            sim::unix_now(),
+            &sim::random_hex()[..6]
+        ));
         fs::create_dir_all(&dir).expect("create the run directory");
         write_config(&dir);
         let status = npx(&root())
@@ -98,7 +100,16 @@ impl Worker {
         let carrier = FakeCarrier::start().expect("start the fake carrier");
         let customer = CustomerEndpoint::start().expect("start the customer endpoint");
         let overrides = overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let mut worker = Worker { child: None, base: String::new(), dir, telnyx: Signer::generate(), carrier, customer, overrides, agent };
+        let mut worker = Worker {
+            child: None,
+            base: String::new(),
+            dir,
+            telnyx: Signer::generate(),
+            carrier,
+            customer,
+            overrides,
+            agent,
+        };
         worker.spawn();
         worker
     }
@@ -119,14 +130,19 @@ impl Worker {
             ("ALLOW_PRIVATE_ENDPOINTS", "true".to_owned()),
             ("E2E_WEBHOOK_SCHEDULE_SECS", TEST_WEBHOOK_SCHEDULE.to_owned()),
         ];
-        let mut text: String = env.iter().filter(|(k, _)| !self.overrides.iter().any(|(o, _)| o == k)).map(|(k, v)| format!("{k}={v}\n")).collect();
+        let mut text: String = env
+            .iter()
+            .filter(|(k, _)| !self.overrides.iter().any(|(o, _)| o == k))
+            .map(|(k, v)| format!("{k}={v}\n"))
+            .collect();
         for (k, v) in &self.overrides {
             text.push_str(&format!("{k}={v}\n"));
         }
         fs::write(self.dir.join("test.env"), text).expect("write the env file");
         self.carrier.set_webhook_target(WebhookTarget { base: self.base.clone(), signer: self.telnyx.clone() });
 
-        let log = fs::OpenOptions::new().create(true).append(true).open(self.dir.join("wrangler.log")).expect("open the log");
+        let log =
+            fs::OpenOptions::new().create(true).append(true).open(self.dir.join("wrangler.log")).expect("open the log");
         let child = npx(&root())
             .args(["wrangler", "dev", "--local", "--ip", "127.0.0.1", "--show-interactive-dev-session=false"])
             .args(["--port", &port.to_string(), "--inspector-port", &free_port().to_string()])
@@ -224,7 +240,11 @@ impl Worker {
     /// Runs SQL against the worker's local D1 database (through the test build's SQL route,
     /// on the worker's own D1 binding) and returns the rows.
     pub fn sql(&self, sql: &str) -> Vec<Value> {
-        let answer = self.post("/__e2e/sql", &[("content-type", "application/json")], json!({ "sql": sql }).to_string().as_bytes());
+        let answer = self.post(
+            "/__e2e/sql",
+            &[("content-type", "application/json")],
+            json!({ "sql": sql }).to_string().as_bytes(),
+        );
         assert_eq!(answer.status, 200, "sql failed: {sql}\n{}", answer.body);
         answer.json()["results"].as_array().cloned().unwrap_or_default()
     }
@@ -252,8 +272,18 @@ impl Worker {
 
 impl Worker {
     /// A request with a bearer token and optional JSON body and extra headers.
-    pub fn call(&self, method: &str, path: &str, token: &str, body: Option<&Value>, headers: &[(&str, &str)]) -> Answer {
-        let mut req = self.agent.request(method, &format!("{}{path}", self.base)).set("authorization", &format!("Bearer {token}"));
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: &str,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> Answer {
+        let mut req = self
+            .agent
+            .request(method, &format!("{}{path}", self.base))
+            .set("authorization", &format!("Bearer {token}"));
         for (name, value) in headers {
             req = req.set(name, value);
         }

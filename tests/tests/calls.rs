@@ -1,4 +1,4 @@
-//! Calls and sequential ring (contract §4, §7 invariant 2): one dial per position, one end and
+//! Calls and sequential ring (docs/contract.md §4, §7 invariant 2): one dial per position, one end and
 //! one charge per call, whatever the carrier repeats.
 
 use std::thread;
@@ -12,12 +12,21 @@ use crate::TestFn;
 
 pub const TESTS: &[(&str, TestFn)] = &[
     ("calls::duplicate_leg_hangups_dial_the_next_target_once", duplicate_leg_hangups_dial_the_next_target_once),
-    ("calls::answer_stops_the_ring_and_a_late_hangup_dials_nothing", answer_stops_the_ring_and_a_late_hangup_dials_nothing),
+    (
+        "calls::answer_stops_the_ring_and_a_late_hangup_dials_nothing",
+        answer_stops_the_ring_and_a_late_hangup_dials_nothing,
+    ),
     ("calls::caller_hangup_three_times_completes_and_bills_once", caller_hangup_three_times_completes_and_bills_once),
     ("calls::all_targets_unanswered_ends_missed_without_charge", all_targets_unanswered_ends_missed_without_charge),
     ("calls::ring_cursor_survives_a_restart", ring_cursor_survives_a_restart),
-    ("calls::caller_hangup_before_a_retried_initiated_rings_nobody", caller_hangup_before_a_retried_initiated_rings_nobody),
-    ("calls::every_dial_refused_ends_missed_and_hangs_up_the_caller_once", every_dial_refused_ends_missed_and_hangs_up_the_caller_once),
+    (
+        "calls::caller_hangup_before_a_retried_initiated_rings_nobody",
+        caller_hangup_before_a_retried_initiated_rings_nobody,
+    ),
+    (
+        "calls::every_dial_refused_ends_missed_and_hangs_up_the_caller_once",
+        every_dial_refused_ends_missed_and_hangs_up_the_caller_once,
+    ),
     ("calls::a_failed_leg_write_after_a_dial_is_retried_not_lost", a_failed_leg_write_after_a_dial_is_retried_not_lost),
     ("calls::leg_events_in_reverse_order_dial_each_target_once", leg_events_in_reverse_order_dial_each_target_once),
 ];
@@ -48,10 +57,17 @@ fn start(w: &Worker) -> Ring {
     w.create_number(&account, &number, &TARGETS);
     let session = uid("sess");
     let caller_control = format!("v3:{}", uid("caller"));
-    deliver(w, &uid("init"), "call.initiated", "2026-11-30T10:01:00Z", json!({
-        "call_control_id": caller_control, "call_leg_id": format!("leg-{caller_control}"), "call_session_id": session,
-        "from": "+15551230000", "to": number, "direction": "incoming", "state": "parked",
-    }));
+    deliver(
+        w,
+        &uid("init"),
+        "call.initiated",
+        "2026-11-30T10:01:00Z",
+        json!({
+            "call_control_id": caller_control, "call_leg_id": format!("leg-{caller_control}"),
+                "call_session_id": session,
+            "from": "+15551230000", "to": number, "direction": "incoming", "state": "parked",
+        }),
+    );
     let mut call_id = String::new();
     let found = w.eventually(Duration::from_secs(30), || {
         let dial = w.carrier.requests("/v2/calls").into_iter().find(|r| r.body["from"] == number.as_str());
@@ -84,8 +100,10 @@ fn wait_dials(w: &Worker, ring: &Ring, position: u32) -> Recorded {
 fn leg_payload(dial: &Recorded, extra: Value) -> Value {
     let key = dial.idempotency_key.clone().unwrap_or_default();
     let mut payload = json!({
-        "call_control_id": format!("v3:cc-{key}"), "call_leg_id": format!("leg-{key}"), "call_session_id": format!("sess-{key}"),
-        "from": dial.body["from"], "to": dial.body["to"], "direction": "outgoing", "client_state": dial.body["client_state"],
+        "call_control_id": format!("v3:cc-{key}"), "call_leg_id": format!("leg-{key}"),
+            "call_session_id": format!("sess-{key}"),
+        "from": dial.body["from"], "to": dial.body["to"], "direction": "outgoing",
+            "client_state": dial.body["client_state"],
     });
     for (k, v) in extra.as_object().into_iter().flatten() {
         payload[k] = v.clone();
@@ -94,13 +112,22 @@ fn leg_payload(dial: &Recorded, extra: Value) -> Value {
 }
 
 fn hangup_leg(w: &Worker, dial: &Recorded, event_id: &str) {
-    deliver(w, event_id, "call.hangup", "2026-11-30T10:01:30Z", leg_payload(dial, json!({"hangup_cause": "timeout", "hangup_source": "callee"})));
+    deliver(
+        w,
+        event_id,
+        "call.hangup",
+        "2026-11-30T10:01:30Z",
+        leg_payload(dial, json!({"hangup_cause": "timeout", "hangup_source": "callee"})),
+    );
 }
 
 fn wait_settled(w: &Worker, ids: &[String]) {
     let list = ids.iter().map(|id| lit(id)).collect::<Vec<_>>().join(", ");
     let ok = w.eventually(Duration::from_secs(60), || {
-        w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id IN ({list}) AND (processed_at IS NOT NULL OR error IS NOT NULL)")) == ids.len() as i64
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id IN ({list}) AND
+            (processed_at IS NOT NULL OR error IS NOT NULL)"
+        )) == ids.len() as i64
     });
     assert!(ok, "events {list} settled");
 }
@@ -112,7 +139,11 @@ fn call(w: &Worker, ring: &Ring) -> Value {
 }
 
 fn events(w: &Worker, ring: &Ring, event_type: &str) -> i64 {
-    w.count(&format!("SELECT COUNT(*) AS n FROM outbound_events WHERE resource_id = {} AND type = {}", lit(&ring.call_id), lit(event_type)))
+    w.count(&format!(
+        "SELECT COUNT(*) AS n FROM outbound_events WHERE resource_id = {} AND type = {}",
+        lit(&ring.call_id),
+        lit(event_type)
+    ))
 }
 
 fn duplicate_leg_hangups_dial_the_next_target_once(w: &Worker) {
@@ -122,7 +153,8 @@ fn duplicate_leg_hangups_dial_the_next_target_once(w: &Worker) {
         let event_id = uid("leg1-hangup");
         // Half the copies repeat the event id, half are the same fact re-signed under new ids,
         // so the ring owner (not only the dedupe index) is what refuses to dial twice.
-        let ids: Vec<String> = (0..copies).map(|i| if i % 2 == 0 { event_id.clone() } else { format!("{event_id}-{i}") }).collect();
+        let ids: Vec<String> =
+            (0..copies).map(|i| if i % 2 == 0 { event_id.clone() } else { format!("{event_id}-{i}") }).collect();
         thread::scope(|s| {
             for id in &ids {
                 let leg1 = &leg1;
@@ -183,7 +215,8 @@ fn caller_hangup_three_times_completes_and_bills_once(w: &Worker) {
     let ring = start(w);
     answer_leg2(w, &ring);
     let payload = json!({
-        "call_control_id": ring.caller_control, "call_leg_id": format!("leg-{}", ring.caller_control), "call_session_id": ring.session,
+        "call_control_id": ring.caller_control, "call_leg_id": format!("leg-{}", ring.caller_control),
+            "call_session_id": ring.session,
         "hangup_cause": "normal_clearing", "hangup_source": "caller",
     });
     let hangup = uid("caller-hangup");
@@ -224,9 +257,16 @@ fn all_targets_unanswered_ends_missed_without_charge(w: &Worker) {
     assert_eq!(hangups.len(), 1, "the caller was hung up once");
     // The caller's own hangup that follows changes nothing.
     let after = uid("caller-hangup-after-missed");
-    deliver(w, &after, "call.hangup", "2026-11-30T10:03:00Z", json!({
-        "call_control_id": ring.caller_control, "call_leg_id": "x", "call_session_id": ring.session, "hangup_cause": "normal_clearing",
-    }));
+    deliver(
+        w,
+        &after,
+        "call.hangup",
+        "2026-11-30T10:03:00Z",
+        json!({
+            "call_control_id": ring.caller_control, "call_leg_id": "x", "call_session_id": ring.session,
+                "hangup_cause": "normal_clearing",
+        }),
+    );
     wait_settled(w, &[after]);
     assert_eq!(events(w, &ring, "call.missed"), 1);
     assert_eq!(events(w, &ring, "call.completed"), 0);
@@ -274,14 +314,16 @@ fn inbound(w: &Worker, targets: &[&str]) -> Inbound {
 
 fn initiated_payload(c: &Inbound) -> Value {
     json!({
-        "call_control_id": c.caller_control, "call_leg_id": format!("leg-{}", c.caller_control), "call_session_id": c.session,
+        "call_control_id": c.caller_control, "call_leg_id": format!("leg-{}", c.caller_control),
+            "call_session_id": c.session,
         "from": "+15551230000", "to": c.number, "direction": "incoming", "state": "parked",
     })
 }
 
 fn caller_hangup_payload(c: &Inbound) -> Value {
     json!({
-        "call_control_id": c.caller_control, "call_leg_id": format!("leg-{}", c.caller_control), "call_session_id": c.session,
+        "call_control_id": c.caller_control, "call_leg_id": format!("leg-{}", c.caller_control),
+            "call_session_id": c.session,
         "from": "+15551230000", "to": c.number, "hangup_cause": "originator_cancel", "hangup_source": "caller",
     })
 }
@@ -292,7 +334,11 @@ fn caller_commands(w: &Worker, c: &Inbound, action: &str) -> usize {
 
 fn dials_of(w: &Worker, c: &Inbound) -> Vec<Recorded> {
     let prefix = format!("{}:leg:", c.call_id);
-    w.carrier.requests("/v2/calls").into_iter().filter(|r| r.idempotency_key.as_deref().is_some_and(|k| k.starts_with(&prefix))).collect()
+    w.carrier
+        .requests("/v2/calls")
+        .into_iter()
+        .filter(|r| r.idempotency_key.as_deref().is_some_and(|k| k.starts_with(&prefix)))
+        .collect()
 }
 
 fn shown(w: &Worker, c: &Inbound) -> Value {
@@ -302,7 +348,11 @@ fn shown(w: &Worker, c: &Inbound) -> Value {
 }
 
 fn call_events(w: &Worker, c: &Inbound, event_type: &str) -> i64 {
-    w.count(&format!("SELECT COUNT(*) AS n FROM outbound_events WHERE resource_id = {} AND type = {}", lit(&c.call_id), lit(event_type)))
+    w.count(&format!(
+        "SELECT COUNT(*) AS n FROM outbound_events WHERE resource_id = {} AND type = {}",
+        lit(&c.call_id),
+        lit(event_type)
+    ))
 }
 
 /// The caller hangs up, and the carrier's retry of `call.initiated` is processed after the
@@ -369,7 +419,10 @@ fn a_failed_leg_write_after_a_dial_is_retried_not_lost(w: &Worker) {
     let init = uid("init");
     deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
     let written = w.eventually(Duration::from_secs(30), || {
-        w.count(&format!("SELECT COUNT(*) AS n FROM call_legs WHERE call_id = {} AND outcome = 'dialing'", lit(&c.call_id))) == 1
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM call_legs WHERE call_id = {} AND outcome = 'dialing'",
+            lit(&c.call_id)
+        )) == 1
     });
     assert!(written, "the leg row was written after the injected failure");
     assert!(w.log_lines(&["injected D1 failure writing leg", &c.call_id]) >= 1, "the first write failed");
@@ -380,7 +433,9 @@ fn a_failed_leg_write_after_a_dial_is_retried_not_lost(w: &Worker) {
     let hangup = uid("caller-hangup");
     deliver(w, &hangup, "call.hangup", "2026-11-30T10:01:20Z", caller_hangup_payload(&c));
     let leg_control = format!("v3:cc-{}:leg:1", c.call_id).replace(':', "%3A");
-    let hung = w.eventually(Duration::from_secs(20), || !w.carrier.requests(&format!("/v2/calls/{leg_control}/actions/hangup")).is_empty());
+    let hung = w.eventually(Duration::from_secs(20), || {
+        !w.carrier.requests(&format!("/v2/calls/{leg_control}/actions/hangup")).is_empty()
+    });
     assert!(hung, "the ringing leg was hung up when the caller left");
 }
 
@@ -393,7 +448,8 @@ fn leg_events_in_reverse_order_dial_each_target_once(w: &Worker) {
         let key = format!("{}:leg:{position}", c.call_id);
         let tag = exactly_core::ring::LegTag { call: c.call_id.clone(), position };
         let payload = json!({
-            "call_control_id": format!("v3:cc-{key}"), "call_leg_id": format!("leg-{key}"), "call_session_id": format!("sess-{key}"),
+            "call_control_id": format!("v3:cc-{key}"), "call_leg_id": format!("leg-{key}"),
+                "call_session_id": format!("sess-{key}"),
             "from": c.number, "to": TARGETS[position as usize - 1], "direction": "outgoing",
             "client_state": exactly_core::telnyx::encode_client_state(&tag.encode()),
             "hangup_cause": "timeout", "hangup_source": "callee",

@@ -1,4 +1,4 @@
-//! The chaos suite (contract §7): no amount of carrier misbehaviour produces a second effect,
+//! The chaos suite (docs/contract.md §7): no amount of carrier misbehaviour produces a second effect,
 //! and no accepted event is lost, including under injected faults.
 
 use std::time::Duration;
@@ -10,15 +10,37 @@ use sim::chaos::{Config, Mix, Target};
 use crate::TestFn;
 
 pub const TESTS: &[(&str, TestFn)] = &[
-    ("chaos::five_hundred_facts_misdelivered_change_each_thing_once", five_hundred_facts_misdelivered_change_each_thing_once),
-    ("chaos::d1_write_failure_answers_503_and_the_retry_stores_once", d1_write_failure_answers_503_and_the_retry_stores_once),
+    (
+        "chaos::five_hundred_facts_misdelivered_change_each_thing_once",
+        five_hundred_facts_misdelivered_change_each_thing_once,
+    ),
+    (
+        "chaos::d1_write_failure_answers_503_and_the_retry_stores_once",
+        d1_write_failure_answers_503_and_the_retry_stores_once,
+    ),
     ("chaos::queue_send_failure_loses_nothing", queue_send_failure_loses_nothing),
     ("chaos::lost_delivery_message_is_swept_and_delivered", lost_delivery_message_is_swept_and_delivered),
 ];
 
 fn five_hundred_facts_misdelivered_change_each_thing_once(w: &Worker) {
-    let config = Config { facts: 500, duplicate_rate: 0.35, resign_rate: 0.15, reorder_window: 32, parallelism: 16, stale_rate: 0.05, seed: 11, progress: false, mix: Mix::All };
-    let target = Target { api: sim::api::Client::new(&w.base), signer: w.telnyx.clone(), admin_token: ADMIN_TOKEN.to_owned(), customer: Some(&w.customer), carrier: Some(&w.carrier) };
+    let config = Config {
+        facts: 500,
+        duplicate_rate: 0.35,
+        resign_rate: 0.15,
+        reorder_window: 32,
+        parallelism: 16,
+        stale_rate: 0.05,
+        seed: 11,
+        progress: false,
+        mix: Mix::All,
+    };
+    let target = Target {
+        api: sim::api::Client::new(&w.base),
+        signer: w.telnyx.clone(),
+        admin_token: ADMIN_TOKEN.to_owned(),
+        customer: Some(&w.customer),
+        carrier: Some(&w.carrier),
+    };
     let report = sim::chaos::run(&target, &config).unwrap_or_else(|e| panic!("chaos run: {e}"));
     let text = report.render();
     eprintln!("{text}");
@@ -35,33 +57,56 @@ fn five_hundred_facts_misdelivered_change_each_thing_once(w: &Worker) {
     // Beneath the API: every accepted event settled, charges and dials exactly once.
     let account = &report.created.account_id;
     assert_eq!(
-        w.count("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id LIKE 'chaos-%' AND processed_at IS NULL AND error IS NULL"),
+        w.count(
+            "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id LIKE 'chaos-%' AND processed_at
+            IS NULL AND error IS NULL"
+        ),
         0,
         "no accepted event is left unprocessed"
     );
     for message in &report.created.messages {
-        assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM usage WHERE resource_id = {}", lit(message))), 1, "{message} billed once");
+        assert_eq!(
+            w.count(&format!("SELECT COUNT(*) AS n FROM usage WHERE resource_id = {}", lit(message))),
+            1,
+            "{message} billed once"
+        );
     }
-    let ledger = w.count(&format!("SELECT COALESCE(SUM(quantity), 0) AS n FROM usage WHERE account_id = {}", lit(account)));
+    let ledger =
+        w.count(&format!("SELECT COALESCE(SUM(quantity), 0) AS n FROM usage WHERE account_id = {}", lit(account)));
     assert_eq!(ledger as usize, report.created.messages.len(), "one segment per short message");
     for call in &report.created.calls {
         for (position, want) in [(1, 1), (2, 1), (3, 0)] {
             let key = format!("{call}:leg:{position}");
-            let dials = w.carrier.requests("/v2/calls").into_iter().filter(|r| r.idempotency_key.as_deref() == Some(key.as_str())).count();
+            let dials = w
+                .carrier
+                .requests("/v2/calls")
+                .into_iter()
+                .filter(|r| r.idempotency_key.as_deref() == Some(key.as_str()))
+                .count();
             assert_eq!(dials, want, "{call}: target {position} dialled {dials} times");
         }
     }
 }
 
 fn inbound(event_id: &str, number: &str) -> String {
-    sim::telnyx::envelope(event_id, "message.received", "2026-11-30T10:00:00Z", json!({
-        "id": format!("msg-{event_id}"), "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": number}], "text": "fault",
-    }), 1)
+    sim::telnyx::envelope(
+        event_id,
+        "message.received",
+        "2026-11-30T10:00:00Z",
+        json!({
+            "id": format!("msg-{event_id}"), "from": {"phone_number": "+15559990000"},
+                "to": [{"phone_number": number}], "text": "fault",
+        }),
+        1,
+    )
 }
 
 fn settled(w: &Worker, event_id: &str) -> bool {
     w.eventually(Duration::from_secs(60), || {
-        w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {} AND processed_at IS NOT NULL", lit(event_id))) == 1
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {} AND processed_at IS NOT NULL",
+            lit(event_id)
+        )) == 1
     })
 }
 
@@ -79,12 +124,25 @@ fn d1_write_failure_answers_503_and_the_retry_stores_once(w: &Worker) {
     let first = w.deliver_telnyx(&body);
     assert_eq!(first.status, 503, "{}", first.body);
     assert_eq!(first.json()["error"]["code"], "unavailable");
-    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {}", lit(&event_id))), 0, "nothing half-written");
+    assert_eq!(
+        w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {}", lit(&event_id))),
+        0,
+        "nothing half-written"
+    );
     // The carrier's retry.
     assert_eq!(w.deliver_telnyx_at(&body, sim::unix_now() + 4).status, 200);
     assert!(settled(w, &event_id));
-    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {}", lit(&event_id))), 1);
-    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM messages WHERE carrier_message_id = {}", lit(&format!("msg-{event_id}")))), 1);
+    assert_eq!(
+        w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {}", lit(&event_id))),
+        1
+    );
+    assert_eq!(
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM messages WHERE carrier_message_id = {}",
+            lit(&format!("msg-{event_id}"))
+        )),
+        1
+    );
 }
 
 fn queue_send_failure_loses_nothing(w: &Worker) {
@@ -93,17 +151,32 @@ fn queue_send_failure_loses_nothing(w: &Worker) {
     let retried = format!("fault-queue-send-{}", sim::random_hex());
     let body = inbound(&retried, &number);
     assert_eq!(w.deliver_telnyx(&body).status, 503);
-    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {} AND processed_at IS NULL", lit(&retried))), 1);
+    assert_eq!(
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {} AND processed_at IS NULL",
+            lit(&retried)
+        )),
+        1
+    );
     assert_eq!(w.deliver_telnyx_at(&body, sim::unix_now() + 4).json()["outcome"], "duplicate-requeued");
     assert!(settled(w, &retried), "processed through the duplicate's re-enqueue");
     // ... or, when the carrier gives up, by the sweeper (its clock moved past the 2 min mark).
     let swept = format!("fault-queue-send-{}", sim::random_hex());
     assert_eq!(w.deliver_telnyx(&inbound(&swept, &number)).status, 503);
-    w.sql(&format!("UPDATE carrier_events SET created_at = created_at - 180000 WHERE carrier_event_id = {}", lit(&swept)));
+    w.sql(&format!(
+        "UPDATE carrier_events SET created_at = created_at - 180000 WHERE carrier_event_id = {}",
+        lit(&swept)
+    ));
     assert_eq!(w.cron().status, 200);
     assert!(settled(w, &swept), "processed through the sweeper");
     for id in [&retried, &swept] {
-        assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM messages WHERE carrier_message_id = {}", lit(&format!("msg-{id}")))), 1);
+        assert_eq!(
+            w.count(&format!(
+                "SELECT COUNT(*) AS n FROM messages WHERE carrier_message_id = {}",
+                lit(&format!("msg-{id}"))
+            )),
+            1
+        );
     }
 }
 
@@ -112,7 +185,13 @@ fn lost_delivery_message_is_swept_and_delivered(w: &Worker) {
     let number = fresh_number();
     w.create_number(&account, &number, &[]);
     let path = format!("/fault-lose-delivery/{}", sim::random_hex());
-    let a = w.call("POST", "/v1/webhook_endpoints", &key, Some(&json!({"url": format!("{}{path}", w.customer.base), "event_types": ["message.received"]})), &[]);
+    let a = w.call(
+        "POST",
+        "/v1/webhook_endpoints",
+        &key,
+        Some(&json!({"url": format!("{}{path}", w.customer.base), "event_types": ["message.received"]})),
+        &[],
+    );
     assert_eq!(a.status, 201, "{}", a.body);
     let endpoint = a.json()["id"].as_str().unwrap().to_owned();
     let event_id = format!("lost-{}", sim::random_hex());
@@ -120,14 +199,26 @@ fn lost_delivery_message_is_swept_and_delivered(w: &Worker) {
     assert!(settled(w, &event_id));
     std::thread::sleep(Duration::from_secs(3));
     assert!(w.customer.received(&path).is_empty(), "the delivery's queue message was lost");
-    let pending = format!("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'pending'", lit(&endpoint));
+    let pending = format!(
+        "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'pending'",
+        lit(&endpoint)
+    );
     assert_eq!(w.count(&pending), 1, "but the delivery row waits");
     // A minute and more later, the sweeper finds it.
-    w.sql(&format!("UPDATE webhook_deliveries SET next_attempt_at = next_attempt_at - 120000 WHERE endpoint_id = {}", lit(&endpoint)));
+    w.sql(&format!(
+        "UPDATE webhook_deliveries SET next_attempt_at = next_attempt_at - 120000 WHERE endpoint_id = {}",
+        lit(&endpoint)
+    ));
     assert_eq!(w.cron().status, 200);
     let delivered = w.eventually(Duration::from_secs(30), || w.customer.received(&path).len() == 1);
     assert!(delivered, "the swept delivery arrived");
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(w.customer.received(&path).len(), 1, "exactly once");
-    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'succeeded'", lit(&endpoint))), 1);
+    assert_eq!(
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'succeeded'",
+            lit(&endpoint)
+        )),
+        1
+    );
 }

@@ -14,6 +14,7 @@ mod ingest;
 mod messaging;
 mod operations;
 mod security;
+mod store;
 mod webhooks;
 
 /// A test body: it panics (through `assert!`) to fail.
@@ -21,7 +22,17 @@ pub type TestFn = fn(&Worker);
 
 fn main() {
     let args = Arguments::from_args();
-    let all: Vec<(&str, TestFn)> = [ingest::TESTS, messaging::TESTS, calls::TESTS, webhooks::TESTS, chaos::TESTS, operations::TESTS, security::TESTS].concat();
+    let all: Vec<(&str, TestFn)> = [
+        ingest::TESTS,
+        messaging::TESTS,
+        calls::TESTS,
+        webhooks::TESTS,
+        chaos::TESTS,
+        operations::TESTS,
+        security::TESTS,
+        store::TESTS,
+    ]
+    .concat();
     if args.list {
         let trials = all.into_iter().map(|(name, _)| Trial::test(name, || Ok(()))).collect();
         libtest_mimic::run(&args, trials).exit();

@@ -1,4 +1,4 @@
-//! `POST /webhooks/telnyx`: verify, store once, enqueue (contract §3).
+//! `POST /webhooks/telnyx`: verify, store once, enqueue (docs/contract.md §3).
 
 use std::thread;
 use std::time::Duration;
@@ -64,7 +64,10 @@ fn message_received(id: &str) -> String {
 }
 
 fn rows_for(w: &Worker, id: &str) -> i64 {
-    w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier = 'telnyx' AND carrier_event_id = {}", lit(id)))
+    w.count(&format!(
+        "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier = 'telnyx' AND carrier_event_id = {}",
+        lit(id)
+    ))
 }
 
 /// Waits until the event is settled (processed, or visibly failed: no account owns the
@@ -142,7 +145,11 @@ fn rejected_deliveries_store_nothing(w: &Worker) {
     let wrong = event_id("wrongkey");
     let body = message_received(&wrong);
     let h = sim::telnyx::Signer::generate().sign(body.as_bytes(), now);
-    let r = w.post(path, &[("telnyx-timestamp", &h.timestamp), ("telnyx-signature-ed25519", &h.signature)], body.as_bytes());
+    let r = w.post(
+        path,
+        &[("telnyx-timestamp", &h.timestamp), ("telnyx-signature-ed25519", &h.signature)],
+        body.as_bytes(),
+    );
     assert_eq!(r.status, 401, "wrong key: {}", r.body);
     cases.push(("wrong key", wrong, 401, r.body));
 
@@ -152,7 +159,8 @@ fn rejected_deliveries_store_nothing(w: &Worker) {
     let mut sig = [0u8; 64];
     sig[0] = 1;
     let sig = base64_std(&sig);
-    let r = w.post(path, &[("telnyx-timestamp", &now.to_string()), ("telnyx-signature-ed25519", &sig)], body.as_bytes());
+    let r =
+        w.post(path, &[("telnyx-timestamp", &now.to_string()), ("telnyx-signature-ed25519", &sig)], body.as_bytes());
     assert_eq!(r.status, 401, "small order: {}", r.body);
     cases.push(("small-order signature", weak, 401, r.body));
 
@@ -160,7 +168,11 @@ fn rejected_deliveries_store_nothing(w: &Worker) {
     let body = message_received(&tampered);
     let h = w.telnyx.sign(body.as_bytes(), now);
     let changed = body.replace("hello", "hellO");
-    let r = w.post(path, &[("telnyx-timestamp", &h.timestamp), ("telnyx-signature-ed25519", &h.signature)], changed.as_bytes());
+    let r = w.post(
+        path,
+        &[("telnyx-timestamp", &h.timestamp), ("telnyx-signature-ed25519", &h.signature)],
+        changed.as_bytes(),
+    );
     assert_eq!(r.status, 401, "tampered: {}", r.body);
     cases.push(("body changed", tampered, 401, r.body));
 
@@ -206,8 +218,12 @@ fn sweeper_requeues_an_event_whose_job_was_lost(w: &Worker) {
         lit(&message_received(&id)),
     ));
     thread::sleep(Duration::from_secs(2));
-    assert!(w.sql(&format!("SELECT processed_at FROM carrier_events WHERE carrier_event_id = {}", lit(&id)))[0]["processed_at"].is_null(),
-        "nothing processes a row without a job until the sweeper runs");
+    assert!(
+        w.sql(&format!("SELECT processed_at FROM carrier_events WHERE carrier_event_id = {}", lit(&id)))[0]
+            ["processed_at"]
+            .is_null(),
+        "nothing processes a row without a job until the sweeper runs"
+    );
     let fired = w.cron();
     assert_eq!(fired.status, 200, "cron trigger: {}", fired.body);
     let row = wait_processed(w, &id);

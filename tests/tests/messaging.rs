@@ -1,4 +1,4 @@
-//! The messaging pipeline (contract §3-§5, §7 invariants 1, 3, 4, 5, 6, 7): one message, one
+//! The messaging pipeline (docs/contract.md §3-§5, §7 invariants 1, 3, 4, 5, 6, 7): one message, one
 //! status change, one charge and one customer event per fact.
 
 use std::thread;
@@ -10,16 +10,34 @@ use serde_json::{json, Value};
 use crate::TestFn;
 
 pub const TESTS: &[(&str, TestFn)] = &[
-    ("messaging::inbound_sms_replayed_makes_one_message_and_one_event", inbound_sms_replayed_makes_one_message_and_one_event),
-    ("messaging::outbound_receipts_duplicated_resigned_and_reversed", outbound_receipts_duplicated_resigned_and_reversed),
-    ("messaging::failure_receipt_twice_and_resigned_then_late_delivered", failure_receipt_twice_and_resigned_then_late_delivered),
-    ("messaging::receipt_before_the_send_result_is_applied_after_it", receipt_before_the_send_result_is_applied_after_it),
-    ("messaging::duplicated_receipts_while_the_send_is_slow_apply_once", duplicated_receipts_while_the_send_is_slow_apply_once),
+    (
+        "messaging::inbound_sms_replayed_makes_one_message_and_one_event",
+        inbound_sms_replayed_makes_one_message_and_one_event,
+    ),
+    (
+        "messaging::outbound_receipts_duplicated_resigned_and_reversed",
+        outbound_receipts_duplicated_resigned_and_reversed,
+    ),
+    (
+        "messaging::failure_receipt_twice_and_resigned_then_late_delivered",
+        failure_receipt_twice_and_resigned_then_late_delivered,
+    ),
+    (
+        "messaging::receipt_before_the_send_result_is_applied_after_it",
+        receipt_before_the_send_result_is_applied_after_it,
+    ),
+    (
+        "messaging::duplicated_receipts_while_the_send_is_slow_apply_once",
+        duplicated_receipts_while_the_send_is_slow_apply_once,
+    ),
     ("messaging::crash_after_commit_rerun_changes_nothing", crash_after_commit_rerun_changes_nothing),
     ("messaging::idempotency_key_means_one_message_and_one_send", idempotency_key_means_one_message_and_one_send),
     ("messaging::accounts_see_only_their_own_messages", accounts_see_only_their_own_messages),
     ("messaging::carrier_refusal_fails_the_message_without_charge", carrier_refusal_fails_the_message_without_charge),
-    ("messaging::carrier_5xx_is_retried_with_the_same_idempotency_key", carrier_5xx_is_retried_with_the_same_idempotency_key),
+    (
+        "messaging::carrier_5xx_is_retried_with_the_same_idempotency_key",
+        carrier_5xx_is_retried_with_the_same_idempotency_key,
+    ),
     ("messaging::twilio_and_plivo_inbound_messages", twilio_and_plivo_inbound_messages),
     ("messaging::validation_and_auth_errors", validation_and_auth_errors),
     ("messaging::list_filters_and_paginates", list_filters_and_paginates),
@@ -50,7 +68,8 @@ fn inbound(event_id: &str, carrier_message_id: &str, to: &str) -> String {
         "message.received",
         "2026-11-30T10:00:00Z",
         json!({"id": carrier_message_id, "direction": "inbound", "type": "SMS", "text": "hello there",
-               "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": to, "status": "webhook_delivered"}], "media": []}),
+               "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": to,
+                   "status": "webhook_delivered"}], "media": []}),
         1,
     )
 }
@@ -60,7 +79,8 @@ fn receipt(event_id: &str, event_type: &str, carrier_message_id: &str, status: &
         event_id,
         event_type,
         "2026-11-30T10:00:05Z",
-        json!({"id": carrier_message_id, "direction": "outbound", "to": [{"phone_number": "+15559990000", "status": status}],
+        json!({"id": carrier_message_id, "direction": "outbound", "to": [{"phone_number": "+15559990000",
+            "status": status}],
                "errors": errors, "cost": {"amount": "0.0040", "currency": "USD"}}),
         1,
     )
@@ -68,7 +88,13 @@ fn receipt(event_id: &str, event_type: &str, carrier_message_id: &str, status: &
 
 fn send(w: &Worker, c: &Customer, text: &str, key: Option<&str>) -> (u16, Value) {
     let headers: Vec<(&str, &str)> = key.map(|k| vec![("idempotency-key", k)]).unwrap_or_default();
-    let a = w.call("POST", "/v1/messages", &c.key, Some(&json!({"from": c.number, "to": "+15559990000", "text": text})), &headers);
+    let a = w.call(
+        "POST",
+        "/v1/messages",
+        &c.key,
+        Some(&json!({"from": c.number, "to": "+15559990000", "text": text})),
+        &headers,
+    );
     (a.status, a.json())
 }
 
@@ -89,7 +115,11 @@ fn wait_status(w: &Worker, c: &Customer, id: &str, status: &str) -> Value {
 }
 
 fn events(w: &Worker, resource: &str, event_type: &str) -> i64 {
-    w.count(&format!("SELECT COUNT(*) AS n FROM outbound_events WHERE resource_id = {} AND type = {}", lit(resource), lit(event_type)))
+    w.count(&format!(
+        "SELECT COUNT(*) AS n FROM outbound_events WHERE resource_id = {} AND type = {}",
+        lit(resource),
+        lit(event_type)
+    ))
 }
 
 fn wait_settled(w: &Worker, carrier_event_ids: &[String]) {
@@ -97,7 +127,8 @@ fn wait_settled(w: &Worker, carrier_event_ids: &[String]) {
     let total = carrier_event_ids.len() as i64;
     let ok = w.eventually(Duration::from_secs(60), || {
         w.count(&format!(
-            "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id IN ({list}) AND (processed_at IS NOT NULL OR error IS NOT NULL)"
+            "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id IN ({list}) AND (processed_at IS NOT
+                NULL OR error IS NOT NULL)"
         )) == total
     });
     assert!(ok, "carrier events {list} not all settled");
@@ -121,7 +152,10 @@ fn inbound_sms_replayed_makes_one_message_and_one_event(w: &Worker) {
     assert_eq!(w.deliver_telnyx(&inbound(&resigned, &carrier_id, &c.number)).status, 200);
     wait_settled(w, &[event_id, resigned]);
 
-    let rows = w.sql(&format!("SELECT id, account_id, direction, status FROM messages WHERE carrier_message_id = {}", lit(&carrier_id)));
+    let rows = w.sql(&format!(
+        "SELECT id, account_id, direction, status FROM messages WHERE carrier_message_id = {}",
+        lit(&carrier_id)
+    ));
     assert_eq!(rows.len(), 1, "one message: {rows:?}");
     assert_eq!(rows[0]["account_id"], c.account.as_str());
     assert_eq!(rows[0]["direction"], "inbound");
@@ -144,7 +178,9 @@ fn outbound_receipts_duplicated_resigned_and_reversed(w: &Worker) {
     let mut ids = Vec::new();
     let finalized = uid("fin");
     let sent_receipt = uid("sent");
-    for (event_id, event_type, status) in [(&finalized, "message.finalized", "delivered"), (&sent_receipt, "message.sent", "sent")] {
+    for (event_id, event_type, status) in
+        [(&finalized, "message.finalized", "delivered"), (&sent_receipt, "message.sent", "sent")]
+    {
         let body = receipt(event_id, event_type, &carrier_id, status, json!([]));
         for _ in 0..3 {
             assert_eq!(w.deliver_telnyx(&body).status, 200);
@@ -181,7 +217,10 @@ fn failure_receipt_twice_and_resigned_then_late_delivered(w: &Worker) {
     assert_eq!(w.deliver_telnyx(&body).status, 200);
     assert_eq!(w.deliver_telnyx(&body).status, 200);
     let resigned = uid("failed-resigned");
-    assert_eq!(w.deliver_telnyx(&receipt(&resigned, "message.finalized", &carrier_id, "delivery_failed", errors)).status, 200);
+    assert_eq!(
+        w.deliver_telnyx(&receipt(&resigned, "message.finalized", &carrier_id, "delivery_failed", errors)).status,
+        200
+    );
     wait_settled(w, &[failed.clone(), resigned.clone()]);
     // A late delivered after failed changes nothing.
     let late = uid("late-delivered");
@@ -203,7 +242,8 @@ fn receipt_before_the_send_result_is_applied_after_it(w: &Worker) {
     let carrier_id = shown["carrier_message_id"].as_str().unwrap();
     assert_eq!(shown["status"], "delivered");
     let rows = w.sql(&format!(
-        "SELECT CAST(id AS TEXT) AS id, attempts, processed_at, waiting_for FROM carrier_events WHERE carrier_event_id = {}",
+        "SELECT 'cev_' || printf('%016x', id) AS id, attempts, processed_at, waiting_for FROM carrier_events
+            WHERE carrier_event_id = {}",
         lit(&format!("{carrier_id}-delivered"))
     ));
     assert_eq!(rows.len(), 1);
@@ -218,7 +258,13 @@ fn receipt_before_the_send_result_is_applied_after_it(w: &Worker) {
     assert_eq!(events(w, &id, "message.delivered"), 1);
     // The stalled first request and its retry both carried the message id as the key: one
     // message at the carrier.
-    let keys: Vec<_> = w.carrier.requests("/v2/messages").into_iter().filter(|r| r.body["text"] == "[receipt-first] hi").map(|r| r.idempotency_key).collect();
+    let keys: Vec<_> = w
+        .carrier
+        .requests("/v2/messages")
+        .into_iter()
+        .filter(|r| r.body["text"] == "[receipt-first] hi")
+        .map(|r| r.idempotency_key)
+        .collect();
     assert_eq!(keys, vec![Some(id.clone()), Some(id.clone())]);
     assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM usage WHERE resource_id = {}", lit(&id))), 1);
 }
@@ -238,7 +284,10 @@ fn duplicated_receipts_while_the_send_is_slow_apply_once(w: &Worker) {
     let carrier_id = shown["carrier_message_id"].as_str().unwrap().to_owned();
     assert_eq!(events(w, &id, "message.delivered"), 1);
     assert_eq!(events(w, &id, "message.sent"), 1);
-    let rows = w.sql(&format!("SELECT error, waiting_for FROM carrier_events WHERE carrier_event_id = {}", lit(&format!("{carrier_id}-delivered"))));
+    let rows = w.sql(&format!(
+        "SELECT error, waiting_for FROM carrier_events WHERE carrier_event_id = {}",
+        lit(&format!("{carrier_id}-delivered"))
+    ));
     assert_eq!(rows.len(), 1, "one row however many deliveries");
     assert!(rows[0]["error"].is_null(), "{rows:?}");
     assert_eq!(w.carrier.sends_for(&id), 1, "one send");
@@ -277,7 +326,12 @@ fn idempotency_key_means_one_message_and_one_send(w: &Worker) {
     thread::sleep(Duration::from_secs(2));
     assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM messages WHERE account_id = {}", lit(&c.account))), 1);
     assert_eq!(w.carrier.sends_for(&id), 1);
-    let sent = &w.carrier.requests("/v2/messages").into_iter().find(|r| r.idempotency_key.as_deref() == Some(id.as_str())).unwrap();
+    let sent = &w
+        .carrier
+        .requests("/v2/messages")
+        .into_iter()
+        .find(|r| r.idempotency_key.as_deref() == Some(id.as_str()))
+        .unwrap();
     assert_eq!(sent.body["from"], c.number.as_str());
     assert_eq!(sent.body["text"], "only once");
     assert_eq!(sent.authorization.as_deref(), Some("Bearer e2e-telnyx-api-key"));
@@ -297,7 +351,13 @@ fn accounts_see_only_their_own_messages(w: &Worker) {
     let list = w.call("GET", "/v1/messages", &b.key, None, &[]).json();
     assert_eq!(list["data"].as_array().map(Vec::len), Some(0), "{list}");
     // Sending from another account's number is refused.
-    let a2 = w.call("POST", "/v1/messages", &b.key, Some(&json!({"from": a.number, "to": "+15559990000", "text": "x"})), &[]);
+    let a2 = w.call(
+        "POST",
+        "/v1/messages",
+        &b.key,
+        Some(&json!({"from": a.number, "to": "+15559990000", "text": "x"})),
+        &[],
+    );
     assert_eq!(a2.status, 422);
     assert_eq!(a2.json()["error"]["field"], "from");
 }
@@ -327,10 +387,20 @@ fn twilio_and_plivo_inbound_messages(w: &Worker) {
     let c = customer(w, "hmac-carriers");
     let sid = uid("SM");
     let url = format!("{}/webhooks/twilio", w.base);
-    let params = [("MessageSid", sid.as_str()), ("SmsStatus", "received"), ("From", "+15559990000"), ("To", c.number.as_str()), ("Body", "via twilio")];
+    let params = [
+        ("MessageSid", sid.as_str()),
+        ("SmsStatus", "received"),
+        ("From", "+15559990000"),
+        ("To", c.number.as_str()),
+        ("Body", "via twilio"),
+    ];
     let (body, signature) = sim::twilio::sign(TWILIO_TOKEN, &url, &params);
     for _ in 0..3 {
-        let a = w.post("/webhooks/twilio", &[("x-twilio-signature", &signature), ("content-type", "application/x-www-form-urlencoded")], body.as_bytes());
+        let a = w.post(
+            "/webhooks/twilio",
+            &[("x-twilio-signature", &signature), ("content-type", "application/x-www-form-urlencoded")],
+            body.as_bytes(),
+        );
         assert_eq!(a.status, 200, "{}", a.body);
     }
     let bad = w.post("/webhooks/twilio", &[("x-twilio-signature", "AAAAAAAAAAAAAAAAAAAAAAAAAAA=")], body.as_bytes());
@@ -339,15 +409,23 @@ fn twilio_and_plivo_inbound_messages(w: &Worker) {
     let uuid = uid("plivo");
     let plivo_url = format!("{}/webhooks/plivo", w.base);
     let to = c.number.trim_start_matches('+');
-    let params = [("MessageUUID", uuid.as_str()), ("From", "15559990000"), ("To", to), ("Text", "via plivo"), ("Type", "sms")];
+    let params =
+        [("MessageUUID", uuid.as_str()), ("From", "15559990000"), ("To", to), ("Text", "via plivo"), ("Type", "sms")];
     let (body, signature) = sim::plivo::sign_v3(PLIVO_TOKEN, &plivo_url, "nonce-1", &params);
     for _ in 0..3 {
-        let a = w.post("/webhooks/plivo", &[("x-plivo-signature-v3", &signature), ("x-plivo-signature-v3-nonce", "nonce-1")], body.as_bytes());
+        let a = w.post(
+            "/webhooks/plivo",
+            &[("x-plivo-signature-v3", &signature), ("x-plivo-signature-v3-nonce", "nonce-1")],
+            body.as_bytes(),
+        );
         assert_eq!(a.status, 200, "{}", a.body);
     }
     wait_settled(w, &[format!("{sid}:received"), format!("{uuid}:received")]);
     for (carrier, id, text) in [("twilio", &sid, "via twilio"), ("plivo", &uuid, "via plivo")] {
-        let rows = w.sql(&format!("SELECT id, text, account_id FROM messages WHERE carrier = '{carrier}' AND carrier_message_id = {}", lit(id)));
+        let rows = w.sql(&format!(
+            "SELECT id, text, account_id FROM messages WHERE carrier = '{carrier}' AND carrier_message_id = {}",
+            lit(id)
+        ));
         assert_eq!(rows.len(), 1, "{carrier}: {rows:?}");
         assert_eq!(rows[0]["text"], text);
         assert_eq!(rows[0]["account_id"], c.account.as_str());
@@ -375,9 +453,21 @@ fn validation_and_auth_errors(w: &Worker) {
     assert_eq!(w.call("GET", "/v1/messages", "sk_wrong", None, &[]).status, 401);
     assert_eq!(w.get("/v1/messages").status, 401);
     assert_eq!(w.call("POST", "/admin/accounts", "wrong-admin", Some(&json!({})), &[]).status, 401);
-    let taken = w.call("POST", "/admin/numbers", exactly_tests::ADMIN_TOKEN, Some(&json!({"account_id": c.account, "phone_number": c.number})), &[]);
+    let taken = w.call(
+        "POST",
+        "/admin/numbers",
+        exactly_tests::ADMIN_TOKEN,
+        Some(&json!({"account_id": c.account, "phone_number": c.number})),
+        &[],
+    );
     assert_eq!(taken.status, 409, "{}", taken.body);
-    let bad = w.call("POST", "/admin/numbers", exactly_tests::ADMIN_TOKEN, Some(&json!({"account_id": "acct_nope", "phone_number": fresh_number()})), &[]);
+    let bad = w.call(
+        "POST",
+        "/admin/numbers",
+        exactly_tests::ADMIN_TOKEN,
+        Some(&json!({"account_id": "acct_nope", "phone_number": fresh_number()})),
+        &[],
+    );
     assert_eq!((bad.status, bad.json()["error"]["field"].as_str()), (422, Some("account_id")));
     assert_eq!(w.call("GET", "/v1/messages?limit=0", &c.key, None, &[]).json()["error"]["field"], "limit");
     assert_eq!(w.call("GET", "/v1/messages?cursor=zzz", &c.key, None, &[]).json()["error"]["field"], "cursor");
@@ -395,7 +485,8 @@ fn list_filters_and_paginates(w: &Worker) {
     let page1: Vec<&str> = first["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
     assert_eq!(page1.len(), 2);
     let cursor = first["next_cursor"].as_str().expect("a next cursor");
-    let second = w.call("GET", &format!("/v1/messages?limit=2&direction=outbound&cursor={cursor}"), &c.key, None, &[]).json();
+    let second =
+        w.call("GET", &format!("/v1/messages?limit=2&direction=outbound&cursor={cursor}"), &c.key, None, &[]).json();
     let page2: Vec<&str> = second["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
     assert_eq!(page2.len(), 1);
     let mut all: Vec<&str> = page1.iter().chain(page2.iter()).copied().collect();
@@ -412,7 +503,8 @@ fn unknown_number_is_a_visible_failed_event(w: &Worker) {
     let event_id = uid("nobody");
     assert_eq!(w.deliver_telnyx(&inbound(&event_id, &uid("m"), "+15550001234")).status, 200);
     wait_settled(w, std::slice::from_ref(&event_id));
-    let failed = w.call("GET", "/admin/carrier_events?status=failed&limit=100", exactly_tests::ADMIN_TOKEN, None, &[]).json();
+    let failed =
+        w.call("GET", "/admin/carrier_events?status=failed&limit=100", exactly_tests::ADMIN_TOKEN, None, &[]).json();
     let entry = failed["data"].as_array().unwrap().iter().find(|e| e["carrier_event_id"] == event_id.as_str()).cloned();
     let entry = entry.unwrap_or_else(|| panic!("{event_id} listed as failed: {failed}"));
     assert!(entry["error"].as_str().unwrap().contains("+15550001234"), "{entry}");

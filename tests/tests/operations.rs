@@ -16,14 +16,22 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("operations::healthz_reports_readiness_without_secrets", healthz_reports_readiness_without_secrets),
     ("operations::redriving_a_failed_event_twice_has_one_effect", redriving_a_failed_event_twice_has_one_effect),
     ("operations::retention_prunes_payloads_and_keeps_dedupe_keys", retention_prunes_payloads_and_keeps_dedupe_keys),
-    ("operations::rotated_endpoint_secret_signs_with_both_for_a_while", rotated_endpoint_secret_signs_with_both_for_a_while),
+    (
+        "operations::rotated_endpoint_secret_signs_with_both_for_a_while",
+        rotated_endpoint_secret_signs_with_both_for_a_while,
+    ),
     ("operations::carrier_events_pages_neither_skip_nor_repeat", carrier_events_pages_neither_skip_nor_repeat),
     ("operations::failed_deliveries_page_with_a_cursor", failed_deliveries_page_with_a_cursor),
 ];
 
 /// Walks `/admin/...` pages of `limit` from the first, until `done` says enough was seen or the
 /// last page; returns every row in order.
-fn walk(w: &Worker, path: &str, limit: u32, mut done: impl FnMut(&[serde_json::Value]) -> bool) -> Vec<serde_json::Value> {
+fn walk(
+    w: &Worker,
+    path: &str,
+    limit: u32,
+    mut done: impl FnMut(&[serde_json::Value]) -> bool,
+) -> Vec<serde_json::Value> {
     let mut rows = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..1000 {
@@ -53,27 +61,36 @@ fn carrier_events_pages_neither_skip_nor_repeat(w: &Worker) {
     let ids: Vec<i64> = (99_998..=100_008).collect();
     let values: Vec<String> = ids
         .iter()
-        .map(|id| format!("({id}, 'telnyx', {}, 'message.received', NULL, {at}, NULL, 1, {at})", lit(&format!("page-{tag}-{id}"))))
+        .map(|id| {
+            format!(
+                "({id}, 'telnyx', {}, 'message.received', NULL, {at}, NULL, 1, {at})",
+                lit(&format!("page-{tag}-{id}"))
+            )
+        })
         .collect();
     w.sql(&format!(
-        "INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, processed_at, error, attempts, created_at) VALUES {}",
+        "INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, processed_at, error,
+            attempts, created_at) VALUES {}",
         values.join(", ")
     ));
     let mine = |rows: &[serde_json::Value]| -> Vec<i64> {
         rows.iter()
             .filter(|r| r["carrier_event_id"].as_str().is_some_and(|e| e.starts_with(&format!("page-{tag}-"))))
-            .map(|r| r["id"].as_str().unwrap().parse().unwrap())
+            .map(|r| i64::from_str_radix(r["id"].as_str().unwrap().trim_start_matches("cev_"), 16).unwrap())
             .collect()
     };
     for limit in [1, 3, 4, 100] {
-        let rows = walk(w, "/admin/carrier_events?status=processed", limit, |rows| mine(rows).len() >= ids.len() || rows.len() > ids.len() + 200);
+        let rows = walk(w, "/admin/carrier_events?status=processed", limit, |rows| {
+            mine(rows).len() >= ids.len() || rows.len() > ids.len() + 200
+        });
         let expected: Vec<i64> = ids.iter().rev().copied().collect();
         assert_eq!(mine(&rows), expected, "limit {limit}: every row once, newest (largest id) first");
     }
     let bad = w.call("GET", "/admin/carrier_events?status=processed&cursor=bm90LWEtY3Vyc29y", ADMIN_TOKEN, None, &[]);
     assert_eq!((bad.status, bad.json()["error"]["field"].as_str()), (422, Some("cursor")), "{}", bad.body);
     let text_id = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, "1:abc");
-    let bad = w.call("GET", &format!("/admin/carrier_events?status=processed&cursor={text_id}"), ADMIN_TOKEN, None, &[]);
+    let bad =
+        w.call("GET", &format!("/admin/carrier_events?status=processed&cursor={text_id}"), ADMIN_TOKEN, None, &[]);
     assert_eq!(bad.status, 422, "a carrier event cursor carries an integer id: {}", bad.body);
 }
 
@@ -87,16 +104,28 @@ fn failed_deliveries_page_with_a_cursor(w: &Worker) {
     for _ in 0..5 {
         let path = format!("/gone/{}", sim::random_hex());
         w.customer.always(&path, 410);
-        let a = w.call("POST", "/v1/webhook_endpoints", &key, Some(&json!({"url": format!("{}{path}", w.customer.base), "event_types": ["message.received"]})), &[]);
+        let a = w.call(
+            "POST",
+            "/v1/webhook_endpoints",
+            &key,
+            Some(&json!({"url": format!("{}{path}", w.customer.base), "event_types": ["message.received"]})),
+            &[],
+        );
         assert_eq!(a.status, 201, "{}", a.body);
         endpoints.push(a.json()["id"].as_str().unwrap().to_owned());
     }
     let event_id = format!("paging-{}", sim::random_hex());
     assert_eq!(w.deliver_telnyx(&inbound(&event_id, &number)).status, 200);
-    let failed = format!("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE account_id = {} AND status = 'failed'", lit(&account));
+    let failed = format!(
+        "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE account_id = {} AND status = 'failed'",
+        lit(&account)
+    );
     assert!(w.eventually(Duration::from_secs(30), || w.count(&failed) == 5), "five deliveries fail on 410");
     let mine = |rows: &[serde_json::Value]| -> Vec<String> {
-        rows.iter().filter(|r| r["account_id"] == account.as_str()).map(|r| r["endpoint_id"].as_str().unwrap().to_owned()).collect()
+        rows.iter()
+            .filter(|r| r["account_id"] == account.as_str())
+            .map(|r| r["endpoint_id"].as_str().unwrap().to_owned())
+            .collect()
     };
     let rows = walk(w, "/admin/webhook_deliveries?status=failed", 2, |rows| mine(rows).len() >= 5);
     let mut seen = mine(&rows);
@@ -123,12 +152,20 @@ fn each_required_variable_missing_is_a_clear_503(_shared: &Worker) {
             s.spawn(move || {
                 let w = Worker::start_with(&[(variable, value)]);
                 for path in ["/v1/messages", "/webhooks/telnyx", "/admin/carrier_events"] {
-                    let a = if path.starts_with("/webhooks") { w.deliver_telnyx("{}") } else { w.call("GET", path, "sk_x", None, &[]) };
+                    let a = if path.starts_with("/webhooks") {
+                        w.deliver_telnyx("{}")
+                    } else {
+                        w.call("GET", path, "sk_x", None, &[])
+                    };
                     assert_eq!(a.status, 503, "{variable}={value:?} {path}: {}", a.body);
                     let error = &a.json()["error"];
                     assert_eq!(error["code"], "misconfigured", "{}", a.body);
                     assert!(error["message"].as_str().unwrap_or("").contains(variable), "names {variable}: {}", a.body);
-                    assert!(!a.body.contains("e2e-telnyx-api-key") && !a.body.contains(ADMIN_TOKEN), "no secret values: {}", a.body);
+                    assert!(
+                        !a.body.contains("e2e-telnyx-api-key") && !a.body.contains(ADMIN_TOKEN),
+                        "no secret values: {}",
+                        a.body
+                    );
                 }
                 let health = w.get("/healthz");
                 assert_eq!(health.status, 503, "{}", health.body);
@@ -148,13 +185,26 @@ fn healthz_reports_readiness_without_secrets(w: &Worker) {
 }
 
 fn inbound(event_id: &str, number: &str) -> String {
-    sim::telnyx::envelope(event_id, "message.received", "2026-11-30T10:00:00Z", json!({
-        "id": format!("msg-{event_id}"), "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": number}], "text": "again",
-    }), 1)
+    sim::telnyx::envelope(
+        event_id,
+        "message.received",
+        "2026-11-30T10:00:00Z",
+        json!({
+            "id": format!("msg-{event_id}"), "from": {"phone_number": "+15559990000"},
+                "to": [{"phone_number": number}], "text": "again",
+        }),
+        1,
+    )
 }
 
 fn state(w: &Worker, event_id: &str) -> serde_json::Value {
-    w.sql(&format!("SELECT processed_at, error, payload FROM carrier_events WHERE carrier_event_id = {}", lit(event_id))).into_iter().next().unwrap_or_default()
+    w.sql(&format!(
+        "SELECT processed_at, error, payload FROM carrier_events WHERE carrier_event_id = {}",
+        lit(event_id)
+    ))
+    .into_iter()
+    .next()
+    .unwrap_or_default()
 }
 
 fn redriving_a_failed_event_twice_has_one_effect(w: &Worker) {
@@ -163,12 +213,23 @@ fn redriving_a_failed_event_twice_has_one_effect(w: &Worker) {
     assert_eq!(w.deliver_telnyx(&inbound(&event_id, &number)).status, 200);
     // Nobody owns the number yet: a visible dead letter.
     assert!(w.eventually(Duration::from_secs(30), || state(w, &event_id)["error"].is_string()));
-    let row_id = w.sql(&format!("SELECT CAST(id AS TEXT) AS id FROM carrier_events WHERE carrier_event_id = {}", lit(&event_id)))[0]["id"].as_str().unwrap().to_owned();
+    let row_id = w.sql(&format!(
+        "SELECT 'cev_' || printf('%016x', id) AS id FROM carrier_events WHERE carrier_event_id = {}",
+        lit(&event_id)
+    ))[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let (account, key) = w.create_account("redrive");
     w.create_number(&account, &number, &[]);
     let first = w.call("POST", &format!("/admin/carrier_events/{row_id}/retry"), ADMIN_TOKEN, None, &[]);
     let second = w.call("POST", &format!("/admin/carrier_events/{row_id}/retry"), ADMIN_TOKEN, None, &[]);
-    assert!(matches!(first.status, 200 | 202) && matches!(second.status, 200 | 202), "{} / {}", first.body, second.body);
+    assert!(
+        matches!(first.status, 200 | 202) && matches!(second.status, 200 | 202),
+        "{} / {}",
+        first.body,
+        second.body
+    );
     assert!(w.eventually(Duration::from_secs(30), || state(w, &event_id)["processed_at"].is_number()));
     let third = w.call("POST", &format!("/admin/carrier_events/{row_id}/retry"), ADMIN_TOKEN, None, &[]);
     assert_eq!((third.status, third.json()["status"].as_str()), (200, Some("processed")));
@@ -176,7 +237,13 @@ fn redriving_a_failed_event_twice_has_one_effect(w: &Worker) {
     let messages = w.call("GET", "/v1/messages", &key, None, &[]).json();
     assert_eq!(messages["data"].as_array().map(Vec::len), Some(1), "one message: {messages}");
     let id = messages["data"][0]["id"].as_str().unwrap();
-    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM outbound_events WHERE resource_id = {} AND type = 'message.received'", lit(id))), 1);
+    assert_eq!(
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM outbound_events WHERE resource_id = {} AND type = 'message.received'",
+            lit(id)
+        )),
+        1
+    );
 
     // In bulk: another dead letter, re-driven with every other failed one.
     let number2 = fresh_number();
@@ -226,7 +293,15 @@ fn rotated_endpoint_secret_signs_with_both_for_a_while(w: &Worker) {
     let number = fresh_number();
     w.create_number(&account, &number, &[]);
     let path = format!("/rotate/{}", sim::random_hex());
-    let created = w.call("POST", "/v1/webhook_endpoints", &key, Some(&json!({"url": format!("{}{path}", w.customer.base), "event_types": ["message.received"]})), &[]).json();
+    let created = w
+        .call(
+            "POST",
+            "/v1/webhook_endpoints",
+            &key,
+            Some(&json!({"url": format!("{}{path}", w.customer.base), "event_types": ["message.received"]})),
+            &[],
+        )
+        .json();
     let (id, old) = (created["id"].as_str().unwrap().to_owned(), created["secret"].as_str().unwrap().to_owned());
     let rotated = w.call("POST", &format!("/v1/webhook_endpoints/{id}/rotate_secret"), &key, None, &[]);
     assert_eq!(rotated.status, 200, "{}", rotated.body);
@@ -236,10 +311,18 @@ fn rotated_endpoint_secret_signs_with_both_for_a_while(w: &Worker) {
     assert_eq!(w.deliver_telnyx(&inbound(&event_id, &number)).status, 200);
     assert!(w.eventually(Duration::from_secs(30), || !w.customer.received(&path).is_empty()));
     let got = &w.customer.received(&path)[0];
-    let (webhook_id, ts, sigs) = (got.header("webhook-id").unwrap(), got.header("webhook-timestamp").unwrap(), got.header("webhook-signature").unwrap());
+    let (webhook_id, ts, sigs) = (
+        got.header("webhook-id").unwrap(),
+        got.header("webhook-timestamp").unwrap(),
+        got.header("webhook-signature").unwrap(),
+    );
     assert_eq!(sigs.split(' ').count(), 2, "two signatures during the rotation: {sigs}");
     let now = Timestamp::from_unix_seconds(sim::unix_now());
     for secret in [&old, &new] {
-        assert!(SigningSecret::parse(secret).unwrap().verify(webhook_id, ts, sigs, got.body.as_bytes(), now), "verifies under {}", &secret[..10]);
+        assert!(
+            SigningSecret::parse(secret).unwrap().verify(webhook_id, ts, sigs, got.body.as_bytes(), now),
+            "verifies under {}",
+            &secret[..10]
+        );
     }
 }

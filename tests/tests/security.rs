@@ -97,31 +97,51 @@ fn account_with_resources(w: &Worker) -> Owned {
         "POST",
         "/v1/webhook_endpoints",
         &key,
-        Some(&json!({"url": format!("{}/owner/{}", w.customer.base, sim::random_hex()), "event_types": ["message.received"]})),
+        Some(&json!({"url": format!("{}/owner/{}", w.customer.base, sim::random_hex()),
+            "event_types": ["message.received"]})),
         &[],
     );
     assert_eq!(endpoint.status, 201, "{}", endpoint.body);
-    let sent = w.call("POST", "/v1/messages", &key, Some(&json!({"from": number, "to": "+15559990000", "text": "mine"})), &[]);
+    let sent =
+        w.call("POST", "/v1/messages", &key, Some(&json!({"from": number, "to": "+15559990000", "text": "mine"})), &[]);
     assert_eq!(sent.status, 201, "{}", sent.body);
     // An inbound message makes a customer event.
-    let body = sim::telnyx::envelope(&format!("authz-{}", sim::random_hex()), "message.received", "2026-11-30T10:00:00Z", json!({
-        "id": format!("m-{}", sim::random_hex()), "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": number}], "text": "in",
-    }), 1);
+    let body = sim::telnyx::envelope(
+        &format!("authz-{}", sim::random_hex()),
+        "message.received",
+        "2026-11-30T10:00:00Z",
+        json!({
+            "id": format!("m-{}", sim::random_hex()), "from": {"phone_number": "+15559990000"},
+                "to": [{"phone_number": number}], "text": "in",
+        }),
+        1,
+    );
     assert_eq!(w.deliver_telnyx(&body).status, 200);
     let mut event = String::new();
     let found = w.eventually(Duration::from_secs(30), || {
-        event = w.call("GET", "/v1/events", &key, None, &[]).json()["data"][0]["id"].as_str().unwrap_or_default().to_owned();
+        event = w.call("GET", "/v1/events", &key, None, &[]).json()["data"][0]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         !event.is_empty()
     });
     assert!(found, "account A has an event");
     // A call needs a carrier session to ring through; the row is all the API reads.
     let call = format!("call_{}", sim::random_hex());
     w.sql(&format!(
-        "INSERT INTO calls (id, account_id, direction, from_number, to_number, status, carrier, call_session_id, call_control_id, call_leg_id, created_at, updated_at)
+        "INSERT INTO calls (id, account_id, direction, from_number, to_number, status, carrier, call_session_id,
+            call_control_id, call_leg_id, created_at, updated_at)
          VALUES ({}, {}, 'inbound', '+15559990000', {}, 'completed', 'telnyx', {}, 'cc', 'leg', 1, 1)",
-        lit(&call), lit(&account), lit(&number), lit(&format!("sess-{}", sim::random_hex()))
+        lit(&call),
+        lit(&account),
+        lit(&number),
+        lit(&format!("sess-{}", sim::random_hex()))
     ));
-    assert_eq!(w.call("GET", &format!("/v1/calls/{call}"), &key, None, &[]).status, 200, "account A reads its own call");
+    assert_eq!(
+        w.call("GET", &format!("/v1/calls/{call}"), &key, None, &[]).status,
+        200,
+        "account A reads its own call"
+    );
     Owned {
         key,
         message: sent.json()["id"].as_str().unwrap().to_owned(),
@@ -155,7 +175,9 @@ fn every_route_is_in_the_authorization_table(w: &Worker) {
         let unauthenticated = w.call(method, &path, "", body(method).as_ref(), &[]);
         match access {
             Access::Public => assert_eq!(unauthenticated.status, 200, "{method} {pattern}: {}", unauthenticated.body),
-            Access::Carrier => assert_eq!(unauthenticated.status, 401, "{method} {pattern} unsigned: {}", unauthenticated.body),
+            Access::Carrier => {
+                assert_eq!(unauthenticated.status, 401, "{method} {pattern} unsigned: {}", unauthenticated.body)
+            }
             Access::Admin => {
                 for token in ["", "not-the-admin-token", b_key.as_str(), &ADMIN_TOKEN[..ADMIN_TOKEN.len() - 1]] {
                     let answer = call(token);
@@ -172,13 +194,25 @@ fn every_route_is_in_the_authorization_table(w: &Worker) {
         }
         if let Access::Owned(resource) = access {
             let answer = call(&b_key);
-            assert_eq!(answer.status, 404, "{method} {pattern}: account B on account A's {resource:?}: {}", answer.body);
+            assert_eq!(
+                answer.status, 404,
+                "{method} {pattern}: account B on account A's {resource:?}: {}",
+                answer.body
+            );
             assert_eq!(answer.json()["error"]["code"], "not_found", "{method} {pattern}");
-            assert!(!answer.body.contains(a.id(*resource)), "{method} {pattern}: nothing of A's resource in the answer");
+            assert!(
+                !answer.body.contains(a.id(*resource)),
+                "{method} {pattern}: nothing of A's resource in the answer"
+            );
         }
     }
     // Nothing B tried changed A's resources, and B's lists show none of them.
-    for (path, id) in [("/v1/messages", &a.message), ("/v1/calls", &a.call), ("/v1/webhook_endpoints", &a.endpoint), ("/v1/events", &a.event)] {
+    for (path, id) in [
+        ("/v1/messages", &a.message),
+        ("/v1/calls", &a.call),
+        ("/v1/webhook_endpoints", &a.endpoint),
+        ("/v1/events", &a.event),
+    ] {
         assert_eq!(w.call("GET", &format!("{path}/{id}"), &a.key, None, &[]).status, 200, "A still reads {path}/{id}");
         let listed = w.call("GET", &format!("{path}?limit=100"), &b_key, None, &[]);
         assert_eq!(listed.status, 200, "{path}: {}", listed.body);
@@ -187,8 +221,19 @@ fn every_route_is_in_the_authorization_table(w: &Worker) {
     let still = w.call("GET", &format!("/v1/webhook_endpoints/{}", a.endpoint), &a.key, None, &[]).json();
     assert_eq!(still["event_types"], json!(["message.received"]), "B's PATCH changed nothing: {still}");
     let from_a = w.call("GET", &format!("/v1/messages/{}", a.message), &a.key, None, &[]).json()["from"].clone();
-    let as_a = w.call("POST", "/v1/messages", &b_key, Some(&json!({"from": from_a, "to": "+15559990000", "text": "spoof"})), &[]);
-    assert_eq!((as_a.status, as_a.json()["error"]["field"].as_str()), (422, Some("from")), "B cannot send from A's number: {}", as_a.body);
+    let as_a = w.call(
+        "POST",
+        "/v1/messages",
+        &b_key,
+        Some(&json!({"from": from_a, "to": "+15559990000", "text": "spoof"})),
+        &[],
+    );
+    assert_eq!(
+        (as_a.status, as_a.json()["error"]["field"].as_str()),
+        (422, Some("from")),
+        "B cannot send from A's number: {}",
+        as_a.body
+    );
 }
 
 /// A Plivo inbound message signed with V3 by the official `plivo` Python SDK (4.63.0) for
@@ -229,14 +274,21 @@ fn plivo_requires_v3_unless_v2_is_accepted(_shared: &Worker) {
     let v2 = [("x-plivo-signature-v2", plivo_sdk::V2_SIGNATURE), ("x-plivo-signature-v2-nonce", plivo_sdk::NONCE)];
     let v3 = [("x-plivo-signature-v3", plivo_sdk::V3_SIGNATURE), ("x-plivo-signature-v3-nonce", plivo_sdk::NONCE)];
     let stored = |w: &Worker, uuid_prefix: &str| {
-        w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier = 'plivo' AND carrier_event_id LIKE {}", lit(&format!("{uuid_prefix}%"))))
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier = 'plivo' AND carrier_event_id LIKE {}",
+            lit(&format!("{uuid_prefix}%"))
+        ))
     };
 
     let w = Worker::start_with(&[("PUBLIC_BASE_URL", plivo_sdk::PUBLIC_BASE_URL)]);
     for (what, body) in [("genuine body", &body), ("forged body", &forged)] {
         let a = w.post("/webhooks/plivo", &v2, body.as_bytes());
         assert_eq!(a.status, 401, "V2 only, {what}: {}", a.body);
-        assert!(a.json()["error"]["message"].as_str().unwrap_or_default().contains("x-plivo-signature-v3"), "{}", a.body);
+        assert!(
+            a.json()["error"]["message"].as_str().unwrap_or_default().contains("x-plivo-signature-v3"),
+            "{}",
+            a.body
+        );
     }
     assert_eq!(stored(&w, "sdk-e2e-") + stored(&w, "forged-"), 0, "nothing refused was stored");
     let a = w.post("/webhooks/plivo", &v3, body.as_bytes());
@@ -249,7 +301,11 @@ fn plivo_requires_v3_unless_v2_is_accepted(_shared: &Worker) {
 
     let w = Worker::start_with(&[("PUBLIC_BASE_URL", plivo_sdk::PUBLIC_BASE_URL), ("PLIVO_ACCEPT_V2", "true")]);
     let a = w.post("/webhooks/plivo", &v2, forged.as_bytes());
-    assert_eq!(a.status, 200, "with PLIVO_ACCEPT_V2=true a V2-only request is accepted, forged body and all: {}", a.body);
+    assert_eq!(
+        a.status, 200,
+        "with PLIVO_ACCEPT_V2=true a V2-only request is accepted, forged body and all: {}",
+        a.body
+    );
     assert_eq!(stored(&w, "forged-"), 1);
     drop(w);
 

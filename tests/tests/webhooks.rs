@@ -1,4 +1,4 @@
-//! Customer webhooks (contract §5, §6): signed per Standard Webhooks, retried, disabled, replayed.
+//! Customer webhooks (docs/contract.md §5, §6): signed per Standard Webhooks, retried, disabled, replayed.
 
 use std::time::Duration;
 
@@ -14,7 +14,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("webhooks::fails_twice_then_succeeds_with_one_webhook_id", fails_twice_then_succeeds_with_one_webhook_id),
     ("webhooks::gone_disables_the_endpoint", gone_disables_the_endpoint),
     ("webhooks::hundred_consecutive_failures_disable_the_endpoint", hundred_consecutive_failures_disable_the_endpoint),
-    ("webhooks::endpoints_get_only_their_types_and_disabled_ones_nothing", endpoints_get_only_their_types_and_disabled_ones_nothing),
+    (
+        "webhooks::endpoints_get_only_their_types_and_disabled_ones_nothing",
+        endpoints_get_only_their_types_and_disabled_ones_nothing,
+    ),
     ("webhooks::replay_sends_the_same_event_again", replay_sends_the_same_event_again),
     ("webhooks::private_endpoints_are_refused_in_production", private_endpoints_are_refused_in_production),
     ("webhooks::redirects_are_not_followed", redirects_are_not_followed),
@@ -38,7 +41,13 @@ fn customer(w: &Worker) -> Customer {
 /// Creates an endpoint at a fresh path of the test customer server; returns (id, path, secret).
 fn endpoint(w: &Worker, c: &Customer, types: &[&str]) -> (String, String, String) {
     let path = format!("/hook/{}", sim::random_hex());
-    let a = w.call("POST", "/v1/webhook_endpoints", &c.key, Some(&json!({"url": format!("{}{path}", w.customer.base), "event_types": types})), &[]);
+    let a = w.call(
+        "POST",
+        "/v1/webhook_endpoints",
+        &c.key,
+        Some(&json!({"url": format!("{}{path}", w.customer.base), "event_types": types})),
+        &[],
+    );
     assert_eq!(a.status, 201, "{}", a.body);
     let v = a.json();
     let secret = v["secret"].as_str().unwrap().to_owned();
@@ -48,9 +57,16 @@ fn endpoint(w: &Worker, c: &Customer, types: &[&str]) -> (String, String, String
 
 fn inbound_sms(w: &Worker, c: &Customer) -> String {
     let carrier_id = format!("m-{}", sim::random_hex());
-    let body = sim::telnyx::envelope(&format!("e-{}", sim::random_hex()), "message.received", "2026-11-30T10:00:00Z", json!({
-        "id": carrier_id, "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": c.number}], "text": "hook me",
-    }), 1);
+    let body = sim::telnyx::envelope(
+        &format!("e-{}", sim::random_hex()),
+        "message.received",
+        "2026-11-30T10:00:00Z",
+        json!({
+            "id": carrier_id, "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": c.number}],
+                "text": "hook me",
+        }),
+        1,
+    );
     assert_eq!(w.deliver_telnyx(&body).status, 200);
     carrier_id
 }
@@ -76,7 +92,11 @@ fn verify_with_official_library(secret: &str, deliveries: &[Received]) {
         .output()
         .expect("run node");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "standardwebhooks refused a delivery:\n{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "standardwebhooks refused a delivery:\n{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(text.lines().filter(|l| l.starts_with("ok ")).count(), deliveries.len(), "{text}");
 }
 
@@ -95,7 +115,13 @@ fn fails_twice_then_succeeds_with_one_webhook_id(w: &Worker) {
     let key = SigningSecret::parse(&secret).unwrap();
     for r in &got {
         let now = Timestamp::from_unix_seconds(sim::unix_now());
-        assert!(key.verify(ids[0], r.header("webhook-timestamp").unwrap(), r.header("webhook-signature").unwrap(), r.body.as_bytes(), now));
+        assert!(key.verify(
+            ids[0],
+            r.header("webhook-timestamp").unwrap(),
+            r.header("webhook-signature").unwrap(),
+            r.body.as_bytes(),
+            now
+        ));
         let body: Value = serde_json::from_str(&r.body).unwrap();
         assert_eq!((body["id"].as_str(), body["type"].as_str()), (Some(ids[0]), Some("message.received")));
         assert_eq!(body["data"]["text"], "hook me");
@@ -107,7 +133,8 @@ fn fails_twice_then_succeeds_with_one_webhook_id(w: &Worker) {
     let shown = w.call("GET", &format!("/v1/events/{}", ids[0]), &c.key, None, &[]).json();
     let delivery = &shown["deliveries"][0];
     assert_eq!(delivery["status"], "succeeded", "{shown}");
-    let codes: Vec<i64> = delivery["attempts"].as_array().unwrap().iter().map(|a| a["status_code"].as_i64().unwrap()).collect();
+    let codes: Vec<i64> =
+        delivery["attempts"].as_array().unwrap().iter().map(|a| a["status_code"].as_i64().unwrap()).collect();
     assert_eq!(codes, vec![500, 503, 200]);
     assert!(delivery["attempts"][0]["next_attempt_at"].is_string());
     assert!(delivery["attempts"][0]["latency_ms"].is_i64());
@@ -119,7 +146,9 @@ fn gone_disables_the_endpoint(w: &Worker) {
     w.customer.always(&path, 410);
     inbound_sms(w, &c);
     wait_received(w, &path, 1);
-    let ok = w.eventually(Duration::from_secs(20), || w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json()["enabled"] == false);
+    let ok = w.eventually(Duration::from_secs(20), || {
+        w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json()["enabled"] == false
+    });
     assert!(ok, "410 disables the endpoint");
     inbound_sms(w, &c);
     std::thread::sleep(Duration::from_secs(4));
@@ -136,13 +165,16 @@ fn hundred_consecutive_failures_disable_the_endpoint(w: &Worker) {
     for _ in 0..13 {
         inbound_sms(w, &c);
     }
-    let disabled = w.eventually(Duration::from_secs(90), || w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json()["enabled"] == false);
+    let disabled = w.eventually(Duration::from_secs(90), || {
+        w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json()["enabled"] == false
+    });
     assert!(disabled, "100 consecutive failures disable the endpoint");
     let shown = w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json();
     assert!(shown["consecutive_failures"].as_i64().unwrap() >= 100, "{shown}");
     assert!(shown["disabled_reason"].as_str().unwrap().contains("100 consecutive"), "{shown}");
     let attempts = w.count(&format!(
-        "SELECT COUNT(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = {}",
+        "SELECT COUNT(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE
+            d.endpoint_id = {}",
         lit(&id)
     ));
     assert!(attempts >= 100, "{attempts} attempts recorded");
@@ -159,15 +191,26 @@ fn endpoints_get_only_their_types_and_disabled_ones_nothing(w: &Worker) {
     let (_, received_path, _) = endpoint(w, &c, &["message.received"]);
     let (_, sent_path, _) = endpoint(w, &c, &["message.sent"]);
     let (disabled, disabled_path, _) = endpoint(w, &c, &["message.received", "message.sent"]);
-    let a = w.call("PATCH", &format!("/v1/webhook_endpoints/{disabled}"), &c.key, Some(&json!({"enabled": false})), &[]);
+    let a =
+        w.call("PATCH", &format!("/v1/webhook_endpoints/{disabled}"), &c.key, Some(&json!({"enabled": false})), &[]);
     assert_eq!((a.status, a.json()["enabled"].clone()), (200, json!(false)));
     inbound_sms(w, &c);
-    let sent = w.call("POST", "/v1/messages", &c.key, Some(&json!({"from": c.number, "to": "+15559990000", "text": "out"})), &[]);
+    let sent = w.call(
+        "POST",
+        "/v1/messages",
+        &c.key,
+        Some(&json!({"from": c.number, "to": "+15559990000", "text": "out"})),
+        &[],
+    );
     assert_eq!(sent.status, 201);
     let r = wait_received(w, &received_path, 1);
     let s = wait_received(w, &sent_path, 1);
     std::thread::sleep(Duration::from_secs(3));
-    let types = |list: Vec<Received>| list.iter().map(|d| serde_json::from_str::<Value>(&d.body).unwrap()["type"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+    let types = |list: Vec<Received>| {
+        list.iter()
+            .map(|d| serde_json::from_str::<Value>(&d.body).unwrap()["type"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(types(w.customer.received(&received_path)), vec!["message.received"]);
     assert_eq!(types(w.customer.received(&sent_path)), vec!["message.sent"]);
     assert!(w.customer.received(&disabled_path).is_empty(), "a disabled endpoint gets nothing");
@@ -205,13 +248,32 @@ fn replay_sends_the_same_event_again(w: &Worker) {
 fn private_endpoints_are_refused_in_production(_shared: &Worker) {
     let w = Worker::start_with(&[("ALLOW_PRIVATE_ENDPOINTS", "false")]);
     let c = customer(&w);
-    let create = |url: &str| w.call("POST", "/v1/webhook_endpoints", &c.key, Some(&json!({"url": url, "event_types": ["message.received"]})), &[]);
+    let create = |url: &str| {
+        w.call(
+            "POST",
+            "/v1/webhook_endpoints",
+            &c.key,
+            Some(&json!({"url": url, "event_types": ["message.received"]})),
+            &[],
+        )
+    };
     for url in [
-        "http://127.0.0.1:9/hook", "https://127.0.0.1/hook", "https://10.1.2.3/hook", "https://169.254.169.254/latest", "https://localhost/x",
+        "http://127.0.0.1:9/hook",
+        "https://127.0.0.1/hook",
+        "https://10.1.2.3/hook",
+        "https://169.254.169.254/latest",
+        "https://localhost/x",
         "http://example.com/hook",
         // Each reaches a private address once parsed the way fetch parses it.
-        "https://169.254.169.254\\latest/meta-data", "https://127.0.0.%31/", "https://[::127.0.0.1]/", "https://[64:ff9b::a00:1]/",
-        "https://0x7f.1/", "https://[::ffff:10.0.0.1]/", "https://metadata.google.internal/x", "https://nas.home.arpa/", "https://user:pw@example.com/",
+        "https://169.254.169.254\\latest/meta-data",
+        "https://127.0.0.%31/",
+        "https://[::127.0.0.1]/",
+        "https://[64:ff9b::a00:1]/",
+        "https://0x7f.1/",
+        "https://[::ffff:10.0.0.1]/",
+        "https://metadata.google.internal/x",
+        "https://nas.home.arpa/",
+        "https://user:pw@example.com/",
     ] {
         let a = create(url);
         assert_eq!(a.status, 422, "{url}: {}", a.body);
@@ -221,9 +283,20 @@ fn private_endpoints_are_refused_in_production(_shared: &Worker) {
     assert_eq!(ok.status, 201, "{}", ok.body);
     // What is stored is the parsed form: the text that was checked is the text fetch gets.
     let normalized = create("HTTPS://H%6Foks.Example.COM\\in");
-    assert_eq!((normalized.status, normalized.json()["url"].as_str()), (201, Some("https://hooks.example.com/in")), "{}", normalized.body);
+    assert_eq!(
+        (normalized.status, normalized.json()["url"].as_str()),
+        (201, Some("https://hooks.example.com/in")),
+        "{}",
+        normalized.body
+    );
     let id = ok.json()["id"].as_str().unwrap().to_owned();
-    let patched = w.call("PATCH", &format!("/v1/webhook_endpoints/{id}"), &c.key, Some(&json!({"url": "https://127.0.0.%31/"})), &[]);
+    let patched = w.call(
+        "PATCH",
+        &format!("/v1/webhook_endpoints/{id}"),
+        &c.key,
+        Some(&json!({"url": "https://127.0.0.%31/"})),
+        &[],
+    );
     assert_eq!(patched.status, 422, "{}", patched.body);
 
     // A row written before the rule (here: by hand) is checked again before every attempt and
@@ -236,8 +309,17 @@ fn private_endpoints_are_refused_in_production(_shared: &Worker) {
          WHERE d.endpoint_id = {} AND a.error LIKE 'endpoint URL refused%' AND a.status_code IS NULL",
         lit(&id)
     );
-    assert!(w.eventually(Duration::from_secs(30), || w.count(&refused) >= 1), "the stored private URL is refused at delivery time");
-    let touched = w.call("PATCH", &format!("/v1/webhook_endpoints/{id}"), &c.key, Some(&json!({"event_types": ["message.sent"]})), &[]);
+    assert!(
+        w.eventually(Duration::from_secs(30), || w.count(&refused) >= 1),
+        "the stored private URL is refused at delivery time"
+    );
+    let touched = w.call(
+        "PATCH",
+        &format!("/v1/webhook_endpoints/{id}"),
+        &c.key,
+        Some(&json!({"event_types": ["message.sent"]})),
+        &[],
+    );
     assert_eq!(touched.status, 422, "an unchanged private URL is refused on any update: {}", touched.body);
 }
 
@@ -295,7 +377,8 @@ fn httpdate(unix_seconds: i64) -> String {
     let (date, time) = t.split_once('T').unwrap();
     let mut parts = date.split('-');
     let (year, month, day) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
-    let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"][month.parse::<usize>().unwrap() - 1];
+    let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        [month.parse::<usize>().unwrap() - 1];
     let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(unix_seconds.div_euclid(86_400) % 7) as usize];
     format!("{weekday}, {day} {month} {year} {} GMT", &time[..8])
 }
@@ -307,9 +390,23 @@ fn endpoint_management(w: &Worker) {
     assert!(got.get("secret").is_none(), "the secret is shown only at creation: {got}");
     let listed = w.call("GET", "/v1/webhook_endpoints", &c.key, None, &[]).json();
     assert_eq!(listed["data"].as_array().map(Vec::len), Some(1));
-    let bad = w.call("POST", "/v1/webhook_endpoints", &c.key, Some(&json!({"url": "http://127.0.0.1/x", "event_types": ["sms.whatever"]})), &[]);
+    let bad = w.call(
+        "POST",
+        "/v1/webhook_endpoints",
+        &c.key,
+        Some(&json!({"url": "http://127.0.0.1/x", "event_types": ["sms.whatever"]})),
+        &[],
+    );
     assert_eq!((bad.status, bad.json()["error"]["field"].as_str()), (422, Some("event_types")));
-    let patched = w.call("PATCH", &format!("/v1/webhook_endpoints/{id}"), &c.key, Some(&json!({"event_types": ["call.missed", "call.completed"]})), &[]).json();
+    let patched = w
+        .call(
+            "PATCH",
+            &format!("/v1/webhook_endpoints/{id}"),
+            &c.key,
+            Some(&json!({"event_types": ["call.missed", "call.completed"]})),
+            &[],
+        )
+        .json();
     assert_eq!(patched["event_types"], json!(["call.completed", "call.missed"]));
     let other = customer(w);
     assert_eq!(w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &other.key, None, &[]).status, 404);

@@ -3,16 +3,15 @@
 use exactly_core::call::CallStatus;
 use worker::{Env, Request, Response};
 
+use crate::api::auth;
+use crate::api::http::{self as http, Cursor};
 use crate::api::page;
-use crate::auth;
-use crate::calls;
 use crate::error::EdgeError;
-use crate::http::{self, Cursor};
-
+use crate::store::calls;
 
 /// `GET /v1/calls/{id}`: status, legs dialled with their outcomes, duration, billed minutes.
 pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
-    let db = crate::db::database(env)?;
+    let db = crate::store::database(env)?;
     let account = auth::account(&req, &db).await?;
     let call = calls::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     let legs = calls::legs(&db, &call.id).await?;
@@ -21,7 +20,7 @@ pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeErro
 
 /// `GET /v1/calls?status=&limit=&cursor=`, newest first.
 pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let db = crate::db::database(env)?;
+    let db = crate::store::database(env)?;
     let account = auth::account(&req, &db).await?;
     let params = http::query(&req);
     let status = http::param(&params, "status");

@@ -3,17 +3,15 @@
 use exactly_core::message::MessageStatus;
 use exactly_core::segments;
 use serde::Deserialize;
-use serde_json::Value;
 use worker::{Env, Request, Response};
 
+use crate::api::auth::{self as auth, Account};
+use crate::api::http::{self as http, Cursor};
 use crate::api::{e164, page};
-use crate::auth::{self, Account};
-use crate::db;
 use crate::error::EdgeError;
-use crate::http::{self, Cursor};
-use crate::jobs::{self, Job};
-use crate::messages::{self, ListFilter, NewOutbound};
 use crate::platform::{new_id, now};
+use crate::queues::{self as jobs, Job};
+use crate::store::messages::{self as messages, ListFilter, NewOutbound};
 
 /// The longest text one API call may send (10 concatenated GSM-7 segments).
 const MAX_TEXT_CHARS: usize = 1600;
@@ -25,13 +23,13 @@ struct NewMessage {
     text: Option<String>,
 }
 
-
 /// `POST /v1/messages` `{from, to, text}`: 201 with the queued message, or 200 with the same
 /// message when the `Idempotency-Key` was used before (no second send).
 pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let db = crate::db::database(env)?;
+    let db = crate::store::database(env)?;
     let Account { id: account_id } = auth::account(&req, &db).await?;
-    let key = req.headers().get("idempotency-key").ok().flatten().map(|k| k.trim().to_owned()).filter(|k| !k.is_empty());
+    let key =
+        req.headers().get("idempotency-key").ok().flatten().map(|k| k.trim().to_owned()).filter(|k| !k.is_empty());
     if key.as_ref().is_some_and(|k| k.len() > 255) {
         return Err(EdgeError::invalid("Idempotency-Key", "must be at most 255 characters"));
     }
@@ -47,13 +45,7 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
     if text.chars().count() > MAX_TEXT_CHARS {
         return Err(EdgeError::invalid("text", format!("must be at most {MAX_TEXT_CHARS} characters")));
     }
-    let owned: Option<Value> = db::first(db::stmt(
-        &db,
-        "SELECT id FROM phone_numbers WHERE phone_number = ?1 AND account_id = ?2",
-        &[db::text(&from), db::text(&account_id)],
-    )?)
-    .await?;
-    if owned.is_none() {
+    if !crate::store::numbers::owned_by(&db, &from, &account_id).await? {
         return Err(EdgeError::invalid("from", "is not a number of this account"));
     }
 
@@ -78,7 +70,7 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
     }
     // A replay of a message whose first dispatch job may have been lost enqueues it again; the
     // dispatcher's claim makes a second job a no-op.
-    if created || message.status == MessageStatus::Queued.as_str() {
+    if created || message.status == MessageStatus::Queued {
         jobs::enqueue(env, Job::Dispatch { message_id: message.id.clone() }).await?;
     }
     http::json(if created { 201 } else { 200 }, &message.to_json())
@@ -86,7 +78,7 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
 
 /// `GET /v1/messages/{id}`; another account's message is 404.
 pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
-    let db = crate::db::database(env)?;
+    let db = crate::store::database(env)?;
     let account = auth::account(&req, &db).await?;
     let message = messages::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     http::json(200, &message.to_json())
@@ -94,7 +86,7 @@ pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeErro
 
 /// `GET /v1/messages?status=&direction=&limit=&cursor=`, newest first.
 pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let db = crate::db::database(env)?;
+    let db = crate::store::database(env)?;
     let account = auth::account(&req, &db).await?;
     let params = http::query(&req);
     let status = http::param(&params, "status");
@@ -106,7 +98,12 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
         return Err(EdgeError::invalid("direction", "must be inbound or outbound"));
     }
     let limit = http::limit(&params)?;
-    let rows = messages::list(&db, &account.id, ListFilter { status, direction, cursor: Cursor::from_params(&params)?, limit }).await?;
+    let rows = messages::list(
+        &db,
+        &account.id,
+        ListFilter { status, direction, cursor: Cursor::from_params(&params)?, limit },
+    )
+    .await?;
     let next = Cursor::after(&rows, limit, |m| (m.created_at, &m.id));
     http::json(200, &page(rows.iter().map(|m| m.to_json()).collect(), next))
 }

@@ -4,11 +4,11 @@ use exactly_core::Timestamp;
 use serde_json::json;
 use worker::{Env, Request, Response};
 
-use crate::auth;
+use crate::api::auth;
+use crate::api::http;
 use crate::error::EdgeError;
-use crate::http;
 use crate::platform::now;
-use crate::usage;
+use crate::store::usage;
 
 fn time_param(params: &[(String, String)], name: &'static str) -> Result<Option<Timestamp>, EdgeError> {
     http::param(params, name)
@@ -18,7 +18,7 @@ fn time_param(params: &[(String, String)], name: &'static str) -> Result<Option<
 
 /// Totals of the caller's account over `[from, to)` (default: everything until now).
 pub async fn get(req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let db = crate::db::database(env)?;
+    let db = crate::store::database(env)?;
     let account = auth::account(&req, &db).await?;
     let params = http::query(&req);
     let from = time_param(&params, "from")?.unwrap_or(Timestamp::from_unix_millis(0));
@@ -27,8 +27,11 @@ pub async fn get(req: Request, env: &Env) -> Result<Response, EdgeError> {
         return Err(EdgeError::invalid("to", "must not be before from"));
     }
     let totals = usage::totals(&db, &account.id, from, to).await?;
-    http::json(200, &json!({
-        "from": from.to_rfc3339(), "to": to.to_rfc3339(),
-        "sms_segments": totals.sms_segments, "call_minutes": totals.call_minutes,
-    }))
+    http::json(
+        200,
+        &json!({
+            "from": from.to_rfc3339(), "to": to.to_rfc3339(),
+            "sms_segments": totals.sms_segments, "call_minutes": totals.call_minutes,
+        }),
+    )
 }

@@ -5,7 +5,6 @@ use worker::{Env, Response};
 
 use crate::bindings;
 use crate::config;
-use crate::db;
 use crate::error::EdgeError;
 
 /// 200 when ready, 503 otherwise; the body says which check failed (naming a variable, never
@@ -16,15 +15,18 @@ pub async fn check(env: &Env) -> Result<Response, EdgeError> {
         Err(e) => e.to_string(),
     };
     let d1 = match env.d1(bindings::DB) {
-        Ok(db) => match db::run(db::stmt(&db, "SELECT 1", &[])?).await {
+        Ok(db) => match crate::store::ping(&db).await {
             Ok(_) => "ok".to_owned(),
             Err(_) => "unreachable".to_owned(),
         },
         Err(_) => "binding missing".to_owned(),
     };
     let ready = config == "ok" && d1 == "ok";
-    crate::http::json(if ready { 200 } else { 503 }, &json!({
-        "status": if ready { "ok" } else { "unavailable" },
-        "checks": { "config": config, "d1": d1 },
-    }))
+    crate::api::http::json(
+        if ready { 200 } else { 503 },
+        &json!({
+            "status": if ready { "ok" } else { "unavailable" },
+            "checks": { "config": config, "d1": d1 },
+        }),
+    )
 }

@@ -8,10 +8,27 @@
 
 use exactly_core::{Provider, Timestamp, VerifiedEvent};
 use serde::Deserialize;
+use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement};
 
-use crate::db::{self, int, text, time};
 use crate::error::EdgeError;
+use crate::store::{self as db, int, text, time};
+
+/// The public form of an event's key: `cev_` and 16 hex digits of its rowid, opaque to clients.
+/// SQL writes it as `{ID}`; [`key`] reads it back.
+const ID: &str = "('cev_' || printf('%016x', id))";
+
+/// The rowid inside a public id (`cev_...`; the bare decimal that jobs enqueued by earlier
+/// versions carry is read too), bound for a `WHERE id = ?`; NULL, matching nothing, for anything
+/// else.
+fn key(id: &str) -> JsValue {
+    let rowid = match id.strip_prefix("cev_") {
+        Some(hex) if hex.len() == 16 => i64::from_str_radix(hex, 16).ok(),
+        Some(_) => None,
+        None => id.parse::<i64>().ok(),
+    };
+    rowid.map_or(JsValue::NULL, int)
+}
 
 /// What storing a delivery found.
 #[derive(Debug, PartialEq, Eq)]
@@ -56,7 +73,12 @@ struct KeyRow {
 /// The INSERT is `ON CONFLICT DO NOTHING`; its `changes` says whether this delivery was the
 /// first. The SELECT in the same batch (one transaction) reads the row either way. Also returns
 /// the rows D1 wrote (`meta.rows_written`, indexes included), for the logs and the benchmark.
-pub async fn store(db: &D1Database, event: &VerifiedEvent, payload: &str, now: Timestamp) -> Result<(Stored, usize), EdgeError> {
+pub async fn store(
+    db: &D1Database,
+    event: &VerifiedEvent,
+    payload: &str,
+    now: Timestamp,
+) -> Result<(Stored, usize), EdgeError> {
     let e = event.event();
     let insert = db::stmt(
         db,
@@ -67,7 +89,9 @@ pub async fn store(db: &D1Database, event: &VerifiedEvent, payload: &str, now: T
     )?;
     let select = db::stmt(
         db,
-        "SELECT CAST(id AS TEXT) AS id, processed_at, error FROM carrier_events WHERE carrier = ?1 AND carrier_event_id = ?2",
+        &format!(
+            "SELECT {ID} AS id, processed_at, error FROM carrier_events WHERE carrier = ?1 AND carrier_event_id = ?2"
+        ),
         &[text(e.provider.as_str()), text(&e.event_id)],
     )?;
     let results = db::batch(db, vec![insert, select]).await?;
@@ -78,7 +102,8 @@ pub async fn store(db: &D1Database, event: &VerifiedEvent, payload: &str, now: T
         .into_iter()
         .next()
         .ok_or_else(|| EdgeError::Unavailable("carrier event vanished after insert".into()))?;
-    let rows_written = [inserted, selected].iter().filter_map(|r| r.meta().ok().flatten().and_then(|m| m.rows_written)).sum();
+    let rows_written =
+        [inserted, selected].iter().filter_map(|r| r.meta().ok().flatten().and_then(|m| m.rows_written)).sum();
     let stored = if db::changes(inserted) == 1 {
         Stored::New { id: row.id }
     } else if row.processed_at.is_none() && row.error.is_none() {
@@ -93,8 +118,11 @@ pub async fn store(db: &D1Database, event: &VerifiedEvent, payload: &str, now: T
 pub async fn load(db: &D1Database, id: &str) -> Result<Option<Row>, EdgeError> {
     db::first(db::stmt(
         db,
-        "SELECT CAST(id AS TEXT) AS id, carrier, carrier_event_id, event_type, payload, processed_at, error, attempts FROM carrier_events WHERE id = ?1",
-        &[text(id)],
+        &format!(
+            "SELECT {ID} AS id, carrier, carrier_event_id, event_type, payload, processed_at, error,
+             attempts FROM carrier_events WHERE id = ?1"
+        ),
+        &[key(id)],
     )?)
     .await
 }
@@ -105,8 +133,9 @@ pub async fn load(db: &D1Database, id: &str) -> Result<Option<Row>, EdgeError> {
 pub fn mark_processed_stmt(db: &D1Database, id: &str, now: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
     db::stmt(
         db,
-        "UPDATE carrier_events SET processed_at = ?2, attempts = attempts + 1 WHERE id = ?1 AND processed_at IS NULL AND error IS NULL",
-        &[text(id), time(now)],
+        "UPDATE carrier_events SET processed_at = ?2, attempts = attempts + 1 WHERE id = ?1 AND processed_at IS
+             NULL AND error IS NULL",
+        &[key(id), time(now)],
     )
 }
 
@@ -119,8 +148,9 @@ pub async fn mark_processed(db: &D1Database, id: &str, now: Timestamp) -> Result
 pub async fn mark_failed(db: &D1Database, id: &str, error: &str) -> Result<bool, EdgeError> {
     let changed = db::run(db::stmt(
         db,
-        "UPDATE carrier_events SET error = ?2, attempts = attempts + 1 WHERE id = ?1 AND processed_at IS NULL AND error IS NULL",
-        &[text(id), text(error)],
+        "UPDATE carrier_events SET error = ?2, attempts = attempts + 1 WHERE id = ?1 AND processed_at IS NULL
+             AND error IS NULL",
+        &[key(id), text(error)],
     )?)
     .await?;
     Ok(changed == 1)
@@ -134,7 +164,13 @@ pub async fn clear_failure(db: &D1Database, ids: &[String]) -> Result<(), EdgeEr
     }
     let statements = ids
         .iter()
-        .map(|id| db::stmt(db, "UPDATE carrier_events SET error = NULL, attempts = 0 WHERE id = ?1 AND processed_at IS NULL", &[text(id)]))
+        .map(|id| {
+            db::stmt(
+                db,
+                "UPDATE carrier_events SET error = NULL, attempts = 0 WHERE id = ?1 AND processed_at IS NULL",
+                &[key(id)],
+            )
+        })
         .collect::<Result<Vec<_>, _>>()?;
     db::batch(db, statements).await?;
     Ok(())
@@ -150,7 +186,7 @@ pub async fn park(db: &D1Database, id: &str, carrier: Provider, carrier_message_
         "UPDATE carrier_events SET waiting_for = ?2
          WHERE id = ?1 AND processed_at IS NULL AND error IS NULL
            AND NOT EXISTS (SELECT 1 FROM messages WHERE carrier = ?3 AND carrier_message_id = ?2)",
-        &[text(id), text(carrier_message_id), text(carrier.as_str())],
+        &[key(id), text(carrier_message_id), text(carrier.as_str())],
     )?)
     .await?;
     Ok(changed == 1)
@@ -161,7 +197,9 @@ pub async fn park(db: &D1Database, id: &str, carrier: Provider, carrier_message_
 pub fn wake_stmt(db: &D1Database, carrier: &str, carrier_message_id: &str) -> Result<D1PreparedStatement, EdgeError> {
     db::stmt(
         db,
-        "UPDATE carrier_events SET waiting_for = NULL WHERE carrier = ?1 AND waiting_for = ?2 RETURNING CAST(id AS TEXT) AS id",
+        &format!(
+            "UPDATE carrier_events SET waiting_for = NULL WHERE carrier = ?1 AND waiting_for = ?2 RETURNING {ID} AS id"
+        ),
         &[text(carrier), text(carrier_message_id)],
     )
 }
@@ -198,9 +236,11 @@ struct IdRow {
 pub async fn unprocessed(db: &D1Database, older_than: Timestamp, limit: u32) -> Result<Vec<String>, EdgeError> {
     let rows: Vec<IdRow> = db::all(db::stmt(
         db,
-        "SELECT CAST(id AS TEXT) AS id FROM carrier_events
+        &format!(
+            "SELECT {ID} AS id FROM carrier_events
          WHERE processed_at IS NULL AND error IS NULL AND created_at < ?1 AND waiting_for IS NULL
-         ORDER BY created_at LIMIT ?2",
+         ORDER BY created_at LIMIT ?2"
+        ),
         &[time(older_than), int(i64::from(limit))],
     )?)
     .await?;
@@ -220,29 +260,61 @@ pub struct Listed {
     pub created_at: f64,
 }
 
+/// Where a carrier event stands, as `/admin/carrier_events?status=` filters it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventState {
+    /// Recorded as a permanent failure (`error`).
+    Failed,
+    /// Neither processed nor failed.
+    Pending,
+    /// Its effects committed (`processed_at`).
+    Processed,
+}
+
+impl EventState {
+    /// The state named `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "failed" => Some(EventState::Failed),
+            "pending" => Some(EventState::Pending),
+            "processed" => Some(EventState::Processed),
+            _ => None,
+        }
+    }
+}
+
 /// A page of carrier events in one state (`failed`, `pending` or `processed`), newest first.
 ///
-/// The order and the cursor both use the integer rowid. The row's `id` is selected as text, and
-/// an unqualified `id` in ORDER BY would name that text alias (`"9" > "10"`) while the WHERE
-/// compared integers, so pages skipped rows; `carrier_events.id` names the column in both, and
-/// the cursor's id is bound as an integer.
-pub async fn list(db: &D1Database, state: &str, cursor: Option<crate::http::Cursor>, limit: u32) -> Result<Vec<Listed>, EdgeError> {
+/// The order and the cursor both use the integer rowid. The row's `id` is selected in its public
+/// form, and an unqualified `id` in ORDER BY would name that text alias while the WHERE compared
+/// integers, so pages skipped rows; `carrier_events.id` names the column in both, and the
+/// cursor's id is bound as the integer inside it.
+pub async fn list(
+    db: &D1Database,
+    state: EventState,
+    cursor: Option<crate::store::Cursor>,
+    limit: u32,
+) -> Result<Vec<Listed>, EdgeError> {
     let condition = match state {
-        "failed" => "error IS NOT NULL",
-        "pending" => "processed_at IS NULL AND error IS NULL",
-        _ => "processed_at IS NOT NULL",
+        EventState::Failed => "error IS NOT NULL",
+        EventState::Pending => "processed_at IS NULL AND error IS NULL",
+        EventState::Processed => "processed_at IS NOT NULL",
     };
     let (at, id) = match &cursor {
         Some(c) => {
-            let rowid: i64 = c.id.parse().map_err(|_| EdgeError::invalid("cursor", "is not a cursor from a previous page"))?;
-            (crate::db::int(c.created_at), int(rowid))
+            let rowid = key(&c.id);
+            if rowid.is_null() {
+                return Err(EdgeError::invalid("cursor", "is not a cursor from a previous page"));
+            }
+            (crate::store::int(c.created_at), rowid)
         }
         None => (wasm_bindgen::JsValue::NULL, wasm_bindgen::JsValue::NULL),
     };
     db::all(db::stmt(
         db,
         &format!(
-            "SELECT CAST(id AS TEXT) AS id, carrier, carrier_event_id, event_type, processed_at, error, attempts, created_at FROM carrier_events
+            "SELECT {ID} AS id, carrier, carrier_event_id, event_type, processed_at, error, attempts,
+                 created_at FROM carrier_events
              WHERE {condition} AND (?1 IS NULL OR created_at < ?1 OR (created_at = ?1 AND carrier_events.id < ?2))
              ORDER BY created_at DESC, carrier_events.id DESC LIMIT ?3"
         ),

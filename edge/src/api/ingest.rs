@@ -6,21 +6,24 @@ use exactly_core::{PayloadError, Provider, Rejection, Timestamp, VerifiedEvent, 
 use worker::{Env, Request, Response};
 
 use crate::bindings::vars;
-use crate::carrier_events::{self, Stored};
 use crate::config;
 use crate::error::EdgeError;
-use crate::jobs::{self, Job};
 use crate::platform::now;
+use crate::queues::{self as jobs, Job};
+use crate::store::carrier_events::{self as carrier_events, Stored};
 
 /// Handles one delivery from `provider`.
 pub async fn webhook(provider: Provider, mut req: Request, env: &Env) -> Result<Response, EdgeError> {
     // Capped while reading: a chunked body has no Content-Length to refuse up front.
-    let body = crate::http::body_capped(&mut req, MAX_BODY_BYTES, || Rejection::TooLarge { limit: MAX_BODY_BYTES }.into()).await?;
+    let body = crate::api::http::body_capped(&mut req, MAX_BODY_BYTES, || {
+        Rejection::TooLarge { limit: MAX_BODY_BYTES }.into()
+    })
+    .await?;
     let started = now();
     let verified = verify(provider, &req, env, &body, started)?;
     let payload = std::str::from_utf8(&body).map_err(|_| Rejection::Malformed(PayloadError::NotParseable))?;
 
-    let db = crate::db::database(env)?;
+    let db = crate::store::database(env)?;
     if crate::faults::d1_write_fails_once(&verified.event().event_id) {
         return Err(EdgeError::Unavailable("injected D1 write failure".into()));
     }
@@ -47,19 +50,37 @@ pub async fn webhook(provider: Provider, mut req: Request, env: &Env) -> Result<
             "latency_ms": now().unix_millis() - started.unix_millis(),
         })
     );
-    Response::from_json(&serde_json::json!({ "id": id, "outcome": outcome })).map_err(|e| EdgeError::platform("respond", e))
+    Response::from_json(&serde_json::json!({ "id": id, "outcome": outcome }))
+        .map_err(|e| EdgeError::platform("respond", e))
 }
 
-fn verify(provider: Provider, req: &Request, env: &Env, body: &[u8], now: Timestamp) -> Result<VerifiedEvent, EdgeError> {
+fn verify(
+    provider: Provider,
+    req: &Request,
+    env: &Env,
+    body: &[u8],
+    now: Timestamp,
+) -> Result<VerifiedEvent, EdgeError> {
     let header = |name: &str| req.headers().get(name).ok().flatten();
     let config = config::get(env)?;
-    let not_set = |variable| EdgeError::Config { variable, problem: "is not set: this carrier's webhooks cannot be verified".into() };
+    let not_set = |variable| EdgeError::Config {
+        variable,
+        problem: "is not set: this carrier's webhooks cannot be verified".into(),
+    };
     Ok(match provider {
         Provider::Twilio => {
             let verifier = config.twilio.as_ref().ok_or_else(|| not_set(vars::TWILIO_AUTH_TOKEN))?;
             let url = signed_url(req, &config)?;
             let (signature, settings) = (header(twilio::SIGNATURE_HEADER), header(twilio::SIGNATURE_SETTINGS_HEADER));
-            verifier.verify(twilio::Request { url: &url, signature: signature.as_deref(), signature_settings: settings.as_deref(), body }, now)?
+            verifier.verify(
+                twilio::Request {
+                    url: &url,
+                    signature: signature.as_deref(),
+                    signature_settings: settings.as_deref(),
+                    body,
+                },
+                now,
+            )?
         }
         Provider::Plivo => {
             let verifier = config.plivo.as_ref().ok_or_else(|| not_set(vars::PLIVO_AUTH_TOKEN))?;
@@ -78,9 +99,13 @@ fn verify(provider: Provider, req: &Request, env: &Env, body: &[u8], now: Timest
                 now,
             )?
         }
-        _ => {
+        Provider::Telnyx => {
             let (signature, timestamp) = (header(telnyx::SIGNATURE_HEADER), header(telnyx::TIMESTAMP_HEADER));
-            config.telnyx.verify(telnyx::Headers { signature: signature.as_deref(), timestamp: timestamp.as_deref() }, body, now)?
+            config.telnyx.verify(
+                telnyx::Headers { signature: signature.as_deref(), timestamp: timestamp.as_deref() },
+                body,
+                now,
+            )?
         }
     })
 }

@@ -10,9 +10,31 @@ use worker::{D1Database, D1PreparedStatement, D1Result};
 
 use crate::error::EdgeError;
 
+pub mod accounts;
+pub mod calls;
+pub mod carrier_events;
+#[cfg(feature = "fault-injection")]
+pub mod checks;
+pub mod deliveries;
+pub mod endpoints;
+mod page;
+
+pub use page::Cursor;
+pub mod messages;
+pub mod numbers;
+pub mod outbox;
+pub mod retention;
+pub mod ring;
+pub mod usage;
+
 /// The D1 binding.
 pub fn database(env: &worker::Env) -> Result<D1Database, EdgeError> {
     env.d1(crate::bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))
+}
+
+/// Whether D1 answers a query at all (for `/healthz`).
+pub async fn ping(db: &D1Database) -> Result<(), EdgeError> {
+    run(stmt(db, "SELECT 1", &[])?).await.map(|_| ())
 }
 
 /// A text argument.

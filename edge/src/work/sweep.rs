@@ -3,11 +3,11 @@
 use exactly_core::Timestamp;
 use worker::Env;
 
-use crate::carrier_events;
 use crate::error::EdgeError;
-use crate::jobs::{self, Job};
-use crate::messages;
 use crate::platform::now;
+use crate::queues::{self as jobs, Job};
+use crate::store::carrier_events;
+use crate::store::messages;
 
 /// Work unfinished for this long has lost its job (or is stuck behind retries).
 const STALE_AFTER_MILLIS: i64 = 2 * 60 * 1000;
@@ -31,18 +31,27 @@ const DELIVERY_GRACE_MILLIS: i64 = 60 * 1000;
 /// One sweep. Re-enqueueing work that is in fact still queued is harmless: the guards make the
 /// second run a no-op.
 pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
-    let db = crate::db::database(env)?;
+    let db = crate::store::database(env)?;
     let cutoff = Timestamp::from_unix_millis(now().unix_millis() - STALE_AFTER_MILLIS);
     let events = carrier_events::unprocessed(&db, cutoff, BATCH).await?;
     let parked_horizon = Timestamp::from_unix_millis(now().unix_millis() - carrier_events::PARK_HORIZON_MILLIS);
     let expired = carrier_events::expire_parked(&db, parked_horizon, BATCH).await?;
     if expired > 0 {
-        worker::console_error!("{}", serde_json::json!({"cron": "sweep", "outcome": "receipts failed", "reason": "no message within 24 hours", "count": expired}));
+        worker::console_error!(
+            "{}",
+            serde_json::json!({"cron": "sweep", "outcome": "receipts failed",
+                "reason": "no message within 24 hours", "count": expired})
+        );
     }
     let dispatches = messages::undispatched(&db, cutoff, BATCH).await?;
-    let overdue = crate::deliveries::overdue(&db, Timestamp::from_unix_millis(now().unix_millis() - DELIVERY_GRACE_MILLIS), BATCH).await?;
+    let overdue = crate::store::deliveries::overdue(
+        &db,
+        Timestamp::from_unix_millis(now().unix_millis() - DELIVERY_GRACE_MILLIS),
+        BATCH,
+    )
+    .await?;
     let report = Report { events: events.len(), dispatches: dispatches.len(), deliveries: overdue.len() };
-    crate::deliveries::enqueue_many(env, overdue).await?;
+    crate::queues::deliver_many(env, overdue).await?;
     let mut work: Vec<Job> = events.into_iter().map(|id| Job::CarrierEvent { id }).collect();
     work.extend(dispatches.into_iter().map(|message_id| Job::Dispatch { message_id }));
     jobs::enqueue_many(env, work).await?;

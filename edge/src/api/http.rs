@@ -1,7 +1,5 @@
 //! Request and response helpers shared by the API handlers.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use worker::{Request, Response};
@@ -16,8 +14,11 @@ const MAX_JSON_BYTES: usize = 64 * 1024;
 
 /// Reads a JSON body into `T`; 400 when it is not JSON of that shape or larger than 64 KiB.
 pub async fn json_body<T: DeserializeOwned>(req: &mut Request) -> Result<T, EdgeError> {
-    let bytes = body_capped(req, MAX_JSON_BYTES, || EdgeError::BadRequest(format!("body larger than {MAX_JSON_BYTES} bytes"))).await?;
-    serde_json::from_slice(&bytes).map_err(|e| EdgeError::BadRequest(format!("body is not valid JSON for this request: {e}")))
+    let bytes =
+        body_capped(req, MAX_JSON_BYTES, || EdgeError::BadRequest(format!("body larger than {MAX_JSON_BYTES} bytes")))
+            .await?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| EdgeError::BadRequest(format!("body is not valid JSON for this request: {e}")))
 }
 
 /// Reads a request body of at most `max` bytes, answering `too_large()` as soon as it is
@@ -33,7 +34,11 @@ pub async fn json_body<T: DeserializeOwned>(req: &mut Request) -> Result<T, Edge
 /// early answer, and a body abandoned mid-stream resets the connection (in `wrangler dev` it
 /// broke the next request on the proxy's pooled connection). A sender that keeps streaming past
 /// that bound gets the 413 on a connection that is then dropped.
-pub async fn body_capped(req: &mut Request, max: usize, too_large: impl Fn() -> EdgeError) -> Result<Vec<u8>, EdgeError> {
+pub async fn body_capped(
+    req: &mut Request,
+    max: usize,
+    too_large: impl Fn() -> EdgeError,
+) -> Result<Vec<u8>, EdgeError> {
     use wasm_bindgen::JsCast as _;
     let declared = req.headers().get("content-length").ok().flatten().and_then(|n| n.trim().parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
@@ -56,7 +61,9 @@ pub async fn body_capped(req: &mut Request, max: usize, too_large: impl Fn() -> 
             drop(body);
             while drained <= MAX_DRAIN_BYTES {
                 match reader.read().await {
-                    Ok(Some(chunk)) => drained = drained.saturating_add(js_sys::Uint8Array::new(&chunk).length() as usize),
+                    Ok(Some(chunk)) => {
+                        drained = drained.saturating_add(js_sys::Uint8Array::new(&chunk).length() as usize)
+                    }
                     Ok(None) | Err(_) => break,
                 }
             }
@@ -102,48 +109,4 @@ pub fn limit(params: &[(String, String)]) -> Result<u32, EdgeError> {
     }
 }
 
-/// A position in a list ordered newest first: (created_at, id) of the last item seen.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Cursor {
-    /// `created_at` of the last item, Unix ms.
-    pub created_at: i64,
-    /// Its id, breaking ties.
-    pub id: String,
-}
-
-impl Cursor {
-    /// The opaque form handed to clients.
-    pub fn encode(&self) -> String {
-        URL_SAFE_NO_PAD.encode(format!("{}:{}", self.created_at, self.id))
-    }
-
-    /// The cursor as the two SQL arguments of a page query (`created_at`, `id`), NULL for the
-    /// first page.
-    pub fn args(cursor: &Option<Cursor>) -> (wasm_bindgen::JsValue, wasm_bindgen::JsValue) {
-        match cursor {
-            Some(c) => (crate::db::int(c.created_at), crate::db::text(&c.id)),
-            None => (wasm_bindgen::JsValue::NULL, wasm_bindgen::JsValue::NULL),
-        }
-    }
-
-    /// The cursor of the next page: after the last of `rows` when the page was full.
-    pub fn after<T>(rows: &[T], limit: u32, key: impl Fn(&T) -> (f64, &str)) -> Option<Cursor> {
-        if rows.len() != limit as usize {
-            return None;
-        }
-        rows.last().map(|last| {
-            let (created_at, id) = key(last);
-            Cursor { created_at: created_at as i64, id: id.to_owned() }
-        })
-    }
-
-    /// Reads the `cursor` parameter; 422 when it is not one this API handed out.
-    pub fn from_params(params: &[(String, String)]) -> Result<Option<Self>, EdgeError> {
-        let Some(text) = param(params, "cursor") else { return Ok(None) };
-        let invalid = || EdgeError::invalid("cursor", "is not a cursor from a previous page");
-        let decoded = URL_SAFE_NO_PAD.decode(text).map_err(|_| invalid())?;
-        let decoded = String::from_utf8(decoded).map_err(|_| invalid())?;
-        let (created_at, id) = decoded.split_once(':').ok_or_else(invalid)?;
-        Ok(Some(Cursor { created_at: created_at.parse().map_err(|_| invalid())?, id: id.to_owned() }))
-    }
-}
+pub use crate::store::Cursor;

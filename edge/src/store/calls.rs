@@ -14,12 +14,12 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use worker::D1Database;
 
-use crate::db::{self, int, opt_text, text, time};
 use crate::error::EdgeError;
-use crate::http::Cursor;
-use crate::outbox::{Change, Event};
 use crate::platform::new_id;
-use crate::usage;
+use crate::store::outbox::{Change, Event};
+use crate::store::usage;
+use crate::store::Cursor;
+use crate::store::{self as db, int, opt_text, text, time};
 
 /// A call row.
 #[derive(Clone, Debug, Deserialize)]
@@ -29,7 +29,7 @@ pub struct Call {
     pub direction: String,
     pub from_number: String,
     pub to_number: String,
-    pub status: String,
+    pub status: CallStatus,
     pub carrier: String,
     pub call_session_id: String,
     pub call_control_id: String,
@@ -53,7 +53,8 @@ pub struct Leg {
     pub hangup_cause: Option<String>,
 }
 
-const COLUMNS: &str = "id, account_id, direction, from_number, to_number, status, carrier, call_session_id, call_control_id,
+const COLUMNS: &str =
+    "id, account_id, direction, from_number, to_number, status, carrier, call_session_id, call_control_id,
     call_leg_id, answered_at, ended_at, duration_secs, billed_minutes, created_at, updated_at";
 
 impl Call {
@@ -82,11 +83,22 @@ impl Call {
 
 /// One call of one account.
 pub async fn get(db: &D1Database, account_id: &str, id: &str) -> Result<Option<Call>, EdgeError> {
-    db::first(db::stmt(db, &format!("SELECT {COLUMNS} FROM calls WHERE id = ?1 AND account_id = ?2"), &[text(id), text(account_id)])?).await
+    db::first(db::stmt(
+        db,
+        &format!("SELECT {COLUMNS} FROM calls WHERE id = ?1 AND account_id = ?2"),
+        &[text(id), text(account_id)],
+    )?)
+    .await
 }
 
 /// A page of an account's calls, newest first.
-pub async fn list(db: &D1Database, account_id: &str, status: Option<&str>, cursor: Option<Cursor>, limit: u32) -> Result<Vec<Call>, EdgeError> {
+pub async fn list(
+    db: &D1Database,
+    account_id: &str,
+    status: Option<&str>,
+    cursor: Option<Cursor>,
+    limit: u32,
+) -> Result<Vec<Call>, EdgeError> {
     let (at, id) = Cursor::args(&cursor);
     db::all(db::stmt(
         db,
@@ -104,7 +116,8 @@ pub async fn list(db: &D1Database, account_id: &str, status: Option<&str>, curso
 pub async fn legs(db: &D1Database, call_id: &str) -> Result<Vec<Leg>, EdgeError> {
     db::all(db::stmt(
         db,
-        "SELECT position, target, call_control_id, call_leg_id, outcome, hangup_cause FROM call_legs WHERE call_id = ?1 ORDER BY position",
+        "SELECT position, target, call_control_id, call_leg_id, outcome, hangup_cause FROM call_legs WHERE
+             call_id = ?1 ORDER BY position",
         &[text(call_id)],
     )?)
     .await
@@ -119,7 +132,7 @@ fn rows_of(view: &CallView, now: Timestamp) -> (Call, Vec<Leg>) {
         direction: "inbound".into(),
         from_number: info.from.clone(),
         to_number: info.to.clone(),
-        status: view.status.as_str().into(),
+        status: view.status,
         carrier: info.carrier.as_str().into(),
         call_session_id: info.call_session_id.clone(),
         call_control_id: info.call_control_id.clone(),
@@ -156,54 +169,93 @@ fn event_of(view: &CallView, status: CallStatus, now: Timestamp) -> Result<Event
 pub async fn record(db: &D1Database, view: &CallView, now: Timestamp) -> Result<Change, EdgeError> {
     let info = &view.info;
     let event = event_of(view, CallStatus::Ringing, now)?;
-    let results = db::batch(db, vec![
-        db::stmt(
-            db,
-            "INSERT INTO calls (id, account_id, direction, from_number, to_number, status, carrier, call_session_id, call_control_id,
+    let results = db::batch(
+        db,
+        vec![
+            db::stmt(
+                db,
+                "INSERT INTO calls (id, account_id, direction, from_number, to_number, status, carrier,
+                 call_session_id, call_control_id,
                                 call_leg_id, created_at, updated_at)
              VALUES (?1, ?2, 'inbound', ?3, ?4, 'ringing', ?5, ?6, ?7, ?8, ?9, ?10)
              ON CONFLICT DO NOTHING",
-            &[text(&info.id), text(&info.account_id), text(&info.from), text(&info.to), text(info.carrier.as_str()),
-              text(&info.call_session_id), text(&info.call_control_id), text(&info.call_leg_id), time(info.created_at), time(now)],
-        )?,
-        event.insert_if_changed(db, now)?,
-        event.fan_out(db, now)?,
-    ])
+                &[
+                    text(&info.id),
+                    text(&info.account_id),
+                    text(&info.from),
+                    text(&info.to),
+                    text(info.carrier.as_str()),
+                    text(&info.call_session_id),
+                    text(&info.call_control_id),
+                    text(&info.call_leg_id),
+                    time(info.created_at),
+                    time(now),
+                ],
+            )?,
+            event.insert_if_changed(db, now)?,
+            event.fan_out(db, now)?,
+        ],
+    )
     .await?;
     Ok(Change::of(&results, Some(&event)))
 }
 
 /// Writes a leg's outcome; a write older than the row's (`version`) changes nothing. Returns
 /// whether the row changed.
-pub async fn record_leg(db: &D1Database, call_id: &str, leg: &LegView, version: u32, now: Timestamp) -> Result<bool, EdgeError> {
+pub async fn record_leg(
+    db: &D1Database,
+    call_id: &str,
+    leg: &LegView,
+    version: u32,
+    now: Timestamp,
+) -> Result<bool, EdgeError> {
     let changed = db::run(db::stmt(
         db,
-        "INSERT INTO call_legs (id, call_id, position, target, call_control_id, outcome, hangup_cause, version, created_at, updated_at)
+        "INSERT INTO call_legs (id, call_id, position, target, call_control_id, outcome, hangup_cause, version,
+             created_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)
          ON CONFLICT (call_id, position) DO UPDATE
            SET outcome = excluded.outcome, hangup_cause = excluded.hangup_cause,
                call_control_id = COALESCE(excluded.call_control_id, call_legs.call_control_id),
                version = excluded.version, updated_at = excluded.updated_at
            WHERE call_legs.version < excluded.version",
-        &[text(&new_id("leg")?), text(call_id), int(i64::from(leg.position)), text(&leg.target), opt_text(leg.call_control_id.as_deref()),
-          text(leg.outcome.as_str()), opt_text(leg.cause.as_deref()), int(i64::from(version)), time(now)],
+        &[
+            text(&new_id("leg")?),
+            text(call_id),
+            int(i64::from(leg.position)),
+            text(&leg.target),
+            opt_text(leg.call_control_id.as_deref()),
+            text(leg.outcome.as_str()),
+            opt_text(leg.cause.as_deref()),
+            int(i64::from(version)),
+            time(now),
+        ],
     )?)
     .await?;
     Ok(changed == 1)
 }
 
 /// `ringing -> in_progress` once, with the `call.answered` event.
-pub async fn record_answered(db: &D1Database, view: &CallView, at: Timestamp, now: Timestamp) -> Result<Change, EdgeError> {
+pub async fn record_answered(
+    db: &D1Database,
+    view: &CallView,
+    at: Timestamp,
+    now: Timestamp,
+) -> Result<Change, EdgeError> {
     let event = event_of(view, CallStatus::InProgress, now)?;
-    let results = db::batch(db, vec![
-        db::stmt(
-            db,
-            "UPDATE calls SET status = 'in_progress', answered_at = ?2, updated_at = ?3 WHERE id = ?1 AND status = 'ringing' AND ended_at IS NULL",
-            &[text(&view.info.id), time(at), time(now)],
-        )?,
-        event.insert_if_changed(db, now)?,
-        event.fan_out(db, now)?,
-    ])
+    let results = db::batch(
+        db,
+        vec![
+            db::stmt(
+                db,
+                "UPDATE calls SET status = 'in_progress', answered_at = ?2, updated_at = ?3 WHERE id = ?1 AND
+                 status = 'ringing' AND ended_at IS NULL",
+                &[text(&view.info.id), time(at), time(now)],
+            )?,
+            event.insert_if_changed(db, now)?,
+            event.fan_out(db, now)?,
+        ],
+    )
     .await?;
     Ok(Change::of(&results, Some(&event)))
 }
@@ -217,13 +269,26 @@ pub async fn record_end(db: &D1Database, view: &CallView, end: CallEnd, now: Tim
             db,
             "UPDATE calls SET status = ?2, ended_at = ?3, duration_secs = ?4, billed_minutes = ?5, updated_at = ?6
              WHERE id = ?1 AND ended_at IS NULL",
-            &[text(&view.info.id), text(end.status.as_str()), time(end.ended_at), int(end.duration_secs as i64),
-              int(end.billable_minutes as i64), time(now)],
+            &[
+                text(&view.info.id),
+                text(end.status.as_str()),
+                time(end.ended_at),
+                int(end.duration_secs as i64),
+                int(end.billable_minutes as i64),
+                time(now),
+            ],
         )?,
         event.insert_if_changed(db, now)?,
     ];
     if end.billable_minutes > 0 {
-        statements.push(usage::charge_if_changed(db, &view.info.account_id, usage::Kind::CallMinutes, end.billable_minutes as i64, &view.info.id, now)?);
+        statements.push(usage::charge_if_changed(
+            db,
+            &view.info.account_id,
+            usage::Kind::CallMinutes,
+            end.billable_minutes as i64,
+            &view.info.id,
+            now,
+        )?);
     }
     statements.push(event.fan_out(db, now)?);
     let results = db::batch(db, statements).await?;

@@ -15,8 +15,8 @@ use serde::Deserialize;
 use worker::D1Database;
 
 use crate::config::Retention;
-use crate::db::{self, int, text};
 use crate::error::EdgeError;
+use crate::store::{self as db, int, text};
 
 /// Rows visited per step per run.
 pub const BATCH: i64 = 500;
@@ -45,14 +45,16 @@ async fn mark(db: &D1Database, name: &str) -> Result<i64, EdgeError> {
     struct Mark {
         last_id: f64,
     }
-    let row: Option<Mark> = db::first(db::stmt(db, "SELECT last_id FROM retention_marks WHERE name = ?1", &[text(name)])?).await?;
+    let row: Option<Mark> =
+        db::first(db::stmt(db, "SELECT last_id FROM retention_marks WHERE name = ?1", &[text(name)])?).await?;
     Ok(row.map_or(0, |m| m.last_id as i64))
 }
 
 fn set_mark(db: &D1Database, name: &str, last_id: i64) -> Result<worker::D1PreparedStatement, EdgeError> {
     db::stmt(
         db,
-        "INSERT INTO retention_marks (name, last_id) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET last_id = excluded.last_id",
+        "INSERT INTO retention_marks (name, last_id) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET last_id =
+             excluded.last_id",
         &[text(name), int(last_id)],
     )
 }
@@ -68,24 +70,36 @@ fn prefix_end(rows: &[Visit], cutoff: Timestamp) -> Option<i64> {
 /// One retention run.
 pub async fn run(db: &D1Database, retention: Retention, now: Timestamp) -> Result<Pruned, EdgeError> {
     let mut pruned = Pruned::default();
-    let visit = "SELECT rowid AS rid, created_at, (processed_at IS NOT NULL OR error IS NOT NULL) AS settled FROM carrier_events";
+    let visit = "SELECT rowid AS rid, created_at, (processed_at IS NOT NULL OR error IS NOT NULL) AS settled
+         FROM carrier_events";
 
     // Payloads: from the watermark onwards.
     let from = mark(db, "payloads").await?;
-    let rows: Vec<Visit> = db::all(db::stmt(db, &format!("{visit} WHERE rowid > ?1 ORDER BY rowid LIMIT ?2"), &[int(from), int(BATCH)])?).await?;
+    let rows: Vec<Visit> =
+        db::all(db::stmt(db, &format!("{visit} WHERE rowid > ?1 ORDER BY rowid LIMIT ?2"), &[int(from), int(BATCH)])?)
+            .await?;
     let cutoff = Timestamp::from_unix_millis(now.unix_millis() - retention.payload_days * DAY_MILLIS);
     if let Some(upto) = prefix_end(&rows, cutoff) {
-        let results = db::batch(db, vec![
-            db::stmt(db, "UPDATE carrier_events SET payload = NULL WHERE rowid > ?1 AND rowid <= ?2 AND payload IS NOT NULL", &[int(from), int(upto)])?,
-            set_mark(db, "payloads", upto)?,
-        ])
+        let results = db::batch(
+            db,
+            vec![
+                db::stmt(
+                    db,
+                    "UPDATE carrier_events SET payload = NULL WHERE rowid > ?1 AND rowid <= ?2 AND payload IS NOT NULL",
+                    &[int(from), int(upto)],
+                )?,
+                set_mark(db, "payloads", upto)?,
+            ],
+        )
         .await?;
         pruned.payloads = results.first().map(db::changes).unwrap_or(0);
     }
 
     // Rows: the oldest first; deletion keeps the front of the table the oldest remaining.
     let rows: Vec<Visit> = db::all(db::stmt(db, &format!("{visit} ORDER BY rowid LIMIT ?1"), &[int(BATCH)])?).await?;
-    let cutoff = Timestamp::from_unix_millis(now.unix_millis() - retention.event_days.max(crate::config::MIN_EVENT_RETENTION_DAYS) * DAY_MILLIS);
+    let cutoff = Timestamp::from_unix_millis(
+        now.unix_millis() - retention.event_days.max(crate::config::MIN_EVENT_RETENTION_DAYS) * DAY_MILLIS,
+    );
     if let Some(upto) = prefix_end(&rows, cutoff) {
         pruned.events = db::run(db::stmt(db, "DELETE FROM carrier_events WHERE rowid <= ?1", &[int(upto)])?).await?;
     }
@@ -97,18 +111,26 @@ pub async fn run(db: &D1Database, retention: Retention, now: Timestamp) -> Resul
         attempted_at: f64,
     }
     let from = mark(db, "attempts").await?;
-    let window: Vec<Attempt> = db::all(db::stmt(db, "SELECT id, attempted_at FROM webhook_attempts WHERE id > ?1 ORDER BY id LIMIT ?2", &[int(from), int(BATCH)])?).await?;
+    let window: Vec<Attempt> = db::all(db::stmt(
+        db,
+        "SELECT id, attempted_at FROM webhook_attempts WHERE id > ?1 ORDER BY id LIMIT ?2",
+        &[int(from), int(BATCH)],
+    )?)
+    .await?;
     let cutoff = now.unix_millis() - retention.attempt_days * DAY_MILLIS;
     if let Some(upto) = window.iter().take_while(|a| (a.attempted_at as i64) < cutoff).last().map(|a| a.id as i64) {
-        let results = db::batch(db, vec![
-            db::stmt(
-                db,
-                "DELETE FROM webhook_attempts WHERE id > ?1 AND id <= ?2
+        let results = db::batch(
+            db,
+            vec![
+                db::stmt(
+                    db,
+                    "DELETE FROM webhook_attempts WHERE id > ?1 AND id <= ?2
                    AND delivery_id IN (SELECT id FROM webhook_deliveries WHERE status = 'succeeded')",
-                &[int(from), int(upto)],
-            )?,
-            set_mark(db, "attempts", upto)?,
-        ])
+                    &[int(from), int(upto)],
+                )?,
+                set_mark(db, "attempts", upto)?,
+            ],
+        )
         .await?;
         pruned.attempts = results.first().map(db::changes).unwrap_or(0);
     }

@@ -11,24 +11,24 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use worker::{D1Database, D1PreparedStatement};
 
-use crate::db::{self, int, opt_text, text, time};
 use crate::error::EdgeError;
-use crate::http::Cursor;
-use crate::outbox::{Change, Event};
-use crate::usage;
+use crate::store::outbox::{Change, Event};
+use crate::store::usage;
+use crate::store::Cursor;
+use crate::store::{self as db, int, opt_text, text, time};
 
 /// A message row.
 #[derive(Clone, Debug, Deserialize)]
 pub struct Message {
     pub id: String,
     pub account_id: String,
-    pub direction: String,
+    pub direction: Direction,
     pub from_number: String,
     pub to_number: String,
     pub text: String,
     pub segments: f64,
     pub encoding: String,
-    pub status: String,
+    pub status: MessageStatus,
     pub carrier: String,
     pub carrier_message_id: Option<String>,
     pub error_code: Option<String>,
@@ -46,10 +46,22 @@ const COLUMNS: &str = "id, account_id, direction, from_number, to_number, text, 
     carrier_message_id, error_code, error_title, idempotency_key, dispatch_token, claimed_until, send_attempts,
     created_at, updated_at, sent_at";
 
+/// Which way a message went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// To a platform number.
+    Inbound,
+    /// Sent by an account.
+    Outbound,
+}
+
 impl Message {
-    /// The status as the core's lattice knows it.
-    pub fn status(&self) -> Option<MessageStatus> {
-        MessageStatus::from_name(&self.status)
+    /// Whether it is an outbound message not handed to the carrier yet.
+    pub fn undispatched(&self) -> bool {
+        self.direction == Direction::Outbound
+            && self.carrier_message_id.is_none()
+            && matches!(self.status, MessageStatus::Queued | MessageStatus::Scheduled | MessageStatus::Sending)
     }
 
     /// The message as the API (and every customer event) shows it.
@@ -73,7 +85,7 @@ impl Message {
     }
 
     fn moved(&self, status: MessageStatus, now: Timestamp) -> Message {
-        Message { status: status.as_str().to_owned(), updated_at: now.unix_millis() as f64, ..self.clone() }
+        Message { status, updated_at: now.unix_millis() as f64, ..self.clone() }
     }
 }
 
@@ -91,18 +103,35 @@ pub struct NewOutbound<'a> {
 
 /// Inserts a queued outbound message, unless the account already used this idempotency key.
 /// Returns the stored message and whether this call created it.
-pub async fn create_outbound(db: &D1Database, new: NewOutbound<'_>, now: Timestamp) -> Result<(Message, bool), EdgeError> {
+pub async fn create_outbound(
+    db: &D1Database,
+    new: NewOutbound<'_>,
+    now: Timestamp,
+) -> Result<(Message, bool), EdgeError> {
     let insert = db::stmt(
         db,
         "INSERT INTO messages (id, account_id, direction, from_number, to_number, text, segments, encoding, status,
                                carrier, idempotency_key, created_at, updated_at)
          VALUES (?1, ?2, 'outbound', ?3, ?4, ?5, ?6, ?7, 'queued', 'telnyx', ?8, ?9, ?9)
          ON CONFLICT (account_id, idempotency_key) DO NOTHING",
-        &[text(new.id), text(new.account_id), text(new.from), text(new.to), text(new.text), int(new.segments),
-          text(new.encoding), opt_text(new.idempotency_key), time(now)],
+        &[
+            text(new.id),
+            text(new.account_id),
+            text(new.from),
+            text(new.to),
+            text(new.text),
+            int(new.segments),
+            text(new.encoding),
+            opt_text(new.idempotency_key),
+            time(now),
+        ],
     )?;
     let select = match new.idempotency_key {
-        Some(key) => db::stmt(db, &format!("SELECT {COLUMNS} FROM messages WHERE account_id = ?1 AND idempotency_key = ?2"), &[text(new.account_id), text(key)])?,
+        Some(key) => db::stmt(
+            db,
+            &format!("SELECT {COLUMNS} FROM messages WHERE account_id = ?1 AND idempotency_key = ?2"),
+            &[text(new.account_id), text(key)],
+        )?,
         None => db::stmt(db, &format!("SELECT {COLUMNS} FROM messages WHERE id = ?1"), &[text(new.id)])?,
     };
     let results = db::batch(db, vec![insert, select]).await?;
@@ -118,7 +147,12 @@ pub async fn create_outbound(db: &D1Database, new: NewOutbound<'_>, now: Timesta
 
 /// One message of one account.
 pub async fn get(db: &D1Database, account_id: &str, id: &str) -> Result<Option<Message>, EdgeError> {
-    db::first(db::stmt(db, &format!("SELECT {COLUMNS} FROM messages WHERE id = ?1 AND account_id = ?2"), &[text(id), text(account_id)])?).await
+    db::first(db::stmt(
+        db,
+        &format!("SELECT {COLUMNS} FROM messages WHERE id = ?1 AND account_id = ?2"),
+        &[text(id), text(account_id)],
+    )?)
+    .await
 }
 
 /// One message by id, whatever its account (for jobs).
@@ -127,7 +161,11 @@ pub async fn by_id(db: &D1Database, id: &str) -> Result<Option<Message>, EdgeErr
 }
 
 /// The message a carrier knows by `carrier_message_id`.
-pub async fn by_carrier_id(db: &D1Database, carrier: Provider, carrier_message_id: &str) -> Result<Option<Message>, EdgeError> {
+pub async fn by_carrier_id(
+    db: &D1Database,
+    carrier: Provider,
+    carrier_message_id: &str,
+) -> Result<Option<Message>, EdgeError> {
     db::first(db::stmt(
         db,
         &format!("SELECT {COLUMNS} FROM messages WHERE carrier = ?1 AND carrier_message_id = ?2"),
@@ -157,7 +195,14 @@ pub async fn list(db: &D1Database, account_id: &str, filter: ListFilter<'_>) -> 
                AND (?4 IS NULL OR created_at < ?4 OR (created_at = ?4 AND id < ?5))
              ORDER BY created_at DESC, id DESC LIMIT ?6"
         ),
-        &[text(account_id), opt_text(filter.status), opt_text(filter.direction), cursor_at, cursor_id, int(i64::from(filter.limit))],
+        &[
+            text(account_id),
+            opt_text(filter.status),
+            opt_text(filter.direction),
+            cursor_at,
+            cursor_id,
+            int(i64::from(filter.limit)),
+        ],
     )?)
     .await
 }
@@ -165,11 +210,18 @@ pub async fn list(db: &D1Database, account_id: &str, filter: ListFilter<'_>) -> 
 /// Claims a message for sending: `queued|scheduled -> sending`, or takes over a `sending`
 /// message whose previous claim lapsed without a carrier id. Returns whether this caller owns
 /// the send now; only the owner calls the carrier.
-pub async fn claim(db: &D1Database, id: &str, token: &str, now: Timestamp, lease_until: Timestamp) -> Result<bool, EdgeError> {
+pub async fn claim(
+    db: &D1Database,
+    id: &str,
+    token: &str,
+    now: Timestamp,
+    lease_until: Timestamp,
+) -> Result<bool, EdgeError> {
     let changed = db::run(db::stmt(
         db,
         "UPDATE messages
-         SET status = 'sending', dispatch_token = ?2, claimed_until = ?4, send_attempts = send_attempts + 1, updated_at = ?3
+         SET status = 'sending', dispatch_token = ?2, claimed_until = ?4, send_attempts = send_attempts + 1,
+             updated_at = ?3
          WHERE id = ?1 AND direction = 'outbound' AND carrier_message_id IS NULL
            AND (status IN ('queued', 'scheduled') OR (status = 'sending' AND claimed_until < ?3))",
         &[text(id), text(token), time(now), time(lease_until)],
@@ -180,11 +232,23 @@ pub async fn claim(db: &D1Database, id: &str, token: &str, now: Timestamp, lease
 
 /// Gives up a claim after a transient carrier failure, so the retry can claim again.
 pub async fn release(db: &D1Database, id: &str, token: &str) -> Result<(), EdgeError> {
-    db::run(db::stmt(db, "UPDATE messages SET claimed_until = 0 WHERE id = ?1 AND dispatch_token = ?2 AND status = 'sending'", &[text(id), text(token)])?).await?;
+    db::run(db::stmt(
+        db,
+        "UPDATE messages SET claimed_until = 0 WHERE id = ?1 AND dispatch_token = ?2 AND status = 'sending'",
+        &[text(id), text(token)],
+    )?)
+    .await?;
     Ok(())
 }
 
-fn history_if_changed(db: &D1Database, message_id: &str, status: MessageStatus, carrier_status: Option<&str>, carrier_event_id: Option<&str>, now: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
+fn history_if_changed(
+    db: &D1Database,
+    message_id: &str,
+    status: MessageStatus,
+    carrier_status: Option<&str>,
+    carrier_event_id: Option<&str>,
+    now: Timestamp,
+) -> Result<D1PreparedStatement, EdgeError> {
     db::stmt(
         db,
         "INSERT INTO message_status_history (message_id, status, carrier_status, carrier_event_id, created_at)
@@ -196,46 +260,73 @@ fn history_if_changed(db: &D1Database, message_id: &str, status: MessageStatus, 
 /// `sending -> sent` with the carrier's id, by the claim's owner: the `message.sent` event, the
 /// history row and the segment charge, all in one batch, all only if the move happened. The
 /// same batch wakes the receipts parked on that id; their ids are returned to enqueue.
-pub async fn record_sent(db: &D1Database, message: &Message, token: &str, carrier_message_id: &str, now: Timestamp) -> Result<(Change, Vec<String>), EdgeError> {
+pub async fn record_sent(
+    db: &D1Database,
+    message: &Message,
+    token: &str,
+    carrier_message_id: &str,
+    now: Timestamp,
+) -> Result<(Change, Vec<String>), EdgeError> {
     let mut after = message.moved(MessageStatus::Sent, now);
     after.carrier_message_id = Some(carrier_message_id.to_owned());
     after.sent_at = Some(now.unix_millis() as f64);
     let event = Event::new(&message.account_id, "message.sent", &message.id, after.to_json(), now)?;
-    let results = db::batch(db, vec![
-        db::stmt(
-            db,
-            "UPDATE messages SET status = 'sent', carrier_message_id = ?3, sent_at = ?4, updated_at = ?4, claimed_until = 0
+    let results = db::batch(
+        db,
+        vec![
+            db::stmt(
+                db,
+                "UPDATE messages SET status = 'sent', carrier_message_id = ?3, sent_at = ?4, updated_at = ?4,
+                 claimed_until = 0
              WHERE id = ?1 AND status = 'sending' AND dispatch_token = ?2",
-            &[text(&message.id), text(token), text(carrier_message_id), time(now)],
-        )?,
-        event.insert_if_changed(db, now)?,
-        history_if_changed(db, &message.id, MessageStatus::Sent, None, None, now)?,
-        usage::charge_if_changed(db, &message.account_id, usage::Kind::SmsSegments, message.segments as i64, &message.id, now)?,
-        event.fan_out(db, now)?,
-        crate::carrier_events::wake_stmt(db, &message.carrier, carrier_message_id)?,
-    ])
+                &[text(&message.id), text(token), text(carrier_message_id), time(now)],
+            )?,
+            event.insert_if_changed(db, now)?,
+            history_if_changed(db, &message.id, MessageStatus::Sent, None, None, now)?,
+            usage::charge_if_changed(
+                db,
+                &message.account_id,
+                usage::Kind::SmsSegments,
+                message.segments as i64,
+                &message.id,
+                now,
+            )?,
+            event.fan_out(db, now)?,
+            crate::store::carrier_events::wake_stmt(db, &message.carrier, carrier_message_id)?,
+        ],
+    )
     .await?;
-    let woken = results.last().map(crate::carrier_events::woken).transpose()?.unwrap_or_default();
+    let woken = results.last().map(crate::store::carrier_events::woken).transpose()?.unwrap_or_default();
     Ok((Change::of(&results, Some(&event)), woken))
 }
 
 /// `sending -> failed` when the carrier refused the send (4xx), by the claim's owner.
-pub async fn record_send_failed(db: &D1Database, message: &Message, token: &str, error: &CarrierError, now: Timestamp) -> Result<Change, EdgeError> {
+pub async fn record_send_failed(
+    db: &D1Database,
+    message: &Message,
+    token: &str,
+    error: &CarrierError,
+    now: Timestamp,
+) -> Result<Change, EdgeError> {
     let mut after = message.moved(MessageStatus::Failed, now);
     after.error_code = Some(error.code.clone());
     after.error_title = error.title.clone();
     let event = Event::new(&message.account_id, "message.failed", &message.id, after.to_json(), now)?;
-    let results = db::batch(db, vec![
-        db::stmt(
-            db,
-            "UPDATE messages SET status = 'failed', error_code = ?3, error_title = ?4, updated_at = ?5, claimed_until = 0
+    let results = db::batch(
+        db,
+        vec![
+            db::stmt(
+                db,
+                "UPDATE messages SET status = 'failed', error_code = ?3, error_title = ?4, updated_at = ?5,
+                 claimed_until = 0
              WHERE id = ?1 AND status = 'sending' AND dispatch_token = ?2",
-            &[text(&message.id), text(token), text(&error.code), opt_text(error.title.as_deref()), time(now)],
-        )?,
-        event.insert_if_changed(db, now)?,
-        history_if_changed(db, &message.id, MessageStatus::Failed, None, None, now)?,
-        event.fan_out(db, now)?,
-    ])
+                &[text(&message.id), text(token), text(&error.code), opt_text(error.title.as_deref()), time(now)],
+            )?,
+            event.insert_if_changed(db, now)?,
+            history_if_changed(db, &message.id, MessageStatus::Failed, None, None, now)?,
+            event.fan_out(db, now)?,
+        ],
+    )
     .await?;
     Ok(Change::of(&results, Some(&event)))
 }
@@ -265,23 +356,37 @@ pub async fn apply_report(
             db,
             // The guard: only a status `to` may follow moves (core::message::transition).
             &format!(
-                "UPDATE messages SET status = ?2, error_code = COALESCE(?3, error_code), error_title = COALESCE(?4, error_title), updated_at = ?5
+                "UPDATE messages SET status = ?2, error_code = COALESCE(?3, error_code), error_title =
+                     COALESCE(?4, error_title), updated_at = ?5
                  WHERE id = ?1 AND status IN ({})",
                 predecessors.join(", ")
             ),
-            &[text(&message.id), text(to.as_str()), opt_text(first_error.map(|e| e.code.as_str())), opt_text(first_error.and_then(|e| e.title.as_deref())), time(now)],
+            &[
+                text(&message.id),
+                text(to.as_str()),
+                opt_text(first_error.map(|e| e.code.as_str())),
+                opt_text(first_error.and_then(|e| e.title.as_deref())),
+                time(now),
+            ],
         )?);
         if let Some(event_type) = to.event_type() {
             let e = Event::new(&message.account_id, event_type, &message.id, after.to_json(), now)?;
             statements.push(e.insert_if_changed(db, now)?);
             event = Some(e);
         }
-        statements.push(history_if_changed(db, &message.id, to, Some(&report.carrier_status), Some(carrier_event), now)?);
+        statements.push(history_if_changed(
+            db,
+            &message.id,
+            to,
+            Some(&report.carrier_status),
+            Some(carrier_event),
+            now,
+        )?);
         if let Some(e) = &event {
             statements.push(e.fan_out(db, now)?);
         }
     }
-    statements.push(crate::carrier_events::mark_processed_stmt(db, carrier_event, now)?);
+    statements.push(crate::store::carrier_events::mark_processed_stmt(db, carrier_event, now)?);
     let results = db::batch(db, statements).await?;
     if predecessors.is_empty() {
         return Ok(Change::default());
@@ -304,13 +409,13 @@ pub async fn insert_inbound(
     let message = Message {
         id: id.to_owned(),
         account_id: account_id.to_owned(),
-        direction: "inbound".into(),
+        direction: Direction::Inbound,
         from_number: inbound.from.clone(),
         to_number: inbound.to.clone(),
         text: inbound.text.clone(),
         segments: f64::from(segments.count),
         encoding: segments.encoding.as_str().into(),
-        status: MessageStatus::Received.as_str().into(),
+        status: MessageStatus::Received,
         carrier: carrier.as_str().into(),
         carrier_message_id: Some(inbound.carrier_message_id.clone()),
         error_code: None,
@@ -324,20 +429,24 @@ pub async fn insert_inbound(
         sent_at: None,
     };
     let event = Event::new(account_id, "message.received", id, message.to_json(), now)?;
-    let results = db::batch(db, vec![
+    let results = db::batch(
+        db,
+        vec![
         db::stmt(
             db,
             "INSERT INTO messages (id, account_id, direction, from_number, to_number, text, segments, encoding, status,
                                    carrier, carrier_message_id, created_at, updated_at)
              VALUES (?1, ?2, 'inbound', ?3, ?4, ?5, ?6, ?7, 'received', ?8, ?9, ?10, ?10)
              ON CONFLICT (carrier, carrier_message_id) DO NOTHING",
-            &[text(id), text(account_id), text(&inbound.from), text(&inbound.to), text(&inbound.text), int(i64::from(segments.count)),
+            &[text(id), text(account_id), text(&inbound.from), text(&inbound.to), text(&inbound.text),
+                int(i64::from(segments.count)),
               text(segments.encoding.as_str()), text(carrier.as_str()), text(&inbound.carrier_message_id), time(now)],
         )?,
         event.insert_if_changed(db, now)?,
         event.fan_out(db, now)?,
-        crate::carrier_events::mark_processed_stmt(db, carrier_event, now)?,
-    ])
+        crate::store::carrier_events::mark_processed_stmt(db, carrier_event, now)?,
+    ],
+    )
     .await?;
     Ok(Change::of(&results, Some(&event)))
 }
@@ -367,24 +476,33 @@ pub async fn undispatched(db: &D1Database, before: Timestamp, limit: u32) -> Res
 /// or the send is older than `horizon` (the carrier's idempotency key has lapsed, so a retry
 /// could send twice). Returns what changed; `changed` is false when the message must be tried
 /// again instead.
-pub async fn fail_undispatched(db: &D1Database, id: &str, now: Timestamp, horizon: Timestamp) -> Result<Change, EdgeError> {
+pub async fn fail_undispatched(
+    db: &D1Database,
+    id: &str,
+    now: Timestamp,
+    horizon: Timestamp,
+) -> Result<Change, EdgeError> {
     let Some(message) = by_id(db, id).await? else { return Ok(Change::default()) };
     let mut after = message.moved(MessageStatus::Failed, now);
     after.error_code = Some("dispatch_failed".into());
     after.error_title = Some("the message could not be handed to the carrier".into());
     let event = Event::new(&message.account_id, "message.failed", &message.id, after.to_json(), now)?;
-    let results = db::batch(db, vec![
-        db::stmt(
-            db,
-            "UPDATE messages SET status = 'failed', error_code = 'dispatch_failed', error_title = ?2, updated_at = ?3, claimed_until = 0
+    let results = db::batch(
+        db,
+        vec![
+            db::stmt(
+                db,
+                "UPDATE messages SET status = 'failed', error_code = 'dispatch_failed', error_title = ?2,
+                 updated_at = ?3, claimed_until = 0
              WHERE id = ?1 AND carrier_message_id IS NULL AND status IN ('queued', 'scheduled', 'sending')
                AND claimed_until < ?3 AND (send_attempts = 0 OR created_at < ?4)",
-            &[text(id), opt_text(after.error_title.as_deref()), time(now), time(horizon)],
-        )?,
-        event.insert_if_changed(db, now)?,
-        history_if_changed(db, id, MessageStatus::Failed, None, None, now)?,
-        event.fan_out(db, now)?,
-    ])
+                &[text(id), opt_text(after.error_title.as_deref()), time(now), time(horizon)],
+            )?,
+            event.insert_if_changed(db, now)?,
+            history_if_changed(db, id, MessageStatus::Failed, None, None, now)?,
+            event.fan_out(db, now)?,
+        ],
+    )
     .await?;
     Ok(Change::of(&results, Some(&event)))
 }

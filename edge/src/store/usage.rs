@@ -4,8 +4,8 @@ use exactly_core::Timestamp;
 use serde::{Deserialize, Serialize};
 use worker::{D1Database, D1PreparedStatement};
 
-use crate::db;
 use crate::error::EdgeError;
+use crate::store as db;
 
 /// What a usage row counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,6 +70,9 @@ pub async fn totals(db: &D1Database, account_id: &str, from: Timestamp, to: Time
     )?)
     .await?;
     Ok(row
-        .map(|r| Totals { sms_segments: r.sms_segments.unwrap_or(0.0) as i64, call_minutes: r.call_minutes.unwrap_or(0.0) as i64 })
+        .map(|r| Totals {
+            sms_segments: r.sms_segments.unwrap_or(0.0) as i64,
+            call_minutes: r.call_minutes.unwrap_or(0.0) as i64,
+        })
         .unwrap_or_default())
 }

@@ -25,7 +25,13 @@ pub enum CallResult<T> {
 }
 
 /// `POST {TELNYX_API_BASE}/v2/messages`; on success, the carrier's message id.
-pub async fn send_message(env: &Env, message_id: &str, from: &str, to: &str, text: &str) -> Result<CallResult<String>, EdgeError> {
+pub async fn send_message(
+    env: &Env,
+    message_id: &str,
+    from: &str,
+    to: &str,
+    text: &str,
+) -> Result<CallResult<String>, EdgeError> {
     let mut body = json!({ "from": from, "to": to, "text": text });
     if let Some(profile) = &config::get(env)?.telnyx_messaging_profile_id {
         body["messaging_profile_id"] = json!(profile);
@@ -67,7 +73,8 @@ pub async fn post(env: &Env, path: &str, idempotency_key: &str, body: &Value) ->
         401 | 403 => {
             worker::console_error!(
                 "{}",
-                serde_json::json!({"carrier_api": path, "status": status, "error": "the carrier refused the credentials: check TELNYX_API_KEY"})
+                serde_json::json!({"carrier_api": path, "status": status,
+                    "error": "the carrier refused the credentials: check TELNYX_API_KEY"})
             );
             CallResult::Transient(format!("carrier answered {status}: check TELNYX_API_KEY"))
         }
@@ -99,7 +106,13 @@ pub struct DialedLeg {
 /// `POST {TELNYX_API_BASE}/v2/calls`: dials `to` from `from`, tagging the leg with
 /// `client_state` (base64 on the wire). The idempotency key names the call and position, so a
 /// retried dial is one leg at the carrier.
-pub async fn dial(env: &Env, idempotency_key: &str, from: &str, to: &str, client_state: &str) -> Result<CallResult<DialedLeg>, EdgeError> {
+pub async fn dial(
+    env: &Env,
+    idempotency_key: &str,
+    from: &str,
+    to: &str,
+    client_state: &str,
+) -> Result<CallResult<DialedLeg>, EdgeError> {
     let connection_id = config::get(env)?.telnyx_connection_id.clone();
     let body = json!({
         "connection_id": connection_id, "to": to, "from": from, "timeout_secs": 30,
@@ -109,7 +122,9 @@ pub async fn dial(env: &Env, idempotency_key: &str, from: &str, to: &str, client
         CallResult::Ok(answer) => {
             let data = &answer["data"];
             match (data["call_control_id"].as_str(), data["call_leg_id"].as_str()) {
-                (Some(control), Some(leg)) => CallResult::Ok(DialedLeg { call_control_id: control.to_owned(), call_leg_id: leg.to_owned() }),
+                (Some(control), Some(leg)) => {
+                    CallResult::Ok(DialedLeg { call_control_id: control.to_owned(), call_leg_id: leg.to_owned() })
+                }
                 _ => CallResult::Transient("carrier answered 2xx without call ids".into()),
             }
         }
@@ -131,7 +146,12 @@ pub enum Command<'a> {
 
 /// `POST {TELNYX_API_BASE}/v2/calls/{id}/actions/{answer|bridge|hangup}`. `command_id` makes a
 /// repeated command a no-op at the carrier.
-pub async fn command(env: &Env, call_control_id: &str, command: Command<'_>, command_id: &str) -> Result<CallResult<()>, EdgeError> {
+pub async fn command(
+    env: &Env,
+    call_control_id: &str,
+    command: Command<'_>,
+    command_id: &str,
+) -> Result<CallResult<()>, EdgeError> {
     let (action, mut body) = match command {
         Command::Answer => ("answer", json!({})),
         Command::Bridge { other_call_control_id } => ("bridge", json!({ "call_control_id": other_call_control_id })),

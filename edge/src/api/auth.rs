@@ -4,10 +4,9 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use worker::{D1Database, Env, Request};
 
+use crate::api::http::bearer;
 use crate::config;
-use crate::db;
 use crate::error::EdgeError;
-use crate::http::bearer;
 
 /// The account a request acts for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,15 +34,9 @@ pub fn key_hash(api_key: &str) -> String {
     Sha256::digest(api_key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-#[derive(serde::Deserialize)]
-struct AccountRow {
-    id: String,
-}
-
 /// The account whose API key is the request's bearer token.
 pub async fn account(req: &Request, db: &D1Database) -> Result<Account, EdgeError> {
     let key = bearer(req).ok_or(EdgeError::Unauthorized)?;
-    let row: Option<AccountRow> =
-        db::first(db::stmt(db, "SELECT id FROM accounts WHERE api_key_hash = ?1", &[db::text(&key_hash(&key))])?).await?;
-    row.map(|r| Account { id: r.id }).ok_or(EdgeError::Unauthorized)
+    let id = crate::store::accounts::by_key_hash(db, &key_hash(&key)).await?;
+    id.map(|id| Account { id }).ok_or(EdgeError::Unauthorized)
 }

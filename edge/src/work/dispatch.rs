@@ -8,11 +8,11 @@ use exactly_core::backoff;
 use exactly_core::Timestamp;
 use worker::{D1Database, Env};
 
-use crate::carrier_api::{self, CallResult};
+use crate::carrier::telnyx::{self as carrier_api, CallResult};
 use crate::error::EdgeError;
-use crate::jobs::Outcome;
-use crate::messages::{self, Message};
+use crate::error::{Done, Outcome, Wait};
 use crate::platform::{new_id, now};
+use crate::store::messages::{self as messages, Message};
 
 /// How long a claim holds: longer than a carrier call may take.
 const LEASE_MILLIS: i64 = 30_000;
@@ -29,10 +29,10 @@ const MAX_RETRY_SECS: u64 = 600;
 /// Dispatches one message.
 pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Outcome, EdgeError> {
     let Some(message) = messages::by_id(db, message_id).await? else {
-        return Ok(Outcome::Done("no such message"));
+        return Ok(Outcome::Done(Done::NoSuchMessage));
     };
-    if message.carrier_message_id.is_some() || !matches!(message.status.as_str(), "queued" | "scheduled" | "sending") {
-        return Ok(Outcome::Done("already dispatched"));
+    if !message.undispatched() {
+        return Ok(Outcome::Done(Done::AlreadyDispatched));
     }
     let started = now();
     let token = new_id("dsp")?;
@@ -40,7 +40,7 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
     if !messages::claim(db, message_id, &token, started, lease_until).await? {
         // Another dispatcher holds the claim; look again once it has had time to finish.
         let wait = ((message.claimed_until as i64 - started.unix_millis()) / 1000).clamp(1, 30) as u32;
-        return Ok(Outcome::RetryIn(wait, "claimed by another dispatcher"));
+        return Ok(Outcome::RetryIn(wait, Wait::ClaimedByAnotherDispatcher));
     }
     let attempt = message.send_attempts as u32 + 1;
     match carrier_api::send_message(env, &message.id, &message.from_number, &message.to_number, &message.text).await? {
@@ -48,14 +48,18 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
             let (change, woken) = messages::record_sent(db, &message, &token, &carrier_id, now()).await?;
             // Receipts that arrived before this result; if this enqueue is lost, the sweeper
             // finds them (they are no longer parked).
-            crate::jobs::enqueue_many(env, woken.into_iter().map(|id| crate::jobs::Job::CarrierEvent { id }).collect()).await?;
-            crate::deliveries::announce(env, db, &change).await?;
-            Ok(Outcome::Done(if change.changed { "sent" } else { "no-op" }))
+            crate::queues::enqueue_many(
+                env,
+                woken.into_iter().map(|id| crate::queues::Job::CarrierEvent { id }).collect(),
+            )
+            .await?;
+            crate::queues::announce(env, db, &change).await?;
+            Ok(Outcome::Done(if change.changed { Done::Sent } else { Done::NoOp }))
         }
         CallResult::Refused(error) => {
             let change = messages::record_send_failed(db, &message, &token, &error, now()).await?;
-            crate::deliveries::announce(env, db, &change).await?;
-            Ok(Outcome::Done("refused by carrier"))
+            crate::queues::announce(env, db, &change).await?;
+            Ok(Outcome::Done(Done::RefusedByCarrier))
         }
         CallResult::Transient(reason) => retry_or_fail(env, db, &message, &token, attempt, &reason).await,
     }
@@ -64,19 +68,29 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
 /// A transient failure (timeout, 5xx, 429): the carrier may or may not have taken the message,
 /// so it is tried again with the same idempotency key, which returns the first send's result if
 /// there was one. It fails only past [`SEND_HORIZON_MILLIS`].
-async fn retry_or_fail(env: &Env, db: &D1Database, message: &Message, token: &str, attempt: u32, reason: &str) -> Result<Outcome, EdgeError> {
+async fn retry_or_fail(
+    env: &Env,
+    db: &D1Database,
+    message: &Message,
+    token: &str,
+    attempt: u32,
+    reason: &str,
+) -> Result<Outcome, EdgeError> {
     let age = now().unix_millis() - message.created_at as i64;
     if age < SEND_HORIZON_MILLIS {
         messages::release(db, &message.id, token).await?;
         let delay = backoff::not_yet_delay(attempt).unwrap_or(MAX_RETRY_SECS).min(MAX_RETRY_SECS);
-        worker::console_warn!("{}", serde_json::json!({"job": "dispatch", "message_id": message.id, "outcome": "retried", "reason": reason}));
-        return Ok(Outcome::RetryIn(delay as u32, "carrier unavailable"));
+        worker::console_warn!(
+            "{}",
+            serde_json::json!({"job": "dispatch", "message_id": message.id, "outcome": "retried", "reason": reason})
+        );
+        return Ok(Outcome::RetryIn(delay as u32, Wait::CarrierUnavailable));
     }
     let error = exactly_core::event::CarrierError {
         code: "carrier_unavailable".into(),
         title: Some(format!("the carrier did not answer for 24 hours ({attempt} attempts): {reason}")),
     };
     let change = messages::record_send_failed(db, message, token, &error, now()).await?;
-    crate::deliveries::announce(env, db, &change).await?;
-    Ok(Outcome::Done("gave up"))
+    crate::queues::announce(env, db, &change).await?;
+    Ok(Outcome::Done(Done::GaveUp))
 }

@@ -1,0 +1,33 @@
+//! Test-only routes of the end-to-end build (the `fault-injection` feature, which the
+//! production build never enables): `POST /__e2e/sql` lets the tests count rows through the
+//! worker's own D1 binding, and `POST /__e2e/store/{check}` runs one store guard twice against
+//! real D1 ([`crate::store::checks`]).
+
+use worker::{Env, Request, Response};
+
+use crate::error::EdgeError;
+
+/// Routes `/__e2e/...` (the segments after `__e2e`).
+pub async fn route(req: Request, env: &Env, segments: &[&str]) -> Result<Response, EdgeError> {
+    match segments {
+        ["sql"] => sql(req, env).await,
+        ["store", check] => crate::api::http::json(200, &crate::store::checks::run(env, check).await?),
+        _ => Err(EdgeError::NoRoute),
+    }
+}
+
+/// `POST /__e2e/sql` `{"sql": "..."}` -> `{"results": [...]}`: lets the end-to-end tests count
+/// rows through the worker's own D1 binding (an outside reader of the local database file would
+/// contend for its lock). It exists only in the test build.
+async fn sql(mut req: worker::Request, env: &worker::Env) -> Result<worker::Response, crate::error::EdgeError> {
+    #[derive(serde::Deserialize)]
+    struct Query {
+        sql: String,
+    }
+    let query: Query = crate::api::http::json_body(&mut req).await?;
+    let db = crate::store::database(env)?;
+    let rows = crate::store::checks::raw(&db, &query.sql)
+        .await
+        .map_err(|e| EdgeError::BadRequest(format!("sql failed: {e}")))?;
+    crate::api::http::json(200, &serde_json::json!({ "results": rows }))
+}

@@ -1,0 +1,2 @@
+//! The carrier wing: one file per carrier REST API.
+pub mod telnyx;

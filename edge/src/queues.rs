@@ -1,0 +1,83 @@
+//! The producers of the two queues: `jobs` (carrier events to process, messages to dispatch)
+//! and `deliveries` (customer webhook attempts). Every wing that enqueues goes through here;
+//! the consumers live in [`crate::work`].
+
+use exactly_core::backoff;
+use serde::{Deserialize, Serialize};
+use worker::{D1Database, Env, MessageBuilder, Queue};
+
+use crate::bindings;
+use crate::error::EdgeError;
+use crate::store::deliveries;
+use crate::store::outbox::Change;
+
+/// A message on the `jobs` queue.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Job {
+    /// Process the stored carrier event with this id.
+    CarrierEvent { id: String },
+    /// Send the outbound message with this id.
+    Dispatch { message_id: String },
+}
+
+/// A message on the `deliveries` queue.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DeliveryJob {
+    /// The `webhook_deliveries` row to attempt.
+    pub delivery_id: String,
+}
+
+fn jobs(env: &Env) -> Result<Queue, EdgeError> {
+    env.queue(bindings::JOBS).map_err(|e| EdgeError::platform("jobs binding", e))
+}
+
+fn deliveries_queue(env: &Env) -> Result<Queue, EdgeError> {
+    env.queue(bindings::DELIVERIES).map_err(|e| EdgeError::platform("deliveries binding", e))
+}
+
+/// Enqueues one job.
+pub async fn enqueue(env: &Env, job: Job) -> Result<(), EdgeError> {
+    jobs(env)?.send(job).await.map_err(|e| EdgeError::platform("enqueue job", e))
+}
+
+/// Enqueues one job to run after `delay_seconds`.
+pub async fn enqueue_later(env: &Env, job: Job, delay_seconds: u32) -> Result<(), EdgeError> {
+    let message = MessageBuilder::new(job).delay_seconds(delay_seconds).build();
+    jobs(env)?.send(message).await.map_err(|e| EdgeError::platform("enqueue job", e))
+}
+
+/// Enqueues several jobs in one call.
+pub async fn enqueue_many(env: &Env, batch: Vec<Job>) -> Result<(), EdgeError> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    jobs(env)?.send_batch(batch).await.map_err(|e| EdgeError::platform("enqueue jobs", e))
+}
+
+/// Enqueues attempts of these deliveries now.
+pub async fn deliver_many(env: &Env, ids: Vec<String>) -> Result<(), EdgeError> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let batch: Vec<DeliveryJob> = ids.into_iter().map(|delivery_id| DeliveryJob { delivery_id }).collect();
+    deliveries_queue(env)?.send_batch(batch).await.map_err(|e| EdgeError::platform("enqueue deliveries", e))
+}
+
+/// Enqueues the next attempt of a delivery after `delay_secs`.
+pub async fn deliver_later(env: &Env, delivery_id: &str, delay_secs: u64) -> Result<(), EdgeError> {
+    // Queues accept delays up to 12 hours; the schedule's longest is 10.
+    let delay = u32::try_from(delay_secs.min(backoff::MAX_RETRY_AFTER_SECS)).unwrap_or(u32::MAX);
+    let message = MessageBuilder::new(DeliveryJob { delivery_id: delivery_id.to_owned() }).delay_seconds(delay).build();
+    deliveries_queue(env)?.send(message).await.map_err(|e| EdgeError::platform("enqueue delivery", e))
+}
+
+/// Enqueues the first attempt of every pending delivery of the event a change wrote. If this
+/// fails, the sweeper enqueues them once they are overdue.
+pub async fn announce(env: &Env, db: &D1Database, change: &Change) -> Result<(), EdgeError> {
+    let Some(event_id) = &change.event else { return Ok(()) };
+    let pending = deliveries::pending_initial(db, event_id).await?;
+    let ids =
+        pending.into_iter().filter(|(_, url)| !crate::faults::delivery_message_lost(url)).map(|(id, _)| id).collect();
+    deliver_many(env, ids).await
+}

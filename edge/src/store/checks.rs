@@ -1,0 +1,396 @@
+//! Guard checks against real D1, for the end-to-end build only (`fault-injection`): each check
+//! sets up fresh rows, runs one store statement twice, and reports the rows before, after the
+//! first run and after the second, with what each run said it did. `tests/tests/store.rs`
+//! asserts that the first run changed what it should and the second changed nothing.
+
+use exactly_core::call::CallStatus;
+use exactly_core::call_machine::{call_id, CallEnd, CallInfo, CallView, LegOutcome, LegView};
+use exactly_core::event::{InboundMessage, StatusReport};
+use exactly_core::message::MessageStatus;
+use exactly_core::{Provider, Timestamp};
+use serde_json::{json, Value};
+use worker::{D1Database, Env};
+
+use crate::error::EdgeError;
+use crate::platform::{new_id, now};
+use crate::store::{self as db, accounts, calls, carrier_events, deliveries, messages, numbers};
+
+/// Every check, by name.
+pub const CHECKS: &[&str] = &[
+    "carrier_events.mark_processed",
+    "carrier_events.mark_failed",
+    "carrier_events.park_and_wake",
+    "messages.claim",
+    "messages.record_sent",
+    "messages.apply_report",
+    "messages.insert_inbound",
+    "messages.fail_undispatched",
+    "calls.record",
+    "calls.record_answered",
+    "calls.record_end",
+    "calls.record_leg",
+    "deliveries.claim_attempt",
+    "deliveries.redrive",
+    "numbers.create",
+];
+
+/// Runs SQL the end-to-end tests send (counting rows); test build only.
+pub async fn raw(db: &D1Database, sql: &str) -> Result<Vec<Value>, String> {
+    let result = db.prepare(sql).all().await.map_err(|e| e.to_string())?;
+    db::rows(&result).map_err(|e| e.to_string())
+}
+
+async fn rows(db: &D1Database, sql: &str) -> Result<Value, EdgeError> {
+    Ok(Value::Array(raw(db, sql).await.map_err(EdgeError::Unavailable)?))
+}
+
+fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// Before, first run, after, second run, after.
+struct Report {
+    before: Value,
+    runs: Vec<(Value, Value)>,
+}
+
+impl Report {
+    fn into_json(self) -> Value {
+        let mut runs = self.runs.into_iter();
+        let (first, after_first) = runs.next().unwrap_or_default();
+        let (second, after_second) = runs.next().unwrap_or_default();
+        json!({"before": self.before, "first": first, "after_first": after_first, "second": second,
+            "after_second": after_second})
+    }
+}
+
+async fn account(db: &D1Database) -> Result<String, EdgeError> {
+    let id = new_id("acct")?;
+    accounts::create(db, &id, "store check", &new_id("hash")?, now()).await?;
+    Ok(id)
+}
+
+async fn carrier_event(db: &D1Database) -> Result<String, EdgeError> {
+    let event_id = new_id("check")?;
+    let sql = format!(
+        "INSERT INTO carrier_events (carrier, carrier_event_id, event_type, payload, attempts, created_at)
+         VALUES ('telnyx', {}, 'message.finalized', '{{}}', 0, {}) RETURNING 'cev_' || printf('%016x', id) AS id",
+        quote(&event_id),
+        now().unix_millis()
+    );
+    let rows = raw(db, &sql).await.map_err(EdgeError::Unavailable)?;
+    rows.first()
+        .and_then(|r| r["id"].as_str())
+        .map(str::to_owned)
+        .ok_or_else(|| EdgeError::Unavailable("no carrier event".into()))
+}
+
+async fn outbound(db: &D1Database, account_id: &str) -> Result<messages::Message, EdgeError> {
+    let id = new_id("msg")?;
+    let new = messages::NewOutbound {
+        id: &id,
+        account_id,
+        from: "+15550000001",
+        to: "+15550000002",
+        text: "store check",
+        segments: 1,
+        encoding: "GSM-7",
+        idempotency_key: None,
+    };
+    Ok(messages::create_outbound(db, new, now()).await?.0)
+}
+
+fn view(
+    account_id: &str,
+    session: &str,
+    status: CallStatus,
+    answered_at: Option<Timestamp>,
+    end: Option<CallEnd>,
+) -> CallView {
+    let info = CallInfo {
+        id: call_id(Provider::Telnyx, session),
+        account_id: account_id.to_owned(),
+        carrier: Provider::Telnyx,
+        from: "+15550000003".into(),
+        to: "+15550000004".into(),
+        call_session_id: session.to_owned(),
+        call_control_id: format!("cc-{session}"),
+        call_leg_id: format!("leg-{session}"),
+        created_at: now(),
+    };
+    CallView { info, status, answered_at, end, legs: Vec::new() }
+}
+
+/// Runs the check named `name`.
+pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
+    let db = db::database(env)?;
+    let db = &db;
+    let report = match name {
+        "carrier_events.mark_processed" => {
+            let id = carrier_event(db).await?;
+            let show = format!(
+                "SELECT processed_at IS NOT NULL AS processed, attempts FROM carrier_events
+                 WHERE 'cev_' || printf('%016x', id) = {}",
+                quote(&id)
+            );
+            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+            for _ in 0..2 {
+                let changed = carrier_events::mark_processed(db, &id, now()).await?;
+                r.runs.push((json!(changed), rows(db, &show).await?));
+            }
+            r
+        }
+        "carrier_events.mark_failed" => {
+            let id = carrier_event(db).await?;
+            let show = format!(
+                "SELECT error, attempts FROM carrier_events WHERE 'cev_' || printf('%016x', id) = {}",
+                quote(&id)
+            );
+            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+            for reason in ["first", "second"] {
+                let changed = carrier_events::mark_failed(db, &id, reason).await?;
+                r.runs.push((json!(changed), rows(db, &show).await?));
+            }
+            r
+        }
+        "carrier_events.park_and_wake" => {
+            let id = carrier_event(db).await?;
+            let carrier_id = new_id("tlx")?;
+            let show =
+                format!("SELECT waiting_for FROM carrier_events WHERE 'cev_' || printf('%016x', id) = {}", quote(&id));
+            carrier_events::park(db, &id, Provider::Telnyx, &carrier_id).await?;
+            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+            for _ in 0..2 {
+                let results = db::batch(db, vec![carrier_events::wake_stmt(db, "telnyx", &carrier_id)?]).await?;
+                let woken = results.first().map(carrier_events::woken).transpose()?.unwrap_or_default();
+                r.runs.push((json!(woken), rows(db, &show).await?));
+            }
+            r
+        }
+        "messages.claim" => {
+            let m = outbound(db, &account(db).await?).await?;
+            let show =
+                format!("SELECT status, dispatch_token, send_attempts FROM messages WHERE id = {}", quote(&m.id));
+            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+            let lease = Timestamp::from_unix_millis(now().unix_millis() + 30_000);
+            for token in ["dsp_first", "dsp_second"] {
+                let claimed = messages::claim(db, &m.id, token, now(), lease).await?;
+                r.runs.push((json!(claimed), rows(db, &show).await?));
+            }
+            r
+        }
+        "messages.record_sent" => {
+            let m = outbound(db, &account(db).await?).await?;
+            let lease = Timestamp::from_unix_millis(now().unix_millis() + 30_000);
+            messages::claim(db, &m.id, "dsp_check", now(), lease).await?;
+            let show = format!(
+                "SELECT (SELECT status FROM messages WHERE id = {id}) AS status,
+                        (SELECT COUNT(*) FROM outbound_events WHERE resource_id = {id}) AS events,
+                        (SELECT COUNT(*) FROM usage WHERE resource_id = {id}) AS charges,
+                        (SELECT COUNT(*) FROM message_status_history WHERE message_id = {id}) AS history",
+                id = quote(&m.id)
+            );
+            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+            let carrier_id = new_id("tlx")?;
+            for _ in 0..2 {
+                let (change, _) = messages::record_sent(db, &m, "dsp_check", &carrier_id, now()).await?;
+                r.runs.push((json!(change.changed), rows(db, &show).await?));
+            }
+            r
+        }
+        "messages.apply_report" => {
+            let m = outbound(db, &account(db).await?).await?;
+            let lease = Timestamp::from_unix_millis(now().unix_millis() + 30_000);
+            messages::claim(db, &m.id, "dsp_check", now(), lease).await?;
+            let carrier_id = new_id("tlx")?;
+            messages::record_sent(db, &m, "dsp_check", &carrier_id, now()).await?;
+            let event = carrier_event(db).await?;
+            let show = format!(
+                "SELECT (SELECT status FROM messages WHERE id = {id}) AS status,
+                        (SELECT COUNT(*) FROM outbound_events WHERE resource_id = {id} AND type =
+                            'message.delivered') AS events,
+                        (SELECT COUNT(*) FROM message_status_history WHERE message_id = {id}) AS history",
+                id = quote(&m.id)
+            );
+            let report = StatusReport {
+                carrier_message_id: carrier_id,
+                status: Some(MessageStatus::Delivered),
+                carrier_status: "delivered".into(),
+                errors: vec![],
+                cost: None,
+            };
+            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+            for _ in 0..2 {
+                let change = messages::apply_report(db, &m, MessageStatus::Delivered, &report, &event, now()).await?;
+                r.runs.push((json!(change.changed), rows(db, &show).await?));
+            }
+            r
+        }
+        "messages.insert_inbound" => {
+            let account_id = account(db).await?;
+            let carrier_id = new_id("tlx")?;
+            let show = format!(
+                "SELECT (SELECT COUNT(*) FROM messages WHERE carrier_message_id = {c}) AS messages,
+                        (SELECT COUNT(*) FROM outbound_events e JOIN messages m ON m.id = e.resource_id WHERE
+                            m.carrier_message_id = {c}) AS events",
+                c = quote(&carrier_id)
+            );
+            let inbound = InboundMessage {
+                carrier_message_id: carrier_id.clone(),
+                from: "+15550000005".into(),
+                to: "+15550000006".into(),
+                text: "hi".into(),
+                media_count: 0,
+            };
+            let event = carrier_event(db).await?;
+            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+            for _ in 0..2 {
+                let change = messages::insert_inbound(
+                    db,
+                    &new_id("msg")?,
+                    &account_id,
+                    Provider::Telnyx,
+                    &inbound,
+                    &event,
+                    now(),
+                )
+                .await?;
+                r.runs.push((json!(change.changed), rows(db, &show).await?));
+            }
+            r
+        }
+        "messages.fail_undispatched" => {
+            let m = outbound(db, &account(db).await?).await?;
+            let show = format!(
+                "SELECT (SELECT status FROM messages WHERE id = {id}) AS status,
+                        (SELECT COUNT(*) FROM outbound_events WHERE resource_id = {id} AND type =
+                            'message.failed') AS events",
+                id = quote(&m.id)
+            );
+            // The carrier was never called (no claim yet): failing is safe, once.
+            let horizon = Timestamp::from_unix_millis(now().unix_millis() - 86_400_000);
+            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+            for _ in 0..2 {
+                let change = messages::fail_undispatched(db, &m.id, now(), horizon).await?;
+                r.runs.push((json!(change.changed), rows(db, &show).await?));
+            }
+            r
+        }
+        "calls.record" | "calls.record_answered" | "calls.record_end" | "calls.record_leg" => {
+            let account_id = account(db).await?;
+            let session = new_id("sess")?;
+            let ringing = view(&account_id, &session, CallStatus::Ringing, None, None);
+            let id = ringing.info.id.clone();
+            let show = format!(
+                "SELECT (SELECT status FROM calls WHERE id = {id}) AS status,
+                        (SELECT billed_minutes FROM calls WHERE id = {id}) AS billed,
+                        (SELECT COUNT(*) FROM outbound_events WHERE resource_id = {id}) AS events,
+                        (SELECT COUNT(*) FROM usage WHERE resource_id = {id}) AS charges,
+                        (SELECT group_concat(outcome || '@' || version) FROM call_legs WHERE call_id = {id}) AS legs",
+                id = quote(&id)
+            );
+            if name != "calls.record" {
+                calls::record(db, &ringing, now()).await?;
+            }
+            let answered_at = now();
+            let answered = view(&account_id, &session, CallStatus::InProgress, Some(answered_at), None);
+            if name == "calls.record_end" {
+                calls::record_answered(db, &answered, answered_at, now()).await?;
+            }
+            let leg = |outcome| LegView {
+                position: 1,
+                target: "+15550000007".into(),
+                outcome,
+                cause: None,
+                call_control_id: Some("cc-leg".into()),
+            };
+            if name == "calls.record_leg" {
+                calls::record_leg(db, &id, &leg(LegOutcome::NoAnswer), 2, now()).await?;
+            }
+            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+            for _ in 0..2 {
+                let did = match name {
+                    "calls.record" => json!(calls::record(db, &ringing, now()).await?.changed),
+                    "calls.record_answered" => {
+                        json!(calls::record_answered(db, &answered, answered_at, now()).await?.changed)
+                    }
+                    "calls.record_end" => {
+                        let end = CallEnd {
+                            status: CallStatus::Completed,
+                            ended_at: now(),
+                            duration_secs: 61,
+                            billable_minutes: 2,
+                        };
+                        json!(calls::record_end(db, &answered, end, now()).await?.changed)
+                    }
+                    // An older write (version 1, still dialing) after the newer one changes nothing.
+                    _ => json!(calls::record_leg(db, &id, &leg(LegOutcome::Dialing), 1, now()).await?),
+                };
+                r.runs.push((did, rows(db, &show).await?));
+            }
+            r
+        }
+        "deliveries.claim_attempt" | "deliveries.redrive" => {
+            let account_id = account(db).await?;
+            let (endpoint, event, delivery) = (new_id("ep")?, new_id("evt")?, new_id("dlv")?);
+            let at = now().unix_millis();
+            let status = if name == "deliveries.redrive" { "failed" } else { "pending" };
+            let setup = [
+                format!(
+                    "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, created_at,
+                    updated_at) VALUES ({}, {}, 'https://example.com/hook', '[\"message.received\"]', 'whsec_x',
+                        {at}, {at})",
+                    quote(&endpoint),
+                    quote(&account_id)
+                ),
+                format!(
+                    "INSERT INTO outbound_events (id, account_id, type, resource_id, payload, created_at)
+                     VALUES ({}, {}, 'message.received', {}, '{{}}', {at})",
+                    quote(&event),
+                    quote(&account_id),
+                    quote(&event)
+                ),
+                format!(
+                    "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status,
+                     attempts, next_attempt_at, created_at, updated_at) VALUES ({}, {}, {}, {}, 'initial',
+                         '{status}', 0, {at}, {at},
+                         {at})",
+                    quote(&delivery),
+                    quote(&event),
+                    quote(&endpoint),
+                    quote(&account_id)
+                ),
+            ];
+            for sql in setup {
+                raw(db, &sql).await.map_err(EdgeError::Unavailable)?;
+            }
+            let show = format!("SELECT status, attempts FROM webhook_deliveries WHERE id = {}", quote(&delivery));
+            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+            for _ in 0..2 {
+                let did = if name == "deliveries.redrive" {
+                    json!(format!("{:?}", deliveries::redrive(db, &delivery, now()).await?))
+                } else {
+                    let lease = Timestamp::from_unix_millis(now().unix_millis() + 60_000);
+                    json!(deliveries::claim_attempt(db, &delivery, 1, lease, now()).await?)
+                };
+                r.runs.push((did, rows(db, &show).await?));
+            }
+            r
+        }
+        "numbers.create" => {
+            let (first, second) = (account(db).await?, account(db).await?);
+            let number = format!("+1555{}", now().unix_millis() % 10_000_000);
+            let show = format!("SELECT account_id FROM phone_numbers WHERE phone_number = {}", quote(&number));
+            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+            for account_id in [&first, &second] {
+                let created = numbers::create(db, &new_id("num")?, account_id, &number, &[], now()).await?;
+                r.runs.push((json!(created), rows(db, &show).await?));
+            }
+            let mut report = r.into_json();
+            report["first_account"] = json!(first);
+            return Ok(report);
+        }
+        _ => return Err(EdgeError::NotFound),
+    };
+    Ok(report.into_json())
+}

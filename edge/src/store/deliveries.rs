@@ -1,0 +1,343 @@
+//! The `webhook_deliveries` and `webhook_attempts` tables: one delivery per (event, endpoint)
+//! from the fan-out, a replay as a new delivery, and every attempt.
+//!
+//! An attempt is claimed by compare-and-swap on the delivery's attempt count
+//! (`WHERE status = 'pending' AND attempts = <seen>`), so duplicate queue messages never send one
+//! attempt twice; a delivery leaves `pending` once (`WHERE status = 'pending'`).
+
+use exactly_core::Timestamp;
+use serde::Deserialize;
+use wasm_bindgen::JsValue;
+use worker::D1Database;
+
+use crate::error::EdgeError;
+use crate::store::{self as db, int, opt_text, text, time, Cursor};
+
+/// A delivery as its attempt needs it: the delivery, its endpoint (absent when deleted) and the
+/// event's payload.
+#[derive(Debug, Deserialize)]
+pub struct Due {
+    pub id: String,
+    pub event_id: String,
+    pub status: String,
+    pub attempts: f64,
+    pub next_attempt_at: f64,
+    pub endpoint_id: String,
+    pub url: Option<String>,
+    pub secret: Option<String>,
+    pub enabled: Option<f64>,
+    pub previous_secret: Option<String>,
+    pub previous_secret_expires_at: Option<f64>,
+    pub payload: String,
+}
+
+/// One attempt as it is recorded.
+pub struct Attempt {
+    pub delivery_id: String,
+    pub number: i64,
+    pub at: Timestamp,
+    pub status: Option<u16>,
+    pub latency_ms: i64,
+    pub error: Option<String>,
+    pub next_attempt_at: Option<Timestamp>,
+}
+
+#[derive(Deserialize)]
+struct Id {
+    id: String,
+}
+
+/// The deliveries of an event not attempted yet, with their endpoint's URL.
+pub async fn pending_initial(db: &D1Database, event_id: &str) -> Result<Vec<(String, String)>, EdgeError> {
+    #[derive(Deserialize)]
+    struct Pending {
+        id: String,
+        url: String,
+    }
+    let rows: Vec<Pending> = db::all(db::stmt(
+        db,
+        "SELECT d.id, e.url FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+         WHERE d.event_id = ?1 AND d.status = 'pending' AND d.attempts = 0",
+        &[text(event_id)],
+    )?)
+    .await?;
+    Ok(rows.into_iter().map(|p| (p.id, p.url)).collect())
+}
+
+/// The delivery `id` with its endpoint and payload.
+pub async fn due(db: &D1Database, id: &str) -> Result<Option<Due>, EdgeError> {
+    db::first(db::stmt(
+        db,
+        "SELECT d.id, d.event_id, d.status, d.attempts, d.next_attempt_at, d.endpoint_id, e.url, e.secret, e.enabled,
+                e.previous_secret, e.previous_secret_expires_at, o.payload
+         FROM webhook_deliveries d
+         JOIN outbound_events o ON o.id = d.event_id
+         LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
+         WHERE d.id = ?1",
+        &[text(id)],
+    )?)
+    .await
+}
+
+/// Claims attempt `number` (the count was `number - 1`), leasing the delivery until `lease`.
+pub async fn claim_attempt(
+    db: &D1Database,
+    id: &str,
+    number: i64,
+    lease: Timestamp,
+    now: Timestamp,
+) -> Result<bool, EdgeError> {
+    let changed = db::run(db::stmt(
+        db,
+        "UPDATE webhook_deliveries SET attempts = ?2, next_attempt_at = ?3, updated_at = ?4
+         WHERE id = ?1 AND status = 'pending' AND attempts = ?5",
+        &[text(id), int(number), time(lease), time(now), int(number - 1)],
+    )?)
+    .await?;
+    Ok(changed == 1)
+}
+
+fn attempt_row(db: &D1Database, a: &Attempt) -> Result<worker::D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        "INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, webhook_timestamp, status_code,
+             latency_ms, error, next_attempt_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (delivery_id, attempt) DO NOTHING",
+        &[
+            text(&a.delivery_id),
+            int(a.number),
+            time(a.at),
+            int(a.at.unix_seconds()),
+            a.status.map_or(JsValue::NULL, |s| int(i64::from(s))),
+            int(a.latency_ms),
+            opt_text(a.error.as_deref()),
+            a.next_attempt_at.map_or(JsValue::NULL, time),
+        ],
+    )
+}
+
+/// A 2xx: the attempt, the delivery succeeded, the endpoint's failure streak reset.
+pub async fn record_success(db: &D1Database, a: &Attempt, endpoint_id: &str) -> Result<(), EdgeError> {
+    db::batch(
+        db,
+        vec![
+            attempt_row(db, a)?,
+            db::stmt(
+                db,
+                "UPDATE webhook_deliveries SET status = 'succeeded', last_error = NULL, updated_at = ?2 WHERE id =
+                 ?1 AND status = 'pending'",
+                &[text(&a.delivery_id), time(a.at)],
+            )?,
+            db::stmt(
+                db,
+                "UPDATE webhook_endpoints SET consecutive_failures = 0, updated_at = ?2 WHERE id = ?1",
+                &[text(endpoint_id), time(a.at)],
+            )?,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// A 410: the attempt, the delivery failed, the endpoint disabled.
+pub async fn record_gone(db: &D1Database, a: &Attempt, endpoint_id: &str) -> Result<(), EdgeError> {
+    db::batch(
+        db,
+        vec![
+            attempt_row(db, a)?,
+            db::stmt(
+                db,
+                "UPDATE webhook_deliveries SET status = 'failed', last_error = '410 Gone: endpoint disabled',
+                 updated_at = ?2
+             WHERE id = ?1 AND status = 'pending'",
+                &[text(&a.delivery_id), time(a.at)],
+            )?,
+            db::stmt(
+                db,
+                "UPDATE webhook_endpoints SET enabled = 0, disabled_reason = 'answered 410 Gone', updated_at = ?2
+                 WHERE id = ?1",
+                &[text(endpoint_id), time(a.at)],
+            )?,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Any other failure: the attempt; the next one scheduled (or, with none left, the delivery
+/// failed with `final_error`); the endpoint's failure streak counted, disabling it at
+/// `disable_after`.
+pub async fn record_failure(
+    db: &D1Database,
+    a: &Attempt,
+    endpoint_id: &str,
+    final_error: &str,
+    disable_after: i64,
+) -> Result<(), EdgeError> {
+    let error = a.error.as_deref().unwrap_or_default();
+    let delivery = match a.next_attempt_at {
+        Some(next_at) => db::stmt(
+            db,
+            "UPDATE webhook_deliveries SET next_attempt_at = ?2, last_error = ?3, updated_at = ?4 WHERE id = ?1
+                 AND status = 'pending'",
+            &[text(&a.delivery_id), time(next_at), text(error), time(a.at)],
+        )?,
+        None => db::stmt(
+            db,
+            "UPDATE webhook_deliveries SET status = 'failed', last_error = ?2, updated_at = ?3 WHERE id = ?1
+                 AND status = 'pending'",
+            &[text(&a.delivery_id), text(final_error), time(a.at)],
+        )?,
+    };
+    db::batch(
+        db,
+        vec![
+            attempt_row(db, a)?,
+            delivery,
+            db::stmt(
+                db,
+                "UPDATE webhook_endpoints
+             SET consecutive_failures = consecutive_failures + 1,
+                 disabled_reason = CASE WHEN enabled = 1 AND consecutive_failures + 1 >= ?3
+                                        THEN 'disabled after ' || CAST(?3 AS INTEGER) || ' consecutive failed attempts'
+                                        ELSE disabled_reason END,
+                 enabled = CASE WHEN consecutive_failures + 1 >= ?3 THEN 0 ELSE enabled END,
+                 updated_at = ?2
+             WHERE id = ?1",
+                &[text(endpoint_id), time(a.at), int(disable_after)],
+            )?,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Fails a pending delivery with `reason`, once. Returns whether it changed.
+pub async fn fail(db: &D1Database, id: &str, reason: &str, now: Timestamp) -> Result<bool, EdgeError> {
+    let changed = db::run(db::stmt(
+        db,
+        "UPDATE webhook_deliveries SET status = 'failed', last_error = ?2, updated_at = ?3 WHERE id = ?1 AND
+             status = 'pending'",
+        &[text(id), text(reason), time(now)],
+    )?)
+    .await?;
+    Ok(changed == 1)
+}
+
+/// Pending deliveries whose next attempt is before `before`: their queue message was lost.
+/// Oldest first, at most `limit`.
+pub async fn overdue(db: &D1Database, before: Timestamp, limit: u32) -> Result<Vec<String>, EdgeError> {
+    let rows: Vec<Id> = db::all(db::stmt(
+        db,
+        "SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at < ?1 ORDER BY
+             next_attempt_at LIMIT ?2",
+        &[time(before), int(i64::from(limit))],
+    )?)
+    .await?;
+    Ok(rows.into_iter().map(|r| r.id).collect())
+}
+
+/// A delivery as `/admin/webhook_deliveries` lists it.
+#[derive(Debug, Deserialize)]
+pub struct Listed {
+    pub id: String,
+    pub event_id: String,
+    pub endpoint_id: String,
+    pub account_id: String,
+    pub attempts: f64,
+    pub last_error: Option<String>,
+    pub created_at: f64,
+    pub updated_at: f64,
+}
+
+/// A page of deliveries in one status, newest first by (`created_at`, `id`), which never change
+/// (`updated_at` moves on every attempt, so a cursor on it would skip or repeat rows).
+pub async fn list(db: &D1Database, status: &str, cursor: Option<Cursor>, limit: u32) -> Result<Vec<Listed>, EdgeError> {
+    let (at, after) = Cursor::args(&cursor);
+    db::all(db::stmt(
+        db,
+        "SELECT id, event_id, endpoint_id, account_id, attempts, last_error, created_at, updated_at FROM
+             webhook_deliveries
+         WHERE status = ?1 AND (?2 IS NULL OR created_at < ?2 OR (created_at = ?2 AND id < ?3))
+         ORDER BY created_at DESC, id DESC LIMIT ?4",
+        &[text(status), at, after, int(i64::from(limit))],
+    )?)
+    .await
+}
+
+/// What re-driving a delivery found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Redrive {
+    /// It was failed and is pending again.
+    Pending,
+    /// It exists but is not failed.
+    NotFailed,
+    /// No such delivery.
+    Missing,
+}
+
+/// A failed delivery back to `pending`, due now (`WHERE status = 'failed'`).
+pub async fn redrive(db: &D1Database, id: &str, now: Timestamp) -> Result<Redrive, EdgeError> {
+    let changed = db::run(db::stmt(
+        db,
+        "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?2, updated_at = ?2 WHERE id = ?1
+             AND status = 'failed'",
+        &[text(id), time(now)],
+    )?)
+    .await?;
+    if changed == 1 {
+        return Ok(Redrive::Pending);
+    }
+    let row: Option<Id> =
+        db::first(db::stmt(db, "SELECT id FROM webhook_deliveries WHERE id = ?1", &[text(id)])?).await?;
+    Ok(if row.is_some() { Redrive::NotFailed } else { Redrive::Missing })
+}
+
+/// A delivery as `/v1/events/{id}` shows it.
+#[derive(Debug, Deserialize)]
+pub struct OfEvent {
+    pub id: String,
+    pub endpoint_id: String,
+    pub kind: String,
+    pub status: String,
+    pub attempts: f64,
+    pub next_attempt_at: f64,
+    pub last_error: Option<String>,
+}
+
+/// A recorded attempt.
+#[derive(Debug, Deserialize)]
+pub struct Recorded {
+    pub delivery_id: String,
+    pub attempt: f64,
+    pub attempted_at: f64,
+    pub webhook_timestamp: f64,
+    pub status_code: Option<f64>,
+    pub latency_ms: f64,
+    pub error: Option<String>,
+    pub next_attempt_at: Option<f64>,
+}
+
+/// The deliveries of an event, oldest first.
+pub async fn of_event(db: &D1Database, event_id: &str) -> Result<Vec<OfEvent>, EdgeError> {
+    db::all(db::stmt(
+        db,
+        "SELECT id, endpoint_id, kind, status, attempts, next_attempt_at, last_error FROM webhook_deliveries
+         WHERE event_id = ?1 ORDER BY created_at, id",
+        &[text(event_id)],
+    )?)
+    .await
+}
+
+/// Every attempt of every delivery of an event.
+pub async fn attempts_of_event(db: &D1Database, event_id: &str) -> Result<Vec<Recorded>, EdgeError> {
+    db::all(db::stmt(
+        db,
+        "SELECT a.delivery_id, a.attempt, a.attempted_at, a.webhook_timestamp, a.status_code, a.latency_ms,
+             a.error, a.next_attempt_at
+         FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+         WHERE d.event_id = ?1 ORDER BY a.delivery_id, a.attempt",
+        &[text(event_id)],
+    )?)
+    .await
+}

@@ -1,0 +1,151 @@
+//! The `webhook_endpoints` table: where an account's customer events are delivered. Every
+//! statement names the account in its `WHERE`, so one account never reads or changes
+//! another's endpoint.
+
+use exactly_core::Timestamp;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use wasm_bindgen::JsValue;
+use worker::D1Database;
+
+use crate::error::EdgeError;
+use crate::store::{self as db, int, text, time, Cursor};
+
+/// An endpoint as the API shows it (never its secret).
+#[derive(Debug, Deserialize)]
+pub struct Endpoint {
+    pub id: String,
+    pub url: String,
+    /// JSON array of event types.
+    pub event_types: String,
+    pub enabled: f64,
+    pub disabled_reason: Option<String>,
+    pub consecutive_failures: f64,
+    pub created_at: f64,
+    pub updated_at: f64,
+}
+
+const COLUMNS: &str = "id, url, event_types, enabled, disabled_reason, consecutive_failures, created_at, updated_at";
+
+impl Endpoint {
+    /// The endpoint as the API shows it.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "url": self.url,
+            "event_types": serde_json::from_str::<Value>(&self.event_types).unwrap_or(Value::Null),
+            "enabled": self.enabled == 1.0,
+            "disabled_reason": self.disabled_reason,
+            "consecutive_failures": self.consecutive_failures as i64,
+            "created_at": db::millis(self.created_at).to_rfc3339(),
+            "updated_at": db::millis(self.updated_at).to_rfc3339(),
+        })
+    }
+}
+
+/// One endpoint of one account.
+pub async fn get(db: &D1Database, account_id: &str, id: &str) -> Result<Option<Endpoint>, EdgeError> {
+    db::first(db::stmt(
+        db,
+        &format!("SELECT {COLUMNS} FROM webhook_endpoints WHERE id = ?1 AND account_id = ?2"),
+        &[text(id), text(account_id)],
+    )?)
+    .await
+}
+
+/// A new endpoint (`url` already checked, `event_types` a JSON array).
+pub async fn create(
+    db: &D1Database,
+    id: &str,
+    account_id: &str,
+    url: &str,
+    event_types: &str,
+    secret: &str,
+    now: Timestamp,
+) -> Result<(), EdgeError> {
+    db::run(db::stmt(
+        db,
+        "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+        &[text(id), text(account_id), text(url), text(event_types), text(secret), time(now)],
+    )?)
+    .await?;
+    Ok(())
+}
+
+/// A page of an account's endpoints, newest first.
+pub async fn list(
+    db: &D1Database,
+    account_id: &str,
+    cursor: Option<Cursor>,
+    limit: u32,
+) -> Result<Vec<Endpoint>, EdgeError> {
+    let (at, after) = Cursor::args(&cursor);
+    db::all(db::stmt(
+        db,
+        &format!(
+            "SELECT {COLUMNS} FROM webhook_endpoints WHERE account_id = ?1
+               AND (?2 IS NULL OR created_at < ?2 OR (created_at = ?2 AND id < ?3))
+             ORDER BY created_at DESC, id DESC LIMIT ?4"
+        ),
+        &[text(account_id), at, after, int(i64::from(limit))],
+    )?)
+    .await
+}
+
+/// Sets the URL and event types, and enables (clearing the failure count and the reason) or
+/// disables it when `enabled` says so.
+pub async fn update(
+    db: &D1Database,
+    account_id: &str,
+    id: &str,
+    url: &str,
+    event_types: &str,
+    enabled: Option<bool>,
+    now: Timestamp,
+) -> Result<(), EdgeError> {
+    let enabled = enabled.map_or(JsValue::NULL, |e| int(i64::from(e)));
+    db::run(db::stmt(
+        db,
+        "UPDATE webhook_endpoints SET url = ?3, event_types = ?4, updated_at = ?5,
+             consecutive_failures = CASE WHEN ?6 = 1 AND enabled = 0 THEN 0 ELSE consecutive_failures END,
+             disabled_reason = CASE WHEN ?6 = 1 THEN NULL WHEN ?6 = 0 THEN 'disabled by the account' ELSE
+                 disabled_reason END,
+             enabled = COALESCE(?6, enabled)
+         WHERE id = ?1 AND account_id = ?2",
+        &[text(id), text(account_id), text(url), text(event_types), time(now), enabled],
+    )?)
+    .await?;
+    Ok(())
+}
+
+/// Deletes an endpoint; whether it existed.
+pub async fn delete(db: &D1Database, account_id: &str, id: &str) -> Result<bool, EdgeError> {
+    Ok(db::run(db::stmt(
+        db,
+        "DELETE FROM webhook_endpoints WHERE id = ?1 AND account_id = ?2",
+        &[text(id), text(account_id)],
+    )?)
+    .await?
+        == 1)
+}
+
+/// A new secret; the previous one keeps signing until `previous_until`.
+pub async fn rotate_secret(
+    db: &D1Database,
+    account_id: &str,
+    id: &str,
+    secret: &str,
+    previous_until: Timestamp,
+    now: Timestamp,
+) -> Result<(), EdgeError> {
+    db::run(db::stmt(
+        db,
+        "UPDATE webhook_endpoints SET previous_secret = secret, previous_secret_expires_at = ?4, secret = ?3,
+             updated_at = ?5
+         WHERE id = ?1 AND account_id = ?2",
+        &[text(id), text(account_id), text(secret), time(previous_until), time(now)],
+    )?)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,77 @@
+//! The `phone_numbers` table: which account owns a number (`UNIQUE (phone_number)`), and the
+//! number's ring plan, parsed once here into a [`RingPlan`].
+
+use exactly_core::ring::RingPlan;
+use exactly_core::Timestamp;
+use serde::Deserialize;
+use worker::D1Database;
+
+use crate::error::EdgeError;
+use crate::store::{self as db, text, time};
+
+/// Who owns a number, and whom it rings.
+#[derive(Clone, Debug)]
+pub struct Owner {
+    /// The owning account.
+    pub account_id: String,
+    /// The ring plan; `None` when the number rings nobody.
+    pub plan: Option<RingPlan>,
+}
+
+/// The owner of `number`, if any account has it.
+pub async fn owner(db: &D1Database, number: &str) -> Result<Option<Owner>, EdgeError> {
+    #[derive(Deserialize)]
+    struct Row {
+        account_id: String,
+        ring_targets: String,
+    }
+    let row: Option<Row> = db::first(db::stmt(
+        db,
+        "SELECT account_id, ring_targets FROM phone_numbers WHERE phone_number = ?1",
+        &[text(number)],
+    )?)
+    .await?;
+    Ok(row.map(|r| {
+        // Plans are checked when a number is saved; a stored plan that no longer parses rings
+        // nobody rather than guessing.
+        let targets: Vec<String> = serde_json::from_str(&r.ring_targets).unwrap_or_default();
+        Owner { account_id: r.account_id, plan: RingPlan::new(targets).ok() }
+    }))
+}
+
+/// Whether `account_id` owns `number`.
+pub async fn owned_by(db: &D1Database, number: &str, account_id: &str) -> Result<bool, EdgeError> {
+    #[derive(Deserialize)]
+    struct Id {
+        #[allow(dead_code)]
+        id: String,
+    }
+    let row: Option<Id> = db::first(db::stmt(
+        db,
+        "SELECT id FROM phone_numbers WHERE phone_number = ?1 AND account_id = ?2",
+        &[text(number), text(account_id)],
+    )?)
+    .await?;
+    Ok(row.is_some())
+}
+
+/// Assigns `number` to an account with its ring targets, unless another has it. Returns whether
+/// it was assigned.
+pub async fn create(
+    db: &D1Database,
+    id: &str,
+    account_id: &str,
+    number: &str,
+    targets: &[String],
+    now: Timestamp,
+) -> Result<bool, EdgeError> {
+    let targets = serde_json::to_string(targets).map_err(|e| EdgeError::platform("encode", e))?;
+    let inserted = db::run(db::stmt(
+        db,
+        "INSERT INTO phone_numbers (id, account_id, phone_number, ring_targets, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (phone_number) DO NOTHING",
+        &[text(id), text(account_id), text(number), text(&targets), time(now)],
+    )?)
+    .await?;
+    Ok(inserted == 1)
+}

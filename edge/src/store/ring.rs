@@ -1,0 +1,76 @@
+//! The call Durable Object's own SQLite storage (not D1): the machine's state (one row) and
+//! its queue of actions in order. The object calls these with no `.await` between them where
+//! they must commit together.
+
+use serde::Deserialize;
+use worker::{SqlStorage, SqlStorageValue};
+
+use crate::error::EdgeError;
+
+fn failed(e: worker::Error) -> EdgeError {
+    EdgeError::platform("call storage", e)
+}
+
+/// Creates the two tables if they are missing.
+pub fn create(sql: &SqlStorage) {
+    // Synchronous; a failure here shows on the first read.
+    let _ = sql
+        .exec("CREATE TABLE IF NOT EXISTS machine (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL)", None);
+    let _ = sql
+        .exec("CREATE TABLE IF NOT EXISTS actions (seq INTEGER PRIMARY KEY AUTOINCREMENT, action TEXT NOT NULL)", None);
+}
+
+/// The stored state, as JSON, if any.
+pub fn state(sql: &SqlStorage) -> Result<Option<String>, EdgeError> {
+    #[derive(Deserialize)]
+    struct Row {
+        state: String,
+    }
+    let rows: Vec<Row> =
+        sql.exec("SELECT state FROM machine WHERE id = 1", None).and_then(|c| c.to_array()).map_err(failed)?;
+    Ok(rows.into_iter().next().map(|r| r.state))
+}
+
+/// Stores the state and appends the actions, in order.
+pub fn save(sql: &SqlStorage, state: &str, actions: &[String]) -> Result<(), EdgeError> {
+    let state: SqlStorageValue = state.into();
+    sql.exec(
+        "INSERT INTO machine (id, state) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET state = excluded.state",
+        vec![state],
+    )
+    .map_err(failed)?;
+    for action in actions {
+        sql.exec("INSERT INTO actions (action) VALUES (?)", vec![action.as_str().into()]).map_err(failed)?;
+    }
+    Ok(())
+}
+
+/// The first queued action: its sequence number and JSON.
+pub fn next_action(sql: &SqlStorage) -> Result<Option<(f64, String)>, EdgeError> {
+    #[derive(Deserialize)]
+    struct Row {
+        seq: f64,
+        action: String,
+    }
+    let rows: Vec<Row> = sql
+        .exec("SELECT seq, action FROM actions ORDER BY seq LIMIT 1", None)
+        .and_then(|c| c.to_array())
+        .map_err(failed)?;
+    Ok(rows.into_iter().next().map(|r| (r.seq, r.action)))
+}
+
+/// Removes a done action.
+pub fn remove_action(sql: &SqlStorage, seq: f64) -> Result<(), EdgeError> {
+    sql.exec("DELETE FROM actions WHERE seq = ?", vec![seq.into()]).map(|_| ()).map_err(failed)
+}
+
+/// How many actions are queued.
+pub fn pending(sql: &SqlStorage) -> Result<u32, EdgeError> {
+    #[derive(Deserialize)]
+    struct Row {
+        n: f64,
+    }
+    let rows: Vec<Row> =
+        sql.exec("SELECT COUNT(*) AS n FROM actions", None).and_then(|c| c.to_array()).map_err(failed)?;
+    Ok(rows.first().map_or(0, |r| r.n as u32))
+}

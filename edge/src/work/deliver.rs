@@ -1,0 +1,258 @@
+//! Customer webhook delivery: the `deliveries` queue, one message per attempt.
+//!
+//! Every attempt is signed per Standard Webhooks v1 (`webhook-id` = the event id on every
+//! attempt, a fresh `webhook-timestamp`), counts as a success on any 2xx within 15 s, and is
+//! recorded (time, status, latency, error, next attempt). Failures retry on the schedule of
+//! [`backoff::WEBHOOK_SCHEDULE_SECS`] with jitter, honouring `Retry-After` (seconds or an HTTP
+//! date). Redirects are never followed: a 3xx is a failure recorded with its `Location`.
+//! `410 Gone` disables the endpoint at once, and 100 consecutive failed attempts disable it.
+//! The endpoint URL is checked again before every attempt (`core::endpoint`), so a row stored
+//! before a rule existed is never sent to. An attempt is claimed by compare-and-swap on the
+//! delivery's attempt count before it is sent, so duplicate queue messages never send one
+//! attempt twice, and a delivery that succeeded is never sent again.
+
+use std::time::Duration;
+
+use exactly_core::backoff;
+use exactly_core::endpoint::EndpointUrl;
+use exactly_core::webhook::SigningSecret;
+use exactly_core::Timestamp;
+use worker::{D1Database, Env, Headers, MessageBatch, MessageExt, Method, Request, RequestInit, RequestRedirect};
+
+use crate::bindings;
+use crate::config;
+use crate::error::{Done, EdgeError, Outcome};
+use crate::platform::{fetch_with_timeout, now, random_u32};
+use crate::queues::{self, DeliveryJob};
+use crate::store::deliveries::{self, Attempt, Due};
+
+/// Success is any 2xx within this long.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
+/// While an attempt is in flight, other jobs for the delivery stand back this long.
+const ATTEMPT_LEASE_MILLIS: i64 = 60_000;
+/// Consecutive failed attempts that disable an endpoint.
+pub const DISABLE_AFTER_FAILURES: i64 = 100;
+
+/// Consumes the `deliveries` queue; each message is acked or retried by itself.
+pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
+    let db = env.d1(bindings::DB)?;
+    for message in batch.messages()? {
+        let Ok(job) = serde_json::from_value::<DeliveryJob>(message.body().clone()) else {
+            message.ack();
+            continue;
+        };
+        let result = attempt(env, &db, &job.delivery_id).await.map(Outcome::Done);
+        crate::error::settle(&message, result, |line| {
+            line["delivery"] = serde_json::json!(job.delivery_id);
+        });
+    }
+    Ok(())
+}
+
+/// Consumes the deliveries dead-letter queue: the delivery fails visibly.
+pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
+    let db = env.d1(bindings::DB)?;
+    for message in batch.messages()? {
+        let result = match serde_json::from_value::<DeliveryJob>(message.body().clone()) {
+            Ok(job) => dead_letter(&db, &job.delivery_id).await,
+            Err(_) => Ok(()),
+        };
+        match result {
+            Ok(()) => message.ack(),
+            Err(_) => message.retry(),
+        }
+    }
+    Ok(())
+}
+
+async fn dead_letter(db: &D1Database, delivery_id: &str) -> Result<(), EdgeError> {
+    deliveries::fail(db, delivery_id, "dead-lettered: the delivery job failed on every retry", now()).await?;
+    Ok(())
+}
+
+/// The outcome of one attempt, as the endpoint answered.
+enum Answer {
+    Success(u16),
+    Gone,
+    Failure { status: Option<u16>, error: String, retry_after: Option<u64> },
+}
+
+async fn attempt(env: &Env, db: &D1Database, delivery_id: &str) -> Result<Done, EdgeError> {
+    let Some(due) = deliveries::due(db, delivery_id).await? else { return Ok(Done::NoSuchDelivery) };
+    if due.status != "pending" {
+        return Ok(Done::AlreadySettled);
+    }
+    let started = now();
+    let (Some(url), Some(secret), Some(1.0)) = (due.url.as_deref(), due.secret.as_deref(), due.enabled) else {
+        deliveries::fail(db, &due.id, "the endpoint is disabled or deleted", started).await?;
+        return Ok(Done::EndpointDisabled);
+    };
+    // An early or duplicate job: the scheduled one (or the sweeper) will come.
+    if due.next_attempt_at as i64 > started.unix_millis() + 1000 {
+        return Ok(Done::NotDue);
+    }
+    let number = due.attempts as i64 + 1;
+    let lease = Timestamp::from_unix_millis(started.unix_millis() + ATTEMPT_LEASE_MILLIS);
+    if !deliveries::claim_attempt(db, &due.id, number, lease, started).await? {
+        return Ok(Done::ClaimedElsewhere);
+    }
+
+    let allow_private = config::get(env)?.allow_private_endpoints;
+    // Checked again at every attempt, so a URL stored before a rule existed is never sent to;
+    // the parsed form is what `fetch` gets, the same text that was checked.
+    let answer = match (EndpointUrl::parse(url, allow_private), SigningSecret::parse(secret)) {
+        (Err(problem), _) => Answer::Failure {
+            status: None,
+            error: format!("endpoint URL refused: {}", problem.message()),
+            retry_after: None,
+        },
+        (_, Err(_)) => {
+            Answer::Failure { status: None, error: "the endpoint secret is unreadable".into(), retry_after: None }
+        }
+        (Ok(url), Ok(secret)) => {
+            // During a rotation window the previous secret signs too.
+            let previous = match (&due.previous_secret, due.previous_secret_expires_at) {
+                (Some(old), Some(until)) if until as i64 > started.unix_millis() => SigningSecret::parse(old).ok(),
+                _ => None,
+            };
+            send(&url, &secret, previous.as_ref(), &due.event_id, &due.payload, started).await
+        }
+    };
+    let latency_ms = now().unix_millis() - started.unix_millis();
+    record(env, db, &due, number, started, latency_ms, answer).await
+}
+
+async fn send(
+    url: &EndpointUrl,
+    secret: &SigningSecret,
+    previous: Option<&SigningSecret>,
+    event_id: &str,
+    payload: &str,
+    at: Timestamp,
+) -> Answer {
+    let headers = Headers::new();
+    let mut signature = secret.sign(event_id, at, payload.as_bytes());
+    if let Some(previous) = previous {
+        signature.push(' ');
+        signature.push_str(&previous.sign(event_id, at, payload.as_bytes()));
+    }
+    for (name, value) in [
+        ("content-type", "application/json"),
+        ("user-agent", "exactly-webhooks/1"),
+        ("webhook-id", event_id),
+        ("webhook-timestamp", &at.unix_seconds().to_string()),
+        ("webhook-signature", &signature),
+    ] {
+        if headers.set(name, value).is_err() {
+            return Answer::Failure { status: None, error: format!("cannot set header {name}"), retry_after: None };
+        }
+    }
+    let mut init = RequestInit::new();
+    // Never follow a redirect: the next hop is an address nobody checked (and `fetch` would
+    // turn the POST into a GET there). A 3xx is a failed attempt, recorded with its Location.
+    init.with_method(Method::Post)
+        .with_headers(headers)
+        .with_body(Some(payload.into()))
+        .with_redirect(RequestRedirect::Manual);
+    let request = match Request::new_with_init(url.as_str(), &init) {
+        Ok(r) => r,
+        Err(e) => return Answer::Failure { status: None, error: format!("invalid request: {e}"), retry_after: None },
+    };
+    match fetch_with_timeout(request, ATTEMPT_TIMEOUT).await {
+        Ok(response) => {
+            let status = response.status_code();
+            let header = |name: &str| response.headers().get(name).ok().flatten();
+            let retry_after = header("retry-after").and_then(|v| backoff::parse_retry_after(&v, now()));
+            match status {
+                200..=299 => Answer::Success(status),
+                410 => Answer::Gone,
+                300..=399 => {
+                    let error = match header("location") {
+                        Some(location) => format!(
+                            "answered {status} redirecting to {}; redirects are not followed",
+                            bounded(&location, MAX_LOCATION_CHARS)
+                        ),
+                        None => format!("answered {status} (a redirect without Location); redirects are not followed"),
+                    };
+                    Answer::Failure { status: Some(status), error, retry_after }
+                }
+                _ => Answer::Failure { status: Some(status), error: format!("answered {status}"), retry_after },
+            }
+        }
+        Err(reason) => Answer::Failure { status: None, error: reason, retry_after: None },
+    }
+}
+
+/// The most of a `Location` header kept in an attempt's error: enough to see where it pointed,
+/// not a place for an endpoint to store kilobytes.
+const MAX_LOCATION_CHARS: usize = 512;
+
+/// `text` cut to at most `max` characters, marked when cut.
+fn bounded(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}...", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// The delay before attempt `next` (1-based), or `None` after the last.
+fn delay_before(env: &Env, next: i64) -> Option<u64> {
+    let next = u32::try_from(next).ok()?;
+    if let Some(schedule) = crate::faults::webhook_schedule(env) {
+        return schedule.get(usize::try_from(next).ok()?.checked_sub(1)?).copied();
+    }
+    backoff::webhook_delay(next, random_u32())
+}
+
+async fn record(
+    env: &Env,
+    db: &D1Database,
+    due: &Due,
+    number: i64,
+    started: Timestamp,
+    latency_ms: i64,
+    answer: Answer,
+) -> Result<Done, EdgeError> {
+    let attempt = |status: Option<u16>, error: Option<String>, next_attempt_at: Option<Timestamp>| Attempt {
+        delivery_id: due.id.clone(),
+        number,
+        at: started,
+        status,
+        latency_ms,
+        error,
+        next_attempt_at,
+    };
+    match answer {
+        Answer::Success(status) => {
+            deliveries::record_success(db, &attempt(Some(status), None, None), &due.endpoint_id).await?;
+            Ok(Done::Delivered)
+        }
+        Answer::Gone => {
+            deliveries::record_gone(db, &attempt(Some(410), Some("410 Gone".into()), None), &due.endpoint_id).await?;
+            Ok(Done::EndpointGone)
+        }
+        Answer::Failure { status, error, retry_after } => {
+            let next = delay_before(env, number + 1).map(|d| backoff::with_retry_after(d, retry_after));
+            let next_at = next.map(|d| Timestamp::from_unix_millis(started.unix_millis() + (d as i64) * 1000));
+            let final_error = format!("gave up after {number} attempts: {error}");
+            deliveries::record_failure(
+                db,
+                &attempt(status, Some(error), next_at),
+                &due.endpoint_id,
+                &final_error,
+                DISABLE_AFTER_FAILURES,
+            )
+            .await?;
+            match next {
+                // If this send fails the sweeper finds the delivery once it is overdue.
+                Some(delay) => {
+                    if let Err(e) = queues::deliver_later(env, &due.id, delay).await {
+                        worker::console_error!("{}", serde_json::json!({"delivery": due.id, "error": e.to_string()}));
+                    }
+                    Ok(Done::RetryScheduled)
+                }
+                None => Ok(Done::DeliveryGaveUp),
+            }
+        }
+    }
+}

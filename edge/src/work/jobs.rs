@@ -1,0 +1,87 @@
+//! The `jobs` queue: one message per carrier event to process or message to dispatch.
+//!
+//! Every message is acknowledged only after its effects committed, and any message may run
+//! twice: the guards make the second run a no-op. A message that fails on every retry goes to
+//! the dead-letter queue, whose consumer records the failure visibly.
+
+use worker::{D1Database, Env, MessageBatch, MessageExt};
+
+use crate::bindings;
+use crate::error::{EdgeError, Outcome};
+use crate::queues::{enqueue_later, Job};
+use crate::store::carrier_events;
+use crate::work::{dispatch, process};
+
+/// Consumes a batch from the `jobs` queue, acknowledging or retrying each message itself.
+pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
+    let db = env.d1(bindings::DB)?;
+    for message in batch.messages()? {
+        let job = match serde_json::from_value::<Job>(message.body().clone()) {
+            Ok(job) => job,
+            Err(e) => {
+                // A message no version of this worker wrote: retrying cannot help.
+                worker::console_error!("{}", serde_json::json!({"job": "invalid", "error": e.to_string()}));
+                message.ack();
+                continue;
+            }
+        };
+        let started = crate::platform::now();
+        let outcome = run(env, &db, &job).await;
+        let latency_ms = crate::platform::now().unix_millis() - started.unix_millis();
+        let (kind, id) = match &job {
+            Job::CarrierEvent { id } => ("carrier_event", id),
+            Job::Dispatch { message_id } => ("dispatch", message_id),
+        };
+        crate::error::settle(&message, outcome, |line| {
+            line["job"] = serde_json::json!(kind);
+            line["id"] = serde_json::json!(id);
+            line["latency_ms"] = serde_json::json!(latency_ms);
+        });
+    }
+    Ok(())
+}
+
+async fn run(env: &Env, db: &D1Database, job: &Job) -> Result<Outcome, EdgeError> {
+    match job {
+        Job::CarrierEvent { id } => process::process(env, db, id).await,
+        Job::Dispatch { message_id } => dispatch::dispatch(env, db, message_id).await,
+    }
+}
+
+/// A dispatch that failed on every retry fails the message only when that cannot hide a send
+/// ([`crate::store::messages::fail_undispatched`]); otherwise it is tried again later, with the same
+/// idempotency key.
+async fn dead_dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<(), EdgeError> {
+    let now = crate::platform::now();
+    let horizon = exactly_core::Timestamp::from_unix_millis(now.unix_millis() - dispatch::SEND_HORIZON_MILLIS);
+    let change = crate::store::messages::fail_undispatched(db, message_id, now, horizon).await?;
+    if change.changed {
+        return crate::queues::announce(env, db, &change).await;
+    }
+    let undispatched = crate::store::messages::by_id(db, message_id).await?.is_some_and(|m| m.undispatched());
+    if undispatched {
+        enqueue_later(env, Job::Dispatch { message_id: message_id.to_owned() }, 60).await?;
+    }
+    Ok(())
+}
+
+/// Consumes the jobs dead-letter queue: the failure is recorded where operators look.
+pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
+    let db = env.d1(bindings::DB)?;
+    for message in batch.messages()? {
+        let recorded = match serde_json::from_value::<Job>(message.body().clone()) {
+            Ok(Job::CarrierEvent { id }) => {
+                carrier_events::mark_failed(&db, &id, "processing failed on every retry (dead-lettered)")
+                    .await
+                    .map(|_| ())
+            }
+            Ok(Job::Dispatch { message_id }) => dead_dispatch(env, &db, &message_id).await,
+            Err(_) => Ok(()),
+        };
+        match recorded {
+            Ok(()) => message.ack(),
+            Err(_) => message.retry(),
+        }
+    }
+    Ok(())
+}

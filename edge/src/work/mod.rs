@@ -1,0 +1,7 @@
+//! The work wing: queue consumers and the cron.
+pub mod calls;
+pub mod deliver;
+pub mod dispatch;
+pub mod jobs;
+pub mod process;
+pub mod sweep;

@@ -1,0 +1,191 @@
+//! The house rules of the edge, checked on its source (docs/architecture.md draws the map):
+//! - no circle: the modules' references to each other form no cycle;
+//! - each wing imports only what its row in [`ALLOWED`] lists;
+//! - every SQL statement sits under `store/`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// What each wing may reference besides itself. Plumbing is every module that is not a wing.
+const ALLOWED: &[(&str, &[&str])] = &[
+    ("api", &["store", "queues", "plumbing"]),
+    ("work", &["store", "queues", "carrier", "ring", "plumbing"]),
+    ("ring", &["store", "queues", "carrier", "plumbing"]),
+    ("queues", &["store", "plumbing"]),
+    ("carrier", &["plumbing"]),
+    ("store", &["plumbing"]),
+    ("plumbing", &[]),
+];
+
+const WINGS: &[&str] = &["api", "work", "store", "carrier", "ring", "queues"];
+
+fn wing(module: &str) -> &str {
+    let first = module.split("::").next().unwrap_or_default();
+    WINGS.iter().copied().find(|w| *w == first).unwrap_or("plumbing")
+}
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).expect("read edge/src") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `api/http.rs` -> `api::http`, `store/mod.rs` -> `store`, `lib.rs` -> `` (the root).
+fn module_of(src: &Path, path: &Path) -> String {
+    let rel = path.strip_prefix(src).expect("under src").with_extension("");
+    let parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    let parts: Vec<&str> = parts.iter().map(String::as_str).filter(|p| *p != "mod" && *p != "lib").collect();
+    parts.join("::")
+}
+
+/// The code of a file: without its `#[cfg(test)]` module and without comments (a doc link to a
+/// module is not a use of it).
+fn code(text: &str) -> String {
+    let text = text.find("#[cfg(test)]\nmod tests").map_or(text, |i| &text[..i]);
+    text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
+}
+
+fn ident(text: &str) -> &str {
+    let end = text.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(text.len());
+    &text[..end]
+}
+
+/// The modules `text` references through `crate::...` paths (a `{...}` group counts each item).
+fn references(text: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
+    let resolve = |path: &[&str]| -> Option<String> {
+        (1..=path.len()).rev().map(|n| path[..n].join("::")).find(|m| modules.contains(m))
+    };
+    let mut found = BTreeSet::new();
+    for (i, _) in text.match_indices("crate::") {
+        let mut rest = &text[i + "crate::".len()..];
+        let mut path: Vec<&str> = Vec::new();
+        loop {
+            let name = ident(rest);
+            if name.is_empty() {
+                break;
+            }
+            path.push(name);
+            rest = &rest[name.len()..];
+            match rest.strip_prefix("::") {
+                Some(r) => rest = r,
+                None => break,
+            }
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            let inner = &group[..group.find('}').unwrap_or(group.len())];
+            for item in inner.split(',') {
+                let item = ident(item.trim());
+                let mut full = path.clone();
+                if item != "self" && !item.is_empty() {
+                    full.push(item);
+                }
+                found.extend(resolve(&full));
+            }
+        } else {
+            found.extend(resolve(&path));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_house_has_no_circle_and_each_wing_keeps_to_its_imports() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let texts: BTreeMap<String, String> =
+        files.iter().map(|p| (module_of(&src, p), fs::read_to_string(p).expect("read"))).collect();
+    let modules: BTreeSet<String> = texts.keys().filter(|m| !m.is_empty()).cloned().collect();
+
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut broken = Vec::new();
+    for (module, text) in texts.iter().filter(|(m, _)| !m.is_empty()) {
+        for target in references(&code(text), &modules) {
+            // A module naming itself, or its own children (declarations, re-exports), is structure.
+            if target == *module || target.starts_with(&format!("{module}::")) {
+                continue;
+            }
+            let (from, to) = (wing(module), wing(&target));
+            let allowed =
+                from == to || ALLOWED.iter().find(|(w, _)| *w == from).is_some_and(|(_, ok)| ok.contains(&to));
+            if !allowed {
+                broken.push(format!("{module} ({from}) uses {target} ({to})"));
+            }
+            edges.entry(module.clone()).or_default().insert(target);
+        }
+    }
+    assert!(broken.is_empty(), "imports across wings that the map does not allow:\n{}", broken.join("\n"));
+
+    // Depth-first search for a cycle.
+    fn visit(
+        node: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        match state.get(node) {
+            Some(2) => return None,
+            Some(1) => {
+                let start = stack.iter().position(|n| n == node).unwrap_or(0);
+                let mut cycle = stack[start..].to_vec();
+                cycle.push(node.to_owned());
+                return Some(cycle);
+            }
+            _ => {}
+        }
+        state.insert(node.to_owned(), 1);
+        stack.push(node.to_owned());
+        for next in edges.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, edges, state, stack) {
+                return Some(cycle);
+            }
+        }
+        stack.pop();
+        state.insert(node.to_owned(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for module in &modules {
+        if let Some(cycle) = visit(module, &edges, &mut state, &mut Vec::new()) {
+            panic!("a circle in the house: {}", cycle.join(" -> "));
+        }
+    }
+}
+
+#[test]
+fn every_sql_statement_sits_under_store() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let keywords =
+        ["\"SELECT ", "\"INSERT ", "\"UPDATE ", "\"DELETE FROM", "\"CREATE TABLE", "\"CREATE INDEX", "\"ALTER TABLE"];
+    let mut outside = Vec::new();
+    for path in &files {
+        let module = module_of(&src, path);
+        if wing(&module) == "store" {
+            continue;
+        }
+        let text = fs::read_to_string(path).expect("read");
+        for (n, line) in code(&text).lines().enumerate() {
+            if keywords.iter().any(|k| line.to_ascii_uppercase().contains(k)) {
+                outside.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(outside.is_empty(), "SQL outside edge/src/store/:\n{}", outside.join("\n"));
+}
+
+#[test]
+fn the_checker_sees_references_and_groups() {
+    let modules: BTreeSet<String> =
+        ["store", "store::messages", "store::numbers", "queues"].iter().map(|s| s.to_string()).collect();
+    let text = "use crate::store::{self as db, messages, int};\nlet x = crate::queues::announce(env);";
+    let found: Vec<String> = references(text, &modules).into_iter().collect();
+    assert_eq!(found, ["queues", "store", "store::messages"]);
+}

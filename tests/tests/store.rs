@@ -1,0 +1,74 @@
+//! The store's guards against real D1 inside workerd: each check (`edge/src/store/checks.rs`,
+//! in the test build only) sets up fresh rows and runs one guarded statement twice. The first
+//! run does what it should, the second changes nothing, and the rows after the second run are
+//! the rows after the first.
+
+use exactly_tests::Worker;
+use serde_json::{json, Value};
+
+use crate::TestFn;
+
+pub const TESTS: &[(&str, TestFn)] = &[("store::every_guard_refuses_to_run_twice", every_guard_refuses_to_run_twice)];
+
+/// (check, what the first run says, what the second says, whether the first changes the rows)
+fn expectations() -> Vec<(&'static str, Value, Value, bool)> {
+    vec![
+        ("carrier_events.mark_processed", json!(true), json!(false), true),
+        ("carrier_events.mark_failed", json!(true), json!(false), true),
+        ("carrier_events.park_and_wake", Value::Null, json!([]), true),
+        ("messages.claim", json!(true), json!(false), true),
+        ("messages.record_sent", json!(true), json!(false), true),
+        ("messages.apply_report", json!(true), json!(false), true),
+        ("messages.insert_inbound", json!(true), json!(false), true),
+        ("messages.fail_undispatched", json!(true), json!(false), true),
+        ("calls.record", json!(true), json!(false), true),
+        ("calls.record_answered", json!(true), json!(false), true),
+        ("calls.record_end", json!(true), json!(false), true),
+        // An older write of a leg after a newer one: neither run changes it.
+        ("calls.record_leg", json!(false), json!(false), false),
+        ("deliveries.claim_attempt", json!(true), json!(false), true),
+        ("deliveries.redrive", json!("Pending"), json!("NotFailed"), true),
+        ("numbers.create", json!(true), json!(false), true),
+    ]
+}
+
+fn every_guard_refuses_to_run_twice(w: &Worker) {
+    for (check, first, second, changes) in expectations() {
+        let a = w.post(&format!("/__e2e/store/{check}"), &[("content-type", "application/json")], b"{}");
+        assert_eq!(a.status, 200, "{check}: {}", a.body);
+        let r = a.json();
+        if !first.is_null() {
+            assert_eq!(r["first"], first, "{check}: the first run: {r}");
+        }
+        assert_eq!(r["second"], second, "{check}: the second run: {r}");
+        assert_eq!(r["after_second"], r["after_first"], "{check}: the second run changed the rows: {r}");
+        assert_eq!(r["after_first"] != r["before"], changes, "{check}: whether the first run changed the rows: {r}");
+        match check {
+            "carrier_events.park_and_wake" => {
+                assert_eq!(
+                    r["first"].as_array().map(Vec::len),
+                    Some(1),
+                    "{check}: the parked receipt is woken once: {r}"
+                );
+                assert!(r["after_first"][0]["waiting_for"].is_null(), "{r}");
+            }
+            "messages.record_sent" => {
+                assert_eq!(
+                    r["after_first"][0],
+                    json!({"status": "sent", "events": 1, "charges": 1, "history": 1}),
+                    "{r}"
+                );
+            }
+            "calls.record_end" => {
+                assert_eq!(r["after_first"][0]["status"], "completed", "{r}");
+                assert_eq!(r["after_first"][0]["charges"], 1, "{r}");
+                assert_eq!(r["after_first"][0]["billed"], 2, "{r}");
+            }
+            "calls.record_leg" => assert_eq!(r["after_first"][0]["legs"], "no_answer@2", "{r}"),
+            "numbers.create" => assert_eq!(r["after_second"][0]["account_id"], r["first_account"], "{r}"),
+            _ => {}
+        }
+    }
+    let unknown = w.post("/__e2e/store/no.such.check", &[("content-type", "application/json")], b"{}");
+    assert_eq!(unknown.status, 404);
+}
