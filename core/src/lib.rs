@@ -26,6 +26,7 @@
 //! - [`event`]: [`CarrierEvent`] and its [`EventKind`]s, [`Provider`], and [`VerifiedEvent`],
 //!   the proof that a signature was checked (only a verifier can build one).
 //! - [`message`]: the message status lattice (`queued -> sending -> sent -> delivered|failed`).
+//! - [`number`]: E.164 phone numbers, parsed once.
 //! - [`segments`]: SMS segment counting (GSM-7 160/153, UCS-2 70/67).
 //! - [`call`]: call statuses, duration and billable minutes.
 //! - [`call_machine`]: one inbound call and its sequential ring as a sans-IO machine: facts in,
@@ -51,6 +52,7 @@ pub mod event;
 pub mod form;
 pub mod id;
 pub mod message;
+pub mod number;
 pub mod plivo;
 pub mod reject;
 pub mod ring;

@@ -48,8 +48,8 @@ pub async fn create_number(mut req: Request, env: &Env) -> Result<Response, Edge
     auth::admin(&req, env)?;
     let body: NewNumber = http::json_body(&mut req).await?;
     let account_id = body.account_id.ok_or_else(|| EdgeError::invalid("account_id", "is required"))?;
-    let phone_number = body.phone_number.ok_or_else(|| EdgeError::invalid("phone_number", "is required"))?;
-    e164("phone_number", &phone_number)?;
+    let phone_number =
+        e164("phone_number", &body.phone_number.ok_or_else(|| EdgeError::invalid("phone_number", "is required"))?)?;
     for target in &body.ring_targets {
         if !target.starts_with("sip:") {
             e164("ring_targets", target)?;
@@ -74,7 +74,7 @@ pub async fn create_number(mut req: Request, env: &Env) -> Result<Response, Edge
     http::json(
         201,
         &json!({
-            "id": id, "account_id": account_id, "phone_number": phone_number, "ring_targets": body.ring_targets,
+            "id": id, "account_id": account_id, "phone_number": phone_number.as_str(), "ring_targets": body.ring_targets,
             "created_at": created.to_rfc3339(),
         }),
     )

@@ -34,11 +34,9 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
         return Err(EdgeError::invalid("Idempotency-Key", "must be at most 255 characters"));
     }
     let body: NewMessage = http::json_body(&mut req).await?;
-    let from = body.from.ok_or_else(|| EdgeError::invalid("from", "is required"))?;
-    let to = body.to.ok_or_else(|| EdgeError::invalid("to", "is required"))?;
+    let from = e164("from", &body.from.ok_or_else(|| EdgeError::invalid("from", "is required"))?)?;
+    let to = e164("to", &body.to.ok_or_else(|| EdgeError::invalid("to", "is required"))?)?;
     let text = body.text.ok_or_else(|| EdgeError::invalid("text", "is required"))?;
-    e164("from", &from)?;
-    e164("to", &to)?;
     if text.trim().is_empty() {
         return Err(EdgeError::invalid("text", "must not be empty"));
     }
@@ -62,7 +60,7 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
         idempotency_key: key.as_deref(),
     };
     let (message, created) = messages::create_outbound(&db, new, now()).await?;
-    if !created && (message.from_number != from || message.to_number != to || message.text != text) {
+    if !created && (message.from_number != from.as_str() || message.to_number != to.as_str() || message.text != text) {
         return Err(EdgeError::Conflict {
             code: "idempotency_key_reused",
             message: "this Idempotency-Key was used for a different message".into(),

@@ -13,18 +13,13 @@ pub mod messages;
 pub mod usage;
 pub mod webhook_endpoints;
 
+use exactly_core::number::PhoneNumber;
+
 use crate::error::EdgeError;
 
-/// Checks an E.164 number: `+`, then 7 to 15 digits, the first not 0.
-pub fn e164(field: &'static str, value: &str) -> Result<(), EdgeError> {
-    let digits = value.strip_prefix('+').unwrap_or("");
-    let valid =
-        (7..=15).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit()) && !digits.starts_with('0');
-    if valid {
-        Ok(())
-    } else {
-        Err(EdgeError::invalid(field, "must be an E.164 number such as +15550001111"))
-    }
+/// Parses an E.164 number from the request; 422 naming `field` when it is not one.
+pub fn e164(field: &'static str, value: &str) -> Result<PhoneNumber, EdgeError> {
+    PhoneNumber::parse(value).map_err(|e| EdgeError::invalid(field, e.to_string()))
 }
 
 /// A `{ "data": [...], "next_cursor": ... }` page.

@@ -7,6 +7,7 @@ use exactly_core::call::CallStatus;
 use exactly_core::call_machine::{call_id, CallEnd, CallInfo, CallView, LegOutcome, LegView};
 use exactly_core::event::{InboundMessage, StatusReport};
 use exactly_core::message::MessageStatus;
+use exactly_core::number::PhoneNumber;
 use exactly_core::{Provider, Timestamp};
 use serde_json::{json, Value};
 use worker::{D1Database, Env};
@@ -90,14 +91,18 @@ async fn outbound(db: &D1Database, account_id: &str) -> Result<messages::Message
     let new = messages::NewOutbound {
         id: &id,
         account_id,
-        from: "+15550000001",
-        to: "+15550000002",
+        from: &number("+15550000001")?,
+        to: &number("+15550000002")?,
         text: "store check",
         segments: 1,
         encoding: "GSM-7",
         idempotency_key: None,
     };
     Ok(messages::create_outbound(db, new, now()).await?.0)
+}
+
+fn number(text: &str) -> Result<PhoneNumber, EdgeError> {
+    PhoneNumber::parse(text).map_err(|e| EdgeError::Unavailable(e.to_string()))
 }
 
 fn view(
@@ -379,8 +384,8 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
         }
         "numbers.create" => {
             let (first, second) = (account(db).await?, account(db).await?);
-            let number = format!("+1555{}", now().unix_millis() % 10_000_000);
-            let show = format!("SELECT account_id FROM phone_numbers WHERE phone_number = {}", quote(&number));
+            let number = number(&format!("+1555{}", now().unix_millis() % 10_000_000))?;
+            let show = format!("SELECT account_id FROM phone_numbers WHERE phone_number = {}", quote(number.as_str()));
             let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
             for account_id in [&first, &second] {
                 let created = numbers::create(db, &new_id("num")?, account_id, &number, &[], now()).await?;

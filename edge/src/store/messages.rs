@@ -6,6 +6,7 @@
 
 use exactly_core::event::{CarrierError, StatusReport};
 use exactly_core::message::MessageStatus;
+use exactly_core::number::PhoneNumber;
 use exactly_core::{Provider, Timestamp};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -93,8 +94,8 @@ impl Message {
 pub struct NewOutbound<'a> {
     pub id: &'a str,
     pub account_id: &'a str,
-    pub from: &'a str,
-    pub to: &'a str,
+    pub from: &'a PhoneNumber,
+    pub to: &'a PhoneNumber,
     pub text: &'a str,
     pub segments: i64,
     pub encoding: &'a str,
@@ -117,8 +118,8 @@ pub async fn create_outbound(
         &[
             text(new.id),
             text(new.account_id),
-            text(new.from),
-            text(new.to),
+            text(new.from.as_str()),
+            text(new.to.as_str()),
             text(new.text),
             int(new.segments),
             text(new.encoding),

@@ -1,6 +1,7 @@
 //! The `phone_numbers` table: which account owns a number (`UNIQUE (phone_number)`), and the
 //! number's ring plan, parsed once here into a [`RingPlan`].
 
+use exactly_core::number::PhoneNumber;
 use exactly_core::ring::RingPlan;
 use exactly_core::Timestamp;
 use serde::Deserialize;
@@ -40,7 +41,7 @@ pub async fn owner(db: &D1Database, number: &str) -> Result<Option<Owner>, EdgeE
 }
 
 /// Whether `account_id` owns `number`.
-pub async fn owned_by(db: &D1Database, number: &str, account_id: &str) -> Result<bool, EdgeError> {
+pub async fn owned_by(db: &D1Database, number: &PhoneNumber, account_id: &str) -> Result<bool, EdgeError> {
     #[derive(Deserialize)]
     struct Id {
         #[allow(dead_code)]
@@ -49,7 +50,7 @@ pub async fn owned_by(db: &D1Database, number: &str, account_id: &str) -> Result
     let row: Option<Id> = db::first(db::stmt(
         db,
         "SELECT id FROM phone_numbers WHERE phone_number = ?1 AND account_id = ?2",
-        &[text(number), text(account_id)],
+        &[text(number.as_str()), text(account_id)],
     )?)
     .await?;
     Ok(row.is_some())
@@ -61,7 +62,7 @@ pub async fn create(
     db: &D1Database,
     id: &str,
     account_id: &str,
-    number: &str,
+    number: &PhoneNumber,
     targets: &[String],
     now: Timestamp,
 ) -> Result<bool, EdgeError> {
@@ -70,7 +71,7 @@ pub async fn create(
         db,
         "INSERT INTO phone_numbers (id, account_id, phone_number, ring_targets, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (phone_number) DO NOTHING",
-        &[text(id), text(account_id), text(number), text(&targets), time(now)],
+        &[text(id), text(account_id), text(number.as_str()), text(&targets), time(now)],
     )?)
     .await?;
     Ok(inserted == 1)
