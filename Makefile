@@ -6,6 +6,7 @@ setup:
 
 build: setup
 	@sh scripts/build-worker.sh
+	@sh scripts/build-console.sh
 
 dev: build
 	@sh scripts/dev.sh

@@ -27,5 +27,7 @@ SIM_PID=$!
 CRON_PID=$!
 trap 'kill $CRON_PID $SIM_PID 2>/dev/null || true' EXIT INT TERM
 
-echo "dev: serving on http://127.0.0.1:$PORT"
-npx wrangler dev --local --ip 127.0.0.1 --port "$PORT" --inspector-port "$INSPECTOR_PORT" --persist-to "$STATE"
+echo "dev: serving on http://127.0.0.1:$PORT (console: http://127.0.0.1:$PORT/console/)"
+# The console (static assets built by scripts/build-console.sh) is served ahead of the worker:
+# only paths that are files under console/dist, all below /console/, never reach it.
+npx wrangler dev --local --ip 127.0.0.1 --port "$PORT" --inspector-port "$INSPECTOR_PORT" --persist-to "$STATE" --assets console/dist

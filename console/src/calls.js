@@ -1,0 +1,96 @@
+// Calls: the list, and one call's sequential ring drawn as a timeline.
+import { api, withQuery } from './api.js';
+import { Badge, ErrorBox, Facts, Json, Loading, PageTitle, Pager, Select, Table, Time, Timeline, html, useInterval, useLoad } from './ui.js';
+import { navigate } from './router.js';
+import { eventsAbout, tone } from './messages.js';
+
+const STATUSES = ['ringing', 'in_progress', 'completed', 'missed'];
+
+export function CallsPage({ query }) {
+  const { status, cursor } = query;
+  const list = useLoad(() => api('GET', withQuery('/v1/calls', { status, cursor, limit: 20 })), `${status}|${cursor}`);
+  return html`<section>
+    <${PageTitle}>Calls<//>
+    <form class="filters" aria-label="Filter calls" onSubmit=${(e) => e.preventDefault()}>
+      <${Select} id="call-status" label="Status" value=${status} options=${STATUSES} onChange=${(v) => navigate('/calls', { status: v })} />
+      <button type="button" onClick=${() => list.reload(false)}>Refresh</button>
+    </form>
+    <${ErrorBox} error=${list.error} />
+    ${list.loading && !list.data ? html`<${Loading} what="calls" />` : null}
+    ${list.data ? html`
+      <${Table} label="Calls" head=${['Call', 'Status', 'From → To', 'Legs', 'Duration', 'Billed', 'Started']}>
+        ${list.data.data.length === 0 ? html`<tr><td colspan="7" class="muted">No calls match.</td></tr>` : null}
+        ${list.data.data.map((c) => html`<tr>
+          <td><a href=${`#/calls/${encodeURIComponent(c.id)}`}>${c.id}</a></td>
+          <td><${Badge} value=${c.status} /></td>
+          <td class="nowrap">${c.from} → ${c.to}</td>
+          <td>${c.legs.length}</td>
+          <td>${c.duration_secs ?? '–'}${c.duration_secs != null ? ' s' : ''}</td>
+          <td>${c.billed_minutes ?? '–'}${c.billed_minutes != null ? ' min' : ''}</td>
+          <td><${Time} at=${c.created_at} /></td>
+        </tr>`)}
+      <//>
+      <${Pager} base="/calls" query=${query} nextCursor=${list.data.next_cursor} />` : null}
+  </section>`;
+}
+
+export function CallPage({ id }) {
+  const detail = useLoad(async () => {
+    const call = await api('GET', `/v1/calls/${encodeURIComponent(id)}`);
+    const about = await eventsAbout(call.id);
+    return { call, about };
+  }, id);
+  const call = detail.data && detail.data.call;
+  useInterval(() => detail.reload(true), 2000, Boolean(call) && (call.status === 'ringing' || call.status === 'in_progress'));
+  if (!call) {
+    return html`<section><${PageTitle}>Call<//><${ErrorBox} error=${detail.error} />${detail.loading ? html`<${Loading} what="the call" />` : null}</section>`;
+  }
+  const bridged = call.legs.find((l) => l.outcome === 'answered');
+  return html`<section>
+    <${PageTitle}>Call <code class="id">${call.id}</code><//>
+    <p class="status-line">Status <${Badge} value=${call.status} /></p>
+    <${ErrorBox} error=${detail.error} />
+    <${Facts} rows=${[
+      ['Direction', call.direction],
+      ['From', call.from],
+      ['To', call.to],
+      ['Answered', call.answered_at ? html`<${Time} at=${call.answered_at} />` : 'no'],
+      ['Bridged to', bridged ? `target ${bridged.position}: ${bridged.target}` : 'nobody'],
+      ['Duration', call.duration_secs != null ? `${call.duration_secs} s` : '–'],
+      ['Billed minutes', call.billed_minutes != null ? String(call.billed_minutes) : '–'],
+    ]} />
+    <h2>Sequential ring</h2>
+    <${Timeline} label="Sequential ring" items=${ringItems(call, detail.data.about.events)} />
+    <h2>Legs</h2>
+    <${Table} label="Legs" head=${['#', 'Target', 'Outcome', 'Why it ended', 'Dialled', 'Answered', 'Ended']}>
+      ${call.legs.length === 0 ? html`<tr><td colspan="7" class="muted">Nobody dialled yet.</td></tr>` : null}
+      ${call.legs.map((l) => html`<tr>
+        <td>${l.position}</td><td class="nowrap">${l.target}</td><td><${Badge} value=${l.outcome} /></td>
+        <td>${l.hangup_cause ? l.hangup_cause.replace(/_/g, ' ') : '–'}</td>
+        <td><${Time} at=${l.dialed_at || l.dialled_at} /></td><td><${Time} at=${l.answered_at} /></td><td><${Time} at=${l.ended_at} /></td>
+      </tr>`)}
+    <//>
+    ${call.legs.some((l) => l.dialed_at || l.dialled_at || l.ended_at) ? null : html`<p class="muted small">This version of the API reports each leg's outcome and cause but not its times; the timeline places legs in dialling order.</p>`}
+    <${Json} value=${call} summary="The call as the API returns it" />
+  </section>`;
+}
+
+function ringItems(call, events) {
+  const items = [{ at: call.created_at, title: 'Caller leg', detail: `${call.from} called ${call.to}`, tone: 'info' }];
+  for (const leg of call.legs) {
+    const when = leg.dialed_at || leg.dialled_at;
+    const ended = leg.ended_at ? ` · ended ${new Date(leg.ended_at).toLocaleTimeString()}` : '';
+    const why = leg.hangup_cause ? ` (${leg.hangup_cause.replace(/_/g, ' ')})` : '';
+    items.push({ at: when, title: `Target ${leg.position}: ${leg.target}`, detail: `dialled · ${leg.outcome.replace(/_/g, ' ')}${why}${ended}`, tone: tone(leg.outcome) });
+  }
+  if (call.answered_at) {
+    const bridged = call.legs.find((l) => l.outcome === 'answered');
+    items.push({ at: call.answered_at, title: 'Bridged', detail: bridged ? `caller connected to target ${bridged.position}` : 'caller connected', tone: 'good' });
+  }
+  if (call.ended_at) {
+    const money = call.billed_minutes != null ? ` · ${call.billed_minutes} billed minute(s)` : '';
+    items.push({ at: call.ended_at, title: `Ended: ${call.status}`, detail: `${call.duration_secs != null ? `${call.duration_secs} s` : 'no talk time'}${money}`, tone: tone(call.status) });
+  }
+  for (const e of events) items.push({ at: e.created_at, title: `Customer event ${e.type}`, detail: html`<a href=${`#/events/${encodeURIComponent(e.id)}`}>${e.id}</a>`, tone: 'event' });
+  return items;
+}

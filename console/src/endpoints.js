@@ -1,0 +1,152 @@
+// Webhook endpoints: create, edit event types, enable/disable (or pause/resume where the API
+// has it), rotate the secret, and the controls that light up when their routes exist.
+import { useState } from 'preact/hooks';
+import { api, routeExists, withQuery } from './api.js';
+import {
+  Badge, ErrorBox, EVENT_TYPES, Facts, Loading, Notice, PageTitle, Pager, Table, Time, html, useAction, useLoad,
+} from './ui.js';
+import { navigate } from './router.js';
+
+export function EndpointsPage({ query }) {
+  const { cursor } = query;
+  const list = useLoad(() => api('GET', withQuery('/v1/webhook_endpoints', { cursor, limit: 20 })), cursor || '');
+  return html`<section>
+    <${PageTitle}>Endpoints<//>
+    <${CreateEndpoint} onCreated=${() => list.reload(true)} />
+    <${ErrorBox} error=${list.error} />
+    ${list.loading && !list.data ? html`<${Loading} what="endpoints" />` : null}
+    ${list.data ? html`
+      <${Table} label="Endpoints" head=${['Endpoint', 'URL', 'State', 'Event types', 'Failures']}>
+        ${list.data.data.length === 0 ? html`<tr><td colspan="5" class="muted">No endpoints yet.</td></tr>` : null}
+        ${list.data.data.map((ep) => html`<tr>
+          <td><a href=${`#/endpoints/${encodeURIComponent(ep.id)}`}>${ep.id}</a></td>
+          <td class="clip">${ep.url}</td>
+          <td><${Badge} value=${stateOf(ep)} /></td>
+          <td class="small">${ep.event_types.join(', ')}</td>
+          <td>${ep.consecutive_failures}</td>
+        </tr>`)}
+      <//>
+      <${Pager} base="/endpoints" query=${query} nextCursor=${list.data.next_cursor} />` : null}
+  </section>`;
+}
+
+function stateOf(ep) {
+  if (ep.paused) return 'paused';
+  return ep.enabled ? 'enabled' : 'disabled';
+}
+
+function EventTypes({ idPrefix, selected, onChange }) {
+  const toggle = (type) => onChange(selected.includes(type) ? selected.filter((t) => t !== type) : [...selected, type]);
+  return html`<fieldset class="types">
+    <legend>Event types</legend>
+    ${EVENT_TYPES.map((type) => html`<label class="check" for=${`${idPrefix}-${type}`}>
+      <input type="checkbox" id=${`${idPrefix}-${type}`} checked=${selected.includes(type)} onChange=${() => toggle(type)} /> ${type}
+    </label>`)}
+  </fieldset>`;
+}
+
+function Secret({ secret }) {
+  if (!secret) return null;
+  return html`<div class="secret" role="status">
+    <p><strong>Signing secret (shown once):</strong></p>
+    <p><code class="id">${secret}</code> <button type="button" onClick=${() => navigator.clipboard && navigator.clipboard.writeText(secret)}>Copy</button></p>
+  </div>`;
+}
+
+function CreateEndpoint({ onCreated }) {
+  const [url, setUrl] = useState('');
+  const [types, setTypes] = useState(['message.received', 'message.delivered', 'message.failed']);
+  const [state, run] = useAction();
+  const submit = async (e) => {
+    e.preventDefault();
+    const created = await run(() => api('POST', '/v1/webhook_endpoints', { body: { url: url.trim(), event_types: types } }));
+    if (created) {
+      setUrl('');
+      onCreated();
+    }
+  };
+  return html`<details class="panel" open=${Boolean(state.done)}>
+    <summary>Add an endpoint</summary>
+    <form class="stack" onSubmit=${submit}>
+      <div class="field"><label for="endpoint-url">URL</label>
+        <input id="endpoint-url" type="url" required placeholder="https://hooks.example.com/in" value=${url} onInput=${(e) => setUrl(e.currentTarget.value)} /></div>
+      <${EventTypes} idPrefix="new-type" selected=${types} onChange=${setTypes} />
+      <${ErrorBox} error=${state.error} />
+      <div><button class="primary" type="submit" disabled=${state.busy}>Create endpoint</button></div>
+    </form>
+    ${state.done ? html`<p>Created <a href=${`#/endpoints/${encodeURIComponent(state.done.id)}`}>${state.done.id}</a>.</p><${Secret} secret=${state.done.secret} />` : null}
+  </details>`;
+}
+
+export function EndpointPage({ id }) {
+  const base = `/v1/webhook_endpoints/${encodeURIComponent(id)}`;
+  const detail = useLoad(async () => {
+    const endpoint = await api('GET', base);
+    // Routes of a later API version; each control shows only when its route answers.
+    const [canTest, canRecover] = await Promise.all([routeExists(`${base}/test`), routeExists(`${base}/recover`)]);
+    return { endpoint, canTest, canRecover };
+  }, id);
+  const [action, run] = useAction();
+  const [edit, setEdit] = useState(null);
+  const [since, setSince] = useState('');
+  if (!detail.data) {
+    return html`<section><${PageTitle}>Endpoint<//><${ErrorBox} error=${detail.error} />${detail.loading ? html`<${Loading} what="the endpoint" />` : null}</section>`;
+  }
+  const { endpoint: ep, canTest, canRecover } = detail.data;
+  const form = edit || { url: ep.url, types: ep.event_types };
+  const act = async (label, call) => {
+    const done = await run(async () => ({ label, answer: await call() }));
+    if (done) {
+      setEdit(null);
+      detail.reload(true);
+    }
+  };
+  const pausable = Object.prototype.hasOwnProperty.call(ep, 'paused');
+  const held = ep.held_count ?? ep.held ?? ep.held_deliveries;
+  return html`<section>
+    <${PageTitle}>Endpoint <code class="id">${ep.id}</code><//>
+    <p class="status-line">State <${Badge} value=${stateOf(ep)} /></p>
+    <${Facts} rows=${[
+      ['URL', ep.url],
+      ['Disabled because', ep.disabled_reason || undefined],
+      ['Held deliveries', held !== undefined ? String(held) : undefined],
+      ['Consecutive failures', String(ep.consecutive_failures)],
+      ['Created', html`<${Time} at=${ep.created_at} />`],
+      ['Updated', html`<${Time} at=${ep.updated_at} />`],
+    ]} />
+    <${ErrorBox} error=${action.error} />
+    ${action.done ? html`<${Notice}>${action.done.label}.<//>` : null}
+    ${action.done && action.done.answer && action.done.answer.secret ? html`<${Secret} secret=${action.done.answer.secret} />` : null}
+    <div class="actions" role="group" aria-label="Endpoint actions">
+      ${pausable
+        ? html`<button type="button" disabled=${action.busy} onClick=${() => act(ep.paused ? 'Resumed' : 'Paused', () => api('PATCH', base, { body: { paused: !ep.paused } }))}>${ep.paused ? 'Resume' : 'Pause'}</button>`
+        : html`<button type="button" disabled=${action.busy} onClick=${() => act(ep.enabled ? 'Disabled' : 'Enabled', () => api('PATCH', base, { body: { enabled: !ep.enabled } }))}>${ep.enabled ? 'Disable' : 'Enable'}</button>`}
+      <button type="button" disabled=${action.busy} onClick=${() => confirm('Rotate the signing secret? The old one stops being used.') && act('Secret rotated', () => api('POST', `${base}/rotate_secret`))}>Rotate secret</button>
+      ${canTest ? html`<button type="button" disabled=${action.busy} onClick=${() => act('Test event sent', () => api('POST', `${base}/test`, { body: {} }))}>Send test event</button>` : null}
+      <button type="button" class="danger" disabled=${action.busy} onClick=${async () => {
+        if (!confirm(`Delete ${ep.id}?`)) return;
+        const done = await run(() => api('DELETE', base));
+        if (done) navigate('/endpoints');
+      }}>Delete</button>
+    </div>
+    ${pausable ? null : html`<p class="muted small">While disabled, new events are not delivered to it (this version has no pause that holds them).</p>`}
+    ${canRecover ? html`<form class="panel row" aria-label="Recover" onSubmit=${(e) => {
+      e.preventDefault();
+      act('Recovery queued', () => api('POST', `${base}/recover`, { body: { since: new Date(since).toISOString() } }));
+    }}>
+      <div class="field"><label for="recover-since">Recover failed deliveries since</label>
+        <input id="recover-since" type="datetime-local" required value=${since} onInput=${(e) => setSince(e.currentTarget.value)} /></div>
+      <div><button type="submit" disabled=${action.busy}>Recover</button></div>
+    </form>` : null}
+    <h2>Edit</h2>
+    <form class="stack" onSubmit=${(e) => {
+      e.preventDefault();
+      act('Saved', () => api('PATCH', base, { body: { url: form.url.trim(), event_types: form.types } }));
+    }}>
+      <div class="field"><label for="edit-url">URL</label>
+        <input id="edit-url" type="url" required value=${form.url} onInput=${(e) => setEdit({ ...form, url: e.currentTarget.value })} /></div>
+      <${EventTypes} idPrefix="edit-type" selected=${form.types} onChange=${(types) => setEdit({ ...form, types })} />
+      <div><button class="primary" type="submit" disabled=${action.busy}>Save</button></div>
+    </form>
+  </section>`;
+}

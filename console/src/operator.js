@@ -1,0 +1,166 @@
+// The operator's pages (admin token): overview, failed carrier events with re-drive, failed
+// deliveries with retry, and accounts and numbers.
+import { useState } from 'preact/hooks';
+import { api, collect, routeMissing, withQuery } from './api.js';
+import { Badge, ErrorBox, Facts, Loading, Notice, PageTitle, Pager, Select, Table, Time, ago, html, useAction, useLoad } from './ui.js';
+import { navigate } from './router.js';
+
+/** Counts and backlog age: `/admin/metrics` when the worker has it, else counted from the lists. */
+export function OverviewPage() {
+  const overview = useLoad(async () => {
+    try {
+      return { metrics: await api('GET', '/admin/metrics') };
+    } catch (e) {
+      if (!routeMissing(e)) throw e;
+    }
+    const lists = [
+      ['Failed carrier events', '/admin/carrier_events', 'failed', '#/ops/carrier-events?status=failed'],
+      ['Pending carrier events', '/admin/carrier_events', 'pending', '#/ops/carrier-events?status=pending'],
+      ['Failed deliveries', '/admin/webhook_deliveries', 'failed', '#/ops/deliveries?status=failed'],
+      ['Pending deliveries', '/admin/webhook_deliveries', 'pending', '#/ops/deliveries?status=pending'],
+    ];
+    const counted = await Promise.all(lists.map(async ([label, path, status, href]) => {
+      const { items, complete } = await collect(path, { status }, 500);
+      const oldest = items.length ? items[items.length - 1].created_at : null;
+      return { label, count: items.length, complete, oldest: complete ? oldest : null, href, pending: status === 'pending' };
+    }));
+    return { counted };
+  }, 'overview');
+  return html`<section>
+    <${PageTitle}>Overview<//>
+    <${ErrorBox} error=${overview.error} />
+    ${overview.loading && !overview.data ? html`<${Loading} what="counts" />` : null}
+    ${overview.data && overview.data.metrics ? html`<${Metrics} metrics=${overview.data.metrics} />` : null}
+    ${overview.data && overview.data.counted ? html`
+      <ul class="tiles">${overview.data.counted.map((c) => html`<li class="tile">
+        <a href=${c.href}><span class="tile-n">${c.count}${c.complete ? '' : '+'}</span> <span class="tile-label">${c.label}</span></a>
+        ${c.pending ? html`<span class="small muted">${c.oldest ? `oldest waiting ${ago(c.oldest)}` : c.complete ? 'no backlog' : 'backlog age: more than 500 waiting'}</span>` : null}
+      </li>`)}</ul>
+      <p class="muted small">Counted from the admin lists (up to 500 each): this version of the worker has no <code>/admin/metrics</code>.</p>` : null}
+    <button type="button" onClick=${() => overview.reload(false)}>Refresh</button>
+  </section>`;
+}
+
+function Metrics({ metrics }) {
+  const rows = [];
+  const walk = (prefix, value) => {
+    if (value && typeof value === 'object' && !Array.isArray(value)) {
+      for (const [k, v] of Object.entries(value)) walk(prefix ? `${prefix} ${k}` : k, v);
+    } else {
+      rows.push([prefix.replace(/_/g, ' '), Array.isArray(value) ? value.join(', ') : String(value)]);
+    }
+  };
+  walk('', metrics);
+  return html`<${Facts} rows=${rows} />`;
+}
+
+export function CarrierEventsPage({ query }) {
+  const status = query.status || 'failed';
+  const { cursor } = query;
+  const list = useLoad(() => api('GET', withQuery('/admin/carrier_events', { status, cursor, limit: 20 })), `${status}|${cursor}`);
+  const [action, run] = useAction();
+  const redrive = async (id) => {
+    if (await run(() => api('POST', `/admin/carrier_events/${encodeURIComponent(id)}/retry`))) list.reload(true);
+  };
+  const redriveAll = async () => {
+    if (await run(() => api('POST', '/admin/carrier_events/retry?status=failed'))) list.reload(true);
+  };
+  return html`<section>
+    <${PageTitle}>Carrier events<//>
+    <form class="filters" aria-label="Filter carrier events" onSubmit=${(e) => e.preventDefault()}>
+      <${Select} id="carrier-status" label="Status" any=${null} value=${status} options=${['failed', 'pending', 'processed']} onChange=${(v) => navigate('/ops/carrier-events', { status: v })} />
+      <button type="button" onClick=${() => list.reload(false)}>Refresh</button>
+      ${status === 'failed' ? html`<button type="button" disabled=${action.busy} onClick=${redriveAll}>Re-drive all failed</button>` : null}
+    </form>
+    <${ErrorBox} error=${action.error} />
+    ${action.done ? html`<${Notice}>${redriveText(action.done)}<//>` : null}
+    <${ErrorBox} error=${list.error} />
+    ${list.loading && !list.data ? html`<${Loading} what="carrier events" />` : null}
+    ${list.data ? html`
+      <${Table} label="Carrier events" head=${['Event', 'Carrier', 'Type', 'Status', 'Error', 'Attempts', 'Received', '']}>
+        ${list.data.data.length === 0 ? html`<tr><td colspan="8" class="muted">No ${status} carrier events.</td></tr>` : null}
+        ${list.data.data.map((e) => html`<tr>
+          <td><code>${e.id}</code><div class="small muted">${e.carrier_event_id}</div></td>
+          <td>${e.carrier}</td><td>${e.event_type}</td><td><${Badge} value=${e.status} /></td>
+          <td class="clip">${e.error || '–'}</td><td>${e.attempts}</td><td><${Time} at=${e.created_at} /></td>
+          <td>${e.status !== 'processed' ? html`<button type="button" disabled=${action.busy} aria-label=${`Re-drive ${e.id}`} onClick=${() => redrive(e.id)}>Re-drive</button>` : null}</td>
+        </tr>`)}
+      <//>
+      <${Pager} base="/ops/carrier-events" query=${{ ...query, status }} nextCursor=${list.data.next_cursor} />` : null}
+  </section>`;
+}
+
+function redriveText(done) {
+  if (typeof done.requeued === 'number') return `Re-drove ${done.requeued} failed event(s).`;
+  return done.requeued ? `Re-drove ${done.id}: it is pending again.` : `${done.id} was already processed: nothing to do.`;
+}
+
+export function DeliveriesPage({ query }) {
+  const status = query.status || 'failed';
+  const { cursor } = query;
+  const list = useLoad(() => api('GET', withQuery('/admin/webhook_deliveries', { status, cursor, limit: 20 })), `${status}|${cursor}`);
+  const [action, run] = useAction();
+  const retry = async (id) => {
+    if (await run(() => api('POST', `/admin/webhook_deliveries/${encodeURIComponent(id)}/retry`))) list.reload(true);
+  };
+  return html`<section>
+    <${PageTitle}>Deliveries<//>
+    <form class="filters" aria-label="Filter deliveries" onSubmit=${(e) => e.preventDefault()}>
+      <${Select} id="delivery-status" label="Status" any=${null} value=${status} options=${['failed', 'pending', 'succeeded']} onChange=${(v) => navigate('/ops/deliveries', { status: v })} />
+      <button type="button" onClick=${() => list.reload(false)}>Refresh</button>
+    </form>
+    <${ErrorBox} error=${action.error} />
+    ${action.done ? html`<${Notice}>Delivery ${action.done.id} is pending again.<//>` : null}
+    <${ErrorBox} error=${list.error} />
+    ${list.loading && !list.data ? html`<${Loading} what="deliveries" />` : null}
+    ${list.data ? html`
+      <${Table} label="Deliveries" head=${['Delivery', 'Event', 'Endpoint', 'Account', 'Attempts', 'Last error', 'Updated', '']}>
+        ${list.data.data.length === 0 ? html`<tr><td colspan="8" class="muted">No ${status} deliveries.</td></tr>` : null}
+        ${list.data.data.map((d) => html`<tr>
+          <td><code>${d.id}</code></td><td><code>${d.event_id}</code></td><td><code>${d.endpoint_id}</code></td><td><code>${d.account_id}</code></td>
+          <td>${d.attempts}</td><td class="clip">${d.last_error || '–'}</td><td><${Time} at=${d.updated_at} /></td>
+          <td>${status === 'failed' ? html`<button type="button" disabled=${action.busy} aria-label=${`Retry ${d.id}`} onClick=${() => retry(d.id)}>Retry</button>` : null}</td>
+        </tr>`)}
+      <//>
+      <${Pager} base="/ops/deliveries" query=${{ ...query, status }} nextCursor=${list.data.next_cursor} />` : null}
+  </section>`;
+}
+
+export function AccountsPage() {
+  const [name, setName] = useState('');
+  const [account, runAccount] = useAction();
+  const [number, setNumber] = useState({ account_id: '', phone_number: '', targets: '' });
+  const [assigned, runNumber] = useAction();
+  const createAccount = async (e) => {
+    e.preventDefault();
+    const created = await runAccount(() => api('POST', '/admin/accounts', { body: { name: name.trim() } }));
+    if (created) setNumber((n) => ({ ...n, account_id: created.id }));
+  };
+  const assign = (e) => {
+    e.preventDefault();
+    const ring_targets = number.targets.split(/[\s,]+/).filter(Boolean);
+    runNumber(() => api('POST', '/admin/numbers', { body: { account_id: number.account_id.trim(), phone_number: number.phone_number.trim(), ring_targets } }));
+  };
+  const setN = (field) => (e) => setNumber({ ...number, [field]: e.currentTarget.value });
+  return html`<section>
+    <${PageTitle}>Accounts and numbers<//>
+    <h2>Create an account</h2>
+    <form class="row" onSubmit=${createAccount}>
+      <div class="field"><label for="account-name">Name</label><input id="account-name" maxlength="200" value=${name} onInput=${(e) => setName(e.currentTarget.value)} /></div>
+      <div><button class="primary" type="submit" disabled=${account.busy}>Create account</button></div>
+    </form>
+    <${ErrorBox} error=${account.error} />
+    ${account.done ? html`<div class="secret" role="status"><${Facts} rows=${[['Account', html`<code class="id">${account.done.id}</code>`], ['API key (shown once)', html`<code class="id">${account.done.api_key}</code>`]]} /></div>` : null}
+    <h2>Assign a number</h2>
+    <form class="stack" onSubmit=${assign}>
+      <div class="row">
+        <div class="field"><label for="number-account">Account id</label><input id="number-account" required autocomplete="off" value=${number.account_id} onInput=${setN('account_id')} /></div>
+        <div class="field"><label for="number-phone">Phone number</label><input id="number-phone" required inputmode="tel" placeholder="+15550002222" value=${number.phone_number} onInput=${setN('phone_number')} /></div>
+      </div>
+      <div class="field"><label for="number-targets">Ring targets, in order (optional; spaces or commas between)</label><input id="number-targets" autocomplete="off" value=${number.targets} onInput=${setN('targets')} /></div>
+      <${ErrorBox} error=${assigned.error} />
+      ${assigned.done ? html`<${Notice}>${assigned.done.phone_number} now belongs to ${assigned.done.account_id}.<//>` : null}
+      <div><button class="primary" type="submit" disabled=${assigned.busy}>Assign number</button></div>
+    </form>
+  </section>`;
+}
