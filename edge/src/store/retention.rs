@@ -124,8 +124,11 @@ pub async fn run(db: &D1Database, retention: Retention, now: Timestamp) -> Resul
             vec![
                 db::stmt(
                     db,
+                    // A lookup per attempt of the window, not `IN (SELECT ...)`, which would read
+                    // every succeeded delivery (edge/tests/query_plans.rs).
                     "DELETE FROM webhook_attempts WHERE id > ?1 AND id <= ?2
-                   AND delivery_id IN (SELECT id FROM webhook_deliveries WHERE status = 'succeeded')",
+                   AND EXISTS (SELECT 1 FROM webhook_deliveries d
+                               WHERE d.id = webhook_attempts.delivery_id AND d.status = 'succeeded')",
                     &[int(from), int(upto)],
                 )?,
                 set_mark(db, "attempts", upto)?,
