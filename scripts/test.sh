@@ -38,3 +38,4 @@ npx wrangler deploy --dry-run --outdir target/deploy-dry-run | tail -n 1
 
 echo "test: end-to-end against wrangler dev"
 cargo test -p exactly-tests --test e2e
+echo "test: the console in headless Chromium (node --test tests/browser/)"; node --test tests/browser/

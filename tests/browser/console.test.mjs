@@ -1,0 +1,283 @@
+// The console in headless Chromium against the real worker and the fake carrier: sign in, send a
+// message and watch it reach `delivered`, open a call and see its legs, pause (or disable) an
+// endpoint, replay an event, and as the operator re-drive a failed carrier event.
+//
+// Steps that need an API this worker does not have yet print a note and skip, so the test keeps
+// passing and covers more as routes arrive. Screenshots go to the run directory under
+// target/console-test/; with CONSOLE_SCREENSHOTS=1 they also replace docs/console/*.png.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { ADMIN_TOKEN, ROOT, Stack, callId, eventually } from './stack.mjs';
+
+const DESKTOP = { width: 1200, height: 820 };
+const MOBILE = { width: 375, height: 760 };
+const stack = new Stack();
+let page;
+let account;
+const OWNED = `+1555${String(process.pid % 1000).padStart(3, '0')}1001`;
+const UNOWNED = `+1555${String(process.pid % 1000).padStart(3, '0')}1002`;
+const TARGETS = ['+15557770001', '+15557770002'];
+const run = `${process.pid}-${Date.now()}`;
+
+async function shot(name, { mobile = false, fullPage = true } = {}) {
+  await page.setViewportSize(mobile ? MOBILE : DESKTOP);
+  await page.waitForTimeout(150);
+  const file = path.join(stack.shots, `${name}.png`);
+  await page.screenshot({ path: file, fullPage });
+  if (process.env.CONSOLE_SCREENSHOTS === '1') {
+    fs.mkdirSync(path.join(ROOT, 'docs/console'), { recursive: true });
+    fs.copyFileSync(file, path.join(ROOT, 'docs/console', `${name}.png`));
+  }
+  await page.setViewportSize(DESKTOP);
+}
+
+/** At 375 px the page must not scroll sideways (wide tables scroll inside their own region). */
+async function assertFitsMobile(what) {
+  await page.setViewportSize(MOBILE);
+  await page.waitForTimeout(100);
+  const { width, widest } = await page.evaluate(() => {
+    // The outermost element that sticks out, to name in a failure.
+    const out = [...document.querySelectorAll('body *')].find((e) => e.getBoundingClientRect().right > innerWidth + 0.5 && !e.closest('.table-wrap'));
+    return { width: document.documentElement.scrollWidth, widest: out ? `${out.tagName.toLowerCase()}.${out.className}: ${out.textContent.slice(0, 60)}` : '' };
+  });
+  await page.setViewportSize(DESKTOP);
+  assert.ok(width <= MOBILE.width, `${what} is ${width} px wide at 375 px (${widest})`);
+}
+
+/** A link of the main navigation. */
+function nav(name) {
+  return page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name, exact: true });
+}
+
+async function signIn(token) {
+  await page.goto(`${stack.base}/console/`);
+  await page.getByLabel('API key or admin token').fill(token);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+}
+
+async function signOut() {
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByLabel('API key or admin token').waitFor();
+}
+
+before(async () => {
+  await stack.start();
+  const context = await stack.browser.newContext({ viewport: DESKTOP, deviceScaleFactor: 1 });
+  page = await context.newPage();
+  page.on('dialog', (dialog) => dialog.accept());
+  page.on('pageerror', (error) => console.error(`console page error: ${error.message}`));
+  const created = await stack.api('POST', '/admin/accounts', ADMIN_TOKEN, { name: 'console test' });
+  assert.equal(created.status, 201, created.text);
+  account = created.json;
+  const number = await stack.api('POST', '/admin/numbers', ADMIN_TOKEN, { account_id: account.id, phone_number: OWNED, ring_targets: TARGETS });
+  assert.equal(number.status, 201, number.text);
+  // An endpoint that always fails, subscribed to message.sent: its deliveries end failed for the operator.
+  const failing = await stack.api('POST', '/v1/webhook_endpoints', account.api_key, { url: `${stack.hooks}/down`, event_types: ['message.sent'] });
+  assert.equal(failing.status, 201, failing.text);
+}, { timeout: 300_000 });
+
+after(async () => {
+  await stack.stop();
+  console.log(`console test: run directory ${path.relative(ROOT, stack.dir)} (screenshots, logs)`);
+});
+
+test('the console is served at /console with its security headers, and the API still reaches the worker', async () => {
+  const redirect = await fetch(`${stack.base}/console`, { redirect: 'manual' });
+  assert.ok([301, 302, 307, 308].includes(redirect.status), `GET /console answered ${redirect.status}`);
+  const index = await fetch(`${stack.base}/console/`);
+  assert.equal(index.status, 200);
+  assert.match(await index.text(), /<script type="module" src="\/console\/app.js">/);
+  assert.match(index.headers.get('content-security-policy') || '', /script-src 'self'/);
+  const unauthorized = await fetch(`${stack.base}/v1/messages`);
+  assert.equal(unauthorized.status, 401, 'a /v1 route is answered by the worker, not by the assets');
+  assert.equal((await unauthorized.json()).error.code, 'unauthorized');
+});
+
+test('sign in: a wrong token shows the API error, an API key opens the account', async () => {
+  await signIn('sk_not_a_key');
+  await page.getByRole('alert').filter({ hasText: 'missing or invalid bearer token' }).waitFor();
+  await shot('sign-in', { mobile: true });
+  await page.getByLabel('API key or admin token').fill(account.api_key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { level: 1, name: 'Messages' }).waitFor();
+  const stored = await page.evaluate(() => sessionStorage.getItem('exactly.console.session'));
+  assert.match(stored, /"role":"customer"/);
+  assert.ok(!page.url().includes(account.api_key), 'the key is never in the URL');
+  assert.deepEqual((await page.context().cookies()).length, 0, 'no cookie is set');
+});
+
+test('endpoints: create one from the console and see its secret once', async () => {
+  await nav('Endpoints').click();
+  await page.getByText('Add an endpoint').click();
+  await page.getByLabel('URL').fill(`${stack.hooks}/ok`);
+  await page.getByLabel('message.sent').check();
+  await page.getByRole('button', { name: 'Create endpoint' }).click();
+  await page.getByText('Signing secret (shown once)').waitFor();
+  assert.match(await page.locator('.secret code').textContent(), /^whsec_/);
+  await page.getByRole('region', { name: 'Endpoints' }).getByText(`${stack.hooks}/ok`).waitFor();
+});
+
+test('messages: send one and watch it reach delivered', async () => {
+  await nav('Messages').click();
+  await page.getByText('Send a message').click();
+  await page.getByLabel('From (a number of this account)').fill(OWNED);
+  await page.getByLabel('To', { exact: true }).fill('+15550003333');
+  await page.getByLabel('Text').fill(`Hello from the console [deliver] ${run}`);
+  await page.getByRole('button', { name: 'Send', exact: true }).click();
+  await page.getByRole('heading', { level: 1, name: /Message msg_/ }).waitFor();
+  // The fake carrier answers, then sends the signed `sent` and `delivered` receipts a second later.
+  await page.locator('.status-line .badge', { hasText: 'delivered' }).waitFor({ timeout: 90_000 });
+  await page.getByRole('list', { name: 'Status history' }).getByText('delivered').first().waitFor();
+  await page.getByRole('link', { name: 'message.delivered' }).waitFor({ timeout: 30_000 });
+  await shot('message');
+  await shot('message-mobile', { mobile: true });
+  await assertFitsMobile('the message page');
+
+  await nav('Messages').click();
+  await page.getByLabel('Status').selectOption('delivered');
+  await page.getByRole('region', { name: 'Messages' }).getByText(`Hello from the console [deliver] ${run}`).waitFor();
+  await shot('messages');
+  await assertFitsMobile('the message list');
+});
+
+test('events: see the attempts of a delivery and replay the event', async () => {
+  await nav('Events').click();
+  await page.getByLabel('Type').selectOption('message.delivered');
+  await page.getByRole('region', { name: 'Events' }).getByRole('link', { name: /^evt_/ }).first().click();
+  await page.getByRole('heading', { level: 1, name: /Event evt_/ }).waitFor();
+  await page.locator('.delivery .badge', { hasText: 'succeeded' }).first().waitFor({ timeout: 30_000 });
+  const before = await page.locator('article.delivery').count();
+  await page.getByRole('button', { name: 'Replay event' }).click();
+  await page.getByRole('status').filter({ hasText: 'Replay queued' }).waitFor();
+  await eventually(async () => (await page.locator('article.delivery').count()) > before, 30_000, 'the replay delivery to appear');
+  await page.locator('article.delivery', { hasText: 'replay' }).locator('.badge', { hasText: 'succeeded' }).waitFor({ timeout: 30_000 });
+  await shot('event');
+  await assertFitsMobile('the event page');
+});
+
+test('calls: a sequential ring drawn with its legs', async () => {
+  const session = `console-sess-${run}`;
+  const call = callId(session);
+  const caller = `v3:console-caller-${run}`;
+  const leg = (k, extra) => ({
+    call_control_id: `v3:cc-${call}:leg:${k}`, call_leg_id: `leg-${call}:leg:${k}`, call_session_id: `sess-${call}:leg:${k}`,
+    direction: 'outgoing', to: TARGETS[k - 1], from: OWNED,
+    client_state: Buffer.from(JSON.stringify({ call, position: k })).toString('base64'), ...extra,
+  });
+  const t0 = Date.now() - 120_000;
+  const at = (s) => new Date(t0 + s * 1000).toISOString();
+  await stack.deliverTelnyx(`console-init-${run}`, 'call.initiated', {
+    call_control_id: caller, call_leg_id: `leg-${caller}`, call_session_id: session, from: '+15551230000', to: OWNED, direction: 'incoming', state: 'parked',
+  }, at(0));
+  const legs = async (n) => {
+    const a = await stack.api('GET', `/v1/calls/${call}`, account.api_key);
+    return a.status === 200 && a.json.legs.length >= n ? a.json : null;
+  };
+  await eventually(() => legs(1), 60_000, 'target 1 to be dialled');
+  await stack.deliverTelnyx(`console-leg1-hangup-${run}`, 'call.hangup', leg(1, { hangup_cause: 'timeout', hangup_source: 'callee' }), at(20));
+  await eventually(() => legs(2), 60_000, 'target 2 to be dialled');
+  await stack.deliverTelnyx(`console-leg2-answered-${run}`, 'call.answered', leg(2, { state: 'answered' }), at(30));
+  await eventually(async () => (await legs(2))?.status === 'in_progress', 60_000, 'the call to be answered');
+  await stack.deliverTelnyx(`console-caller-hangup-${run}`, 'call.hangup', {
+    call_control_id: caller, call_leg_id: `leg-${caller}`, call_session_id: session, hangup_cause: 'normal_clearing', hangup_source: 'caller',
+  }, at(95));
+  await eventually(async () => (await legs(2))?.status === 'completed', 60_000, 'the call to complete');
+
+  await nav('Calls').click();
+  await page.getByRole('region', { name: 'Calls' }).getByRole('link', { name: call }).click();
+  await page.getByRole('heading', { level: 1, name: `Call ${call}` }).waitFor();
+  const legRows = page.getByRole('region', { name: 'Legs' }).locator('tbody tr');
+  await eventually(async () => (await legRows.count()) === 2, 10_000, 'two legs');
+  assert.match(await legRows.nth(0).textContent(), /no answer.*timeout/);
+  assert.match(await legRows.nth(1).textContent(), /answered/);
+  const ring = page.getByRole('list', { name: 'Sequential ring' });
+  await ring.getByText('Caller leg').waitFor();
+  await ring.getByText('Bridged').waitFor();
+  await ring.getByText('Ended: completed').waitFor();
+  const facts = await page.locator('.facts').textContent();
+  assert.match(facts, /Duration65 s/);
+  assert.match(facts, /Billed minutes2/);
+  await shot('call');
+  await shot('call-mobile', { mobile: true });
+  await assertFitsMobile('the call page');
+});
+
+test('endpoints: pause (or, without pause in this API, disable) and see the held count', async () => {
+  await nav('Endpoints').click();
+  await page.getByRole('region', { name: 'Endpoints' }).locator('tr', { hasText: `${stack.hooks}/ok` }).getByRole('link').click();
+  await page.getByRole('heading', { level: 1, name: /Endpoint ep_/ }).waitFor();
+  const pause = page.getByRole('button', { name: 'Pause' });
+  if (await pause.count()) {
+    await pause.click();
+    await page.locator('.status-line .badge', { hasText: 'paused' }).waitFor();
+  } else {
+    console.log('note: this API has no pause (PATCH {"paused"}); the console offers Disable/Enable instead');
+    await page.getByRole('button', { name: 'Disable' }).click();
+    await page.locator('.status-line .badge', { hasText: 'disabled' }).waitFor();
+  }
+  if (await page.getByText('Held deliveries').count()) {
+    assert.match(await page.locator('.facts').textContent(), /Held deliveries\d+/);
+  } else {
+    console.log('note: skipped the held count: this API reports no held deliveries for an endpoint');
+  }
+  if (!(await page.getByRole('button', { name: 'Send test event' }).count())) {
+    console.log('note: skipped "send test event": no /v1/webhook_endpoints/{id}/test route in this API');
+  }
+  if (!(await page.getByLabel('Recover failed deliveries since').count())) {
+    console.log('note: skipped "recover since": no /v1/webhook_endpoints/{id}/recover route in this API');
+  }
+  await shot('endpoint', { mobile: true });
+  await assertFitsMobile('the endpoint page');
+  await page.getByRole('button', { name: /^(Resume|Enable)$/ }).click();
+  await page.locator('.status-line .badge', { hasText: 'enabled' }).waitFor();
+});
+
+test('operator: overview, failed deliveries, and re-driving a failed carrier event', async () => {
+  // A message to a number nobody owns is a visible failed carrier event.
+  const inbound = `console-inbound-${run}`;
+  const stored = await stack.deliverTelnyx(inbound, 'message.received', {
+    id: `console-msg-${run}`, from: { phone_number: '+15550001111' }, to: [{ phone_number: UNOWNED }], text: 'to nobody yet',
+  });
+  await eventually(async () => {
+    const a = await stack.api('GET', '/admin/carrier_events?status=failed&limit=100', ADMIN_TOKEN);
+    return a.json?.data?.some((e) => e.id === stored.id);
+  }, 60_000, 'the carrier event to fail');
+  await eventually(async () => (await stack.api('GET', '/admin/webhook_deliveries?status=failed', ADMIN_TOKEN)).json?.data?.length > 0, 90_000, 'a delivery to the failing endpoint to fail');
+
+  await signOut();
+  await signIn(ADMIN_TOKEN);
+  await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+  await page.locator('.tile', { hasText: 'Failed carrier events' }).waitFor();
+  if (await page.getByText('no /admin/metrics').count()) console.log('note: /admin/metrics is not in this API; the overview counts from the admin lists');
+  await shot('operator-overview');
+  await assertFitsMobile('the overview');
+
+  await nav('Deliveries').click();
+  const failedRow = page.getByRole('region', { name: 'Deliveries' }).locator('tbody tr').first();
+  await failedRow.getByRole('button', { name: /^Retry / }).waitFor();
+  await shot('operator-deliveries');
+
+  // The owner's number is assigned from the console, then the event is re-driven and applies.
+  await nav('Accounts').click();
+  await page.getByLabel('Account id').fill(account.id);
+  await page.getByLabel('Phone number').fill(UNOWNED);
+  await page.getByRole('button', { name: 'Assign number' }).click();
+  await page.getByRole('status').filter({ hasText: `${UNOWNED} now belongs to ${account.id}` }).waitFor();
+
+  await nav('Carrier events').click();
+  const row = page.getByRole('region', { name: 'Carrier events' }).locator('tr', { hasText: inbound });
+  await row.waitFor();
+  await shot('operator-carrier-events');
+  await row.getByRole('button', { name: `Re-drive ${stored.id}` }).click();
+  await page.getByRole('status').filter({ hasText: `Re-drove ${stored.id}` }).waitFor();
+  await eventually(async () => {
+    const a = await stack.api('GET', '/v1/messages?direction=inbound&limit=100', account.api_key);
+    return a.json?.data?.some((m) => m.text === 'to nobody yet');
+  }, 60_000, 'the re-driven event to store the message');
+  await page.getByLabel('Status').selectOption('processed');
+  await page.getByRole('region', { name: 'Carrier events' }).locator('tr', { hasText: inbound }).waitFor();
+  await signOut();
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('exactly.console.session')), null, 'signing out forgets the token');
+});
