@@ -56,7 +56,14 @@ pub struct Config {
     pub allow_private_endpoints: bool,
     /// Retention (`RETENTION_PAYLOAD_DAYS`, `RETENTION_EVENT_DAYS`, `RETENTION_ATTEMPT_DAYS`).
     pub retention: Retention,
+    /// `LOG_WEBHOOK_REQUESTS` (default `true`): one structured line per carrier delivery that
+    /// was stored. Refusals and failures are logged whatever it says.
+    pub log_webhook_requests: bool,
 }
+
+/// The switch for the per-delivery log line (see [`Config::log_webhook_requests`]): the line
+/// costs more than the rest of a delivery's JavaScript in `wrangler dev` (docs/benchmarks.md).
+pub const LOG_WEBHOOK_REQUESTS: &str = "LOG_WEBHOOK_REQUESTS";
 
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -69,6 +76,7 @@ impl fmt::Debug for Config {
             .field("public_base_url", &self.public_base_url)
             .field("allow_private_endpoints", &self.allow_private_endpoints)
             .field("retention", &self.retention)
+            .field("log_webhook_requests", &self.log_webhook_requests)
             .finish_non_exhaustive()
     }
 }
@@ -115,8 +123,14 @@ fn days(env: &Env, name: &'static str, default: i64, least: i64) -> Result<i64, 
 /// A `true`/`false` switch, `false` when unset; anything else is refused, so a typo such as
 /// `PLIVO_ACCEPT_V2=yes` is a loud 503 rather than a silent default.
 fn flag(env: &Env, name: &'static str) -> Result<bool, EdgeError> {
+    flag_or(env, name, false)
+}
+
+/// A `true`/`false` switch, `default` when unset.
+fn flag_or(env: &Env, name: &'static str, default: bool) -> Result<bool, EdgeError> {
     match optional(env, name).as_deref() {
-        None | Some("false") => Ok(false),
+        None => Ok(default),
+        Some("false") => Ok(false),
         Some("true") => Ok(true),
         Some(_) => Err(invalid(name, "must be true or false")),
     }
@@ -159,6 +173,7 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
         event_days: days(env, vars::RETENTION_EVENT_DAYS, 90, MIN_EVENT_RETENTION_DAYS)?,
         attempt_days: days(env, vars::RETENTION_ATTEMPT_DAYS, 30, 1)?,
     };
+    let log_webhook_requests = flag_or(env, LOG_WEBHOOK_REQUESTS, true)?;
     Ok(Config {
         telnyx,
         telnyx_api_key,
@@ -171,5 +186,6 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
         admin_token,
         allow_private_endpoints,
         retention,
+        log_webhook_requests,
     })
 }

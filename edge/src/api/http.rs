@@ -24,10 +24,10 @@ pub async fn json_body<T: DeserializeOwned>(req: &mut Request) -> Result<T, Edge
 /// Reads a request body of at most `max` bytes, answering `too_large()` as soon as it is
 /// longer.
 ///
-/// A declared `Content-Length` over `max` is refused before anything is read. A body without
-/// one (`Transfer-Encoding: chunked`) is read chunk by chunk and refused at the first chunk that
-/// would take it past `max`, so no more than `max` bytes are ever held, whatever the sender
-/// streams.
+/// A declared `Content-Length` over `max` is refused before anything is read, and one within it
+/// is read whole. A body without one (`Transfer-Encoding: chunked`) is read chunk by chunk and
+/// refused at the first chunk that would take it past `max`, so no more than `max` bytes are
+/// ever held, whatever the sender streams.
 ///
 /// Past the cap the rest is read and thrown away, up to [`MAX_DRAIN_BYTES`], before the 413
 /// goes out, as HTTP servers commonly do: a client still sending its body may not read an
@@ -44,11 +44,20 @@ pub async fn body_capped(
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }
+    if declared.is_some() {
+        // The runtime holds a body to its declared length, which is within the cap: read it
+        // whole, one promise instead of a reader and a promise per chunk.
+        let buffer = req.inner().array_buffer().map_err(|e| EdgeError::platform("read body", format!("{e:?}")))?;
+        let buffer = worker::wasm_bindgen_futures::JsFuture::from(buffer)
+            .await
+            .map_err(|e| EdgeError::platform("read body", format!("{e:?}")))?;
+        return Ok(js_sys::Uint8Array::new(&buffer).to_vec());
+    }
     // A request without a body (an empty POST) has no stream at all.
     let Some(raw) = req.inner().body() else { return Ok(Vec::new()) };
     let mut stream = wasm_streams::ReadableStream::from_raw(raw.unchecked_into());
     let mut reader = stream.get_reader();
-    let mut body = Vec::with_capacity(declared.map_or(0, |n| n as usize));
+    let mut body = Vec::new();
     loop {
         let chunk = match reader.read().await {
             Ok(Some(chunk)) => js_sys::Uint8Array::new(&chunk),

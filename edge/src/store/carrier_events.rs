@@ -61,13 +61,6 @@ impl Row {
     }
 }
 
-#[derive(Deserialize)]
-struct KeyRow {
-    id: String,
-    processed_at: Option<f64>,
-    error: Option<String>,
-}
-
 /// Inserts the event unless its provider event id is already stored, in one round trip.
 ///
 /// The INSERT is `ON CONFLICT DO NOTHING`; its `changes` says whether this delivery was the
@@ -94,22 +87,24 @@ pub async fn store(
         ),
         &[text(e.provider.as_str()), text(&e.event_id)],
     )?;
-    let results = db::batch(db, vec![insert, select]).await?;
+    // Read field by field from D1's own objects: this runs on every delivery (see batch_raw).
+    let results = db::batch_raw(db, &[insert, select]).await?;
     let [inserted, selected] = results.as_slice() else {
         return Err(EdgeError::Unavailable("store carrier event: short batch".into()));
     };
-    let row = db::rows::<KeyRow>(selected)?
-        .into_iter()
-        .next()
-        .ok_or_else(|| EdgeError::Unavailable("carrier event vanished after insert".into()))?;
-    let rows_written =
-        [inserted, selected].iter().filter_map(|r| r.meta().ok().flatten().and_then(|m| m.rows_written)).sum();
-    let stored = if db::changes(inserted) == 1 {
-        Stored::New { id: row.id }
-    } else if row.processed_at.is_none() && row.error.is_none() {
-        Stored::PendingDuplicate { id: row.id }
+    let row =
+        db::first_row(selected).ok_or_else(|| EdgeError::Unavailable("carrier event vanished after insert".into()))?;
+    let id = db::field(&row, "id")
+        .as_string()
+        .ok_or_else(|| EdgeError::Unavailable("carrier event without an id".into()))?;
+    let settled = !db::field(&row, "processed_at").is_null() || !db::field(&row, "error").is_null();
+    let rows_written = db::meta_count(inserted, "rows_written") + db::meta_count(selected, "rows_written");
+    let stored = if db::meta_count(inserted, "changes") == 1 {
+        Stored::New { id }
+    } else if settled {
+        Stored::SettledDuplicate { id }
     } else {
-        Stored::SettledDuplicate { id: row.id }
+        Stored::PendingDuplicate { id }
     };
     Ok((stored, rows_written))
 }

@@ -84,6 +84,64 @@ pub async fn batch(db: &D1Database, statements: Vec<D1PreparedStatement>) -> Res
     db.batch(statements).await.map_err(|e| EdgeError::platform("d1 batch", e))
 }
 
+/// Runs statements as one transaction (a D1 batch) and returns D1's result objects as they are.
+///
+/// For the ingest path: [`batch`] deserializes every `meta` whole (seven fields, each a call into
+/// JavaScript) and rows through serde; reading the two or three fields a caller needs with
+/// [`meta_count`], [`first_row`] and [`field`] crosses the boundary a few times instead of dozens.
+pub async fn batch_raw(db: &D1Database, statements: &[D1PreparedStatement]) -> Result<Vec<JsValue>, EdgeError> {
+    use wasm_bindgen::JsCast as _;
+    thread_local! {
+        // `D1Database.prototype.batch`, looked up once per isolate and called with the binding
+        // of each request as `this`.
+        static BATCH: std::cell::OnceCell<Option<js_sys::Function>> = const { std::cell::OnceCell::new() };
+    }
+    let failed = |e: JsValue| EdgeError::platform("d1 batch", js_error(&e));
+    let batch = BATCH
+        .with(|f| {
+            f.get_or_init(|| js_sys::Reflect::get(db.as_ref(), &JsValue::from_str("batch")).ok()?.dyn_into().ok())
+                .clone()
+        })
+        .ok_or_else(|| EdgeError::platform("d1 batch", "the binding has no batch()"))?;
+    let statements: js_sys::Array = statements.iter().map(|s| -> &JsValue { s.inner().as_ref() }).collect();
+    let promise: js_sys::Promise = batch.call1(db.as_ref(), &statements).map_err(failed)?.unchecked_into();
+    let results = worker::wasm_bindgen_futures::JsFuture::from(promise).await.map_err(failed)?;
+    Ok(js_sys::Array::from(&results).to_vec())
+}
+
+/// A count of a raw result's `meta` (`changes`, `rows_written`, ...); 0 when absent.
+pub fn meta_count(result: &JsValue, name: &str) -> usize {
+    js_sys::Reflect::get(result, &JsValue::from_str("meta"))
+        .and_then(|meta| js_sys::Reflect::get(&meta, &JsValue::from_str(name)))
+        .ok()
+        .and_then(|n| n.as_f64())
+        .map_or(0, |n| n as usize)
+}
+
+/// The first row of a raw result, if any.
+pub fn first_row(result: &JsValue) -> Option<JsValue> {
+    let rows = js_sys::Reflect::get(result, &JsValue::from_str("results")).ok()?;
+    let row = js_sys::Reflect::get_u32(&rows, 0).ok()?;
+    (!row.is_undefined() && !row.is_null()).then_some(row)
+}
+
+/// A column of a raw row (`undefined` when absent, `null` for SQL NULL).
+pub fn field(row: &JsValue, name: &str) -> JsValue {
+    js_sys::Reflect::get(row, &JsValue::from_str(name)).unwrap_or(JsValue::UNDEFINED)
+}
+
+/// What a JavaScript exception says (D1 puts the reason in `cause`).
+fn js_error(error: &JsValue) -> String {
+    use wasm_bindgen::JsCast as _;
+    match error.dyn_ref::<js_sys::Error>() {
+        Some(e) => match e.cause().dyn_ref::<js_sys::Error>() {
+            Some(cause) => format!("{}: {}", String::from(e.message()), String::from(cause.message())),
+            None => String::from(e.message()),
+        },
+        None => format!("{error:?}"),
+    }
+}
+
 /// The rows a statement changed.
 pub fn changes(result: &D1Result) -> usize {
     result.meta().ok().flatten().and_then(|m| m.changes).unwrap_or(0)
