@@ -160,6 +160,8 @@ pub enum Done {
     EndpointDisabled,
     /// An early or duplicate message: the scheduled one will come.
     NotDue,
+    /// The endpoint is paused or disabled: the delivery waits, untouched.
+    Held,
     /// Another job holds the attempt.
     ClaimedElsewhere,
 }
@@ -187,6 +189,7 @@ impl Done {
             Done::AlreadySettled => "already settled",
             Done::EndpointDisabled => "endpoint disabled",
             Done::NotDue => "not due",
+            Done::Held => "held: endpoint paused or disabled",
             Done::ClaimedElsewhere => "claimed by another job",
         }
     }

@@ -24,6 +24,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("webhooks::retry_after_as_an_http_date_is_honoured", retry_after_as_an_http_date_is_honoured),
     ("webhooks::endpoint_management", endpoint_management),
     ("webhooks::every_route_is_served", every_route_is_served),
+    ("webhooks::disabled_then_enabled_and_recovered_loses_nothing", disabled_then_enabled_and_recovered_loses_nothing),
+    ("webhooks::paused_endpoint_holds_and_resume_delivers", paused_endpoint_holds_and_resume_delivers),
+    ("webhooks::sequence_increases_per_resource", sequence_increases_per_resource),
+    ("webhooks::test_event_attempts_and_history_are_visible", test_event_attempts_and_history_are_visible),
 ];
 
 struct Customer {
@@ -430,4 +434,161 @@ fn every_route_is_served(w: &Worker) {
     let doc = w.get("/openapi.json").json();
     assert_eq!(doc["openapi"], "3.1.0");
     assert_eq!(w.get("/nowhere").json()["error"]["code"], "no_route");
+}
+
+fn event_ids(received: &[Received]) -> Vec<String> {
+    received.iter().filter_map(|r| r.header("webhook-id").map(str::to_owned)).collect()
+}
+
+/// An endpoint answers 410 and is disabled; three more events happen; it is enabled again and
+/// recovered: the three and the refused one arrive once each, and recovering again re-sends
+/// nothing.
+fn disabled_then_enabled_and_recovered_loses_nothing(w: &Worker) {
+    let c = customer(w);
+    let since = Timestamp::from_unix_millis(Timestamp::from_unix_seconds(sim::unix_now()).unix_millis() - 60_000);
+    let (id, path, _) = endpoint(w, &c, &["message.received"]);
+    w.customer.always(&path, 410);
+    inbound_sms(w, &c);
+    wait_received(w, &path, 1);
+    let disabled = w.eventually(Duration::from_secs(20), || {
+        w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json()["enabled"] == false
+    });
+    assert!(disabled, "410 disables the endpoint");
+    for _ in 0..3 {
+        inbound_sms(w, &c);
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(w.customer.received(&path).len(), 1, "nothing is sent while disabled");
+    let held = w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json();
+    assert_eq!(held["held_count"], 3, "the three events are held, not dropped: {held}");
+
+    w.customer.always(&path, 200);
+    let enabled = w.call("PATCH", &format!("/v1/webhook_endpoints/{id}"), &c.key, Some(&json!({"enabled": true})), &[]);
+    assert_eq!(enabled.status, 200, "{}", enabled.body);
+    let recover = |w: &Worker| {
+        let a = w.call(
+            "POST",
+            &format!("/v1/webhook_endpoints/{id}/recover"),
+            &c.key,
+            Some(&json!({"since": since.to_rfc3339()})),
+            &[],
+        );
+        assert_eq!(a.status, 202, "{}", a.body);
+        a.json()["queued"].as_u64().unwrap()
+    };
+    assert_eq!(recover(w), 1, "only the refused event needs a new delivery; the three were held");
+    let all = wait_received(w, &path, 5);
+    let mut ids = event_ids(&all[1..]);
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 4, "the refused event and the three held ones, each once: {ids:?}");
+    assert_eq!(recover(w), 0, "recovering again queues nothing");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(w.customer.received(&path).len(), 5, "and re-sends nothing");
+}
+
+/// A paused endpoint receives nothing; on resume everything held arrives, oldest first.
+fn paused_endpoint_holds_and_resume_delivers(w: &Worker) {
+    let c = customer(w);
+    let (id, path, _) = endpoint(w, &c, &["message.received"]);
+    let paused = w.call("PATCH", &format!("/v1/webhook_endpoints/{id}"), &c.key, Some(&json!({"paused": true})), &[]);
+    assert_eq!((paused.status, paused.json()["paused"].clone()), (200, json!(true)), "{}", paused.body);
+    let first = inbound_sms(w, &c);
+    let second = inbound_sms(w, &c);
+    std::thread::sleep(Duration::from_secs(8));
+    assert!(w.customer.received(&path).is_empty(), "a paused endpoint receives nothing");
+    let shown = w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json();
+    assert_eq!(shown["held_count"], 2, "{shown}");
+    let resumed = w.call("PATCH", &format!("/v1/webhook_endpoints/{id}"), &c.key, Some(&json!({"paused": false})), &[]);
+    assert_eq!(resumed.status, 200, "{}", resumed.body);
+    let got = wait_received(w, &path, 2);
+    let carrier_ids: Vec<String> = got
+        .iter()
+        .map(|r| {
+            serde_json::from_str::<Value>(&r.body).unwrap()["data"]["carrier_message_id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let mut expected = vec![first, second];
+    expected.sort();
+    let mut seen = carrier_ids.clone();
+    seen.sort();
+    assert_eq!(seen, expected, "both held events arrive");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(w.customer.received(&path).len(), 2, "once each");
+}
+
+/// `sequence` increases per resource: a message's `message.sent` comes before its
+/// `message.delivered` in any receiver's eyes.
+fn sequence_increases_per_resource(w: &Worker) {
+    let c = customer(w);
+    let (_, path, _) = endpoint(w, &c, &["message.sent", "message.delivered"]);
+    let sent = w.call(
+        "POST",
+        "/v1/messages",
+        &c.key,
+        Some(&json!({"from": c.number, "to": "+15559990000", "text": "[deliver] seq"})),
+        &[],
+    );
+    assert_eq!(sent.status, 201, "{}", sent.body);
+    let id = sent.json()["id"].as_str().unwrap().to_owned();
+    let got = wait_received(w, &path, 2);
+    let by_type: std::collections::BTreeMap<String, i64> = got
+        .iter()
+        .map(|r| serde_json::from_str::<Value>(&r.body).unwrap())
+        .filter(|v| v["data"]["id"] == id.as_str())
+        .map(|v| (v["type"].as_str().unwrap().to_owned(), v["sequence"].as_i64().unwrap_or(-1)))
+        .collect();
+    assert_eq!(by_type.get("message.sent"), Some(&1), "{by_type:?}");
+    assert_eq!(by_type.get("message.delivered"), Some(&2), "{by_type:?}");
+}
+
+/// A test event reaches the endpoint signed; its attempt shows the response; a message's history
+/// lists its moves.
+fn test_event_attempts_and_history_are_visible(w: &Worker) {
+    let c = customer(w);
+    let (id, path, secret) = endpoint(w, &c, &["message.received"]);
+    w.customer.always_with(&path, 200, &[("x-receiver", "seen")]);
+    let a = w.call("POST", &format!("/v1/webhook_endpoints/{id}/test"), &c.key, None, &[]);
+    assert_eq!(a.status, 202, "{}", a.body);
+    let got = wait_received(w, &path, 1);
+    let body: Value = serde_json::from_str(&got[0].body).unwrap();
+    assert_eq!(body["type"], "endpoint.test");
+    assert_eq!(body["data"]["endpoint_id"], id.as_str());
+    let signing = SigningSecret::parse(&secret).unwrap();
+    let timestamp: i64 = got[0].header("webhook-timestamp").unwrap().parse().unwrap();
+    let expected = signing.sign(
+        got[0].header("webhook-id").unwrap(),
+        Timestamp::from_unix_seconds(timestamp),
+        got[0].body.as_bytes(),
+    );
+    assert!(got[0].header("webhook-signature").unwrap().split(' ').any(|s| s == expected), "signed like every event");
+    let listed = w.eventually(Duration::from_secs(10), || {
+        let page = w.call("GET", &format!("/v1/webhook_endpoints/{id}/attempts"), &c.key, None, &[]).json();
+        page["data"].as_array().is_some_and(|d| !d.is_empty())
+    });
+    assert!(listed, "the attempt is listed");
+    let page = w.call("GET", &format!("/v1/webhook_endpoints/{id}/attempts"), &c.key, None, &[]).json();
+    assert_eq!(page["data"][0]["status_code"], 200, "{page}");
+    assert_eq!(page["data"][0]["response_headers"]["x-receiver"], "seen", "{page}");
+
+    let sent = w.call(
+        "POST",
+        "/v1/messages",
+        &c.key,
+        Some(&json!({"from": c.number, "to": "+15559990000", "text": "[deliver] history"})),
+        &[],
+    );
+    let message = sent.json()["id"].as_str().unwrap().to_owned();
+    let moved = w.eventually(Duration::from_secs(30), || {
+        let h = w.call("GET", &format!("/v1/messages/{message}/history"), &c.key, None, &[]).json();
+        h["data"]
+            .as_array()
+            .map(|d| d.iter().map(|s| s["status"].as_str().unwrap_or("").to_owned()).collect::<Vec<_>>())
+            == Some(vec!["sent".into(), "delivered".into()])
+    });
+    assert!(moved, "the history lists sent then delivered");
+    // Every event is recorded whoever subscribes; the filter finds exactly this message's.
+    let events = w.call("GET", &format!("/v1/events?resource_id={message}"), &c.key, None, &[]).json();
+    let types: Vec<&str> = events["data"].as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["message.delivered", "message.sent"], "newest first: {events}");
 }

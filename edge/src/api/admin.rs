@@ -74,7 +74,8 @@ pub async fn create_number(mut req: Request, env: &Env) -> Result<Response, Edge
     http::json(
         201,
         &json!({
-            "id": id, "account_id": account_id, "phone_number": phone_number.as_str(), "ring_targets": body.ring_targets,
+            "id": id, "account_id": account_id, "phone_number": phone_number.as_str(),
+                "ring_targets": body.ring_targets,
             "created_at": created.to_rfc3339(),
         }),
     )

@@ -16,14 +16,20 @@ async fn find(db: &D1Database, account_id: &str, id: &str) -> Result<Stored, Edg
     outbox::get(db, account_id, id).await?.ok_or(EdgeError::NotFound)
 }
 
-/// `GET /v1/events?type=&limit=&cursor=`, newest first; each is the webhook body itself.
+/// `GET /v1/events?type=&resource_id=&since=&until=&limit=&cursor=`, newest first; each is the
+/// webhook body itself.
 pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
     let account = auth::account(&req, &db).await?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;
-    let rows =
-        outbox::list(&db, &account.id, http::param(&params, "type"), Cursor::from_params(&params)?, limit).await?;
+    let filter = outbox::Filter {
+        event_type: http::param(&params, "type"),
+        resource_id: http::param(&params, "resource_id"),
+        since: http::time_param(&params, "since")?,
+        until: http::time_param(&params, "until")?,
+    };
+    let rows = outbox::list(&db, &account.id, &filter, Cursor::from_params(&params)?, limit).await?;
     let next = Cursor::after(&rows, limit, |r| (r.created_at, &r.id));
     let data = rows.iter().map(|r| serde_json::from_str::<Value>(&r.payload).unwrap_or(Value::Null)).collect();
     http::json(200, &page(data, next))
@@ -50,6 +56,7 @@ pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeErro
                     "status_code": a.status_code.map(|s| s as i64),
                     "latency_ms": a.latency_ms as i64,
                     "error": a.error,
+                    "response_snippet": a.response_body,
                     "next_attempt_at": a.next_attempt_at.map(|t| db::millis(t).to_rfc3339()),
                 })).collect::<Vec<_>>(),
             })

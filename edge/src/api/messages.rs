@@ -82,6 +82,25 @@ pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeErro
     http::json(200, &message.to_json())
 }
 
+/// `GET /v1/messages/{id}/history`: every status the message moved to, oldest first, with the
+/// carrier's own word for it.
+pub async fn history(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+    let db = crate::store::database(env)?;
+    let account = auth::account(&req, &db).await?;
+    let message = messages::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
+    let steps = messages::history(&db, &message.id).await?;
+    let data: Vec<serde_json::Value> = steps
+        .iter()
+        .map(|h| {
+            serde_json::json!({
+                "status": h.status, "carrier_status": h.carrier_status,
+                "at": crate::store::millis(h.created_at).to_rfc3339(),
+            })
+        })
+        .collect();
+    http::json(200, &serde_json::json!({ "message_id": message.id, "data": data }))
+}
+
 /// `GET /v1/messages?status=&direction=&limit=&cursor=`, newest first.
 pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;

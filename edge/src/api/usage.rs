@@ -10,11 +10,7 @@ use crate::error::EdgeError;
 use crate::platform::now;
 use crate::store::usage;
 
-fn time_param(params: &[(String, String)], name: &'static str) -> Result<Option<Timestamp>, EdgeError> {
-    http::param(params, name)
-        .map(|text| Timestamp::parse_rfc3339(text).ok_or_else(|| EdgeError::invalid(name, "must be an RFC 3339 time")))
-        .transpose()
-}
+use http::time_param;
 
 /// Totals of the caller's account over `[from, to)` (default: everything until now).
 pub async fn get(req: Request, env: &Env) -> Result<Response, EdgeError> {

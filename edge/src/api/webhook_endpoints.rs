@@ -12,7 +12,9 @@ use crate::api::page;
 use crate::config;
 use crate::error::EdgeError;
 use crate::platform::{new_id, now};
+use crate::store::deliveries;
 use crate::store::endpoints::{self, Endpoint};
+use exactly_core::Timestamp;
 
 /// Checks `url` as `fetch` will parse it and returns the normalized form, which is what is
 /// stored: the text checked here is the text every attempt sends to.
@@ -83,7 +85,8 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
 pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
     let account = auth::account(&req, &db).await?;
-    http::json(200, &find(&db, &account.id, id).await?.to_json())
+    let endpoint = find(&db, &account.id, id).await?;
+    http::json(200, &shown(&db, &endpoint).await?)
 }
 
 #[derive(Deserialize)]
@@ -91,10 +94,12 @@ struct Patch {
     url: Option<String>,
     event_types: Option<Vec<String>>,
     enabled: Option<bool>,
+    paused: Option<bool>,
 }
 
-/// `PATCH /v1/webhook_endpoints/{id}` `{url?, event_types?, enabled?}`. Enabling again clears
-/// the failure count and the reason it was disabled.
+/// `PATCH /v1/webhook_endpoints/{id}` `{url?, event_types?, enabled?, paused?}`. Enabling again
+/// clears the failure count and the reason it was disabled. A paused or disabled endpoint holds
+/// its deliveries; resuming or enabling it delivers everything held, oldest first.
 pub async fn update(mut req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
     let account = auth::account(&req, &db).await?;
@@ -106,8 +111,33 @@ pub async fn update(mut req: Request, env: &Env, id: &str) -> Result<Response, E
         Some(types) => check_types(&types)?,
         None => current.event_types,
     };
-    endpoints::update(&db, &account.id, id, &url, &types, patch.enabled, now()).await?;
-    http::json(200, &find(&db, &account.id, id).await?.to_json())
+    let change = endpoints::Update { url: &url, event_types: &types, enabled: patch.enabled, paused: patch.paused };
+    endpoints::update(&db, &account.id, id, &change, now()).await?;
+    let after = find(&db, &account.id, id).await?;
+    if after.enabled == 1.0 && after.paused == 0.0 && (patch.enabled == Some(true) || patch.paused == Some(false)) {
+        release(env, &db, id).await?;
+    }
+    shown(&db, &after).await.and_then(|v| http::json(200, &v))
+}
+
+/// Delivers what the endpoint held: due now, enqueued oldest first (the sweeper finds any
+/// beyond the first page).
+async fn release(env: &Env, db: &D1Database, id: &str) -> Result<(), EdgeError> {
+    let ids = deliveries::release(db, id, now(), 1000).await?;
+    for chunk in ids.chunks(100) {
+        crate::queues::deliver_many(env, chunk.to_vec()).await?;
+    }
+    Ok(())
+}
+
+/// The endpoint as the API shows it, with `held_count`: the deliveries it holds while paused or
+/// disabled (0 while it is active).
+async fn shown(db: &D1Database, endpoint: &Endpoint) -> Result<serde_json::Value, EdgeError> {
+    let mut v = endpoint.to_json();
+    let active = endpoint.enabled == 1.0 && endpoint.paused == 0.0;
+    let held = if active { 0 } else { deliveries::pending_count(db, &endpoint.id).await? };
+    v["held_count"] = json!(held);
+    Ok(v)
 }
 
 /// `DELETE /v1/webhook_endpoints/{id}`: 204. Its pending deliveries fail at their next attempt.
@@ -139,4 +169,90 @@ pub async fn rotate_secret(req: Request, env: &Env, id: &str) -> Result<Response
     let mut shown = find(&db, &account.id, id).await?.to_json();
     shown["secret"] = json!(secret);
     http::json(200, &shown)
+}
+
+#[derive(Deserialize)]
+struct Recover {
+    since: Option<String>,
+    until: Option<String>,
+}
+
+/// The widest window a recovery covers.
+const MAX_RECOVER_MILLIS: i64 = 30 * 24 * 3600 * 1000;
+
+/// `POST /v1/webhook_endpoints/{id}/recover` `{since, until?}` -> 202 `{queued}`: delivers again
+/// every event of the window this endpoint is subscribed to and has not received successfully
+/// (nor has pending), oldest first. Running it twice queues nothing twice.
+pub async fn recover(mut req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+    let db = crate::store::database(env)?;
+    let account = auth::account(&req, &db).await?;
+    let body: Recover = http::json_body(&mut req).await?;
+    // Another account's endpoint is 404 whatever the body says.
+    let endpoint = find(&db, &account.id, id).await?;
+    let time = |field: &'static str, text: Option<String>| {
+        text.map(|t| Timestamp::parse_rfc3339(&t).ok_or_else(|| EdgeError::invalid(field, "must be an RFC 3339 time")))
+            .transpose()
+    };
+    let since = time("since", body.since)?.ok_or_else(|| EdgeError::invalid("since", "is required"))?;
+    let at = now();
+    let until = time("until", body.until)?.unwrap_or(at);
+    if until <= since {
+        return Err(EdgeError::invalid("until", "must be after since"));
+    }
+    if until.unix_millis() - since.unix_millis() > MAX_RECOVER_MILLIS {
+        return Err(EdgeError::invalid("since", "the window is at most 30 days"));
+    }
+    let ids = crate::store::outbox::recover(&db, &account.id, &endpoint.id, since, until, at).await?;
+    // Held by a paused or disabled endpoint until it is resumed or enabled.
+    if endpoint.enabled == 1.0 && endpoint.paused == 0.0 {
+        for chunk in ids.chunks(100) {
+            crate::queues::deliver_many(env, chunk.to_vec()).await?;
+        }
+    }
+    http::json(202, &json!({ "endpoint_id": endpoint.id, "queued": ids.len() }))
+}
+
+/// `POST /v1/webhook_endpoints/{id}/test` -> 202: a signed `endpoint.test` event to this endpoint.
+pub async fn test(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+    let db = crate::store::database(env)?;
+    let account = auth::account(&req, &db).await?;
+    let endpoint = find(&db, &account.id, id).await?;
+    let (event, delivery) = crate::store::outbox::test_event(&db, &account.id, &endpoint.id, now()).await?;
+    if endpoint.enabled == 1.0 && endpoint.paused == 0.0 {
+        crate::queues::deliver_many(env, vec![delivery.clone()]).await?;
+    }
+    http::json(202, &json!({ "event_id": event.id, "delivery_id": delivery }))
+}
+
+fn headers(text: &str) -> Option<serde_json::Value> {
+    serde_json::from_str(text).ok()
+}
+
+/// `GET /v1/webhook_endpoints/{id}/attempts?limit=&cursor=`: every attempt to this endpoint,
+/// newest first, with the status, latency, the first 1 KiB of the response and its headers.
+pub async fn attempts(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+    let db = crate::store::database(env)?;
+    let account = auth::account(&req, &db).await?;
+    let endpoint = find(&db, &account.id, id).await?;
+    let params = http::query(&req);
+    let limit = http::limit(&params)?;
+    let rows = deliveries::attempts_of_endpoint(&db, &endpoint.id, Cursor::from_params(&params)?, limit).await?;
+    let next = if rows.len() == limit as usize {
+        rows.last().map(|a| Cursor { created_at: a.attempted_at as i64, id: (a.id as i64).to_string() })
+    } else {
+        None
+    };
+    let data = rows
+        .iter()
+        .map(|a| {
+            json!({
+                "delivery_id": a.delivery_id, "event_id": a.event_id, "attempt": a.attempt as i64,
+                "attempted_at": crate::store::millis(a.attempted_at).to_rfc3339(),
+                "status_code": a.status_code.map(|s| s as i64), "latency_ms": a.latency_ms as i64, "error": a.error,
+                "response_body": a.response_body,
+                "response_headers": a.response_headers.as_deref().and_then(headers),
+            })
+        })
+        .collect();
+    http::json(200, &page(data, next))
 }

@@ -26,6 +26,7 @@ pub struct Due {
     pub url: Option<String>,
     pub secret: Option<String>,
     pub enabled: Option<f64>,
+    pub paused: Option<f64>,
     pub previous_secret: Option<String>,
     pub previous_secret_expires_at: Option<f64>,
     pub payload: String,
@@ -40,6 +41,10 @@ pub struct Attempt {
     pub latency_ms: i64,
     pub error: Option<String>,
     pub next_attempt_at: Option<Timestamp>,
+    /// The first 1 KiB of what the endpoint answered.
+    pub response_body: Option<String>,
+    /// The response headers, as a JSON object.
+    pub response_headers: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -57,7 +62,7 @@ pub async fn pending_initial(db: &D1Database, event_id: &str) -> Result<Vec<(Str
     let rows: Vec<Pending> = db::all(db::stmt(
         db,
         "SELECT d.id, e.url FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-         WHERE d.event_id = ?1 AND d.status = 'pending' AND d.attempts = 0",
+         WHERE d.event_id = ?1 AND d.status = 'pending' AND d.attempts = 0 AND e.enabled = 1 AND e.paused = 0",
         &[text(event_id)],
     )?)
     .await?;
@@ -69,7 +74,7 @@ pub async fn due(db: &D1Database, id: &str) -> Result<Option<Due>, EdgeError> {
     db::first(db::stmt(
         db,
         "SELECT d.id, d.event_id, d.status, d.attempts, d.next_attempt_at, d.endpoint_id, e.url, e.secret, e.enabled,
-                e.previous_secret, e.previous_secret_expires_at, o.payload
+                e.paused, e.previous_secret, e.previous_secret_expires_at, o.payload
          FROM webhook_deliveries d
          JOIN outbound_events o ON o.id = d.event_id
          LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
@@ -101,8 +106,8 @@ fn attempt_row(db: &D1Database, a: &Attempt) -> Result<worker::D1PreparedStateme
     db::stmt(
         db,
         "INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, webhook_timestamp, status_code,
-             latency_ms, error, next_attempt_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (delivery_id, attempt) DO NOTHING",
+             latency_ms, error, next_attempt_at, response_body, response_headers)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT (delivery_id, attempt) DO NOTHING",
         &[
             text(&a.delivery_id),
             int(a.number),
@@ -112,6 +117,8 @@ fn attempt_row(db: &D1Database, a: &Attempt) -> Result<worker::D1PreparedStateme
             int(a.latency_ms),
             opt_text(a.error.as_deref()),
             a.next_attempt_at.map_or(JsValue::NULL, time),
+            opt_text(a.response_body.as_deref()),
+            opt_text(a.response_headers.as_deref()),
         ],
     )
 }
@@ -224,13 +231,16 @@ pub async fn fail(db: &D1Database, id: &str, reason: &str, now: Timestamp) -> Re
     Ok(changed == 1)
 }
 
-/// Pending deliveries whose next attempt is before `before`: their queue message was lost.
-/// Oldest first, at most `limit`.
+/// Pending deliveries of endpoints that are neither paused nor disabled whose next attempt is
+/// before `before`: their queue message was lost. Oldest first, at most `limit`.
 pub async fn overdue(db: &D1Database, before: Timestamp, limit: u32) -> Result<Vec<String>, EdgeError> {
     let rows: Vec<Id> = db::all(db::stmt(
         db,
-        "SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at < ?1 ORDER BY
-             next_attempt_at LIMIT ?2",
+        // Held deliveries (their endpoint paused or disabled) wait for a resume, not the sweeper.
+        // A deleted endpoint's deliveries are still swept: their attempt fails them.
+        "SELECT d.id FROM webhook_deliveries d LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
+         WHERE d.status = 'pending' AND d.next_attempt_at < ?1 AND (e.id IS NULL OR (e.enabled = 1 AND e.paused = 0))
+         ORDER BY d.next_attempt_at, d.created_at LIMIT ?2",
         &[time(before), int(i64::from(limit))],
     )?)
     .await?;
@@ -316,6 +326,7 @@ pub struct Recorded {
     pub latency_ms: f64,
     pub error: Option<String>,
     pub next_attempt_at: Option<f64>,
+    pub response_body: Option<String>,
 }
 
 /// The deliveries of an event, oldest first.
@@ -334,10 +345,88 @@ pub async fn attempts_of_event(db: &D1Database, event_id: &str) -> Result<Vec<Re
     db::all(db::stmt(
         db,
         "SELECT a.delivery_id, a.attempt, a.attempted_at, a.webhook_timestamp, a.status_code, a.latency_ms,
-             a.error, a.next_attempt_at
+             a.error, a.next_attempt_at, a.response_body
          FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
          WHERE d.event_id = ?1 ORDER BY a.delivery_id, a.attempt",
         &[text(event_id)],
+    )?)
+    .await
+}
+
+/// Releases what a paused or disabled endpoint held: its pending deliveries are due now. Returns
+/// up to `limit` of them, oldest first, to enqueue; the sweeper finds any beyond.
+pub async fn release(db: &D1Database, endpoint_id: &str, now: Timestamp, limit: u32) -> Result<Vec<String>, EdgeError> {
+    let results = db::batch(
+        db,
+        vec![
+            db::stmt(
+                db,
+                "UPDATE webhook_deliveries SET next_attempt_at = ?2, updated_at = ?2 WHERE endpoint_id = ?1 AND
+                status = 'pending'",
+                &[text(endpoint_id), time(now)],
+            )?,
+            db::stmt(
+                db,
+                "SELECT id FROM webhook_deliveries WHERE endpoint_id = ?1 AND status = 'pending' ORDER BY created_at,
+                id LIMIT ?2",
+                &[text(endpoint_id), int(i64::from(limit))],
+            )?,
+        ],
+    )
+    .await?;
+    let rows: Vec<Id> = results.get(1).map(db::rows).transpose()?.unwrap_or_default();
+    Ok(rows.into_iter().map(|r| r.id).collect())
+}
+
+/// How many deliveries an endpoint holds (pending, not attempted while paused or disabled).
+pub async fn pending_count(db: &D1Database, endpoint_id: &str) -> Result<u64, EdgeError> {
+    #[derive(Deserialize)]
+    struct N {
+        n: f64,
+    }
+    let row: Option<N> = db::first(db::stmt(
+        db,
+        "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ?1 AND status = 'pending'",
+        &[text(endpoint_id)],
+    )?)
+    .await?;
+    Ok(row.map_or(0, |r| r.n as u64))
+}
+
+/// An attempt as `/v1/webhook_endpoints/{id}/attempts` lists it.
+#[derive(Debug, Deserialize)]
+pub struct EndpointAttempt {
+    pub id: f64,
+    pub delivery_id: String,
+    pub event_id: String,
+    pub attempt: f64,
+    pub attempted_at: f64,
+    pub status_code: Option<f64>,
+    pub latency_ms: f64,
+    pub error: Option<String>,
+    pub response_body: Option<String>,
+    pub response_headers: Option<String>,
+}
+
+/// A page of an endpoint's attempts, newest first, by (`attempted_at`, attempt id).
+pub async fn attempts_of_endpoint(
+    db: &D1Database,
+    endpoint_id: &str,
+    cursor: Option<Cursor>,
+    limit: u32,
+) -> Result<Vec<EndpointAttempt>, EdgeError> {
+    let (at, after) = match &cursor {
+        Some(c) => (int(c.created_at), c.id.parse::<i64>().map_or(JsValue::NULL, int)),
+        None => (JsValue::NULL, JsValue::NULL),
+    };
+    db::all(db::stmt(
+        db,
+        "SELECT a.id, a.delivery_id, d.event_id, a.attempt, a.attempted_at, a.status_code, a.latency_ms, a.error,
+                a.response_body, a.response_headers
+         FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+         WHERE d.endpoint_id = ?1 AND (?2 IS NULL OR a.attempted_at < ?2 OR (a.attempted_at = ?2 AND a.id < ?3))
+         ORDER BY a.attempted_at DESC, a.id DESC LIMIT ?4",
+        &[text(endpoint_id), at, after, int(i64::from(limit))],
     )?)
     .await
 }

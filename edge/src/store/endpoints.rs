@@ -19,13 +19,15 @@ pub struct Endpoint {
     /// JSON array of event types.
     pub event_types: String,
     pub enabled: f64,
+    pub paused: f64,
     pub disabled_reason: Option<String>,
     pub consecutive_failures: f64,
     pub created_at: f64,
     pub updated_at: f64,
 }
 
-const COLUMNS: &str = "id, url, event_types, enabled, disabled_reason, consecutive_failures, created_at, updated_at";
+const COLUMNS: &str =
+    "id, url, event_types, enabled, paused, disabled_reason, consecutive_failures, created_at, updated_at";
 
 impl Endpoint {
     /// The endpoint as the API shows it.
@@ -35,6 +37,7 @@ impl Endpoint {
             "url": self.url,
             "event_types": serde_json::from_str::<Value>(&self.event_types).unwrap_or(Value::Null),
             "enabled": self.enabled == 1.0,
+            "paused": self.paused == 1.0,
             "disabled_reason": self.disabled_reason,
             "consecutive_failures": self.consecutive_failures as i64,
             "created_at": db::millis(self.created_at).to_rfc3339(),
@@ -93,27 +96,46 @@ pub async fn list(
     .await
 }
 
-/// Sets the URL and event types, and enables (clearing the failure count and the reason) or
-/// disables it when `enabled` says so.
+/// A change to an endpoint: each field changes only when given.
+#[derive(Debug, Default)]
+pub struct Update<'a> {
+    /// The URL (already checked).
+    pub url: &'a str,
+    /// The event types (a JSON array).
+    pub event_types: &'a str,
+    /// Enable (clearing the failure count and the reason) or disable.
+    pub enabled: Option<bool>,
+    /// Pause (deliveries wait) or resume.
+    pub paused: Option<bool>,
+}
+
+/// Applies an [`Update`] to one endpoint of one account.
 pub async fn update(
     db: &D1Database,
     account_id: &str,
     id: &str,
-    url: &str,
-    event_types: &str,
-    enabled: Option<bool>,
+    change: &Update<'_>,
     now: Timestamp,
 ) -> Result<(), EdgeError> {
-    let enabled = enabled.map_or(JsValue::NULL, |e| int(i64::from(e)));
+    let flag = |f: Option<bool>| f.map_or(JsValue::NULL, |e| int(i64::from(e)));
     db::run(db::stmt(
         db,
         "UPDATE webhook_endpoints SET url = ?3, event_types = ?4, updated_at = ?5,
              consecutive_failures = CASE WHEN ?6 = 1 AND enabled = 0 THEN 0 ELSE consecutive_failures END,
-             disabled_reason = CASE WHEN ?6 = 1 THEN NULL WHEN ?6 = 0 THEN 'disabled by the account' ELSE
-                 disabled_reason END,
-             enabled = COALESCE(?6, enabled)
+             disabled_reason = CASE WHEN ?6 = 1 THEN NULL WHEN ?6 = 0 THEN 'disabled by the account'
+                                    ELSE disabled_reason END,
+             enabled = COALESCE(?6, enabled),
+             paused = COALESCE(?7, paused)
          WHERE id = ?1 AND account_id = ?2",
-        &[text(id), text(account_id), text(url), text(event_types), time(now), enabled],
+        &[
+            text(id),
+            text(account_id),
+            text(change.url),
+            text(change.event_types),
+            time(now),
+            flag(change.enabled),
+            flag(change.paused),
+        ],
     )?)
     .await?;
     Ok(())

@@ -507,3 +507,21 @@ pub async fn fail_undispatched(
     .await?;
     Ok(Change::of(&results, Some(&event)))
 }
+
+/// One step of a message's status history.
+#[derive(Debug, Deserialize)]
+pub struct HistoryStep {
+    pub status: MessageStatus,
+    pub carrier_status: Option<String>,
+    pub created_at: f64,
+}
+
+/// A message's status history, oldest first: one row per move that happened.
+pub async fn history(db: &D1Database, message_id: &str) -> Result<Vec<HistoryStep>, EdgeError> {
+    db::all(db::stmt(
+        db,
+        "SELECT status, carrier_status, created_at FROM message_status_history WHERE message_id = ?1 ORDER BY id",
+        &[text(message_id)],
+    )?)
+    .await
+}

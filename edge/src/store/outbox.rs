@@ -52,8 +52,12 @@ impl Event {
     pub fn insert_if_changed(&self, db: &D1Database, now: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
         db::stmt(
             db,
-            "INSERT INTO outbound_events (id, account_id, type, resource_id, payload, created_at)
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE changes() = 1
+            // The body carries the resource's next `sequence` (docs/contract.md §6), counted in
+            // the same statement, so no two events of one resource share a number.
+            "INSERT INTO outbound_events (id, account_id, type, resource_id, payload, sequence, created_at)
+             SELECT ?1, ?2, ?3, ?4, json_set(?5, '$.sequence', s.next), s.next, ?6
+             FROM (SELECT COALESCE(MAX(sequence), 0) + 1 AS next FROM outbound_events WHERE resource_id = ?4) s
+             WHERE changes() = 1
              ON CONFLICT (resource_id, type) DO NOTHING",
             &[
                 db::text(&self.id),
@@ -88,11 +92,13 @@ impl Event {
     }
 }
 
-/// The endpoints a delivery of an event goes to: the account's enabled endpoints subscribed to
-/// its type (`?4`), or only the one named (`?5`, when not NULL). The fan-out and a replay share
-/// it, so they can never disagree on who is subscribed.
+/// The endpoints a delivery of an event goes to: the account's endpoints subscribed to its type
+/// (`?4`), or only the one named (`?5`, when not NULL). The fan-out and a replay share it, so
+/// they can never disagree on who is subscribed. The fan-out records a delivery for every
+/// subscribed endpoint whatever its state: a paused or disabled endpoint holds it until it is
+/// resumed or enabled, so nothing is lost.
 const SUBSCRIBED: &str = "FROM webhook_endpoints e
-     WHERE e.account_id = ?2 AND e.enabled = 1 AND (?5 IS NULL OR e.id = ?5)
+     WHERE e.account_id = ?2 AND (?5 IS NULL OR e.id = ?5)
        AND EXISTS (SELECT 1 FROM json_each(e.event_types) WHERE value = ?4)";
 
 /// A replay: a new delivery (`kind = 'replay'`, same event, so the same `webhook-id`) to every
@@ -115,7 +121,7 @@ pub async fn replay(
             "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status, attempts,
                  next_attempt_at, created_at, updated_at)
              SELECT 'dlv_' || lower(hex(randomblob(16))), ?1, e.id, e.account_id, 'replay', 'pending', 0, ?3, ?3, ?3
-             {SUBSCRIBED}
+             {SUBSCRIBED} AND e.enabled = 1
              RETURNING id"
         ),
         &[db::text(event_id), db::text(account_id), db::time(now), db::text(event_type), db::opt_text(endpoint_id)],
@@ -142,23 +148,123 @@ pub async fn get(db: &D1Database, account_id: &str, id: &str) -> Result<Option<S
     .await
 }
 
-/// A page of an account's events, newest first, of one type or all.
+/// Which events a list shows.
+#[derive(Debug, Default)]
+pub struct Filter<'a> {
+    /// Only this type.
+    pub event_type: Option<&'a str>,
+    /// Only events about this message or call.
+    pub resource_id: Option<&'a str>,
+    /// Written at or after this time.
+    pub since: Option<Timestamp>,
+    /// Written before this time.
+    pub until: Option<Timestamp>,
+}
+
+/// A page of an account's events, newest first, filtered.
 pub async fn list(
     db: &D1Database,
     account_id: &str,
-    event_type: Option<&str>,
+    filter: &Filter<'_>,
     cursor: Option<Cursor>,
     limit: u32,
 ) -> Result<Vec<Stored>, EdgeError> {
     let (at, after) = Cursor::args(&cursor);
+    let time = |t: Option<Timestamp>| t.map_or(JsValue::NULL, db::time);
     db::all(db::stmt(
         db,
         "SELECT id, payload, created_at FROM outbound_events WHERE account_id = ?1 AND (?2 IS NULL OR type = ?2)
+           AND (?6 IS NULL OR resource_id = ?6) AND (?7 IS NULL OR created_at >= ?7) AND (?8 IS NULL OR created_at < ?8)
            AND (?3 IS NULL OR created_at < ?3 OR (created_at = ?3 AND id < ?4))
          ORDER BY created_at DESC, id DESC LIMIT ?5",
-        &[db::text(account_id), db::opt_text(event_type), at, after, db::int(i64::from(limit))],
+        &[
+            db::text(account_id),
+            db::opt_text(filter.event_type),
+            at,
+            after,
+            db::int(i64::from(limit)),
+            db::opt_text(filter.resource_id),
+            time(filter.since),
+            time(filter.until),
+        ],
     )?)
     .await
+}
+
+/// Recovery: a new delivery to `endpoint_id` of every event of the account written in
+/// [`since`, `until`) that the endpoint is subscribed to and has neither received successfully
+/// nor has pending, oldest first. Running it again finds those pending or received and adds
+/// nothing. Returns the new deliveries' ids.
+pub async fn recover(
+    db: &D1Database,
+    account_id: &str,
+    endpoint_id: &str,
+    since: Timestamp,
+    until: Timestamp,
+    now: Timestamp,
+) -> Result<Vec<String>, EdgeError> {
+    #[derive(serde::Deserialize)]
+    struct Id {
+        id: String,
+    }
+    let created: Vec<Id> = db::all(db::stmt(
+        db,
+        "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status, attempts, next_attempt_at,
+                                         created_at, updated_at)
+         SELECT 'dlv_' || lower(hex(randomblob(16))), o.id, e.id, e.account_id, 'replay', 'pending', 0, ?5, ?5, ?5
+         FROM outbound_events o JOIN webhook_endpoints e ON e.id = ?2 AND e.account_id = o.account_id
+         WHERE o.account_id = ?1 AND o.created_at >= ?3 AND o.created_at < ?4
+           AND EXISTS (SELECT 1 FROM json_each(e.event_types) WHERE value = o.type)
+           AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
+                           WHERE d.event_id = o.id AND d.endpoint_id = e.id AND d.status IN ('succeeded', 'pending'))
+         ORDER BY o.created_at, o.id
+         RETURNING id",
+        &[db::text(account_id), db::text(endpoint_id), db::time(since), db::time(until), db::time(now)],
+    )?)
+    .await?;
+    Ok(created.into_iter().map(|c| c.id).collect())
+}
+
+/// The `endpoint.test` event for one endpoint and its one delivery, in one batch. Returns the
+/// event and the delivery's id.
+pub async fn test_event(
+    db: &D1Database,
+    account_id: &str,
+    endpoint_id: &str,
+    now: Timestamp,
+) -> Result<(Event, String), EdgeError> {
+    // Each test is its own resource, so every test is a new event.
+    let resource = format!("{endpoint_id}@{}", now.unix_millis());
+    let event = Event::new(account_id, "endpoint.test", &resource, json!({ "endpoint_id": endpoint_id }), now)?;
+    let delivery = new_id("dlv")?;
+    db::batch(
+        db,
+        vec![
+            db::stmt(
+                db,
+                "INSERT INTO outbound_events (id, account_id, type, resource_id, payload, sequence, created_at)
+             VALUES (?1, ?2, ?3, ?4, json_set(?5, '$.sequence', 1), 1, ?6)",
+                &[
+                    db::text(&event.id),
+                    db::text(account_id),
+                    db::text(event.event_type),
+                    db::text(&resource),
+                    db::text(&event.payload),
+                    db::time(now),
+                ],
+            )?,
+            db::stmt(
+                db,
+                "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status, attempts,
+                next_attempt_at,
+                                             created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, 'initial', 'pending', 0, ?5, ?5, ?5)",
+                &[db::text(&delivery), db::text(&event.id), db::text(endpoint_id), db::text(account_id), db::time(now)],
+            )?,
+        ],
+    )
+    .await?;
+    Ok((event, delivery))
 }
 
 /// What a guarded change committed: whether it happened, and the customer event it wrote.

@@ -83,10 +83,15 @@ async fn attempt(env: &Env, db: &D1Database, delivery_id: &str) -> Result<Done, 
         return Ok(Done::AlreadySettled);
     }
     let started = now();
-    let (Some(url), Some(secret), Some(1.0)) = (due.url.as_deref(), due.secret.as_deref(), due.enabled) else {
-        deliveries::fail(db, &due.id, "the endpoint is disabled or deleted", started).await?;
+    let (Some(url), Some(secret)) = (due.url.as_deref(), due.secret.as_deref()) else {
+        deliveries::fail(db, &due.id, "the endpoint was deleted", started).await?;
         return Ok(Done::EndpointDisabled);
     };
+    // A paused or disabled endpoint holds its deliveries, untouched, until it is resumed or
+    // enabled (which makes them due again); the sweeper does not pick them up meanwhile.
+    if due.enabled != Some(1.0) || due.paused != Some(0.0) {
+        return Ok(Done::Held);
+    }
     // An early or duplicate job: the scheduled one (or the sweeper) will come.
     if due.next_attempt_at as i64 > started.unix_millis() + 1000 {
         return Ok(Done::NotDue);
@@ -101,14 +106,18 @@ async fn attempt(env: &Env, db: &D1Database, delivery_id: &str) -> Result<Done, 
     // Checked again at every attempt, so a URL stored before a rule existed is never sent to;
     // the parsed form is what `fetch` gets, the same text that was checked.
     let answer = match (EndpointUrl::parse(url, allow_private), SigningSecret::parse(secret)) {
-        (Err(problem), _) => Answer::Failure {
-            status: None,
-            error: format!("endpoint URL refused: {}", problem.message()),
-            retry_after: None,
-        },
-        (_, Err(_)) => {
-            Answer::Failure { status: None, error: "the endpoint secret is unreadable".into(), retry_after: None }
-        }
+        (Err(problem), _) => (
+            Answer::Failure {
+                status: None,
+                error: format!("endpoint URL refused: {}", problem.message()),
+                retry_after: None,
+            },
+            Reply::default(),
+        ),
+        (_, Err(_)) => (
+            Answer::Failure { status: None, error: "the endpoint secret is unreadable".into(), retry_after: None },
+            Reply::default(),
+        ),
         (Ok(url), Ok(secret)) => {
             // During a rotation window the previous secret signs too.
             let previous = match (&due.previous_secret, due.previous_secret_expires_at) {
@@ -118,8 +127,9 @@ async fn attempt(env: &Env, db: &D1Database, delivery_id: &str) -> Result<Done, 
             send(&url, &secret, previous.as_ref(), &due.event_id, &due.payload, started).await
         }
     };
+    let (answer, reply) = answer;
     let latency_ms = now().unix_millis() - started.unix_millis();
-    record(env, db, &due, number, started, latency_ms, answer).await
+    record(env, db, &due, number, started, latency_ms, answer, reply).await
 }
 
 async fn send(
@@ -129,7 +139,7 @@ async fn send(
     event_id: &str,
     payload: &str,
     at: Timestamp,
-) -> Answer {
+) -> (Answer, Reply) {
     let headers = Headers::new();
     let mut signature = secret.sign(event_id, at, payload.as_bytes());
     if let Some(previous) = previous {
@@ -144,7 +154,8 @@ async fn send(
         ("webhook-signature", &signature),
     ] {
         if headers.set(name, value).is_err() {
-            return Answer::Failure { status: None, error: format!("cannot set header {name}"), retry_after: None };
+            let error = format!("cannot set header {name}");
+            return (Answer::Failure { status: None, error, retry_after: None }, Reply::default());
         }
     }
     let mut init = RequestInit::new();
@@ -156,14 +167,18 @@ async fn send(
         .with_redirect(RequestRedirect::Manual);
     let request = match Request::new_with_init(url.as_str(), &init) {
         Ok(r) => r,
-        Err(e) => return Answer::Failure { status: None, error: format!("invalid request: {e}"), retry_after: None },
+        Err(e) => {
+            let error = format!("invalid request: {e}");
+            return (Answer::Failure { status: None, error, retry_after: None }, Reply::default());
+        }
     };
     match fetch_with_timeout(request, ATTEMPT_TIMEOUT).await {
-        Ok(response) => {
+        Ok(mut response) => {
             let status = response.status_code();
+            let reply = Reply::read(&mut response).await;
             let header = |name: &str| response.headers().get(name).ok().flatten();
             let retry_after = header("retry-after").and_then(|v| backoff::parse_retry_after(&v, now()));
-            match status {
+            let answer = match status {
                 200..=299 => Answer::Success(status),
                 410 => Answer::Gone,
                 300..=399 => {
@@ -177,9 +192,33 @@ async fn send(
                     Answer::Failure { status: Some(status), error, retry_after }
                 }
                 _ => Answer::Failure { status: Some(status), error: format!("answered {status}"), retry_after },
-            }
+            };
+            (answer, reply)
         }
-        Err(reason) => Answer::Failure { status: None, error: reason, retry_after: None },
+        Err(reason) => (Answer::Failure { status: None, error: reason, retry_after: None }, Reply::default()),
+    }
+}
+
+/// What an endpoint answered, kept with the attempt for debugging: the first
+/// [`MAX_REPLY_BYTES`] of the body and the headers.
+#[derive(Default)]
+struct Reply {
+    body: Option<String>,
+    headers: Option<String>,
+}
+
+/// How much of a response body an attempt keeps.
+const MAX_REPLY_BYTES: usize = 1024;
+
+impl Reply {
+    async fn read(response: &mut worker::Response) -> Self {
+        let headers: serde_json::Map<String, serde_json::Value> =
+            response.headers().entries().map(|(k, v)| (k, serde_json::Value::String(v))).collect();
+        let body = response.bytes().await.ok().map(|bytes| {
+            let kept = &bytes[..bytes.len().min(MAX_REPLY_BYTES)];
+            String::from_utf8_lossy(kept).into_owned()
+        });
+        Reply { body, headers: Some(serde_json::Value::Object(headers).to_string()) }
     }
 }
 
@@ -204,6 +243,7 @@ fn delay_before(env: &Env, next: i64) -> Option<u64> {
     backoff::webhook_delay(next, random_u32())
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn record(
     env: &Env,
     db: &D1Database,
@@ -212,6 +252,7 @@ async fn record(
     started: Timestamp,
     latency_ms: i64,
     answer: Answer,
+    reply: Reply,
 ) -> Result<Done, EdgeError> {
     let attempt = |status: Option<u16>, error: Option<String>, next_attempt_at: Option<Timestamp>| Attempt {
         delivery_id: due.id.clone(),
@@ -221,6 +262,8 @@ async fn record(
         latency_ms,
         error,
         next_attempt_at,
+        response_body: reply.body.clone(),
+        response_headers: reply.headers.clone(),
     };
     match answer {
         Answer::Success(status) => {
