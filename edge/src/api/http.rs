@@ -107,6 +107,19 @@ pub fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> 
     exactly_core::form::get(params, name)
 }
 
+/// Reads an RFC 3339 time parameter; 422 naming it when it is not one.
+pub fn time_param(
+    params: &[(String, String)],
+    name: &'static str,
+) -> Result<Option<exactly_core::Timestamp>, EdgeError> {
+    param(params, name)
+        .map(|text| {
+            exactly_core::Timestamp::parse_rfc3339(text)
+                .ok_or_else(|| EdgeError::invalid(name, "must be an RFC 3339 time"))
+        })
+        .transpose()
+}
+
 /// The page size of a list request: `limit` between 1 and 100, default 20.
 pub fn limit(params: &[(String, String)]) -> Result<u32, EdgeError> {
     match param(params, "limit") {
