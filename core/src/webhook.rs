@@ -14,8 +14,9 @@ use sha2::Sha256;
 
 use crate::Timestamp;
 
-/// The customer event types (docs/architecture.md lists what each carries).
-pub const EVENT_TYPES: [&str; 8] = [
+/// The customer event types an endpoint may subscribe to (docs/contract.md §6). The last two
+/// are operational signals about the account's own endpoints.
+pub const EVENT_TYPES: [&str; 10] = [
     "message.received",
     "message.sent",
     "message.delivered",
@@ -24,6 +25,8 @@ pub const EVENT_TYPES: [&str; 8] = [
     "call.answered",
     "call.completed",
     "call.missed",
+    "endpoint.disabled",
+    "delivery.exhausted",
 ];
 
 /// How far a receiver accepts a `webhook-timestamp` from its clock, per the specification.

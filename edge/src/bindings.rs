@@ -44,6 +44,10 @@ pub mod vars {
     /// `true` accepts Plivo requests signed with V2 only, whose signature does not cover the
     /// body (docs/security.md); default `false`.
     pub const PLIVO_ACCEPT_V2: &str = "PLIVO_ACCEPT_V2";
+    /// Where operational signals go (optional), checked like any endpoint URL.
+    pub const OPERATOR_WEBHOOK_URL: &str = "OPERATOR_WEBHOOK_URL";
+    /// The `whsec_` secret that signs them.
+    pub const OPERATOR_WEBHOOK_SECRET: &str = "OPERATOR_WEBHOOK_SECRET";
     /// `true` only in development: customer endpoints may be private addresses.
     pub const ALLOW_PRIVATE_ENDPOINTS: &str = "ALLOW_PRIVATE_ENDPOINTS";
     /// Days before the payload of a settled carrier event is cleared (default 30).

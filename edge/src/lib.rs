@@ -39,6 +39,7 @@ pub enum Handler {
     RetryFailedCarrierEvents,
     RetryCarrierEvent,
     ListFailedDeliveries,
+    Metrics,
     RetryDelivery,
     CreateMessage,
     ListMessages,
@@ -83,6 +84,7 @@ routes! {
     ("POST", "/admin/carrier_events/{id}/retry") => Handler::RetryCarrierEvent,
     ("POST", "/admin/carrier_events/retry") => Handler::RetryFailedCarrierEvents,
     ("GET", "/admin/webhook_deliveries") => Handler::ListFailedDeliveries,
+    ("GET", "/admin/metrics") => Handler::Metrics,
     ("POST", "/admin/webhook_deliveries/{id}/retry") => Handler::RetryDelivery,
     ("POST", "/v1/messages") => Handler::CreateMessage,
     ("GET", "/v1/messages") => Handler::ListMessages,
@@ -172,6 +174,7 @@ async fn dispatch(handler: Handler, req: Request, env: &Env, id: &str) -> Result
         Handler::RetryFailedCarrierEvents => admin::retry_failed_carrier_events(req, env).await,
         Handler::RetryCarrierEvent => admin::retry_carrier_event(req, env, id).await,
         Handler::ListFailedDeliveries => admin::list_failed_deliveries(req, env).await,
+        Handler::Metrics => admin::metrics(req, env).await,
         Handler::RetryDelivery => admin::retry_delivery(req, env, id).await,
         Handler::CreateMessage => messages::create(req, env).await,
         Handler::ListMessages => messages::list(req, env).await,
@@ -261,6 +264,9 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     match prune(&env).await {
         Ok(pruned) => worker::console_log!("{}", serde_json::json!({"cron": "retention", "pruned": pruned})),
         Err(e) => worker::console_error!("{}", serde_json::json!({"cron": "retention", "error": e.to_string()})),
+    }
+    if let Err(e) = work::sweep::register_operator(&env).await {
+        worker::console_error!("{}", serde_json::json!({"cron": "operator endpoint", "error": e.to_string()}));
     }
     match work::sweep::sweep(&env).await {
         Ok(report) => worker::console_log!(

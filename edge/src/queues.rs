@@ -72,6 +72,15 @@ pub async fn deliver_later(env: &Env, delivery_id: &str, delay_secs: u64) -> Res
     deliveries_queue(env)?.send(message).await.map_err(|e| EdgeError::platform("enqueue delivery", e))
 }
 
+/// Enqueues the first attempts of the deliveries of these events (operational signals), if
+/// they were written.
+pub async fn announce_events(env: &Env, db: &D1Database, event_ids: &[String]) -> Result<(), EdgeError> {
+    for event_id in event_ids {
+        announce(env, db, &Change { changed: true, event: Some(event_id.clone()) }).await?;
+    }
+    Ok(())
+}
+
 /// Enqueues the first attempt of every pending delivery of the event a change wrote. If this
 /// fails, the sweeper enqueues them once they are overdue.
 pub async fn announce(env: &Env, db: &D1Database, change: &Change) -> Result<(), EdgeError> {

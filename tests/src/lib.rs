@@ -47,6 +47,11 @@ pub struct Worker {
     agent: ureq::Agent,
 }
 
+/// Where the test worker's operational signals go, on the customer endpoint server.
+pub const OPERATOR_PATH: &str = "/operator";
+/// The secret that signs them.
+pub const OPERATOR_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
 /// The customer-webhook retry schedule the test worker uses (seconds before attempts 1..8).
 pub const TEST_WEBHOOK_SCHEDULE: &str = "0,1,1,1,1,1,1,1";
 
@@ -129,6 +134,8 @@ impl Worker {
             ("ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
             ("ALLOW_PRIVATE_ENDPOINTS", "true".to_owned()),
             ("E2E_WEBHOOK_SCHEDULE_SECS", TEST_WEBHOOK_SCHEDULE.to_owned()),
+            ("OPERATOR_WEBHOOK_URL", format!("{}{OPERATOR_PATH}", self.customer.base)),
+            ("OPERATOR_WEBHOOK_SECRET", OPERATOR_SECRET.to_owned()),
         ];
         let mut text: String = env
             .iter()

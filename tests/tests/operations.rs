@@ -22,6 +22,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ),
     ("operations::carrier_events_pages_neither_skip_nor_repeat", carrier_events_pages_neither_skip_nor_repeat),
     ("operations::failed_deliveries_page_with_a_cursor", failed_deliveries_page_with_a_cursor),
+    ("operations::metrics_are_prometheus_text_and_move", metrics_are_prometheus_text_and_move),
 ];
 
 /// Walks `/admin/...` pages of `limit` from the first, until `done` says enough was seen or the
@@ -325,4 +326,29 @@ fn rotated_endpoint_secret_signs_with_both_for_a_while(w: &Worker) {
             &secret[..10]
         );
     }
+}
+
+/// `/admin/metrics` speaks the Prometheus text format and its figures move with the work.
+fn metrics_are_prometheus_text_and_move(w: &Worker) {
+    let read = |w: &Worker| {
+        let a = w.call("GET", "/admin/metrics", ADMIN_TOKEN, None, &[]);
+        assert_eq!(a.status, 200, "{}", a.body);
+        a.body
+    };
+    let value = |text: &str, series: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+    };
+    let before = read(w);
+    assert!(before.contains("# TYPE exactly_carrier_events_ingested_total counter"), "{before}");
+    let ingested = value(&before, "exactly_carrier_events_ingested_total");
+    let number = fresh_number();
+    assert_eq!(w.deliver_telnyx(&inbound(&format!("metrics-{}", sim::random_hex()), &number)).status, 200);
+    let after = read(w);
+    assert!(value(&after, "exactly_carrier_events_ingested_total") >= ingested + 1.0, "{after}");
+    assert!(value(&after, "exactly_oldest_pending_event_age_seconds") >= 0.0);
+    assert_eq!(w.call("GET", "/admin/metrics", "wrong", None, &[]).status, 401);
 }

@@ -49,6 +49,7 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("POST", "/admin/carrier_events/{id}/retry", Access::Admin),
     ("POST", "/admin/carrier_events/retry", Access::Admin),
     ("GET", "/admin/webhook_deliveries", Access::Admin),
+    ("GET", "/admin/metrics", Access::Admin),
     ("POST", "/admin/webhook_deliveries/{id}/retry", Access::Admin),
     ("POST", "/v1/messages", Access::Account),
     ("GET", "/v1/messages", Access::Account),

@@ -28,6 +28,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("webhooks::paused_endpoint_holds_and_resume_delivers", paused_endpoint_holds_and_resume_delivers),
     ("webhooks::sequence_increases_per_resource", sequence_increases_per_resource),
     ("webhooks::test_event_attempts_and_history_are_visible", test_event_attempts_and_history_are_visible),
+    ("webhooks::operational_signals_fire_once", operational_signals_fire_once),
 ];
 
 struct Customer {
@@ -591,4 +592,75 @@ fn test_event_attempts_and_history_are_visible(w: &Worker) {
     let events = w.call("GET", &format!("/v1/events?resource_id={message}"), &c.key, None, &[]).json();
     let types: Vec<&str> = events["data"].as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(types, ["message.delivered", "message.sent"], "newest first: {events}");
+}
+
+fn signals_at(w: &Worker, path: &str, event_type: &str, key: &str, value: &str) -> Vec<Value> {
+    w.customer
+        .received(path)
+        .iter()
+        .map(|r| serde_json::from_str::<Value>(&r.body).unwrap())
+        .filter(|v| v["type"] == event_type && v["data"][key] == value)
+        .collect()
+}
+
+/// Operational signals: an endpoint disabled by a 410, a delivery that exhausted its attempts
+/// and a carrier event that failed reach the operator's endpoint once each, signed, and the
+/// account's own signals reach its other endpoint once each, whatever is repeated.
+fn operational_signals_fire_once(w: &Worker) {
+    assert_eq!(w.cron().status, 200, "the cron registers the operator's endpoint");
+    let c = customer(w);
+    let (watcher, watcher_path, _) = endpoint(w, &c, &["endpoint.disabled", "delivery.exhausted"]);
+    let (gone, gone_path, _) = endpoint(w, &c, &["message.received"]);
+    w.customer.always(&gone_path, 410);
+    let (failing, failing_path, _) = endpoint(w, &c, &["message.received"]);
+    w.customer.always(&failing_path, 500);
+    inbound_sms(w, &c);
+    let operator = exactly_tests::OPERATOR_PATH;
+    let fired = w.eventually(Duration::from_secs(60), || {
+        signals_at(w, &watcher_path, "endpoint.disabled", "endpoint_id", &gone).len() == 1
+            && signals_at(w, &watcher_path, "delivery.exhausted", "endpoint_id", &failing).len() == 1
+            && signals_at(w, operator, "endpoint.disabled", "endpoint_id", &gone).len() == 1
+            && signals_at(w, operator, "delivery.exhausted", "endpoint_id", &failing).len() == 1
+    });
+    assert!(fired, "each signal reached the account's watcher and the operator");
+    // A carrier event that fails, delivered three times: one failure, one signal.
+    let unowned = fresh_number();
+    let body = sim::telnyx::envelope(
+        &format!("signal-{}", sim::random_hex()),
+        "message.received",
+        "2026-11-30T10:00:00Z",
+        json!({"id": format!("m-{}", sim::random_hex()), "from": {"phone_number": "+15559990000"},
+               "to": [{"phone_number": unowned}], "text": "nobody"}),
+        1,
+    );
+    let mut stored = String::new();
+    for _ in 0..3 {
+        let a = w.deliver_telnyx(&body);
+        assert_eq!(a.status, 200);
+        stored = a.json()["id"].as_str().unwrap().to_owned();
+    }
+    let failed = w.eventually(Duration::from_secs(30), || {
+        signals_at(w, operator, "carrier_event.failed", "carrier_event_id", &stored).len() == 1
+    });
+    assert!(failed, "the failed carrier event reached the operator");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(signals_at(w, &watcher_path, "endpoint.disabled", "endpoint_id", &gone).len(), 1);
+    assert_eq!(signals_at(w, operator, "endpoint.disabled", "endpoint_id", &gone).len(), 1);
+    assert_eq!(signals_at(w, operator, "delivery.exhausted", "endpoint_id", &failing).len(), 1);
+    assert_eq!(signals_at(w, operator, "carrier_event.failed", "carrier_event_id", &stored).len(), 1);
+    // The operator's copies are signed with its secret.
+    let secret = SigningSecret::parse(exactly_tests::OPERATOR_SECRET).unwrap();
+    let received = w.customer.received(operator);
+    let r = received
+        .iter()
+        .find(|r| serde_json::from_str::<Value>(&r.body).unwrap()["data"]["carrier_event_id"] == stored.as_str())
+        .unwrap();
+    let timestamp: i64 = r.header("webhook-timestamp").unwrap().parse().unwrap();
+    let expected =
+        secret.sign(r.header("webhook-id").unwrap(), Timestamp::from_unix_seconds(timestamp), r.body.as_bytes());
+    assert!(
+        r.header("webhook-signature").unwrap().split(' ').any(|s| s == expected),
+        "signed with the operator secret"
+    );
+    let _ = watcher;
 }

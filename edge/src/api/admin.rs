@@ -183,3 +183,69 @@ pub async fn retry_delivery(req: Request, env: &Env, id: &str) -> Result<Respons
     crate::queues::deliver_many(env, vec![id.to_owned()]).await?;
     http::json(202, &json!({ "id": id, "status": "pending" }))
 }
+
+/// `GET /admin/metrics`: the Prometheus text format (version 0.0.4) of what operators watch:
+/// carrier events ingested, pending, parked and failed; customer deliveries created, pending
+/// and failed; and the age of the oldest pending event and delivery.
+pub async fn metrics(req: Request, env: &Env) -> Result<Response, EdgeError> {
+    auth::admin(&req, env)?;
+    let f = crate::store::metrics::figures(&crate::store::database(env)?).await?;
+    let at = now().unix_millis() as f64;
+    let age = |oldest: Option<f64>| oldest.map_or(0.0, |t| ((at - t) / 1000.0).max(0.0));
+    let ingested = f.events_ingested.unwrap_or(0.0);
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(&str, f64)]| {
+        out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+        for (labels, value) in samples {
+            out.push_str(&format!("{name}{labels} {value}\n"));
+        }
+    };
+    metric(
+        "exactly_carrier_events_ingested_total",
+        "counter",
+        "Carrier events stored (first deliveries).",
+        &[("", ingested)],
+    );
+    metric(
+        "exactly_carrier_events",
+        "gauge",
+        "Carrier events by state (processed: stored and neither pending nor failed).",
+        &[
+            ("{state=\"pending\"}", f.events_pending),
+            ("{state=\"parked\"}", f.events_parked),
+            ("{state=\"failed\"}", f.events_failed),
+            ("{state=\"processed\"}", (ingested - f.events_pending - f.events_failed).max(0.0)),
+        ],
+    );
+    metric(
+        "exactly_webhook_deliveries",
+        "gauge",
+        "Customer webhook deliveries by outcome (succeeded: created and neither pending nor failed).",
+        &[
+            ("{outcome=\"pending\"}", f.deliveries_pending),
+            ("{outcome=\"failed\"}", f.deliveries_failed),
+            (
+                "{outcome=\"succeeded\"}",
+                (f.deliveries_created.unwrap_or(0.0) - f.deliveries_pending - f.deliveries_failed).max(0.0),
+            ),
+        ],
+    );
+    metric(
+        "exactly_oldest_pending_event_age_seconds",
+        "gauge",
+        "Age of the oldest carrier event neither processed nor failed.",
+        &[("", age(f.oldest_pending_event))],
+    );
+    metric(
+        "exactly_oldest_pending_delivery_age_seconds",
+        "gauge",
+        "How long the most overdue pending delivery has been due (0 when none is due).",
+        &[("", age(f.oldest_pending_delivery))],
+    );
+    let mut response = Response::ok(out).map_err(|e| EdgeError::platform("respond", e))?;
+    response
+        .headers_mut()
+        .set("content-type", "text/plain; version=0.0.4")
+        .map_err(|e| EdgeError::platform("header", e))?;
+    Ok(response)
+}

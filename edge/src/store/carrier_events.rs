@@ -139,16 +139,31 @@ pub async fn mark_processed(db: &D1Database, id: &str, now: Timestamp) -> Result
     Ok(db::run(mark_processed_stmt(db, id, now)?).await? == 1)
 }
 
-/// Records a permanent failure on an event that is not settled, once.
-pub async fn mark_failed(db: &D1Database, id: &str, error: &str) -> Result<bool, EdgeError> {
-    let changed = db::run(db::stmt(
+/// Records a permanent failure on an event that is not settled, once, with its
+/// `carrier_event.failed` signal in the same batch.
+pub async fn mark_failed(db: &D1Database, id: &str, error: &str) -> Result<Failed, EdgeError> {
+    let now = crate::platform::now();
+    let data = serde_json::json!({ "carrier_event_id": id, "error": error });
+    let signal = crate::store::signals::Signal::new("carrier_event.failed", id, None, data, now)?;
+    let mut statements = vec![db::stmt(
         db,
         "UPDATE carrier_events SET error = ?2, attempts = attempts + 1 WHERE id = ?1 AND processed_at IS NULL
              AND error IS NULL",
         &[key(id), text(error)],
-    )?)
-    .await?;
-    Ok(changed == 1)
+    )?];
+    statements.extend(signal.statements(db, now)?);
+    let results = db::batch(db, statements).await?;
+    Ok(Failed { changed: results.first().map(db::changes) == Some(1), signals: signal.event_ids() })
+}
+
+/// A failure recorded (or found recorded before), with the `carrier_event.failed` signal's
+/// event ids to announce.
+#[derive(Debug)]
+pub struct Failed {
+    /// This call recorded it.
+    pub changed: bool,
+    /// The signal's events (written only if `changed`).
+    pub signals: Vec<String>,
 }
 
 /// Clears the recorded failure of events that are not processed, so a re-driven job runs them

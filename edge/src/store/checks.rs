@@ -153,7 +153,7 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
             );
             let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
             for reason in ["first", "second"] {
-                let changed = carrier_events::mark_failed(db, &id, reason).await?;
+                let changed = carrier_events::mark_failed(db, &id, reason).await?.changed;
                 r.runs.push((json!(changed), rows(db, &show).await?));
             }
             r

@@ -11,6 +11,9 @@ use wasm_bindgen::JsValue;
 use worker::D1Database;
 
 use crate::error::EdgeError;
+use serde_json::json;
+
+use crate::store::signals::Signal;
 use crate::store::{self as db, int, opt_text, text, time, Cursor};
 
 /// A delivery as its attempt needs it: the delivery, its endpoint (absent when deleted) and the
@@ -19,6 +22,7 @@ use crate::store::{self as db, int, opt_text, text, time, Cursor};
 pub struct Due {
     pub id: String,
     pub event_id: String,
+    pub account_id: String,
     pub status: String,
     pub attempts: f64,
     pub next_attempt_at: f64,
@@ -73,7 +77,7 @@ pub async fn pending_initial(db: &D1Database, event_id: &str) -> Result<Vec<(Str
 pub async fn due(db: &D1Database, id: &str) -> Result<Option<Due>, EdgeError> {
     db::first(db::stmt(
         db,
-        "SELECT d.id, d.event_id, d.status, d.attempts, d.next_attempt_at, d.endpoint_id, e.url, e.secret, e.enabled,
+        "SELECT d.id, d.event_id, d.account_id, d.status, d.attempts, d.next_attempt_at, d.endpoint_id, e.url, e.secret, e.enabled,
                 e.paused, e.previous_secret, e.previous_secret_expires_at, o.payload
          FROM webhook_deliveries d
          JOIN outbound_events o ON o.id = d.event_id
@@ -146,77 +150,107 @@ pub async fn record_success(db: &D1Database, a: &Attempt, endpoint_id: &str) -> 
     Ok(())
 }
 
-/// A 410: the attempt, the delivery failed, the endpoint disabled.
-pub async fn record_gone(db: &D1Database, a: &Attempt, endpoint_id: &str) -> Result<(), EdgeError> {
-    db::batch(
-        db,
-        vec![
-            attempt_row(db, a)?,
-            db::stmt(
-                db,
-                "UPDATE webhook_deliveries SET status = 'failed', last_error = '410 Gone: endpoint disabled',
-                 updated_at = ?2
-             WHERE id = ?1 AND status = 'pending'",
-                &[text(&a.delivery_id), time(a.at)],
-            )?,
-            db::stmt(
-                db,
-                "UPDATE webhook_endpoints SET enabled = 0, disabled_reason = 'answered 410 Gone', updated_at = ?2
-                 WHERE id = ?1",
-                &[text(endpoint_id), time(a.at)],
-            )?,
-        ],
-    )
-    .await?;
-    Ok(())
+/// What an endpoint's signals need to say about it.
+pub struct Subject<'a> {
+    /// The endpoint.
+    pub endpoint_id: &'a str,
+    /// Its account.
+    pub account_id: &'a str,
+    /// Its URL.
+    pub url: &'a str,
+    /// The event the delivery carries.
+    pub event_id: &'a str,
 }
 
-/// Any other failure: the attempt; the next one scheduled (or, with none left, the delivery
-/// failed with `final_error`); the endpoint's failure streak counted, disabling it at
-/// `disable_after`.
+fn disabled(subject: &Subject<'_>, a: &Attempt, reason: &str) -> Result<Signal, EdgeError> {
+    let data = json!({
+        "endpoint_id": subject.endpoint_id, "url": subject.url, "reason": reason,
+        "last_attempt": {"delivery_id": a.delivery_id, "event_id": subject.event_id, "attempt": a.number,
+                         "status_code": a.status, "error": a.error, "attempted_at": a.at.to_rfc3339()},
+    });
+    // One signal per time the endpoint is disabled.
+    let resource = format!("{}@{}", subject.endpoint_id, a.at.unix_millis());
+    Signal::new("endpoint.disabled", &resource, Some(subject.account_id), data, a.at)
+}
+
+/// A 410: the attempt, the delivery failed, the endpoint disabled (once: `enabled = 1`), and
+/// the `endpoint.disabled` signal if it was. Returns the signal's event ids.
+pub async fn record_gone(db: &D1Database, a: &Attempt, subject: &Subject<'_>) -> Result<Vec<String>, EdgeError> {
+    let signal = disabled(subject, a, "answered 410 Gone")?;
+    let mut statements = vec![
+        attempt_row(db, a)?,
+        db::stmt(
+            db,
+            "UPDATE webhook_deliveries SET status = 'failed', last_error = '410 Gone: endpoint disabled', updated_at = ?2
+             WHERE id = ?1 AND status = 'pending'",
+            &[text(&a.delivery_id), time(a.at)],
+        )?,
+        db::stmt(
+            db,
+            "UPDATE webhook_endpoints SET enabled = 0, disabled_reason = 'answered 410 Gone', updated_at = ?2
+             WHERE id = ?1 AND enabled = 1",
+            &[text(subject.endpoint_id), time(a.at)],
+        )?,
+    ];
+    statements.extend(signal.statements(db, a.at)?);
+    db::batch(db, statements).await?;
+    Ok(signal.event_ids())
+}
+
+/// Any other failure: the attempt; the next one scheduled, or, with none left, the delivery
+/// failed with `final_error` and the `delivery.exhausted` signal; the endpoint's failure streak
+/// counted, and at `disable_after` the endpoint disabled (once) with the `endpoint.disabled`
+/// signal. Returns the signals' event ids.
 pub async fn record_failure(
     db: &D1Database,
     a: &Attempt,
-    endpoint_id: &str,
+    subject: &Subject<'_>,
     final_error: &str,
     disable_after: i64,
-) -> Result<(), EdgeError> {
+) -> Result<Vec<String>, EdgeError> {
     let error = a.error.as_deref().unwrap_or_default();
-    let delivery = match a.next_attempt_at {
-        Some(next_at) => db::stmt(
+    let mut statements = vec![attempt_row(db, a)?];
+    let mut ids = Vec::new();
+    match a.next_attempt_at {
+        Some(next_at) => statements.push(db::stmt(
             db,
-            "UPDATE webhook_deliveries SET next_attempt_at = ?2, last_error = ?3, updated_at = ?4 WHERE id = ?1
-                 AND status = 'pending'",
+            "UPDATE webhook_deliveries SET next_attempt_at = ?2, last_error = ?3, updated_at = ?4
+             WHERE id = ?1 AND status = 'pending'",
             &[text(&a.delivery_id), time(next_at), text(error), time(a.at)],
-        )?,
-        None => db::stmt(
-            db,
-            "UPDATE webhook_deliveries SET status = 'failed', last_error = ?2, updated_at = ?3 WHERE id = ?1
-                 AND status = 'pending'",
-            &[text(&a.delivery_id), text(final_error), time(a.at)],
-        )?,
-    };
-    db::batch(
-        db,
-        vec![
-            attempt_row(db, a)?,
-            delivery,
-            db::stmt(
+        )?),
+        None => {
+            statements.push(db::stmt(
                 db,
-                "UPDATE webhook_endpoints
-             SET consecutive_failures = consecutive_failures + 1,
-                 disabled_reason = CASE WHEN enabled = 1 AND consecutive_failures + 1 >= ?3
-                                        THEN 'disabled after ' || CAST(?3 AS INTEGER) || ' consecutive failed attempts'
-                                        ELSE disabled_reason END,
-                 enabled = CASE WHEN consecutive_failures + 1 >= ?3 THEN 0 ELSE enabled END,
-                 updated_at = ?2
-             WHERE id = ?1",
-                &[text(endpoint_id), time(a.at), int(disable_after)],
-            )?,
-        ],
-    )
-    .await?;
-    Ok(())
+                "UPDATE webhook_deliveries SET status = 'failed', last_error = ?2, updated_at = ?3
+                 WHERE id = ?1 AND status = 'pending'",
+                &[text(&a.delivery_id), text(final_error), time(a.at)],
+            )?);
+            let data = json!({
+                "delivery_id": a.delivery_id, "event_id": subject.event_id, "endpoint_id": subject.endpoint_id,
+                "url": subject.url, "attempts": a.number, "last_error": error,
+            });
+            let exhausted = Signal::new("delivery.exhausted", &a.delivery_id, Some(subject.account_id), data, a.at)?;
+            statements.extend(exhausted.statements(db, a.at)?);
+            ids.extend(exhausted.event_ids());
+        }
+    }
+    statements.push(db::stmt(
+        db,
+        "UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1, updated_at = ?2 WHERE id = ?1",
+        &[text(subject.endpoint_id), time(a.at)],
+    )?);
+    let reason = format!("disabled after {disable_after} consecutive failed attempts");
+    statements.push(db::stmt(
+        db,
+        "UPDATE webhook_endpoints SET enabled = 0, disabled_reason = ?3
+         WHERE id = ?1 AND enabled = 1 AND consecutive_failures >= ?2",
+        &[text(subject.endpoint_id), int(disable_after), text(&reason)],
+    )?);
+    let signal = disabled(subject, a, &reason)?;
+    statements.extend(signal.statements(db, a.at)?);
+    ids.extend(signal.event_ids());
+    db::batch(db, statements).await?;
+    Ok(ids)
 }
 
 /// Fails a pending delivery with `reason`, once. Returns whether it changed.

@@ -21,10 +21,12 @@ mod page;
 
 pub use page::Cursor;
 pub mod messages;
+pub mod metrics;
 pub mod numbers;
 pub mod outbox;
 pub mod retention;
 pub mod ring;
+pub mod signals;
 pub mod usage;
 
 /// The D1 binding.

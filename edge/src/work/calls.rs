@@ -23,8 +23,9 @@ pub async fn process(env: &Env, db: &D1Database, row: &Row, event: &CarrierEvent
         Routed::Fact { call_id, fact } => (call_id, fact),
         Routed::Inbound(inbound) => {
             let Some(owner) = numbers::owner(db, &inbound.call.to).await? else {
-                carrier_events::mark_failed(db, &row.id, &format!("no account owns the number {}", inbound.call.to))
-                    .await?;
+                let problem = format!("no account owns the number {}", inbound.call.to);
+                let failed = carrier_events::mark_failed(db, &row.id, &problem).await?;
+                crate::queues::announce_events(env, db, &failed.signals).await?;
                 return Ok(Outcome::Done(Done::Failed));
             };
             let plan = owner.plan.map(|p| p.targets().to_vec()).unwrap_or_default();

@@ -24,7 +24,7 @@ use crate::config;
 use crate::error::{Done, EdgeError, Outcome};
 use crate::platform::{fetch_with_timeout, now, random_u32};
 use crate::queues::{self, DeliveryJob};
-use crate::store::deliveries::{self, Attempt, Due};
+use crate::store::deliveries::{self, Attempt, Due, Subject};
 
 /// Success is any 2xx within this long.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -265,27 +265,36 @@ async fn record(
         response_body: reply.body.clone(),
         response_headers: reply.headers.clone(),
     };
+    let subject = Subject {
+        endpoint_id: &due.endpoint_id,
+        account_id: &due.account_id,
+        url: due.url.as_deref().unwrap_or_default(),
+        event_id: &due.event_id,
+    };
     match answer {
         Answer::Success(status) => {
             deliveries::record_success(db, &attempt(Some(status), None, None), &due.endpoint_id).await?;
             Ok(Done::Delivered)
         }
         Answer::Gone => {
-            deliveries::record_gone(db, &attempt(Some(410), Some("410 Gone".into()), None), &due.endpoint_id).await?;
+            let signals =
+                deliveries::record_gone(db, &attempt(Some(410), Some("410 Gone".into()), None), &subject).await?;
+            queues::announce_events(env, db, &signals).await?;
             Ok(Done::EndpointGone)
         }
         Answer::Failure { status, error, retry_after } => {
             let next = delay_before(env, number + 1).map(|d| backoff::with_retry_after(d, retry_after));
             let next_at = next.map(|d| Timestamp::from_unix_millis(started.unix_millis() + (d as i64) * 1000));
             let final_error = format!("gave up after {number} attempts: {error}");
-            deliveries::record_failure(
+            let signals = deliveries::record_failure(
                 db,
                 &attempt(status, Some(error), next_at),
-                &due.endpoint_id,
+                &subject,
                 &final_error,
                 DISABLE_AFTER_FAILURES,
             )
             .await?;
+            queues::announce_events(env, db, &signals).await?;
             match next {
                 // If this send fails the sweeper finds the delivery once it is overdue.
                 Some(delay) => {

@@ -71,9 +71,10 @@ pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &
     for message in batch.messages()? {
         let recorded = match serde_json::from_value::<Job>(message.body().clone()) {
             Ok(Job::CarrierEvent { id }) => {
-                carrier_events::mark_failed(&db, &id, "processing failed on every retry (dead-lettered)")
-                    .await
-                    .map(|_| ())
+                match carrier_events::mark_failed(&db, &id, "processing failed on every retry (dead-lettered)").await {
+                    Ok(failed) => crate::queues::announce_events(env, &db, &failed.signals).await,
+                    Err(e) => Err(e),
+                }
             }
             Ok(Job::Dispatch { message_id }) => dead_dispatch(env, &db, &message_id).await,
             Err(_) => Ok(()),

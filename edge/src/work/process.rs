@@ -26,7 +26,8 @@ pub async fn process(env: &Env, db: &D1Database, id: &str) -> Result<Outcome, Ed
     let event = match parse(&row) {
         Ok(event) => event,
         Err(problem) => {
-            carrier_events::mark_failed(db, id, &problem).await?;
+            let failed = carrier_events::mark_failed(db, id, &problem).await?;
+            crate::queues::announce_events(env, db, &failed.signals).await?;
             return Ok(Outcome::Done(Done::Failed));
         }
     };
@@ -67,7 +68,9 @@ async fn received(
     inbound: &exactly_core::event::InboundMessage,
 ) -> Result<Outcome, EdgeError> {
     let Some(owner) = crate::store::numbers::owner(db, &inbound.to).await? else {
-        carrier_events::mark_failed(db, &row.id, &format!("no account owns the number {}", inbound.to)).await?;
+        let problem = format!("no account owns the number {}", inbound.to);
+        let failed = carrier_events::mark_failed(db, &row.id, &problem).await?;
+        crate::queues::announce_events(env, db, &failed.signals).await?;
         return Ok(Outcome::Done(Done::Failed));
     };
     let id = new_id("msg")?;

@@ -57,3 +57,28 @@ pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
     jobs::enqueue_many(env, work).await?;
     Ok(report)
 }
+
+/// Registers the operator's endpoint from `OPERATOR_WEBHOOK_URL` and `OPERATOR_WEBHOOK_SECRET`
+/// (both optional; unset, signals are recorded and listed but delivered to no operator). The URL
+/// is checked like any endpoint's, and the secret must be a `whsec_` secret.
+pub async fn register_operator(env: &Env) -> Result<bool, EdgeError> {
+    use crate::bindings::vars;
+    let (Some(url), Some(secret)) = (
+        crate::config::optional(env, vars::OPERATOR_WEBHOOK_URL),
+        crate::config::optional(env, vars::OPERATOR_WEBHOOK_SECRET),
+    ) else {
+        return Ok(false);
+    };
+    let allow_private = crate::config::get(env)?.allow_private_endpoints;
+    let url = exactly_core::endpoint::EndpointUrl::parse(&url, allow_private).map_err(|problem| EdgeError::Config {
+        variable: vars::OPERATOR_WEBHOOK_URL,
+        problem: problem.message().to_owned(),
+    })?;
+    exactly_core::webhook::SigningSecret::parse(&secret).map_err(|_| EdgeError::Config {
+        variable: vars::OPERATOR_WEBHOOK_SECRET,
+        problem: "must be a whsec_ secret".into(),
+    })?;
+    let db = crate::store::database(env)?;
+    crate::store::signals::register_operator(&db, url.as_str(), &secret, now()).await?;
+    Ok(true)
+}

@@ -1,0 +1,83 @@
+//! Operational signals: `endpoint.disabled`, `delivery.exhausted`, `carrier_event.failed`.
+//!
+//! A signal is a customer event like every other, written in the batch of the guarded change it
+//! reports and only if that change happened, so it is exactly-once too. It is written twice:
+//! for the operator (the reserved account [`OPERATOR_ACCOUNT`], whose one endpoint is
+//! `OPERATOR_WEBHOOK_URL`, registered by the cron with [`register_operator`]) and, when it
+//! concerns an account, for that account, whose own endpoints may subscribe to it.
+
+use exactly_core::Timestamp;
+use serde_json::Value;
+use worker::{D1Database, D1PreparedStatement};
+
+use crate::error::EdgeError;
+use crate::store::outbox::Event;
+use crate::store::{self as db, text, time};
+
+/// The reserved account operator signals belong to (created by the migrations; no API key can
+/// reach it).
+pub const OPERATOR_ACCOUNT: &str = "acct_operator";
+/// The endpoint of `OPERATOR_WEBHOOK_URL`.
+pub const OPERATOR_ENDPOINT: &str = "ep_operator";
+/// Every signal the operator receives.
+pub const OPERATOR_TYPES: [&str; 3] = ["endpoint.disabled", "delivery.exhausted", "carrier_event.failed"];
+
+/// One signal: the operator's copy and, when it concerns an account, the account's.
+pub struct Signal {
+    copies: Vec<Event>,
+}
+
+impl Signal {
+    /// A signal of `event_type` about `resource`; `account` is the account it concerns, if any.
+    pub fn new(
+        event_type: &'static str,
+        resource: &str,
+        account: Option<&str>,
+        data: Value,
+        now: Timestamp,
+    ) -> Result<Self, EdgeError> {
+        let mut operator_data = data.clone();
+        operator_data["account_id"] = account.map_or(Value::Null, |a| Value::String(a.to_owned()));
+        let mut copies = vec![Event::new(OPERATOR_ACCOUNT, event_type, &format!("op:{resource}"), operator_data, now)?];
+        if let Some(account) = account {
+            copies.push(Event::new(account, event_type, resource, data, now)?);
+        }
+        Ok(Signal { copies })
+    }
+
+    /// The inserts, to stand right after the guarded statement (each is written only if the
+    /// statement before it changed a row, so the chain holds), then the fan-outs.
+    pub fn statements(&self, db: &D1Database, now: Timestamp) -> Result<Vec<D1PreparedStatement>, EdgeError> {
+        let mut out = Vec::with_capacity(2 * self.copies.len());
+        for copy in &self.copies {
+            out.push(copy.insert_if_changed(db, now)?);
+        }
+        for copy in &self.copies {
+            out.push(copy.fan_out(db, now)?);
+        }
+        Ok(out)
+    }
+
+    /// The events' ids, whose first deliveries are enqueued once the batch committed.
+    pub fn event_ids(&self) -> Vec<String> {
+        self.copies.iter().map(|c| c.id.clone()).collect()
+    }
+}
+
+/// Registers (or updates) the operator's endpoint: `url` (already checked) signed with
+/// `secret`, subscribed to every operator signal.
+pub async fn register_operator(db: &D1Database, url: &str, secret: &str, now: Timestamp) -> Result<(), EdgeError> {
+    let types = serde_json::to_string(&OPERATOR_TYPES).map_err(|e| EdgeError::platform("encode", e))?;
+    db::run(db::stmt(
+        db,
+        "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+         ON CONFLICT (id) DO UPDATE SET url = excluded.url, secret = excluded.secret, event_types = excluded.event_types,
+             updated_at = excluded.updated_at
+           WHERE webhook_endpoints.url IS NOT excluded.url OR webhook_endpoints.secret IS NOT excluded.secret
+              OR webhook_endpoints.event_types IS NOT excluded.event_types",
+        &[text(OPERATOR_ENDPOINT), text(OPERATOR_ACCOUNT), text(url), text(&types), text(secret), time(now)],
+    )?)
+    .await?;
+    Ok(())
+}
