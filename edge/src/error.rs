@@ -162,6 +162,8 @@ pub enum Done {
     NotDue,
     /// The endpoint is paused or disabled: the delivery waits, untouched.
     Held,
+    /// Beyond the endpoint's rate limit: the delivery waits for its slot.
+    RateLimited,
     /// Another job holds the attempt.
     ClaimedElsewhere,
 }
@@ -190,6 +192,7 @@ impl Done {
             Done::EndpointDisabled => "endpoint disabled",
             Done::NotDue => "not due",
             Done::Held => "held: endpoint paused or disabled",
+            Done::RateLimited => "waiting: endpoint rate limit",
             Done::ClaimedElsewhere => "claimed by another job",
         }
     }

@@ -29,6 +29,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("webhooks::sequence_increases_per_resource", sequence_increases_per_resource),
     ("webhooks::test_event_attempts_and_history_are_visible", test_event_attempts_and_history_are_visible),
     ("webhooks::operational_signals_fire_once", operational_signals_fire_once),
+    ("webhooks::rate_limit_spreads_deliveries_and_drops_none", rate_limit_spreads_deliveries_and_drops_none),
 ];
 
 struct Customer {
@@ -663,4 +664,46 @@ fn operational_signals_fire_once(w: &Worker) {
         "signed with the operator secret"
     );
     let _ = watcher;
+}
+
+/// An endpoint limited to 2 deliveries a second receives 10 events spread over at least 4 s,
+/// every one of them, once.
+fn rate_limit_spreads_deliveries_and_drops_none(w: &Worker) {
+    let c = customer(w);
+    let bad = w.call(
+        "POST",
+        "/v1/webhook_endpoints",
+        &c.key,
+        Some(&json!({"url": format!("{}/hook/x", w.customer.base), "event_types": ["message.received"], "rate_limit_per_second": 0})),
+        &[],
+    );
+    assert_eq!((bad.status, bad.json()["error"]["field"].as_str()), (422, Some("rate_limit_per_second")));
+    let (id, path, _) = endpoint(w, &c, &["message.received"]);
+    let limited = w.call(
+        "PATCH",
+        &format!("/v1/webhook_endpoints/{id}"),
+        &c.key,
+        Some(&json!({"rate_limit_per_second": 2})),
+        &[],
+    );
+    assert_eq!(limited.json()["rate_limit_per_second"], 2, "{}", limited.body);
+    for _ in 0..10 {
+        inbound_sms(w, &c);
+    }
+    let started = std::time::Instant::now();
+    let got = wait_received(w, &path, 10);
+    let spread = started.elapsed();
+    let mut ids = event_ids(&got);
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 10, "every event once");
+    assert!(spread >= Duration::from_secs(4), "10 deliveries at 2/s take at least 4 s, took {spread:?}");
+    let cleared = w.call(
+        "PATCH",
+        &format!("/v1/webhook_endpoints/{id}"),
+        &c.key,
+        Some(&json!({"rate_limit_per_second": null})),
+        &[],
+    );
+    assert!(cleared.json()["rate_limit_per_second"].is_null(), "{}", cleared.body);
 }

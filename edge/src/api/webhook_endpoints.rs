@@ -49,6 +49,29 @@ async fn find(db: &D1Database, account_id: &str, id: &str) -> Result<Endpoint, E
 struct NewEndpoint {
     url: Option<String>,
     event_types: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "present")]
+    rate_limit_per_second: Option<serde_json::Value>,
+}
+
+/// A field that is present, even as `null`, is `Some`: `null` clears, absent changes nothing.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::Value>, D::Error> {
+    serde_json::Value::deserialize(d).map(Some)
+}
+
+/// The most deliveries per second an endpoint may ask to be limited to.
+const MAX_RATE_LIMIT: u64 = 1000;
+
+/// Reads `rate_limit_per_second`: absent (`None`), `null` (`Some(None)`: no limit) or a whole
+/// number from 1 to 1000.
+fn rate_limit(value: Option<serde_json::Value>) -> Result<Option<Option<u32>>, EdgeError> {
+    match value {
+        None => Ok(None),
+        Some(serde_json::Value::Null) => Ok(Some(None)),
+        Some(v) => match v.as_u64().filter(|n| (1..=MAX_RATE_LIMIT).contains(n)) {
+            Some(n) => Ok(Some(Some(n as u32))),
+            None => Err(EdgeError::invalid("rate_limit_per_second", "must be a whole number from 1 to 1000, or null")),
+        },
+    }
 }
 
 /// `POST /v1/webhook_endpoints` `{url, event_types}` -> the endpoint and its `whsec_` secret
@@ -59,12 +82,13 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
     let body: NewEndpoint = http::json_body(&mut req).await?;
     let url = check_url(env, &body.url.ok_or_else(|| EdgeError::invalid("url", "is required"))?)?;
     let types = check_types(&body.event_types.ok_or_else(|| EdgeError::invalid("event_types", "is required"))?)?;
+    let rate = rate_limit(body.rate_limit_per_second)?.flatten();
     let mut key = [0u8; 32];
     getrandom::getrandom(&mut key).map_err(|e| EdgeError::platform("random", e))?;
     let secret = SigningSecret::from_bytes(&key).to_whsec();
     let id = new_id("ep")?;
     let created = now();
-    endpoints::create(&db, &id, &account.id, &url, &types, &secret, created).await?;
+    endpoints::create(&db, &id, &account.id, &url, &types, &secret, rate, created).await?;
     let mut shown = find(&db, &account.id, &id).await?.to_json();
     shown["secret"] = json!(secret);
     http::json(201, &shown)
@@ -95,6 +119,8 @@ struct Patch {
     event_types: Option<Vec<String>>,
     enabled: Option<bool>,
     paused: Option<bool>,
+    #[serde(default, deserialize_with = "present")]
+    rate_limit_per_second: Option<serde_json::Value>,
 }
 
 /// `PATCH /v1/webhook_endpoints/{id}` `{url?, event_types?, enabled?, paused?}`. Enabling again
@@ -111,7 +137,13 @@ pub async fn update(mut req: Request, env: &Env, id: &str) -> Result<Response, E
         Some(types) => check_types(&types)?,
         None => current.event_types,
     };
-    let change = endpoints::Update { url: &url, event_types: &types, enabled: patch.enabled, paused: patch.paused };
+    let change = endpoints::Update {
+        url: &url,
+        event_types: &types,
+        enabled: patch.enabled,
+        paused: patch.paused,
+        rate_limit: rate_limit(patch.rate_limit_per_second)?,
+    };
     endpoints::update(&db, &account.id, id, &change, now()).await?;
     let after = find(&db, &account.id, id).await?;
     if after.enabled == 1.0 && after.paused == 0.0 && (patch.enabled == Some(true) || patch.paused == Some(false)) {

@@ -31,6 +31,7 @@ pub struct Due {
     pub secret: Option<String>,
     pub enabled: Option<f64>,
     pub paused: Option<f64>,
+    pub rate_limit_per_second: Option<f64>,
     pub previous_secret: Option<String>,
     pub previous_secret_expires_at: Option<f64>,
     pub payload: String,
@@ -78,7 +79,7 @@ pub async fn due(db: &D1Database, id: &str) -> Result<Option<Due>, EdgeError> {
     db::first(db::stmt(
         db,
         "SELECT d.id, d.event_id, d.account_id, d.status, d.attempts, d.next_attempt_at, d.endpoint_id, e.url, e.secret, e.enabled,
-                e.paused, e.previous_secret, e.previous_secret_expires_at, o.payload
+                e.paused, e.rate_limit_per_second, e.previous_secret, e.previous_secret_expires_at, o.payload
          FROM webhook_deliveries d
          JOIN outbound_events o ON o.id = d.event_id
          LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
@@ -463,4 +464,37 @@ pub async fn attempts_of_endpoint(
         &[text(endpoint_id), at, after, int(i64::from(limit))],
     )?)
     .await
+}
+
+/// Takes the endpoint's next delivery slot under its rate limit: one every `1000 / rate` ms,
+/// claimed by a guarded UPDATE so two jobs never take one slot. `Ok(None)` when taken, else
+/// how many milliseconds until the next slot.
+pub async fn take_slot(
+    db: &D1Database,
+    endpoint_id: &str,
+    rate: u32,
+    now: Timestamp,
+) -> Result<Option<i64>, EdgeError> {
+    #[derive(Deserialize)]
+    struct Next {
+        rate_next_at: f64,
+    }
+    let interval = 1000 / i64::from(rate.max(1));
+    let results = db::batch(
+        db,
+        vec![
+            db::stmt(
+                db,
+                "UPDATE webhook_endpoints SET rate_next_at = ?2 + ?3 WHERE id = ?1 AND rate_next_at <= ?2",
+                &[text(endpoint_id), time(now), int(interval)],
+            )?,
+            db::stmt(db, "SELECT rate_next_at FROM webhook_endpoints WHERE id = ?1", &[text(endpoint_id)])?,
+        ],
+    )
+    .await?;
+    if results.first().map(db::changes) == Some(1) {
+        return Ok(None);
+    }
+    let next: Option<Next> = results.get(1).map(db::rows).transpose()?.and_then(|rows| rows.into_iter().next());
+    Ok(Some(next.map_or(interval, |n| (n.rate_next_at as i64 - now.unix_millis()).max(1))))
 }

@@ -20,6 +20,7 @@ pub struct Endpoint {
     pub event_types: String,
     pub enabled: f64,
     pub paused: f64,
+    pub rate_limit_per_second: Option<f64>,
     pub disabled_reason: Option<String>,
     pub consecutive_failures: f64,
     pub created_at: f64,
@@ -27,7 +28,8 @@ pub struct Endpoint {
 }
 
 const COLUMNS: &str =
-    "id, url, event_types, enabled, paused, disabled_reason, consecutive_failures, created_at, updated_at";
+    "id, url, event_types, enabled, paused, rate_limit_per_second, disabled_reason, consecutive_failures,
+     created_at, updated_at";
 
 impl Endpoint {
     /// The endpoint as the API shows it.
@@ -38,6 +40,7 @@ impl Endpoint {
             "event_types": serde_json::from_str::<Value>(&self.event_types).unwrap_or(Value::Null),
             "enabled": self.enabled == 1.0,
             "paused": self.paused == 1.0,
+            "rate_limit_per_second": self.rate_limit_per_second.map(|r| r as i64),
             "disabled_reason": self.disabled_reason,
             "consecutive_failures": self.consecutive_failures as i64,
             "created_at": db::millis(self.created_at).to_rfc3339(),
@@ -64,13 +67,14 @@ pub async fn create(
     url: &str,
     event_types: &str,
     secret: &str,
+    rate_limit: Option<u32>,
     now: Timestamp,
 ) -> Result<(), EdgeError> {
     db::run(db::stmt(
         db,
-        "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
-        &[text(id), text(account_id), text(url), text(event_types), text(secret), time(now)],
+        "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, rate_limit_per_second, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?7, ?6, ?6)",
+        &[text(id), text(account_id), text(url), text(event_types), text(secret), time(now), rate_limit.map_or(JsValue::NULL, |r| int(i64::from(r)))],
     )?)
     .await?;
     Ok(())
@@ -107,6 +111,8 @@ pub struct Update<'a> {
     pub enabled: Option<bool>,
     /// Pause (deliveries wait) or resume.
     pub paused: Option<bool>,
+    /// Set (`Some(Some(n))`) or clear (`Some(None)`) the rate limit.
+    pub rate_limit: Option<Option<u32>>,
 }
 
 /// Applies an [`Update`] to one endpoint of one account.
@@ -125,7 +131,8 @@ pub async fn update(
              disabled_reason = CASE WHEN ?6 = 1 THEN NULL WHEN ?6 = 0 THEN 'disabled by the account'
                                     ELSE disabled_reason END,
              enabled = COALESCE(?6, enabled),
-             paused = COALESCE(?7, paused)
+             paused = COALESCE(?7, paused),
+             rate_limit_per_second = CASE WHEN ?8 = 1 THEN ?9 ELSE rate_limit_per_second END
          WHERE id = ?1 AND account_id = ?2",
         &[
             text(id),
@@ -135,6 +142,8 @@ pub async fn update(
             time(now),
             flag(change.enabled),
             flag(change.paused),
+            flag(change.rate_limit.map(|_| true)),
+            change.rate_limit.flatten().map_or(JsValue::NULL, |r| int(i64::from(r))),
         ],
     )?)
     .await?;

@@ -96,6 +96,14 @@ async fn attempt(env: &Env, db: &D1Database, delivery_id: &str) -> Result<Done, 
     if due.next_attempt_at as i64 > started.unix_millis() + 1000 {
         return Ok(Done::NotDue);
     }
+    // Beyond the endpoint's rate limit the delivery waits for its slot; it is never dropped.
+    if let Some(rate) = due.rate_limit_per_second.filter(|r| *r >= 1.0) {
+        if let Some(wait_ms) = deliveries::take_slot(db, &due.endpoint_id, rate as u32, started).await? {
+            let delay = u64::try_from(wait_ms.div_euclid(1000) + 1).unwrap_or(1);
+            queues::deliver_later(env, &due.id, delay).await?;
+            return Ok(Done::RateLimited);
+        }
+    }
     let number = due.attempts as i64 + 1;
     let lease = Timestamp::from_unix_millis(started.unix_millis() + ATTEMPT_LEASE_MILLIS);
     if !deliveries::claim_attempt(db, &due.id, number, lease, started).await? {
