@@ -88,7 +88,15 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
     let secret = SigningSecret::from_bytes(&key).to_whsec();
     let id = new_id("ep")?;
     let created = now();
-    endpoints::create(&db, &id, &account.id, &url, &types, &secret, rate, created).await?;
+    let new = endpoints::New {
+        id: &id,
+        account_id: &account.id,
+        url: &url,
+        event_types: &types,
+        secret: &secret,
+        rate_limit: rate,
+    };
+    endpoints::create(&db, &new, created).await?;
     let mut shown = find(&db, &account.id, &id).await?.to_json();
     shown["secret"] = json!(secret);
     http::json(201, &shown)

@@ -60,24 +60,38 @@ pub async fn get(db: &D1Database, account_id: &str, id: &str) -> Result<Option<E
 }
 
 /// A new endpoint (`url` already checked, `event_types` a JSON array).
-pub async fn create(
-    db: &D1Database,
-    id: &str,
-    account_id: &str,
-    url: &str,
-    event_types: &str,
-    secret: &str,
-    rate_limit: Option<u32>,
-    now: Timestamp,
-) -> Result<(), EdgeError> {
+pub async fn create(db: &D1Database, new: &New<'_>, now: Timestamp) -> Result<(), EdgeError> {
     db::run(db::stmt(
         db,
-        "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, rate_limit_per_second, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?7, ?6, ?6)",
-        &[text(id), text(account_id), text(url), text(event_types), text(secret), time(now), rate_limit.map_or(JsValue::NULL, |r| int(i64::from(r)))],
+        "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, rate_limit_per_second, created_at,
+                                        updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?7, ?6, ?6)",
+        &[
+            text(new.id),
+            text(new.account_id),
+            text(new.url),
+            text(new.event_types),
+            text(new.secret),
+            time(now),
+            new.rate_limit.map_or(JsValue::NULL, |r| int(i64::from(r))),
+        ],
     )?)
     .await?;
     Ok(())
+}
+
+/// An endpoint about to be created.
+pub struct New<'a> {
+    pub id: &'a str,
+    pub account_id: &'a str,
+    /// Already checked.
+    pub url: &'a str,
+    /// A JSON array of event types.
+    pub event_types: &'a str,
+    /// Its `whsec_` secret.
+    pub secret: &'a str,
+    /// At most this many deliveries a second.
+    pub rate_limit: Option<u32>,
 }
 
 /// A page of an account's endpoints, newest first.
