@@ -674,7 +674,10 @@ fn rate_limit_spreads_deliveries_and_drops_none(w: &Worker) {
         "POST",
         "/v1/webhook_endpoints",
         &c.key,
-        Some(&json!({"url": format!("{}/hook/x", w.customer.base), "event_types": ["message.received"], "rate_limit_per_second": 0})),
+        Some(&json!({
+            "url": format!("{}/hook/x", w.customer.base), "event_types": ["message.received"],
+                "rate_limit_per_second": 0,
+        })),
         &[],
     );
     assert_eq!((bad.status, bad.json()["error"]["field"].as_str()), (422, Some("rate_limit_per_second")));

@@ -78,7 +78,8 @@ pub async fn pending_initial(db: &D1Database, event_id: &str) -> Result<Vec<(Str
 pub async fn due(db: &D1Database, id: &str) -> Result<Option<Due>, EdgeError> {
     db::first(db::stmt(
         db,
-        "SELECT d.id, d.event_id, d.account_id, d.status, d.attempts, d.next_attempt_at, d.endpoint_id, e.url, e.secret, e.enabled,
+        "SELECT d.id, d.event_id, d.account_id, d.status, d.attempts, d.next_attempt_at, d.endpoint_id, e.url,
+            e.secret, e.enabled,
                 e.paused, e.rate_limit_per_second, e.previous_secret, e.previous_secret_expires_at, o.payload
          FROM webhook_deliveries d
          JOIN outbound_events o ON o.id = d.event_id
@@ -182,7 +183,8 @@ pub async fn record_gone(db: &D1Database, a: &Attempt, subject: &Subject<'_>) ->
         attempt_row(db, a)?,
         db::stmt(
             db,
-            "UPDATE webhook_deliveries SET status = 'failed', last_error = '410 Gone: endpoint disabled', updated_at = ?2
+            "UPDATE webhook_deliveries SET status = 'failed', last_error = '410 Gone: endpoint disabled',
+                updated_at = ?2
              WHERE id = ?1 AND status = 'pending'",
             &[text(&a.delivery_id), time(a.at)],
         )?,

@@ -39,7 +39,8 @@ pub async fn figures(db: &D1Database) -> Result<Figures, EdgeError> {
            (SELECT COUNT(*) FROM carrier_events WHERE processed_at IS NULL AND error IS NULL) AS events_pending,
            (SELECT COUNT(*) FROM carrier_events WHERE error IS NOT NULL) AS events_failed,
            (SELECT COUNT(*) FROM carrier_events WHERE waiting_for IS NOT NULL) AS events_parked,
-           (SELECT MIN(created_at) FROM carrier_events WHERE processed_at IS NULL AND error IS NULL) AS oldest_pending_event,
+           (SELECT MIN(created_at) FROM carrier_events WHERE processed_at IS NULL AND error IS NULL) AS
+               oldest_pending_event,
            (SELECT MAX(rowid) FROM webhook_deliveries) AS deliveries_created,
            (SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending') AS deliveries_pending,
            (SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'failed') AS deliveries_failed,

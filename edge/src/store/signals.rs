@@ -72,7 +72,8 @@ pub async fn register_operator(db: &D1Database, url: &str, secret: &str, now: Ti
         db,
         "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, created_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
-         ON CONFLICT (id) DO UPDATE SET url = excluded.url, secret = excluded.secret, event_types = excluded.event_types,
+         ON CONFLICT (id) DO UPDATE SET url = excluded.url, secret = excluded.secret,
+             event_types = excluded.event_types,
              updated_at = excluded.updated_at
            WHERE webhook_endpoints.url IS NOT excluded.url OR webhook_endpoints.secret IS NOT excluded.secret
               OR webhook_endpoints.event_types IS NOT excluded.event_types",
