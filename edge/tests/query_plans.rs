@@ -148,9 +148,11 @@ impl Schema {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run the sqlite3 shell ({e}); install it: apt-get install sqlite3"));
-        let mut stdin = child.stdin.take().expect("piped stdin");
-        stdin.write_all(sql.as_bytes()).and_then(|()| stdin.write_all(b";\n")).expect("write to sqlite3");
-        drop(stdin);
+        {
+            // Closed at the end of this block: the shell reads to the end of its input.
+            let mut stdin = child.stdin.take().expect("piped stdin");
+            stdin.write_all(sql.as_bytes()).and_then(|()| stdin.write_all(b";\n")).expect("write to sqlite3");
+        }
         let out = child.wait_with_output().expect("sqlite3 ran");
         let stderr = String::from_utf8_lossy(&out.stderr);
         if !out.status.success() || !stderr.trim().is_empty() {
