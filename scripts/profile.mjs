@@ -26,6 +26,16 @@ function category(frame) {
   return "worker js";
 }
 
+/** Work named by any frame on the stack: a sample counts for a group when one of its frames
+ * matches, so the time of the builtins a call reaches is counted with it. */
+const GROUPS = {
+  "signature check (ed25519, sha512, WebCrypto verify)": (f) => /curve25519|ed25519|sha2::|^verify$/.test(f.functionName),
+  "log line (console.log)": (f) => /__wbg_log\b|console::log|^log$/.test(f.functionName),
+  "D1 client": (f) => /d1-api/.test(f.url),
+  "queue send": (f) => /__wbg_send\b|Queue::send|^send$/.test(f.functionName),
+  "request body read": (f) => /__wbg_(read|getReader|releaseLock|arrayBuffer)\b|body_capped|^text$|^arrayBuffer$/.test(f.functionName),
+};
+
 /** Self time per function (name, script, line) and per category, in ms. */
 export function summarize(profile, requests = 0, top = 25) {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
@@ -62,12 +72,22 @@ export function summarize(profile, requests = 0, top = 25) {
     functions.set(key, f);
   }
   const busy = total - (categories.idle ?? 0);
+  const groups = Object.fromEntries(Object.keys(GROUPS).map((g) => [g, 0]));
+  for (const [id, us] of selfUs) {
+    const hit = new Set();
+    for (let n = id; n !== undefined; n = parent.get(n)) {
+      const frame = byId.get(n).callFrame;
+      for (const [g, test] of Object.entries(GROUPS)) if (test(frame)) hit.add(g);
+    }
+    for (const g of hit) groups[g] += us;
+  }
   const share = (us) => (busy ? (100 * us) / busy : 0);
   return {
     total_ms: total / 1000,
     busy_ms: busy / 1000,
     requests,
     busy_us_per_request: requests ? busy / requests : null,
+    groups: Object.fromEntries(Object.entries(groups).map(([g, us]) => [g, { ms: us / 1000, share: share(us) }])),
     categories: Object.fromEntries(
       Object.entries(categories)
         .filter(([c]) => c !== "idle")
@@ -91,8 +111,13 @@ export function markdown(s) {
     .map(([c, v]) => `${c} ${v.share.toFixed(0)}%`)
     .join(", ");
   const perRequest = s.busy_us_per_request ? `, ${(s.busy_us_per_request / 1000).toFixed(2)} ms busy per request` : "";
+  const groups = Object.entries(s.groups)
+    .map(([g, v]) => `${g} ${v.share.toFixed(1)}%`)
+    .join(", ");
   const lines = [
     `Busy ${s.busy_ms.toFixed(0)} ms of ${s.total_ms.toFixed(0)} ms${perRequest}. Shares of busy time: ${cats}.`,
+    "",
+    `Including what they call: ${groups}.`,
     "",
     "| self ms | share | kind | function | where |",
     "|---|---|---|---|---|",

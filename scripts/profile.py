@@ -10,6 +10,7 @@ BENCH_REQUESTS and BENCH_CONCURRENCY the load. Profiles and tables go to target/
 
 import json, os, signal, subprocess, sys
 
+sys.dont_write_bytecode = True  # no scripts/__pycache__ from importing bench
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
 
@@ -43,7 +44,7 @@ def build():
         bench.sh("sh", "-c", BUILD)
         os.utime(shim)
         open(stamp, "w").write(SOURCE)
-    bench.WORKERS["exactly"] = shim
+    bench.WORKERS["exactly"] = bench.WORKERS["exactly+log"] = shim
 
 
 def profile(name, public_key, keys):
