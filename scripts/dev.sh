@@ -21,13 +21,13 @@ SIM_PID=$!
 # wrangler dev does not fire cron triggers locally; this loop does, every minute.
 (
     while sleep 60; do
-        curl -fsS -o /dev/null "http://127.0.0.1:$PORT/cdn-cgi/handler/scheduled?cron=*+*+*+*+*" 2>/dev/null || true
+        curl -fsS -o /dev/null "http://127.0.0.1:$PORT/__scheduled?cron=*+*+*+*+*" 2>/dev/null || true
     done
 ) &
 CRON_PID=$!
 trap 'kill $CRON_PID $SIM_PID 2>/dev/null || true' EXIT INT TERM
 
 echo "dev: serving on http://127.0.0.1:$PORT (console: http://127.0.0.1:$PORT/console/)"
-# The console (static assets built by scripts/build-console.sh) is served ahead of the worker:
-# only paths that are files under console/dist, all below /console/, never reach it.
-npx wrangler dev --local --ip 127.0.0.1 --port "$PORT" --inspector-port "$INSPECTOR_PORT" --persist-to "$STATE" --assets console/dist
+# The console (static assets built by scripts/build-console.sh, `[assets]` in wrangler.toml) is
+# served ahead of the worker: only paths that are files under console/dist, all below /console/.
+npx wrangler dev --local --ip 127.0.0.1 --port "$PORT" --inspector-port "$INSPECTOR_PORT" --persist-to "$STATE" --test-scheduled

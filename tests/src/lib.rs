@@ -151,7 +151,15 @@ impl Worker {
         let log =
             fs::OpenOptions::new().create(true).append(true).open(self.dir.join("wrangler.log")).expect("open the log");
         let child = npx(&root())
-            .args(["wrangler", "dev", "--local", "--ip", "127.0.0.1", "--show-interactive-dev-session=false"])
+            .args([
+                "wrangler",
+                "dev",
+                "--local",
+                "--ip",
+                "127.0.0.1",
+                "--show-interactive-dev-session=false",
+                "--test-scheduled",
+            ])
             .args(["--port", &port.to_string(), "--inspector-port", &free_port().to_string()])
             .arg("--config")
             .arg(self.dir.join("wrangler.toml"))
@@ -241,7 +249,9 @@ impl Worker {
 
     /// Fires the cron trigger once.
     pub fn cron(&self) -> Answer {
-        self.get("/cdn-cgi/handler/scheduled?cron=*+*+*+*+*")
+        // `--test-scheduled`'s route: the assets in front of the worker do not pass
+        // `/cdn-cgi/handler/scheduled` on.
+        self.get("/__scheduled?cron=*+*+*+*+*")
     }
 
     /// Runs SQL against the worker's local D1 database (through the test build's SQL route,
@@ -349,6 +359,8 @@ fn write_config(dir: &Path) {
             out.push_str(&format!("main = \"{}\"\n", root.join("edge/build-e2e/worker/shim.mjs").display()));
         } else if trimmed.starts_with("migrations_dir =") {
             out.push_str(&format!("migrations_dir = \"{}\"\n", root.join("migrations").display()));
+        } else if trimmed.starts_with("directory =") {
+            out.push_str(&format!("directory = \"{}\"\n", root.join("console/dist").display()));
         } else {
             out.push_str(line);
             out.push('\n');
