@@ -102,3 +102,11 @@ else
     step "chromium (apt-get install, a minute or two)"
     apt_install chromium
 fi
+
+# 7. The sqlite3 shell: edge/tests/query_plans.rs plans every store statement with it.
+if command -v sqlite3 >/dev/null; then
+    step "sqlite3 (installed)"
+else
+    step "sqlite3 (apt-get install)"
+    apt_install sqlite3
+fi

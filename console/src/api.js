@@ -41,7 +41,7 @@ export function routeMissing(error) {
  * Calls the API. `token` overrides the session's (sign-in uses it before a session exists).
  * Resolves to the parsed JSON body (null for an empty one); rejects with an ApiError.
  */
-export async function api(method, path, { body, headers = {}, token } = {}) {
+export async function api(method, path, { body, headers = {}, token, raw = false } = {}) {
   const bearer = token ?? currentSession()?.token;
   const init = { method, headers: { ...headers }, cache: 'no-store', credentials: 'omit' };
   if (bearer) init.headers.authorization = `Bearer ${bearer}`;
@@ -71,7 +71,7 @@ export async function api(method, path, { body, headers = {}, token } = {}) {
       error && error.field,
     );
   }
-  return json;
+  return raw ? text : json;
 }
 
 /**

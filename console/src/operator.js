@@ -5,11 +5,30 @@ import { api, collect, routeMissing, withQuery } from './api.js';
 import { Badge, ErrorBox, Facts, Loading, Notice, PageTitle, Pager, Select, Table, Time, ago, html, useAction, useLoad } from './ui.js';
 import { navigate } from './router.js';
 
+/** The value of one series in Prometheus text, e.g. `exactly_carrier_events{state="failed"}`. */
+function series(text, name) {
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  return line ? Number(line.slice(name.length + 1)) : null;
+}
+
 /** Counts and backlog age: `/admin/metrics` when the worker has it, else counted from the lists. */
 export function OverviewPage() {
   const overview = useLoad(async () => {
     try {
-      return { metrics: await api('GET', '/admin/metrics') };
+      const text = await api('GET', '/admin/metrics', { raw: true });
+      const now = Date.now();
+      const since = (secs) => (secs ? new Date(now - secs * 1000).toISOString() : null);
+      const tile = (label, value, href, pending, age) => ({ label, count: value ?? 0, complete: true, oldest: pending ? since(age) : null, href, pending });
+      return {
+        counted: [
+          tile('Failed carrier events', series(text, 'exactly_carrier_events{state="failed"}'), '#/ops/carrier-events?status=failed', false),
+          tile('Pending carrier events', series(text, 'exactly_carrier_events{state="pending"}'), '#/ops/carrier-events?status=pending', true, series(text, 'exactly_oldest_pending_event_age_seconds')),
+          tile('Failed deliveries', series(text, 'exactly_webhook_deliveries{outcome="failed"}'), '#/ops/deliveries?status=failed', false),
+          tile('Pending deliveries', series(text, 'exactly_webhook_deliveries{outcome="pending"}'), '#/ops/deliveries?status=pending', true, series(text, 'exactly_oldest_pending_delivery_age_seconds')),
+        ],
+        fromMetrics: true,
+        ingested: series(text, 'exactly_carrier_events_ingested_total'),
+      };
     } catch (e) {
       if (!routeMissing(e)) throw e;
     }
@@ -30,28 +49,16 @@ export function OverviewPage() {
     <${PageTitle}>Overview<//>
     <${ErrorBox} error=${overview.error} />
     ${overview.loading && !overview.data ? html`<${Loading} what="counts" />` : null}
-    ${overview.data && overview.data.metrics ? html`<${Metrics} metrics=${overview.data.metrics} />` : null}
     ${overview.data && overview.data.counted ? html`
       <ul class="tiles">${overview.data.counted.map((c) => html`<li class="tile">
         <a href=${c.href}><span class="tile-n">${c.count}${c.complete ? '' : '+'}</span> <span class="tile-label">${c.label}</span></a>
         ${c.pending ? html`<span class="small muted">${c.oldest ? `oldest waiting ${ago(c.oldest)}` : c.complete ? 'no backlog' : 'backlog age: more than 500 waiting'}</span>` : null}
       </li>`)}</ul>
-      <p class="muted small">Counted from the admin lists (up to 500 each): this version of the worker has no <code>/admin/metrics</code>.</p>` : null}
+      ${overview.data.fromMetrics
+        ? html`<p class="muted small">From <code>/admin/metrics</code>: ${overview.data.ingested ?? 0} carrier events ingested in all.</p>`
+        : html`<p class="muted small">Counted from the admin lists (up to 500 each): this version of the worker has no <code>/admin/metrics</code>.</p>`}` : null}
     <button type="button" onClick=${() => overview.reload(false)}>Refresh</button>
   </section>`;
-}
-
-function Metrics({ metrics }) {
-  const rows = [];
-  const walk = (prefix, value) => {
-    if (value && typeof value === 'object' && !Array.isArray(value)) {
-      for (const [k, v] of Object.entries(value)) walk(prefix ? `${prefix} ${k}` : k, v);
-    } else {
-      rows.push([prefix.replace(/_/g, ' '), Array.isArray(value) ? value.join(', ') : String(value)]);
-    }
-  };
-  walk('', metrics);
-  return html`<${Facts} rows=${rows} />`;
 }
 
 export function CarrierEventsPage({ query }) {
