@@ -216,7 +216,7 @@ pub fn wake_stmt(db: &D1Database, carrier: &str, carrier_message_id: &str) -> Re
 
 /// The ids a [`wake_stmt`] returned.
 pub fn woken(result: &worker::D1Result) -> Result<Vec<String>, EdgeError> {
-    Ok(db::rows::<IdRow>(result)?.into_iter().map(|r| r.id).collect())
+    db::ids(result)
 }
 
 /// How long a parked receipt waits for its message before it is recorded as failed.
@@ -236,15 +236,10 @@ pub async fn expire_parked(db: &D1Database, older_than: Timestamp, limit: u32) -
     .await
 }
 
-#[derive(Deserialize)]
-struct IdRow {
-    id: String,
-}
-
 /// Events stored before `older_than` that are neither processed nor failed nor parked: their
 /// job was lost or is stuck. Oldest first, at most `limit`.
 pub async fn unprocessed(db: &D1Database, older_than: Timestamp, limit: u32) -> Result<Vec<String>, EdgeError> {
-    let rows: Vec<IdRow> = db::all(db::stmt(
+    db::all_ids(db::stmt(
         db,
         &format!(
             "SELECT {ID} AS id FROM carrier_events
@@ -253,8 +248,7 @@ pub async fn unprocessed(db: &D1Database, older_than: Timestamp, limit: u32) -> 
         ),
         &[time(older_than), int(i64::from(limit))],
     )?)
-    .await?;
-    Ok(rows.into_iter().map(|r| r.id).collect())
+    .await
 }
 
 /// A carrier event as `/admin/carrier_events` lists it.

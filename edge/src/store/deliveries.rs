@@ -52,11 +52,6 @@ pub struct Attempt {
     pub response_headers: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct Id {
-    id: String,
-}
-
 /// The deliveries of an event not attempted yet, with their endpoint's URL.
 pub async fn pending_initial(db: &D1Database, event_id: &str) -> Result<Vec<(String, String)>, EdgeError> {
     #[derive(Deserialize)]
@@ -271,7 +266,7 @@ pub async fn fail(db: &D1Database, id: &str, reason: &str, now: Timestamp) -> Re
 /// Pending deliveries of endpoints that are neither paused nor disabled whose next attempt is
 /// before `before`: their queue message was lost. Oldest first, at most `limit`.
 pub async fn overdue(db: &D1Database, before: Timestamp, limit: u32) -> Result<Vec<String>, EdgeError> {
-    let rows: Vec<Id> = db::all(db::stmt(
+    db::all_ids(db::stmt(
         db,
         // Held deliveries (their endpoint paused or disabled) wait for a resume, not the sweeper.
         // A deleted endpoint's deliveries are still swept: their attempt fails them.
@@ -280,8 +275,7 @@ pub async fn overdue(db: &D1Database, before: Timestamp, limit: u32) -> Result<V
          ORDER BY d.next_attempt_at, d.created_at LIMIT ?2",
         &[time(before), int(i64::from(limit))],
     )?)
-    .await?;
-    Ok(rows.into_iter().map(|r| r.id).collect())
+    .await
 }
 
 /// A delivery as `/admin/webhook_deliveries` lists it.
@@ -335,9 +329,8 @@ pub async fn redrive(db: &D1Database, id: &str, now: Timestamp) -> Result<Redriv
     if changed == 1 {
         return Ok(Redrive::Pending);
     }
-    let row: Option<Id> =
-        db::first(db::stmt(db, "SELECT id FROM webhook_deliveries WHERE id = ?1", &[text(id)])?).await?;
-    Ok(if row.is_some() { Redrive::NotFailed } else { Redrive::Missing })
+    let found = db::all_ids(db::stmt(db, "SELECT id FROM webhook_deliveries WHERE id = ?1", &[text(id)])?).await?;
+    Ok(if found.is_empty() { Redrive::Missing } else { Redrive::NotFailed })
 }
 
 /// A delivery as `/v1/events/{id}` shows it.
@@ -411,8 +404,7 @@ pub async fn release(db: &D1Database, endpoint_id: &str, now: Timestamp, limit: 
         ],
     )
     .await?;
-    let rows: Vec<Id> = results.get(1).map(db::rows).transpose()?.unwrap_or_default();
-    Ok(rows.into_iter().map(|r| r.id).collect())
+    Ok(results.get(1).map(db::ids).transpose()?.unwrap_or_default())
 }
 
 /// How many deliveries an endpoint holds (pending, not attempted while paused or disabled).

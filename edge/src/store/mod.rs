@@ -76,6 +76,21 @@ pub async fn all<T: DeserializeOwned>(statement: D1PreparedStatement) -> Result<
     rows(&result)
 }
 
+/// The `id` column of every row a result holds (queries and `RETURNING id` statements).
+pub fn ids(result: &D1Result) -> Result<Vec<String>, EdgeError> {
+    #[derive(serde::Deserialize)]
+    struct Id {
+        id: String,
+    }
+    Ok(rows::<Id>(result)?.into_iter().map(|r| r.id).collect())
+}
+
+/// Runs a statement whose rows carry an `id` column and returns the ids.
+pub async fn all_ids(statement: D1PreparedStatement) -> Result<Vec<String>, EdgeError> {
+    let result = statement.all().await.map_err(|e| EdgeError::platform("d1 query", e))?;
+    ids(&result)
+}
+
 /// Runs a query and reads the first row, if any.
 pub async fn first<T: DeserializeOwned>(statement: D1PreparedStatement) -> Result<Option<T>, EdgeError> {
     Ok(all(statement).await?.into_iter().next())

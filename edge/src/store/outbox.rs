@@ -111,11 +111,7 @@ pub async fn replay(
     endpoint_id: Option<&str>,
     now: Timestamp,
 ) -> Result<Vec<String>, EdgeError> {
-    #[derive(serde::Deserialize)]
-    struct Id {
-        id: String,
-    }
-    let created: Vec<Id> = db::all(db::stmt(
+    db::all_ids(db::stmt(
         db,
         &format!(
             "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status, attempts,
@@ -126,8 +122,7 @@ pub async fn replay(
         ),
         &[db::text(event_id), db::text(account_id), db::time(now), db::text(event_type), db::opt_text(endpoint_id)],
     )?)
-    .await?;
-    Ok(created.into_iter().map(|c| c.id).collect())
+    .await
 }
 
 /// A stored customer event: its id, the webhook body, when it was written.
@@ -203,11 +198,7 @@ pub async fn recover(
     until: Timestamp,
     now: Timestamp,
 ) -> Result<Vec<String>, EdgeError> {
-    #[derive(serde::Deserialize)]
-    struct Id {
-        id: String,
-    }
-    let created: Vec<Id> = db::all(db::stmt(
+    db::all_ids(db::stmt(
         db,
         "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status, attempts, next_attempt_at,
                                          created_at, updated_at)
@@ -221,8 +212,7 @@ pub async fn recover(
          RETURNING id",
         &[db::text(account_id), db::text(endpoint_id), db::time(since), db::time(until), db::time(now)],
     )?)
-    .await?;
-    Ok(created.into_iter().map(|c| c.id).collect())
+    .await
 }
 
 /// The `endpoint.test` event for one endpoint and its one delivery, in one batch. Returns the
