@@ -278,6 +278,12 @@ pub struct LegView {
     pub cause: Option<String>,
     /// The leg's handle at the carrier, when known.
     pub call_control_id: Option<String>,
+    /// When the leg answered (the carrier's time), if it did.
+    #[serde(default)]
+    pub answered_at: Option<Timestamp>,
+    /// When the leg's hangup says it ended (the carrier's time), once known.
+    #[serde(default)]
+    pub ended_at: Option<Timestamp>,
 }
 
 /// How the call ended.
@@ -886,7 +892,15 @@ impl CallMachine {
             Some(Dial::Placed { call_control_id }) => Some(call_control_id.clone()),
             _ => leg.call_control_id.clone(),
         };
-        Some(LegView { position, target, outcome, cause, call_control_id })
+        Some(LegView {
+            position,
+            target,
+            outcome,
+            cause,
+            call_control_id,
+            answered_at: leg.answered_at,
+            ended_at: leg.ended.as_ref().map(|e| e.at),
+        })
     }
 
     /// Emits a write for every leg whose record changed.

@@ -34,6 +34,7 @@ use exactly_core::Provider;
 pub enum Handler {
     Webhook(Provider),
     CreateAccount,
+    ListAccounts,
     CreateNumber,
     ListCarrierEvents,
     RetryFailedCarrierEvents,
@@ -79,6 +80,7 @@ routes! {
     ("POST", "/webhooks/twilio") => Handler::Webhook(Provider::Twilio),
     ("POST", "/webhooks/plivo") => Handler::Webhook(Provider::Plivo),
     ("POST", "/admin/accounts") => Handler::CreateAccount,
+    ("GET", "/admin/accounts") => Handler::ListAccounts,
     ("POST", "/admin/numbers") => Handler::CreateNumber,
     ("GET", "/admin/carrier_events") => Handler::ListCarrierEvents,
     ("POST", "/admin/carrier_events/{id}/retry") => Handler::RetryCarrierEvent,
@@ -169,6 +171,7 @@ async fn dispatch(handler: Handler, req: Request, env: &Env, id: &str) -> Result
     match handler {
         Handler::Webhook(provider) => api::ingest::webhook(provider, req, env).await,
         Handler::CreateAccount => admin::create_account(req, env).await,
+        Handler::ListAccounts => admin::list_accounts(req, env).await,
         Handler::CreateNumber => admin::create_number(req, env).await,
         Handler::ListCarrierEvents => admin::list_carrier_events(req, env).await,
         Handler::RetryFailedCarrierEvents => admin::retry_failed_carrier_events(req, env).await,

@@ -229,6 +229,20 @@ fn caller_hangup_three_times_completes_and_bills_once(w: &Worker) {
     assert_eq!(shown["status"], "completed", "{shown}");
     assert_eq!(shown["duration_secs"], 61, "answered 10:01:40, ended 10:02:41");
     assert_eq!(shown["billed_minutes"], 2, "61 s rounds up to 2 minutes");
+    assert_eq!(shown["charge"]["kind"], "call_minutes", "{shown}");
+    assert_eq!(shown["charge"]["quantity"], 2, "{shown}");
+    // Each leg's times are the carrier's: leg 1 rang out at 10:01:30, leg 2 answered at 10:01:40.
+    let (leg1, leg2) = (&shown["legs"][0], &shown["legs"][1]);
+    assert!(leg1["dialed_at"].is_string() && leg2["dialed_at"].is_string(), "{shown}");
+    assert_eq!((&leg1["answered_at"], &leg1["ended_at"]), (&Value::Null, &json!("2026-11-30T10:01:30Z")), "{shown}");
+    assert_eq!(leg2["answered_at"], "2026-11-30T10:01:40Z", "{shown}");
+    let completed = w.sql(&format!(
+        "SELECT payload FROM outbound_events WHERE resource_id = {} AND type = 'call.completed'",
+        lit(&ring.call_id)
+    ));
+    let announced: Value =
+        serde_json::from_str(completed[0]["payload"].as_str().unwrap_or_default()).unwrap_or_default();
+    assert_eq!(announced["data"]["legs"][1]["answered_at"], "2026-11-30T10:01:40Z", "{announced}");
     assert_eq!(events(w, &ring, "call.completed"), 1);
     let usage = w.sql(&format!("SELECT kind, quantity FROM usage WHERE resource_id = {}", lit(&ring.call_id)));
     assert_eq!(usage, vec![json!({"kind": "call_minutes", "quantity": 2})]);

@@ -172,6 +172,7 @@ fn outbound_receipts_duplicated_resigned_and_reversed(w: &Worker) {
     assert_eq!(status, 201, "{sent}");
     assert_eq!(sent["segments"], 2);
     let id = sent["id"].as_str().unwrap().to_owned();
+    assert_eq!(message(w, &c, &id)["charge"], Value::Null, "nothing is charged before the carrier accepts it");
     let carrier_id = wait_status(w, &c, &id, "sent")["carrier_message_id"].as_str().unwrap().to_owned();
 
     // Finalized before sent, each duplicated, and both re-signed under new ids.
@@ -194,6 +195,11 @@ fn outbound_receipts_duplicated_resigned_and_reversed(w: &Worker) {
 
     let shown = wait_status(w, &c, &id, "delivered");
     assert_eq!(shown["carrier_message_id"], carrier_id.as_str());
+    assert_eq!(
+        (&shown["charge"]["kind"], &shown["charge"]["quantity"]),
+        (&json!("sms_segments"), &json!(2)),
+        "{shown}"
+    );
     assert_eq!(events(w, &id, "message.sent"), 1);
     assert_eq!(events(w, &id, "message.delivered"), 1);
     assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM usage WHERE resource_id = {}", lit(&id))), 1, "billed once");

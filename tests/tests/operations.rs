@@ -23,6 +23,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("operations::carrier_events_pages_neither_skip_nor_repeat", carrier_events_pages_neither_skip_nor_repeat),
     ("operations::failed_deliveries_page_with_a_cursor", failed_deliveries_page_with_a_cursor),
     ("operations::metrics_are_prometheus_text_and_move", metrics_are_prometheus_text_and_move),
+    ("operations::accounts_page_with_their_numbers", accounts_page_with_their_numbers),
 ];
 
 /// Walks `/admin/...` pages of `limit` from the first, until `done` says enough was seen or the
@@ -351,4 +352,40 @@ fn metrics_are_prometheus_text_and_move(w: &Worker) {
     assert!(value(&after, "exactly_carrier_events_ingested_total") >= ingested + 1.0, "{after}");
     assert!(value(&after, "exactly_oldest_pending_event_age_seconds") >= 0.0);
     assert_eq!(w.call("GET", "/admin/metrics", "wrong", None, &[]).status, 401);
+}
+
+/// `/admin/accounts` pages newest first, each account once with its numbers; the operator's own
+/// account is never listed.
+fn accounts_page_with_their_numbers(w: &Worker) {
+    let mut mine = Vec::new();
+    for i in 0..5 {
+        let (account, _) = w.create_account(&format!("listed {i}"));
+        let numbers: Vec<String> = (0..i % 3).map(|_| fresh_number()).collect();
+        for number in &numbers {
+            w.create_number(&account, number, &[]);
+        }
+        mine.push((account, numbers));
+    }
+    let rows =
+        walk(w, "/admin/accounts?", 2, |rows| mine.iter().all(|(id, _)| rows.iter().any(|r| r["id"] == id.as_str())));
+    let ids: Vec<&str> = rows.iter().filter_map(|r| r["id"].as_str()).collect();
+    let mut unique = ids.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "no account repeats across pages: {ids:?}");
+    assert!(!ids.contains(&"acct_operator"), "{ids:?}");
+    for (i, (id, numbers)) in mine.iter().enumerate() {
+        let row = rows.iter().find(|r| r["id"] == id.as_str()).unwrap_or_else(|| panic!("{id} listed"));
+        assert_eq!(row["name"], format!("listed {i}"));
+        let mut listed: Vec<String> =
+            row["numbers"].as_array().into_iter().flatten().filter_map(|n| n.as_str().map(str::to_owned)).collect();
+        listed.sort();
+        let mut expected = numbers.clone();
+        expected.sort();
+        assert_eq!(listed, expected, "{row}");
+    }
+    // Newest first: the last account created comes before the first.
+    let position = |id: &str| ids.iter().position(|x| *x == id);
+    assert!(position(&mine[4].0) < position(&mine[0].0), "{ids:?}");
+    assert_eq!(w.call("GET", "/admin/accounts", "wrong", None, &[]).status, 401);
 }

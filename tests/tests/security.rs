@@ -44,6 +44,7 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("POST", "/webhooks/twilio", Access::Carrier),
     ("POST", "/webhooks/plivo", Access::Carrier),
     ("POST", "/admin/accounts", Access::Admin),
+    ("GET", "/admin/accounts", Access::Admin),
     ("POST", "/admin/numbers", Access::Admin),
     ("GET", "/admin/carrier_events", Access::Admin),
     ("POST", "/admin/carrier_events/{id}/retry", Access::Admin),

@@ -1,4 +1,5 @@
-//! `/admin`: accounts, numbers and the carrier-event dead letters. Bearer `ADMIN_TOKEN`.
+//! `/admin`: accounts, numbers, the carrier-event and delivery dead letters, metrics. Bearer
+//! `ADMIN_TOKEN`.
 
 use exactly_core::ring::RingPlan;
 use serde::Deserialize;
@@ -33,6 +34,26 @@ pub async fn create_account(mut req: Request, env: &Env) -> Result<Response, Edg
     let created = now();
     accounts::create(&crate::store::database(env)?, &id, &name, &auth::key_hash(&api_key), created).await?;
     http::json(201, &json!({ "id": id, "name": name, "api_key": api_key, "created_at": created.to_rfc3339() }))
+}
+
+/// `GET /admin/accounts?limit=&cursor=`: the accounts with their numbers, newest first.
+pub async fn list_accounts(req: Request, env: &Env) -> Result<Response, EdgeError> {
+    auth::admin(&req, env)?;
+    let params = http::query(&req);
+    let limit = http::limit(&params)?;
+    let rows = accounts::list(&crate::store::database(env)?, Cursor::from_params(&params)?, limit).await?;
+    let next = Cursor::after(&rows, limit, |a| (a.created_at, &a.id));
+    let data = rows
+        .iter()
+        .map(|a| {
+            let numbers: serde_json::Value = serde_json::from_str(&a.numbers).unwrap_or_else(|_| json!([]));
+            json!({
+                "id": a.id, "name": a.name, "numbers": numbers,
+                "created_at": db::millis(a.created_at).to_rfc3339(),
+            })
+        })
+        .collect();
+    http::json(200, &page(data, next))
 }
 
 #[derive(Deserialize)]

@@ -5,17 +5,19 @@ use worker::{Env, Request, Response};
 
 use crate::api::auth;
 use crate::api::http::{self as http, Cursor};
-use crate::api::page;
+use crate::api::{page, with_charge};
 use crate::error::EdgeError;
-use crate::store::calls;
+use crate::store::{calls, usage};
 
-/// `GET /v1/calls/{id}`: status, legs dialled with their outcomes, duration, billed minutes.
+/// `GET /v1/calls/{id}`: status, legs dialled with their outcomes and times, duration, billed
+/// minutes and the charge.
 pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
     let account = auth::account(&req, &db).await?;
     let call = calls::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     let legs = calls::legs(&db, &call.id).await?;
-    http::json(200, &call.to_json(&legs))
+    let charge = usage::charge_of(&db, &account.id, usage::Kind::CallMinutes, &call.id).await?;
+    http::json(200, &with_charge(call.to_json(&legs), charge))
 }
 
 /// `GET /v1/calls?status=&limit=&cursor=`, newest first.

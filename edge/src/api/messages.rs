@@ -1,4 +1,4 @@
-//! `/v1/messages`: send a message (with `Idempotency-Key`), read one, list them.
+//! `/v1/messages`: send a message (with `Idempotency-Key`), read one (with its charge), list them.
 
 use exactly_core::message::MessageStatus;
 use exactly_core::segments;
@@ -7,11 +7,12 @@ use worker::{Env, Request, Response};
 
 use crate::api::auth::{self as auth, Account};
 use crate::api::http::{self as http, Cursor};
-use crate::api::{e164, page};
+use crate::api::{e164, page, with_charge};
 use crate::error::EdgeError;
 use crate::platform::{new_id, now};
 use crate::queues::{self as jobs, Job};
 use crate::store::messages::{self as messages, ListFilter, NewOutbound};
+use crate::store::usage;
 
 /// The longest text one API call may send (10 concatenated GSM-7 segments).
 const MAX_TEXT_CHARS: usize = 1600;
@@ -79,7 +80,8 @@ pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeErro
     let db = crate::store::database(env)?;
     let account = auth::account(&req, &db).await?;
     let message = messages::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
-    http::json(200, &message.to_json())
+    let charge = usage::charge_of(&db, &account.id, usage::Kind::SmsSegments, &message.id).await?;
+    http::json(200, &with_charge(message.to_json(), charge))
 }
 
 /// `GET /v1/messages/{id}/history`: every status the message moved to, oldest first, with the

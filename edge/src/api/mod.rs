@@ -26,3 +26,11 @@ pub fn e164(field: &'static str, value: &str) -> Result<PhoneNumber, EdgeError> 
 pub fn page(data: Vec<serde_json::Value>, next: Option<crate::api::http::Cursor>) -> serde_json::Value {
     serde_json::json!({ "data": data, "next_cursor": next.map(|c| c.encode()) })
 }
+
+/// A resource as the API reads it one at a time: with what it was charged (`null` until it is).
+pub fn with_charge(mut resource: serde_json::Value, charge: Option<serde_json::Value>) -> serde_json::Value {
+    if let Some(fields) = resource.as_object_mut() {
+        fields.insert("charge".into(), charge.unwrap_or(serde_json::Value::Null));
+    }
+    resource
+}

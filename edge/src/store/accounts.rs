@@ -6,7 +6,8 @@ use serde::Deserialize;
 use worker::D1Database;
 
 use crate::error::EdgeError;
-use crate::store::{self as db, text, time};
+use crate::store::signals::OPERATOR_ACCOUNT;
+use crate::store::{self as db, int, text, time, Cursor};
 
 /// Creates an account.
 pub async fn create(
@@ -41,4 +42,29 @@ pub async fn by_key_hash(db: &D1Database, api_key_hash: &str) -> Result<Option<S
     let row: Option<Id> =
         db::first(db::stmt(db, "SELECT id FROM accounts WHERE api_key_hash = ?1", &[text(api_key_hash)])?).await?;
     Ok(row.map(|r| r.id))
+}
+
+/// One account as the operator lists it (never its key, which is not stored).
+#[derive(Deserialize)]
+pub struct Listed {
+    pub id: String,
+    pub name: String,
+    pub created_at: f64,
+    /// The account's numbers, a JSON array.
+    pub numbers: String,
+}
+
+/// A page of the customer accounts, newest first; the operator's own account is not one.
+pub async fn list(db: &D1Database, cursor: Option<Cursor>, limit: u32) -> Result<Vec<Listed>, EdgeError> {
+    let (at, id) = Cursor::args(&cursor);
+    db::all(db::stmt(
+        db,
+        "SELECT a.id, a.name, a.created_at,
+                (SELECT json_group_array(n.phone_number) FROM phone_numbers n WHERE n.account_id = a.id) AS numbers
+         FROM accounts a
+         WHERE a.id != ?1 AND (?2 IS NULL OR a.created_at < ?2 OR (a.created_at = ?2 AND a.id < ?3))
+         ORDER BY a.created_at DESC, a.id DESC LIMIT ?4",
+        &[text(OPERATOR_ACCOUNT), at, id, int(i64::from(limit))],
+    )?)
+    .await
 }

@@ -19,7 +19,7 @@ use crate::platform::new_id;
 use crate::store::outbox::{Change, Event};
 use crate::store::usage;
 use crate::store::Cursor;
-use crate::store::{self as db, int, opt_text, text, time};
+use crate::store::{self as db, int, opt_text, opt_time, text, time};
 
 /// A call row.
 #[derive(Clone, Debug, Deserialize)]
@@ -51,6 +51,10 @@ pub struct Leg {
     pub call_leg_id: Option<String>,
     pub outcome: String,
     pub hangup_cause: Option<String>,
+    /// When the leg was dialled (its row's first write); unknown in a change not yet written.
+    pub created_at: Option<f64>,
+    pub answered_at: Option<f64>,
+    pub ended_at: Option<f64>,
 }
 
 const COLUMNS: &str =
@@ -71,10 +75,17 @@ impl Call {
             "ended_at": at(self.ended_at),
             "duration_secs": self.duration_secs.map(|d| d as i64),
             "billed_minutes": self.billed_minutes.map(|m| m as i64),
-            "legs": legs.iter().map(|l| json!({
-                "position": l.position as i64, "target": l.target, "outcome": l.outcome,
-                "hangup_cause": l.hangup_cause, "call_control_id": l.call_control_id,
-            })).collect::<Vec<_>>(),
+            "legs": legs.iter().map(|l| {
+                let mut leg = json!({
+                    "position": l.position as i64, "target": l.target, "outcome": l.outcome,
+                    "hangup_cause": l.hangup_cause, "call_control_id": l.call_control_id,
+                    "answered_at": at(l.answered_at), "ended_at": at(l.ended_at),
+                });
+                if let (Some(dialed), Some(fields)) = (l.created_at, leg.as_object_mut()) {
+                    fields.insert("dialed_at".into(), json!(db::millis(dialed).to_rfc3339()));
+                }
+                leg
+            }).collect::<Vec<_>>(),
             "created_at": db::millis(self.created_at).to_rfc3339(),
             "updated_at": db::millis(self.updated_at).to_rfc3339(),
         })
@@ -116,8 +127,8 @@ pub async fn list(
 pub async fn legs(db: &D1Database, call_id: &str) -> Result<Vec<Leg>, EdgeError> {
     db::all(db::stmt(
         db,
-        "SELECT position, target, call_control_id, call_leg_id, outcome, hangup_cause FROM call_legs WHERE
-             call_id = ?1 ORDER BY position",
+        "SELECT position, target, call_control_id, call_leg_id, outcome, hangup_cause, created_at, answered_at,
+             ended_at FROM call_legs WHERE call_id = ?1 ORDER BY position",
         &[text(call_id)],
     )?)
     .await
@@ -156,6 +167,9 @@ fn leg_row(leg: &LegView) -> Leg {
         call_leg_id: None,
         outcome: leg.outcome.as_str().into(),
         hangup_cause: leg.cause.clone(),
+        created_at: None,
+        answered_at: leg.answered_at.map(|t| t.unix_millis() as f64),
+        ended_at: leg.ended_at.map(|t| t.unix_millis() as f64),
     }
 }
 
@@ -212,11 +226,12 @@ pub async fn record_leg(
     let changed = db::run(db::stmt(
         db,
         "INSERT INTO call_legs (id, call_id, position, target, call_control_id, outcome, hangup_cause, version,
-             created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)
+             answered_at, ended_at, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)
          ON CONFLICT (call_id, position) DO UPDATE
            SET outcome = excluded.outcome, hangup_cause = excluded.hangup_cause,
                call_control_id = COALESCE(excluded.call_control_id, call_legs.call_control_id),
+               answered_at = excluded.answered_at, ended_at = excluded.ended_at,
                version = excluded.version, updated_at = excluded.updated_at
            WHERE call_legs.version < excluded.version",
         &[
@@ -228,6 +243,8 @@ pub async fn record_leg(
             text(leg.outcome.as_str()),
             opt_text(leg.cause.as_deref()),
             int(i64::from(version)),
+            opt_time(leg.answered_at),
+            opt_time(leg.ended_at),
             time(now),
         ],
     )?)

@@ -308,6 +308,8 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
                 outcome,
                 cause: None,
                 call_control_id: Some("cc-leg".into()),
+                answered_at: None,
+                ended_at: None,
             };
             if name == "calls.record_leg" {
                 calls::record_leg(db, &id, &leg(LegOutcome::NoAnswer), 2, now()).await?;

@@ -59,6 +59,11 @@ pub fn time(value: Timestamp) -> JsValue {
     int(value.unix_millis())
 }
 
+/// An optional time argument (NULL when absent).
+pub fn opt_time(value: Option<Timestamp>) -> JsValue {
+    value.map_or(JsValue::NULL, time)
+}
+
 /// A prepared statement with its arguments bound.
 pub fn stmt(db: &D1Database, sql: &str, args: &[JsValue]) -> Result<D1PreparedStatement, EdgeError> {
     db.prepare(sql).bind(args).map_err(|e| EdgeError::platform("bind", e))

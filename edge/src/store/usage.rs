@@ -17,7 +17,8 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn as_str(self) -> &'static str {
+    /// The name stored in `usage.kind`.
+    pub fn as_str(self) -> &'static str {
         match self {
             Kind::SmsSegments => "sms_segments",
             Kind::CallMinutes => "call_minutes",
@@ -75,4 +76,31 @@ pub async fn totals(db: &D1Database, account_id: &str, from: Timestamp, to: Time
             call_minutes: r.call_minutes.unwrap_or(0.0) as i64,
         })
         .unwrap_or_default())
+}
+
+#[derive(Deserialize)]
+struct ChargeRow {
+    quantity: f64,
+    created_at: f64,
+}
+
+/// What one resource of an account was charged, if it was: `{kind, quantity, charged_at}`.
+pub async fn charge_of(
+    db: &D1Database,
+    account_id: &str,
+    kind: Kind,
+    resource_id: &str,
+) -> Result<Option<serde_json::Value>, EdgeError> {
+    let row: Option<ChargeRow> = db::first(db::stmt(
+        db,
+        "SELECT quantity, created_at FROM usage WHERE kind = ?1 AND resource_id = ?2 AND account_id = ?3",
+        &[db::text(kind.as_str()), db::text(resource_id), db::text(account_id)],
+    )?)
+    .await?;
+    Ok(row.map(|r| {
+        serde_json::json!({
+            "kind": kind.as_str(), "quantity": r.quantity as i64,
+            "charged_at": db::millis(r.created_at).to_rfc3339(),
+        })
+    }))
 }
