@@ -32,11 +32,6 @@ export class ApiError extends Error {
   }
 }
 
-/** True when the route itself does not exist in this version of the worker (not a missing resource). */
-export function routeMissing(error) {
-  return error instanceof ApiError && ((error.status === 404 && error.code === 'no_route') || error.status === 501);
-}
-
 /**
  * Calls the API. `token` overrides the session's (sign-in uses it before a session exists).
  * Resolves to the parsed JSON body (null for an empty one); rejects with an ApiError.
@@ -72,19 +67,6 @@ export async function api(method, path, { body, headers = {}, token, raw = false
     );
   }
   return raw ? text : json;
-}
-
-/**
- * Whether a route exists in this worker, without side effects: a GET on it answers anything
- * but `404 no_route` when the path is known (a POST-only route answers 405).
- */
-export async function routeExists(path) {
-  try {
-    await api('GET', path);
-    return true;
-  } catch (e) {
-    return !routeMissing(e);
-  }
 }
 
 /** Builds `path?query` from an object, leaving out empty values. */

@@ -58,6 +58,7 @@ export function CallPage({ id }) {
       ['Bridged to', bridged ? `target ${bridged.position}: ${bridged.target}` : 'nobody'],
       ['Duration', call.duration_secs != null ? `${call.duration_secs} s` : '–'],
       ['Billed minutes', call.billed_minutes != null ? String(call.billed_minutes) : '–'],
+      ['Charge', call.charge ? html`${call.charge.quantity} minute(s), charged <${Time} at=${call.charge.charged_at} />` : 'nothing'],
     ]} />
     <h2>Sequential ring</h2>
     <${Timeline} label="Sequential ring" items=${ringItems(call, detail.data.about.events)} />
@@ -67,25 +68,28 @@ export function CallPage({ id }) {
       ${call.legs.map((l) => html`<tr>
         <td>${l.position}</td><td class="nowrap">${l.target}</td><td><${Badge} value=${l.outcome} /></td>
         <td>${l.hangup_cause ? l.hangup_cause.replace(/_/g, ' ') : '–'}</td>
-        <td><${Time} at=${l.dialed_at || l.dialled_at} /></td><td><${Time} at=${l.answered_at} /></td><td><${Time} at=${l.ended_at} /></td>
+        <td><${Time} at=${l.dialed_at} /></td><td><${Time} at=${l.answered_at} /></td><td><${Time} at=${l.ended_at} /></td>
       </tr>`)}
     <//>
-    ${call.legs.some((l) => l.dialed_at || l.dialled_at || l.ended_at) ? null : html`<p class="muted small">This version of the API reports each leg's outcome and cause but not its times; the timeline places legs in dialling order.</p>`}
     <${Json} value=${call} summary="The call as the API returns it" />
   </section>`;
 }
 
+/**
+ * The ring in causal order: the caller, each leg dialled, answered and ended in plan order (a
+ * leg is dialled only after the one before it ended), the bridge, the end, then the customer
+ * events. Leg times are the carrier's; dial times and events are the platform's.
+ */
 function ringItems(call, events) {
   const items = [{ at: call.created_at, title: 'Caller leg', detail: `${call.from} called ${call.to}`, tone: 'info' }];
   for (const leg of call.legs) {
-    const when = leg.dialed_at || leg.dialled_at;
-    const ended = leg.ended_at ? ` · ended ${new Date(leg.ended_at).toLocaleTimeString()}` : '';
     const why = leg.hangup_cause ? ` (${leg.hangup_cause.replace(/_/g, ' ')})` : '';
-    items.push({ at: when, title: `Target ${leg.position}: ${leg.target}`, detail: `dialled · ${leg.outcome.replace(/_/g, ' ')}${why}${ended}`, tone: tone(leg.outcome) });
-  }
-  if (call.answered_at) {
-    const bridged = call.legs.find((l) => l.outcome === 'answered');
-    items.push({ at: call.answered_at, title: 'Bridged', detail: bridged ? `caller connected to target ${bridged.position}` : 'caller connected', tone: 'good' });
+    items.push({ at: leg.dialed_at, title: `Target ${leg.position}: ${leg.target} dialled`, detail: `${leg.outcome.replace(/_/g, ' ')}${why}`, tone: tone(leg.outcome) });
+    if (leg.answered_at) items.push({ at: leg.answered_at, title: `Target ${leg.position} answered`, detail: leg.target, tone: 'good' });
+    if (leg.outcome === 'answered' && call.answered_at) {
+      items.push({ at: call.answered_at, title: 'Bridged', detail: `caller connected to target ${leg.position}`, tone: 'good' });
+    }
+    if (leg.ended_at) items.push({ at: leg.ended_at, title: `Target ${leg.position} ended`, detail: `${leg.target}${why}`, tone: tone(leg.outcome) });
   }
   if (call.ended_at) {
     const money = call.billed_minutes != null ? ` · ${call.billed_minutes} billed minute(s)` : '';

@@ -1,7 +1,7 @@
 // Webhook endpoints: create, edit event types, enable/disable (or pause/resume where the API
 // has it), rotate the secret, and the controls that light up when their routes exist.
 import { useState } from 'preact/hooks';
-import { api, routeExists, withQuery } from './api.js';
+import { api, withQuery } from './api.js';
 import {
   Badge, ErrorBox, EVENT_TYPES, Facts, Loading, Notice, PageTitle, Pager, Table, Time, html, useAction, useLoad,
 } from './ui.js';
@@ -82,9 +82,7 @@ export function EndpointPage({ id }) {
   const base = `/v1/webhook_endpoints/${encodeURIComponent(id)}`;
   const detail = useLoad(async () => {
     const endpoint = await api('GET', base);
-    // Routes of a later API version; each control shows only when its route answers.
-    const [canTest, canRecover] = await Promise.all([routeExists(`${base}/test`), routeExists(`${base}/recover`)]);
-    return { endpoint, canTest, canRecover };
+    return { endpoint };
   }, id);
   const [action, run] = useAction();
   const [edit, setEdit] = useState(null);
@@ -92,7 +90,7 @@ export function EndpointPage({ id }) {
   if (!detail.data) {
     return html`<section><${PageTitle}>Endpoint<//><${ErrorBox} error=${detail.error} />${detail.loading ? html`<${Loading} what="the endpoint" />` : null}</section>`;
   }
-  const { endpoint: ep, canTest, canRecover } = detail.data;
+  const { endpoint: ep } = detail.data;
   const form = edit || { url: ep.url, types: ep.event_types };
   const act = async (label, call) => {
     const done = await run(async () => ({ label, answer: await call() }));
@@ -101,15 +99,14 @@ export function EndpointPage({ id }) {
       detail.reload(true);
     }
   };
-  const pausable = Object.prototype.hasOwnProperty.call(ep, 'paused');
-  const held = ep.held_count ?? ep.held ?? ep.held_deliveries;
   return html`<section>
     <${PageTitle}>Endpoint <code class="id">${ep.id}</code><//>
     <p class="status-line">State <${Badge} value=${stateOf(ep)} /></p>
     <${Facts} rows=${[
       ['URL', ep.url],
       ['Disabled because', ep.disabled_reason || undefined],
-      ['Held deliveries', held !== undefined ? String(held) : undefined],
+      ['Held deliveries', String(ep.held_count)],
+      ['Rate limit', ep.rate_limit_per_second ? `${ep.rate_limit_per_second} per second` : 'none'],
       ['Consecutive failures', String(ep.consecutive_failures)],
       ['Created', html`<${Time} at=${ep.created_at} />`],
       ['Updated', html`<${Time} at=${ep.updated_at} />`],
@@ -118,26 +115,24 @@ export function EndpointPage({ id }) {
     ${action.done ? html`<${Notice}>${action.done.label}.<//>` : null}
     ${action.done && action.done.answer && action.done.answer.secret ? html`<${Secret} secret=${action.done.answer.secret} />` : null}
     <div class="actions" role="group" aria-label="Endpoint actions">
-      ${pausable
-        ? html`<button type="button" disabled=${action.busy} onClick=${() => act(ep.paused ? 'Resumed' : 'Paused', () => api('PATCH', base, { body: { paused: !ep.paused } }))}>${ep.paused ? 'Resume' : 'Pause'}</button>`
-        : html`<button type="button" disabled=${action.busy} onClick=${() => act(ep.enabled ? 'Disabled' : 'Enabled', () => api('PATCH', base, { body: { enabled: !ep.enabled } }))}>${ep.enabled ? 'Disable' : 'Enable'}</button>`}
+      <button type="button" disabled=${action.busy} onClick=${() => act(ep.paused ? 'Resumed' : 'Paused', () => api('PATCH', base, { body: { paused: !ep.paused } }))}>${ep.paused ? 'Resume' : 'Pause'}</button>
+      ${ep.enabled ? null : html`<button type="button" disabled=${action.busy} onClick=${() => act('Enabled', () => api('PATCH', base, { body: { enabled: true } }))}>Enable</button>`}
       <button type="button" disabled=${action.busy} onClick=${() => confirm('Rotate the signing secret? The old one stops being used.') && act('Secret rotated', () => api('POST', `${base}/rotate_secret`))}>Rotate secret</button>
-      ${canTest ? html`<button type="button" disabled=${action.busy} onClick=${() => act('Test event sent', () => api('POST', `${base}/test`, { body: {} }))}>Send test event</button>` : null}
+      <button type="button" disabled=${action.busy} onClick=${() => act('Test event sent', () => api('POST', `${base}/test`, { body: {} }))}>Send test event</button>
       <button type="button" class="danger" disabled=${action.busy} onClick=${async () => {
         if (!confirm(`Delete ${ep.id}?`)) return;
         const done = await run(() => api('DELETE', base));
         if (done) navigate('/endpoints');
       }}>Delete</button>
     </div>
-    ${pausable ? null : html`<p class="muted small">While disabled, new events are not delivered to it (this version has no pause that holds them).</p>`}
-    ${canRecover ? html`<form class="panel row" aria-label="Recover" onSubmit=${(e) => {
+    <form class="panel row" aria-label="Recover" onSubmit=${(e) => {
       e.preventDefault();
       act('Recovery queued', () => api('POST', `${base}/recover`, { body: { since: new Date(since).toISOString() } }));
     }}>
       <div class="field"><label for="recover-since">Recover failed deliveries since</label>
         <input id="recover-since" type="datetime-local" required value=${since} onInput=${(e) => setSince(e.currentTarget.value)} /></div>
       <div><button type="submit" disabled=${action.busy}>Recover</button></div>
-    </form>` : null}
+    </form>
     <h2>Edit</h2>
     <form class="stack" onSubmit=${(e) => {
       e.preventDefault();

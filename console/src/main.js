@@ -71,7 +71,7 @@ function page(role, route) {
   } else {
     if (first === 'ops' && second === 'carrier-events') return html`<${CarrierEventsPage} query=${query} />`;
     if (first === 'ops' && second === 'deliveries') return html`<${DeliveriesPage} query=${query} />`;
-    if (first === 'ops' && second === 'accounts') return html`<${AccountsPage} />`;
+    if (first === 'ops' && second === 'accounts') return html`<${AccountsPage} query=${query} />`;
     if ((first === 'ops' && !third) || !first) return html`<${OverviewPage} />`;
   }
   return html`<section><${PageTitle}>Not here<//><p>This page is not part of the ${role}'s console. <a href="#/">Go to the start</a>.</p></section>`;

@@ -1,6 +1,6 @@
 // Messages: the list with its filters and paging, sending one, and one message's story.
 import { useState } from 'preact/hooks';
-import { api, collect, routeMissing, withQuery } from './api.js';
+import { api, collect, withQuery } from './api.js';
 import {
   Badge, ErrorBox, Facts, Json, Loading, PageTitle, Pager, Select, Table, Time, Timeline, html, useAction, useInterval, useLoad,
 } from './ui.js';
@@ -74,28 +74,19 @@ function newKey() {
   return `console-${crypto.randomUUID ? crypto.randomUUID() : String(Date.now())}`;
 }
 
-/** The customer events about one resource (message or call), scanning the latest events. */
+/** The customer events about one resource (message or call), oldest first. */
 export async function eventsAbout(resourceId) {
-  const { items, complete } = await collect('/v1/events', {}, 500);
-  return { events: items.filter((e) => e && e.data && e.data.id === resourceId).reverse(), complete };
-}
-
-/** The message's status history: the API's own when it has one, else the times it reports. */
-async function loadHistory(message) {
-  if (Array.isArray(message.history)) return { items: message.history, source: 'api' };
-  try {
-    const page = await api('GET', `/v1/messages/${encodeURIComponent(message.id)}/history`);
-    return { items: page.data || page.history || [], source: 'api' };
-  } catch (e) {
-    if (routeMissing(e)) return { items: null, source: 'derived' };
-    throw e;
-  }
+  const { items, complete } = await collect('/v1/events', { resource_id: resourceId }, 500);
+  return { events: items.reverse(), complete };
 }
 
 export function MessagePage({ id }) {
   const detail = useLoad(async () => {
     const message = await api('GET', `/v1/messages/${encodeURIComponent(id)}`);
-    const [history, about] = await Promise.all([loadHistory(message), eventsAbout(message.id)]);
+    const [history, about] = await Promise.all([
+      api('GET', `/v1/messages/${encodeURIComponent(message.id)}/history`),
+      eventsAbout(message.id),
+    ]);
     return { message, history, about };
   }, id);
   const message = detail.data && detail.data.message;
@@ -120,8 +111,7 @@ export function MessagePage({ id }) {
       ['Error', message.error ? `${message.error.code}${message.error.title ? `: ${message.error.title}` : ''}` : undefined],
     ]} />
     <h2>History</h2>
-    <${Timeline} label="Status history" items=${historyItems(message, history, about.events)} />
-    ${history.source === 'derived' ? html`<p class="muted small">Built from the message's times and its customer events: this version of the API has no per-message status history.</p>` : null}
+    <${Timeline} label="Status history" items=${historyItems(message, history.data)} />
     <h2>Customer events</h2>
     ${about.events.length === 0 ? html`<p class="muted">No customer events for this message${about.complete ? '' : ' among the latest 500'}.</p>` : html`
       <ul class="plain">${about.events.map((e) => html`<li><a href=${`#/events/${encodeURIComponent(e.id)}`}>${e.type}</a> · <${Time} at=${e.created_at} /></li>`)}</ul>`}
@@ -130,26 +120,16 @@ export function MessagePage({ id }) {
 }
 
 function chargeText(message) {
-  if (message.charge) return typeof message.charge === 'object' ? JSON.stringify(message.charge) : String(message.charge);
-  if (message.direction === 'outbound') {
-    return message.sent_at ? `${message.segments} segment(s), charged when the carrier accepted it` : 'nothing yet (charged when the carrier accepts it)';
-  }
-  return undefined;
+  const { charge } = message;
+  if (charge) return html`${charge.quantity} ${charge.kind === 'sms_segments' ? 'segment(s)' : 'minute(s)'}, charged <${Time} at=${charge.charged_at} />`;
+  if (message.direction === 'outbound' && message.status !== 'failed') return 'nothing yet (charged when the carrier accepts it)';
+  return 'nothing';
 }
 
-function historyItems(message, history, events) {
-  if (history.source === 'api' && history.items) {
-    return history.items.map((h) => ({ at: h.at || h.created_at, title: h.status || h.to_status || h.type, detail: h.reason || h.carrier_status, tone: tone(h.status || h.to_status) }));
-  }
+/** The timeline: the message's creation, then every status it moved to, as the API keeps them. */
+function historyItems(message, steps) {
   const items = [{ at: message.created_at, title: message.direction === 'inbound' ? 'received' : 'queued', detail: message.direction === 'inbound' ? `from ${message.from}` : 'accepted by the API', tone: 'info' }];
-  if (message.sent_at) items.push({ at: message.sent_at, title: 'sent', detail: 'handed to the carrier', tone: 'info' });
-  for (const e of events) {
-    if (e.type === 'message.delivered' || e.type === 'message.failed') {
-      items.push({ at: e.created_at, title: e.type.slice('message.'.length), detail: `customer event ${e.id}`, tone: tone(e.type.slice(8)) });
-    }
-  }
-  const last = items[items.length - 1];
-  if (last.title !== message.status) items.push({ at: message.updated_at, title: message.status, detail: 'current status', tone: tone(message.status) });
+  for (const h of steps) items.push({ at: h.at, title: h.status, detail: h.carrier_status ? `carrier: ${h.carrier_status}` : undefined, tone: tone(h.status) });
   return items;
 }
 

@@ -1,7 +1,7 @@
 // The operator's pages (admin token): overview, failed carrier events with re-drive, failed
 // deliveries with retry, and accounts and numbers.
 import { useState } from 'preact/hooks';
-import { api, collect, routeMissing, withQuery } from './api.js';
+import { api, withQuery } from './api.js';
 import { Badge, ErrorBox, Facts, Loading, Notice, PageTitle, Pager, Select, Table, Time, ago, html, useAction, useLoad } from './ui.js';
 import { navigate } from './router.js';
 
@@ -11,52 +11,33 @@ function series(text, name) {
   return line ? Number(line.slice(name.length + 1)) : null;
 }
 
-/** Counts and backlog age: `/admin/metrics` when the worker has it, else counted from the lists. */
+/** Counts and backlog age, from `/admin/metrics`. */
 export function OverviewPage() {
   const overview = useLoad(async () => {
-    try {
-      const text = await api('GET', '/admin/metrics', { raw: true });
-      const now = Date.now();
-      const since = (secs) => (secs ? new Date(now - secs * 1000).toISOString() : null);
-      const tile = (label, value, href, pending, age) => ({ label, count: value ?? 0, complete: true, oldest: pending ? since(age) : null, href, pending });
-      return {
-        counted: [
-          tile('Failed carrier events', series(text, 'exactly_carrier_events{state="failed"}'), '#/ops/carrier-events?status=failed', false),
-          tile('Pending carrier events', series(text, 'exactly_carrier_events{state="pending"}'), '#/ops/carrier-events?status=pending', true, series(text, 'exactly_oldest_pending_event_age_seconds')),
-          tile('Failed deliveries', series(text, 'exactly_webhook_deliveries{outcome="failed"}'), '#/ops/deliveries?status=failed', false),
-          tile('Pending deliveries', series(text, 'exactly_webhook_deliveries{outcome="pending"}'), '#/ops/deliveries?status=pending', true, series(text, 'exactly_oldest_pending_delivery_age_seconds')),
-        ],
-        fromMetrics: true,
-        ingested: series(text, 'exactly_carrier_events_ingested_total'),
-      };
-    } catch (e) {
-      if (!routeMissing(e)) throw e;
-    }
-    const lists = [
-      ['Failed carrier events', '/admin/carrier_events', 'failed', '#/ops/carrier-events?status=failed'],
-      ['Pending carrier events', '/admin/carrier_events', 'pending', '#/ops/carrier-events?status=pending'],
-      ['Failed deliveries', '/admin/webhook_deliveries', 'failed', '#/ops/deliveries?status=failed'],
-      ['Pending deliveries', '/admin/webhook_deliveries', 'pending', '#/ops/deliveries?status=pending'],
-    ];
-    const counted = await Promise.all(lists.map(async ([label, path, status, href]) => {
-      const { items, complete } = await collect(path, { status }, 500);
-      const oldest = items.length ? items[items.length - 1].created_at : null;
-      return { label, count: items.length, complete, oldest: complete ? oldest : null, href, pending: status === 'pending' };
-    }));
-    return { counted };
+    const text = await api('GET', '/admin/metrics', { raw: true });
+    const now = Date.now();
+    const since = (secs) => (secs ? new Date(now - secs * 1000).toISOString() : null);
+    const tile = (label, value, href, pending, age) => ({ label, count: value ?? 0, oldest: pending ? since(age) : null, href, pending });
+    return {
+      counted: [
+        tile('Failed carrier events', series(text, 'exactly_carrier_events{state="failed"}'), '#/ops/carrier-events?status=failed', false),
+        tile('Pending carrier events', series(text, 'exactly_carrier_events{state="pending"}'), '#/ops/carrier-events?status=pending', true, series(text, 'exactly_oldest_pending_event_age_seconds')),
+        tile('Failed deliveries', series(text, 'exactly_webhook_deliveries{outcome="failed"}'), '#/ops/deliveries?status=failed', false),
+        tile('Pending deliveries', series(text, 'exactly_webhook_deliveries{outcome="pending"}'), '#/ops/deliveries?status=pending', true, series(text, 'exactly_oldest_pending_delivery_age_seconds')),
+      ],
+      ingested: series(text, 'exactly_carrier_events_ingested_total'),
+    };
   }, 'overview');
   return html`<section>
     <${PageTitle}>Overview<//>
     <${ErrorBox} error=${overview.error} />
     ${overview.loading && !overview.data ? html`<${Loading} what="counts" />` : null}
-    ${overview.data && overview.data.counted ? html`
+    ${overview.data ? html`
       <ul class="tiles">${overview.data.counted.map((c) => html`<li class="tile">
-        <a href=${c.href}><span class="tile-n">${c.count}${c.complete ? '' : '+'}</span> <span class="tile-label">${c.label}</span></a>
-        ${c.pending ? html`<span class="small muted">${c.oldest ? `oldest waiting ${ago(c.oldest)}` : c.complete ? 'no backlog' : 'backlog age: more than 500 waiting'}</span>` : null}
+        <a href=${c.href}><span class="tile-n">${c.count}</span> <span class="tile-label">${c.label}</span></a>
+        ${c.pending ? html`<span class="small muted">${c.oldest ? `oldest waiting ${ago(c.oldest)}` : 'no backlog'}</span>` : null}
       </li>`)}</ul>
-      ${overview.data.fromMetrics
-        ? html`<p class="muted small">From <code>/admin/metrics</code>: ${overview.data.ingested ?? 0} carrier events ingested in all.</p>`
-        : html`<p class="muted small">Counted from the admin lists (up to 500 each): this version of the worker has no <code>/admin/metrics</code>.</p>`}` : null}
+      <p class="muted small">From <code>/admin/metrics</code>: ${overview.data.ingested ?? 0} carrier events ingested in all.</p>` : null}
     <button type="button" onClick=${() => overview.reload(false)}>Refresh</button>
   </section>`;
 }
@@ -133,7 +114,9 @@ export function DeliveriesPage({ query }) {
   </section>`;
 }
 
-export function AccountsPage() {
+export function AccountsPage({ query }) {
+  const { cursor } = query;
+  const list = useLoad(() => api('GET', withQuery('/admin/accounts', { cursor, limit: 20 })), `accounts|${cursor}`);
   const [name, setName] = useState('');
   const [account, runAccount] = useAction();
   const [number, setNumber] = useState({ account_id: '', phone_number: '', targets: '' });
@@ -141,16 +124,33 @@ export function AccountsPage() {
   const createAccount = async (e) => {
     e.preventDefault();
     const created = await runAccount(() => api('POST', '/admin/accounts', { body: { name: name.trim() } }));
-    if (created) setNumber((n) => ({ ...n, account_id: created.id }));
+    if (created) {
+      setNumber((n) => ({ ...n, account_id: created.id }));
+      list.reload(true);
+    }
   };
   const assign = (e) => {
     e.preventDefault();
     const ring_targets = number.targets.split(/[\s,]+/).filter(Boolean);
-    runNumber(() => api('POST', '/admin/numbers', { body: { account_id: number.account_id.trim(), phone_number: number.phone_number.trim(), ring_targets } }));
+    runNumber(() => api('POST', '/admin/numbers', { body: { account_id: number.account_id.trim(), phone_number: number.phone_number.trim(), ring_targets } }))
+      .then((done) => done && list.reload(true));
   };
   const setN = (field) => (e) => setNumber({ ...number, [field]: e.currentTarget.value });
   return html`<section>
     <${PageTitle}>Accounts and numbers<//>
+    <${ErrorBox} error=${list.error} />
+    ${list.loading && !list.data ? html`<${Loading} what="accounts" />` : null}
+    ${list.data ? html`
+      <${Table} label="Accounts" head=${['Account', 'Name', 'Numbers', 'Created', '']}>
+        ${list.data.data.length === 0 ? html`<tr><td colspan="5" class="muted">No accounts yet.</td></tr>` : null}
+        ${list.data.data.map((a) => html`<tr>
+          <td><code>${a.id}</code></td><td>${a.name || '–'}</td>
+          <td>${a.numbers.length ? a.numbers.join(', ') : html`<span class="muted">none</span>`}</td>
+          <td><${Time} at=${a.created_at} /></td>
+          <td><button type="button" aria-label=${`Assign a number to ${a.id}`} onClick=${() => setNumber((n) => ({ ...n, account_id: a.id }))}>Assign a number</button></td>
+        </tr>`)}
+      <//>
+      <${Pager} base="/ops/accounts" query=${query} nextCursor=${list.data.next_cursor} />` : null}
     <h2>Create an account</h2>
     <form class="row" onSubmit=${createAccount}>
       <div class="field"><label for="account-name">Name</label><input id="account-name" maxlength="200" value=${name} onInput=${(e) => setName(e.currentTarget.value)} /></div>
