@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! queued | scheduled  ->  sending  ->  sent  ->  delivered | failed
+//! scheduled            ->  canceled
 //! ```
 //!
 //! A status only ever moves forward. `delivered` and `failed` are terminal: the first terminal
@@ -28,6 +29,8 @@ pub enum MessageStatus {
     Failed,
     /// An inbound message that arrived (terminal; inbound messages have no lattice).
     Received,
+    /// A scheduled message canceled through the API before its time (terminal; never sent).
+    Canceled,
 }
 
 /// The answer of [`transition`].
@@ -57,7 +60,7 @@ pub enum Unchanged {
 
 impl MessageStatus {
     /// Every status, in lattice order.
-    pub const ALL: [MessageStatus; 7] = [
+    pub const ALL: [MessageStatus; 8] = [
         MessageStatus::Queued,
         MessageStatus::Scheduled,
         MessageStatus::Sending,
@@ -65,6 +68,7 @@ impl MessageStatus {
         MessageStatus::Delivered,
         MessageStatus::Failed,
         MessageStatus::Received,
+        MessageStatus::Canceled,
     ];
 
     /// The name stored in `messages.status` and shown by the API.
@@ -77,6 +81,7 @@ impl MessageStatus {
             MessageStatus::Delivered => "delivered",
             MessageStatus::Failed => "failed",
             MessageStatus::Received => "received",
+            MessageStatus::Canceled => "canceled",
         }
     }
 
@@ -87,7 +92,10 @@ impl MessageStatus {
 
     /// Whether nothing may follow this status.
     pub fn is_terminal(self) -> bool {
-        matches!(self, MessageStatus::Delivered | MessageStatus::Failed | MessageStatus::Received)
+        matches!(
+            self,
+            MessageStatus::Delivered | MessageStatus::Failed | MessageStatus::Received | MessageStatus::Canceled
+        )
     }
 
     fn rank(self) -> u8 {
@@ -95,7 +103,7 @@ impl MessageStatus {
             MessageStatus::Queued | MessageStatus::Scheduled => 0,
             MessageStatus::Sending => 1,
             MessageStatus::Sent => 2,
-            MessageStatus::Delivered | MessageStatus::Failed | MessageStatus::Received => 3,
+            MessageStatus::Delivered | MessageStatus::Failed | MessageStatus::Received | MessageStatus::Canceled => 3,
         }
     }
 
@@ -112,7 +120,7 @@ impl MessageStatus {
             MessageStatus::Delivered => Some("message.delivered"),
             MessageStatus::Failed => Some("message.failed"),
             MessageStatus::Received => Some("message.received"),
-            MessageStatus::Queued | MessageStatus::Scheduled | MessageStatus::Sending => None,
+            MessageStatus::Queued | MessageStatus::Scheduled | MessageStatus::Sending | MessageStatus::Canceled => None,
         }
     }
 }
@@ -123,7 +131,10 @@ pub fn transition(current: MessageStatus, reported: MessageStatus) -> Transition
         Transition::Unchanged(Unchanged::Same)
     } else if current.is_terminal() {
         Transition::Unchanged(Unchanged::Terminal)
-    } else if reported == MessageStatus::Received || reported.rank() <= current.rank() {
+    } else if reported == MessageStatus::Received
+        || (reported == MessageStatus::Canceled && current != MessageStatus::Scheduled)
+        || reported.rank() <= current.rank()
+    {
         Transition::Unchanged(Unchanged::Behind)
     } else {
         Transition::Move { from: current, to: reported }
@@ -152,6 +163,19 @@ mod tests {
 
     use super::MessageStatus::*;
     use super::*;
+
+    #[test]
+    fn only_a_scheduled_message_is_canceled() {
+        assert_eq!(transition(Scheduled, Canceled), Transition::Move { from: Scheduled, to: Canceled });
+        assert_eq!(Canceled.predecessors(), vec![Scheduled]);
+        for from in [Queued, Sending, Sent] {
+            assert_eq!(transition(from, Canceled), Transition::Unchanged(Unchanged::Behind), "{from:?}");
+        }
+        for to in [Sending, Sent, Delivered, Failed] {
+            assert_eq!(transition(Canceled, to), Transition::Unchanged(Unchanged::Terminal), "{to:?}");
+        }
+        assert_eq!(Canceled.event_type(), None);
+    }
 
     #[test]
     fn forward_moves() {

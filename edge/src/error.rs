@@ -158,7 +158,7 @@ pub enum Done {
     AlreadySettled,
     /// The endpoint is disabled or deleted: the delivery failed.
     EndpointDisabled,
-    /// An early or duplicate message: the scheduled one will come.
+    /// An early or duplicate job (a delivery attempt, a scheduled send): the due one will come.
     NotDue,
     /// The endpoint is paused or disabled: the delivery waits, untouched.
     Held,

@@ -42,6 +42,13 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("messaging::validation_and_auth_errors", validation_and_auth_errors),
     ("messaging::list_filters_and_paginates", list_filters_and_paginates),
     ("messaging::unknown_number_is_a_visible_failed_event", unknown_number_is_a_visible_failed_event),
+    ("messaging::scheduled_message_is_sent_at_its_time_once", scheduled_message_is_sent_at_its_time_once),
+    (
+        "messaging::scheduled_message_due_during_a_restart_is_sent_once",
+        scheduled_message_due_during_a_restart_is_sent_once,
+    ),
+    ("messaging::cancel_before_and_after_the_send", cancel_before_and_after_the_send),
+    ("messaging::send_at_is_validated", send_at_is_validated),
 ];
 
 /// An account with one number.
@@ -514,4 +521,121 @@ fn unknown_number_is_a_visible_failed_event(w: &Worker) {
     let entry = failed["data"].as_array().unwrap().iter().find(|e| e["carrier_event_id"] == event_id.as_str()).cloned();
     let entry = entry.unwrap_or_else(|| panic!("{event_id} listed as failed: {failed}"));
     assert!(entry["error"].as_str().unwrap().contains("+15550001234"), "{entry}");
+}
+
+/// An RFC 3339 time `secs` from now.
+fn in_secs(secs: i64) -> String {
+    exactly_core::Timestamp::from_unix_millis((sim::unix_now() + secs) * 1000).to_rfc3339()
+}
+
+fn schedule(w: &Worker, c: &Customer, text: &str, send_at: &str, key: Option<&str>) -> (u16, Value) {
+    let headers: Vec<(&str, &str)> = key.map(|k| vec![("idempotency-key", k)]).unwrap_or_default();
+    let body = json!({"from": c.number, "to": "+15559990000", "text": text, "send_at": send_at});
+    let a = w.call("POST", "/v1/messages", &c.key, Some(&body), &headers);
+    (a.status, a.json())
+}
+
+fn millis(rfc3339: &Value) -> i64 {
+    rfc3339.as_str().and_then(exactly_core::Timestamp::parse_rfc3339).map(|t| t.unix_millis()).unwrap_or_default()
+}
+
+/// Sent by its delayed job, not before its time, once, however often the sweeper runs after.
+fn scheduled_message_is_sent_at_its_time_once(w: &Worker) {
+    let c = customer(w, "scheduled");
+    let send_at = in_secs(5);
+    let (status, created) = schedule(w, &c, "later", &send_at, None);
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["status"], "scheduled");
+    assert_eq!(millis(&created["send_at"]), millis(&json!(send_at)));
+    let id = created["id"].as_str().unwrap_or_default().to_owned();
+    // Sweeps before its time send nothing.
+    w.cron();
+    thread::sleep(Duration::from_secs(2));
+    assert_eq!(w.carrier.sends_for(&id), 0, "nothing is sent before send_at");
+    assert_eq!(message(w, &c, &id)["status"], "scheduled");
+    let sent = wait_status(w, &c, &id, "sent");
+    assert!(millis(&sent["sent_at"]) >= millis(&created["send_at"]), "sent at its time: {sent}");
+    for _ in 0..3 {
+        w.cron();
+    }
+    thread::sleep(Duration::from_secs(2));
+    assert_eq!(w.carrier.sends_for(&id), 1, "sent once");
+    assert_eq!(events(w, &id, "message.sent"), 1);
+    let history = w.sql(&format!("SELECT status FROM message_status_history WHERE message_id = {}", lit(&id)));
+    assert_eq!(history, vec![json!({"status": "sent"})]);
+}
+
+/// Due while the worker is down: after the restart the sweeper finds it, and it is sent once
+/// whichever of the delayed job and the sweeps comes first.
+fn scheduled_message_due_during_a_restart_is_sent_once(_shared: &Worker) {
+    // Its own worker: restarting the shared one would disturb the other tests.
+    let mut w = Worker::start();
+    let c = customer(&w, "scheduled-restart");
+    let (status, created) = schedule(&w, &c, "through a restart", &in_secs(3), None);
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().unwrap_or_default().to_owned();
+    w.stop();
+    thread::sleep(Duration::from_secs(4));
+    w.restart();
+    for _ in 0..3 {
+        w.cron();
+    }
+    wait_status(&w, &c, &id, "sent");
+    w.cron();
+    thread::sleep(Duration::from_secs(2));
+    assert_eq!(w.carrier.sends_for(&id), 1, "sent once");
+    assert_eq!(events(&w, &id, "message.sent"), 1);
+    w.stop();
+}
+
+fn cancel_before_and_after_the_send(w: &Worker) {
+    let c = customer(w, "cancel");
+    let cancel = |id: &str, key: &str| w.call("POST", &format!("/v1/messages/{id}/cancel"), key, None, &[]);
+    let (_, created) = schedule(w, &c, "never sent", &in_secs(3), None);
+    let id = created["id"].as_str().unwrap_or_default().to_owned();
+    let other = customer(w, "cancel-other");
+    assert_eq!(cancel(&id, &other.key).status, 404, "another account's message");
+    let a = cancel(&id, &c.key);
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.json()["status"], "canceled");
+    assert_eq!(cancel(&id, &c.key).status, 200, "canceling again answers the same");
+    thread::sleep(Duration::from_secs(4));
+    w.cron();
+    thread::sleep(Duration::from_secs(2));
+    assert_eq!(message(w, &c, &id)["status"], "canceled");
+    assert_eq!(w.carrier.sends_for(&id), 0, "a canceled message is never sent");
+    let history = w.sql(&format!("SELECT status FROM message_status_history WHERE message_id = {}", lit(&id)));
+    assert_eq!(history, vec![json!({"status": "canceled"})], "one history row");
+    let listed = w.call("GET", "/v1/messages?status=canceled", &c.key, None, &[]).json();
+    assert_eq!(listed["data"][0]["id"], id.as_str(), "{listed}");
+
+    // Too late: once sent (and for a message never scheduled) the answer is 409.
+    let (_, now) = send(w, &c, "sent at once", None);
+    let now_id = now["id"].as_str().unwrap_or_default().to_owned();
+    wait_status(w, &c, &now_id, "sent");
+    let late = cancel(&now_id, &c.key);
+    assert_eq!(late.status, 409, "{}", late.body);
+    assert_eq!(late.json()["error"]["code"], "not_scheduled");
+    assert_eq!(message(w, &c, &now_id)["status"], "sent");
+    assert_eq!(w.carrier.sends_for(&now_id), 1);
+}
+
+fn send_at_is_validated(w: &Worker) {
+    let c = customer(w, "send-at");
+    for send_at in [in_secs(-60), in_secs(8 * 24 * 3600), "tomorrow".to_owned()] {
+        let (status, answer) = schedule(w, &c, "x", &send_at, None);
+        assert_eq!(status, 422, "{send_at}: {answer}");
+        assert_eq!(answer["error"]["field"], "send_at", "{answer}");
+    }
+    // The same Idempotency-Key for another time is a different message.
+    let key = uid("send-at-key");
+    let at = in_secs(3600);
+    let (first, created) = schedule(w, &c, "x", &at, Some(&key));
+    assert_eq!(first, 201, "{created}");
+    let (again, same) = schedule(w, &c, "x", &at, Some(&key));
+    assert_eq!((again, &same["id"]), (200, &created["id"]));
+    let (other, answer) = schedule(w, &c, "x", &in_secs(7200), Some(&key));
+    assert_eq!(other, 409, "{answer}");
+    let id = created["id"].as_str().unwrap_or_default();
+    assert_eq!(w.call("POST", &format!("/v1/messages/{id}/cancel"), &c.key, None, &[]).status, 200);
 }

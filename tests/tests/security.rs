@@ -56,6 +56,7 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("GET", "/v1/messages", Access::Account),
     ("GET", "/v1/messages/{id}", Access::Owned(Resource::Message)),
     ("GET", "/v1/messages/{id}/history", Access::Owned(Resource::Message)),
+    ("POST", "/v1/messages/{id}/cancel", Access::Owned(Resource::Message)),
     ("GET", "/v1/calls", Access::Account),
     ("GET", "/v1/calls/{id}", Access::Owned(Resource::Call)),
     ("GET", "/v1/usage", Access::Account),

@@ -2,6 +2,7 @@
 
 use exactly_core::message::MessageStatus;
 use exactly_core::segments;
+use exactly_core::Timestamp;
 use serde::Deserialize;
 use worker::{Env, Request, Response};
 
@@ -17,15 +18,23 @@ use crate::store::usage;
 /// The longest text one API call may send (10 concatenated GSM-7 segments).
 const MAX_TEXT_CHARS: usize = 1600;
 
+/// How far ahead `send_at` may be.
+const MAX_SCHEDULE_MILLIS: i64 = 7 * 24 * 3600 * 1000;
+
+/// The longest delay a queue message takes (12 hours); a send further ahead is enqueued by the
+/// sweeper once it is due.
+const MAX_QUEUE_DELAY_SECS: i64 = 12 * 3600;
+
 #[derive(Deserialize)]
 struct NewMessage {
     from: Option<String>,
     to: Option<String>,
     text: Option<String>,
+    send_at: Option<String>,
 }
 
-/// `POST /v1/messages` `{from, to, text}`: 201 with the queued message, or 200 with the same
-/// message when the `Idempotency-Key` was used before (no second send).
+/// `POST /v1/messages` `{from, to, text, send_at?}`: 201 with the queued (or scheduled) message,
+/// or 200 with the same message when the `Idempotency-Key` was used before (no second send).
 pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
     let Account { id: account_id } = auth::account(&req, &db).await?;
@@ -44,6 +53,8 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
     if text.chars().count() > MAX_TEXT_CHARS {
         return Err(EdgeError::invalid("text", format!("must be at most {MAX_TEXT_CHARS} characters")));
     }
+    let created_at = now();
+    let send_at = body.send_at.as_deref().map(|at| schedule(at, created_at)).transpose()?;
     if !crate::store::numbers::owned_by(&db, &from, &account_id).await? {
         return Err(EdgeError::invalid("from", "is not a number of this account"));
     }
@@ -59,9 +70,16 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
         segments: i64::from(count.count),
         encoding: count.encoding.as_str(),
         idempotency_key: key.as_deref(),
+        send_at,
     };
-    let (message, created) = messages::create_outbound(&db, new, now()).await?;
-    if !created && (message.from_number != from.as_str() || message.to_number != to.as_str() || message.text != text) {
+    let (message, created) = messages::create_outbound(&db, new, created_at).await?;
+    let same_time = message.send_at.map(|t| t as i64) == send_at.map(|t| t.unix_millis());
+    if !created
+        && (message.from_number != from.as_str()
+            || message.to_number != to.as_str()
+            || message.text != text
+            || !same_time)
+    {
         return Err(EdgeError::Conflict {
             code: "idempotency_key_reused",
             message: "this Idempotency-Key was used for a different message".into(),
@@ -69,10 +87,45 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
     }
     // A replay of a message whose first dispatch job may have been lost enqueues it again; the
     // dispatcher's claim makes a second job a no-op.
-    if created || message.status == MessageStatus::Queued {
-        jobs::enqueue(env, Job::Dispatch { message_id: message.id.clone() }).await?;
+    match (message.status, message.send_at) {
+        (MessageStatus::Queued, _) => jobs::enqueue(env, Job::Dispatch { message_id: message.id.clone() }).await?,
+        // Due in `delay`; if this job is lost or early, the sweeper enqueues the send once due.
+        (MessageStatus::Scheduled, Some(at)) if created => {
+            let delay = ((at as i64 - now().unix_millis()) / 1000).clamp(0, MAX_QUEUE_DELAY_SECS);
+            let job = Job::Dispatch { message_id: message.id.clone() };
+            jobs::enqueue_later(env, job, u32::try_from(delay).unwrap_or(0)).await?;
+        }
+        _ => {}
     }
     http::json(if created { 201 } else { 200 }, &message.to_json())
+}
+
+/// `send_at`: an RFC 3339 time after `now` and at most 7 days ahead.
+fn schedule(at: &str, now: Timestamp) -> Result<Timestamp, EdgeError> {
+    let at = Timestamp::parse_rfc3339(at).ok_or_else(|| EdgeError::invalid("send_at", "must be an RFC 3339 time"))?;
+    if at.unix_millis() <= now.unix_millis() {
+        return Err(EdgeError::invalid("send_at", "must be in the future"));
+    }
+    if at.unix_millis() - now.unix_millis() > MAX_SCHEDULE_MILLIS {
+        return Err(EdgeError::invalid("send_at", "must be at most 7 days ahead"));
+    }
+    Ok(at)
+}
+
+/// `POST /v1/messages/{id}/cancel`: a scheduled message is canceled and never sent (200 with the
+/// message; again 200 once canceled). 409 once it is on its way or was never scheduled.
+pub async fn cancel(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+    let db = crate::store::database(env)?;
+    let account = auth::account(&req, &db).await?;
+    messages::cancel(&db, &account.id, id, now()).await?;
+    let message = messages::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
+    if message.status != MessageStatus::Canceled {
+        return Err(EdgeError::Conflict {
+            code: "not_scheduled",
+            message: format!("the message is {}, not scheduled: it can no longer be canceled", message.status.as_str()),
+        });
+    }
+    http::json(200, &message.to_json())
 }
 
 /// `GET /v1/messages/{id}`; another account's message is 404.

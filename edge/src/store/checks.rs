@@ -97,6 +97,7 @@ async fn outbound(db: &D1Database, account_id: &str) -> Result<messages::Message
         segments: 1,
         encoding: "GSM-7",
         idempotency_key: None,
+        send_at: None,
     };
     Ok(messages::create_outbound(db, new, now()).await?.0)
 }

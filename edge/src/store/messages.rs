@@ -16,7 +16,7 @@ use crate::error::EdgeError;
 use crate::store::outbox::{Change, Event};
 use crate::store::usage;
 use crate::store::Cursor;
-use crate::store::{self as db, int, opt_text, text, time};
+use crate::store::{self as db, int, opt_text, opt_time, text, time};
 
 /// A message row.
 #[derive(Clone, Debug, Deserialize)]
@@ -41,11 +41,13 @@ pub struct Message {
     pub created_at: f64,
     pub updated_at: f64,
     pub sent_at: Option<f64>,
+    /// When a scheduled message becomes due (Unix ms).
+    pub send_at: Option<f64>,
 }
 
 const COLUMNS: &str = "id, account_id, direction, from_number, to_number, text, segments, encoding, status, carrier,
     carrier_message_id, error_code, error_title, idempotency_key, dispatch_token, claimed_until, send_attempts,
-    created_at, updated_at, sent_at";
+    created_at, updated_at, sent_at, send_at";
 
 /// Which way a message went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -82,6 +84,7 @@ impl Message {
             "created_at": db::millis(self.created_at).to_rfc3339(),
             "updated_at": db::millis(self.updated_at).to_rfc3339(),
             "sent_at": self.sent_at.map(|t| db::millis(t).to_rfc3339()),
+            "send_at": self.send_at.map(|t| db::millis(t).to_rfc3339()),
         })
     }
 
@@ -100,9 +103,12 @@ pub struct NewOutbound<'a> {
     pub segments: i64,
     pub encoding: &'a str,
     pub idempotency_key: Option<&'a str>,
+    /// When to send it; `None` sends it now.
+    pub send_at: Option<Timestamp>,
 }
 
-/// Inserts a queued outbound message, unless the account already used this idempotency key.
+/// Inserts a queued (or, with `send_at`, scheduled) outbound message, unless the account already
+/// used this idempotency key.
 /// Returns the stored message and whether this call created it.
 pub async fn create_outbound(
     db: &D1Database,
@@ -112,8 +118,9 @@ pub async fn create_outbound(
     let insert = db::stmt(
         db,
         "INSERT INTO messages (id, account_id, direction, from_number, to_number, text, segments, encoding, status,
-                               carrier, idempotency_key, created_at, updated_at)
-         VALUES (?1, ?2, 'outbound', ?3, ?4, ?5, ?6, ?7, 'queued', 'telnyx', ?8, ?9, ?9)
+                               carrier, idempotency_key, send_at, created_at, updated_at)
+         VALUES (?1, ?2, 'outbound', ?3, ?4, ?5, ?6, ?7, CASE WHEN ?8 IS NULL THEN 'queued' ELSE 'scheduled' END,
+                 'telnyx', ?9, ?8, ?10, ?10)
          ON CONFLICT (account_id, idempotency_key) DO NOTHING",
         &[
             text(new.id),
@@ -123,6 +130,7 @@ pub async fn create_outbound(
             text(new.text),
             int(new.segments),
             text(new.encoding),
+            opt_time(new.send_at),
             opt_text(new.idempotency_key),
             time(now),
         ],
@@ -208,8 +216,8 @@ pub async fn list(db: &D1Database, account_id: &str, filter: ListFilter<'_>) -> 
     .await
 }
 
-/// Claims a message for sending: `queued|scheduled -> sending`, or takes over a `sending`
-/// message whose previous claim lapsed without a carrier id. Returns whether this caller owns
+/// Claims a message for sending: `queued -> sending`, `scheduled -> sending` once it is due, or
+/// takes over a `sending` message whose previous claim lapsed without a carrier id. Returns whether this caller owns
 /// the send now; only the owner calls the carrier.
 pub async fn claim(
     db: &D1Database,
@@ -224,7 +232,8 @@ pub async fn claim(
          SET status = 'sending', dispatch_token = ?2, claimed_until = ?4, send_attempts = send_attempts + 1,
              updated_at = ?3
          WHERE id = ?1 AND direction = 'outbound' AND carrier_message_id IS NULL
-           AND (status IN ('queued', 'scheduled') OR (status = 'sending' AND claimed_until < ?3))",
+           AND (status = 'queued' OR (status = 'scheduled' AND send_at <= ?3)
+                OR (status = 'sending' AND claimed_until < ?3))",
         &[text(id), text(token), time(now), time(lease_until)],
     )?)
     .await?;
@@ -428,6 +437,7 @@ pub async fn insert_inbound(
         created_at: now.unix_millis() as f64,
         updated_at: now.unix_millis() as f64,
         sent_at: None,
+        send_at: None,
     };
     let event = Event::new(account_id, "message.received", id, message.to_json(), now)?;
     let results = db::batch(
@@ -471,6 +481,36 @@ pub async fn undispatched(db: &D1Database, before: Timestamp, limit: u32) -> Res
     Ok(rows.into_iter().map(|r| r.id).collect())
 }
 
+/// Scheduled messages that are due at `now`, oldest first: the sweeper enqueues their dispatch
+/// (the claim takes each once).
+pub async fn due(db: &D1Database, now: Timestamp, limit: u32) -> Result<Vec<String>, EdgeError> {
+    db::all_ids(db::stmt(
+        db,
+        "SELECT id FROM messages WHERE status = 'scheduled' AND send_at <= ?1 ORDER BY send_at LIMIT ?2",
+        &[time(now), int(i64::from(limit))],
+    )?)
+    .await
+}
+
+/// `scheduled -> canceled`, only while it is scheduled and not yet claimed for sending, with its
+/// history row. Returns whether this call canceled it.
+pub async fn cancel(db: &D1Database, account_id: &str, id: &str, now: Timestamp) -> Result<bool, EdgeError> {
+    let results = db::batch(
+        db,
+        vec![
+            db::stmt(
+                db,
+                "UPDATE messages SET status = 'canceled', updated_at = ?3
+                 WHERE id = ?1 AND account_id = ?2 AND status = 'scheduled'",
+                &[text(id), text(account_id), time(now)],
+            )?,
+            history_if_changed(db, id, MessageStatus::Canceled, None, None, now)?,
+        ],
+    )
+    .await?;
+    Ok(results.first().map(db::changes) == Some(1))
+}
+
 /// A dispatch whose job failed on every retry: the message fails visibly (`dispatch_failed`),
 /// with its `message.failed` event, only when that cannot hide a send: no dispatcher holds a
 /// live claim (one may have a carrier call in flight), and either the carrier was never called
@@ -496,7 +536,8 @@ pub async fn fail_undispatched(
                 "UPDATE messages SET status = 'failed', error_code = 'dispatch_failed', error_title = ?2,
                  updated_at = ?3, claimed_until = 0
              WHERE id = ?1 AND carrier_message_id IS NULL AND status IN ('queued', 'scheduled', 'sending')
-               AND claimed_until < ?3 AND (send_attempts = 0 OR created_at < ?4)",
+               AND (status != 'scheduled' OR send_at <= ?3)
+               AND claimed_until < ?3 AND (send_attempts = 0 OR COALESCE(send_at, created_at) < ?4)",
                 &[text(id), opt_text(after.error_title.as_deref()), time(now), time(horizon)],
             )?,
             event.insert_if_changed(db, now)?,

@@ -5,6 +5,7 @@
 //! carrier's idempotency key, so a retry after a lost answer cannot send twice either.
 
 use exactly_core::backoff;
+use exactly_core::message::MessageStatus;
 use exactly_core::Timestamp;
 use worker::{D1Database, Env};
 
@@ -35,6 +36,12 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
         return Ok(Outcome::Done(Done::AlreadyDispatched));
     }
     let started = now();
+    if message.status == MessageStatus::Scheduled && message.send_at.is_some_and(|at| at as i64 > started.unix_millis())
+    {
+        // Early (a delayed job capped at the queue's longest delay): the sweeper enqueues it
+        // again once it is due.
+        return Ok(Outcome::Done(Done::NotDue));
+    }
     let token = new_id("dsp")?;
     let lease_until = Timestamp::from_unix_millis(started.unix_millis() + LEASE_MILLIS);
     if !messages::claim(db, message_id, &token, started, lease_until).await? {
@@ -76,7 +83,8 @@ async fn retry_or_fail(
     attempt: u32,
     reason: &str,
 ) -> Result<Outcome, EdgeError> {
-    let age = now().unix_millis() - message.created_at as i64;
+    // Counted from when it could first be sent: a scheduled message waited by design.
+    let age = now().unix_millis() - message.send_at.unwrap_or(message.created_at) as i64;
     if age < SEND_HORIZON_MILLIS {
         messages::release(db, &message.id, token).await?;
         let delay = backoff::not_yet_delay(attempt).unwrap_or(MAX_RETRY_SECS).min(MAX_RETRY_SECS);

@@ -19,7 +19,7 @@ const BATCH: u32 = 100;
 pub struct Report {
     /// Carrier events neither processed nor failed.
     pub events: usize,
-    /// Outbound messages not handed to the carrier.
+    /// Outbound messages not handed to the carrier, and scheduled ones now due.
     pub dispatches: usize,
     /// Customer webhook deliveries whose attempt is overdue.
     pub deliveries: usize,
@@ -43,7 +43,8 @@ pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
                 "reason": "no message within 24 hours", "count": expired})
         );
     }
-    let dispatches = messages::undispatched(&db, cutoff, BATCH).await?;
+    let mut dispatches = messages::undispatched(&db, cutoff, BATCH).await?;
+    dispatches.extend(messages::due(&db, now(), BATCH).await?);
     let overdue = crate::store::deliveries::overdue(
         &db,
         Timestamp::from_unix_millis(now().unix_millis() - DELIVERY_GRACE_MILLIS),
