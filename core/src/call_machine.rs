@@ -42,6 +42,12 @@ use crate::{Provider, Timestamp};
 /// left, the caller's hangup after the platform hung it up) before deciding without it.
 pub const SETTLE_WAIT_MILLIS: i64 = 60_000;
 
+pub use crate::ring::DEFAULT_RING_TIMEOUT_SECS;
+
+fn default_ring_timeout() -> u32 {
+    DEFAULT_RING_TIMEOUT_SECS
+}
+
 /// The hangup cause of a leg that was answered and then cleared.
 const ANSWERED_CAUSE: &str = "normal_clearing";
 
@@ -71,10 +77,10 @@ pub struct InboundCall {
 }
 
 impl InboundCall {
-    /// The fact to feed once the edge knows the owner and the plan.
-    pub fn fact(mut self, account_id: &str, plan: Vec<String>) -> Fact {
+    /// The fact to feed once the edge knows the owner, the plan and how long each target rings.
+    pub fn fact(mut self, account_id: &str, plan: Vec<String>, ring_timeout_secs: u32) -> Fact {
         self.call.account_id = account_id.to_owned();
-        Fact::Initiated { call: self.call, plan }
+        Fact::Initiated { call: self.call, plan, ring_timeout_secs }
     }
 }
 
@@ -325,6 +331,9 @@ pub enum Fact {
         call: CallInfo,
         /// The targets of the called number, in order (may be empty: nobody is rung).
         plan: Vec<String>,
+        /// How long each target rings before the carrier gives up on it.
+        #[serde(default = "default_ring_timeout")]
+        ring_timeout_secs: u32,
     },
     /// The caller's leg hung up.
     CallerHungUp {
@@ -420,6 +429,9 @@ pub enum Action {
         tag: LegTag,
         /// One leg at the carrier however often the dial is repeated.
         idempotency_key: String,
+        /// How long the target rings before the carrier ends the leg unanswered.
+        #[serde(default = "default_ring_timeout")]
+        timeout_secs: u32,
     },
     /// Bridge the answered leg to the caller.
     Bridge {
@@ -497,6 +509,9 @@ pub struct CallMachine {
     pub call: Option<CallInfo>,
     /// The ring plan (from `call.initiated`).
     pub plan: Vec<String>,
+    /// How long each target rings (from `call.initiated`).
+    #[serde(default = "default_ring_timeout")]
+    pub ring_timeout_secs: u32,
     /// The caller's leg.
     pub caller: CallerLeg,
     /// The answer command for the caller's leg.
@@ -534,6 +549,7 @@ impl CallMachine {
         CallMachine {
             call: None,
             plan: Vec::new(),
+            ring_timeout_secs: DEFAULT_RING_TIMEOUT_SECS,
             caller: CallerLeg::Unknown,
             answer: Command::NotSent,
             caller_hangup_sent: false,
@@ -596,10 +612,11 @@ impl CallMachine {
     /// Records a fact; a repeated fact changes nothing, and the earliest time wins.
     fn learn(&mut self, fact: Fact) {
         match fact {
-            Fact::Initiated { call, plan } => {
+            Fact::Initiated { call, plan, ring_timeout_secs } => {
                 if self.call.is_none() {
                     self.call = Some(call);
                     self.plan = plan.into_iter().take(MAX_TARGETS).collect();
+                    self.ring_timeout_secs = ring_timeout_secs;
                     if self.caller == CallerLeg::Unknown {
                         self.caller = CallerLeg::Parked;
                     }
@@ -779,6 +796,7 @@ impl CallMachine {
             from: call.to.clone(),
             tag: LegTag { call: call.id.clone(), position },
             idempotency_key: format!("{}:leg:{position}", call.id),
+            timeout_secs: self.ring_timeout_secs,
         });
     }
 
@@ -967,7 +985,11 @@ mod tests {
     fn initiated(targets: usize) -> Input {
         carrier(
             "e-init",
-            Fact::Initiated { call: info(), plan: (1..=targets).map(|i| format!("+1555000000{i}")).collect() },
+            Fact::Initiated {
+                call: info(),
+                plan: (1..=targets).map(|i| format!("+1555000000{i}")).collect(),
+                ring_timeout_secs: 17,
+            },
         )
     }
 
@@ -993,8 +1015,29 @@ mod tests {
         assert_eq!(actions.last(), Some(&Action::MarkProcessed { event: "e-init".into() }));
         let (m, actions) = m.handle(Input::AnswerResult { accepted: true }, t(1));
         assert_eq!(commands(&actions), ["dial 1"]);
+        let timeouts: Vec<u32> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Dial { timeout_secs, .. } => Some(*timeout_secs),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(timeouts, [17], "each target rings as long as its number says");
         let (_, again) = m.handle(initiated(2), t(2));
         assert_eq!(commands(&again), Vec::<String>::new(), "a repeated initiated does nothing");
+    }
+
+    #[test]
+    fn a_stored_machine_and_fact_without_a_ring_timeout_read_as_the_default() {
+        let mut stored = serde_json::to_value(CallMachine::new()).unwrap_or_default();
+        stored.as_object_mut().map(|m| m.remove("ring_timeout_secs"));
+        let machine: Result<CallMachine, _> = serde_json::from_value(stored);
+        assert_eq!(machine.map(|m| m.ring_timeout_secs).ok(), Some(DEFAULT_RING_TIMEOUT_SECS));
+        let mut fact = serde_json::to_value(Fact::Initiated { call: info(), plan: vec![], ring_timeout_secs: 9 })
+            .unwrap_or_default();
+        fact.as_object_mut().map(|f| f.remove("ring_timeout_secs"));
+        let fact: Result<Fact, _> = serde_json::from_value(fact);
+        assert!(matches!(fact, Ok(Fact::Initiated { ring_timeout_secs: DEFAULT_RING_TIMEOUT_SECS, .. })));
     }
 
     #[test]

@@ -28,6 +28,13 @@ impl LegTag {
 /// The most targets one number may ring in sequence.
 pub const MAX_TARGETS: usize = 10;
 
+/// How long each target rings before the carrier ends its leg unanswered, unless the number
+/// says otherwise.
+pub const DEFAULT_RING_TIMEOUT_SECS: u32 = 30;
+
+/// The shortest and longest ring timeout a number may have.
+pub const RING_TIMEOUT_SECS: std::ops::RangeInclusive<u32> = 5..=120;
+
 /// The ordered targets of one number (E.164 numbers or SIP URIs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RingPlan {

@@ -143,7 +143,7 @@ impl Carriers {
                 // The same routing and machine the edge's Durable Object runs, with a carrier that
                 // answers and places every leg at once.
                 let fact = match call_machine::route(&event, now) {
-                    Routed::Inbound(inbound) => inbound.fact("acct_1", self.plan.clone()),
+                    Routed::Inbound(inbound) => inbound.fact("acct_1", self.plan.clone(), 30),
                     Routed::Fact { fact, .. } => fact,
                     Routed::Ignore => return,
                 };

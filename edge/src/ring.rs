@@ -187,12 +187,13 @@ impl CallRing {
                     command(carrier_api::command(env, call_control_id, Command::Answer, command_id).await?, "answer")?;
                 Some(Input::AnswerResult { accepted })
             }
-            Action::Dial { position, target, from, tag, idempotency_key } => {
-                let result = match carrier_api::dial(env, idempotency_key, from, target, &tag.encode()).await? {
-                    CallResult::Ok(leg) => DialResult::Placed { call_control_id: leg.call_control_id },
-                    CallResult::Refused(e) => DialResult::Refused { code: e.code },
-                    CallResult::Transient(reason) => return Err(EdgeError::Unavailable(format!("dial: {reason}"))),
-                };
+            Action::Dial { position, target, from, tag, idempotency_key, timeout_secs } => {
+                let result =
+                    match carrier_api::dial(env, idempotency_key, from, target, &tag.encode(), *timeout_secs).await? {
+                        CallResult::Ok(leg) => DialResult::Placed { call_control_id: leg.call_control_id },
+                        CallResult::Refused(e) => DialResult::Refused { code: e.code },
+                        CallResult::Transient(reason) => return Err(EdgeError::Unavailable(format!("dial: {reason}"))),
+                    };
                 Some(Input::DialResult { position: *position, result })
             }
             Action::Bridge { caller_control_id, leg_control_id, command_id, .. } => {

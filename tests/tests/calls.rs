@@ -29,6 +29,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ),
     ("calls::a_failed_leg_write_after_a_dial_is_retried_not_lost", a_failed_leg_write_after_a_dial_is_retried_not_lost),
     ("calls::leg_events_in_reverse_order_dial_each_target_once", leg_events_in_reverse_order_dial_each_target_once),
+    ("calls::each_number_rings_its_targets_for_its_own_timeout", each_number_rings_its_targets_for_its_own_timeout),
 ];
 
 const TARGETS: [&str; 3] = ["+15557770001", "+15557770002", "+15557770003"];
@@ -486,4 +487,43 @@ fn leg_events_in_reverse_order_dial_each_target_once(w: &Worker) {
     assert_eq!(call["status"], "missed", "{call}");
     assert_eq!(call["ended_at"], "2026-11-30T10:01:30Z", "the last target timed out at 10:01:30: {call}");
     assert_eq!(caller_commands(w, &c, "hangup"), 1, "the caller was hung up once");
+}
+
+/// `ring_timeout_secs` of the called number is what each dial asks the carrier for; 30 s when the
+/// number does not say.
+fn each_number_rings_its_targets_for_its_own_timeout(w: &Worker) {
+    let (account, _) = w.create_account("ring-timeout");
+    let admin = |body: Value| w.call("POST", "/admin/numbers", exactly_tests::ADMIN_TOKEN, Some(&body), &[]);
+    for bad in [json!(4), json!(121), json!("twelve")] {
+        let body = json!({"account_id": account, "phone_number": fresh_number(), "ring_targets": TARGETS,
+            "ring_timeout_secs": bad});
+        let a = admin(body);
+        assert_eq!(a.status, 422, "{bad}: {}", a.body);
+    }
+    let (short, default) = (fresh_number(), fresh_number());
+    let a =
+        admin(json!({"account_id": account, "phone_number": short, "ring_targets": TARGETS, "ring_timeout_secs": 12}));
+    assert_eq!((a.status, &a.json()["ring_timeout_secs"]), (201, &json!(12)), "{}", a.body);
+    w.create_number(&account, &default, &TARGETS);
+    for (number, expected) in [(&short, 12), (&default, 30)] {
+        let caller = format!("v3:{}", uid("timeout-caller"));
+        deliver(
+            w,
+            &uid("timeout-init"),
+            "call.initiated",
+            "2026-11-30T11:00:00Z",
+            json!({
+                "call_control_id": caller, "call_leg_id": format!("leg-{caller}"), "call_session_id": uid("sess"),
+                "from": "+15551230000", "to": number, "direction": "incoming", "state": "parked",
+            }),
+        );
+        let mut dialled = Vec::new();
+        let found = w.eventually(Duration::from_secs(30), || {
+            dialled =
+                w.carrier.requests("/v2/calls").into_iter().filter(|r| r.body["from"] == number.as_str()).collect();
+            !dialled.is_empty()
+        });
+        assert!(found, "{number} rang its first target");
+        assert_eq!(dialled[0].body["timeout_secs"], expected, "{number}: {}", dialled[0].body);
+    }
 }

@@ -1,7 +1,7 @@
 //! `/admin`: accounts, numbers, the carrier-event and delivery dead letters, metrics. Bearer
 //! `ADMIN_TOKEN`.
 
-use exactly_core::ring::RingPlan;
+use exactly_core::ring::{RingPlan, DEFAULT_RING_TIMEOUT_SECS, RING_TIMEOUT_SECS};
 use serde::Deserialize;
 use serde_json::json;
 use worker::{Env, Request, Response};
@@ -62,9 +62,10 @@ struct NewNumber {
     phone_number: Option<String>,
     #[serde(default)]
     ring_targets: Vec<String>,
+    ring_timeout_secs: Option<serde_json::Value>,
 }
 
-/// `POST /admin/numbers` `{account_id, phone_number, ring_targets}`.
+/// `POST /admin/numbers` `{account_id, phone_number, ring_targets, ring_timeout_secs?}`.
 pub async fn create_number(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
     auth::admin(&req, env)?;
     let body: NewNumber = http::json_body(&mut req).await?;
@@ -80,13 +81,26 @@ pub async fn create_number(mut req: Request, env: &Env) -> Result<Response, Edge
         RingPlan::new(body.ring_targets.clone())
             .map_err(|e| EdgeError::invalid("ring_targets", format!("is not a valid ring plan ({e:?})")))?;
     }
+    let ring_timeout_secs = match body.ring_timeout_secs {
+        None | Some(serde_json::Value::Null) => DEFAULT_RING_TIMEOUT_SECS,
+        Some(value) => value
+            .as_u64()
+            .and_then(|secs| u32::try_from(secs).ok())
+            .filter(|secs| RING_TIMEOUT_SECS.contains(secs))
+            .ok_or_else(|| {
+                EdgeError::invalid(
+                    "ring_timeout_secs",
+                    format!("must be a whole number from {} to {}", RING_TIMEOUT_SECS.start(), RING_TIMEOUT_SECS.end()),
+                )
+            })?,
+    };
     let db = crate::store::database(env)?;
     if !accounts::exists(&db, &account_id).await? {
         return Err(EdgeError::invalid("account_id", "no such account"));
     }
     let id = new_id("num")?;
     let created = now();
-    if !numbers::create(&db, &id, &account_id, &phone_number, &body.ring_targets, created).await? {
+    if !numbers::create(&db, &id, &account_id, &phone_number, &body.ring_targets, ring_timeout_secs, created).await? {
         return Err(EdgeError::Conflict {
             code: "number_taken",
             message: format!("{phone_number} is already assigned"),
@@ -96,7 +110,7 @@ pub async fn create_number(mut req: Request, env: &Env) -> Result<Response, Edge
         201,
         &json!({
             "id": id, "account_id": account_id, "phone_number": phone_number.as_str(),
-                "ring_targets": body.ring_targets,
+                "ring_targets": body.ring_targets, "ring_timeout_secs": ring_timeout_secs,
             "created_at": created.to_rfc3339(),
         }),
     )

@@ -104,7 +104,7 @@ pub struct DialedLeg {
 }
 
 /// `POST {TELNYX_API_BASE}/v2/calls`: dials `to` from `from`, tagging the leg with
-/// `client_state` (base64 on the wire). The idempotency key names the call and position, so a
+/// `client_state` (base64 on the wire), ringing for `timeout_secs`. The idempotency key names the call and position, so a
 /// retried dial is one leg at the carrier.
 pub async fn dial(
     env: &Env,
@@ -112,10 +112,11 @@ pub async fn dial(
     from: &str,
     to: &str,
     client_state: &str,
+    timeout_secs: u32,
 ) -> Result<CallResult<DialedLeg>, EdgeError> {
     let connection_id = config::get(env)?.telnyx_connection_id.clone();
     let body = json!({
-        "connection_id": connection_id, "to": to, "from": from, "timeout_secs": 30,
+        "connection_id": connection_id, "to": to, "from": from, "timeout_secs": timeout_secs,
         "client_state": exactly_core::telnyx::encode_client_state(client_state),
     });
     Ok(match post(env, "/v2/calls", idempotency_key, &body).await? {

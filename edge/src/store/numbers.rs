@@ -8,7 +8,7 @@ use serde::Deserialize;
 use worker::D1Database;
 
 use crate::error::EdgeError;
-use crate::store::{self as db, text, time};
+use crate::store::{self as db, int, text, time};
 
 /// Who owns a number, and whom it rings.
 #[derive(Clone, Debug)]
@@ -17,6 +17,8 @@ pub struct Owner {
     pub account_id: String,
     /// The ring plan; `None` when the number rings nobody.
     pub plan: Option<RingPlan>,
+    /// How long each target rings.
+    pub ring_timeout_secs: u32,
 }
 
 /// The owner of `number`, if any account has it.
@@ -25,10 +27,11 @@ pub async fn owner(db: &D1Database, number: &str) -> Result<Option<Owner>, EdgeE
     struct Row {
         account_id: String,
         ring_targets: String,
+        ring_timeout_secs: f64,
     }
     let row: Option<Row> = db::first(db::stmt(
         db,
-        "SELECT account_id, ring_targets FROM phone_numbers WHERE phone_number = ?1",
+        "SELECT account_id, ring_targets, ring_timeout_secs FROM phone_numbers WHERE phone_number = ?1",
         &[text(number)],
     )?)
     .await?;
@@ -36,7 +39,11 @@ pub async fn owner(db: &D1Database, number: &str) -> Result<Option<Owner>, EdgeE
         // Plans are checked when a number is saved; a stored plan that no longer parses rings
         // nobody rather than guessing.
         let targets: Vec<String> = serde_json::from_str(&r.ring_targets).unwrap_or_default();
-        Owner { account_id: r.account_id, plan: RingPlan::new(targets).ok() }
+        Owner {
+            account_id: r.account_id,
+            plan: RingPlan::new(targets).ok(),
+            ring_timeout_secs: r.ring_timeout_secs as u32,
+        }
     }))
 }
 
@@ -64,14 +71,23 @@ pub async fn create(
     account_id: &str,
     number: &PhoneNumber,
     targets: &[String],
+    ring_timeout_secs: u32,
     now: Timestamp,
 ) -> Result<bool, EdgeError> {
     let targets = serde_json::to_string(targets).map_err(|e| EdgeError::platform("encode", e))?;
     let inserted = db::run(db::stmt(
         db,
-        "INSERT INTO phone_numbers (id, account_id, phone_number, ring_targets, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
+        "INSERT INTO phone_numbers (id, account_id, phone_number, ring_targets, ring_timeout_secs, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT (phone_number) DO NOTHING",
-        &[text(id), text(account_id), text(number.as_str()), text(&targets), time(now)],
+        &[
+            text(id),
+            text(account_id),
+            text(number.as_str()),
+            text(&targets),
+            int(i64::from(ring_timeout_secs)),
+            time(now),
+        ],
     )?)
     .await?;
     Ok(inserted == 1)

@@ -29,7 +29,7 @@ pub async fn process(env: &Env, db: &D1Database, row: &Row, event: &CarrierEvent
                 return Ok(Outcome::Done(Done::Failed));
             };
             let plan = owner.plan.map(|p| p.targets().to_vec()).unwrap_or_default();
-            (inbound.call.id.clone(), inbound.fact(&owner.account_id, plan))
+            (inbound.call.id.clone(), inbound.fact(&owner.account_id, plan, owner.ring_timeout_secs))
         }
     };
     let answer = crate::ring::send(env, &call_id, &Input::Carrier { event: row.id.clone(), fact }).await?;
