@@ -80,7 +80,7 @@ impl InboundCall {
     /// The fact to feed once the edge knows the owner, the plan and how long each target rings.
     pub fn fact(mut self, account_id: &str, plan: Vec<String>, ring_timeout_secs: u32) -> Fact {
         self.call.account_id = account_id.to_owned();
-        Fact::Initiated { call: self.call, plan, ring_timeout_secs }
+        Fact::Initiated { call: Box::new(self.call), plan, ring_timeout_secs }
     }
 }
 
@@ -327,8 +327,8 @@ pub struct CallView {
 pub enum Fact {
     /// The caller's `call.initiated`, with the owner and ring plan the edge resolved.
     Initiated {
-        /// The call.
-        call: CallInfo,
+        /// The call (boxed: it is most of a fact's size).
+        call: Box<CallInfo>,
         /// The targets of the called number, in order (may be empty: nobody is rung).
         plan: Vec<String>,
         /// How long each target rings before the carrier gives up on it.
@@ -614,7 +614,7 @@ impl CallMachine {
         match fact {
             Fact::Initiated { call, plan, ring_timeout_secs } => {
                 if self.call.is_none() {
-                    self.call = Some(call);
+                    self.call = Some(*call);
                     self.plan = plan.into_iter().take(MAX_TARGETS).collect();
                     self.ring_timeout_secs = ring_timeout_secs;
                     if self.caller == CallerLeg::Unknown {
@@ -986,7 +986,7 @@ mod tests {
         carrier(
             "e-init",
             Fact::Initiated {
-                call: info(),
+                call: Box::new(info()),
                 plan: (1..=targets).map(|i| format!("+1555000000{i}")).collect(),
                 ring_timeout_secs: 17,
             },
@@ -1033,8 +1033,9 @@ mod tests {
         stored.as_object_mut().map(|m| m.remove("ring_timeout_secs"));
         let machine: Result<CallMachine, _> = serde_json::from_value(stored);
         assert_eq!(machine.map(|m| m.ring_timeout_secs).ok(), Some(DEFAULT_RING_TIMEOUT_SECS));
-        let mut fact = serde_json::to_value(Fact::Initiated { call: info(), plan: vec![], ring_timeout_secs: 9 })
-            .unwrap_or_default();
+        let mut fact =
+            serde_json::to_value(Fact::Initiated { call: Box::new(info()), plan: vec![], ring_timeout_secs: 9 })
+                .unwrap_or_default();
         fact.as_object_mut().map(|f| f.remove("ring_timeout_secs"));
         let fact: Result<Fact, _> = serde_json::from_value(fact);
         assert!(matches!(fact, Ok(Fact::Initiated { ring_timeout_secs: DEFAULT_RING_TIMEOUT_SECS, .. })));

@@ -160,7 +160,7 @@ impl<'a> Carrier<'a> {
             next_id: 0,
         };
         let plan = (1..=story.legs.len()).map(|i| format!("+1555000000{i}")).collect();
-        c.send(After::Start, Fact::Initiated { call: info(), plan, ring_timeout_secs: 30 });
+        c.send(After::Start, Fact::Initiated { call: Box::new(info()), plan, ring_timeout_secs: 30 });
         if let Caller::Leaves { at, after, .. } = story.caller {
             c.caller_end = Some(at);
             c.send(after, Fact::CallerHungUp { at: t(at) });
