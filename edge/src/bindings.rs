@@ -37,6 +37,15 @@ pub mod vars {
     pub const TWILIO_AUTH_TOKEN: &str = "TWILIO_AUTH_TOKEN";
     /// Plivo auth token(s), comma-separated during a rotation.
     pub const PLIVO_AUTH_TOKEN: &str = "PLIVO_AUTH_TOKEN";
+    /// Twilio account SID: with the (first) auth token, the credentials that send through
+    /// Twilio's REST API.
+    pub const TWILIO_ACCOUNT_SID: &str = "TWILIO_ACCOUNT_SID";
+    /// Twilio REST API base URL (default `https://api.twilio.com`).
+    pub const TWILIO_API_BASE: &str = "TWILIO_API_BASE";
+    /// Plivo auth id: with the (first) auth token, the credentials that send through Plivo.
+    pub const PLIVO_AUTH_ID: &str = "PLIVO_AUTH_ID";
+    /// Plivo REST API base URL (default `https://api.plivo.com`).
+    pub const PLIVO_API_BASE: &str = "PLIVO_API_BASE";
     /// The public origin carriers call.
     pub const PUBLIC_BASE_URL: &str = "PUBLIC_BASE_URL";
     /// Bearer token for `/admin/*`.

@@ -48,6 +48,10 @@ pub struct Config {
     /// Verifies Plivo webhooks, when `PLIVO_AUTH_TOKEN` is set; V3 is required unless
     /// `PLIVO_ACCEPT_V2=true`.
     pub plivo: Option<plivo::Verifier>,
+    /// Sending through Twilio, when `TWILIO_ACCOUNT_SID` and `TWILIO_AUTH_TOKEN` are set.
+    pub twilio_rest: Option<Rest>,
+    /// Sending through Plivo, when `PLIVO_AUTH_ID` and `PLIVO_AUTH_TOKEN` are set.
+    pub plivo_rest: Option<Rest>,
     /// `PUBLIC_BASE_URL`, without a trailing slash.
     pub public_base_url: String,
     /// `ADMIN_TOKEN`.
@@ -73,12 +77,51 @@ impl fmt::Debug for Config {
             .field("telnyx_api_base", &self.telnyx_api_base)
             .field("twilio", &self.twilio.is_some())
             .field("plivo", &self.plivo)
+            .field("twilio_rest", &self.twilio_rest.as_ref().map(|r| &r.base))
+            .field("plivo_rest", &self.plivo_rest.as_ref().map(|r| &r.base))
             .field("public_base_url", &self.public_base_url)
             .field("allow_private_endpoints", &self.allow_private_endpoints)
             .field("retention", &self.retention)
             .field("log_webhook_requests", &self.log_webhook_requests)
             .finish_non_exhaustive()
     }
+}
+
+/// A carrier REST API: where, and the HTTP Basic credentials. `Debug` shows only the base.
+pub struct Rest {
+    /// The API's origin, without a trailing slash.
+    pub base: String,
+    /// The account (Twilio's SID, Plivo's auth id).
+    pub account: String,
+    /// The secret (the first auth token).
+    pub token: String,
+}
+
+impl fmt::Debug for Rest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rest").field("base", &self.base).finish_non_exhaustive()
+    }
+}
+
+/// The REST credentials of a carrier: `account` and the first of the comma-separated tokens,
+/// when both are set; the base URL must be absolute.
+fn rest(
+    env: &Env,
+    account: &'static str,
+    tokens: &'static str,
+    base: &'static str,
+    default_base: &str,
+) -> Result<Option<Rest>, EdgeError> {
+    let base_url = optional(env, base).unwrap_or_else(|| default_base.to_owned());
+    if exactly_core::form::Url::parse(&base_url).is_none() {
+        return Err(invalid(base, "not an absolute URL"));
+    }
+    let token =
+        optional(env, tokens).and_then(|t| t.split(',').map(str::trim).find(|t| !t.is_empty()).map(str::to_owned));
+    Ok(match (optional(env, account), token) {
+        (Some(account), Some(token)) => Some(Rest { base: base_url.trim_end_matches('/').to_owned(), account, token }),
+        _ => None,
+    })
 }
 
 thread_local! {
@@ -159,6 +202,10 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
         .map(|t| plivo::Verifier::new(&t).map(|v| v.with_v2_policy(plivo_v2)))
         .transpose()
         .map_err(|e| invalid(vars::PLIVO_AUTH_TOKEN, e))?;
+    let twilio_rest =
+        rest(env, vars::TWILIO_ACCOUNT_SID, vars::TWILIO_AUTH_TOKEN, vars::TWILIO_API_BASE, "https://api.twilio.com")?;
+    let plivo_rest =
+        rest(env, vars::PLIVO_AUTH_ID, vars::PLIVO_AUTH_TOKEN, vars::PLIVO_API_BASE, "https://api.plivo.com")?;
     let public_base_url = required(env, vars::PUBLIC_BASE_URL)?;
     if exactly_core::form::Url::parse(&public_base_url).is_none() {
         return Err(invalid(vars::PUBLIC_BASE_URL, "not an absolute URL"));
@@ -182,6 +229,8 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
         telnyx_messaging_profile_id,
         twilio,
         plivo,
+        twilio_rest,
+        plivo_rest,
         public_base_url: public_base_url.trim_end_matches('/').to_owned(),
         admin_token,
         allow_private_endpoints,

@@ -1,5 +1,7 @@
-//! A fake Telnyx REST API on loopback: records every request, answers like Telnyx, honours
-//! idempotency keys, and misbehaves on request.
+//! A fake carrier REST API on loopback: Telnyx, and the message APIs of Twilio
+//! (`/2010-04-01/Accounts/{sid}/Messages.json`) and Plivo (`/v1/Account/{id}/Message/`). It
+//! records every request, answers like each carrier, honours Telnyx's idempotency keys, lists
+//! the Twilio and Plivo messages it took, and misbehaves on request.
 //!
 //! Calls: `POST /v2/calls` (dial) answers a leg whose ids derive from the idempotency key, and
 //! `POST /v2/calls/{id}/actions/{answer,bridge,hangup}` are recorded and acknowledged. Dials to
@@ -18,6 +20,11 @@
 //! - `[deliver]`: answers at once, then a second later fires the signed `message.sent` and
 //!   `message.finalized` (delivered) webhooks, as a carrier whose handset answered does. Without
 //!   a marker no receipt comes (tests and `sim chaos` send their own).
+//!
+//! Twilio and Plivo sends take `[refuse]`, `[flaky]` (keyed by from, to and text: they have no
+//! idempotency key), `[deliver]` (status callbacks to the request's `StatusCallback` / `url`,
+//! signed with the auth token as each carrier signs) and `[lost-answer]`: the message is taken
+//! and listed, but the answer comes only after 12 s, past the worker's timeout.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -49,6 +56,10 @@ pub struct WebhookTarget {
     pub base: String,
     /// Signs like Telnyx, with the key the worker trusts.
     pub signer: Signer,
+    /// Signs Twilio status callbacks.
+    pub twilio_token: Option<String>,
+    /// Signs Plivo status callbacks (V3).
+    pub plivo_token: Option<String>,
 }
 
 #[derive(Default)]
@@ -60,6 +71,10 @@ struct State {
     /// Idempotency key -> the carrier message id, fixed on first sight.
     carrier_ids: HashMap<String, String>,
     target: Option<WebhookTarget>,
+    /// Messages Twilio and Plivo took, in order: (carrier, listed as the carrier lists it).
+    taken: Vec<(&'static str, Value)>,
+    /// Twilio and Plivo send attempts by (carrier, from, to, text).
+    rest_attempts: HashMap<String, u32>,
 }
 
 /// A running fake carrier.
@@ -126,17 +141,36 @@ fn serve(mut request: tiny_http::Request, state: &Mutex<State>) {
     };
     let mut raw = String::new();
     let _ = request.as_reader().read_to_string(&mut raw);
+    let query = request.url().split_once('?').map(|(_, q)| q.to_owned()).unwrap_or_default();
+    let form = header(&request, "content-type").is_some_and(|t| t.starts_with("application/x-www-form-urlencoded"));
+    let body = if form {
+        Value::Object(form_urlencoded::parse(raw.as_bytes()).map(|(k, v)| (k.into_owned(), json!(v))).collect())
+    } else {
+        serde_json::from_str(&raw).unwrap_or(Value::Null)
+    };
     let recorded = Recorded {
         method: request.method().as_str().to_owned(),
         path: request.url().split('?').next().unwrap_or_default().to_owned(),
         idempotency_key: header(&request, "idempotency-key"),
         authorization: header(&request, "authorization"),
-        body: serde_json::from_str(&raw).unwrap_or(Value::Null),
+        body,
     };
     lock(state).requests.push(recorded.clone());
     let (status, body) = match (recorded.method.as_str(), recorded.path.as_str()) {
         ("POST", "/v2/messages") => send_message(&recorded, state),
         ("POST", "/v2/calls") => dial(&recorded),
+        ("POST", path) if path.starts_with("/2010-04-01/Accounts/") && path.ends_with("/Messages.json") => {
+            rest_send(&recorded, state, Rest::Twilio)
+        }
+        ("GET", path) if path.starts_with("/2010-04-01/Accounts/") && path.ends_with("/Messages.json") => {
+            rest_list(&query, state, Rest::Twilio)
+        }
+        ("POST", path) if path.starts_with("/v1/Account/") && path.ends_with("/Message/") => {
+            rest_send(&recorded, state, Rest::Plivo)
+        }
+        ("GET", path) if path.starts_with("/v1/Account/") && path.ends_with("/Message/") => {
+            rest_list(&query, state, Rest::Plivo)
+        }
         ("POST", path) if path.starts_with("/v2/calls/") && path.contains("/actions/") => {
             (200, json!({"data": {"result": "ok"}}))
         }
@@ -275,5 +309,139 @@ fn repeat_receipt(target: &WebhookTarget, carrier_id: &str, req: &Recorded, time
     for _ in 0..times {
         let _ = crate::telnyx::deliver(&target.base, &target.signer, &body, crate::unix_now());
         thread::sleep(std::time::Duration::from_millis(300));
+    }
+}
+
+/// The two carriers whose send API takes no idempotency key.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rest {
+    Twilio,
+    Plivo,
+}
+
+impl Rest {
+    fn name(self) -> &'static str {
+        match self {
+            Rest::Twilio => "twilio",
+            Rest::Plivo => "plivo",
+        }
+    }
+}
+
+/// A Twilio or Plivo send: from, to, text and the callback URL, as each names them.
+fn rest_fields(req: &Recorded, carrier: Rest) -> (String, String, String, String) {
+    let field = |name: &str| req.body[name].as_str().unwrap_or_default().to_owned();
+    match carrier {
+        Rest::Twilio => (field("From"), field("To"), field("Body"), field("StatusCallback")),
+        Rest::Plivo => (field("src"), field("dst"), field("text"), field("url")),
+    }
+}
+
+fn rest_send(req: &Recorded, state: &Mutex<State>, carrier: Rest) -> (u16, Value) {
+    let (from, to, text, callback) = rest_fields(req, carrier);
+    let attempt = {
+        let mut s = lock(state);
+        let n = s.rest_attempts.entry(format!("{}|{from}|{to}|{text}", carrier.name())).or_insert(0);
+        *n += 1;
+        *n
+    };
+    if text.contains("[refuse]") {
+        return match carrier {
+            Rest::Twilio => {
+                (400, json!({"code": 21211, "message": "The 'To' number is not a valid phone number.", "status": 400}))
+            }
+            Rest::Plivo => (400, json!({"api_id": crate::random_hex(), "error": "dst is not a valid number"})),
+        };
+    }
+    if text.contains("[flaky]") && attempt == 1 {
+        return (503, json!({"message": "Service unavailable", "status": 503}));
+    }
+    let id = match carrier {
+        Rest::Twilio => format!("SM{}", crate::random_hex()),
+        Rest::Plivo => crate::random_hex(),
+    };
+    let listed = match carrier {
+        Rest::Twilio => json!({"sid": id, "from": from, "to": to, "body": text, "status": "queued",
+            "direction": "outbound-api"}),
+        Rest::Plivo => json!({"message_uuid": id, "from_number": from, "to_number": to,
+            "message_direction": "outbound", "message_state": "queued",
+            "message_time": format!("{}", crate::unix_now())}),
+    };
+    lock(state).taken.push((carrier.name(), listed.clone()));
+    if text.contains("[deliver]") {
+        let target = lock(state).target.clone();
+        if let Some(target) = target {
+            let (id, from, to) = (id.clone(), from.clone(), to.clone());
+            thread::spawn(move || {
+                thread::sleep(std::time::Duration::from_secs(1));
+                for status in ["sent", "delivered"] {
+                    rest_callback(&target, carrier, &callback, &id, &from, &to, status);
+                }
+            });
+        }
+    }
+    if text.contains("[lost-answer]") && attempt == 1 {
+        thread::sleep(std::time::Duration::from_secs(12));
+    }
+    match carrier {
+        Rest::Twilio => (201, listed),
+        Rest::Plivo => {
+            (202, json!({"api_id": crate::random_hex(), "message": "message(s) queued", "message_uuid": [id]}))
+        }
+    }
+}
+
+/// Twilio's list (`To`, `From`; newest first, `messages`) or Plivo's (`objects`, newest first;
+/// Plivo filters by time and direction, not by number).
+fn rest_list(query: &str, state: &Mutex<State>, carrier: Rest) -> (u16, Value) {
+    let params: HashMap<String, String> = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+    let taken = lock(state).taken.clone();
+    let mut listed: Vec<Value> = taken
+        .into_iter()
+        .filter(|(name, _)| *name == carrier.name())
+        .map(|(_, m)| m)
+        .filter(|m| match carrier {
+            Rest::Twilio => {
+                params.get("To").is_none_or(|to| m["to"] == to.as_str())
+                    && params.get("From").is_none_or(|from| m["from"] == from.as_str())
+            }
+            Rest::Plivo => true,
+        })
+        .collect();
+    listed.reverse();
+    match carrier {
+        Rest::Twilio => (200, json!({"messages": listed})),
+        Rest::Plivo => (200, json!({"api_id": crate::random_hex(), "objects": listed})),
+    }
+}
+
+/// One status callback, signed as the carrier signs it; retried until the worker answers 2xx.
+fn rest_callback(target: &WebhookTarget, carrier: Rest, url: &str, id: &str, from: &str, to: &str, status: &str) {
+    let (body, headers) = match carrier {
+        Rest::Twilio => {
+            let Some(token) = &target.twilio_token else { return };
+            let params =
+                [("MessageSid", id), ("MessageStatus", status), ("From", from), ("To", to), ("AccountSid", "ACfake")];
+            let (body, signature) = crate::twilio::sign(token, url, &params);
+            (body, vec![("x-twilio-signature", signature)])
+        }
+        Rest::Plivo => {
+            let Some(token) = &target.plivo_token else { return };
+            let nonce = crate::random_hex();
+            let params = [("MessageUUID", id), ("Status", status), ("From", from), ("To", to)];
+            let (body, signature) = crate::plivo::sign_v3(token, url, &nonce, &params);
+            (body, vec![("x-plivo-signature-v3", signature), ("x-plivo-signature-v3-nonce", nonce)])
+        }
+    };
+    for _ in 0..10 {
+        let mut request = ureq::post(url).set("content-type", "application/x-www-form-urlencoded");
+        for (name, value) in &headers {
+            request = request.set(name, value);
+        }
+        let answer = crate::api::Answer::from_result(request.send_string(&body));
+        if (200..300).contains(&answer.status) {
+            break;
+        }
+        thread::sleep(std::time::Duration::from_secs(1));
     }
 }

@@ -3,8 +3,8 @@
 //! ```text
 //! sim sign telnyx BODY [--keys FILE] [--at UNIX_SECONDS]
 //!     prints curl header arguments that sign BODY like Telnyx
-//! sim carrier [--listen ADDR] [--worker URL] [--keys FILE]
-//!     serves a fake Telnyx REST API (point TELNYX_API_BASE at it)
+//! sim carrier [--listen ADDR] [--worker URL] [--keys FILE] [--twilio-token T] [--plivo-token T]
+//!     serves fake Telnyx, Twilio and Plivo REST APIs (point the *_API_BASE variables at it)
 //! sim {chaos|sms-inbound|sms-outbound|ring} [options]
 //!     runs a scenario against a worker and prints what it made of it
 //! ```
@@ -17,7 +17,9 @@ const USAGE: &str = "usage:
       Prints `-H name:value` arguments for curl that sign BODY with the development key
       (default key file: .dev.keys, written by `make dev`).
   sim carrier [--listen 127.0.0.1:8788] [--worker http://127.0.0.1:8787] [--keys FILE]
-      Serves a fake Telnyx REST API that records and answers sends (see sim::carrier).
+              [--twilio-token T] [--plivo-token T]
+      Serves fake Telnyx, Twilio and Plivo REST APIs that record and answer sends (see
+      sim::carrier); the tokens sign Twilio and Plivo status callbacks.
   sim keygen
       Prints a new Telnyx-style key pair (TELNYX_PUBLIC_KEY=, TELNYX_PRIVATE_SEED=).
   sim load URL KEYS PREFIX REQUESTS CONCURRENCY new|duplicate
@@ -65,6 +67,9 @@ fn run(args: &[String]) -> Result<(), String> {
             let mut listen = "127.0.0.1:8788".to_owned();
             let mut worker = "http://127.0.0.1:8787".to_owned();
             let mut keys = PathBuf::from(sim::devkeys::DEFAULT_PATH);
+            // The development tokens of .dev.vars.example, which sign Twilio and Plivo callbacks.
+            let mut twilio_token = "dev-twilio-auth-token".to_owned();
+            let mut plivo_token = "dev-plivo-auth-token".to_owned();
             let mut rest = rest.iter();
             while let Some(flag) = rest.next() {
                 let value = rest.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -72,15 +77,22 @@ fn run(args: &[String]) -> Result<(), String> {
                     "--listen" => listen = value.clone(),
                     "--worker" => worker = value.clone(),
                     "--keys" => keys = PathBuf::from(value),
+                    "--twilio-token" => twilio_token = value.clone(),
+                    "--plivo-token" => plivo_token = value.clone(),
                     other => return Err(format!("unknown option {other}")),
                 }
             }
             let carrier =
                 sim::carrier::FakeCarrier::start_on(&listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
             if let Ok(signer) = sim::devkeys::telnyx_signer(&keys) {
-                carrier.set_webhook_target(sim::carrier::WebhookTarget { base: worker, signer });
+                carrier.set_webhook_target(sim::carrier::WebhookTarget {
+                    base: worker,
+                    signer,
+                    twilio_token: Some(twilio_token),
+                    plivo_token: Some(plivo_token),
+                });
             }
-            println!("sim: fake Telnyx API on {}", carrier.base);
+            println!("sim: fake Telnyx, Twilio and Plivo APIs on {}", carrier.base);
             let mut seen = 0;
             loop {
                 std::thread::sleep(std::time::Duration::from_millis(500));

@@ -129,7 +129,11 @@ impl Worker {
             ("TELNYX_MESSAGING_PROFILE_ID", "e2e-profile".to_owned()),
             ("TELNYX_CONNECTION_ID", "e2e-connection".to_owned()),
             ("TWILIO_AUTH_TOKEN", TWILIO_TOKEN.to_owned()),
+            ("TWILIO_ACCOUNT_SID", "ACe2e".to_owned()),
+            ("TWILIO_API_BASE", self.carrier.base.clone()),
             ("PLIVO_AUTH_TOKEN", PLIVO_TOKEN.to_owned()),
+            ("PLIVO_AUTH_ID", "MAe2e".to_owned()),
+            ("PLIVO_API_BASE", self.carrier.base.clone()),
             ("PUBLIC_BASE_URL", self.base.clone()),
             ("ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
             ("ALLOW_PRIVATE_ENDPOINTS", "true".to_owned()),
@@ -146,7 +150,12 @@ impl Worker {
             text.push_str(&format!("{k}={v}\n"));
         }
         fs::write(self.dir.join("test.env"), text).expect("write the env file");
-        self.carrier.set_webhook_target(WebhookTarget { base: self.base.clone(), signer: self.telnyx.clone() });
+        self.carrier.set_webhook_target(WebhookTarget {
+            base: self.base.clone(),
+            signer: self.telnyx.clone(),
+            twilio_token: Some(TWILIO_TOKEN.to_owned()),
+            plivo_token: Some(PLIVO_TOKEN.to_owned()),
+        });
 
         let log =
             fs::OpenOptions::new().create(true).append(true).open(self.dir.join("wrangler.log")).expect("open the log");

@@ -9,6 +9,7 @@ use exactly_tests::Worker;
 use libtest_mimic::{Arguments, Trial};
 
 mod calls;
+mod carriers;
 mod chaos;
 mod ingest;
 mod messaging;
@@ -25,6 +26,7 @@ fn main() {
     let all: Vec<(&str, TestFn)> = [
         ingest::TESTS,
         messaging::TESTS,
+        carriers::TESTS,
         calls::TESTS,
         webhooks::TESTS,
         chaos::TESTS,

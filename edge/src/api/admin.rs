@@ -1,6 +1,7 @@
 //! `/admin`: accounts, numbers, the carrier-event and delivery dead letters, metrics. Bearer
 //! `ADMIN_TOKEN`.
 
+use exactly_core::event::Provider;
 use exactly_core::ring::{RingPlan, DEFAULT_RING_TIMEOUT_SECS, RING_TIMEOUT_SECS};
 use serde::Deserialize;
 use serde_json::json;
@@ -63,9 +64,11 @@ struct NewNumber {
     #[serde(default)]
     ring_targets: Vec<String>,
     ring_timeout_secs: Option<serde_json::Value>,
+    carrier: Option<String>,
 }
 
-/// `POST /admin/numbers` `{account_id, phone_number, ring_targets, ring_timeout_secs?}`.
+/// `POST /admin/numbers` `{account_id, phone_number, ring_targets, ring_timeout_secs?, carrier?}`.
+/// Without `carrier`, the number's carrier is the one its first message comes from.
 pub async fn create_number(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
     auth::admin(&req, env)?;
     let body: NewNumber = http::json_body(&mut req).await?;
@@ -94,13 +97,27 @@ pub async fn create_number(mut req: Request, env: &Env) -> Result<Response, Edge
                 )
             })?,
     };
+    let carrier = body
+        .carrier
+        .map(|name| {
+            Provider::from_name(&name).ok_or_else(|| EdgeError::invalid("carrier", "must be telnyx, twilio or plivo"))
+        })
+        .transpose()?;
     let db = crate::store::database(env)?;
     if !accounts::exists(&db, &account_id).await? {
         return Err(EdgeError::invalid("account_id", "no such account"));
     }
     let id = new_id("num")?;
     let created = now();
-    if !numbers::create(&db, &id, &account_id, &phone_number, &body.ring_targets, ring_timeout_secs, created).await? {
+    let new = numbers::NewNumber {
+        id: &id,
+        account_id: &account_id,
+        number: &phone_number,
+        targets: &body.ring_targets,
+        ring_timeout_secs,
+        carrier: carrier.map(Provider::as_str),
+    };
+    if !numbers::create(&db, new, created).await? {
         return Err(EdgeError::Conflict {
             code: "number_taken",
             message: format!("{phone_number} is already assigned"),
@@ -111,6 +128,7 @@ pub async fn create_number(mut req: Request, env: &Env) -> Result<Response, Edge
         &json!({
             "id": id, "account_id": account_id, "phone_number": phone_number.as_str(),
                 "ring_targets": body.ring_targets, "ring_timeout_secs": ring_timeout_secs,
+                "carrier": carrier.map(Provider::as_str),
             "created_at": created.to_rfc3339(),
         }),
     )

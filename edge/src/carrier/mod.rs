@@ -1,2 +1,146 @@
-//! The carrier wing: one file per carrier REST API.
+//! The carrier wing: one file per carrier REST API, and sending a message through whichever
+//! carrier a number belongs to.
+//!
+//! Telnyx takes an idempotency key on every request, so a send repeated after a lost answer is
+//! one message at the carrier. Twilio and Plivo take none: a send whose answer was lost is
+//! looked up at the carrier before it is sent again (docs/contract.md §4 says exactly what that
+//! guarantees).
+pub mod plivo;
 pub mod telnyx;
+pub mod twilio;
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use exactly_core::event::{CarrierError, Provider};
+use exactly_core::Timestamp;
+use serde_json::Value;
+use worker::{Env, Headers, Method, Request, RequestInit};
+
+use crate::error::EdgeError;
+pub use telnyx::CallResult;
+
+/// How long one carrier API call may take before it counts as a transient failure.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One outbound message as a carrier's send API takes it.
+pub struct Outgoing<'a> {
+    /// The platform's id: Telnyx's idempotency key.
+    pub id: &'a str,
+    pub from: &'a str,
+    pub to: &'a str,
+    pub text: &'a str,
+}
+
+/// Sends `message` through `carrier`; on success, the carrier's message id.
+pub async fn send_message(
+    env: &Env,
+    carrier: Provider,
+    message: &Outgoing<'_>,
+) -> Result<CallResult<String>, EdgeError> {
+    match carrier {
+        Provider::Telnyx => telnyx::send_message(env, message.id, message.from, message.to, message.text).await,
+        Provider::Twilio => twilio::send_message(env, message).await,
+        Provider::Plivo => plivo::send_message(env, message).await,
+    }
+}
+
+/// The carrier's ids of messages it took from `from` to `to` (with `text`, where the carrier's
+/// list shows the text) since `since`, oldest first: what a send whose answer was lost may have
+/// become. Telnyx needs no lookup (its idempotency key answers a repeat with the first send).
+pub async fn sent_since(
+    env: &Env,
+    carrier: Provider,
+    message: &Outgoing<'_>,
+    since: Timestamp,
+) -> Result<CallResult<Vec<String>>, EdgeError> {
+    match carrier {
+        Provider::Telnyx => Ok(CallResult::Ok(Vec::new())),
+        Provider::Twilio => twilio::sent_since(env, message, since).await,
+        Provider::Plivo => plivo::sent_since(env, message, since).await,
+    }
+}
+
+/// A request body.
+pub enum Body {
+    /// `application/x-www-form-urlencoded`.
+    Form(Vec<(&'static str, String)>),
+    /// `application/json`.
+    Json(Value),
+    /// None (a GET).
+    Empty,
+}
+
+/// One REST call with HTTP Basic credentials: 2xx is `Ok` with the JSON answer; 401/403 and
+/// 5xx, 408, 429, timeouts and network errors are transient (the log names `credentials_hint`
+/// for 401/403); any other 4xx is the carrier refusing, with `error` reading its code and title.
+pub async fn basic_call(
+    method: Method,
+    url: &str,
+    user: &str,
+    password: &str,
+    body: Body,
+    credentials_hint: &str,
+    error: fn(&Value) -> (Option<String>, Option<String>),
+) -> Result<CallResult<Value>, EdgeError> {
+    let (content_type, payload) = match body {
+        Body::Form(pairs) => {
+            let mut form = form_urlencoded::Serializer::new(String::new());
+            for (name, value) in &pairs {
+                form.append_pair(name, value);
+            }
+            (Some("application/x-www-form-urlencoded"), Some(form.finish()))
+        }
+        Body::Json(value) => (Some("application/json"), Some(value.to_string())),
+        Body::Empty => (None, None),
+    };
+    let headers = Headers::new();
+    let set = |name: &str, value: &str| headers.set(name, value).map_err(|e| EdgeError::platform("header", e));
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    set("authorization", &format!("Basic {basic}"))?;
+    set("accept", "application/json")?;
+    if let Some(content_type) = content_type {
+        set("content-type", content_type)?;
+    }
+    let mut init = RequestInit::new();
+    init.with_method(method).with_headers(headers).with_body(payload.map(Into::into));
+    let request = Request::new_with_init(url, &init).map_err(|e| EdgeError::platform("carrier request", e))?;
+    let mut response = match crate::platform::fetch_with_timeout(request, TIMEOUT).await {
+        Ok(response) => response,
+        Err(reason) => return Ok(CallResult::Transient(reason)),
+    };
+    let status = response.status_code();
+    let answer: Value = response.json().await.unwrap_or(Value::Null);
+    Ok(match status {
+        200..=299 => CallResult::Ok(answer),
+        401 | 403 => {
+            worker::console_error!(
+                "{}",
+                serde_json::json!({"carrier_api": url_path(url), "status": status,
+                    "error": format!("the carrier refused the credentials: check {credentials_hint}")})
+            );
+            CallResult::Transient(format!("carrier answered {status}: check {credentials_hint}"))
+        }
+        400..=499 if status != 408 && status != 429 => {
+            let (code, title) = error(&answer);
+            CallResult::Refused(CarrierError { code: code.unwrap_or_else(|| format!("http_{status}")), title })
+        }
+        _ => CallResult::Transient(format!("carrier answered {status}")),
+    })
+}
+
+/// The path of `url`, for logs (no host, no query).
+fn url_path(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let path = rest.find('/').map_or("/", |i| &rest[i..]);
+    path.split('?').next().unwrap_or(path)
+}
+
+/// A JSON value as text: strings as they are, numbers printed.
+pub fn text_of(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}

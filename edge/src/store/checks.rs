@@ -391,7 +391,16 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
             let show = format!("SELECT account_id FROM phone_numbers WHERE phone_number = {}", quote(number.as_str()));
             let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
             for account_id in [&first, &second] {
-                let created = numbers::create(db, &new_id("num")?, account_id, &number, &[], 30, now()).await?;
+                let id = new_id("num")?;
+                let new = numbers::NewNumber {
+                    id: &id,
+                    account_id,
+                    number: &number,
+                    targets: &[],
+                    ring_timeout_secs: 30,
+                    carrier: None,
+                };
+                let created = numbers::create(db, new, now()).await?;
                 r.runs.push((json!(created), rows(db, &show).await?));
             }
             let mut report = r.into_json();

@@ -107,8 +107,9 @@ pub struct NewOutbound<'a> {
     pub send_at: Option<Timestamp>,
 }
 
-/// Inserts a queued (or, with `send_at`, scheduled) outbound message, unless the account already
-/// used this idempotency key.
+/// Inserts a queued (or, with `send_at`, scheduled) outbound message, to be sent through the
+/// carrier of its `from` number (Telnyx when the number's carrier is not known), unless the
+/// account already used this idempotency key.
 /// Returns the stored message and whether this call created it.
 pub async fn create_outbound(
     db: &D1Database,
@@ -120,7 +121,7 @@ pub async fn create_outbound(
         "INSERT INTO messages (id, account_id, direction, from_number, to_number, text, segments, encoding, status,
                                carrier, idempotency_key, send_at, created_at, updated_at)
          VALUES (?1, ?2, 'outbound', ?3, ?4, ?5, ?6, ?7, CASE WHEN ?8 IS NULL THEN 'queued' ELSE 'scheduled' END,
-                 'telnyx', ?9, ?8, ?10, ?10)
+                 COALESCE((SELECT carrier FROM phone_numbers WHERE phone_number = ?3), 'telnyx'), ?9, ?8, ?10, ?10)
          ON CONFLICT (account_id, idempotency_key) DO NOTHING",
         &[
             text(new.id),
@@ -456,6 +457,12 @@ pub async fn insert_inbound(
         event.insert_if_changed(db, now)?,
         event.fan_out(db, now)?,
         crate::store::carrier_events::mark_processed_stmt(db, carrier_event, now)?,
+        // The number's carrier, unless set: the one its messages come from.
+        db::stmt(
+            db,
+            "UPDATE phone_numbers SET carrier = ?2 WHERE phone_number = ?1 AND carrier IS NULL",
+            &[text(&inbound.to), text(carrier.as_str())],
+        )?,
     ],
     )
     .await?;
@@ -509,6 +516,27 @@ pub async fn cancel(db: &D1Database, account_id: &str, id: &str, now: Timestamp)
     )
     .await?;
     Ok(results.first().map(db::changes) == Some(1))
+}
+
+/// The first of `carrier_ids` that no message of this carrier owns yet: a send whose answer was
+/// lost may have become it, and no other message can claim it.
+pub async fn first_unowned(
+    db: &D1Database,
+    carrier: &str,
+    carrier_ids: &[String],
+) -> Result<Option<String>, EdgeError> {
+    for id in carrier_ids {
+        let owned = db::all_ids(db::stmt(
+            db,
+            "SELECT id FROM messages WHERE carrier = ?1 AND carrier_message_id = ?2",
+            &[text(carrier), text(id)],
+        )?)
+        .await?;
+        if owned.is_empty() {
+            return Ok(Some(id.clone()));
+        }
+    }
+    Ok(None)
 }
 
 /// A dispatch whose job failed on every retry: the message fails visibly (`dispatch_failed`),

@@ -63,22 +63,26 @@ pub async fn owned_by(db: &D1Database, number: &PhoneNumber, account_id: &str) -
     Ok(row.is_some())
 }
 
-/// Assigns `number` to an account with its ring targets, unless another has it. Returns whether
+/// A number to assign.
+pub struct NewNumber<'a> {
+    pub id: &'a str,
+    pub account_id: &'a str,
+    pub number: &'a PhoneNumber,
+    pub targets: &'a [String],
+    pub ring_timeout_secs: u32,
+    /// The carrier its messages are sent through; `None` until its first message says.
+    pub carrier: Option<&'a str>,
+}
+
+/// Assigns a number to an account with its ring targets, unless another has it. Returns whether
 /// it was assigned.
-pub async fn create(
-    db: &D1Database,
-    id: &str,
-    account_id: &str,
-    number: &PhoneNumber,
-    targets: &[String],
-    ring_timeout_secs: u32,
-    now: Timestamp,
-) -> Result<bool, EdgeError> {
+pub async fn create(db: &D1Database, new: NewNumber<'_>, now: Timestamp) -> Result<bool, EdgeError> {
+    let NewNumber { id, account_id, number, targets, ring_timeout_secs, carrier } = new;
     let targets = serde_json::to_string(targets).map_err(|e| EdgeError::platform("encode", e))?;
     let inserted = db::run(db::stmt(
         db,
-        "INSERT INTO phone_numbers (id, account_id, phone_number, ring_targets, ring_timeout_secs, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+        "INSERT INTO phone_numbers (id, account_id, phone_number, ring_targets, ring_timeout_secs, carrier, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
          ON CONFLICT (phone_number) DO NOTHING",
         &[
             text(id),
@@ -86,6 +90,7 @@ pub async fn create(
             text(number.as_str()),
             text(&targets),
             int(i64::from(ring_timeout_secs)),
+            db::opt_text(carrier),
             time(now),
         ],
     )?)

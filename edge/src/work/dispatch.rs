@@ -1,15 +1,18 @@
 //! Sending an outbound message: claim, call the carrier, record the result.
 //!
 //! The claim (a guarded UPDATE with a lease) is taken *before* the carrier is called, so two
-//! dispatch jobs for one message never both call the carrier; the message id travels as the
-//! carrier's idempotency key, so a retry after a lost answer cannot send twice either.
+//! dispatch jobs for one message never both call the carrier. Through Telnyx the message id
+//! travels as the idempotency key, so a retry after a lost answer cannot send twice either;
+//! Twilio and Plivo take no key, so a retry first asks the carrier whether the earlier attempt
+//! became a message (docs/contract.md §4).
 
 use exactly_core::backoff;
+use exactly_core::event::Provider;
 use exactly_core::message::MessageStatus;
 use exactly_core::Timestamp;
 use worker::{D1Database, Env};
 
-use crate::carrier::telnyx::{self as carrier_api, CallResult};
+use crate::carrier::{self as carrier_api, CallResult, Outgoing};
 use crate::error::EdgeError;
 use crate::error::{Done, Outcome, Wait};
 use crate::platform::{new_id, now};
@@ -23,6 +26,10 @@ const LEASE_MILLIS: i64 = 30_000;
 /// send's result, never send again. Past it the message is failed instead of risking a second
 /// send.
 pub const SEND_HORIZON_MILLIS: i64 = 24 * 3600 * 1000;
+
+/// How far before a message could first be sent a carrier's list is read from, for clocks
+/// that disagree.
+const LOOKUP_SKEW_MILLIS: i64 = 60_000;
 
 /// The longest pause between two tries of a send the carrier did not answer.
 const MAX_RETRY_SECS: u64 = 600;
@@ -50,19 +57,27 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
         return Ok(Outcome::RetryIn(wait, Wait::ClaimedByAnotherDispatcher));
     }
     let attempt = message.send_attempts as u32 + 1;
-    match carrier_api::send_message(env, &message.id, &message.from_number, &message.to_number, &message.text).await? {
-        CallResult::Ok(carrier_id) => {
-            let (change, woken) = messages::record_sent(db, &message, &token, &carrier_id, now()).await?;
-            // Receipts that arrived before this result; if this enqueue is lost, the sweeper
-            // finds them (they are no longer parked).
-            crate::queues::enqueue_many(
-                env,
-                woken.into_iter().map(|id| crate::queues::Job::CarrierEvent { id }).collect(),
-            )
-            .await?;
-            crate::queues::announce(env, db, &change).await?;
-            Ok(Outcome::Done(if change.changed { Done::Sent } else { Done::NoOp }))
+    let carrier = Provider::from_name(&message.carrier).unwrap_or(Provider::Telnyx);
+    let outgoing =
+        Outgoing { id: &message.id, from: &message.from_number, to: &message.to_number, text: &message.text };
+    // An earlier claim may have reached a carrier that takes no idempotency key: ask it first.
+    if carrier != Provider::Telnyx && message.send_attempts > 0.0 {
+        let since = message.send_at.unwrap_or(message.created_at) as i64 - LOOKUP_SKEW_MILLIS;
+        match carrier_api::sent_since(env, carrier, &outgoing, Timestamp::from_unix_millis(since)).await? {
+            CallResult::Ok(candidates) => {
+                if let Some(found) = messages::first_unowned(db, carrier.as_str(), &candidates).await? {
+                    return sent(env, db, &message, &token, &found).await;
+                }
+            }
+            CallResult::Refused(error) => {
+                let reason = format!("lookup refused: {}", error.code);
+                return retry_or_fail(env, db, &message, &token, attempt, &reason).await;
+            }
+            CallResult::Transient(reason) => return retry_or_fail(env, db, &message, &token, attempt, &reason).await,
         }
+    }
+    match carrier_api::send_message(env, carrier, &outgoing).await? {
+        CallResult::Ok(carrier_id) => sent(env, db, &message, &token, &carrier_id).await,
         CallResult::Refused(error) => {
             let change = messages::record_send_failed(db, &message, &token, &error, now()).await?;
             crate::queues::announce(env, db, &change).await?;
@@ -70,6 +85,24 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
         }
         CallResult::Transient(reason) => retry_or_fail(env, db, &message, &token, attempt, &reason).await,
     }
+}
+
+/// Records the carrier's id for the claim's owner, wakes the receipts parked on it and announces
+/// `message.sent`.
+async fn sent(
+    env: &Env,
+    db: &D1Database,
+    message: &Message,
+    token: &str,
+    carrier_id: &str,
+) -> Result<Outcome, EdgeError> {
+    let (change, woken) = messages::record_sent(db, message, token, carrier_id, now()).await?;
+    // Receipts that arrived before this result; if this enqueue is lost, the sweeper finds them
+    // (they are no longer parked).
+    crate::queues::enqueue_many(env, woken.into_iter().map(|id| crate::queues::Job::CarrierEvent { id }).collect())
+        .await?;
+    crate::queues::announce(env, db, &change).await?;
+    Ok(Outcome::Done(if change.changed { Done::Sent } else { Done::NoOp }))
 }
 
 /// A transient failure (timeout, 5xx, 429): the carrier may or may not have taken the message,

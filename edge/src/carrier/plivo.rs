@@ -1,0 +1,92 @@
+//! Plivo's REST API: sending a message (`Message/`, with our callback `url`) and listing the
+//! outbound messages it took since a time, to find a send whose answer was lost. Plivo takes no
+//! idempotency key, and its list does not show the text: a candidate matches on the numbers and
+//! the time.
+
+use exactly_core::event::CarrierError;
+use exactly_core::Timestamp;
+use serde_json::{json, Value};
+use worker::{Env, Method};
+
+use crate::carrier::{basic_call, text_of, Body, CallResult, Outgoing};
+use crate::config::{self, Rest};
+use crate::error::EdgeError;
+
+const CREDENTIALS: &str = "PLIVO_AUTH_ID and PLIVO_AUTH_TOKEN";
+
+fn error(answer: &Value) -> (Option<String>, Option<String>) {
+    (None, text_of(&answer["error"]))
+}
+
+fn messages_url(rest: &Rest) -> String {
+    let account: String = form_urlencoded::byte_serialize(rest.account.as_bytes()).collect();
+    format!("{}/v1/Account/{account}/Message/", rest.base)
+}
+
+fn unconfigured<T>() -> CallResult<T> {
+    worker::console_error!(
+        "{}",
+        serde_json::json!({"carrier_api": "plivo", "error": format!("sending through Plivo needs {CREDENTIALS}")})
+    );
+    CallResult::Transient(format!("sending through Plivo needs {CREDENTIALS}"))
+}
+
+/// Plivo writes numbers without the `+`.
+fn digits(number: &str) -> &str {
+    number.trim_start_matches('+')
+}
+
+/// `POST /v1/Account/{auth_id}/Message/`; on success, the message's uuid.
+pub async fn send_message(env: &Env, message: &Outgoing<'_>) -> Result<CallResult<String>, EdgeError> {
+    let config = config::get(env)?;
+    let Some(rest) = &config.plivo_rest else { return Ok(unconfigured()) };
+    let body = json!({
+        "src": digits(message.from), "dst": digits(message.to), "text": message.text,
+        "url": format!("{}/webhooks/plivo", config.public_base_url), "method": "POST",
+    });
+    let url = messages_url(rest);
+    Ok(match basic_call(Method::Post, &url, &rest.account, &rest.token, Body::Json(body), CREDENTIALS, error).await? {
+        CallResult::Ok(answer) => match text_of(&answer["message_uuid"][0]) {
+            Some(uuid) => CallResult::Ok(uuid),
+            None => CallResult::Transient("Plivo answered 2xx without a message_uuid".into()),
+        },
+        CallResult::Refused(e) => CallResult::Refused(e),
+        CallResult::Transient(e) => CallResult::Transient(e),
+    })
+}
+
+/// The uuids of outbound messages from `from` to `to` since `since`, oldest first.
+pub async fn sent_since(
+    env: &Env,
+    message: &Outgoing<'_>,
+    since: Timestamp,
+) -> Result<CallResult<Vec<String>>, EdgeError> {
+    let config = config::get(env)?;
+    let Some(rest) = &config.plivo_rest else { return Ok(unconfigured()) };
+    // Plivo's time filter reads `YYYY-MM-DD HH:MM:SS` (UTC).
+    let at = since.to_rfc3339().replace('T', " ");
+    let query: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("message_direction", "outbound")
+        .append_pair("message_time__gte", at.get(..19).unwrap_or(&at))
+        .append_pair("limit", "20")
+        .finish();
+    let url = format!("{}?{query}", messages_url(rest));
+    Ok(match basic_call(Method::Get, &url, &rest.account, &rest.token, Body::Empty, CREDENTIALS, error).await? {
+        CallResult::Ok(answer) => {
+            let mut found: Vec<(String, String)> = answer["objects"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|m| {
+                    m["from_number"].as_str().map(digits) == Some(digits(message.from))
+                        && m["to_number"].as_str().map(digits) == Some(digits(message.to))
+                })
+                .filter_map(|m| Some((text_of(&m["message_time"]).unwrap_or_default(), text_of(&m["message_uuid"])?)))
+                .collect();
+            found.sort();
+            CallResult::Ok(found.into_iter().map(|(_, uuid)| uuid).collect())
+        }
+        CallResult::Refused(CarrierError { code, .. }) => CallResult::Transient(format!("Plivo list refused: {code}")),
+        CallResult::Transient(e) => CallResult::Transient(e),
+    })
+}

@@ -1,0 +1,87 @@
+//! Twilio's REST API: sending a message (`Messages.json`, with our status callback) and listing
+//! the messages it took, to find a send whose answer was lost. Twilio takes no idempotency key.
+
+use exactly_core::event::CarrierError;
+use exactly_core::Timestamp;
+use serde_json::Value;
+use worker::{Env, Method};
+
+use crate::carrier::{basic_call, text_of, Body, CallResult, Outgoing};
+use crate::config::{self, Rest};
+use crate::error::EdgeError;
+
+const CREDENTIALS: &str = "TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN";
+
+fn error(answer: &Value) -> (Option<String>, Option<String>) {
+    (text_of(&answer["code"]), text_of(&answer["message"]))
+}
+
+fn messages_url(rest: &Rest) -> String {
+    let account: String = form_urlencoded::byte_serialize(rest.account.as_bytes()).collect();
+    format!("{}/2010-04-01/Accounts/{account}/Messages.json", rest.base)
+}
+
+/// Not configured: retried (and logged) like a refused credential, so fixing the variables
+/// sends the message rather than losing it.
+fn unconfigured<T>() -> CallResult<T> {
+    worker::console_error!(
+        "{}",
+        serde_json::json!({"carrier_api": "twilio", "error": format!("sending through Twilio needs {CREDENTIALS}")})
+    );
+    CallResult::Transient(format!("sending through Twilio needs {CREDENTIALS}"))
+}
+
+/// `POST /2010-04-01/Accounts/{sid}/Messages.json`; on success, the message's `sid`.
+pub async fn send_message(env: &Env, message: &Outgoing<'_>) -> Result<CallResult<String>, EdgeError> {
+    let config = config::get(env)?;
+    let Some(rest) = &config.twilio_rest else { return Ok(unconfigured()) };
+    let form = vec![
+        ("To", message.to.to_owned()),
+        ("From", message.from.to_owned()),
+        ("Body", message.text.to_owned()),
+        ("StatusCallback", format!("{}/webhooks/twilio", config.public_base_url)),
+    ];
+    let url = messages_url(rest);
+    Ok(match basic_call(Method::Post, &url, &rest.account, &rest.token, Body::Form(form), CREDENTIALS, error).await? {
+        CallResult::Ok(answer) => match text_of(&answer["sid"]) {
+            Some(sid) => CallResult::Ok(sid),
+            None => CallResult::Transient("Twilio answered 2xx without a sid".into()),
+        },
+        CallResult::Refused(e) => CallResult::Refused(e),
+        CallResult::Transient(e) => CallResult::Transient(e),
+    })
+}
+
+/// The sids of the latest messages from `from` to `to` whose body is the message's text, oldest
+/// first. Twilio's list has no time filter that covers messages not yet sent, so the newest page
+/// is read; the caller skips sids another message already owns.
+pub async fn sent_since(
+    env: &Env,
+    message: &Outgoing<'_>,
+    _since: Timestamp,
+) -> Result<CallResult<Vec<String>>, EdgeError> {
+    let config = config::get(env)?;
+    let Some(rest) = &config.twilio_rest else { return Ok(unconfigured()) };
+    let query: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("To", message.to)
+        .append_pair("From", message.from)
+        .append_pair("PageSize", "50")
+        .finish();
+    let url = format!("{}?{query}", messages_url(rest));
+    Ok(match basic_call(Method::Get, &url, &rest.account, &rest.token, Body::Empty, CREDENTIALS, error).await? {
+        CallResult::Ok(answer) => {
+            let mut sids: Vec<String> = answer["messages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|m| m["body"].as_str() == Some(message.text))
+                .filter_map(|m| text_of(&m["sid"]))
+                .collect();
+            // Twilio lists newest first.
+            sids.reverse();
+            CallResult::Ok(sids)
+        }
+        CallResult::Refused(CarrierError { code, .. }) => CallResult::Transient(format!("Twilio list refused: {code}")),
+        CallResult::Transient(e) => CallResult::Transient(e),
+    })
+}
