@@ -272,7 +272,7 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
         Ok(report) => worker::console_log!(
             "{}",
             serde_json::json!({"cron": "sweep", "events": report.events, "dispatches": report.dispatches,
-                "deliveries": report.deliveries})
+                "deliveries": report.deliveries, "backlog_signals": report.backlog_signals})
         ),
         Err(e) => worker::console_error!("{}", serde_json::json!({"cron": "sweep", "error": e.to_string()})),
     }
