@@ -1,6 +1,7 @@
 //! Customer webhooks (docs/contract.md §5, §6): signed per Standard Webhooks, retried, disabled, replayed.
 
 use std::collections::BTreeSet;
+use std::thread;
 use std::time::Duration;
 
 use exactly_core::webhook::{SigningSecret, EVENT_TYPES};
@@ -33,6 +34,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("webhooks::operational_signals_fire_once", operational_signals_fire_once),
     ("webhooks::rate_limit_spreads_deliveries_and_drops_none", rate_limit_spreads_deliveries_and_drops_none),
     ("webhooks::every_event_type_matches_its_openapi_schema", every_event_type_matches_its_openapi_schema),
+    ("webhooks::stalled_endpoint_times_out_and_is_retried", stalled_endpoint_times_out_and_is_retried),
 ];
 
 struct Customer {
@@ -814,4 +816,34 @@ fn every_event_type_matches_its_openapi_schema(w: &Worker) {
         assert!(problem.is_some(), "the schema accepted a wrong body: {body}");
     }
     assert!(webhook_schema_problems(&[&valid.to_string()])[0].is_none(), "the unchanged body passes");
+}
+
+/// An endpoint that hangs past the worker's 15 s attempt timeout: the attempt is recorded as
+/// failed with no status, retried, and the event delivered once, under one webhook-id; the late
+/// answer to the first request changes nothing.
+fn stalled_endpoint_times_out_and_is_retried(w: &Worker) {
+    let c = customer(w);
+    let (_, path, secret) = endpoint(w, &c, &["message.received"]);
+    let stall = Duration::from_secs(20);
+    w.customer.stall(&path, stall, 1);
+    inbound_sms(w, &c);
+    let got = wait_received(w, &path, 2);
+    assert_eq!((got[0].stalled, got[1].stalled), (Some(stall), None));
+    assert!(got[1].received_at - got[0].received_at >= 14, "the retry came after the timeout, not before");
+    let id = got[0].header("webhook-id").unwrap().to_owned();
+    assert_eq!(got[1].header("webhook-id"), Some(id.as_str()), "one webhook-id");
+    assert_ne!(got[0].header("webhook-timestamp"), got[1].header("webhook-timestamp"));
+    verify_with_official_library(&secret, &got);
+    // Past the stalled request's own (late) answer: still two requests, one success.
+    thread::sleep(stall.saturating_sub(Duration::from_secs(12)));
+    assert_eq!(w.customer.received(&path).len(), 2, "delivered once after the retry");
+    let shown = w.call("GET", &format!("/v1/events/{id}"), &c.key, None, &[]).json();
+    let delivery = &shown["deliveries"][0];
+    assert_eq!(delivery["status"], "succeeded", "{shown}");
+    let attempts = delivery["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{shown}");
+    assert!(attempts[0]["status_code"].is_null(), "{shown}");
+    assert!(attempts[0]["error"].as_str().unwrap().contains("no answer within 15s"), "{shown}");
+    assert!(attempts[0]["latency_ms"].as_i64().unwrap() >= 15_000, "{shown}");
+    assert_eq!(attempts[1]["status_code"], 200, "{shown}");
 }
