@@ -35,6 +35,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("webhooks::rate_limit_spreads_deliveries_and_drops_none", rate_limit_spreads_deliveries_and_drops_none),
     ("webhooks::every_event_type_matches_its_openapi_schema", every_event_type_matches_its_openapi_schema),
     ("webhooks::stalled_endpoint_times_out_and_is_retried", stalled_endpoint_times_out_and_is_retried),
+    ("webhooks::backlog_high_fires_once_per_stuck_item", backlog_high_fires_once_per_stuck_item),
 ];
 
 struct Customer {
@@ -52,7 +53,12 @@ fn customer(w: &Worker) -> Customer {
 
 /// Creates an endpoint at a fresh path of the test customer server; returns (id, path, secret).
 fn endpoint(w: &Worker, c: &Customer, types: &[&str]) -> (String, String, String) {
-    let path = format!("/hook/{}", sim::random_hex());
+    endpoint_at(w, c, &format!("/hook/{}", sim::random_hex()), types)
+}
+
+/// Creates an endpoint at `path` of the test customer server; returns (id, path, secret).
+fn endpoint_at(w: &Worker, c: &Customer, path: &str, types: &[&str]) -> (String, String, String) {
+    let path = path.to_owned();
     let a = w.call(
         "POST",
         "/v1/webhook_endpoints",
@@ -846,4 +852,104 @@ fn stalled_endpoint_times_out_and_is_retried(w: &Worker) {
     assert!(attempts[0]["error"].as_str().unwrap().contains("no answer within 15s"), "{shown}");
     assert!(attempts[0]["latency_ms"].as_i64().unwrap() >= 15_000, "{shown}");
     assert_eq!(attempts[1]["status_code"], 200, "{shown}");
+}
+
+/// `backlog.high` (docs/contract.md §6) on a worker whose threshold is 2 s: a carrier event whose
+/// job was never enqueued and a delivery whose queue message was lost wait past it. Three rounds
+/// of three concurrent sweeps, and two more, raise one signal about each: to the operator, and
+/// for the delivery also to its account's subscribed endpoint; signed, and matching the schema.
+/// Once the carrier's retry processes the event, the sweeps raise nothing new.
+fn backlog_high_fires_once_per_stuck_item(_shared: &Worker) {
+    let w = Worker::start_with(&[("BACKLOG_ALERT_SECS", "2")]);
+    assert_eq!(w.cron().status, 200, "the cron registers the operator's endpoint");
+    let c = customer(&w);
+    let (_, watcher_path, watcher_secret) = endpoint(&w, &c, &["backlog.high"]);
+    // Each first queue message of a delivery to this endpoint is lost (edge/src/faults.rs).
+    let (lossy, _, _) =
+        endpoint_at(&w, &c, &format!("/hook/fault-lose-delivery-{}", sim::random_hex()), &["message.received"]);
+    inbound_sms(&w, &c);
+    // Stored, but its job was never enqueued: the carrier was answered 503.
+    let stuck_event = format!("backlog-fault-queue-send-{}", sim::random_hex());
+    let stuck_body = sim::telnyx::envelope(
+        &stuck_event,
+        "message.received",
+        "2026-11-30T10:00:00Z",
+        json!({"id": format!("m-{}", sim::random_hex()), "from": {"phone_number": "+15559990000"},
+               "to": [{"phone_number": c.number}], "text": "stuck"}),
+        1,
+    );
+    assert_eq!(w.deliver_telnyx(&stuck_body).status, 503);
+    let stored = w.sql(&format!(
+        "SELECT 'cev_' || printf('%016x', id) AS id FROM carrier_events WHERE carrier_event_id = {}",
+        lit(&stuck_event)
+    ));
+    let stored = stored[0]["id"].as_str().unwrap().to_owned();
+    let mut delivery = String::new();
+    let lost = w.eventually(Duration::from_secs(30), || {
+        let rows = w.sql(&format!("SELECT id FROM webhook_deliveries WHERE endpoint_id = {}", lit(&lossy)));
+        delivery = rows.first().and_then(|r| r["id"].as_str()).unwrap_or_default().to_owned();
+        !delivery.is_empty()
+    });
+    assert!(lost, "the delivery to the lossy endpoint exists");
+    thread::sleep(Duration::from_secs(3));
+
+    let sweep = || assert_eq!(w.cron().status, 200);
+    for _ in 0..3 {
+        thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(sweep);
+            }
+        });
+    }
+    let backlog = |path: &str, key: &str, value: &str| signals_at(&w, path, "backlog.high", key, value);
+    let raised = w.eventually(Duration::from_secs(30), || {
+        backlog(OPERATOR_PATH, "carrier_event_id", &stored).len() == 1
+            && backlog(OPERATOR_PATH, "delivery_id", &delivery).len() == 1
+            && backlog(&watcher_path, "delivery_id", &delivery).len() == 1
+    });
+    assert!(
+        raised,
+        "one backlog.high about each stuck item reached the operator, and the account's about its delivery"
+    );
+    sweep();
+    sweep();
+    thread::sleep(Duration::from_secs(3));
+    assert_eq!(backlog(OPERATOR_PATH, "carrier_event_id", &stored).len(), 1, "once, however many sweeps");
+    assert_eq!(backlog(OPERATOR_PATH, "delivery_id", &delivery).len(), 1, "once, however many sweeps");
+    assert_eq!(backlog(&watcher_path, "delivery_id", &delivery).len(), 1, "once, however many sweeps");
+    assert!(backlog(&watcher_path, "carrier_event_id", &stored).is_empty(), "a carrier event is no account's");
+
+    let about = &backlog(OPERATOR_PATH, "delivery_id", &delivery)[0]["data"];
+    assert_eq!((about["kind"].as_str(), about["endpoint_id"].as_str()), (Some("delivery"), Some(lossy.as_str())));
+    assert_eq!(about["account_id"], c.account.as_str(), "the operator is told whose delivery it is");
+    assert_eq!(about["threshold_seconds"], 2);
+    assert!(about["age_seconds"].as_i64().unwrap() >= 2, "{about}");
+    let about = &backlog(OPERATOR_PATH, "carrier_event_id", &stored)[0]["data"];
+    assert_eq!((about["kind"].as_str(), about["account_id"].as_null()), (Some("carrier_event"), Some(())));
+    verify_with_official_library(OPERATOR_SECRET, &w.customer.received(OPERATOR_PATH));
+    verify_with_official_library(&watcher_secret, &w.customer.received(&watcher_path));
+    if let Err(problems) = w.audit_deliveries() {
+        panic!("{problems}");
+    }
+
+    // The carrier's retry gets the event processed; later sweeps raise nothing more about it.
+    assert_eq!(w.deliver_telnyx(&stuck_body).status, 200);
+    let processed = w.eventually(Duration::from_secs(30), || {
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {} AND processed_at IS NOT NULL",
+            lit(&stuck_event)
+        )) == 1
+    });
+    assert!(processed, "the retried event was processed");
+    // (The lossy endpoint loses the new event's delivery too; once the sweeper re-sends the first
+    // one, that one may be the oldest stuck delivery and raise its own signal, rightly.)
+    let before = w.customer.received(OPERATOR_PATH).len();
+    sweep();
+    thread::sleep(Duration::from_secs(3));
+    let after: Vec<Value> = w.customer.received(OPERATOR_PATH)[before..]
+        .iter()
+        .map(|r| serde_json::from_str::<Value>(&r.body).unwrap())
+        .filter(|v| v["type"] == "backlog.high" && v["data"]["kind"] == "carrier_event")
+        .collect();
+    assert!(after.is_empty(), "no carrier event is stuck any more: {after:?}");
 }
