@@ -14,9 +14,9 @@ use sha2::Sha256;
 
 use crate::Timestamp;
 
-/// The customer event types an endpoint may subscribe to (docs/contract.md §6). The last two
-/// are operational signals about the account's own endpoints.
-pub const EVENT_TYPES: [&str; 10] = [
+/// The customer event types an endpoint may subscribe to (docs/contract.md §6). The last three
+/// are operational signals about the account's own endpoints and deliveries.
+pub const EVENT_TYPES: [&str; 11] = [
     "message.received",
     "message.sent",
     "message.delivered",
@@ -27,6 +27,7 @@ pub const EVENT_TYPES: [&str; 10] = [
     "call.missed",
     "endpoint.disabled",
     "delivery.exhausted",
+    "backlog.high",
 ];
 
 /// How far a receiver accepts a `webhook-timestamp` from its clock, per the specification.

@@ -57,6 +57,9 @@ pub mod vars {
     pub const OPERATOR_WEBHOOK_URL: &str = "OPERATOR_WEBHOOK_URL";
     /// The `whsec_` secret that signs them.
     pub const OPERATOR_WEBHOOK_SECRET: &str = "OPERATOR_WEBHOOK_SECRET";
+    /// Seconds work may wait (a carrier event unprocessed, a delivery overdue) before the cron
+    /// raises `backlog.high` (default 600).
+    pub const BACKLOG_ALERT_SECS: &str = "BACKLOG_ALERT_SECS";
     /// `true` only in development: customer endpoints may be private addresses.
     pub const ALLOW_PRIVATE_ENDPOINTS: &str = "ALLOW_PRIVATE_ENDPOINTS";
     /// Days before the payload of a settled carrier event is cleared (default 30).

@@ -31,6 +31,11 @@ pub struct Retention {
 /// The least a dedupe key is kept: carriers retry for up to about three days.
 pub const MIN_EVENT_RETENTION_DAYS: i64 = 3;
 
+/// How long work may wait before `backlog.high`: five times the sweeper's two minutes, so a
+/// lost job the sweeper re-enqueues never raises it, and work still waiting after that has a
+/// cause someone must look at.
+pub const DEFAULT_BACKLOG_ALERT_SECS: i64 = 600;
+
 /// The worker's configuration.
 pub struct Config {
     /// Verifies Telnyx webhooks (`TELNYX_PUBLIC_KEY`, several keys during a rotation).
@@ -60,6 +65,9 @@ pub struct Config {
     pub allow_private_endpoints: bool,
     /// Retention (`RETENTION_PAYLOAD_DAYS`, `RETENTION_EVENT_DAYS`, `RETENTION_ATTEMPT_DAYS`).
     pub retention: Retention,
+    /// `BACKLOG_ALERT_SECS` (default [`DEFAULT_BACKLOG_ALERT_SECS`]): work that has waited
+    /// longer raises `backlog.high` ([`crate::work::sweep`]).
+    pub backlog_alert_secs: i64,
     /// `LOG_WEBHOOK_REQUESTS` (default `true`): one structured line per carrier delivery that
     /// was stored. Refusals and failures are logged whatever it says.
     pub log_webhook_requests: bool,
@@ -82,6 +90,7 @@ impl fmt::Debug for Config {
             .field("public_base_url", &self.public_base_url)
             .field("allow_private_endpoints", &self.allow_private_endpoints)
             .field("retention", &self.retention)
+            .field("backlog_alert_secs", &self.backlog_alert_secs)
             .field("log_webhook_requests", &self.log_webhook_requests)
             .finish_non_exhaustive()
     }
@@ -154,11 +163,16 @@ fn invalid(variable: &'static str, problem: impl fmt::Display) -> EdgeError {
 }
 
 fn days(env: &Env, name: &'static str, default: i64, least: i64) -> Result<i64, EdgeError> {
+    whole(env, name, default, least, "days")
+}
+
+/// A whole number of `unit`, at least `least`; `default` when unset.
+fn whole(env: &Env, name: &'static str, default: i64, least: i64, unit: &str) -> Result<i64, EdgeError> {
     match optional(env, name) {
         None => Ok(default),
         Some(text) => match text.parse::<i64>() {
             Ok(n) if n >= least => Ok(n),
-            _ => Err(invalid(name, format!("must be a whole number of days, at least {least}"))),
+            _ => Err(invalid(name, format!("must be a whole number of {unit}, at least {least}"))),
         },
     }
 }
@@ -220,6 +234,7 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
         event_days: days(env, vars::RETENTION_EVENT_DAYS, 90, MIN_EVENT_RETENTION_DAYS)?,
         attempt_days: days(env, vars::RETENTION_ATTEMPT_DAYS, 30, 1)?,
     };
+    let backlog_alert_secs = whole(env, vars::BACKLOG_ALERT_SECS, DEFAULT_BACKLOG_ALERT_SECS, 1, "seconds")?;
     let log_webhook_requests = flag_or(env, LOG_WEBHOOK_REQUESTS, true)?;
     Ok(Config {
         telnyx,
@@ -235,6 +250,7 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
         admin_token,
         allow_private_endpoints,
         retention,
+        backlog_alert_secs,
         log_webhook_requests,
     })
 }

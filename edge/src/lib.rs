@@ -278,7 +278,7 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
         Ok(report) => worker::console_log!(
             "{}",
             serde_json::json!({"cron": "sweep", "events": report.events, "dispatches": report.dispatches,
-                "deliveries": report.deliveries})
+                "deliveries": report.deliveries, "backlog_signals": report.backlog_signals})
         ),
         Err(e) => worker::console_error!("{}", serde_json::json!({"cron": "sweep", "error": e.to_string()})),
     }
@@ -334,5 +334,44 @@ mod tests {
         let extra: Vec<_> = documented.difference(&served).collect();
         assert!(missing.is_empty(), "served but not documented: {missing:?}");
         assert!(extra.is_empty(), "documented but not served: {extra:?}");
+    }
+
+    /// Every customer event type the worker sends (the subscribable ones, the operator's signals
+    /// and `endpoint.test`) has its entry in the document's `webhooks`, whose body schema names
+    /// that type (the end-to-end tests validate every body received against it), and no entry
+    /// names a type never sent. The API's `EventType` is the list endpoints may subscribe to.
+    #[test]
+    fn openapi_documents_every_webhook() {
+        use exactly_core::webhook::EVENT_TYPES;
+
+        use crate::store::signals::OPERATOR_TYPES;
+
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI).expect("docs/openapi.json is JSON");
+        let mut sent: BTreeSet<&str> = EVENT_TYPES.into_iter().chain(OPERATOR_TYPES).collect();
+        sent.insert("endpoint.test");
+        let webhooks = doc["webhooks"].as_object().expect("a webhooks section");
+        let documented: BTreeSet<&str> = webhooks.keys().map(String::as_str).collect();
+        assert_eq!(documented, sent);
+        for (event_type, item) in webhooks {
+            let schema = &item["post"]["requestBody"]["content"]["application/json"]["schema"];
+            assert_eq!(named_type(&doc, schema).as_deref(), Some(event_type.as_str()), "{event_type}: {schema}");
+        }
+        let subscribable: Vec<&str> = doc["components"]["schemas"]["EventType"]["enum"]
+            .as_array()
+            .expect("EventType's enum")
+            .iter()
+            .filter_map(|t| t.as_str())
+            .collect();
+        assert_eq!(subscribable, EVENT_TYPES);
+    }
+
+    /// The `type` a body schema allows when it allows exactly one: its own `const`, or that of the
+    /// schema it refers to.
+    fn named_type(doc: &serde_json::Value, schema: &serde_json::Value) -> Option<String> {
+        if let Some(name) = schema["properties"]["type"]["const"].as_str() {
+            return Some(name.to_owned());
+        }
+        let target = schema["$ref"].as_str()?.strip_prefix("#/")?;
+        named_type(doc, doc.pointer(&format!("/{target}"))?)
     }
 }

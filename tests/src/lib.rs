@@ -5,6 +5,7 @@
 //! Tests talk to it over HTTP with real signatures, and count rows through
 //! `wrangler d1 execute` against the same local database.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read as _;
 use std::net::TcpListener;
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use sim::carrier::{FakeCarrier, WebhookTarget};
-use sim::customer::CustomerEndpoint;
+use sim::customer::{CustomerEndpoint, Received};
 use sim::telnyx::Signer;
 
 /// The admin token the test worker is configured with.
@@ -353,6 +354,98 @@ impl Worker {
         let text = fs::read_to_string(self.dir.join("wrangler.log")).unwrap_or_default();
         text.lines().filter(|line| needles.iter().all(|n| line.contains(n))).count()
     }
+}
+
+impl Worker {
+    /// Checks every customer webhook delivery this worker's customer endpoint received, whichever
+    /// test caused it: each body matches the schema of its type in docs/openapi.json's
+    /// `webhooks`, and each delivery verifies with the official Standard Webhooks library under
+    /// its endpoint's secret (or the one it rotated from), as of when it arrived. Deliveries to an
+    /// endpoint deleted since have no secret left to verify with; they are counted. Returns a
+    /// summary, or every problem found.
+    pub fn audit_deliveries(&self) -> Result<String, String> {
+        let all = self.customer.all();
+        if all.is_empty() {
+            return Ok("no customer webhook deliveries to audit".into());
+        }
+        let mut problems = Vec::new();
+        let bodies: Vec<&str> = all.iter().map(|r| r.body.as_str()).collect();
+        for (r, problem) in all.iter().zip(webhook_schema_problems(&bodies)) {
+            if let Some(problem) = problem {
+                problems.push(format!("{} {}: schema: {problem}", r.path, r.header("webhook-id").unwrap_or("-")));
+            }
+        }
+        let mut secrets: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for row in self.sql("SELECT url, secret, previous_secret FROM webhook_endpoints") {
+            let Some(path) = row["url"].as_str().and_then(|u| u.strip_prefix(&self.customer.base)) else { continue };
+            let known = secrets.entry(path.to_owned()).or_default();
+            known.extend(["secret", "previous_secret"].iter().filter_map(|k| row[*k].as_str().map(str::to_owned)));
+        }
+        let mut by_path: BTreeMap<&str, Vec<Received>> = BTreeMap::new();
+        for r in &all {
+            by_path.entry(r.path.as_str()).or_default().push(r.clone());
+        }
+        let (mut verified, mut unverifiable) = (0, 0);
+        for (path, deliveries) in &by_path {
+            match secrets.get(*path) {
+                Some(keys) => {
+                    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                    match verify_standard_webhooks(&keys, deliveries) {
+                        Ok(n) => verified += n,
+                        Err(report) => problems.push(format!("{path}: signatures:\n{report}")),
+                    }
+                }
+                None => unverifiable += deliveries.len(),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(problems.join("\n"));
+        }
+        Ok(format!(
+            "{} customer webhook bodies match docs/openapi.json; {verified} deliveries verify with the Standard \
+             Webhooks library ({unverifiable} went to endpoints deleted since)",
+            all.len()
+        ))
+    }
+}
+
+/// Runs `node tests/<script> FILE` with `input` in FILE; returns whether it succeeded and what
+/// it printed.
+fn node(script: &str, input: &Value) -> (bool, String) {
+    let dir = root().join("target/e2e");
+    fs::create_dir_all(&dir).expect("create target/e2e");
+    let file = dir.join(format!("{}-{}.json", script.trim_end_matches(".mjs"), sim::random_hex()));
+    fs::write(&file, input.to_string()).expect("write the script's input");
+    let out =
+        Command::new("node").current_dir(root()).arg(format!("tests/{script}")).arg(&file).output().expect("run node");
+    let _ = fs::remove_file(&file);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// Verifies deliveries with the official Standard Webhooks library (`standardwebhooks` on npm,
+/// through tests/verify_standard_webhooks.mjs), each under any of `secrets` and as of when it
+/// arrived. Returns how many verified, or the library's report when any did not.
+pub fn verify_standard_webhooks(secrets: &[&str], deliveries: &[Received]) -> Result<usize, String> {
+    let list: Vec<Value> =
+        deliveries.iter().map(|d| json!({"headers": d.headers, "body": d.body, "at": d.received_at})).collect();
+    let (ok, text) = node("verify_standard_webhooks.mjs", &json!({"secrets": secrets, "deliveries": list}));
+    let verified = text.lines().filter(|l| l.starts_with("ok ")).count();
+    if ok && verified == deliveries.len() {
+        Ok(verified)
+    } else {
+        Err(text)
+    }
+}
+
+/// Checks each webhook body against the schema of its type in docs/openapi.json's `webhooks`
+/// (Ajv, JSON Schema 2020-12, through tests/validate_webhook_bodies.mjs): `None` for a body that
+/// matches, else what is wrong with it.
+pub fn webhook_schema_problems(bodies: &[&str]) -> Vec<Option<String>> {
+    let (_, text) = node("validate_webhook_bodies.mjs", &json!({ "bodies": bodies }));
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("ok ") || l.starts_with("FAILED ")).collect();
+    assert_eq!(lines.len(), bodies.len(), "the validator reports on every body:\n{text}");
+    lines.iter().map(|l| l.strip_prefix("FAILED ").map(str::to_owned)).collect()
 }
 
 /// A fresh E.164 number for one test: unique within a run.

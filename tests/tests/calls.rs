@@ -32,10 +32,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("calls::each_number_rings_its_targets_for_its_own_timeout", each_number_rings_its_targets_for_its_own_timeout),
 ];
 
-const TARGETS: [&str; 3] = ["+15557770001", "+15557770002", "+15557770003"];
+pub(crate) const TARGETS: [&str; 3] = ["+15557770001", "+15557770002", "+15557770003"];
 
 /// An inbound call ringing through a number's three targets.
-struct Ring {
+pub(crate) struct Ring {
     account_key: String,
     call_id: String,
     session: String,
@@ -56,6 +56,12 @@ fn start(w: &Worker) -> Ring {
     let (account, key) = w.create_account("ring");
     let number = fresh_number();
     w.create_number(&account, &number, &TARGETS);
+    ring_on(w, key, &number)
+}
+
+/// An inbound call to `number`, an account's number that rings [`TARGETS`], once target 1 is
+/// dialled.
+pub(crate) fn ring_on(w: &Worker, key: String, number: &str) -> Ring {
     let session = uid("sess");
     let caller_control = format!("v3:{}", uid("caller"));
     deliver(
@@ -71,7 +77,7 @@ fn start(w: &Worker) -> Ring {
     );
     let mut call_id = String::new();
     let found = w.eventually(Duration::from_secs(30), || {
-        let dial = w.carrier.requests("/v2/calls").into_iter().find(|r| r.body["from"] == number.as_str());
+        let dial = w.carrier.requests("/v2/calls").into_iter().find(|r| r.body["from"] == number);
         if let Some(tag) = dial.as_ref().and_then(sim::carrier::client_state) {
             let tag: Value = serde_json::from_str(&tag).unwrap_or_default();
             call_id = tag["call"].as_str().unwrap_or_default().to_owned();
@@ -80,6 +86,31 @@ fn start(w: &Worker) -> Ring {
     });
     assert!(found, "target 1 was dialled for {number}");
     Ring { account_key: key, call_id, session, caller_control }
+}
+
+/// Target 2 answers and the caller hangs up: the call completes.
+pub(crate) fn answered_then_hung_up(w: &Worker, ring: &Ring) {
+    answer_leg2(w, ring);
+    let hangup = uid("caller-hangup");
+    let payload = json!({
+        "call_control_id": ring.caller_control, "call_leg_id": format!("leg-{}", ring.caller_control),
+            "call_session_id": ring.session,
+        "hangup_cause": "normal_clearing", "hangup_source": "caller",
+    });
+    deliver(w, &hangup, "call.hangup", "2026-11-30T10:02:41Z", payload);
+    wait_settled(w, &[hangup]);
+}
+
+/// No target answers: the call is missed.
+pub(crate) fn nobody_answers(w: &Worker, ring: &Ring) {
+    let mut ids = Vec::new();
+    for position in 1..=3 {
+        let leg = wait_dials(w, ring, position);
+        let id = uid(&format!("leg{position}-hangup"));
+        hangup_leg(w, &leg, &id);
+        ids.push(id);
+    }
+    wait_settled(w, &ids);
 }
 
 fn dials(w: &Worker, ring: &Ring, position: u32) -> Vec<Recorded> {

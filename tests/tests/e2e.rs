@@ -54,9 +54,19 @@ fn main() {
     if conclusion.has_failed() {
         eprintln!("--- wrangler log (tail) ---\n{}", worker.log_tail());
     }
+    // Whatever the tests asserted, every delivery the run received must match its documented
+    // schema and verify with the official Standard Webhooks library.
+    let audit = worker.audit_deliveries();
+    match &audit {
+        Ok(summary) => eprintln!("e2e: {summary}"),
+        Err(problems) => eprintln!("e2e: FAILED: customer webhook deliveries that break the contract:\n{problems}"),
+    }
     match Arc::try_unwrap(worker) {
         Ok(mut worker) => worker.stop(),
         Err(_) => eprintln!("worker still shared at exit; it is stopped by its process group"),
+    }
+    if audit.is_err() && !conclusion.has_failed() {
+        std::process::exit(101);
     }
     conclusion.exit();
 }

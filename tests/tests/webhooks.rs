@@ -1,13 +1,16 @@
 //! Customer webhooks (docs/contract.md §5, §6): signed per Standard Webhooks, retried, disabled, replayed.
 
+use std::collections::BTreeSet;
+use std::thread;
 use std::time::Duration;
 
-use exactly_core::webhook::SigningSecret;
+use exactly_core::webhook::{SigningSecret, EVENT_TYPES};
 use exactly_core::Timestamp;
-use exactly_tests::{fresh_number, lit, root, Worker};
+use exactly_tests::{fresh_number, lit, webhook_schema_problems, Worker, OPERATOR_PATH, OPERATOR_SECRET};
 use serde_json::{json, Value};
 use sim::customer::Received;
 
+use crate::calls;
 use crate::TestFn;
 
 pub const TESTS: &[(&str, TestFn)] = &[
@@ -30,9 +33,13 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("webhooks::test_event_attempts_and_history_are_visible", test_event_attempts_and_history_are_visible),
     ("webhooks::operational_signals_fire_once", operational_signals_fire_once),
     ("webhooks::rate_limit_spreads_deliveries_and_drops_none", rate_limit_spreads_deliveries_and_drops_none),
+    ("webhooks::every_event_type_matches_its_openapi_schema", every_event_type_matches_its_openapi_schema),
+    ("webhooks::stalled_endpoint_times_out_and_is_retried", stalled_endpoint_times_out_and_is_retried),
+    ("webhooks::backlog_high_fires_once_per_stuck_item", backlog_high_fires_once_per_stuck_item),
 ];
 
 struct Customer {
+    account: String,
     key: String,
     number: String,
 }
@@ -41,12 +48,17 @@ fn customer(w: &Worker) -> Customer {
     let (account, key) = w.create_account("hooks");
     let number = fresh_number();
     w.create_number(&account, &number, &[]);
-    Customer { key, number }
+    Customer { account, key, number }
 }
 
 /// Creates an endpoint at a fresh path of the test customer server; returns (id, path, secret).
 fn endpoint(w: &Worker, c: &Customer, types: &[&str]) -> (String, String, String) {
-    let path = format!("/hook/{}", sim::random_hex());
+    endpoint_at(w, c, &format!("/hook/{}", sim::random_hex()), types)
+}
+
+/// Creates an endpoint at `path` of the test customer server; returns (id, path, secret).
+fn endpoint_at(w: &Worker, c: &Customer, path: &str, types: &[&str]) -> (String, String, String) {
+    let path = path.to_owned();
     let a = w.call(
         "POST",
         "/v1/webhook_endpoints",
@@ -87,23 +99,12 @@ fn wait_received(w: &Worker, path: &str, n: usize) -> Vec<Received> {
     got
 }
 
+/// Every one of `deliveries` verifies with the official Standard Webhooks library under `secret`.
 fn verify_with_official_library(secret: &str, deliveries: &[Received]) {
-    let file = root().join("target/e2e").join(format!("sw-{}.json", sim::random_hex()));
-    let list: Vec<Value> = deliveries.iter().map(|d| json!({"headers": d.headers, "body": d.body})).collect();
-    std::fs::write(&file, json!({"secret": secret, "deliveries": list}).to_string()).expect("write deliveries");
-    let out = std::process::Command::new("node")
-        .current_dir(root())
-        .arg("tests/verify_standard_webhooks.mjs")
-        .arg(&file)
-        .output()
-        .expect("run node");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "standardwebhooks refused a delivery:\n{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(text.lines().filter(|l| l.starts_with("ok ")).count(), deliveries.len(), "{text}");
+    assert!(!deliveries.is_empty(), "nothing to verify");
+    let verified = exactly_tests::verify_standard_webhooks(&[secret], deliveries)
+        .unwrap_or_else(|report| panic!("standardwebhooks refused a delivery:\n{report}"));
+    assert_eq!(verified, deliveries.len());
 }
 
 fn fails_twice_then_succeeds_with_one_webhook_id(w: &Worker) {
@@ -610,13 +611,13 @@ fn signals_at(w: &Worker, path: &str, event_type: &str, key: &str, value: &str) 
 fn operational_signals_fire_once(w: &Worker) {
     assert_eq!(w.cron().status, 200, "the cron registers the operator's endpoint");
     let c = customer(w);
-    let (watcher, watcher_path, _) = endpoint(w, &c, &["endpoint.disabled", "delivery.exhausted"]);
+    let (_, watcher_path, watcher_secret) = endpoint(w, &c, &["endpoint.disabled", "delivery.exhausted"]);
     let (gone, gone_path, _) = endpoint(w, &c, &["message.received"]);
     w.customer.always(&gone_path, 410);
     let (failing, failing_path, _) = endpoint(w, &c, &["message.received"]);
     w.customer.always(&failing_path, 500);
     inbound_sms(w, &c);
-    let operator = exactly_tests::OPERATOR_PATH;
+    let operator = OPERATOR_PATH;
     let fired = w.eventually(Duration::from_secs(60), || {
         signals_at(w, &watcher_path, "endpoint.disabled", "endpoint_id", &gone).len() == 1
             && signals_at(w, &watcher_path, "delivery.exhausted", "endpoint_id", &failing).len() == 1
@@ -650,7 +651,7 @@ fn operational_signals_fire_once(w: &Worker) {
     assert_eq!(signals_at(w, operator, "delivery.exhausted", "endpoint_id", &failing).len(), 1);
     assert_eq!(signals_at(w, operator, "carrier_event.failed", "carrier_event_id", &stored).len(), 1);
     // The operator's copies are signed with its secret.
-    let secret = SigningSecret::parse(exactly_tests::OPERATOR_SECRET).unwrap();
+    let secret = SigningSecret::parse(OPERATOR_SECRET).unwrap();
     let received = w.customer.received(operator);
     let r = received
         .iter()
@@ -663,7 +664,9 @@ fn operational_signals_fire_once(w: &Worker) {
         r.header("webhook-signature").unwrap().split(' ').any(|s| s == expected),
         "signed with the operator secret"
     );
-    let _ = watcher;
+    // Every signal the operator and the watcher received verifies with the official library.
+    verify_with_official_library(OPERATOR_SECRET, &w.customer.received(operator));
+    verify_with_official_library(&watcher_secret, &w.customer.received(&watcher_path));
 }
 
 /// An endpoint limited to 2 deliveries a second receives 10 events spread over at least 4 s,
@@ -709,4 +712,244 @@ fn rate_limit_spreads_deliveries_and_drops_none(w: &Worker) {
         &[],
     );
     assert!(cleared.json()["rate_limit_per_second"].is_null(), "{}", cleared.body);
+}
+
+/// The `type` of each body received on `path`.
+fn types_at(w: &Worker, path: &str) -> BTreeSet<String> {
+    w.customer
+        .received(path)
+        .iter()
+        .filter_map(|r| serde_json::from_str::<Value>(&r.body).ok()?["type"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Every type of customer event, each caused for real, reaches an endpoint subscribed to all of
+/// them (the operator's only signal reaches the operator), and every body received matches the
+/// schema of its type in docs/openapi.json's `webhooks`: required fields, their types, nothing
+/// unknown. The same validator refuses bodies with a field missing, mistyped or extra.
+fn every_event_type_matches_its_openapi_schema(w: &Worker) {
+    assert_eq!(w.cron().status, 200, "the cron registers the operator's endpoint");
+    let (account, key) = w.create_account("schema");
+    let number = fresh_number();
+    w.create_number(&account, &number, &[]);
+    let c = Customer { account: account.clone(), key: key.clone(), number };
+    let (all, all_path, _) = endpoint(w, &c, &EVENT_TYPES);
+    // One endpoint answers 410 (endpoint.disabled), one always 500 (delivery.exhausted).
+    let (_, gone_path, _) = endpoint(w, &c, &["message.received"]);
+    w.customer.always(&gone_path, 410);
+    let (_, failing_path, _) = endpoint(w, &c, &["message.received"]);
+    w.customer.always(&failing_path, 500);
+    inbound_sms(w, &c);
+    for text in ["[deliver] schema", "[refuse] schema"] {
+        let body = json!({"from": c.number, "to": "+15559990000", "text": text});
+        let a = w.call("POST", "/v1/messages", &key, Some(&body), &[]);
+        assert_eq!(a.status, 201, "{}", a.body);
+    }
+    assert_eq!(w.call("POST", &format!("/v1/webhook_endpoints/{all}/test"), &key, None, &[]).status, 202);
+    let outcomes: [fn(&Worker, &calls::Ring); 2] = [calls::answered_then_hung_up, calls::nobody_answers];
+    for outcome in outcomes {
+        let ringing = fresh_number();
+        w.create_number(&account, &ringing, &calls::TARGETS);
+        outcome(w, &calls::ring_on(w, key.clone(), &ringing));
+    }
+    // A carrier event for a number nobody owns fails: the operator's carrier_event.failed.
+    let body = sim::telnyx::envelope(
+        &format!("schema-{}", sim::random_hex()),
+        "message.received",
+        "2026-11-30T10:00:00Z",
+        json!({"id": format!("m-{}", sim::random_hex()), "from": {"phone_number": "+15559990000"},
+               "to": [{"phone_number": fresh_number()}], "text": "nobody"}),
+        1,
+    );
+    let failed = w.deliver_telnyx(&body);
+    assert_eq!(failed.status, 200);
+    let failed = failed.json()["id"].as_str().unwrap().to_owned();
+
+    let mut expected: BTreeSet<String> = EVENT_TYPES.iter().map(|t| t.to_string()).collect();
+    // backlog.high needs a worker whose threshold is seconds: backlog_high_fires_once_per_stuck_item.
+    expected.remove("backlog.high");
+    expected.insert("endpoint.test".into());
+    let mut seen = BTreeSet::new();
+    let complete = w.eventually(Duration::from_secs(120), || {
+        seen = types_at(w, &all_path);
+        expected.is_subset(&seen)
+            && signals_at(w, OPERATOR_PATH, "carrier_event.failed", "carrier_event_id", &failed).len() == 1
+    });
+    assert!(complete, "every type reached the endpoint; missing: {:?}", expected.difference(&seen));
+
+    let mut received = w.customer.received(&all_path);
+    for r in &received {
+        let body: Value = serde_json::from_str(&r.body).unwrap();
+        assert_eq!(body["account_id"], c.account.as_str(), "an account's endpoint gets only its events: {body}");
+    }
+    received.extend(w.customer.received(OPERATOR_PATH));
+    let bodies: Vec<&str> = received.iter().map(|r| r.body.as_str()).collect();
+    let problems: Vec<String> = webhook_schema_problems(&bodies).into_iter().flatten().collect();
+    assert!(problems.is_empty(), "bodies that do not match docs/openapi.json:\n{}", problems.join("\n"));
+    // What was checked covers every documented webhook but backlog.high.
+    let doc: Value = serde_json::from_str(exactly_edge::OPENAPI).unwrap();
+    let mut documented: BTreeSet<String> = doc["webhooks"].as_object().unwrap().keys().cloned().collect();
+    documented.remove("backlog.high");
+    let checked: BTreeSet<String> = received
+        .iter()
+        .filter_map(|r| serde_json::from_str::<Value>(&r.body).ok()?["type"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(checked, documented, "every documented webhook type was received and checked");
+
+    // The schemas are strict: each way to be wrong is refused.
+    let valid = received
+        .iter()
+        .map(|r| serde_json::from_str::<Value>(&r.body).unwrap())
+        .find(|v| v["type"] == "message.failed")
+        .unwrap();
+    let wrong = |change: &dyn Fn(&mut Value)| {
+        let mut body = valid.clone();
+        change(&mut body);
+        body.to_string()
+    };
+    let broken = [
+        wrong(&|b| drop(b.as_object_mut().unwrap().remove("sequence"))),
+        wrong(&|b| drop(b["data"].as_object_mut().unwrap().remove("carrier_message_id"))),
+        wrong(&|b| b["data"]["segments"] = json!("1")),
+        wrong(&|b| b["data"]["error"]["code"] = json!(40310)),
+        wrong(&|b| b["data"]["surprise"] = json!(true)),
+        wrong(&|b| b["created_at"] = json!("yesterday")),
+        wrong(&|b| b["type"] = json!("call.completed")),
+        wrong(&|b| b["type"] = json!("message.unknown")),
+    ];
+    let refused = webhook_schema_problems(&broken.iter().map(String::as_str).collect::<Vec<_>>());
+    for (body, problem) in broken.iter().zip(&refused) {
+        assert!(problem.is_some(), "the schema accepted a wrong body: {body}");
+    }
+    assert!(webhook_schema_problems(&[&valid.to_string()])[0].is_none(), "the unchanged body passes");
+}
+
+/// An endpoint that hangs past the worker's 15 s attempt timeout: the attempt is recorded as
+/// failed with no status, retried, and the event delivered once, under one webhook-id; the late
+/// answer to the first request changes nothing.
+fn stalled_endpoint_times_out_and_is_retried(w: &Worker) {
+    let c = customer(w);
+    let (_, path, secret) = endpoint(w, &c, &["message.received"]);
+    let stall = Duration::from_secs(20);
+    w.customer.stall(&path, stall, 1);
+    inbound_sms(w, &c);
+    let got = wait_received(w, &path, 2);
+    assert_eq!((got[0].stalled, got[1].stalled), (Some(stall), None));
+    assert!(got[1].received_at - got[0].received_at >= 14, "the retry came after the timeout, not before");
+    let id = got[0].header("webhook-id").unwrap().to_owned();
+    assert_eq!(got[1].header("webhook-id"), Some(id.as_str()), "one webhook-id");
+    assert_ne!(got[0].header("webhook-timestamp"), got[1].header("webhook-timestamp"));
+    verify_with_official_library(&secret, &got);
+    // Past the stalled request's own (late) answer: still two requests, one success.
+    thread::sleep(stall.saturating_sub(Duration::from_secs(12)));
+    assert_eq!(w.customer.received(&path).len(), 2, "delivered once after the retry");
+    let shown = w.call("GET", &format!("/v1/events/{id}"), &c.key, None, &[]).json();
+    let delivery = &shown["deliveries"][0];
+    assert_eq!(delivery["status"], "succeeded", "{shown}");
+    let attempts = delivery["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{shown}");
+    assert!(attempts[0]["status_code"].is_null(), "{shown}");
+    assert!(attempts[0]["error"].as_str().unwrap().contains("no answer within 15s"), "{shown}");
+    assert!(attempts[0]["latency_ms"].as_i64().unwrap() >= 15_000, "{shown}");
+    assert_eq!(attempts[1]["status_code"], 200, "{shown}");
+}
+
+/// `backlog.high` (docs/contract.md §6) on a worker whose threshold is 2 s: a carrier event whose
+/// job was never enqueued and a delivery whose queue message was lost wait past it. Three rounds
+/// of three concurrent sweeps, and two more, raise one signal about each: to the operator, and
+/// for the delivery also to its account's subscribed endpoint; signed, and matching the schema.
+/// Once the carrier's retry processes the event, the sweeps raise nothing new.
+fn backlog_high_fires_once_per_stuck_item(_shared: &Worker) {
+    let w = Worker::start_with(&[("BACKLOG_ALERT_SECS", "2")]);
+    assert_eq!(w.cron().status, 200, "the cron registers the operator's endpoint");
+    let c = customer(&w);
+    let (_, watcher_path, watcher_secret) = endpoint(&w, &c, &["backlog.high"]);
+    // Each first queue message of a delivery to this endpoint is lost (edge/src/faults.rs).
+    let (lossy, _, _) =
+        endpoint_at(&w, &c, &format!("/hook/fault-lose-delivery-{}", sim::random_hex()), &["message.received"]);
+    inbound_sms(&w, &c);
+    // Stored, but its job was never enqueued: the carrier was answered 503.
+    let stuck_event = format!("backlog-fault-queue-send-{}", sim::random_hex());
+    let stuck_body = sim::telnyx::envelope(
+        &stuck_event,
+        "message.received",
+        "2026-11-30T10:00:00Z",
+        json!({"id": format!("m-{}", sim::random_hex()), "from": {"phone_number": "+15559990000"},
+               "to": [{"phone_number": c.number}], "text": "stuck"}),
+        1,
+    );
+    assert_eq!(w.deliver_telnyx(&stuck_body).status, 503);
+    let stored = w.sql(&format!(
+        "SELECT 'cev_' || printf('%016x', id) AS id FROM carrier_events WHERE carrier_event_id = {}",
+        lit(&stuck_event)
+    ));
+    let stored = stored[0]["id"].as_str().unwrap().to_owned();
+    let mut delivery = String::new();
+    let lost = w.eventually(Duration::from_secs(30), || {
+        let rows = w.sql(&format!("SELECT id FROM webhook_deliveries WHERE endpoint_id = {}", lit(&lossy)));
+        delivery = rows.first().and_then(|r| r["id"].as_str()).unwrap_or_default().to_owned();
+        !delivery.is_empty()
+    });
+    assert!(lost, "the delivery to the lossy endpoint exists");
+    thread::sleep(Duration::from_secs(3));
+
+    let sweep = || assert_eq!(w.cron().status, 200);
+    for _ in 0..3 {
+        thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(sweep);
+            }
+        });
+    }
+    let backlog = |path: &str, key: &str, value: &str| signals_at(&w, path, "backlog.high", key, value);
+    let raised = w.eventually(Duration::from_secs(30), || {
+        backlog(OPERATOR_PATH, "carrier_event_id", &stored).len() == 1
+            && backlog(OPERATOR_PATH, "delivery_id", &delivery).len() == 1
+            && backlog(&watcher_path, "delivery_id", &delivery).len() == 1
+    });
+    assert!(
+        raised,
+        "one backlog.high about each stuck item reached the operator, and the account's about its delivery"
+    );
+    sweep();
+    sweep();
+    thread::sleep(Duration::from_secs(3));
+    assert_eq!(backlog(OPERATOR_PATH, "carrier_event_id", &stored).len(), 1, "once, however many sweeps");
+    assert_eq!(backlog(OPERATOR_PATH, "delivery_id", &delivery).len(), 1, "once, however many sweeps");
+    assert_eq!(backlog(&watcher_path, "delivery_id", &delivery).len(), 1, "once, however many sweeps");
+    assert!(backlog(&watcher_path, "carrier_event_id", &stored).is_empty(), "a carrier event is no account's");
+
+    let about = &backlog(OPERATOR_PATH, "delivery_id", &delivery)[0]["data"];
+    assert_eq!((about["kind"].as_str(), about["endpoint_id"].as_str()), (Some("delivery"), Some(lossy.as_str())));
+    assert_eq!(about["account_id"], c.account.as_str(), "the operator is told whose delivery it is");
+    assert_eq!(about["threshold_seconds"], 2);
+    assert!(about["age_seconds"].as_i64().unwrap() >= 2, "{about}");
+    let about = &backlog(OPERATOR_PATH, "carrier_event_id", &stored)[0]["data"];
+    assert_eq!((about["kind"].as_str(), about["account_id"].as_null()), (Some("carrier_event"), Some(())));
+    verify_with_official_library(OPERATOR_SECRET, &w.customer.received(OPERATOR_PATH));
+    verify_with_official_library(&watcher_secret, &w.customer.received(&watcher_path));
+    if let Err(problems) = w.audit_deliveries() {
+        panic!("{problems}");
+    }
+
+    // The carrier's retry gets the event processed; later sweeps raise nothing more about it.
+    assert_eq!(w.deliver_telnyx(&stuck_body).status, 200);
+    let processed = w.eventually(Duration::from_secs(30), || {
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {} AND processed_at IS NOT NULL",
+            lit(&stuck_event)
+        )) == 1
+    });
+    assert!(processed, "the retried event was processed");
+    // (The lossy endpoint loses the new event's delivery too; once the sweeper re-sends the first
+    // one, that one may be the oldest stuck delivery and raise its own signal, rightly.)
+    let before = w.customer.received(OPERATOR_PATH).len();
+    sweep();
+    thread::sleep(Duration::from_secs(3));
+    let after: Vec<Value> = w.customer.received(OPERATOR_PATH)[before..]
+        .iter()
+        .map(|r| serde_json::from_str::<Value>(&r.body).unwrap())
+        .filter(|v| v["type"] == "backlog.high" && v["data"]["kind"] == "carrier_event")
+        .collect();
+    assert!(after.is_empty(), "no carrier event is stuck any more: {after:?}");
 }

@@ -52,6 +52,8 @@ pub struct Row {
     pub processed_at: Option<f64>,
     pub error: Option<String>,
     pub attempts: f64,
+    /// When the first delivery was stored (Unix ms).
+    pub created_at: f64,
 }
 
 impl Row {
@@ -115,7 +117,7 @@ pub async fn load(db: &D1Database, id: &str) -> Result<Option<Row>, EdgeError> {
         db,
         &format!(
             "SELECT {ID} AS id, carrier, carrier_event_id, event_type, payload, processed_at, error,
-             attempts FROM carrier_events WHERE id = ?1"
+             attempts, created_at FROM carrier_events WHERE id = ?1"
         ),
         &[key(id)],
     )?)

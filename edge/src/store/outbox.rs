@@ -69,6 +69,31 @@ impl Event {
             ],
         )
     }
+
+    /// The INSERT that writes this event unless an event of its type about its resource exists:
+    /// for an event no earlier statement guards, the unique `(resource_id, type)` is the guard,
+    /// so repeated and concurrent writers write it once. `changes()` after it says whether this
+    /// one did.
+    pub fn insert_once(&self, db: &D1Database, now: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
+        db::stmt(
+            db,
+            // `WHERE true`: an INSERT ... SELECT before ON CONFLICT needs a WHERE, or SQLite reads
+            // the ON as a join's.
+            "INSERT INTO outbound_events (id, account_id, type, resource_id, payload, sequence, created_at)
+             SELECT ?1, ?2, ?3, ?4, json_set(?5, '$.sequence', s.next), s.next, ?6
+             FROM (SELECT COALESCE(MAX(sequence), 0) + 1 AS next FROM outbound_events WHERE resource_id = ?4) s
+             WHERE true
+             ON CONFLICT (resource_id, type) DO NOTHING",
+            &[
+                db::text(&self.id),
+                db::text(&self.account_id),
+                db::text(self.event_type),
+                db::text(&self.resource_id),
+                db::text(&self.payload),
+                db::time(now),
+            ],
+        )
+    }
 }
 
 impl Event {

@@ -1,13 +1,16 @@
-//! Operational signals: `endpoint.disabled`, `delivery.exhausted`, `carrier_event.failed`.
+//! Operational signals: `endpoint.disabled`, `delivery.exhausted`, `carrier_event.failed`,
+//! `backlog.high`.
 //!
 //! A signal is a customer event like every other, written in the batch of the guarded change it
-//! reports and only if that change happened, so it is exactly-once too. It is written twice:
+//! reports and only if that change happened, so it is exactly-once too. `backlog.high` reports
+//! no change but a state the cron finds (work waiting too long), so its guard is the outbox's
+//! unique `(resource_id, type)`: one signal per stuck item ([`backlog_high`]). It is written twice:
 //! for the operator (the reserved account [`OPERATOR_ACCOUNT`], whose one endpoint is
 //! `OPERATOR_WEBHOOK_URL`, registered by the cron with [`register_operator`]) and, when it
 //! concerns an account, for that account, whose own endpoints may subscribe to it.
 
 use exactly_core::Timestamp;
-use serde_json::Value;
+use serde_json::{json, Value};
 use worker::{D1Database, D1PreparedStatement};
 
 use crate::error::EdgeError;
@@ -20,7 +23,8 @@ pub const OPERATOR_ACCOUNT: &str = "acct_operator";
 /// The endpoint of `OPERATOR_WEBHOOK_URL`.
 pub const OPERATOR_ENDPOINT: &str = "ep_operator";
 /// Every signal the operator receives.
-pub const OPERATOR_TYPES: [&str; 3] = ["endpoint.disabled", "delivery.exhausted", "carrier_event.failed"];
+pub const OPERATOR_TYPES: [&str; 4] =
+    ["endpoint.disabled", "delivery.exhausted", "carrier_event.failed", "backlog.high"];
 
 /// One signal: the operator's copy and, when it concerns an account, the account's.
 pub struct Signal {
@@ -28,7 +32,8 @@ pub struct Signal {
 }
 
 impl Signal {
-    /// A signal of `event_type` about `resource`; `account` is the account it concerns, if any.
+    /// A signal of `event_type` about `resource`; `account` is the account it concerns, if any
+    /// (the operator's own account gets one copy, not two).
     pub fn new(
         event_type: &'static str,
         resource: &str,
@@ -36,6 +41,7 @@ impl Signal {
         data: Value,
         now: Timestamp,
     ) -> Result<Self, EdgeError> {
+        let account = account.filter(|a| *a != OPERATOR_ACCOUNT);
         let mut operator_data = data.clone();
         operator_data["account_id"] = account.map_or(Value::Null, |a| Value::String(a.to_owned()));
         let mut copies = vec![Event::new(OPERATOR_ACCOUNT, event_type, &format!("op:{resource}"), operator_data, now)?];
@@ -51,6 +57,19 @@ impl Signal {
         let mut out = Vec::with_capacity(2 * self.copies.len());
         for copy in &self.copies {
             out.push(copy.insert_if_changed(db, now)?);
+        }
+        for copy in &self.copies {
+            out.push(copy.fan_out(db, now)?);
+        }
+        Ok(out)
+    }
+
+    /// The statements of a signal no guarded change precedes: the operator's copy is written
+    /// once per resource and type ([`Event::insert_once`]) and guards the account's copy.
+    fn statements_once(&self, db: &D1Database, now: Timestamp) -> Result<Vec<D1PreparedStatement>, EdgeError> {
+        let mut out = Vec::with_capacity(2 * self.copies.len());
+        for (i, copy) in self.copies.iter().enumerate() {
+            out.push(if i == 0 { copy.insert_once(db, now)? } else { copy.insert_if_changed(db, now)? });
         }
         for copy in &self.copies {
             out.push(copy.fan_out(db, now)?);
@@ -81,4 +100,47 @@ pub async fn register_operator(db: &D1Database, url: &str, secret: &str, now: Ti
     )?)
     .await?;
     Ok(())
+}
+
+/// The oldest work of one kind that has waited longer than the backlog threshold.
+#[derive(Debug)]
+pub enum Stuck<'a> {
+    /// A carrier event neither processed nor failed, stored at `since`.
+    CarrierEvent { id: &'a str, since: Timestamp },
+    /// A pending delivery to an endpoint neither paused nor disabled, due since `since`.
+    Delivery { id: &'a str, event_id: &'a str, endpoint_id: &'a str, account_id: &'a str, since: Timestamp },
+}
+
+/// Writes `backlog.high` about `stuck`, once: the item's id is the signal's resource
+/// (`backlog:<id>`), so a later sweep that finds the same item still waiting, or one running at
+/// the same time, writes nothing. A delivery's signal also goes to its account. Returns the
+/// events' ids if this call wrote them.
+pub async fn backlog_high(
+    db: &D1Database,
+    stuck: &Stuck<'_>,
+    threshold_secs: i64,
+    now: Timestamp,
+) -> Result<Vec<String>, EdgeError> {
+    let waited = |since: Timestamp| (now.unix_millis() - since.unix_millis()).max(0) / 1000;
+    let (id, account, data) = match *stuck {
+        Stuck::CarrierEvent { id, since } => (
+            id,
+            None,
+            json!({
+                "kind": "carrier_event", "carrier_event_id": id, "waiting_since": since.to_rfc3339(),
+                "age_seconds": waited(since), "threshold_seconds": threshold_secs,
+            }),
+        ),
+        Stuck::Delivery { id, event_id, endpoint_id, account_id, since } => (
+            id,
+            Some(account_id),
+            json!({
+                "kind": "delivery", "delivery_id": id, "event_id": event_id, "endpoint_id": endpoint_id,
+                "waiting_since": since.to_rfc3339(), "age_seconds": waited(since), "threshold_seconds": threshold_secs,
+            }),
+        ),
+    };
+    let signal = Signal::new("backlog.high", &format!("backlog:{id}"), account, data, now)?;
+    let results = db::batch(db, signal.statements_once(db, now)?).await?;
+    Ok(if results.first().map(db::changes) == Some(1) { signal.event_ids() } else { Vec::new() })
 }

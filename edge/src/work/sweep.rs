@@ -1,4 +1,5 @@
-//! The cron sweeper: re-enqueues anything persisted but not yet done.
+//! The cron sweeper: re-enqueues anything persisted but not yet done, and raises `backlog.high`
+//! when the oldest of it has waited longer than `BACKLOG_ALERT_SECS`.
 
 use exactly_core::Timestamp;
 use worker::Env;
@@ -6,8 +7,8 @@ use worker::Env;
 use crate::error::EdgeError;
 use crate::platform::now;
 use crate::queues::{self as jobs, Job};
-use crate::store::carrier_events;
-use crate::store::messages;
+use crate::store::signals::{self, Stuck};
+use crate::store::{carrier_events, deliveries, messages};
 
 /// Work unfinished for this long has lost its job (or is stuck behind retries).
 const STALE_AFTER_MILLIS: i64 = 2 * 60 * 1000;
@@ -23,6 +24,8 @@ pub struct Report {
     pub dispatches: usize,
     /// Customer webhook deliveries whose attempt is overdue.
     pub deliveries: usize,
+    /// `backlog.high` signals this run wrote (at most one per kind of work).
+    pub backlog_signals: usize,
 }
 
 /// A delivery attempt overdue by this long has lost its queue message.
@@ -45,18 +48,55 @@ pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
     }
     let mut dispatches = messages::undispatched(&db, cutoff, BATCH).await?;
     dispatches.extend(messages::due(&db, now(), BATCH).await?);
-    let overdue = crate::store::deliveries::overdue(
-        &db,
-        Timestamp::from_unix_millis(now().unix_millis() - DELIVERY_GRACE_MILLIS),
-        BATCH,
-    )
-    .await?;
-    let report = Report { events: events.len(), dispatches: dispatches.len(), deliveries: overdue.len() };
+    let overdue =
+        deliveries::overdue(&db, Timestamp::from_unix_millis(now().unix_millis() - DELIVERY_GRACE_MILLIS), BATCH)
+            .await?;
+    let mut report =
+        Report { events: events.len(), dispatches: dispatches.len(), deliveries: overdue.len(), backlog_signals: 0 };
     crate::queues::deliver_many(env, overdue).await?;
     let mut work: Vec<Job> = events.into_iter().map(|id| Job::CarrierEvent { id }).collect();
     work.extend(dispatches.into_iter().map(|message_id| Job::Dispatch { message_id }));
     jobs::enqueue_many(env, work).await?;
+    report.backlog_signals = backlog(env, &db).await?;
     Ok(report)
+}
+
+/// Raises `backlog.high` about the oldest carrier event neither processed nor failed (parked
+/// receipts wait for their message by design and are not counted) and the oldest overdue
+/// delivery of an endpoint neither paused nor disabled (what such an endpoint holds waits for
+/// its owner), each if it has waited longer than `BACKLOG_ALERT_SECS`. Each stuck item raises
+/// it once however many sweeps find it, so a backlog that drains raises one more signal for
+/// each new oldest item still past the threshold. Returns how many signals this run wrote.
+async fn backlog(env: &Env, db: &worker::D1Database) -> Result<usize, EdgeError> {
+    let threshold_secs = crate::config::get(env)?.backlog_alert_secs;
+    let at = now();
+    let cutoff = Timestamp::from_unix_millis(at.unix_millis() - threshold_secs.saturating_mul(1000));
+    let mut stuck = Vec::new();
+    if let Some(id) = carrier_events::unprocessed(db, cutoff, 1).await?.pop() {
+        // Settled between the two reads: nothing is waiting any more.
+        if let Some(row) = carrier_events::load(db, &id).await?.filter(|r| !r.settled()) {
+            let since = crate::store::millis(row.created_at);
+            stuck.push(
+                signals::backlog_high(db, &Stuck::CarrierEvent { id: &row.id, since }, threshold_secs, at).await?,
+            );
+        }
+    }
+    if let Some(id) = deliveries::overdue(db, cutoff, 1).await?.pop() {
+        if let Some(due) = deliveries::due(db, &id).await?.filter(|d| d.status == "pending") {
+            let delivery = Stuck::Delivery {
+                id: &due.id,
+                event_id: &due.event_id,
+                endpoint_id: &due.endpoint_id,
+                account_id: &due.account_id,
+                since: crate::store::millis(due.next_attempt_at),
+            };
+            stuck.push(signals::backlog_high(db, &delivery, threshold_secs, at).await?);
+        }
+    }
+    // Each signal written is a list of its copies' event ids; one already written is empty.
+    let raised = stuck.iter().filter(|ids| !ids.is_empty()).count();
+    crate::queues::announce_events(env, db, &stuck.concat()).await?;
+    Ok(raised)
 }
 
 /// Registers the operator's endpoint from `OPERATOR_WEBHOOK_URL` and `OPERATOR_WEBHOOK_SECRET`
