@@ -60,6 +60,12 @@ pub mod vars {
     /// Seconds work may wait (a carrier event unprocessed, a delivery overdue) before the cron
     /// raises `backlog.high` (default 600).
     pub const BACKLOG_ALERT_SECS: &str = "BACKLOG_ALERT_SECS";
+    /// Seconds an answered call may go without a change before the carrier is asked whether it
+    /// is still up (default 7200).
+    pub const RECONCILE_CALL_IDLE_SECS: &str = "RECONCILE_CALL_IDLE_SECS";
+    /// Seconds a message may stay `sent` before the carrier is asked what became of it
+    /// (default 21600).
+    pub const RECONCILE_MESSAGE_SECS: &str = "RECONCILE_MESSAGE_SECS";
     /// `true` only in development: customer endpoints may be private addresses.
     pub const ALLOW_PRIVATE_ENDPOINTS: &str = "ALLOW_PRIVATE_ENDPOINTS";
     /// Days before the payload of a settled carrier event is cleared (default 30).

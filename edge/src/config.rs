@@ -68,6 +68,10 @@ pub struct Config {
     /// `BACKLOG_ALERT_SECS` (default [`DEFAULT_BACKLOG_ALERT_SECS`]): work that has waited
     /// longer raises `backlog.high` ([`crate::work::sweep`]).
     pub backlog_alert_secs: i64,
+    /// `RECONCILE_CALL_IDLE_SECS` (default 7200).
+    pub reconcile_call_idle_secs: i64,
+    /// `RECONCILE_MESSAGE_SECS` (default 21600).
+    pub reconcile_message_secs: i64,
     /// `LOG_WEBHOOK_REQUESTS` (default `true`): one structured line per carrier delivery that
     /// was stored. Refusals and failures are logged whatever it says.
     pub log_webhook_requests: bool,
@@ -91,6 +95,8 @@ impl fmt::Debug for Config {
             .field("allow_private_endpoints", &self.allow_private_endpoints)
             .field("retention", &self.retention)
             .field("backlog_alert_secs", &self.backlog_alert_secs)
+            .field("reconcile_call_idle_secs", &self.reconcile_call_idle_secs)
+            .field("reconcile_message_secs", &self.reconcile_message_secs)
             .field("log_webhook_requests", &self.log_webhook_requests)
             .finish_non_exhaustive()
     }
@@ -235,6 +241,8 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
         attempt_days: days(env, vars::RETENTION_ATTEMPT_DAYS, 30, 1)?,
     };
     let backlog_alert_secs = whole(env, vars::BACKLOG_ALERT_SECS, DEFAULT_BACKLOG_ALERT_SECS, 1, "seconds")?;
+    let reconcile_call_idle_secs = whole(env, vars::RECONCILE_CALL_IDLE_SECS, 7200, 1, "seconds")?;
+    let reconcile_message_secs = whole(env, vars::RECONCILE_MESSAGE_SECS, 21600, 1, "seconds")?;
     let log_webhook_requests = flag_or(env, LOG_WEBHOOK_REQUESTS, true)?;
     Ok(Config {
         telnyx,
@@ -251,6 +259,8 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
         allow_private_endpoints,
         retention,
         backlog_alert_secs,
+        reconcile_call_idle_secs,
+        reconcile_message_secs,
         log_webhook_requests,
     })
 }

@@ -282,6 +282,13 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
         ),
         Err(e) => worker::console_error!("{}", serde_json::json!({"cron": "sweep", "error": e.to_string()})),
     }
+    match work::reconcile::run(&env).await {
+        Ok(report) => worker::console_log!(
+            "{}",
+            serde_json::json!({"cron": "reconcile", "asked": report.asked, "learned": report.learned})
+        ),
+        Err(e) => worker::console_error!("{}", serde_json::json!({"cron": "reconcile", "error": e.to_string()})),
+    }
 }
 
 async fn prune(env: &Env) -> Result<store::retention::Pruned, EdgeError> {

@@ -4,7 +4,10 @@
 //! the Twilio and Plivo messages it took, and misbehaves on request.
 //!
 //! Calls: `POST /v2/calls` (dial) answers a leg whose ids derive from the idempotency key, and
-//! `POST /v2/calls/{id}/actions/{answer,bridge,hangup}` are recorded and acknowledged. Dials to
+//! `POST /v2/calls/{id}/actions/{answer,bridge,hangup}` are recorded and acknowledged;
+//! `GET /v2/calls/{id}` says a leg is alive until [`FakeCarrier::end_call`] ends it. `GET` of a
+//! message (each carrier's own path) reports `sent` unless [`FakeCarrier::set_message_status`]
+//! says otherwise. Dials to
 //! a number ending in `0000` are refused (`422`).
 //!
 //! Message behaviour is chosen by markers in the text, so one fake serves many tests at once:
@@ -75,6 +78,10 @@ struct State {
     taken: Vec<(&'static str, Value)>,
     /// Twilio and Plivo send attempts by (carrier, from, to, text).
     rest_attempts: HashMap<String, u32>,
+    /// Call legs that ended (call control id -> end time), as `GET /v2/calls/{id}` reports.
+    ended_calls: HashMap<String, String>,
+    /// What `GET` of a message reports as its status, by carrier message id.
+    message_statuses: HashMap<String, String>,
 }
 
 /// A running fake carrier.
@@ -120,6 +127,18 @@ impl FakeCarrier {
         lock(&self.state).requests.iter().filter(|r| r.path.starts_with(prefix)).cloned().collect()
     }
 
+    /// Ends a call leg at the carrier without telling the worker (its hangup webhook is lost):
+    /// `GET /v2/calls/{id}` says it is no longer alive, ended at `end_time` (RFC 3339).
+    pub fn end_call(&self, call_control_id: &str, end_time: &str) {
+        lock(&self.state).ended_calls.insert(call_control_id.to_owned(), end_time.to_owned());
+    }
+
+    /// Sets what a `GET` of a message reports as its status (by default `sent`), in the words
+    /// of the carrier that took it.
+    pub fn set_message_status(&self, carrier_message_id: &str, status: &str) {
+        lock(&self.state).message_statuses.insert(carrier_message_id.to_owned(), status.to_owned());
+    }
+
     /// How many send requests carried this idempotency key.
     pub fn sends_for(&self, idempotency_key: &str) -> usize {
         self.requests("/v2/messages").iter().filter(|r| r.idempotency_key.as_deref() == Some(idempotency_key)).count()
@@ -159,6 +178,24 @@ fn serve(mut request: tiny_http::Request, state: &Mutex<State>) {
     let (status, body) = match (recorded.method.as_str(), recorded.path.as_str()) {
         ("POST", "/v2/messages") => send_message(&recorded, state),
         ("POST", "/v2/calls") => dial(&recorded),
+        ("GET", path) if path.starts_with("/v2/calls/") => call_status(path, state),
+        ("GET", path) if path.starts_with("/v2/messages/") => {
+            let id = path.trim_start_matches("/v2/messages/");
+            let status = lock(state).message_statuses.get(id).cloned().unwrap_or_else(|| "sent".to_owned());
+            (200, json!({"data": {"record_type": "message", "id": id, "to": [{"status": status}], "errors": []}}))
+        }
+        ("GET", path) if path.starts_with("/2010-04-01/Accounts/") && path.contains("/Messages/") => {
+            let sid = path.rsplit('/').next().unwrap_or_default().trim_end_matches(".json");
+            let status = lock(state).message_statuses.get(sid).cloned().unwrap_or_else(|| "sent".to_owned());
+            (200, json!({"sid": sid, "status": status, "error_code": null, "error_message": null}))
+        }
+        ("GET", path)
+            if path.starts_with("/v1/Account/") && path.contains("/Message/") && !path.ends_with("/Message/") =>
+        {
+            let uuid = path.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
+            let state_word = lock(state).message_statuses.get(uuid).cloned().unwrap_or_else(|| "sent".to_owned());
+            (200, json!({"message_uuid": uuid, "message_state": state_word, "error_code": "0"}))
+        }
         ("POST", path) if path.starts_with("/2010-04-01/Accounts/") && path.ends_with("/Messages.json") => {
             rest_send(&recorded, state, Rest::Twilio)
         }
@@ -444,4 +481,19 @@ fn rest_callback(target: &WebhookTarget, carrier: Rest, url: &str, id: &str, fro
         }
         thread::sleep(std::time::Duration::from_secs(1));
     }
+}
+
+/// `GET /v2/calls/{id}`: alive unless [`FakeCarrier::end_call`] ended it.
+fn call_status(path: &str, state: &Mutex<State>) -> (u16, Value) {
+    let encoded = path.trim_start_matches("/v2/calls/");
+    let id: String = form_urlencoded::parse(format!("id={encoded}").as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default();
+    let ended = lock(state).ended_calls.get(&id).cloned();
+    (
+        200,
+        json!({"data": {"record_type": "call", "call_control_id": id, "is_alive": ended.is_none(),
+            "end_time": ended}}),
+    )
 }

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use exactly_core::Timestamp;
 use exactly_tests::{fresh_number, lit, Worker, ADMIN_TOKEN, PLIVO_TOKEN, TWILIO_TOKEN};
 use serde_json::{json, Value};
 use sim::carrier::Recorded;
@@ -20,6 +21,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
     (
         "carriers::a_number_learns_its_carrier_from_its_first_message",
         a_number_learns_its_carrier_from_its_first_message,
+    ),
+    (
+        "carriers::reconciliation_ends_a_call_whose_hangup_was_lost_and_settles_stale_messages",
+        reconciliation_ends_a_call_whose_hangup_was_lost_and_settles_stale_messages,
     ),
 ];
 
@@ -236,4 +241,123 @@ fn a_number_learns_its_carrier_from_its_first_message(w: &Worker) {
     let delivered = wait_status(w, &s, &id, "delivered", 60);
     assert_eq!(delivered["carrier"], "twilio");
     assert_eq!(sends(w, Carrier::Twilio, &text).len(), 1);
+}
+
+fn at(unix_seconds: i64) -> String {
+    Timestamp::from_unix_millis(unix_seconds * 1000).to_rfc3339()
+}
+
+fn telnyx(w: &Worker, event_id: &str, event_type: &str, occurred_at: &str, payload: Value) {
+    let body = sim::telnyx::envelope(event_id, event_type, occurred_at, payload, 1);
+    let a = w.deliver_telnyx(&body);
+    assert_eq!(a.status, 200, "{event_type}: {}", a.body);
+}
+
+/// The carrier's webhooks never come: a call's hangup and messages' final receipts are lost.
+/// The cron asks the carrier, learns each ending once however often it runs, and the late real
+/// webhooks afterwards change nothing.
+fn reconciliation_ends_a_call_whose_hangup_was_lost_and_settles_stale_messages(_shared: &Worker) {
+    let mut w = Worker::start_with(&[("RECONCILE_CALL_IDLE_SECS", "2"), ("RECONCILE_MESSAGE_SECS", "2")]);
+    let t0 = sim::unix_now() - 120;
+
+    // A call answered by its only target, whose caller then hangs up unheard.
+    let (account, key) = w.create_account("reconcile");
+    let number = fresh_number();
+    w.create_number(&account, &number, &["+15557770001"]);
+    let caller = format!("v3:caller-{}", sim::random_hex());
+    let session = format!("sess-{}", sim::random_hex());
+    let caller_payload = json!({"call_control_id": caller, "call_leg_id": format!("leg-{caller}"),
+        "call_session_id": session, "from": "+15551230000", "to": number, "direction": "incoming"});
+    let mut initiated = caller_payload.clone();
+    initiated["state"] = json!("parked");
+    telnyx(&w, &format!("init-{}", sim::random_hex()), "call.initiated", &at(t0), initiated);
+    let mut dial = None;
+    assert!(
+        w.eventually(Duration::from_secs(30), || {
+            dial = w.carrier.requests("/v2/calls").into_iter().find(|r| r.body["from"] == number.as_str());
+            dial.is_some()
+        }),
+        "the target was dialled"
+    );
+    let dial = dial.unwrap_or_else(|| unreachable!());
+    let leg_key = dial.idempotency_key.clone().unwrap_or_default();
+    let leg = json!({"call_control_id": format!("v3:cc-{leg_key}"), "call_leg_id": format!("leg-{leg_key}"),
+        "call_session_id": format!("sess-{leg_key}"), "from": dial.body["from"], "to": dial.body["to"],
+        "direction": "outgoing", "client_state": dial.body["client_state"], "state": "answered"});
+    telnyx(&w, &format!("answered-{}", sim::random_hex()), "call.answered", &at(t0 + 20), leg);
+    let call_id = serde_json::from_str::<Value>(&sim::carrier::client_state(&dial).unwrap_or_default())
+        .map(|tag| tag["call"].as_str().unwrap_or_default().to_owned())
+        .unwrap_or_default();
+    let status = || w.call("GET", &format!("/v1/calls/{call_id}"), &key, None, &[]).json();
+    assert!(w.eventually(Duration::from_secs(30), || status()["status"] == "in_progress"), "answered");
+    w.carrier.end_call(&caller, &at(t0 + 81));
+
+    // Messages the carriers finished without a receipt reaching the worker.
+    let telnyx_sender = Sender { key: key.clone(), number: number.clone() };
+    let telnyx_id = send(&w, &telnyx_sender, &format!("no receipt {}", sim::random_hex()));
+    let telnyx_carrier_id = wait_status(&w, &telnyx_sender, &telnyx_id, "sent", 30)["carrier_message_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    w.carrier.set_message_status(&telnyx_carrier_id, "delivered");
+    let twilio_sender = sender(&w, Carrier::Twilio);
+    let twilio_id = send(&w, &twilio_sender, &format!("no callback {}", sim::random_hex()));
+    let sid = wait_status(&w, &twilio_sender, &twilio_id, "sent", 30)["carrier_message_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    w.carrier.set_message_status(&sid, "undelivered");
+
+    std::thread::sleep(Duration::from_secs(3));
+    for _ in 0..4 {
+        assert_eq!(w.cron().status, 200);
+    }
+    assert!(w.eventually(Duration::from_secs(30), || status()["status"] == "completed"), "ended: {}", status());
+    let shown = status();
+    assert_eq!((&shown["duration_secs"], &shown["billed_minutes"]), (&json!(61), &json!(2)), "{shown}");
+    wait_status(&w, &telnyx_sender, &telnyx_id, "delivered", 30);
+    wait_status(&w, &twilio_sender, &twilio_id, "failed", 30);
+
+    // The late real webhooks: the caller's hangup and both final receipts.
+    telnyx(
+        &w,
+        &format!("hangup-{}", sim::random_hex()),
+        "call.hangup",
+        &at(t0 + 81),
+        json!({
+        "call_control_id": caller, "call_leg_id": format!("leg-{caller}"), "call_session_id": session,
+        "hangup_cause": "normal_clearing", "hangup_source": "caller"}),
+    );
+    telnyx(
+        &w,
+        &format!("fin-{}", sim::random_hex()),
+        "message.finalized",
+        &at(t0 + 90),
+        json!({
+        "id": telnyx_carrier_id, "direction": "outbound", "to": [{"status": "delivered"}], "errors": []}),
+    );
+    callback(&w, Carrier::Twilio, &sid, "undelivered");
+    for _ in 0..2 {
+        w.cron();
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let shown = status();
+    assert_eq!((&shown["status"], &shown["billed_minutes"]), (&json!("completed"), &json!(2)), "{shown}");
+    assert_eq!(events(&w, &call_id, "call.completed"), 1);
+    assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM usage WHERE resource_id = {}", lit(&call_id))), 1);
+    assert_eq!((events(&w, &telnyx_id, "message.delivered"), events(&w, &twilio_id, "message.failed")), (1, 1));
+    let learned = w.count(
+        "SELECT COUNT(*) AS n FROM carrier_events WHERE payload LIKE '%reconciliation%'
+        OR carrier_event_id LIKE 'reconciled:%'",
+    );
+    assert_eq!(
+        learned, 2,
+        "the call's end and the Telnyx receipt were each learned once (Twilio's is keyed as the carrier keys it)"
+    );
+    let twilio_facts = w.count(&format!(
+        "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier = 'twilio' AND carrier_event_id = {}",
+        lit(&format!("{sid}:undelivered"))
+    ));
+    assert_eq!(twilio_facts, 1, "the learned status and the late callback are one fact");
+    w.stop();
 }

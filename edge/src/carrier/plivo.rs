@@ -90,3 +90,20 @@ pub async fn sent_since(
         CallResult::Transient(e) => CallResult::Transient(e),
     })
 }
+
+/// `GET /v1/Account/{auth_id}/Message/{uuid}/`: the message's `message_state` as Plivo words it,
+/// with its error code.
+pub async fn message_status(env: &Env, uuid: &str) -> Result<CallResult<(String, Value)>, EdgeError> {
+    let config = config::get(env)?;
+    let Some(rest) = &config.plivo_rest else { return Ok(unconfigured()) };
+    let uuid: String = form_urlencoded::byte_serialize(uuid.as_bytes()).collect();
+    let url = format!("{}{uuid}/", messages_url(rest));
+    Ok(match basic_call(Method::Get, &url, &rest.account, &rest.token, Body::Empty, CREDENTIALS, error).await? {
+        CallResult::Ok(answer) => {
+            let status = answer["message_state"].as_str().unwrap_or_default().to_owned();
+            CallResult::Ok((status, json!({"code": answer["error_code"]})))
+        }
+        CallResult::Refused(e) => CallResult::Refused(e),
+        CallResult::Transient(e) => CallResult::Transient(e),
+    })
+}

@@ -48,16 +48,32 @@ pub async fn send_message(
 
 /// POSTs JSON to the Telnyx API with the API key and an idempotency key.
 pub async fn post(env: &Env, path: &str, idempotency_key: &str, body: &Value) -> Result<CallResult<Value>, EdgeError> {
+    call(env, Method::Post, path, Some((idempotency_key, body))).await
+}
+
+/// GETs a Telnyx API resource with the API key.
+pub async fn get(env: &Env, path: &str) -> Result<CallResult<Value>, EdgeError> {
+    call(env, Method::Get, path, None).await
+}
+
+async fn call(
+    env: &Env,
+    method: Method,
+    path: &str,
+    keyed_body: Option<(&str, &Value)>,
+) -> Result<CallResult<Value>, EdgeError> {
     let config = config::get(env)?;
     let url = format!("{}{path}", config.telnyx_api_base);
     let headers = Headers::new();
     let set = |name: &str, value: &str| headers.set(name, value).map_err(|e| EdgeError::platform("header", e));
     set("authorization", &format!("Bearer {}", config.telnyx_api_key))?;
-    set("content-type", "application/json")?;
     set("accept", "application/json")?;
-    set("idempotency-key", idempotency_key)?;
+    if let Some((idempotency_key, _)) = keyed_body {
+        set("content-type", "application/json")?;
+        set("idempotency-key", idempotency_key)?;
+    }
     let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_headers(headers).with_body(Some(body.to_string().into()));
+    init.with_method(method).with_headers(headers).with_body(keyed_body.map(|(_, body)| body.to_string().into()));
     let request = Request::new_with_init(&url, &init).map_err(|e| EdgeError::platform("carrier request", e))?;
 
     let mut response = match crate::platform::fetch_with_timeout(request, TIMEOUT).await {
@@ -162,6 +178,43 @@ pub async fn command(
     let id: String = form_urlencoded::byte_serialize(call_control_id.as_bytes()).collect();
     Ok(match post(env, &format!("/v2/calls/{id}/actions/{action}"), command_id, &body).await? {
         CallResult::Ok(_) => CallResult::Ok(()),
+        CallResult::Refused(e) => CallResult::Refused(e),
+        CallResult::Transient(e) => CallResult::Transient(e),
+    })
+}
+
+/// What the carrier says of a call leg: whether it is still up, and when it ended if it says.
+pub struct LegStatus {
+    /// `is_alive`.
+    pub alive: bool,
+    /// `end_time`, when the carrier gives one.
+    pub ended_at: Option<exactly_core::Timestamp>,
+}
+
+/// `GET /v2/calls/{call_control_id}`. A leg the carrier no longer knows (4xx) has ended.
+pub async fn call_status(env: &Env, call_control_id: &str) -> Result<CallResult<LegStatus>, EdgeError> {
+    let id: String = form_urlencoded::byte_serialize(call_control_id.as_bytes()).collect();
+    Ok(match get(env, &format!("/v2/calls/{id}")).await? {
+        CallResult::Ok(answer) => {
+            let data = &answer["data"];
+            let ended_at = data["end_time"].as_str().and_then(exactly_core::Timestamp::parse_rfc3339);
+            CallResult::Ok(LegStatus { alive: data["is_alive"].as_bool().unwrap_or(true), ended_at })
+        }
+        CallResult::Refused(_) => CallResult::Ok(LegStatus { alive: false, ended_at: None }),
+        CallResult::Transient(e) => CallResult::Transient(e),
+    })
+}
+
+/// `GET /v2/messages/{id}`: the recipient's status as Telnyx words it (`delivered`, `sent`, ...)
+/// and the errors it lists.
+pub async fn message_status(env: &Env, carrier_message_id: &str) -> Result<CallResult<(String, Value)>, EdgeError> {
+    let id: String = form_urlencoded::byte_serialize(carrier_message_id.as_bytes()).collect();
+    Ok(match get(env, &format!("/v2/messages/{id}")).await? {
+        CallResult::Ok(answer) => {
+            let data = &answer["data"];
+            let status = data["to"][0]["status"].as_str().unwrap_or_default().to_owned();
+            CallResult::Ok((status, data["errors"].clone()))
+        }
         CallResult::Refused(e) => CallResult::Refused(e),
         CallResult::Transient(e) => CallResult::Transient(e),
     })

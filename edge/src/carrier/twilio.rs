@@ -85,3 +85,22 @@ pub async fn sent_since(
         CallResult::Transient(e) => CallResult::Transient(e),
     })
 }
+
+/// `GET .../Messages/{sid}.json`: the message's `status` as Twilio words it, with its error.
+pub async fn message_status(env: &Env, sid: &str) -> Result<CallResult<(String, Value)>, EdgeError> {
+    let config = config::get(env)?;
+    let Some(rest) = &config.twilio_rest else { return Ok(unconfigured()) };
+    let sid: String = form_urlencoded::byte_serialize(sid.as_bytes()).collect();
+    let url = messages_url(rest).replace("/Messages.json", &format!("/Messages/{sid}.json"));
+    Ok(match basic_call(Method::Get, &url, &rest.account, &rest.token, Body::Empty, CREDENTIALS, error).await? {
+        CallResult::Ok(answer) => {
+            let status = answer["status"].as_str().unwrap_or_default().to_owned();
+            CallResult::Ok((
+                status,
+                serde_json::json!({"code": answer["error_code"], "message": answer["error_message"]}),
+            ))
+        }
+        CallResult::Refused(e) => CallResult::Refused(e),
+        CallResult::Transient(e) => CallResult::Transient(e),
+    })
+}

@@ -111,6 +111,42 @@ pub async fn store(
     Ok((stored, rows_written))
 }
 
+/// Stores a fact the platform learned by asking the carrier (reconciliation), in the carrier's
+/// own format under its own dedupe key, unless that key is stored already. Returns the row's id
+/// when this call stored it: a fact learned twice, or learned after the carrier's own webhook
+/// with the same key, is stored once.
+pub async fn store_learned(
+    db: &D1Database,
+    carrier: &str,
+    carrier_event_id: &str,
+    event_type: &str,
+    payload: &str,
+    now: Timestamp,
+) -> Result<Option<String>, EdgeError> {
+    let results = db::batch(
+        db,
+        vec![
+            db::stmt(
+                db,
+                "INSERT INTO carrier_events (carrier, carrier_event_id, event_type, payload, attempts, created_at)
+                 VALUES (?1, ?2, ?3, ?4, 0, ?5)
+                 ON CONFLICT (carrier, carrier_event_id) DO NOTHING",
+                &[text(carrier), text(carrier_event_id), text(event_type), text(payload), time(now)],
+            )?,
+            db::stmt(
+                db,
+                &format!("SELECT {ID} AS id FROM carrier_events WHERE carrier = ?1 AND carrier_event_id = ?2"),
+                &[text(carrier), text(carrier_event_id)],
+            )?,
+        ],
+    )
+    .await?;
+    if results.first().map(db::changes) != Some(1) {
+        return Ok(None);
+    }
+    Ok(results.get(1).map(db::ids).transpose()?.and_then(|ids| ids.into_iter().next()))
+}
+
 /// One stored event.
 pub async fn load(db: &D1Database, id: &str) -> Result<Option<Row>, EdgeError> {
     db::first(db::stmt(

@@ -24,6 +24,7 @@ pub mod messages;
 pub mod metrics;
 pub mod numbers;
 pub mod outbox;
+pub mod reconcile;
 pub mod retention;
 pub mod ring;
 pub mod signals;

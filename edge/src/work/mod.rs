@@ -4,4 +4,5 @@ pub mod deliver;
 pub mod dispatch;
 pub mod jobs;
 pub mod process;
+pub mod reconcile;
 pub mod sweep;

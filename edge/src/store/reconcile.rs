@@ -1,0 +1,108 @@
+//! What reconciliation asks the carrier about: calls and messages whose next webhook is overdue,
+//! each claimed by a guarded UPDATE of `checked_at` so one run asks about it once per interval.
+
+use exactly_core::Timestamp;
+use serde::Deserialize;
+use worker::D1Database;
+
+use crate::error::EdgeError;
+use crate::store::{self as db, int, text, time};
+
+/// A call that may have ended without its hangup reaching the platform.
+#[derive(Debug, Deserialize)]
+pub struct StaleCall {
+    pub id: String,
+    pub carrier: String,
+    pub call_control_id: String,
+    pub call_leg_id: String,
+    pub call_session_id: String,
+    pub from_number: String,
+    pub to_number: String,
+}
+
+/// Calls `in_progress` with no change since `idle_before`, and calls still `ringing` longer than
+/// their number's ring plan allows (every target rung for its timeout, plus `margin_ms`), whose
+/// last check is older than `checked_before`; oldest first.
+pub async fn stale_calls(
+    db: &D1Database,
+    now: Timestamp,
+    idle_before: Timestamp,
+    margin_ms: i64,
+    checked_before: Timestamp,
+    limit: u32,
+) -> Result<Vec<StaleCall>, EdgeError> {
+    let columns = "c.id, c.carrier, c.call_control_id, c.call_leg_id, c.call_session_id, c.from_number, c.to_number";
+    db::all(db::stmt(
+        db,
+        &format!(
+            "SELECT {columns} FROM calls c
+             WHERE c.status = 'in_progress' AND c.updated_at < ?1 AND c.checked_at < ?3
+             UNION ALL
+             SELECT {columns} FROM calls c JOIN phone_numbers n ON n.phone_number = c.to_number
+             WHERE c.status = 'ringing' AND c.updated_at < ?2 - ?4 AND c.checked_at < ?3
+               AND c.updated_at < ?2 - ?4 - json_array_length(n.ring_targets) * n.ring_timeout_secs * 1000
+             LIMIT ?5"
+        ),
+        &[time(idle_before), time(now), time(checked_before), int(margin_ms), int(i64::from(limit))],
+    )?)
+    .await
+}
+
+/// Claims the check of one call: whether this run asks the carrier (no other run did since
+/// `checked_before`).
+pub async fn claim_call(
+    db: &D1Database,
+    id: &str,
+    checked_before: Timestamp,
+    now: Timestamp,
+) -> Result<bool, EdgeError> {
+    let changed = db::run(db::stmt(
+        db,
+        "UPDATE calls SET checked_at = ?3 WHERE id = ?1 AND checked_at < ?2 AND status IN ('ringing', 'in_progress')",
+        &[text(id), time(checked_before), time(now)],
+    )?)
+    .await?;
+    Ok(changed == 1)
+}
+
+/// A message the carrier took whose final word has not come.
+#[derive(Debug, Deserialize)]
+pub struct StaleMessage {
+    pub id: String,
+    pub carrier: String,
+    pub carrier_message_id: String,
+}
+
+/// Messages `sent` with no change since `before` and no check since `checked_before`, oldest
+/// first.
+pub async fn stale_messages(
+    db: &D1Database,
+    before: Timestamp,
+    checked_before: Timestamp,
+    limit: u32,
+) -> Result<Vec<StaleMessage>, EdgeError> {
+    db::all(db::stmt(
+        db,
+        "SELECT id, carrier, carrier_message_id FROM messages
+         WHERE status = 'sent' AND updated_at < ?1 AND checked_at < ?2 AND carrier_message_id IS NOT NULL
+         ORDER BY updated_at LIMIT ?3",
+        &[time(before), time(checked_before), int(i64::from(limit))],
+    )?)
+    .await
+}
+
+/// Claims the check of one message, like [`claim_call`].
+pub async fn claim_message(
+    db: &D1Database,
+    id: &str,
+    checked_before: Timestamp,
+    now: Timestamp,
+) -> Result<bool, EdgeError> {
+    let changed = db::run(db::stmt(
+        db,
+        "UPDATE messages SET checked_at = ?3 WHERE id = ?1 AND checked_at < ?2 AND status = 'sent'",
+        &[text(id), time(checked_before), time(now)],
+    )?)
+    .await?;
+    Ok(changed == 1)
+}
