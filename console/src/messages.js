@@ -6,8 +6,8 @@ import {
 } from './ui.js';
 import { navigate } from './router.js';
 
-const STATUSES = ['queued', 'scheduled', 'sending', 'sent', 'delivered', 'failed', 'received'];
-const SETTLED = new Set(['delivered', 'failed', 'received']);
+const STATUSES = ['queued', 'scheduled', 'sending', 'sent', 'delivered', 'failed', 'received', 'canceled'];
+const SETTLED = new Set(['delivered', 'failed', 'received', 'canceled']);
 
 export function MessagesPage({ query }) {
   const { status, direction, cursor } = query;
@@ -40,13 +40,13 @@ export function MessagesPage({ query }) {
 }
 
 function SendMessage() {
-  const [form, setForm] = useState({ from: '', to: '', text: '', key: newKey() });
+  const [form, setForm] = useState({ from: '', to: '', text: '', sendAt: '', key: newKey() });
   const [state, run] = useAction();
   const set = (field) => (e) => setForm({ ...form, [field]: e.currentTarget.value });
   const submit = async (e) => {
     e.preventDefault();
     const sent = await run(() => api('POST', '/v1/messages', {
-      body: { from: form.from.trim(), to: form.to.trim(), text: form.text },
+      body: { from: form.from.trim(), to: form.to.trim(), text: form.text, ...(form.sendAt ? { send_at: new Date(form.sendAt).toISOString() } : {}) },
       headers: form.key ? { 'idempotency-key': form.key } : {},
     }));
     if (sent) navigate(`/messages/${sent.id}`);
@@ -62,6 +62,8 @@ function SendMessage() {
       </div>
       <div class="field"><label for="send-text">Text</label>
         <textarea id="send-text" required maxlength="1600" rows="3" value=${form.text} onInput=${set('text')}></textarea></div>
+      <div class="field"><label for="send-at">Send at (optional, up to 7 days ahead)</label>
+        <input id="send-at" type="datetime-local" value=${form.sendAt} onInput=${set('sendAt')} /></div>
       <div class="field"><label for="send-key">Idempotency-Key (the same key never sends twice)</label>
         <input id="send-key" autocomplete="off" value=${form.key} onInput=${set('key')} /></div>
       <${ErrorBox} error=${state.error} />
@@ -100,6 +102,7 @@ export function MessagePage({ id }) {
     <${PageTitle}>Message <code class="id">${message.id}</code><//>
     <p class="status-line">Status <${Badge} value=${message.status} />${SETTLED.has(message.status) ? null : html` <span class="muted">(watching for changes)</span>`}</p>
     <${ErrorBox} error=${detail.error} />
+    ${message.status === 'scheduled' ? html`<${CancelScheduled} message=${message} onDone=${() => detail.reload(true)} />` : null}
     <${Facts} rows=${[
       ['Direction', message.direction],
       ['From', message.from],
@@ -107,6 +110,7 @@ export function MessagePage({ id }) {
       ['Text', message.text],
       ['Segments', `${message.segments} (${message.encoding})`],
       ['Charge', chargeText(message)],
+      ['Send at', message.send_at ? html`<${Time} at=${message.send_at} />` : undefined],
       ['Carrier', message.carrier ? `${message.carrier}${message.carrier_message_id ? ` · ${message.carrier_message_id}` : ''}` : undefined],
       ['Error', message.error ? `${message.error.code}${message.error.title ? `: ${message.error.title}` : ''}` : undefined],
     ]} />
@@ -119,10 +123,22 @@ export function MessagePage({ id }) {
   </section>`;
 }
 
+/** Cancels a scheduled message; the API answers 409 once it is on its way, shown as it words it. */
+function CancelScheduled({ message, onDone }) {
+  const [state, run] = useAction();
+  const cancel = async () => {
+    if (await run(() => api('POST', `/v1/messages/${encodeURIComponent(message.id)}/cancel`))) onDone();
+  };
+  return html`<div class="actions" role="group" aria-label="Scheduled message">
+    <button type="button" class="danger" disabled=${state.busy} onClick=${cancel}>Cancel the scheduled send</button>
+    <${ErrorBox} error=${state.error} />
+  </div>`;
+}
+
 function chargeText(message) {
   const { charge } = message;
   if (charge) return html`${charge.quantity} ${charge.kind === 'sms_segments' ? 'segment(s)' : 'minute(s)'}, charged <${Time} at=${charge.charged_at} />`;
-  if (message.direction === 'outbound' && message.status !== 'failed') return 'nothing yet (charged when the carrier accepts it)';
+  if (message.direction === 'outbound' && !['failed', 'canceled'].includes(message.status)) return 'nothing yet (charged when the carrier accepts it)';
   return 'nothing';
 }
 

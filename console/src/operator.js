@@ -119,7 +119,7 @@ export function AccountsPage({ query }) {
   const list = useLoad(() => api('GET', withQuery('/admin/accounts', { cursor, limit: 20 })), `accounts|${cursor}`);
   const [name, setName] = useState('');
   const [account, runAccount] = useAction();
-  const [number, setNumber] = useState({ account_id: '', phone_number: '', targets: '' });
+  const [number, setNumber] = useState({ account_id: '', phone_number: '', targets: '', timeout: '', carrier: '' });
   const [assigned, runNumber] = useAction();
   const createAccount = async (e) => {
     e.preventDefault();
@@ -132,7 +132,10 @@ export function AccountsPage({ query }) {
   const assign = (e) => {
     e.preventDefault();
     const ring_targets = number.targets.split(/[\s,]+/).filter(Boolean);
-    runNumber(() => api('POST', '/admin/numbers', { body: { account_id: number.account_id.trim(), phone_number: number.phone_number.trim(), ring_targets } }))
+    const body = { account_id: number.account_id.trim(), phone_number: number.phone_number.trim(), ring_targets };
+    if (number.timeout) body.ring_timeout_secs = Number(number.timeout);
+    if (number.carrier) body.carrier = number.carrier;
+    runNumber(() => api('POST', '/admin/numbers', { body }))
       .then((done) => done && list.reload(true));
   };
   const setN = (field) => (e) => setNumber({ ...number, [field]: e.currentTarget.value });
@@ -165,6 +168,10 @@ export function AccountsPage({ query }) {
         <div class="field"><label for="number-phone">Phone number</label><input id="number-phone" required inputmode="tel" placeholder="+15550002222" value=${number.phone_number} onInput=${setN('phone_number')} /></div>
       </div>
       <div class="field"><label for="number-targets">Ring targets, in order (optional; spaces or commas between)</label><input id="number-targets" autocomplete="off" value=${number.targets} onInput=${setN('targets')} /></div>
+      <div class="row">
+        <div class="field"><label for="number-timeout">Ring timeout per target, seconds (5 to 120; default 30)</label><input id="number-timeout" type="number" min="5" max="120" inputmode="numeric" value=${number.timeout} onInput=${setN('timeout')} /></div>
+        <${Select} id="number-carrier" label="Carrier (default: the one its first message comes from)" any="Learn from its messages" value=${number.carrier} options=${['telnyx', 'twilio', 'plivo']} onChange=${(v) => setNumber({ ...number, carrier: v })} />
+      </div>
       <${ErrorBox} error=${assigned.error} />
       ${assigned.done ? html`<${Notice}>${assigned.done.phone_number} now belongs to ${assigned.done.account_id}.<//>` : null}
       <div><button class="primary" type="submit" disabled=${assigned.busy}>Assign number</button></div>

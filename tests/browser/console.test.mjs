@@ -143,6 +143,26 @@ test('messages: send one and watch it reach delivered', async () => {
   await assertFitsMobile('the message list');
 });
 
+test('messages: schedule one for later and cancel it before its time', async () => {
+  await nav('Messages').click();
+  await page.getByText('Send a message').click();
+  await page.getByLabel('From (a number of this account)').fill(OWNED);
+  await page.getByLabel('To', { exact: true }).fill('+15550003333');
+  await page.getByLabel('Text').fill(`Later from the console ${run}`);
+  // An hour ahead, in the browser's local time as datetime-local takes it.
+  const later = new Date(Date.now() + 3600_000 - new Date().getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+  await page.getByLabel('Send at (optional, up to 7 days ahead)').fill(later);
+  await page.getByRole('button', { name: 'Send', exact: true }).click();
+  await page.getByRole('heading', { level: 1, name: /Message msg_/ }).waitFor();
+  await page.locator('.status-line .badge', { hasText: 'scheduled' }).waitFor();
+  assert.match(await page.locator('.facts').textContent(), /Send at/);
+  await page.getByRole('button', { name: 'Cancel the scheduled send' }).click();
+  await page.locator('.status-line .badge', { hasText: 'canceled' }).waitFor();
+  const id = page.url().split('/messages/')[1];
+  const shown = await stack.api('GET', `/v1/messages/${decodeURIComponent(id)}`, account.api_key);
+  assert.equal(shown.json.status, 'canceled');
+});
+
 test('events: see the attempts of a delivery and replay the event', async () => {
   await nav('Events').click();
   await page.getByLabel('Type').selectOption('message.delivered');
