@@ -246,7 +246,7 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
                 from: "+15550000005".into(),
                 to: "+15550000006".into(),
                 text: "hi".into(),
-                media_count: 0,
+                media: vec![],
             };
             let event = carrier_event(db).await?;
             let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
