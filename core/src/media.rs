@@ -43,6 +43,30 @@ pub fn object_key(message_id: &str, position: u32) -> String {
     format!("media/{message_id}/{position}")
 }
 
+/// What a copier does with the answer to its fetch of a carrier's media link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FetchVerdict {
+    /// 2xx: store the body.
+    Store,
+    /// The link is gone or refused (404, 410, 403, ...): asking again cannot help, the copy is
+    /// given up visibly.
+    GiveUp,
+    /// 408, 425, 429 or 5xx: the carrier may answer later.
+    TryAgain,
+}
+
+/// The verdict on the HTTP status of a media fetch (redirects already followed).
+pub fn fetch_verdict(status: u16) -> FetchVerdict {
+    match status {
+        200..=299 => FetchVerdict::Store,
+        408 | 425 | 429 | 500..=599 => FetchVerdict::TryAgain,
+        _ => FetchVerdict::GiveUp,
+    }
+}
+
+/// The largest media item copied, in bytes (carriers cap an MMS well below it).
+pub const MAX_ITEM_BYTES: u64 = 20 * 1024 * 1024;
+
 /// Why an outbound media URL was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -89,9 +113,8 @@ pub fn parse_outbound_url(text: &str) -> Result<String, MediaUrlError> {
     Ok(url.into())
 }
 
-/// Why a media link was refused. Both answer the same (403); the log says which.
+/// Why a media link was refused (403 either way).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum LinkError {
     /// The signature is missing, malformed, or not this key's for this message, position and
     /// expiry.
@@ -356,6 +379,19 @@ mod tests {
         assert_eq!(parse_outbound_url("https://user:pw@cdn.example.com/a.jpg"), Err(MediaUrlError::Credentials));
         let long = format!("https://cdn.example.com/{}", "a".repeat(MAX_URL_CHARS));
         assert_eq!(parse_outbound_url(&long), Err(MediaUrlError::TooLong));
+    }
+
+    #[test]
+    fn fetch_verdicts() {
+        for status in [200, 203, 206] {
+            assert_eq!(fetch_verdict(status), FetchVerdict::Store, "{status}");
+        }
+        for status in [400, 401, 403, 404, 410, 451, 302] {
+            assert_eq!(fetch_verdict(status), FetchVerdict::GiveUp, "{status}");
+        }
+        for status in [408, 425, 429, 500, 502, 503, 504] {
+            assert_eq!(fetch_verdict(status), FetchVerdict::TryAgain, "{status}");
+        }
     }
 
     #[test]

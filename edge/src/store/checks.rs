@@ -98,6 +98,7 @@ async fn outbound(db: &D1Database, account_id: &str) -> Result<messages::Message
         encoding: "GSM-7",
         idempotency_key: None,
         send_at: None,
+        media_urls: &[],
     };
     Ok(messages::create_outbound(db, new, now()).await?.0)
 }

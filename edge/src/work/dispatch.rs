@@ -50,7 +50,14 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
         return Ok(Outcome::RetryIn(wait, Wait::ClaimedByAnotherDispatcher));
     }
     let attempt = message.send_attempts as u32 + 1;
-    match carrier_api::send_message(env, &message.id, &message.from_number, &message.to_number, &message.text).await? {
+    let media_urls: Vec<&str> = message.media.iter().map(|m| m.url.as_str()).collect();
+    let outgoing = carrier_api::Outgoing {
+        from: &message.from_number,
+        to: &message.to_number,
+        text: &message.text,
+        media_urls: &media_urls,
+    };
+    match carrier_api::send_message(env, &message.id, outgoing).await? {
         CallResult::Ok(carrier_id) => {
             let (change, woken) = messages::record_sent(db, &message, &token, &carrier_id, now()).await?;
             // Receipts that arrived before this result; if this enqueue is lost, the sweeper

@@ -3,5 +3,6 @@ pub mod calls;
 pub mod deliver;
 pub mod dispatch;
 pub mod jobs;
+pub mod media;
 pub mod process;
 pub mod sweep;

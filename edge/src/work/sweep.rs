@@ -23,6 +23,8 @@ pub struct Report {
     pub dispatches: usize,
     /// Customer webhook deliveries whose attempt is overdue.
     pub deliveries: usize,
+    /// Inbound media items whose copy job was lost.
+    pub media: usize,
 }
 
 /// A delivery attempt overdue by this long has lost its queue message.
@@ -51,10 +53,13 @@ pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
         BATCH,
     )
     .await?;
-    let report = Report { events: events.len(), dispatches: dispatches.len(), deliveries: overdue.len() };
+    let uncopied = crate::store::media::uncopied(&db, cutoff, BATCH).await?;
+    let report =
+        Report { events: events.len(), dispatches: dispatches.len(), deliveries: overdue.len(), media: uncopied.len() };
     crate::queues::deliver_many(env, overdue).await?;
     let mut work: Vec<Job> = events.into_iter().map(|id| Job::CarrierEvent { id }).collect();
     work.extend(dispatches.into_iter().map(|message_id| Job::Dispatch { message_id }));
+    work.extend(uncopied.into_iter().map(|m| Job::CopyMedia { message_id: m.message_id, position: m.position }));
     jobs::enqueue_many(env, work).await?;
     Ok(report)
 }
