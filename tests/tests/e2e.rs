@@ -12,6 +12,7 @@ mod calls;
 mod chaos;
 mod ingest;
 mod messaging;
+mod mms;
 mod operations;
 mod security;
 mod store;
@@ -25,6 +26,7 @@ fn main() {
     let all: Vec<(&str, TestFn)> = [
         ingest::TESTS,
         messaging::TESTS,
+        mms::TESTS,
         calls::TESTS,
         webhooks::TESTS,
         chaos::TESTS,
