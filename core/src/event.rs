@@ -3,6 +3,7 @@
 //! The edge handles a [`CarrierEvent`] without knowing which carrier sent it: the provider
 //! modules map their own vocabularies (Telnyx JSON, Twilio and Plivo forms) onto [`EventKind`].
 
+use crate::media::MediaItem;
 use crate::message::MessageStatus;
 use crate::Timestamp;
 
@@ -86,8 +87,8 @@ pub struct InboundMessage {
     pub to: String,
     /// The text (empty for media-only messages).
     pub text: String,
-    /// How many media attachments it carries.
-    pub media_count: u32,
+    /// Its media (MMS), in the carrier's order; empty for an SMS.
+    pub media: Vec<MediaItem>,
 }
 
 /// A carrier's status report for an outbound message.

@@ -25,6 +25,8 @@
 //! The product's own model and rules, one file per domain:
 //! - [`event`]: [`CarrierEvent`] and its [`EventKind`]s, [`Provider`], and [`VerifiedEvent`],
 //!   the proof that a signature was checked (only a verifier can build one).
+//! - [`media`]: MMS media items, the storage key of each copy, and the signed, expiring links
+//!   that serve the copies.
 //! - [`message`]: the message status lattice (`queued -> sending -> sent -> delivered|failed`).
 //! - [`number`]: E.164 phone numbers, parsed once.
 //! - [`segments`]: SMS segment counting (GSM-7 160/153, UCS-2 70/67).
@@ -51,6 +53,7 @@ pub mod endpoint;
 pub mod event;
 pub mod form;
 pub mod id;
+pub mod media;
 pub mod message;
 pub mod number;
 pub mod plivo;

@@ -203,11 +203,10 @@ fn parse_pairs(pairs: &[(String, String)]) -> Result<CarrierEvent, PayloadError>
                 carrier_message_id: uuid.to_owned(),
                 from: e164(get("From").ok_or(PayloadError::MissingField("From"))?),
                 to: e164(get("To").ok_or(PayloadError::MissingField("To"))?),
-                text: get("Text").unwrap_or_default().to_owned(),
-                media_count: pairs
-                    .iter()
-                    .filter(|(k, v)| k.starts_with("Media") && k[5..].parse::<u8>().is_ok() && !v.is_empty())
-                    .count() as u32,
+                // An SMS carries `Text`; an MMS (`Type=mms`) its text in `Body` and its media
+                // links in `Media1`, `Media2`, ... (`MediaCount` of them, no content types).
+                text: get("Text").or_else(|| get("Body")).unwrap_or_default().to_owned(),
+                media: crate::media::numbered(pairs, "Media", None),
             });
             ("received", "message.received", kind)
         }
@@ -250,6 +249,7 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
+    use crate::media::MediaItem;
 
     const VECTORS: &str = include_str!("../tests/vectors/signatures.json");
     const SDK_VECTORS: &str = include_str!("../tests/vectors/sdk_vectors.json");
@@ -477,12 +477,38 @@ mod tests {
                 from: "+15550001111".into(),
                 to: "+15550002222".into(),
                 text: "Hello".into(),
-                media_count: 0,
+                media: vec![],
             })
         );
         assert_eq!(parse_event(b""), Err(PayloadError::NotParseable));
         assert_eq!(parse_event(b"Status=sent"), Err(PayloadError::MissingField("MessageUUID")));
         assert_eq!(parse_event(b"MessageUUID=u4&To=1"), Err(PayloadError::MissingField("From")));
+    }
+
+    /// An inbound MMS as Plivo posts it to the message URL: `Type=mms`, the text in `Body`,
+    /// `MediaCount` and the links in `Media1`, `Media2`, ... (no content types).
+    #[test]
+    fn inbound_mms_keeps_its_media() {
+        let event = parse_event(
+            b"MessageUUID=u5&From=15550001111&To=15550002222&Type=mms&Body=Look&MediaCount=2\
+              &Media2=https%3A%2F%2Fmedia.plivo.example%2Fb.png&Media1=https%3A%2F%2Fmedia.plivo.example%2Fa.jpg\
+              &Units=1&TotalRate=0&TotalAmount=0",
+        )
+        .unwrap();
+        let EventKind::MessageReceived(inbound) = event.kind else { panic!("not a received message") };
+        assert_eq!(inbound.text, "Look");
+        assert_eq!(
+            inbound.media,
+            vec![
+                MediaItem { url: "https://media.plivo.example/a.jpg".into(), content_type: None, size: None },
+                MediaItem { url: "https://media.plivo.example/b.png".into(), content_type: None, size: None },
+            ]
+        );
+        // An older support article numbers them from `Media0`: read by number either way.
+        let zero = parse_event(b"MessageUUID=u6&From=1&To=2&Type=mms&Media0=https%3A%2F%2Fm%2F0").unwrap();
+        let EventKind::MessageReceived(inbound) = zero.kind else { panic!("not a received message") };
+        assert_eq!(inbound.media.len(), 1);
+        assert_eq!(inbound.text, "");
     }
 
     #[test]

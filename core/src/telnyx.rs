@@ -27,6 +27,7 @@ use crate::event::{
     CallDirection, CallLeg, CallLegEvent, CarrierError, CarrierEvent, Cost, EventKind, Hangup, InboundMessage,
     Provider, StatusReport, VerifiedEvent,
 };
+use crate::media::MediaItem;
 use crate::message::MessageStatus;
 use crate::reject::{check_tolerance, PayloadError, Rejection, SignatureError};
 use crate::{Timestamp, MAX_BODY_BYTES};
@@ -205,7 +206,7 @@ fn parse_kind(event_type: &str, payload: &Value) -> Result<EventKind, PayloadErr
             from: required(&payload["from"], "phone_number", "data.payload.from.phone_number")?,
             to: required(&payload["to"][0], "phone_number", "data.payload.to[0].phone_number")?,
             text: payload["text"].as_str().unwrap_or_default().to_owned(),
-            media_count: payload["media"].as_array().map_or(0, |m| m.len() as u32),
+            media: media(&payload["media"]),
         }),
         "message.sent" | "message.finalized" => {
             let carrier_status = required(&payload["to"][0], "status", "data.payload.to[0].status")?;
@@ -228,6 +229,26 @@ fn parse_kind(event_type: &str, payload: &Value) -> Result<EventKind, PayloadErr
         }),
         _ => EventKind::Unrecognized,
     })
+}
+
+/// The items of an inbound message's `media` array (`url`, `content_type`, `size`), in order.
+/// An item without a `url` has nothing to copy or show and is not kept.
+fn media(value: &Value) -> Vec<MediaItem> {
+    value
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|item| {
+                    Some(MediaItem {
+                        url: text(item, "url")?,
+                        content_type: text(item, "content_type"),
+                        size: item["size"].as_u64(),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Maps a Telnyx per-recipient status onto the message lattice. `delivery_unconfirmed` (the
@@ -621,11 +642,55 @@ mod tests {
                 from: "+15550001111".into(),
                 to: "+15550002222".into(),
                 text: "Hello".into(),
-                media_count: 1,
+                media: vec![MediaItem { url: "https://x/1.jpg".into(), content_type: None, size: None }],
             })
         );
         let missing = envelope("message.received", r#"{"id":"b301","to":[{"phone_number":"+1"}]}"#);
         assert_eq!(parse_event(missing.as_bytes()), Err(PayloadError::MissingField("data.payload.from.phone_number")));
+    }
+
+    /// An inbound MMS as Telnyx documents it: each `media` item with its link, MIME type, size
+    /// and hash, in order; an item without a link is not kept.
+    #[test]
+    fn inbound_mms_keeps_its_media() {
+        let body = envelope(
+            "message.received",
+            r#"{"id":"b302","direction":"inbound","type":"MMS","from":{"phone_number":"+15550001111"},
+            "to":[{"phone_number":"+15550002222","status":"webhook_delivered"}],"text":"",
+            "media":[{"url":"https://media.telnyx.example/a.jpg","content_type":"image/jpeg","size":45012,
+                      "hash_sha256":"7d3c"},
+                     {"url":"https://media.telnyx.example/b.gif","content_type":"image/gif","size":null},
+                     {"content_type":"image/png","size":1}]}"#,
+        );
+        let EventKind::MessageReceived(inbound) = kind(&body) else { panic!("not a received message") };
+        assert_eq!(inbound.text, "");
+        assert_eq!(
+            inbound.media,
+            vec![
+                MediaItem {
+                    url: "https://media.telnyx.example/a.jpg".into(),
+                    content_type: Some("image/jpeg".into()),
+                    size: Some(45_012),
+                },
+                MediaItem {
+                    url: "https://media.telnyx.example/b.gif".into(),
+                    content_type: Some("image/gif".into()),
+                    size: None,
+                },
+            ]
+        );
+        let sms = envelope(
+            "message.received",
+            r#"{"id":"b303","from":{"phone_number":"+1555"},"to":[{"phone_number":"+1666"}],"text":"hi"}"#,
+        );
+        let EventKind::MessageReceived(inbound) = kind(&sms) else { panic!("not a received message") };
+        assert!(inbound.media.is_empty(), "no media array: an SMS");
+        let odd = envelope(
+            "message.received",
+            r#"{"id":"b304","from":{"phone_number":"+1555"},"to":[{"phone_number":"+1666"}],"media":"x"}"#,
+        );
+        let EventKind::MessageReceived(inbound) = kind(&odd) else { panic!("not a received message") };
+        assert!(inbound.media.is_empty(), "media that is not an array: nothing kept");
     }
 
     #[test]

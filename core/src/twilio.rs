@@ -209,7 +209,9 @@ fn parse_pairs(pairs: &[(String, String)]) -> Result<CarrierEvent, PayloadError>
             from: get("From").ok_or(PayloadError::MissingField("From"))?.to_owned(),
             to: get("To").ok_or(PayloadError::MissingField("To"))?.to_owned(),
             text: get("Body").unwrap_or_default().to_owned(),
-            media_count: get("NumMedia").and_then(|n| n.parse().ok()).unwrap_or(0),
+            // `MediaUrl{N}` and `MediaContentType{N}`, N from 0; read by their numbers rather than
+            // trusting `NumMedia`.
+            media: crate::media::numbered(pairs, "MediaUrl", Some("MediaContentType")),
         });
         ("message.received", kind)
     } else {
@@ -257,6 +259,7 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
+    use crate::media::MediaItem;
 
     const VECTORS: &str = include_str!("../tests/vectors/signatures.json");
     const SDK_VECTORS: &str = include_str!("../tests/vectors/sdk_vectors.json");
@@ -470,11 +473,45 @@ mod tests {
                 from: "+15550001111".into(),
                 to: "+15550002222".into(),
                 text: "Hi there".into(),
-                media_count: 2,
+                media: vec![],
             })
         );
         let json = parse_event(br#"{"MessageSid":"SM6","MessageStatus":"sent"}"#).unwrap();
         assert_eq!(json.event_id, "SM6:sent");
+    }
+
+    /// An inbound MMS as Twilio posts it: `NumMedia`, then `MediaUrl{N}` and
+    /// `MediaContentType{N}` counted from 0.
+    #[test]
+    fn inbound_mms_keeps_its_media() {
+        let event = parse_event(
+            b"MessageSid=MM7&SmsStatus=received&From=%2B15550001111&To=%2B15550002222&Body=&NumMedia=2\
+              &MediaContentType0=image%2Fjpeg&MediaUrl0=https%3A%2F%2Fapi.twilio.com%2F2010-04-01%2FAccounts%2FAC1\
+              %2FMessages%2FMM7%2FMedia%2FME0&MediaContentType1=video%2Fmp4\
+              &MediaUrl1=https%3A%2F%2Fapi.twilio.com%2F2010-04-01%2FAccounts%2FAC1%2FMessages%2FMM7%2FMedia%2FME1",
+        )
+        .unwrap();
+        let EventKind::MessageReceived(inbound) = event.kind else { panic!("not a received message") };
+        assert_eq!(inbound.text, "");
+        assert_eq!(
+            inbound.media,
+            vec![
+                MediaItem {
+                    url: "https://api.twilio.com/2010-04-01/Accounts/AC1/Messages/MM7/Media/ME0".into(),
+                    content_type: Some("image/jpeg".into()),
+                    size: None,
+                },
+                MediaItem {
+                    url: "https://api.twilio.com/2010-04-01/Accounts/AC1/Messages/MM7/Media/ME1".into(),
+                    content_type: Some("video/mp4".into()),
+                    size: None,
+                },
+            ]
+        );
+        // `NumMedia` alone makes no item: only links are kept.
+        let counted = parse_event(b"MessageSid=MM8&SmsStatus=received&From=%2B1&To=%2B2&NumMedia=3").unwrap();
+        let EventKind::MessageReceived(inbound) = counted.kind else { panic!("not a received message") };
+        assert!(inbound.media.is_empty());
     }
 
     #[test]

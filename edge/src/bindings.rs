@@ -8,6 +8,8 @@ pub const JOBS: &str = "JOBS";
 pub const DELIVERIES: &str = "DELIVERIES";
 /// The Durable Object namespace of the per-call ring owner.
 pub const CALL_RING: &str = "CALL_RING";
+/// The R2 bucket holding the copy of every inbound media item.
+pub const MEDIA: &str = "MEDIA";
 
 /// Queue names as the consumer sees them in `MessageBatch::queue()`.
 pub mod queues {
@@ -50,6 +52,8 @@ pub mod vars {
     pub const PUBLIC_BASE_URL: &str = "PUBLIC_BASE_URL";
     /// Bearer token for `/admin/*`.
     pub const ADMIN_TOKEN: &str = "ADMIN_TOKEN";
+    /// The key that signs media links (optional; derived from `ADMIN_TOKEN` when unset).
+    pub const MEDIA_SIGNING_SECRET: &str = "MEDIA_SIGNING_SECRET";
     /// `true` accepts Plivo requests signed with V2 only, whose signature does not cover the
     /// body (docs/security.md); default `false`.
     pub const PLIVO_ACCEPT_V2: &str = "PLIVO_ACCEPT_V2";

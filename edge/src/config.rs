@@ -10,6 +10,7 @@ use std::cell::RefCell;
 use std::fmt;
 use std::rc::Rc;
 
+use exactly_core::media::LinkSigner;
 use exactly_core::{plivo, telnyx, twilio};
 use worker::Env;
 
@@ -61,6 +62,9 @@ pub struct Config {
     pub public_base_url: String,
     /// `ADMIN_TOKEN`.
     pub admin_token: String,
+    /// Signs media links: keyed with `MEDIA_SIGNING_SECRET`, or with a key derived from
+    /// `ADMIN_TOKEN` when that is unset (docs/security.md).
+    pub media_links: LinkSigner,
     /// `ALLOW_PRIVATE_ENDPOINTS=true` (development only).
     pub allow_private_endpoints: bool,
     /// Retention (`RETENTION_PAYLOAD_DAYS`, `RETENTION_EVENT_DAYS`, `RETENTION_ATTEMPT_DAYS`).
@@ -234,6 +238,10 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
     if admin_token.len() < 16 {
         return Err(invalid(vars::ADMIN_TOKEN, "must be at least 16 characters"));
     }
+    let media_links = match optional(env, vars::MEDIA_SIGNING_SECRET) {
+        Some(secret) => LinkSigner::new(&secret).map_err(|e| invalid(vars::MEDIA_SIGNING_SECRET, e))?,
+        None => LinkSigner::derived_from(&admin_token),
+    };
     let allow_private_endpoints = flag(env, vars::ALLOW_PRIVATE_ENDPOINTS)?;
     let retention = Retention {
         payload_days: days(env, vars::RETENTION_PAYLOAD_DAYS, 30, 1)?,
@@ -256,6 +264,7 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
         plivo_rest,
         public_base_url: public_base_url.trim_end_matches('/').to_owned(),
         admin_token,
+        media_links,
         allow_private_endpoints,
         retention,
         backlog_alert_secs,

@@ -16,6 +16,10 @@ pub enum EdgeError {
     NoRoute,
     /// No such resource for this account (404).
     NotFound,
+    /// A media link whose signature is not valid or whose time is up (403).
+    Forbidden(exactly_core::media::LinkError),
+    /// The media item exists but its copy is not stored (yet, or ever: 404).
+    MediaNotStored,
     /// The route exists but not for this method (405).
     MethodNotAllowed,
     /// The request body is not JSON of the expected shape (400).
@@ -55,6 +59,16 @@ impl EdgeError {
             EdgeError::Unauthorized => (401, "unauthorized", "missing or invalid bearer token".into(), None),
             EdgeError::NoRoute => (404, "no_route", "no such route".into(), None),
             EdgeError::NotFound => (404, "not_found", "not found".into(), None),
+            EdgeError::Forbidden(e) => {
+                let code = match e {
+                    exactly_core::media::LinkError::Expired => "link_expired",
+                    exactly_core::media::LinkError::BadSignature => "invalid_link",
+                };
+                (403, code, e.to_string(), None)
+            }
+            EdgeError::MediaNotStored => {
+                (404, "media_not_stored", "the media item has not been copied from the carrier".into(), None)
+            }
             EdgeError::MethodNotAllowed => (405, "method_not_allowed", "method not allowed on this route".into(), None),
             EdgeError::BadRequest(message) => (400, "bad_request", message.clone(), None),
             EdgeError::Invalid { field, message } => (422, "invalid_field", format!("{field}: {message}"), Some(field)),
@@ -166,6 +180,10 @@ pub enum Done {
     RateLimited,
     /// Another job holds the attempt.
     ClaimedElsewhere,
+    /// A media item was copied into the bucket.
+    Copied,
+    /// The media item the job names does not exist.
+    NoSuchMedia,
 }
 
 impl Done {
@@ -194,6 +212,8 @@ impl Done {
             Done::Held => "held: endpoint paused or disabled",
             Done::RateLimited => "waiting: endpoint rate limit",
             Done::ClaimedElsewhere => "claimed by another job",
+            Done::Copied => "copied",
+            Done::NoSuchMedia => "no such media",
         }
     }
 
@@ -216,6 +236,8 @@ pub enum Wait {
     CarrierUnavailable,
     /// The receipt's message appeared while the receipt was being parked: decide again.
     MessageAppeared,
+    /// The carrier's media link did not answer, or answered that it may later.
+    MediaUnavailable,
 }
 
 impl Wait {
@@ -225,6 +247,7 @@ impl Wait {
             Wait::ClaimedByAnotherDispatcher => "claimed by another dispatcher",
             Wait::CarrierUnavailable => "carrier unavailable",
             Wait::MessageAppeared => "the message appeared while parking",
+            Wait::MediaUnavailable => "media link unavailable",
         }
     }
 }

@@ -47,6 +47,8 @@ pub enum Handler {
     GetMessage,
     MessageHistory,
     CancelMessage,
+    MessageMedia,
+    ServeMedia,
     ListCalls,
     GetCall,
     GetUsage,
@@ -94,6 +96,8 @@ routes! {
     ("GET", "/v1/messages/{id}") => Handler::GetMessage,
     ("GET", "/v1/messages/{id}/history") => Handler::MessageHistory,
     ("POST", "/v1/messages/{id}/cancel") => Handler::CancelMessage,
+    ("GET", "/v1/messages/{id}/media/{position}") => Handler::MessageMedia,
+    ("GET", "/v1/media/{id}/{position}") => Handler::ServeMedia,
     ("GET", "/v1/calls") => Handler::ListCalls,
     ("GET", "/v1/calls/{id}") => Handler::GetCall,
     ("GET", "/v1/usage") => Handler::GetUsage,
@@ -116,10 +120,12 @@ routes! {
 /// The OpenAPI 3.1 description of `/v1` and `/admin`, served at `/openapi.json`.
 pub const OPENAPI: &str = include_str!("../../docs/openapi.json");
 
-/// A route matched: its handler and the `{id}` segment, if the pattern has one.
+/// A route matched: its handler and the segments its wildcards took (`{id}`, then
+/// `{position}`), empty where the pattern has none.
 struct Matched<'a> {
     handler: Handler,
     id: &'a str,
+    position: &'a str,
 }
 
 /// Finds the route for `method` and the path's segments. `Err(true)`: the path exists for
@@ -138,9 +144,10 @@ fn find<'a>(method: &str, segments: &[&'a str]) -> Result<Matched<'a>, bool> {
             continue;
         }
         let wildcards = parts.iter().filter(|p| p.starts_with('{')).count();
-        let id = parts.iter().zip(segments).find(|(p, _)| p.starts_with('{')).map_or("", |(_, s)| *s);
+        let mut taken = parts.iter().zip(segments).filter(|(p, _)| p.starts_with('{')).map(|(_, s)| *s);
+        let (id, position) = (taken.next().unwrap_or(""), taken.next().unwrap_or(""));
         if best.as_ref().is_none_or(|(w, _)| wildcards < *w) {
-            best = Some((wildcards, Matched { handler: *handler, id }));
+            best = Some((wildcards, Matched { handler: *handler, id, position }));
         }
     }
     best.map(|(_, m)| m).ok_or(path_known)
@@ -165,11 +172,12 @@ async fn route(req: Request, env: &Env) -> Result<Response, EdgeError> {
     // Validated once per isolate; until it is valid, every route answers 503 naming the
     // variable.
     config::get(env)?;
-    dispatch(matched.handler, req, env, matched.id).await
+    dispatch(matched, req, env).await
 }
 
-async fn dispatch(handler: Handler, req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
-    use api::{admin, calls, events, messages, usage, webhook_endpoints as endpoints};
+async fn dispatch(matched: Matched<'_>, req: Request, env: &Env) -> Result<Response, EdgeError> {
+    use api::{admin, calls, events, media, messages, usage, webhook_endpoints as endpoints};
+    let Matched { handler, id, position } = matched;
     match handler {
         Handler::Webhook(provider) => api::ingest::webhook(provider, req, env).await,
         Handler::CreateAccount => admin::create_account(req, env).await,
@@ -186,6 +194,8 @@ async fn dispatch(handler: Handler, req: Request, env: &Env, id: &str) -> Result
         Handler::GetMessage => messages::get(req, env, id).await,
         Handler::MessageHistory => messages::history(req, env, id).await,
         Handler::CancelMessage => messages::cancel(req, env, id).await,
+        Handler::MessageMedia => media::redirect(req, env, id, position).await,
+        Handler::ServeMedia => media::serve(req, env, id, position).await,
         Handler::ListCalls => calls::list(req, env).await,
         Handler::GetCall => calls::get(req, env, id).await,
         Handler::GetUsage => usage::get(req, env).await,
@@ -278,7 +288,8 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
         Ok(report) => worker::console_log!(
             "{}",
             serde_json::json!({"cron": "sweep", "events": report.events, "dispatches": report.dispatches,
-                "deliveries": report.deliveries, "backlog_signals": report.backlog_signals})
+                "deliveries": report.deliveries, "backlog_signals": report.backlog_signals,
+                "media": report.media})
         ),
         Err(e) => worker::console_error!("{}", serde_json::json!({"cron": "sweep", "error": e.to_string()})),
     }

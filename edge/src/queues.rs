@@ -19,7 +19,13 @@ pub enum Job {
     CarrierEvent { id: String },
     /// Send the outbound message with this id.
     Dispatch { message_id: String },
+    /// Copy item `position` of inbound message `message_id` from the carrier's link into the
+    /// media bucket.
+    CopyMedia { message_id: String, position: u32 },
 }
+
+/// The queue takes at most this many messages in one batch send.
+const MAX_BATCH: usize = 100;
 
 /// A message on the `deliveries` queue.
 #[derive(Debug, Serialize, Deserialize)]
@@ -47,12 +53,24 @@ pub async fn enqueue_later(env: &Env, job: Job, delay_seconds: u32) -> Result<()
     jobs(env)?.send(message).await.map_err(|e| EdgeError::platform("enqueue job", e))
 }
 
-/// Enqueues several jobs in one call.
-pub async fn enqueue_many(env: &Env, batch: Vec<Job>) -> Result<(), EdgeError> {
-    if batch.is_empty() {
-        return Ok(());
+/// Enqueues several jobs, in as few calls as the queue's batch limit allows.
+pub async fn enqueue_many(env: &Env, mut batch: Vec<Job>) -> Result<(), EdgeError> {
+    while !batch.is_empty() {
+        let rest = batch.split_off(batch.len().min(MAX_BATCH));
+        jobs(env)?.send_batch(batch).await.map_err(|e| EdgeError::platform("enqueue jobs", e))?;
+        batch = rest;
     }
-    jobs(env)?.send_batch(batch).await.map_err(|e| EdgeError::platform("enqueue jobs", e))
+    Ok(())
+}
+
+/// Enqueues the copy of each of the first `count` media items of an inbound message.
+pub async fn copy_media(env: &Env, message_id: &str, count: usize) -> Result<(), EdgeError> {
+    let positions = 0..u32::try_from(count).unwrap_or(u32::MAX);
+    enqueue_many(
+        env,
+        positions.map(|position| Job::CopyMedia { message_id: message_id.to_owned(), position }).collect(),
+    )
+    .await
 }
 
 /// Enqueues attempts of these deliveries now.

@@ -10,6 +10,12 @@
 //! says otherwise. Dials to
 //! a number ending in `0000` are refused (`422`).
 //!
+//! Media: `GET /media/{name}` serves [`media_bytes`] of the name with a content type taken from
+//! its extension (`.jpg`, `.png`, `.gif`, `.mp4`), as a carrier's media link does; a name that
+//! starts with `gone` answers 404 (an expired link), and one that starts with `slow` answers
+//! after 3 s. Every fetch is recorded, so a test counts how often the worker copied an item.
+//! Sends with `media_urls` answer as an MMS.
+//!
 //! Message behaviour is chosen by markers in the text, so one fake serves many tests at once:
 //! - `[refuse]`: 400 with a Telnyx error (`40310`).
 //! - `[flaky]`: the first request for an idempotency key answers 503, later ones 200.
@@ -139,6 +145,12 @@ impl FakeCarrier {
         lock(&self.state).message_statuses.insert(carrier_message_id.to_owned(), status.to_owned());
     }
 
+    /// How many times the media item `name` (`/media/{name}`) was fetched.
+    pub fn media_fetches(&self, name: &str) -> usize {
+        let path = format!("/media/{name}");
+        lock(&self.state).requests.iter().filter(|r| r.method == "GET" && r.path == path).count()
+    }
+
     /// How many send requests carried this idempotency key.
     pub fn sends_for(&self, idempotency_key: &str) -> usize {
         self.requests("/v2/messages").iter().filter(|r| r.idempotency_key.as_deref() == Some(idempotency_key)).count()
@@ -175,6 +187,10 @@ fn serve(mut request: tiny_http::Request, state: &Mutex<State>) {
         body,
     };
     lock(state).requests.push(recorded.clone());
+    if let ("GET", Some(name)) = (recorded.method.as_str(), recorded.path.strip_prefix("/media/")) {
+        let _ = request.respond(media(name));
+        return;
+    }
     let (status, body) = match (recorded.method.as_str(), recorded.path.as_str()) {
         ("POST", "/v2/messages") => send_message(&recorded, state),
         ("POST", "/v2/calls") => dial(&recorded),
@@ -217,6 +233,33 @@ fn serve(mut request: tiny_http::Request, state: &Mutex<State>) {
         .with_status_code(status)
         .with_header(tiny_http::Header::from_bytes("content-type", "application/json").expect("a valid header"));
     let _ = request.respond(response);
+}
+
+/// The bytes the fake serves for the media item `name`.
+pub fn media_bytes(name: &str) -> Vec<u8> {
+    format!("fake carrier media {name}\n").into_bytes()
+}
+
+/// The content type the fake serves `name` with, by its extension.
+pub fn media_type(name: &str) -> &'static str {
+    match name.rsplit('.').next() {
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("png") => "image/png",
+        Some("gif") => "image/gif",
+        Some("mp4") => "video/mp4",
+        _ => "application/octet-stream",
+    }
+}
+
+fn media(name: &str) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
+    if name.starts_with("gone") {
+        return tiny_http::Response::from_data(b"gone".to_vec()).with_status_code(404);
+    }
+    if name.starts_with("slow") {
+        thread::sleep(std::time::Duration::from_secs(3));
+    }
+    tiny_http::Response::from_data(media_bytes(name))
+        .with_header(tiny_http::Header::from_bytes("content-type", media_type(name)).expect("a valid header"))
 }
 
 fn send_message(req: &Recorded, state: &Mutex<State>) -> (u16, Value) {
@@ -275,15 +318,20 @@ fn send_message(req: &Recorded, state: &Mutex<State>) -> (u16, Value) {
             });
         }
     }
+    let media: Vec<Value> = req.body["media_urls"]
+        .as_array()
+        .map(|urls| urls.iter().map(|url| json!({"url": url, "content_type": null, "size": null})).collect())
+        .unwrap_or_default();
+    let kind = if media.is_empty() { "SMS" } else { "MMS" };
     let answer = (
         200,
         json!({"data": {
-            "record_type": "message", "direction": "outbound", "id": carrier_id, "type": "SMS",
+            "record_type": "message", "direction": "outbound", "id": carrier_id, "type": kind,
             "messaging_profile_id": req.body["messaging_profile_id"],
             "from": {"phone_number": req.body["from"], "carrier": "Telnyx", "line_type": "Wireless"},
             "to": [{"phone_number": req.body["to"], "status": "queued", "carrier": "T-Mobile USA",
                 "line_type": "Wireless"}],
-            "text": text, "media": [], "parts": 1, "encoding": "GSM-7", "cost": null, "errors": [],
+            "text": text, "media": media, "parts": 1, "encoding": "GSM-7", "cost": null, "errors": [],
         }}),
     );
     lock(state).answers.insert(key, answer.clone());

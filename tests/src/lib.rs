@@ -26,6 +26,8 @@ pub const ADMIN_TOKEN: &str = "e2e-admin-token-0123456789";
 pub const TWILIO_TOKEN: &str = "e2e-twilio-token";
 /// The Plivo auth token the test worker is configured with.
 pub const PLIVO_TOKEN: &str = "e2e-plivo-token";
+/// The key the test worker signs media links with (`MEDIA_SIGNING_SECRET`).
+pub const MEDIA_SECRET: &str = "e2e-media-signing-secret-0123456789abcdef";
 
 /// The answer to one HTTP request (status 0 when no HTTP answer came back).
 pub use sim::api::Answer;
@@ -137,6 +139,7 @@ impl Worker {
             ("PLIVO_API_BASE", self.carrier.base.clone()),
             ("PUBLIC_BASE_URL", self.base.clone()),
             ("ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
+            ("MEDIA_SIGNING_SECRET", MEDIA_SECRET.to_owned()),
             ("ALLOW_PRIVATE_ENDPOINTS", "true".to_owned()),
             ("E2E_WEBHOOK_SCHEDULE_SECS", TEST_WEBHOOK_SCHEDULE.to_owned()),
             ("OPERATOR_WEBHOOK_URL", format!("{}{OPERATOR_PATH}", self.customer.base)),

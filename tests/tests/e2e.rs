@@ -13,6 +13,7 @@ mod carriers;
 mod chaos;
 mod ingest;
 mod messaging;
+mod mms;
 mod operations;
 mod security;
 mod store;
@@ -27,6 +28,7 @@ fn main() {
         ingest::TESTS,
         messaging::TESTS,
         carriers::TESTS,
+        mms::TESTS,
         calls::TESTS,
         webhooks::TESTS,
         chaos::TESTS,

@@ -26,6 +26,8 @@ enum Access {
     Account,
     /// An account's API key, on one resource of that account.
     Owned(Resource),
+    /// A signed, expiring link: the signature in the query is the credential.
+    Signed,
 }
 
 /// The kinds of `/v1` resource a route with `{id}` names.
@@ -57,6 +59,8 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("GET", "/v1/messages/{id}", Access::Owned(Resource::Message)),
     ("GET", "/v1/messages/{id}/history", Access::Owned(Resource::Message)),
     ("POST", "/v1/messages/{id}/cancel", Access::Owned(Resource::Message)),
+    ("GET", "/v1/messages/{id}/media/{position}", Access::Owned(Resource::Message)),
+    ("GET", "/v1/media/{id}/{position}", Access::Signed),
     ("GET", "/v1/calls", Access::Account),
     ("GET", "/v1/calls/{id}", Access::Owned(Resource::Call)),
     ("GET", "/v1/usage", Access::Account),
@@ -177,13 +181,22 @@ fn every_route_is_in_the_authorization_table(w: &Worker) {
         let path = match access {
             Access::Owned(resource) => pattern.replace("{id}", a.id(*resource)),
             _ => pattern.replace("{id}", "x"),
-        };
+        }
+        .replace("{position}", "0");
         let call = |token: &str| w.call(method, &path, token, body(method).as_ref(), &[]);
         let unauthenticated = w.call(method, &path, "", body(method).as_ref(), &[]);
         match access {
             Access::Public => assert_eq!(unauthenticated.status, 200, "{method} {pattern}: {}", unauthenticated.body),
             Access::Carrier => {
                 assert_eq!(unauthenticated.status, 401, "{method} {pattern} unsigned: {}", unauthenticated.body)
+            }
+            Access::Signed => {
+                // No link signature: refused whatever key comes with it.
+                for token in ["", b_key.as_str(), ADMIN_TOKEN] {
+                    let answer = call(token);
+                    assert_eq!(answer.status, 403, "{method} {pattern} unsigned with {token:?}: {}", answer.body);
+                    assert_eq!(answer.json()["error"]["code"], "invalid_link", "{method} {pattern}");
+                }
             }
             Access::Admin => {
                 for token in ["", "not-the-admin-token", b_key.as_str(), &ADMIN_TOKEN[..ADMIN_TOKEN.len() - 1]] {

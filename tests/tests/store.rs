@@ -21,6 +21,8 @@ fn expectations() -> Vec<(&'static str, Value, Value, bool)> {
         ("messages.apply_report", json!(true), json!(false), true),
         ("messages.insert_inbound", json!(true), json!(false), true),
         ("messages.fail_undispatched", json!(true), json!(false), true),
+        ("media.claim", json!(true), json!(false), true),
+        ("media.record_stored", json!(true), json!(false), true),
         ("calls.record", json!(true), json!(false), true),
         ("calls.record_answered", json!(true), json!(false), true),
         ("calls.record_end", json!(true), json!(false), true),
@@ -58,6 +60,13 @@ fn every_guard_refuses_to_run_twice(w: &Worker) {
                     json!({"status": "sent", "events": 1, "charges": 1, "history": 1}),
                     "{r}"
                 );
+            }
+            "messages.insert_inbound" => {
+                assert_eq!(r["after_first"][0], json!({"messages": 1, "events": 1, "media": 2}), "{r}");
+            }
+            "media.claim" => assert_eq!(r["after_first"][0], json!({"claimed": 1, "copy_attempts": 1}), "{r}"),
+            "media.record_stored" => {
+                assert_eq!(r["after_second"][0], json!({"stored": 1, "stored_size": 10, "copying_until": 0}), "{r}")
             }
             "calls.record_end" => {
                 assert_eq!(r["after_first"][0]["status"], "completed", "{r}");

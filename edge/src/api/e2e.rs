@@ -1,7 +1,8 @@
 //! Test-only routes of the end-to-end build (the `fault-injection` feature, which the
 //! production build never enables): `POST /__e2e/sql` lets the tests count rows through the
-//! worker's own D1 binding, and `POST /__e2e/store/{check}` runs one store guard twice against
-//! real D1 ([`crate::store::checks`]).
+//! worker's own D1 binding, `POST /__e2e/store/{check}` runs one store guard twice against
+//! real D1 ([`crate::store::checks`]), and `POST /__e2e/jobs` enqueues a job as a redelivered
+//! queue message would run it again.
 
 use worker::{Env, Request, Response};
 
@@ -12,6 +13,12 @@ pub async fn route(req: Request, env: &Env, segments: &[&str]) -> Result<Respons
     match segments {
         ["sql"] => sql(req, env).await,
         ["store", check] => crate::api::http::json(200, &crate::store::checks::run(env, check).await?),
+        ["jobs"] => {
+            let mut req = req;
+            let job: crate::queues::Job = crate::api::http::json_body(&mut req).await?;
+            crate::queues::enqueue(env, job).await?;
+            crate::api::http::json(202, &serde_json::json!({"enqueued": 1}))
+        }
         _ => Err(EdgeError::NoRoute),
     }
 }

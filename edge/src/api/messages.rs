@@ -1,5 +1,7 @@
-//! `/v1/messages`: send a message (with `Idempotency-Key`), read one (with its charge), list them.
+//! `/v1/messages`: send a message, SMS or MMS (with `Idempotency-Key`), read one (with its charge
+//! and fresh links to its media), list them.
 
+use exactly_core::media::{parse_outbound_url, MAX_OUTBOUND_ITEMS};
 use exactly_core::message::MessageStatus;
 use exactly_core::segments;
 use exactly_core::Timestamp;
@@ -8,6 +10,7 @@ use worker::{Env, Request, Response};
 
 use crate::api::auth::{self as auth, Account};
 use crate::api::http::{self as http, Cursor};
+use crate::api::media;
 use crate::api::{e164, page, with_charge};
 use crate::error::EdgeError;
 use crate::platform::{new_id, now};
@@ -31,10 +34,12 @@ struct NewMessage {
     to: Option<String>,
     text: Option<String>,
     send_at: Option<String>,
+    media_urls: Option<Vec<String>>,
 }
 
-/// `POST /v1/messages` `{from, to, text, send_at?}`: 201 with the queued (or scheduled) message,
-/// or 200 with the same message when the `Idempotency-Key` was used before (no second send).
+/// `POST /v1/messages` `{from, to, text, send_at?, media_urls?}`: 201 with the queued (or
+/// scheduled) message, or 200 with the same message when the `Idempotency-Key` was used before
+/// (no second send). `media_urls` (1 to 10 `https` URLs) makes it an MMS, whose text may be empty.
 pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
     let Account { id: account_id } = auth::account(&req, &db).await?;
@@ -46,8 +51,13 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
     let body: NewMessage = http::json_body(&mut req).await?;
     let from = e164("from", &body.from.ok_or_else(|| EdgeError::invalid("from", "is required"))?)?;
     let to = e164("to", &body.to.ok_or_else(|| EdgeError::invalid("to", "is required"))?)?;
-    let text = body.text.ok_or_else(|| EdgeError::invalid("text", "is required"))?;
-    if text.trim().is_empty() {
+    let media_urls = media_urls(body.media_urls)?;
+    let text = match (body.text, media_urls.is_empty()) {
+        (Some(text), _) => text,
+        (None, false) => String::new(),
+        (None, true) => return Err(EdgeError::invalid("text", "is required")),
+    };
+    if text.trim().is_empty() && media_urls.is_empty() {
         return Err(EdgeError::invalid("text", "must not be empty"));
     }
     if text.chars().count() > MAX_TEXT_CHARS {
@@ -71,6 +81,7 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
         encoding: count.encoding.as_str(),
         idempotency_key: key.as_deref(),
         send_at,
+        media_urls: &media_urls,
     };
     let (message, created) = messages::create_outbound(&db, new, created_at).await?;
     let same_time = message.send_at.map(|t| t as i64) == send_at.map(|t| t.unix_millis());
@@ -78,7 +89,8 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
         && (message.from_number != from.as_str()
             || message.to_number != to.as_str()
             || message.text != text
-            || !same_time)
+            || !same_time
+            || !message.media.iter().map(|m| &m.url).eq(media_urls.iter()))
     {
         return Err(EdgeError::Conflict {
             code: "idempotency_key_reused",
@@ -97,7 +109,19 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
         }
         _ => {}
     }
-    http::json(if created { 201 } else { 200 }, &message.to_json())
+    http::json(if created { 201 } else { 200 }, &media::shown(&message, env)?)
+}
+
+/// `media_urls`: absent or empty for an SMS; else 1 to 10 `https` URLs, each checked as the
+/// carrier will read it.
+fn media_urls(urls: Option<Vec<String>>) -> Result<Vec<String>, EdgeError> {
+    let urls = urls.unwrap_or_default();
+    if urls.len() > MAX_OUTBOUND_ITEMS {
+        return Err(EdgeError::invalid("media_urls", format!("must hold at most {MAX_OUTBOUND_ITEMS} URLs")));
+    }
+    urls.iter()
+        .map(|url| parse_outbound_url(url).map_err(|e| EdgeError::invalid("media_urls", format!("{url:?} {e}"))))
+        .collect()
 }
 
 /// `send_at`: an RFC 3339 time after `now` and at most 7 days ahead.
@@ -125,7 +149,7 @@ pub async fn cancel(req: Request, env: &Env, id: &str) -> Result<Response, EdgeE
             message: format!("the message is {}, not scheduled: it can no longer be canceled", message.status.as_str()),
         });
     }
-    http::json(200, &message.to_json())
+    http::json(200, &media::shown(&message, env)?)
 }
 
 /// `GET /v1/messages/{id}`; another account's message is 404.
@@ -133,8 +157,8 @@ pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeErro
     let db = crate::store::database(env)?;
     let account = auth::account(&req, &db).await?;
     let message = messages::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
-    let charge = usage::charge_of(&db, &account.id, usage::Kind::SmsSegments, &message.id).await?;
-    http::json(200, &with_charge(message.to_json(), charge))
+    let charge = usage::charge_of(&db, &account.id, message.charge().0, &message.id).await?;
+    http::json(200, &with_charge(media::shown(&message, env)?, charge))
 }
 
 /// `GET /v1/messages/{id}/history`: every status the message moved to, oldest first, with the
@@ -177,5 +201,6 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
     )
     .await?;
     let next = Cursor::after(&rows, limit, |m| (m.created_at, &m.id));
-    http::json(200, &page(rows.iter().map(|m| m.to_json()).collect(), next))
+    let data = rows.iter().map(|m| media::shown(m, env)).collect::<Result<Vec<_>, _>>()?;
+    http::json(200, &page(data, next))
 }

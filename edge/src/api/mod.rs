@@ -9,6 +9,7 @@ pub mod events;
 pub mod health;
 pub mod http;
 pub mod ingest;
+pub mod media;
 pub mod messages;
 pub mod usage;
 pub mod webhook_endpoints;

@@ -27,7 +27,7 @@ pub async fn get(req: Request, env: &Env) -> Result<Response, EdgeError> {
         200,
         &json!({
             "from": from.to_rfc3339(), "to": to.to_rfc3339(),
-            "sms_segments": totals.sms_segments, "call_minutes": totals.call_minutes,
+            "sms_segments": totals.sms_segments, "mms": totals.mms, "call_minutes": totals.call_minutes,
         }),
     )
 }

@@ -29,7 +29,10 @@ pub struct Outgoing<'a> {
     pub id: &'a str,
     pub from: &'a str,
     pub to: &'a str,
+    /// May be empty for an MMS.
     pub text: &'a str,
+    /// Public `https` URLs the carrier fetches and attaches (an MMS).
+    pub media_urls: &'a [&'a str],
 }
 
 /// Sends `message` through `carrier`; on success, the carrier's message id.
@@ -39,7 +42,15 @@ pub async fn send_message(
     message: &Outgoing<'_>,
 ) -> Result<CallResult<String>, EdgeError> {
     match carrier {
-        Provider::Telnyx => telnyx::send_message(env, message.id, message.from, message.to, message.text).await,
+        Provider::Telnyx => {
+            let outgoing = telnyx::Outgoing {
+                from: message.from,
+                to: message.to,
+                text: message.text,
+                media_urls: message.media_urls,
+            };
+            telnyx::send_message(env, message.id, outgoing).await
+        }
         Provider::Twilio => twilio::send_message(env, message).await,
         Provider::Plivo => plivo::send_message(env, message).await,
     }

@@ -40,10 +40,14 @@ fn digits(number: &str) -> &str {
 pub async fn send_message(env: &Env, message: &Outgoing<'_>) -> Result<CallResult<String>, EdgeError> {
     let config = config::get(env)?;
     let Some(rest) = &config.plivo_rest else { return Ok(unconfigured()) };
-    let body = json!({
+    let mut body = json!({
         "src": digits(message.from), "dst": digits(message.to), "text": message.text,
         "url": format!("{}/webhooks/plivo", config.public_base_url), "method": "POST",
     });
+    if !message.media_urls.is_empty() {
+        body["type"] = json!("mms");
+        body["media_urls"] = json!(message.media_urls);
+    }
     let url = messages_url(rest);
     Ok(match basic_call(Method::Post, &url, &rest.account, &rest.token, Body::Json(body), CREDENTIALS, error).await? {
         CallResult::Ok(answer) => match text_of(&answer["message_uuid"][0]) {

@@ -1,4 +1,4 @@
-//! The carrier's REST API (Telnyx v2): sending messages. Requests carry the message id as the
+//! The carrier's REST API (Telnyx v2): sending messages (SMS and MMS). Requests carry the message id as the
 //! idempotency key, so a retried send never becomes a second message at the carrier.
 
 use std::time::Duration;
@@ -24,15 +24,31 @@ pub enum CallResult<T> {
     Transient(String),
 }
 
-/// `POST {TELNYX_API_BASE}/v2/messages`; on success, the carrier's message id.
+/// What to send: an SMS, or an MMS when `media_urls` is not empty.
+#[derive(Clone, Copy, Debug)]
+pub struct Outgoing<'a> {
+    pub from: &'a str,
+    pub to: &'a str,
+    /// May be empty for an MMS.
+    pub text: &'a str,
+    /// Public `https` URLs the carrier fetches and attaches.
+    pub media_urls: &'a [&'a str],
+}
+
+/// `POST {TELNYX_API_BASE}/v2/messages`; on success, the carrier's message id. Media URLs make it
+/// an MMS (Telnyx's `media_urls`).
 pub async fn send_message(
     env: &Env,
     message_id: &str,
-    from: &str,
-    to: &str,
-    text: &str,
+    outgoing: Outgoing<'_>,
 ) -> Result<CallResult<String>, EdgeError> {
-    let mut body = json!({ "from": from, "to": to, "text": text });
+    let mut body = json!({ "from": outgoing.from, "to": outgoing.to });
+    if !outgoing.text.is_empty() || outgoing.media_urls.is_empty() {
+        body["text"] = json!(outgoing.text);
+    }
+    if !outgoing.media_urls.is_empty() {
+        body["media_urls"] = json!(outgoing.media_urls);
+    }
     if let Some(profile) = &config::get(env)?.telnyx_messaging_profile_id {
         body["messaging_profile_id"] = json!(profile);
     }

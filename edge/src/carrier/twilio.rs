@@ -35,12 +35,16 @@ fn unconfigured<T>() -> CallResult<T> {
 pub async fn send_message(env: &Env, message: &Outgoing<'_>) -> Result<CallResult<String>, EdgeError> {
     let config = config::get(env)?;
     let Some(rest) = &config.twilio_rest else { return Ok(unconfigured()) };
-    let form = vec![
+    let mut form = vec![
         ("To", message.to.to_owned()),
         ("From", message.from.to_owned()),
-        ("Body", message.text.to_owned()),
         ("StatusCallback", format!("{}/webhooks/twilio", config.public_base_url)),
     ];
+    if !message.text.is_empty() || message.media_urls.is_empty() {
+        form.push(("Body", message.text.to_owned()));
+    }
+    // An MMS: `MediaUrl` once per item.
+    form.extend(message.media_urls.iter().map(|url| ("MediaUrl", (*url).to_owned())));
     let url = messages_url(rest);
     Ok(match basic_call(Method::Post, &url, &rest.account, &rest.token, Body::Form(form), CREDENTIALS, error).await? {
         CallResult::Ok(answer) => match text_of(&answer["sid"]) {

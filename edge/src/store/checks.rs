@@ -6,6 +6,7 @@
 use exactly_core::call::CallStatus;
 use exactly_core::call_machine::{call_id, CallEnd, CallInfo, CallView, LegOutcome, LegView};
 use exactly_core::event::{InboundMessage, StatusReport};
+use exactly_core::media::MediaItem;
 use exactly_core::message::MessageStatus;
 use exactly_core::number::PhoneNumber;
 use exactly_core::{Provider, Timestamp};
@@ -14,7 +15,7 @@ use worker::{D1Database, Env};
 
 use crate::error::EdgeError;
 use crate::platform::{new_id, now};
-use crate::store::{self as db, accounts, calls, carrier_events, deliveries, messages, numbers};
+use crate::store::{self as db, accounts, calls, carrier_events, deliveries, media, messages, numbers};
 
 /// Every check, by name.
 pub const CHECKS: &[&str] = &[
@@ -26,6 +27,8 @@ pub const CHECKS: &[&str] = &[
     "messages.apply_report",
     "messages.insert_inbound",
     "messages.fail_undispatched",
+    "media.claim",
+    "media.record_stored",
     "calls.record",
     "calls.record_answered",
     "calls.record_end",
@@ -98,8 +101,31 @@ async fn outbound(db: &D1Database, account_id: &str) -> Result<messages::Message
         encoding: "GSM-7",
         idempotency_key: None,
         send_at: None,
+        media_urls: &[],
     };
     Ok(messages::create_outbound(db, new, now()).await?.0)
+}
+
+/// Two media items of an inbound MMS.
+fn two_items() -> Vec<MediaItem> {
+    ["https://media.example/0.jpg", "https://media.example/1.png"]
+        .map(|url| MediaItem { url: url.into(), content_type: Some("image/jpeg".into()), size: Some(10) })
+        .to_vec()
+}
+
+/// An inbound MMS with two items, recorded; its message id.
+async fn inbound_mms(db: &D1Database) -> Result<String, EdgeError> {
+    let id = new_id("msg")?;
+    let inbound = InboundMessage {
+        carrier_message_id: new_id("tlx")?,
+        from: "+15550000007".into(),
+        to: "+15550000008".into(),
+        text: String::new(),
+        media: two_items(),
+    };
+    let event = carrier_event(db).await?;
+    messages::insert_inbound(db, &id, &account(db).await?, Provider::Telnyx, &inbound, &event, now()).await?;
+    Ok(id)
 }
 
 fn number(text: &str) -> Result<PhoneNumber, EdgeError> {
@@ -238,7 +264,9 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
             let show = format!(
                 "SELECT (SELECT COUNT(*) FROM messages WHERE carrier_message_id = {c}) AS messages,
                         (SELECT COUNT(*) FROM outbound_events e JOIN messages m ON m.id = e.resource_id WHERE
-                            m.carrier_message_id = {c}) AS events",
+                            m.carrier_message_id = {c}) AS events,
+                        (SELECT COUNT(*) FROM message_media i JOIN messages m ON m.id = i.message_id WHERE
+                            m.carrier_message_id = {c}) AS media",
                 c = quote(&carrier_id)
             );
             let inbound = InboundMessage {
@@ -246,7 +274,7 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
                 from: "+15550000005".into(),
                 to: "+15550000006".into(),
                 text: "hi".into(),
-                media_count: 0,
+                media: two_items(),
             };
             let event = carrier_event(db).await?;
             let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
@@ -262,6 +290,37 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
                 )
                 .await?;
                 r.runs.push((json!(change.changed), rows(db, &show).await?));
+            }
+            r
+        }
+        "media.claim" => {
+            let id = inbound_mms(db).await?;
+            let show = format!(
+                "SELECT copying_until > 0 AS claimed, copy_attempts FROM message_media
+                 WHERE message_id = {} AND position = 1",
+                quote(&id)
+            );
+            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+            let lease = Timestamp::from_unix_millis(now().unix_millis() + 90_000);
+            for _ in 0..2 {
+                let claimed = media::claim(db, &id, 1, now(), lease).await?;
+                r.runs.push((json!(claimed.is_some()), rows(db, &show).await?));
+            }
+            r
+        }
+        "media.record_stored" => {
+            let id = inbound_mms(db).await?;
+            let show = format!(
+                "SELECT stored_at IS NOT NULL AS stored, stored_size, copying_until FROM message_media
+                 WHERE message_id = {} AND position = 0",
+                quote(&id)
+            );
+            let lease = Timestamp::from_unix_millis(now().unix_millis() + 90_000);
+            media::claim(db, &id, 0, now(), lease).await?;
+            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+            for size in [10, 99] {
+                let recorded = media::record_stored(db, &id, 0, size, None, now()).await?;
+                r.runs.push((json!(recorded), rows(db, &show).await?));
             }
             r
         }

@@ -5,6 +5,7 @@
 //! exactly one row. A move that does not happen writes nothing else.
 
 use exactly_core::event::{CarrierError, StatusReport};
+use exactly_core::media::MediaItem;
 use exactly_core::message::MessageStatus;
 use exactly_core::number::PhoneNumber;
 use exactly_core::{Provider, Timestamp};
@@ -13,6 +14,7 @@ use serde_json::{json, Value};
 use worker::{D1Database, D1PreparedStatement};
 
 use crate::error::EdgeError;
+use crate::store::media::{self, Media};
 use crate::store::outbox::{Change, Event};
 use crate::store::usage;
 use crate::store::Cursor;
@@ -43,11 +45,19 @@ pub struct Message {
     pub sent_at: Option<f64>,
     /// When a scheduled message becomes due (Unix ms).
     pub send_at: Option<f64>,
+    /// Its media (an MMS), in position order; empty for an SMS.
+    #[serde(deserialize_with = "media::from_column")]
+    pub media: Vec<Media>,
 }
 
+/// Every column of a message row, and its media as one JSON array in position order (read by
+/// [`media::from_column`]).
 const COLUMNS: &str = "id, account_id, direction, from_number, to_number, text, segments, encoding, status, carrier,
     carrier_message_id, error_code, error_title, idempotency_key, dispatch_token, claimed_until, send_attempts,
-    created_at, updated_at, sent_at, send_at";
+    created_at, updated_at, sent_at, send_at,
+    (SELECT json_group_array(json_object('position', position, 'url', url, 'content_type', content_type,
+            'size', size, 'r2_key', r2_key, 'stored_at', stored_at))
+     FROM (SELECT * FROM message_media WHERE message_id = messages.id ORDER BY position)) AS media";
 
 /// Which way a message went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -67,10 +77,25 @@ impl Message {
             && matches!(self.status, MessageStatus::Queued | MessageStatus::Scheduled | MessageStatus::Sending)
     }
 
+    /// An MMS: it carries media, and an outbound one is billed as one `mms` unit.
+    pub fn is_mms(&self) -> bool {
+        !self.media.is_empty()
+    }
+
+    /// What sending it is billed as: one MMS unit, or its SMS segments.
+    pub fn charge(&self) -> (usage::Kind, i64) {
+        if self.is_mms() {
+            (usage::Kind::Mms, 1)
+        } else {
+            (usage::Kind::SmsSegments, self.segments as i64)
+        }
+    }
+
     /// The message as the API (and every customer event) shows it.
     pub fn to_json(&self) -> Value {
         json!({
             "id": self.id,
+            "type": if self.is_mms() { "mms" } else { "sms" },
             "direction": self.direction,
             "from": self.from_number,
             "to": self.to_number,
@@ -85,6 +110,7 @@ impl Message {
             "updated_at": db::millis(self.updated_at).to_rfc3339(),
             "sent_at": self.sent_at.map(|t| db::millis(t).to_rfc3339()),
             "send_at": self.send_at.map(|t| db::millis(t).to_rfc3339()),
+            "media": self.media.iter().map(|m| m.to_json(&self.id)).collect::<Vec<_>>(),
         })
     }
 
@@ -105,10 +131,12 @@ pub struct NewOutbound<'a> {
     pub idempotency_key: Option<&'a str>,
     /// When to send it; `None` sends it now.
     pub send_at: Option<Timestamp>,
+    /// Its media URLs, checked (an MMS); empty for an SMS.
+    pub media_urls: &'a [String],
 }
 
-/// Inserts a queued (or, with `send_at`, scheduled) outbound message, to be sent through the
-/// carrier of its `from` number (Telnyx when the number's carrier is not known), unless the
+/// Inserts a queued (or, with `send_at`, scheduled) outbound message with its media, to be sent
+/// through the carrier of its `from` number (Telnyx when the number's carrier is not known), unless the
 /// account already used this idempotency key.
 /// Returns the stored message and whether this call created it.
 pub async fn create_outbound(
@@ -136,6 +164,9 @@ pub async fn create_outbound(
             time(now),
         ],
     )?;
+    let items: Vec<MediaItem> =
+        new.media_urls.iter().map(|url| MediaItem { url: url.clone(), content_type: None, size: None }).collect();
+    let media = media::insert_if_message(db, new.id, &Media::new_items(new.id, &items, false), now)?;
     let select = match new.idempotency_key {
         Some(key) => db::stmt(
             db,
@@ -144,10 +175,10 @@ pub async fn create_outbound(
         )?,
         None => db::stmt(db, &format!("SELECT {COLUMNS} FROM messages WHERE id = ?1"), &[text(new.id)])?,
     };
-    let results = db::batch(db, vec![insert, select]).await?;
+    let results = db::batch(db, vec![insert, media, select]).await?;
     let created = results.first().map(db::changes) == Some(1);
     let message = results
-        .get(1)
+        .get(2)
         .map(db::rows::<Message>)
         .transpose()?
         .and_then(|rows| rows.into_iter().next())
@@ -297,8 +328,8 @@ pub async fn record_sent(
             usage::charge_if_changed(
                 db,
                 &message.account_id,
-                usage::Kind::SmsSegments,
-                message.segments as i64,
+                message.charge().0,
+                message.charge().1,
                 &message.id,
                 now,
             )?,
@@ -405,8 +436,9 @@ pub async fn apply_report(
     Ok(Change::of(&results, event.as_ref()))
 }
 
-/// An inbound message, once per carrier message id; its `message.received` event and the
-/// carrier event's processed mark in the same batch.
+/// An inbound message, once per carrier message id; its media items, its `message.received`
+/// event and the carrier event's processed mark in the same batch. The items are written only
+/// with the message, so a repeated or re-signed delivery adds none.
 pub async fn insert_inbound(
     db: &D1Database,
     id: &str,
@@ -439,6 +471,7 @@ pub async fn insert_inbound(
         updated_at: now.unix_millis() as f64,
         sent_at: None,
         send_at: None,
+        media: Media::new_items(id, &inbound.media, true),
     };
     let event = Event::new(account_id, "message.received", id, message.to_json(), now)?;
     let results = db::batch(
@@ -455,6 +488,7 @@ pub async fn insert_inbound(
               text(segments.encoding.as_str()), text(carrier.as_str()), text(&inbound.carrier_message_id), time(now)],
         )?,
         event.insert_if_changed(db, now)?,
+        media::insert_if_message(db, id, &message.media, now)?,
         event.fan_out(db, now)?,
         crate::store::carrier_events::mark_processed_stmt(db, carrier_event, now)?,
         // The number's carrier, unless set: the one its messages come from.

@@ -20,6 +20,7 @@ pub mod endpoints;
 mod page;
 
 pub use page::Cursor;
+pub mod media;
 pub mod messages;
 pub mod metrics;
 pub mod numbers;

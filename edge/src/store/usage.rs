@@ -12,6 +12,8 @@ use crate::store as db;
 pub enum Kind {
     /// SMS segments sent.
     SmsSegments,
+    /// MMS sent: one unit per message, whatever its text's length.
+    Mms,
     /// Call minutes (rounded up per call).
     CallMinutes,
 }
@@ -21,6 +23,7 @@ impl Kind {
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::SmsSegments => "sms_segments",
+            Kind::Mms => "mms",
             Kind::CallMinutes => "call_minutes",
         }
     }
@@ -50,6 +53,8 @@ pub fn charge_if_changed(
 pub struct Totals {
     /// SMS segments billed.
     pub sms_segments: i64,
+    /// MMS billed.
+    pub mms: i64,
     /// Call minutes billed.
     pub call_minutes: i64,
 }
@@ -57,6 +62,7 @@ pub struct Totals {
 #[derive(Deserialize)]
 struct TotalRow {
     sms_segments: Option<f64>,
+    mms: Option<f64>,
     call_minutes: Option<f64>,
 }
 
@@ -65,6 +71,7 @@ pub async fn totals(db: &D1Database, account_id: &str, from: Timestamp, to: Time
     let row: Option<TotalRow> = db::first(db::stmt(
         db,
         "SELECT SUM(CASE WHEN kind = 'sms_segments' THEN quantity END) AS sms_segments,
+                SUM(CASE WHEN kind = 'mms' THEN quantity END) AS mms,
                 SUM(CASE WHEN kind = 'call_minutes' THEN quantity END) AS call_minutes
          FROM usage WHERE account_id = ?1 AND created_at >= ?2 AND created_at < ?3",
         &[db::text(account_id), db::time(from), db::time(to)],
@@ -73,6 +80,7 @@ pub async fn totals(db: &D1Database, account_id: &str, from: Timestamp, to: Time
     Ok(row
         .map(|r| Totals {
             sms_segments: r.sms_segments.unwrap_or(0.0) as i64,
+            mms: r.mms.unwrap_or(0.0) as i64,
             call_minutes: r.call_minutes.unwrap_or(0.0) as i64,
         })
         .unwrap_or_default())

@@ -58,8 +58,14 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
     }
     let attempt = message.send_attempts as u32 + 1;
     let carrier = Provider::from_name(&message.carrier).unwrap_or(Provider::Telnyx);
-    let outgoing =
-        Outgoing { id: &message.id, from: &message.from_number, to: &message.to_number, text: &message.text };
+    let media_urls: Vec<&str> = message.media.iter().map(|m| m.url.as_str()).collect();
+    let outgoing = Outgoing {
+        id: &message.id,
+        from: &message.from_number,
+        to: &message.to_number,
+        text: &message.text,
+        media_urls: &media_urls,
+    };
     // An earlier claim may have reached a carrier that takes no idempotency key: ask it first.
     if carrier != Provider::Telnyx && message.send_attempts > 0.0 {
         let since = message.send_at.unwrap_or(message.created_at) as i64 - LOOKUP_SKEW_MILLIS;

@@ -1,4 +1,5 @@
-//! The `jobs` queue: one message per carrier event to process or message to dispatch.
+//! The `jobs` queue: one message per carrier event to process, message to dispatch or media item
+//! to copy.
 //!
 //! Every message is acknowledged only after its effects committed, and any message may run
 //! twice: the guards make the second run a no-op. A message that fails on every retry goes to
@@ -10,7 +11,7 @@ use crate::bindings;
 use crate::error::{EdgeError, Outcome};
 use crate::queues::{enqueue_later, Job};
 use crate::store::carrier_events;
-use crate::work::{dispatch, process};
+use crate::work::{dispatch, media, process};
 
 /// Consumes a batch from the `jobs` queue, acknowledging or retrying each message itself.
 pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
@@ -29,8 +30,9 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env) -> worke
         let outcome = run(env, &db, &job).await;
         let latency_ms = crate::platform::now().unix_millis() - started.unix_millis();
         let (kind, id) = match &job {
-            Job::CarrierEvent { id } => ("carrier_event", id),
-            Job::Dispatch { message_id } => ("dispatch", message_id),
+            Job::CarrierEvent { id } => ("carrier_event", id.clone()),
+            Job::Dispatch { message_id } => ("dispatch", message_id.clone()),
+            Job::CopyMedia { message_id, position } => ("copy_media", format!("{message_id}/{position}")),
         };
         crate::error::settle(&message, outcome, |line| {
             line["job"] = serde_json::json!(kind);
@@ -45,6 +47,7 @@ async fn run(env: &Env, db: &D1Database, job: &Job) -> Result<Outcome, EdgeError
     match job {
         Job::CarrierEvent { id } => process::process(env, db, id).await,
         Job::Dispatch { message_id } => dispatch::dispatch(env, db, message_id).await,
+        Job::CopyMedia { message_id, position } => media::copy(env, db, message_id, *position).await,
     }
 }
 
@@ -77,6 +80,10 @@ pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &
                 }
             }
             Ok(Job::Dispatch { message_id }) => dead_dispatch(env, &db, &message_id).await,
+            Ok(Job::CopyMedia { message_id, position }) => {
+                let problem = "copying failed on every retry (dead-lettered)";
+                crate::store::media::record_failed(&db, &message_id, position, problem).await.map(|_| ())
+            }
             Err(_) => Ok(()),
         };
         match recorded {

@@ -3,6 +3,7 @@ pub mod calls;
 pub mod deliver;
 pub mod dispatch;
 pub mod jobs;
+pub mod media;
 pub mod process;
 pub mod reconcile;
 pub mod sweep;

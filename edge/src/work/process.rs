@@ -74,12 +74,13 @@ async fn received(
         return Ok(Outcome::Done(Done::Failed));
     };
     let id = new_id("msg")?;
-    announced(
-        env,
-        db,
-        messages::insert_inbound(db, &id, &owner.account_id, event.provider, inbound, &row.id, now()).await?,
-    )
-    .await
+    let change = messages::insert_inbound(db, &id, &owner.account_id, event.provider, inbound, &row.id, now()).await?;
+    // Only the batch that recorded the message wrote its media rows. If this enqueue is lost,
+    // the sweeper finds the items not copied.
+    if change.changed && !inbound.media.is_empty() {
+        crate::queues::copy_media(env, &id, inbound.media.len()).await?;
+    }
+    announced(env, db, change).await
 }
 
 async fn status_report(

@@ -26,6 +26,8 @@ pub struct Report {
     pub deliveries: usize,
     /// `backlog.high` signals this run wrote (at most one per kind of work).
     pub backlog_signals: usize,
+    /// Inbound media items whose copy job was lost.
+    pub media: usize,
 }
 
 /// A delivery attempt overdue by this long has lost its queue message.
@@ -51,11 +53,18 @@ pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
     let overdue =
         deliveries::overdue(&db, Timestamp::from_unix_millis(now().unix_millis() - DELIVERY_GRACE_MILLIS), BATCH)
             .await?;
-    let mut report =
-        Report { events: events.len(), dispatches: dispatches.len(), deliveries: overdue.len(), backlog_signals: 0 };
+    let uncopied = crate::store::media::uncopied(&db, cutoff, BATCH).await?;
+    let mut report = Report {
+        events: events.len(),
+        dispatches: dispatches.len(),
+        deliveries: overdue.len(),
+        backlog_signals: 0,
+        media: uncopied.len(),
+    };
     crate::queues::deliver_many(env, overdue).await?;
     let mut work: Vec<Job> = events.into_iter().map(|id| Job::CarrierEvent { id }).collect();
     work.extend(dispatches.into_iter().map(|message_id| Job::Dispatch { message_id }));
+    work.extend(uncopied.into_iter().map(|m| Job::CopyMedia { message_id: m.message_id, position: m.position }));
     jobs::enqueue_many(env, work).await?;
     report.backlog_signals = backlog(env, &db).await?;
     Ok(report)

@@ -1,0 +1,119 @@
+//! Copying one inbound media item from the carrier's link into the R2 bucket, once.
+//!
+//! The carrier's link expires, so every inbound item is copied when its message is recorded.
+//! The copier claims the item with a lease (a guarded UPDATE) *before* it fetches the link, so
+//! duplicate deliveries, a second job and the sweeper's re-enqueue never copy an item twice at
+//! once; the key is derived from the message and the position (`core::media::object_key`), so
+//! even a copier whose record was lost after its put only writes the same object again.
+
+use exactly_core::backoff;
+use exactly_core::media::{fetch_verdict, FetchVerdict, MAX_ITEM_BYTES};
+use exactly_core::Timestamp;
+use worker::{D1Database, Env, Method, Request};
+
+use crate::error::{Done, EdgeError, Outcome, Wait};
+use crate::platform::now;
+use crate::store::media::{self, Claimed};
+
+/// How long a claim holds: longer than a fetch and a put may take.
+const LEASE_MILLIS: i64 = 90_000;
+
+/// How long the fetch of a carrier's link may take.
+const FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Copies item `position` of `message_id`.
+pub async fn copy(env: &Env, db: &D1Database, message_id: &str, position: u32) -> Result<Outcome, EdgeError> {
+    let started = now();
+    let lease_until = Timestamp::from_unix_millis(started.unix_millis() + LEASE_MILLIS);
+    let Some(claimed) = media::claim(db, message_id, position, started, lease_until).await? else {
+        return Ok(Outcome::Done(match media::copy_state(db, message_id, position).await? {
+            None => Done::NoSuchMedia,
+            // Stored, given up, or outbound (never copied): nothing to do.
+            Some(s) if s.stored_at.is_some() || s.copy_error.is_some() || s.r2_key.is_none() => Done::NoOp,
+            // Another copier holds the lease; if it dies, the sweeper enqueues the item again.
+            Some(_) => Done::ClaimedElsewhere,
+        }));
+    };
+    let log = |outcome: &str, reason: &str| {
+        worker::console_warn!(
+            "{}",
+            serde_json::json!({"job": "copy_media", "message_id": message_id, "position": position,
+                "outcome": outcome, "reason": reason})
+        );
+    };
+    match fetch_and_put(env, &claimed).await {
+        Ok(Fetched::Stored { size, content_type }) => {
+            let recorded = media::record_stored(db, message_id, position, size, content_type.as_deref(), now()).await?;
+            Ok(Outcome::Done(if recorded { Done::Copied } else { Done::NoOp }))
+        }
+        Ok(Fetched::Refused(problem)) => {
+            log("given up", &problem);
+            media::record_failed(db, message_id, position, &problem).await?;
+            Ok(Outcome::Done(Done::Failed))
+        }
+        Ok(Fetched::Unavailable(reason)) => match backoff::not_yet_delay(claimed.copy_attempts) {
+            Some(delay) => {
+                log("retried", &reason);
+                media::release(db, message_id, position).await?;
+                Ok(Outcome::RetryIn(u32::try_from(delay).unwrap_or(u32::MAX), Wait::MediaUnavailable))
+            }
+            None => {
+                let problem =
+                    format!("the carrier's media link did not answer in {} tries: {reason}", claimed.copy_attempts);
+                log("given up", &problem);
+                media::record_failed(db, message_id, position, &problem).await?;
+                Ok(Outcome::Done(Done::Failed))
+            }
+        },
+        Err(e) => {
+            // The bucket or the platform failed: free the claim so the queue's retry can copy.
+            media::release(db, message_id, position).await?;
+            Err(e)
+        }
+    }
+}
+
+/// How one fetch of a carrier's link ended.
+enum Fetched {
+    /// The object is in the bucket.
+    Stored { size: u64, content_type: Option<String> },
+    /// The link is gone, refused or too large: asking again cannot help.
+    Refused(String),
+    /// No answer, or one that may change: try again later.
+    Unavailable(String),
+}
+
+async fn fetch_and_put(env: &Env, item: &Claimed) -> Result<Fetched, EdgeError> {
+    let Ok(request) = Request::new(&item.url, Method::Get) else {
+        return Ok(Fetched::Refused("the carrier's media link is not a URL fetch accepts".into()));
+    };
+    let mut response = match crate::platform::fetch_with_timeout(request, FETCH_TIMEOUT).await {
+        Ok(response) => response,
+        Err(reason) => return Ok(Fetched::Unavailable(reason)),
+    };
+    let status = response.status_code();
+    let answered = format!("the carrier's media link answered {status}");
+    match fetch_verdict(status) {
+        FetchVerdict::Store => {}
+        FetchVerdict::GiveUp => return Ok(Fetched::Refused(answered)),
+        FetchVerdict::TryAgain => return Ok(Fetched::Unavailable(answered)),
+    }
+    let too_large = || Fetched::Refused(format!("the media item is larger than {MAX_ITEM_BYTES} bytes"));
+    let header = |name: &str| response.headers().get(name).ok().flatten().filter(|v| !v.trim().is_empty());
+    if header("content-length").and_then(|n| n.trim().parse::<u64>().ok()).is_some_and(|n| n > MAX_ITEM_BYTES) {
+        return Ok(too_large());
+    }
+    // What the carrier said the item is, else what its link answered.
+    let content_type = item.content_type.clone().or_else(|| header("content-type"));
+    let bytes = match response.bytes().await {
+        Ok(bytes) => bytes,
+        Err(e) => return Ok(Fetched::Unavailable(format!("reading the media body: {e}"))),
+    };
+    let size = bytes.len() as u64;
+    if size > MAX_ITEM_BYTES {
+        return Ok(too_large());
+    }
+    media::put_copy(env, &item.r2_key, bytes, content_type.as_deref()).await?;
+    worker::console_log!("{}", serde_json::json!({"media": "stored", "key": item.r2_key, "bytes": size}));
+    Ok(Fetched::Stored { size, content_type })
+}
