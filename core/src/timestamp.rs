@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use time::format_description::well_known::Rfc3339;
+use time::format_description::well_known::{Rfc2822, Rfc3339};
 use time::{Date, Month, OffsetDateTime, PrimitiveDateTime, Time};
 
 /// A point in time, as milliseconds since the Unix epoch (UTC).
@@ -37,6 +37,14 @@ impl Timestamp {
     /// Returns `None` for anything else; sub-millisecond digits are truncated.
     pub fn parse_rfc3339(text: &str) -> Option<Self> {
         let parsed = OffsetDateTime::parse(text, &Rfc3339).ok()?;
+        let millis = parsed.unix_timestamp_nanos().div_euclid(1_000_000);
+        i64::try_from(millis).ok().map(Self)
+    }
+
+    /// Parses an RFC 2822 date with its zone (`Wed, 18 Aug 2010 20:01:40 +0000`), as Twilio's
+    /// REST API writes `date_created`.
+    pub fn parse_rfc2822(text: &str) -> Option<Self> {
+        let parsed = OffsetDateTime::parse(text.trim(), &Rfc2822).ok()?;
         let millis = parsed.unix_timestamp_nanos().div_euclid(1_000_000);
         i64::try_from(millis).ok().map(Self)
     }
@@ -148,6 +156,16 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn rfc2822_as_twilio_writes_it() {
+        let t = Timestamp::parse_rfc2822("Wed, 18 Aug 2010 20:01:40 +0000");
+        assert_eq!(t, Timestamp::parse_rfc3339("2010-08-18T20:01:40Z"));
+        let zoned = Timestamp::parse_rfc2822("Wed, 18 Aug 2010 22:01:40 +0200");
+        assert_eq!(zoned, t);
+        assert_eq!(Timestamp::parse_rfc2822("2010-08-18T20:01:40Z"), None);
+        assert_eq!(Timestamp::parse_rfc2822(""), None);
+    }
 
     #[test]
     fn parses_carrier_formats() {

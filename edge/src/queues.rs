@@ -47,6 +47,19 @@ pub async fn enqueue(env: &Env, job: Job) -> Result<(), EdgeError> {
     jobs(env)?.send(job).await.map_err(|e| EdgeError::platform("enqueue job", e))
 }
 
+/// The longest delay a queue message takes (12 hours).
+const MAX_DELAY_SECS: i64 = 12 * 3600;
+
+/// Enqueues the dispatch of a scheduled message to run when it is due (Unix ms `at`), or as
+/// close as the queue's longest delay allows: rounded up, so it never runs early by a fraction of
+/// a second; a job that is still early (12 hours at most) enqueues itself again.
+pub async fn dispatch_at(env: &Env, message_id: &str, at: i64) -> Result<(), EdgeError> {
+    let remaining = at - crate::platform::now().unix_millis();
+    let delay = ((remaining + 999) / 1000).clamp(0, MAX_DELAY_SECS);
+    let job = Job::Dispatch { message_id: message_id.to_owned() };
+    enqueue_later(env, job, u32::try_from(delay).unwrap_or(0)).await
+}
+
 /// Enqueues one job to run after `delay_seconds`.
 pub async fn enqueue_later(env: &Env, job: Job, delay_seconds: u32) -> Result<(), EdgeError> {
     let message = MessageBuilder::new(job).delay_seconds(delay_seconds).build();

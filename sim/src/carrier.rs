@@ -447,7 +447,7 @@ fn rest_send(req: &Recorded, state: &Mutex<State>, carrier: Rest) -> (u16, Value
     };
     let listed = match carrier {
         Rest::Twilio => json!({"sid": id, "from": from, "to": to, "body": text, "status": "queued",
-            "direction": "outbound-api"}),
+            "direction": "outbound-api", "date_created": rfc2822_now()}),
         Rest::Plivo => json!({"message_uuid": id, "from_number": from, "to_number": to,
             "message_direction": "outbound", "message_state": "queued",
             "message_time": format!("{}", crate::unix_now())}),
@@ -476,8 +476,8 @@ fn rest_send(req: &Recorded, state: &Mutex<State>, carrier: Rest) -> (u16, Value
     }
 }
 
-/// Twilio's list (`To`, `From`; newest first, `messages`) or Plivo's (`objects`, newest first;
-/// Plivo filters by time and direction, not by number).
+/// Twilio's list (`To`, `From`; newest first, `messages`) or Plivo's (`objects`, newest first,
+/// `limit` and `offset`; Plivo filters by time and direction, not by number).
 fn rest_list(query: &str, state: &Mutex<State>, carrier: Rest) -> (u16, Value) {
     let params: HashMap<String, String> = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
     let taken = lock(state).taken.clone();
@@ -494,6 +494,10 @@ fn rest_list(query: &str, state: &Mutex<State>, carrier: Rest) -> (u16, Value) {
         })
         .collect();
     listed.reverse();
+    if carrier == Rest::Plivo {
+        let number = |name: &str, default: usize| params.get(name).and_then(|v| v.parse().ok()).unwrap_or(default);
+        listed = listed.into_iter().skip(number("offset", 0)).take(number("limit", 20)).collect();
+    }
     match carrier {
         Rest::Twilio => (200, json!({"messages": listed})),
         Rest::Plivo => (200, json!({"api_id": crate::random_hex(), "objects": listed})),
@@ -544,4 +548,27 @@ fn call_status(path: &str, state: &Mutex<State>) -> (u16, Value) {
         json!({"data": {"record_type": "call", "call_control_id": id, "is_alive": ended.is_none(),
             "end_time": ended}}),
     )
+}
+
+/// Now as Twilio writes `date_created` (`Wed, 18 Aug 2010 20:01:40 +0000`).
+fn rfc2822_now() -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let secs = crate::unix_now();
+    let rfc3339 = exactly_core::Timestamp::from_unix_millis(secs * 1000).to_rfc3339();
+    // `YYYY-MM-DDTHH:MM:SSZ`
+    let (year, month, day, clock) = (&rfc3339[0..4], &rfc3339[5..7], &rfc3339[8..10], &rfc3339[11..19]);
+    let month = month.parse::<usize>().ok().and_then(|m| MONTHS.get(m.wrapping_sub(1))).unwrap_or(&"Jan");
+    let weekday = DAYS[usize::try_from(secs.div_euclid(86_400).rem_euclid(7)).unwrap_or(0)];
+    format!("{weekday}, {day} {month} {year} {clock} +0000")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn twilio_dates_read_back_as_now() {
+        let written = super::rfc2822_now();
+        let read = exactly_core::Timestamp::parse_rfc2822(&written).map(|t| t.unix_millis() / 1000);
+        assert!(read.is_some_and(|secs| (secs - crate::unix_now()).abs() <= 2), "{written}");
+    }
 }

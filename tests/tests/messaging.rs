@@ -638,4 +638,12 @@ fn send_at_is_validated(w: &Worker) {
     assert_eq!(other, 409, "{answer}");
     let id = created["id"].as_str().unwrap_or_default();
     assert_eq!(w.call("POST", &format!("/v1/messages/{id}/cancel"), &c.key, None, &[]).status, 200);
+    // A replay whose answer was lost may come after the time it asked for: the same message.
+    let key = uid("send-at-replay");
+    let soon = in_secs(2);
+    let (first, created) = schedule(w, &c, "soon", &soon, Some(&key));
+    assert_eq!(first, 201, "{created}");
+    thread::sleep(Duration::from_secs(3));
+    let (again, same) = schedule(w, &c, "soon", &soon, Some(&key));
+    assert_eq!((again, &same["id"]), (200, &created["id"]), "{same}");
 }

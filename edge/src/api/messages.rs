@@ -24,10 +24,6 @@ const MAX_TEXT_CHARS: usize = 1600;
 /// How far ahead `send_at` may be.
 const MAX_SCHEDULE_MILLIS: i64 = 7 * 24 * 3600 * 1000;
 
-/// The longest delay a queue message takes (12 hours); a send further ahead is enqueued by the
-/// sweeper once it is due.
-const MAX_QUEUE_DELAY_SECS: i64 = 12 * 3600;
-
 #[derive(Deserialize)]
 struct NewMessage {
     from: Option<String>,
@@ -64,7 +60,17 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
         return Err(EdgeError::invalid("text", format!("must be at most {MAX_TEXT_CHARS} characters")));
     }
     let created_at = now();
-    let send_at = body.send_at.as_deref().map(|at| schedule(at, created_at)).transpose()?;
+    let send_at = body.send_at.as_deref().map(parse_send_at).transpose()?;
+    if let Some(at) = send_at {
+        // A replay of a scheduled request may come after its time: it answers with the message.
+        let replay = match key.as_deref() {
+            Some(key) => messages::by_idempotency_key(&db, &account_id, key).await?.is_some(),
+            None => false,
+        };
+        if !replay {
+            schedule_window(at, created_at)?;
+        }
+    }
     if !crate::store::numbers::owned_by(&db, &from, &account_id).await? {
         return Err(EdgeError::invalid("from", "is not a number of this account"));
     }
@@ -101,12 +107,8 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
     // dispatcher's claim makes a second job a no-op.
     match (message.status, message.send_at) {
         (MessageStatus::Queued, _) => jobs::enqueue(env, Job::Dispatch { message_id: message.id.clone() }).await?,
-        // Due in `delay`; if this job is lost or early, the sweeper enqueues the send once due.
-        (MessageStatus::Scheduled, Some(at)) if created => {
-            let delay = ((at as i64 - now().unix_millis()) / 1000).clamp(0, MAX_QUEUE_DELAY_SECS);
-            let job = Job::Dispatch { message_id: message.id.clone() };
-            jobs::enqueue_later(env, job, u32::try_from(delay).unwrap_or(0)).await?;
-        }
+        // Due then; if this job is lost, the sweeper enqueues the send once due.
+        (MessageStatus::Scheduled, Some(at)) if created => jobs::dispatch_at(env, &message.id, at as i64).await?,
         _ => {}
     }
     http::json(if created { 201 } else { 200 }, &media::shown(&message, env)?)
@@ -124,16 +126,20 @@ fn media_urls(urls: Option<Vec<String>>) -> Result<Vec<String>, EdgeError> {
         .collect()
 }
 
-/// `send_at`: an RFC 3339 time after `now` and at most 7 days ahead.
-fn schedule(at: &str, now: Timestamp) -> Result<Timestamp, EdgeError> {
-    let at = Timestamp::parse_rfc3339(at).ok_or_else(|| EdgeError::invalid("send_at", "must be an RFC 3339 time"))?;
+/// `send_at`: an RFC 3339 time.
+fn parse_send_at(at: &str) -> Result<Timestamp, EdgeError> {
+    Timestamp::parse_rfc3339(at).ok_or_else(|| EdgeError::invalid("send_at", "must be an RFC 3339 time"))
+}
+
+/// A new scheduled message's `send_at`: after `now` and at most 7 days ahead.
+fn schedule_window(at: Timestamp, now: Timestamp) -> Result<(), EdgeError> {
     if at.unix_millis() <= now.unix_millis() {
         return Err(EdgeError::invalid("send_at", "must be in the future"));
     }
     if at.unix_millis() - now.unix_millis() > MAX_SCHEDULE_MILLIS {
         return Err(EdgeError::invalid("send_at", "must be at most 7 days ahead"));
     }
-    Ok(at)
+    Ok(())
 }
 
 /// `POST /v1/messages/{id}/cancel`: a scheduled message is canceled and never sent (200 with the

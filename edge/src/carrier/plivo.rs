@@ -59,7 +59,9 @@ pub async fn send_message(env: &Env, message: &Outgoing<'_>) -> Result<CallResul
     })
 }
 
-/// The uuids of outbound messages from `from` to `to` since `since`, oldest first.
+/// The uuids of outbound messages from `from` to `to` since `since`, oldest first. Plivo's list
+/// filters by time and direction but not by number, 20 to a page: up to [`LOOKUP_PAGES`] pages
+/// are read, so a lost send is found among the account's next 100 messages.
 pub async fn sent_since(
     env: &Env,
     message: &Outgoing<'_>,
@@ -69,31 +71,46 @@ pub async fn sent_since(
     let Some(rest) = &config.plivo_rest else { return Ok(unconfigured()) };
     // Plivo's time filter reads `YYYY-MM-DD HH:MM:SS` (UTC).
     let at = since.to_rfc3339().replace('T', " ");
-    let query: String = form_urlencoded::Serializer::new(String::new())
-        .append_pair("message_direction", "outbound")
-        .append_pair("message_time__gte", at.get(..19).unwrap_or(&at))
-        .append_pair("limit", "20")
-        .finish();
-    let url = format!("{}?{query}", messages_url(rest));
-    Ok(match basic_call(Method::Get, &url, &rest.account, &rest.token, Body::Empty, CREDENTIALS, error).await? {
-        CallResult::Ok(answer) => {
-            let mut found: Vec<(String, String)> = answer["objects"]
-                .as_array()
-                .into_iter()
-                .flatten()
+    let mut found: Vec<(String, String)> = Vec::new();
+    for page in 0..LOOKUP_PAGES {
+        let query: String = form_urlencoded::Serializer::new(String::new())
+            .append_pair("message_direction", "outbound")
+            .append_pair("message_time__gte", at.get(..19).unwrap_or(&at))
+            .append_pair("limit", &PAGE.to_string())
+            .append_pair("offset", &(page * PAGE).to_string())
+            .finish();
+        let url = format!("{}?{query}", messages_url(rest));
+        let answer =
+            match basic_call(Method::Get, &url, &rest.account, &rest.token, Body::Empty, CREDENTIALS, error).await? {
+                CallResult::Ok(answer) => answer,
+                CallResult::Refused(CarrierError { code, .. }) => {
+                    return Ok(CallResult::Transient(format!("Plivo list refused: {code}")))
+                }
+                CallResult::Transient(e) => return Ok(CallResult::Transient(e)),
+            };
+        let objects = answer["objects"].as_array().cloned().unwrap_or_default();
+        found.extend(
+            objects
+                .iter()
                 .filter(|m| {
                     m["from_number"].as_str().map(digits) == Some(digits(message.from))
                         && m["to_number"].as_str().map(digits) == Some(digits(message.to))
                 })
-                .filter_map(|m| Some((text_of(&m["message_time"]).unwrap_or_default(), text_of(&m["message_uuid"])?)))
-                .collect();
-            found.sort();
-            CallResult::Ok(found.into_iter().map(|(_, uuid)| uuid).collect())
+                .filter_map(|m| Some((text_of(&m["message_time"]).unwrap_or_default(), text_of(&m["message_uuid"])?))),
+        );
+        if objects.len() < PAGE {
+            break;
         }
-        CallResult::Refused(CarrierError { code, .. }) => CallResult::Transient(format!("Plivo list refused: {code}")),
-        CallResult::Transient(e) => CallResult::Transient(e),
-    })
+    }
+    found.sort();
+    Ok(CallResult::Ok(found.into_iter().map(|(_, uuid)| uuid).collect()))
 }
+
+/// Plivo's page size for its message list.
+const PAGE: usize = 20;
+
+/// How many pages a lookup reads at most.
+const LOOKUP_PAGES: usize = 5;
 
 /// `GET /v1/Account/{auth_id}/Message/{uuid}/`: the message's `message_state` as Plivo words it,
 /// with its error code.

@@ -203,20 +203,26 @@ pub async fn command(
 pub struct LegStatus {
     /// `is_alive`.
     pub alive: bool,
-    /// `end_time`, when the carrier gives one.
+    /// `end_time`, or `start_time` plus `call_duration` (seconds), when the carrier gives them.
     pub ended_at: Option<exactly_core::Timestamp>,
 }
 
-/// `GET /v2/calls/{call_control_id}`. A leg the carrier no longer knows (4xx) has ended.
+/// `GET /v2/calls/{call_control_id}`. Only an answer that says `is_alive: false` ends a leg; a
+/// refusal (the carrier no longer knows the id, or anything else) says nothing about it.
 pub async fn call_status(env: &Env, call_control_id: &str) -> Result<CallResult<LegStatus>, EdgeError> {
+    use exactly_core::Timestamp;
     let id: String = form_urlencoded::byte_serialize(call_control_id.as_bytes()).collect();
     Ok(match get(env, &format!("/v2/calls/{id}")).await? {
         CallResult::Ok(answer) => {
             let data = &answer["data"];
-            let ended_at = data["end_time"].as_str().and_then(exactly_core::Timestamp::parse_rfc3339);
+            let time = |field: &str| data[field].as_str().and_then(Timestamp::parse_rfc3339);
+            let ended_at = time("end_time").or_else(|| {
+                let (start, secs) = (time("start_time")?, data["call_duration"].as_i64()?);
+                Some(Timestamp::from_unix_millis(start.unix_millis() + secs.checked_mul(1000)?))
+            });
             CallResult::Ok(LegStatus { alive: data["is_alive"].as_bool().unwrap_or(true), ended_at })
         }
-        CallResult::Refused(_) => CallResult::Ok(LegStatus { alive: false, ended_at: None }),
+        CallResult::Refused(e) => CallResult::Refused(e),
         CallResult::Transient(e) => CallResult::Transient(e),
     })
 }

@@ -56,13 +56,14 @@ pub async fn send_message(env: &Env, message: &Outgoing<'_>) -> Result<CallResul
     })
 }
 
-/// The sids of the latest messages from `from` to `to` whose body is the message's text, oldest
-/// first. Twilio's list has no time filter that covers messages not yet sent, so the newest page
-/// is read; the caller skips sids another message already owns.
+/// The sids of the latest messages from `from` to `to` whose body is the message's text and that
+/// Twilio created at `since` or later (`date_created`), oldest first. Twilio's list has no time
+/// filter that covers messages not yet sent, so the newest page is read and filtered here; the
+/// caller skips sids another message already owns.
 pub async fn sent_since(
     env: &Env,
     message: &Outgoing<'_>,
-    _since: Timestamp,
+    since: Timestamp,
 ) -> Result<CallResult<Vec<String>>, EdgeError> {
     let config = config::get(env)?;
     let Some(rest) = &config.twilio_rest else { return Ok(unconfigured()) };
@@ -79,6 +80,12 @@ pub async fn sent_since(
                 .into_iter()
                 .flatten()
                 .filter(|m| m["body"].as_str() == Some(message.text))
+                .filter(|m| {
+                    m["date_created"]
+                        .as_str()
+                        .and_then(Timestamp::parse_rfc2822)
+                        .is_some_and(|created| created.unix_millis() >= since.unix_millis())
+                })
                 .filter_map(|m| text_of(&m["sid"]))
                 .collect();
             // Twilio lists newest first.

@@ -196,6 +196,16 @@ pub async fn get(db: &D1Database, account_id: &str, id: &str) -> Result<Option<M
     .await
 }
 
+/// The account's message sent with this `Idempotency-Key`, if any.
+pub async fn by_idempotency_key(db: &D1Database, account_id: &str, key: &str) -> Result<Option<Message>, EdgeError> {
+    db::first(db::stmt(
+        db,
+        &format!("SELECT {COLUMNS} FROM messages WHERE account_id = ?1 AND idempotency_key = ?2"),
+        &[text(account_id), text(key)],
+    )?)
+    .await
+}
+
 /// One message by id, whatever its account (for jobs).
 pub async fn by_id(db: &D1Database, id: &str) -> Result<Option<Message>, EdgeError> {
     db::first(db::stmt(db, &format!("SELECT {COLUMNS} FROM messages WHERE id = ?1"), &[text(id)])?).await

@@ -20,33 +20,51 @@ pub struct StaleCall {
     pub to_number: String,
 }
 
-/// Calls `in_progress` with no change since `idle_before`, and calls still `ringing` longer than
-/// their number's ring plan allows (every target rung for its timeout, plus `margin_ms`), whose
-/// last check is older than `checked_before`; oldest first.
-pub async fn stale_calls(
+/// Telnyx calls `in_progress` with no change since `idle_before` and no check since
+/// `checked_before`, oldest first.
+pub async fn idle_calls(
+    db: &D1Database,
+    idle_before: Timestamp,
+    checked_before: Timestamp,
+    limit: u32,
+) -> Result<Vec<StaleCall>, EdgeError> {
+    db::all(db::stmt(
+        db,
+        &format!(
+            "SELECT {CALL_COLUMNS} FROM calls c
+             WHERE c.status = 'in_progress' AND c.updated_at < ?1 AND c.checked_at < ?2 AND c.carrier = 'telnyx'
+             ORDER BY c.updated_at LIMIT ?3"
+        ),
+        &[time(idle_before), time(checked_before), int(i64::from(limit))],
+    )?)
+    .await
+}
+
+/// Telnyx calls still `ringing` longer than their number's ring plan allows (every target rung
+/// for its timeout, plus `margin_ms`) and not checked since `checked_before`, oldest first.
+pub async fn ringing_calls(
     db: &D1Database,
     now: Timestamp,
-    idle_before: Timestamp,
     margin_ms: i64,
     checked_before: Timestamp,
     limit: u32,
 ) -> Result<Vec<StaleCall>, EdgeError> {
-    let columns = "c.id, c.carrier, c.call_control_id, c.call_leg_id, c.call_session_id, c.from_number, c.to_number";
     db::all(db::stmt(
         db,
         &format!(
-            "SELECT {columns} FROM calls c
-             WHERE c.status = 'in_progress' AND c.updated_at < ?1 AND c.checked_at < ?3
-             UNION ALL
-             SELECT {columns} FROM calls c JOIN phone_numbers n ON n.phone_number = c.to_number
-             WHERE c.status = 'ringing' AND c.updated_at < ?2 - ?4 AND c.checked_at < ?3
-               AND c.updated_at < ?2 - ?4 - json_array_length(n.ring_targets) * n.ring_timeout_secs * 1000
-             LIMIT ?5"
+            "SELECT {CALL_COLUMNS} FROM calls c LEFT JOIN phone_numbers n ON n.phone_number = c.to_number
+             WHERE c.status = 'ringing' AND c.updated_at < ?1 - ?2 AND c.checked_at < ?3 AND c.carrier = 'telnyx'
+               AND c.updated_at < ?1 - ?2 - COALESCE(CASE WHEN json_valid(n.ring_targets)
+                   THEN json_array_length(n.ring_targets) END, 10) * COALESCE(n.ring_timeout_secs, 120) * 1000
+             ORDER BY c.updated_at LIMIT ?4"
         ),
-        &[time(idle_before), time(now), time(checked_before), int(margin_ms), int(i64::from(limit))],
+        &[time(now), int(margin_ms), time(checked_before), int(i64::from(limit))],
     )?)
     .await
 }
+
+const CALL_COLUMNS: &str =
+    "c.id, c.carrier, c.call_control_id, c.call_leg_id, c.call_session_id, c.from_number, c.to_number";
 
 /// Claims the check of one call: whether this run asks the carrier (no other run did since
 /// `checked_before`).
@@ -73,10 +91,11 @@ pub struct StaleMessage {
     pub carrier_message_id: String,
 }
 
-/// Messages `sent` with no change since `before` and no check since `checked_before`, oldest
-/// first.
+/// Messages `sent` between `since` and `before` (older ones had their chances: some carriers
+/// never give a final word) and not checked since `checked_before`, oldest first.
 pub async fn stale_messages(
     db: &D1Database,
+    since: Timestamp,
     before: Timestamp,
     checked_before: Timestamp,
     limit: u32,
@@ -84,9 +103,10 @@ pub async fn stale_messages(
     db::all(db::stmt(
         db,
         "SELECT id, carrier, carrier_message_id FROM messages
-         WHERE status = 'sent' AND updated_at < ?1 AND checked_at < ?2 AND carrier_message_id IS NOT NULL
-         ORDER BY updated_at LIMIT ?3",
-        &[time(before), time(checked_before), int(i64::from(limit))],
+         WHERE status = 'sent' AND updated_at >= ?1 AND updated_at < ?2 AND checked_at < ?3
+           AND carrier_message_id IS NOT NULL
+         ORDER BY updated_at LIMIT ?4",
+        &[time(since), time(before), time(checked_before), int(i64::from(limit))],
     )?)
     .await
 }

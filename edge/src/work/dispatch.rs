@@ -43,11 +43,13 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
         return Ok(Outcome::Done(Done::AlreadyDispatched));
     }
     let started = now();
-    if message.status == MessageStatus::Scheduled && message.send_at.is_some_and(|at| at as i64 > started.unix_millis())
-    {
-        // Early (a delayed job capped at the queue's longest delay): the sweeper enqueues it
-        // again once it is due.
-        return Ok(Outcome::Done(Done::NotDue));
+    if let (MessageStatus::Scheduled, Some(at)) = (message.status, message.send_at) {
+        if at as i64 > started.unix_millis() {
+            // Early (the queue delays 12 hours at most): again when due. Should this enqueue be
+            // lost, the sweeper enqueues it once it is due.
+            crate::queues::dispatch_at(env, &message.id, at as i64).await?;
+            return Ok(Outcome::Done(Done::NotDue));
+        }
     }
     let token = new_id("dsp")?;
     let lease_until = Timestamp::from_unix_millis(started.unix_millis() + LEASE_MILLIS);

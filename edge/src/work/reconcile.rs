@@ -20,6 +20,10 @@ use crate::store::{self as db, carrier_events};
 /// At most this many calls and this many messages are asked about per run.
 const BATCH: u32 = 20;
 
+/// Messages left `sent` longer than this are no longer asked about: some carriers never give a
+/// final word, and asking forever would crowd out the messages reconciliation is for.
+const MESSAGE_HORIZON_SECS: i64 = 3 * 24 * 3600;
+
 /// How long a ringing call may outlast its ring plan (every target rung for its timeout).
 const RING_MARGIN_MILLIS: i64 = 120_000;
 
@@ -42,28 +46,65 @@ pub async fn run(env: &Env) -> Result<Report, EdgeError> {
     let mut learned = Vec::new();
 
     let call_cutoff = ago(config.reconcile_call_idle_secs);
-    for call in stale::stale_calls(&db, now, call_cutoff, RING_MARGIN_MILLIS, call_cutoff, BATCH).await? {
-        if !stale::claim_call(&db, &call.id, call_cutoff, now).await? {
-            continue;
-        }
-        report.asked += 1;
-        if let Some(id) = reconcile_call(env, &db, &call, now).await? {
-            learned.push(id);
+    let mut calls = stale::idle_calls(&db, call_cutoff, call_cutoff, BATCH).await?;
+    calls.extend(stale::ringing_calls(&db, now, RING_MARGIN_MILLIS, call_cutoff, BATCH).await?);
+    for call in calls {
+        // One call the carrier cannot answer about does not stop the others.
+        match ask_about_call(env, &db, &call, call_cutoff, now).await {
+            Ok((asked, fact)) => {
+                report.asked += usize::from(asked);
+                learned.extend(fact);
+            }
+            Err(e) => {
+                worker::console_error!("{}", json!({"cron": "reconcile", "call": call.id, "error": e.to_string()}))
+            }
         }
     }
     let message_cutoff = ago(config.reconcile_message_secs);
-    for message in stale::stale_messages(&db, message_cutoff, message_cutoff, BATCH).await? {
-        if !stale::claim_message(&db, &message.id, message_cutoff, now).await? {
-            continue;
-        }
-        report.asked += 1;
-        if let Some(id) = reconcile_message(env, &db, &message, now).await? {
-            learned.push(id);
+    let oldest = ago(MESSAGE_HORIZON_SECS);
+    for message in stale::stale_messages(&db, oldest, message_cutoff, message_cutoff, BATCH).await? {
+        match ask_about_message(env, &db, &message, message_cutoff, now).await {
+            Ok((asked, fact)) => {
+                report.asked += usize::from(asked);
+                learned.extend(fact);
+            }
+            Err(e) => {
+                worker::console_error!(
+                    "{}",
+                    json!({"cron": "reconcile", "message": message.id, "error": e.to_string()})
+                )
+            }
         }
     }
     report.learned = learned.len();
     jobs::enqueue_many(env, learned.into_iter().map(|id| Job::CarrierEvent { id }).collect()).await?;
     Ok(report)
+}
+
+async fn ask_about_call(
+    env: &Env,
+    db: &worker::D1Database,
+    call: &StaleCall,
+    cutoff: Timestamp,
+    now: Timestamp,
+) -> Result<(bool, Option<String>), EdgeError> {
+    if !stale::claim_call(db, &call.id, cutoff, now).await? {
+        return Ok((false, None));
+    }
+    Ok((true, reconcile_call(env, db, call, now).await?))
+}
+
+async fn ask_about_message(
+    env: &Env,
+    db: &worker::D1Database,
+    message: &StaleMessage,
+    cutoff: Timestamp,
+    now: Timestamp,
+) -> Result<(bool, Option<String>), EdgeError> {
+    if !stale::claim_message(db, &message.id, cutoff, now).await? {
+        return Ok((false, None));
+    }
+    Ok((true, reconcile_message(env, db, message, now).await?))
 }
 
 /// Asks whether the caller's leg is still up; if it is gone, stores its hangup as a Telnyx
@@ -81,11 +122,17 @@ async fn reconcile_call(
         CallResult::Ok(status) => status,
         CallResult::Refused(_) | CallResult::Transient(_) => return Ok(None),
     };
-    if status.alive {
+    // Alive, or gone without saying when: nothing to learn (a guessed end would bill a guess).
+    let (false, Some(ended_at)) = (status.alive, status.ended_at) else {
+        if !status.alive {
+            worker::console_error!(
+                "{}",
+                json!({"cron": "reconcile", "call": call.id, "problem": "the carrier says the call ended but not when"})
+            );
+        }
         return Ok(None);
-    }
+    };
     let event_id = format!("reconciled:{}:hangup", call.id);
-    let ended_at = status.ended_at.unwrap_or(now);
     let body = telnyx_envelope(
         &event_id,
         "call.hangup",
