@@ -155,6 +155,28 @@ impl FakeCarrier {
     pub fn sends_for(&self, idempotency_key: &str) -> usize {
         self.requests("/v2/messages").iter().filter(|r| r.idempotency_key.as_deref() == Some(idempotency_key)).count()
     }
+
+    /// How many send requests, to any of the three carriers, carried exactly this text. Twilio
+    /// and Plivo take no idempotency key, so a message's sends are told apart by their text.
+    pub fn sends_with_text(&self, text: &str) -> usize {
+        lock(&self.state)
+            .requests
+            .iter()
+            .filter(|r| r.method == "POST")
+            .filter(|r| {
+                let field = if r.path == "/v2/messages" {
+                    "text"
+                } else if r.path.starts_with("/2010-04-01/Accounts/") && r.path.ends_with("/Messages.json") {
+                    "Body"
+                } else if r.path.starts_with("/v1/Account/") && r.path.ends_with("/Message/") {
+                    "text"
+                } else {
+                    return false;
+                };
+                r.body[field] == text
+            })
+            .count()
+    }
 }
 
 fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {

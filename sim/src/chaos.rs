@@ -1,26 +1,52 @@
-//! The chaos scenario: a mixed stream of carrier facts (inbound messages, outbound receipts,
-//! sequential-ring hangups), delivered the way a misbehaving carrier delivers them: duplicated,
-//! re-signed under new event ids, reordered, in parallel bursts, some with stale timestamps.
-//! Afterwards it reads back, through the API and a customer endpoint, what the platform made of
-//! them, and counts duplicate effects and missing ones. Both must be 0.
+//! The chaos scenario: a mixed stream of carrier facts, delivered the way misbehaving carriers
+//! deliver them: duplicated, re-signed under new event ids, reordered, in parallel bursts, some
+//! with stale timestamps. Afterwards it reads back, through the API, a customer endpoint and
+//! (when it runs in this process) the fake carrier's record of requests, what the platform made
+//! of them, and counts duplicate effects and missing ones. Both must be 0.
+//!
+//! # What the stream mixes (docs/contract.md §4)
+//! - Inbound messages (Telnyx `message.received`).
+//! - The receipts of messages sent from a Telnyx number, and the status callbacks of messages
+//!   sent from a Twilio and a Plivo number, signed as each carrier signs (a failure may come as
+//!   both of its words, `undelivered` and `failed`: the same fact under a second event id).
+//! - Calls to a number with three ring targets (and its own ring timeout) whose first leg's
+//!   hangup says nobody answered; every fourth call rings a number whose dials are all refused.
+//! - Scheduled messages due a few seconds into the run, and the customer's cancels of others.
+//! - Answered calls whose caller's hangup is lost: the fake carrier says the call ended, the
+//!   cron's reconciliation must learn it, and for half of them the real hangup comes late. Likewise
+//!   one Twilio and one Plivo message whose final callback comes only after reconciliation asked.
+//!
+//! # What it counts
+//! Per inbound message one message and one `message.received`; per outbound message its final
+//! status, one `message.sent` and one final event, one charge and one send request at the
+//! carrier; per scheduled message one send at its time, or none once canceled; per ringing call
+//! positions 1 and 2 dialled once each with the number's ring timeout and the caller answered
+//! once; per call whose hangup was lost one `call.completed` with its duration, billed once; the
+//! account's usage totals; every accepted carrier event processed; every customer event received
+//! once.
+//!
+//! Twilio and Plivo need their auth tokens in the [`Target`]; the calls whose hangup is lost need
+//! the fake carrier in this process, a cron the run may fire and a short reconciliation interval.
+//! What a target cannot support is left out, and its share of the facts goes to inbound messages.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use exactly_core::ring::LegTag;
+use exactly_core::{Provider, Timestamp};
 use serde_json::{json, Value};
 
-use crate::api::Client;
+use crate::api::{Answer, Client};
 use crate::customer::CustomerEndpoint;
 use crate::telnyx::{envelope, Signer};
 
 /// What to send.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Facts in all (about 60% inbound messages, 25% outbound receipts, 15% ring hangups).
+    /// Facts in all (shares in [`Mix::All`]).
     pub facts: usize,
     /// Share of facts delivered again under the same event id (1 to 3 extra copies).
     pub duplicate_rate: f64,
@@ -30,7 +56,7 @@ pub struct Config {
     pub reorder_window: usize,
     /// Deliveries sent at once.
     pub parallelism: usize,
-    /// Share of facts that also get a copy signed 400 s in the past (must be refused).
+    /// Share of Telnyx facts that also get a copy signed 400 s in the past (must be refused).
     pub stale_rate: f64,
     /// Seed of the deterministic choices.
     pub seed: u64,
@@ -43,7 +69,9 @@ pub struct Config {
 /// The kinds of facts a run sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mix {
-    /// About 60% inbound messages, 25% outbound receipts, 15% ring hangups.
+    /// About 53% inbound messages, 25% Telnyx receipts, 15% ringing calls, 4% Twilio and Plivo
+    /// status callbacks, 2% scheduled messages (a third of them canceled) and 1% calls whose
+    /// hangup is lost.
     All,
     /// Inbound messages only (`sim sms-inbound`).
     Inbound,
@@ -71,7 +99,8 @@ impl Default for Config {
 
 /// Where to send it.
 pub struct Target<'a> {
-    /// The worker's API.
+    /// The worker's API. Twilio and Plivo callbacks are signed for this base URL, so it must be
+    /// the worker's `PUBLIC_BASE_URL`.
     pub api: Client,
     /// Signs like Telnyx with the key the worker trusts.
     pub signer: Signer,
@@ -81,8 +110,21 @@ pub struct Target<'a> {
     /// or `None` to skip counting customer events.
     pub customer: Option<&'a CustomerEndpoint>,
     /// The fake carrier the worker calls, when it runs in this process: its requests are
-    /// counted too (one dial per ring position, one answer per call), or `None` to skip that.
+    /// counted too (one dial per ring position, one answer per call, one send per message), or
+    /// `None` to skip that.
     pub carrier: Option<&'a crate::carrier::FakeCarrier>,
+    /// The worker's `TWILIO_AUTH_TOKEN`: with it the run also sends from a Twilio number and
+    /// delivers that carrier's signed status callbacks. `None` leaves Twilio out.
+    pub twilio_token: Option<String>,
+    /// The worker's `PLIVO_AUTH_TOKEN`, likewise for a Plivo number (V3 signatures).
+    pub plivo_token: Option<String>,
+    /// Whether the run may fire the worker's cron itself (`GET /__scheduled`, which
+    /// `wrangler dev --test-scheduled` serves) while it waits, as the passing minutes would.
+    pub cron: bool,
+    /// Whether the worker reconciles within a few seconds (`RECONCILE_CALL_IDLE_SECS` and
+    /// `RECONCILE_MESSAGE_SECS` of 2 or so). With `carrier` and `cron`, the run then includes
+    /// answered calls whose hangup is lost and messages whose final callback comes late.
+    pub reconcile: bool,
 }
 
 /// What happened.
@@ -90,19 +132,23 @@ pub struct Target<'a> {
 pub struct Report {
     /// Facts sent, by kind.
     pub facts: BTreeMap<&'static str, usize>,
-    /// Deliveries sent (facts and all their copies).
+    /// Deliveries sent (facts and all their copies, and the customer's cancels).
     pub deliveries: usize,
-    /// Of which duplicates (same event id), re-signed (new id) and stale.
+    /// Of which duplicates (same event id), re-signed (new id), stale, and late (the real
+    /// webhook of a fact reconciliation learned first).
     pub copies: BTreeMap<&'static str, usize>,
     /// Answers by HTTP status (0: no answer).
     pub answers: BTreeMap<u16, usize>,
+    /// Cron runs the scenario fired.
+    pub crons: usize,
     /// Facts whose effect is visible exactly once.
     pub applied: usize,
     /// Customer events received at the endpoint, by type.
     pub events_received: BTreeMap<String, usize>,
-    /// Effects seen more than once (messages, events, legs, webhook ids).
+    /// Effects seen more than once (messages, events, legs, sends, charges, webhook ids), or
+    /// that should never have happened (a canceled message sent).
     pub duplicate_effects: usize,
-    /// Facts whose effect never appeared.
+    /// Facts whose effect never appeared (or appeared wrong).
     pub missing: usize,
     /// Ingest latency percentiles, milliseconds.
     pub p50_ms: f64,
@@ -121,10 +167,16 @@ pub struct Created {
     pub account_id: String,
     /// The account's API key.
     pub api_key: String,
-    /// Outbound message ids.
+    /// Messages sent and charged once each (one segment): outbound through every carrier, and
+    /// the scheduled ones that came due.
     pub messages: Vec<String>,
-    /// Call ids.
+    /// Scheduled messages canceled before their time: never sent, never charged.
+    pub canceled: Vec<String>,
+    /// Ringing calls (positions 1 and 2 dialled).
     pub calls: Vec<String>,
+    /// Answered calls whose caller's hangup was lost and that reconciliation ended (position 1
+    /// dialled).
+    pub reconciled_calls: Vec<String>,
     /// The webhook endpoint path on the customer server, if any.
     pub endpoint_path: Option<String>,
 }
@@ -136,6 +188,20 @@ impl Report {
         }
     }
 
+    /// Counts `got` effects where `want` were due: the excess as duplicates, the shortfall as
+    /// missing, and a problem line naming `what`.
+    fn expect(&mut self, what: impl FnOnce() -> String, got: usize, want: usize) {
+        if got == want {
+            return;
+        }
+        if got > want {
+            self.duplicate_effects += got - want;
+        } else {
+            self.missing += want - got;
+        }
+        self.problem(format!("{}: {got}, want {want}", what()));
+    }
+
     /// The report as text, as the CLI prints it.
     pub fn render(&self) -> String {
         fn map<K: std::fmt::Display>(m: &BTreeMap<K, usize>) -> String {
@@ -145,6 +211,7 @@ impl Report {
         out.push_str(&format!("facts sent:           {} ({})\n", self.facts.values().sum::<usize>(), map(&self.facts)));
         out.push_str(&format!("deliveries sent:      {} (copies: {})\n", self.deliveries, map(&self.copies)));
         out.push_str(&format!("answers by status:    {}\n", map(&self.answers)));
+        out.push_str(&format!("cron runs fired:      {}\n", self.crons));
         out.push_str(&format!("facts applied:        {}\n", self.applied));
         out.push_str(&format!(
             "customer events:      {}\n",
@@ -178,15 +245,103 @@ impl Rng {
     }
 }
 
+/// One request of the stream.
 #[derive(Clone)]
-struct Delivery {
-    body: String,
-    /// Seconds to shift the signing time by (negative: stale).
-    skew: i64,
-    expect_refusal: bool,
+enum Delivery {
+    /// A Telnyx webhook, signed when sent, `skew` seconds off (negative: stale, so refused).
+    Telnyx { body: String, skew: i64, expect_refusal: bool },
+    /// A Twilio or Plivo status callback, signed when sent (Plivo with a fresh nonce each time).
+    Form { carrier: Provider, params: Vec<(String, String)> },
+    /// The customer cancels a scheduled message.
+    Cancel { message: String },
+}
+
+/// How many of each kind a run sends.
+#[derive(Debug, PartialEq, Eq)]
+struct Plan {
+    /// Inbound messages (one fact each).
+    inbound: usize,
+    /// Ringing calls (one fact each).
+    ring: usize,
+    /// Messages sent through Telnyx (two receipts each).
+    messages: usize,
+    /// Messages sent through Twilio and Plivo (two status callbacks each).
+    rest: usize,
+    /// Scheduled messages, due or canceled (one fact each).
+    scheduled: usize,
+    /// Answered calls whose hangup is lost (one fact each).
+    lost: usize,
+}
+
+impl Plan {
+    /// The shares of [`Mix::All`], leaving out Twilio and Plivo without a carrier to send
+    /// through and lost hangups without reconciliation; inbound messages take up the rest.
+    fn new(config: &Config, rest: bool, reconcile: bool) -> Self {
+        let facts = config.facts;
+        let (ring, messages, rest, scheduled, lost) = match config.mix {
+            Mix::All => (
+                (facts * 15 / 100).max(1),
+                (facts * 25 / 100 / 2).max(1),
+                if rest { facts * 4 / 100 / 2 } else { 0 },
+                facts * 2 / 100,
+                if reconcile { facts / 100 } else { 0 },
+            ),
+            Mix::Inbound => (0, 0, 0, 0, 0),
+            Mix::Outbound => (0, facts.div_ceil(2), 0, 0, 0),
+            Mix::Ring => (facts, 0, 0, 0, 0),
+        };
+        let inbound = facts.saturating_sub(ring + 2 * messages + 2 * rest + scheduled + lost);
+        Self { inbound, ring, messages, rest, scheduled, lost }
+    }
+
+    /// Facts in all.
+    #[cfg(test)]
+    fn facts(&self) -> usize {
+        self.inbound + self.ring + 2 * self.messages + 2 * self.rest + self.scheduled + self.lost
+    }
+}
+
+/// An outbound message of the run and how its carrier finishes it.
+struct Outbound {
+    id: String,
+    carrier: Provider,
+    from: String,
+    text: String,
+    delivered: bool,
+    /// Its final callback is lost until reconciliation has asked the carrier.
+    reconciled: bool,
+    carrier_id: String,
+}
+
+/// A scheduled message of the run.
+struct Scheduled {
+    id: String,
+    send_at: Timestamp,
+    canceled: bool,
+}
+
+/// An answered call whose caller's hangup is lost.
+struct LostHangup {
+    id: String,
+    caller: String,
+    duration_secs: i64,
+    /// The late real hangup, when it comes.
+    late: Option<String>,
 }
 
 const TARGETS: [&str; 3] = ["+15557770001", "+15557770002", "+15557770003"];
+/// The ringing number's ring timeout (the number whose dials are refused keeps the default).
+const RING_TIMEOUT_SECS: u32 = 20;
+/// Where outbound messages go.
+const RECIPIENT: &str = "+15559990000";
+/// When the calls of the run start and, for those answered, when their first leg answers.
+const INITIATED_AT: &str = "2026-11-30T10:00:00Z";
+const LEG_ANSWERED_AT: &str = "2026-11-30T10:00:20Z";
+/// How far ahead scheduled messages are due, and those that are canceled.
+const DUE_IN_SECS: i64 = 5;
+const CANCELED_DUE_IN_SECS: i64 = 30;
+/// How often the run fires the cron while it waits.
+const CRON_EVERY: Duration = Duration::from_secs(5);
 
 fn progress(config: &Config, text: &str) {
     if config.progress {
@@ -201,7 +356,8 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     let tag = crate::random_hex()[..8].to_owned();
     let api = &target.api;
 
-    // Setup: an account, an inbound number, a number that rings three targets, an endpoint.
+    // Setup: an account; an inbound (Telnyx) number, a number that rings three targets, one
+    // whose dials are all refused, a Twilio and a Plivo number; an endpoint.
     let account =
         api.call("POST", "/admin/accounts", &target.admin_token, Some(&json!({"name": format!("chaos-{tag}")})));
     if account.status != 201 {
@@ -219,19 +375,27 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     let ring_number = format!("+1556{suffix:04}002");
     // Every dial to this number's targets is refused by the fake carrier (numbers ending 0000).
     let refused_number = format!("+1556{suffix:04}003");
-    for (number, targets) in [
-        (&inbound_number, json!([])),
-        (&ring_number, json!(TARGETS)),
-        (&refused_number, json!(["+15557770000", "+15558880000"])),
-    ] {
-        let a = api.call(
-            "POST",
-            "/admin/numbers",
-            &target.admin_token,
-            Some(&json!({"account_id": account_id, "phone_number": number, "ring_targets": targets})),
-        );
+    let rest_numbers: Vec<(Provider, String)> = [
+        (Provider::Twilio, target.twilio_token.is_some(), format!("+1556{suffix:04}004")),
+        (Provider::Plivo, target.plivo_token.is_some(), format!("+1556{suffix:04}005")),
+    ]
+    .into_iter()
+    .filter(|(_, trusted, _)| *trusted)
+    .map(|(carrier, _, number)| (carrier, number))
+    .collect();
+    let mut numbers = vec![
+        json!({"phone_number": inbound_number, "ring_targets": []}),
+        json!({"phone_number": ring_number, "ring_targets": TARGETS, "ring_timeout_secs": RING_TIMEOUT_SECS}),
+        json!({"phone_number": refused_number, "ring_targets": ["+15557770000", "+15558880000"]}),
+    ];
+    for (carrier, number) in &rest_numbers {
+        numbers.push(json!({"phone_number": number, "ring_targets": [], "carrier": carrier.as_str()}));
+    }
+    for mut number in numbers {
+        number["account_id"] = json!(account_id);
+        let a = api.call("POST", "/admin/numbers", &target.admin_token, Some(&number));
         if a.status != 201 {
-            return Err(format!("assigning {number}: {} {}", a.status, a.body));
+            return Err(format!("assigning {}: {} {}", number["phone_number"], a.status, a.body));
         }
     }
     if let Some(customer) = target.customer {
@@ -259,57 +423,100 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
         }
     }
 
-    let (n_ring, n_messages) = match config.mix {
-        Mix::All => ((config.facts * 15 / 100).max(1), (config.facts * 25 / 100 / 2).max(1)),
-        Mix::Inbound => (0, 0),
-        Mix::Outbound => (0, config.facts.div_ceil(2)),
-        Mix::Ring => (config.facts, 0),
-    };
-    let n_inbound = config.facts.saturating_sub(n_ring + 2 * n_messages);
+    let reconcile = config.mix == Mix::All && target.carrier.is_some() && target.cron && target.reconcile;
+    let Plan {
+        inbound: n_inbound,
+        ring: n_ring,
+        messages: n_messages,
+        rest: n_rest,
+        scheduled: n_scheduled,
+        lost: n_lost,
+    } = Plan::new(config, !rest_numbers.is_empty(), reconcile);
 
     // Outbound messages, sent and handed to the carrier, whose receipts are facts.
-    progress(config, &format!("sending {n_messages} outbound messages"));
+    progress(config, &format!("sending {} outbound messages", n_messages + n_rest));
     let mut outbound = Vec::new();
     for i in 0..n_messages {
         // The first send is slow (7 s) while the carrier delivers its receipt 14 times.
         let marker = if i == 0 { "[slow-receipts] " } else { "" };
-        let a = api.call(
-            "POST",
-            "/v1/messages",
-            &key,
-            Some(&json!({"from": inbound_number, "to": "+15559990000", "text": format!("{marker}chaos {tag} {i}")})),
-        );
-        if a.status != 201 {
-            return Err(format!("POST /v1/messages: {} {}", a.status, a.body));
-        }
+        let text = format!("{marker}chaos {tag} {i}");
+        let id = create_message(api, &key, &json!({"from": inbound_number, "to": RECIPIENT, "text": text}))?;
         let delivered = i == 0 || !rng.chance(0.2);
-        outbound.push((a.json()["id"].as_str().unwrap_or_default().to_owned(), delivered));
+        outbound.push(Outbound {
+            id,
+            carrier: Provider::Telnyx,
+            from: inbound_number.clone(),
+            text,
+            delivered,
+            reconciled: false,
+            carrier_id: String::new(),
+        });
     }
-    let carrier_ids = if outbound.is_empty() {
-        HashMap::new()
-    } else {
-        wait_for(Duration::from_secs(120), || {
-            let mut ids = HashMap::new();
-            for (id, _) in &outbound {
-                let m = api.call("GET", &format!("/v1/messages/{id}"), &key, None).json();
+    for i in 0..n_rest {
+        let (carrier, from) = &rest_numbers[i % rest_numbers.len()];
+        let text = format!("chaos {tag} {} {i}", carrier.as_str());
+        let id = create_message(api, &key, &json!({"from": from, "to": RECIPIENT, "text": text}))?;
+        // The last message of each carrier loses its final callback until reconciliation asked.
+        let reconciled = reconcile && i + rest_numbers.len() >= n_rest;
+        let delivered = !rng.chance(0.3);
+        outbound.push(Outbound {
+            id,
+            carrier: *carrier,
+            from: from.clone(),
+            text,
+            delivered,
+            reconciled,
+            carrier_id: String::new(),
+        });
+    }
+    if !outbound.is_empty() {
+        let ids = wait_for(Duration::from_secs(120), || {
+            let mut ids = Vec::new();
+            for o in &outbound {
+                let m = api.call("GET", &format!("/v1/messages/{}", o.id), &key, None).json();
                 match m["carrier_message_id"].as_str() {
                     Some(c) if m["status"] == "sent" || m["status"] == "delivered" || m["status"] == "failed" => {
-                        ids.insert(id.clone(), c.to_owned());
+                        ids.push(c.to_owned());
                     }
                     _ => return None,
                 }
             }
             Some(ids)
         })
-        .ok_or("outbound messages were not all sent within 120 s")?
-    };
-    report.created.messages = outbound.iter().map(|(id, _)| id.clone()).collect();
+        .ok_or("outbound messages were not all sent within 120 s")?;
+        for (o, carrier_id) in outbound.iter_mut().zip(ids) {
+            o.carrier_id = carrier_id;
+        }
+    }
+    report.created.messages = outbound.iter().map(|o| o.id.clone()).collect();
+    if let Some(carrier) = target.carrier {
+        // What the carrier will say when reconciliation asks about a message whose final
+        // callback is lost.
+        for o in outbound.iter().filter(|o| o.reconciled) {
+            carrier.set_message_status(&o.carrier_id, final_word(o.carrier, o.delivered));
+        }
+    }
+
+    // Scheduled messages, due a few seconds into the stream; a third of them are canceled by
+    // the customer at the start of the stream, well before their time.
+    let mut scheduled = Vec::new();
+    for i in 0..n_scheduled {
+        let canceled = i % 3 == 2;
+        let ahead = if canceled { CANCELED_DUE_IN_SECS } else { DUE_IN_SECS };
+        // From the moment of each request: `send_at` must be in the future when it arrives.
+        let send_at = Timestamp::from_unix_seconds(crate::unix_now() + ahead);
+        let body = json!({"from": inbound_number, "to": RECIPIENT, "text": format!("chaos {tag} later {i}"),
+            "send_at": send_at.to_rfc3339()});
+        scheduled.push(Scheduled { id: create_message(api, &key, &body)?, send_at, canceled });
+    }
+    report.created.messages.extend(scheduled.iter().filter(|s| !s.canceled).map(|s| s.id.clone()));
+    report.created.canceled = scheduled.iter().filter(|s| s.canceled).map(|s| s.id.clone()).collect();
 
     // Calls: each call's `call.initiated` and its first leg's hangup go into the same shuffled
     // stream, without waiting for the dial: the call id follows from the carrier session, and
     // the fake carrier derives a leg's ids from its dial's idempotency key, so the hangup can
     // be written before the dial happens. Either order must dial target 1, then target 2.
-    progress(config, &format!("preparing {n_ring} calls"));
+    progress(config, &format!("preparing {} calls", n_ring + n_lost));
     // Every fourth call rings a number whose dials are all refused: its one fact is its
     // `call.initiated`, and it must end missed with the caller hung up once.
     let refused = |i: usize| i % 4 == 3;
@@ -317,61 +524,71 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     for i in 0..n_ring {
         let session = format!("chaos-{tag}-sess-{i}");
         let control = format!("v3:chaos-{tag}-caller-{i}");
-        let call_id = exactly_core::call_machine::call_id(exactly_core::Provider::Telnyx, &session);
-        let init = envelope(
-            &format!("chaos-{tag}-init-{i}"),
-            "call.initiated",
-            "2026-11-30T10:00:00Z",
-            json!({
-                "call_control_id": control, "call_leg_id": format!("leg-{control}"), "call_session_id": session,
-                "from": "+15551230000", "to": if refused(i) { &refused_number } else { &ring_number },
-                    "direction": "incoming", "state": "parked",
-            }),
-            1,
-        );
+        let call_id = exactly_core::call_machine::call_id(Provider::Telnyx, &session);
+        let to = if refused(i) { &refused_number } else { &ring_number };
+        let init = initiated(&format!("chaos-{tag}-init-{i}"), &control, &session, to);
         report.created.calls.push(call_id.clone());
         if refused(i) {
             call_facts.push((init, None));
             continue;
         }
-        let key = format!("{call_id}:leg:1");
-        let state = exactly_core::telnyx::encode_client_state(&LegTag { call: call_id.clone(), position: 1 }.encode());
-        let hangup = envelope(
+        let hangup = leg_event(
             &format!("chaos-{tag}-hangup-{i}"),
             "call.hangup",
             "2026-11-30T10:01:30Z",
-            json!({
-                "call_control_id": format!("v3:cc-{key}"), "call_leg_id": format!("leg-{key}"),
-                    "call_session_id": format!("sess-{key}"),
-                "hangup_cause": "timeout", "hangup_source": "callee", "client_state": state,
-            }),
-            1,
+            &call_id,
+            json!({"hangup_cause": "timeout", "hangup_source": "callee"}),
         );
         call_facts.push((init, Some(hangup)));
     }
+    // Calls whose first target answers, and whose caller's hangup never reaches the worker: the
+    // fake carrier says the caller's leg ended, which only reconciliation asks.
+    let mut lost = Vec::new();
+    let mut lost_facts = Vec::new();
+    let answered_at = Timestamp::parse_rfc3339(LEG_ANSWERED_AT).unwrap_or(Timestamp::from_unix_seconds(0));
+    for i in 0..n_lost {
+        let session = format!("chaos-{tag}-lost-sess-{i}");
+        let caller = format!("v3:chaos-{tag}-lost-caller-{i}");
+        let call_id = exactly_core::call_machine::call_id(Provider::Telnyx, &session);
+        lost_facts.push(initiated(&format!("chaos-{tag}-lost-init-{i}"), &caller, &session, &ring_number));
+        lost_facts.push(leg_event(
+            &format!("chaos-{tag}-lost-answered-{i}"),
+            "call.answered",
+            LEG_ANSWERED_AT,
+            &call_id,
+            json!({"from": ring_number, "to": TARGETS[0], "direction": "outgoing", "state": "answered"}),
+        ));
+        let duration_secs = 61 + 30 * i as i64;
+        let ended_at = Timestamp::from_unix_millis(answered_at.unix_millis() + duration_secs * 1000).to_rfc3339();
+        if let Some(carrier) = target.carrier {
+            carrier.end_call(&caller, &ended_at);
+        }
+        let late = (i % 2 == 0).then(|| {
+            envelope(
+                &format!("chaos-{tag}-lost-hangup-{i}"),
+                "call.hangup",
+                &ended_at,
+                json!({"call_control_id": caller, "call_leg_id": format!("leg-{caller}"), "call_session_id": session,
+                    "hangup_cause": "normal_clearing", "hangup_source": "caller"}),
+                1,
+            )
+        });
+        lost.push(LostHangup { id: call_id, caller, duration_secs, late });
+    }
+    report.created.reconciled_calls = lost.iter().map(|l| l.id.clone()).collect();
 
-    // The facts, each with its copies.
+    // The facts, each with its copies. The cancels go first, so they come well before their
+    // messages are due.
     let mut deliveries: Vec<Delivery> = Vec::new();
-    let mut add = |body: String, id_field: &str, report: &mut Report, rng: &mut Rng| {
-        deliveries.push(Delivery { body: body.clone(), skew: 0, expect_refusal: false });
-        if rng.chance(config.duplicate_rate) {
-            for _ in 0..1 + rng.below(3) {
-                deliveries.push(Delivery { body: body.clone(), skew: rng.below(5) as i64, expect_refusal: false });
-                *report.copies.entry("duplicate").or_default() += 1;
-            }
+    for s in scheduled.iter().filter(|s| s.canceled) {
+        let copies = if rng.chance(config.duplicate_rate) { 2 } else { 1 };
+        for _ in 0..copies {
+            deliveries.push(Delivery::Cancel { message: s.id.clone() });
         }
-        if rng.chance(config.resign_rate) {
-            let mut v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-            v["data"]["id"] = json!(format!("{id_field}-resigned-{}", rng.below(1_000_000)));
-            v["meta"]["attempt"] = json!(2);
-            deliveries.push(Delivery { body: v.to_string(), skew: 4, expect_refusal: false });
-            *report.copies.entry("resigned").or_default() += 1;
+        if copies > 1 {
+            *report.copies.entry("duplicate").or_default() += 1;
         }
-        if rng.chance(config.stale_rate) {
-            deliveries.push(Delivery { body, skew: -400, expect_refusal: true });
-            *report.copies.entry("stale").or_default() += 1;
-        }
-    };
+    }
     for i in 0..n_inbound {
         let id = format!("chaos-{tag}-in-{i}");
         let body = envelope(
@@ -380,44 +597,83 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
             "2026-11-30T10:00:00Z",
             json!({
                 "id": format!("chaos-{tag}-msg-{i}"), "direction": "inbound", "text": format!("inbound {i}"),
-                "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": inbound_number}],
+                "from": {"phone_number": RECIPIENT}, "to": [{"phone_number": inbound_number}],
             }),
             1,
         );
-        add(body, &id, &mut report, &mut rng);
+        add_telnyx(&mut deliveries, body, &id, config, &mut report, &mut rng);
     }
     *report.facts.entry("inbound").or_default() = n_inbound;
-    for (i, (message, delivered)) in outbound.iter().enumerate() {
-        let carrier_id = &carrier_ids[message];
-        for (kind, status) in
-            [("message.sent", "sent"), ("message.finalized", if *delivered { "delivered" } else { "delivery_failed" })]
-        {
-            let id = format!("chaos-{tag}-rcpt-{i}-{status}");
-            let errors =
-                if status == "delivery_failed" { json!([{"code": "40300", "title": "Blocked"}]) } else { json!([]) };
-            let body = envelope(
-                &id,
-                kind,
-                "2026-11-30T10:00:05Z",
-                json!({"id": carrier_id, "direction": "outbound", "to": [{"phone_number": "+15559990000",
-                    "status": status}], "errors": errors}),
-                1,
-            );
-            add(body, &id, &mut report, &mut rng);
+    let mut late: Vec<Delivery> = Vec::new();
+    for (i, o) in outbound.iter().enumerate() {
+        match o.carrier {
+            Provider::Telnyx => {
+                for (kind, status) in [
+                    ("message.sent", "sent"),
+                    ("message.finalized", if o.delivered { "delivered" } else { "delivery_failed" }),
+                ] {
+                    let id = format!("chaos-{tag}-rcpt-{i}-{status}");
+                    let errors = if status == "delivery_failed" {
+                        json!([{"code": "40300", "title": "Blocked"}])
+                    } else {
+                        json!([])
+                    };
+                    let body = envelope(
+                        &id,
+                        kind,
+                        "2026-11-30T10:00:05Z",
+                        json!({"id": o.carrier_id, "direction": "outbound", "to": [{"phone_number": RECIPIENT,
+                            "status": status}], "errors": errors}),
+                        1,
+                    );
+                    add_telnyx(&mut deliveries, body, &id, config, &mut report, &mut rng);
+                }
+                *report.facts.entry("receipt").or_default() += 2;
+            }
+            Provider::Twilio | Provider::Plivo => {
+                add_form(&mut deliveries, o, "sent", None, config, &mut report, &mut rng);
+                let word = final_word(o.carrier, o.delivered);
+                let twin = (!o.delivered).then(|| if word == "failed" { "undelivered" } else { "failed" });
+                if o.reconciled {
+                    // Delivered only once reconciliation learned it from the carrier.
+                    let before = late.len();
+                    add_form(&mut late, o, word, twin, config, &mut report, &mut rng);
+                    *report.copies.entry("late").or_default() += late.len() - before;
+                } else {
+                    add_form(&mut deliveries, o, word, twin, config, &mut report, &mut rng);
+                }
+                let kind = if o.carrier == Provider::Twilio { "twilio_status" } else { "plivo_status" };
+                *report.facts.entry(kind).or_default() += 2;
+            }
         }
     }
-    *report.facts.entry("receipt").or_default() = 2 * outbound.len();
     for (i, (init, hangup)) in call_facts.into_iter().enumerate() {
-        add(init, &format!("chaos-{tag}-init-{i}"), &mut report, &mut rng);
+        add_telnyx(&mut deliveries, init, &format!("chaos-{tag}-init-{i}"), config, &mut report, &mut rng);
         if let Some(hangup) = hangup {
-            add(hangup, &format!("chaos-{tag}-hangup-{i}"), &mut report, &mut rng);
+            add_telnyx(&mut deliveries, hangup, &format!("chaos-{tag}-hangup-{i}"), config, &mut report, &mut rng);
+        }
+    }
+    for (i, body) in lost_facts.into_iter().enumerate() {
+        add_telnyx(&mut deliveries, body, &format!("chaos-{tag}-lost-{i}"), config, &mut report, &mut rng);
+    }
+    for (i, l) in lost.iter().enumerate() {
+        if let Some(body) = &l.late {
+            let before = late.len();
+            add_telnyx(&mut late, body.clone(), &format!("chaos-{tag}-lost-late-{i}"), config, &mut report, &mut rng);
+            *report.copies.entry("late").or_default() += late.len() - before;
         }
     }
     let n_refused = (0..n_ring).filter(|i| refused(*i)).count();
     *report.facts.entry("ring_hangup").or_default() = n_ring - n_refused;
-    if n_refused > 0 {
-        *report.facts.entry("refused_call").or_default() = n_refused;
-    }
+    let mut count = |kind: &'static str, n: usize| {
+        if n > 0 {
+            *report.facts.entry(kind).or_default() = n;
+        }
+    };
+    count("refused_call", n_refused);
+    count("scheduled", scheduled.iter().filter(|s| !s.canceled).count());
+    count("canceled", scheduled.iter().filter(|s| s.canceled).count());
+    count("lost_hangup", n_lost);
 
     // Reorder within windows, then send in parallel bursts.
     for window in deliveries.chunks_mut(config.reorder_window.max(1)) {
@@ -426,89 +682,90 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
             window.swap(i, j);
         }
     }
-    report.deliveries = deliveries.len();
     progress(config, &format!("delivering {} copies of {} facts", deliveries.len(), config.facts));
-    let latencies = Mutex::new(Vec::with_capacity(deliveries.len()));
-    let answers = Mutex::new(BTreeMap::<u16, usize>::new());
-    let unexpected = Mutex::new(Vec::<String>::new());
-    let done = AtomicUsize::new(0);
-    for burst in deliveries.chunks(config.parallelism.max(1)) {
-        thread::scope(|s| {
-            for d in burst {
-                let (latencies, answers, unexpected, done) = (&latencies, &answers, &unexpected, &done);
-                let (api, signer) = (&target.api, &target.signer);
-                s.spawn(move || {
-                    // Like a carrier: retry a 5xx or no answer a few times.
-                    for attempt in 0..5 {
-                        let headers = signer.sign(d.body.as_bytes(), crate::unix_now() + d.skew);
-                        let started = Instant::now();
-                        let a = api.post(
-                            "/webhooks/telnyx",
-                            &[
-                                ("content-type", "application/json"),
-                                ("telnyx-timestamp", &headers.timestamp),
-                                ("telnyx-signature-ed25519", &headers.signature),
-                            ],
-                            d.body.as_bytes(),
-                        );
-                        let ms = started.elapsed().as_secs_f64() * 1000.0;
-                        if let Ok(mut l) = latencies.lock() {
-                            l.push(ms)
-                        }
-                        if let Ok(mut a2) = answers.lock() {
-                            *a2.entry(a.status).or_default() += 1
-                        }
-                        let ok = if d.expect_refusal { a.status == 401 } else { a.status == 200 };
-                        if ok {
-                            break;
-                        }
-                        if (a.status != 0 && a.status < 500) || attempt == 4 {
-                            if let Ok(mut u) = unexpected.lock() {
-                                u.push(format!("delivery answered {}: {}", a.status, a.body))
-                            }
-                            break;
-                        }
-                        thread::sleep(Duration::from_millis(500));
-                    }
-                    done.fetch_add(1, Ordering::Relaxed);
-                });
-            }
-        });
-        let sent = done.load(Ordering::Relaxed);
-        if config.progress && (sent % 160 < config.parallelism || sent == deliveries.len()) {
-            let width = 40;
-            let filled = sent * width / deliveries.len().max(1);
-            eprint!("\rsim: [{}{}] {sent}/{}", "#".repeat(filled), ".".repeat(width - filled), deliveries.len());
-            if sent == deliveries.len() {
-                eprintln!();
-            }
-        }
-    }
-    report.answers = answers.into_inner().unwrap_or_default();
-    for u in unexpected.into_inner().unwrap_or_default() {
-        report.problem(u);
-    }
-    let mut lat = latencies.into_inner().unwrap_or_default();
-    lat.sort_by(|a, b| a.total_cmp(b));
-    report.p50_ms = percentile(&lat, 0.50);
-    report.p99_ms = percentile(&lat, 0.99);
+    let mut latencies = Vec::with_capacity(deliveries.len());
+    deliver(target, &key, config, &deliveries, &mut report, &mut latencies);
 
-    // Read back the effects, waiting for processing to settle.
+    // Read back the effects, waiting for processing to settle (and firing the cron, which
+    // sweeps and reconciles, as the minutes would).
     progress(config, "waiting for every fact to settle");
-    let expected_events = n_inbound + 2 * outbound.len() + n_ring;
+    let due = scheduled.iter().filter(|s| !s.canceled).count();
+    let mut last_cron: Option<Instant> = None;
     let settled = wait_for(Duration::from_secs(180), || {
+        if target.cron && last_cron.is_none_or(|t| t.elapsed() >= CRON_EVERY) {
+            fire_cron(api, &mut report);
+            last_cron = Some(Instant::now());
+        }
         let events = api.all("/v1/events", &key).ok()?;
-        let terminal = events
-            .iter()
-            .filter(|e| matches!(e["type"].as_str(), Some("message.received" | "message.delivered" | "message.failed")))
-            .count();
+        let of = |types: &[&str]| events.iter().filter(|e| types.iter().any(|t| e["type"] == *t)).count();
+        let terminal = of(&["message.received", "message.delivered", "message.failed"]);
         let calls = api.all("/v1/calls", &key).ok()?;
         let rung = calls.iter().filter(|c| c["legs"].as_array().is_some_and(|l| l.len() >= 2)).count();
-        (terminal >= n_inbound + outbound.len() && rung >= n_ring).then_some(())
+        (terminal >= n_inbound + outbound.len()
+            && of(&["message.sent"]) >= outbound.len() + due
+            && of(&["call.completed"]) >= n_lost
+            && rung >= n_ring)
+            .then_some(())
     });
     if settled.is_none() {
         report.problem("not everything settled within 180 s".into());
     }
+    // A canceled message must still be unsent after its time has passed and the cron ran.
+    if let Some(latest) = scheduled.iter().filter(|s| s.canceled).map(|s| s.send_at.unix_seconds()).max() {
+        let wait = latest + 2 - crate::unix_now();
+        if wait > 0 {
+            thread::sleep(Duration::from_secs(wait as u64));
+        }
+        if target.cron {
+            fire_cron(api, &mut report);
+        }
+    }
+
+    // The real webhooks of what reconciliation learned, late, while the cron runs again.
+    if !late.is_empty() {
+        progress(config, &format!("delivering {} late webhooks", late.len()));
+        thread::scope(|s| {
+            let cron = target.cron.then(|| s.spawn(|| fire_cron_once(api)));
+            deliver(target, &key, config, &late, &mut report, &mut latencies);
+            if let Some(status) = cron.and_then(|c| c.join().ok()) {
+                report.crons += 1;
+                if status != 200 {
+                    report.problem(format!("the cron answered {status}"));
+                }
+            }
+        });
+    }
+    report.deliveries = deliveries.len() + late.len();
+    latencies.sort_by(|a, b| a.total_cmp(b));
+    report.p50_ms = percentile(&latencies, 0.50);
+    report.p99_ms = percentile(&latencies, 0.99);
+
+    // Every carrier event of the run is processed (docs/contract.md §7.8): none pending, none
+    // failed.
+    let rest_ids: HashSet<&str> =
+        outbound.iter().filter(|o| o.carrier != Provider::Telnyx).map(|o| o.carrier_id.as_str()).collect();
+    let lost_ids: HashSet<&str> = lost.iter().map(|l| l.id.as_str()).collect();
+    let ours = |event: &Value| {
+        let id = event["carrier_event_id"].as_str().unwrap_or_default();
+        id.contains(&tag)
+            || id.split(':').next().is_some_and(|carrier_id| rest_ids.contains(carrier_id))
+            || id.strip_prefix("reconciled:").and_then(|r| r.split(':').next()).is_some_and(|c| lost_ids.contains(c))
+    };
+    let events_in = |status: &str| {
+        api.all(&format!("/admin/carrier_events?status={status}"), &target.admin_token)
+            .map(|all| all.into_iter().filter(|e| ours(e)).collect::<Vec<_>>())
+    };
+    let pending = wait_for(Duration::from_secs(60), || events_in("pending").ok().filter(Vec::is_empty))
+        .map_or_else(|| events_in("pending").unwrap_or_default(), |_| Vec::new());
+    for e in &pending {
+        report.problem(format!("carrier event {} still pending", e["carrier_event_id"]));
+    }
+    let failed = events_in("failed")?;
+    for e in &failed {
+        report.problem(format!("carrier event {} failed: {}", e["carrier_event_id"], e["error"]));
+    }
+    report.missing += pending.len() + failed.len();
+
     let events = api.all("/v1/events", &key)?;
     let mut by_effect: HashMap<(String, String), usize> = HashMap::new();
     for e in &events {
@@ -525,6 +782,7 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
             report.problem(format!("{} events {} for {}", count, effect.0, effect.1));
         }
     }
+    let has = |t: &str, id: &str| by_effect.get(&(t.to_owned(), id.to_owned())).copied().unwrap_or(0);
     let mut applied = 0;
     // Inbound: one message, one message.received event each.
     let inbound = api.all("/v1/messages?direction=inbound", &key)?;
@@ -539,7 +797,7 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
                 report.missing += 1;
                 report.problem(format!("no message for {carrier_id}"));
             }
-            1 if by_effect.contains_key(&("message.received".to_owned(), carrier_id.clone())) => applied += 1,
+            1 if has("message.received", &carrier_id) == 1 => applied += 1,
             1 => {
                 report.missing += 1;
                 report.problem(format!("no message.received event for {carrier_id}"));
@@ -550,26 +808,78 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
             }
         }
     }
-    // Receipts: the final status, one sent and one terminal event each.
-    for (message, delivered) in &outbound {
-        let m = api.call("GET", &format!("/v1/messages/{message}"), &key, None).json();
-        let want = if *delivered { "delivered" } else { "failed" };
-        let final_event = if *delivered { "message.delivered" } else { "message.failed" };
-        let has = |t: &str| by_effect.get(&(t.to_owned(), message.clone())).copied().unwrap_or(0);
-        if m["status"] == want && has("message.sent") == 1 && has(final_event) == 1 {
+    // Outbound, through each carrier: the final status, one sent and one final event, one
+    // charge, one send request.
+    for o in &outbound {
+        let m = api.call("GET", &format!("/v1/messages/{}", o.id), &key, None).json();
+        let want = if o.delivered { "delivered" } else { "failed" };
+        let final_event = if o.delivered { "message.delivered" } else { "message.failed" };
+        if m["status"] == want && has("message.sent", &o.id) == 1 && has(final_event, &o.id) == 1 {
             applied += 2;
         } else {
             report.missing += 1;
             report.problem(format!(
-                "message {message}: status {} (want {want}), {} sent / {} {final_event} events",
+                "{} message {}: status {} (want {want}), {} sent / {} {final_event} events",
+                o.carrier.as_str(),
+                o.id,
                 m["status"],
-                has("message.sent"),
-                has(final_event)
+                has("message.sent", &o.id),
+                has(final_event, &o.id)
             ));
         }
+        let charged = usize::from(m["charge"]["quantity"] == 1);
+        report.expect(|| format!("message {} charged", o.id), charged, 1);
+        if let Some(carrier) = target.carrier {
+            // Telnyx: one request per idempotency key; Twilio and Plivo, which take no key: one
+            // request with its text.
+            let sends = match o.carrier {
+                Provider::Telnyx => carrier.sends_for(&o.id),
+                Provider::Twilio | Provider::Plivo => carrier.sends_with_text(&o.text),
+            };
+            report.expect(|| format!("{} message {} sent", o.carrier.as_str(), o.id), sends, 1);
+        }
     }
-    // Ring hangups: exactly legs 1 and 2 (refused calls: both refused, and the call missed).
+    // Scheduled: sent once, at its time, and charged; or canceled: never sent, never charged.
+    for s in &scheduled {
+        let m = api.call("GET", &format!("/v1/messages/{}", s.id), &key, None).json();
+        let sent_at = m["sent_at"].as_str().and_then(Timestamp::parse_rfc3339);
+        let sends = target.carrier.map(|c| c.sends_for(&s.id));
+        if s.canceled {
+            if m["status"] == "canceled" && m["charge"].is_null() {
+                applied += 1;
+            } else {
+                report.duplicate_effects += 1;
+                report.problem(format!("canceled message {}: status {}, charge {}", s.id, m["status"], m["charge"]));
+            }
+            report.expect(|| format!("canceled message {}: message.sent events", s.id), has("message.sent", &s.id), 0);
+            if let Some(sends) = sends {
+                report.expect(|| format!("canceled message {} sent", s.id), sends, 0);
+            }
+        } else {
+            if m["status"] == "sent" && sent_at.is_some_and(|at| at >= s.send_at) && m["charge"]["quantity"] == 1 {
+                applied += 1;
+            } else {
+                report.missing += 1;
+                report.problem(format!(
+                    "scheduled message {}: status {}, sent at {} for {}, charge {}",
+                    s.id,
+                    m["status"],
+                    m["sent_at"],
+                    s.send_at.to_rfc3339(),
+                    m["charge"]
+                ));
+            }
+            report.expect(|| format!("scheduled message {}: message.sent events", s.id), has("message.sent", &s.id), 1);
+            if let Some(sends) = sends {
+                report.expect(|| format!("scheduled message {} sent", s.id), sends, 1);
+            }
+        }
+    }
+    // Ringing calls: exactly legs 1 and 2 (refused calls: both refused, and the call missed).
     for call in api.all("/v1/calls", &key)? {
+        if call["id"].as_str().is_some_and(|id| lost_ids.contains(id)) {
+            continue;
+        }
         let legs = call["legs"].as_array().map(Vec::len).unwrap_or(0);
         let all_refused = call["to"] == refused_number.as_str();
         match legs {
@@ -588,61 +898,88 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
             }
         }
     }
-    // The carrier's side: each call dialled position 1 and 2 once each and answered once,
-    // whatever the order and copies of its events. Counted from the requests themselves, which
-    // no UNIQUE constraint caps.
-    if let Some(carrier) = target.carrier {
-        let dials = carrier.requests("/v2/calls");
-        for (i, call_id) in report.created.calls.clone().iter().enumerate() {
-            for position in 1..=2 {
-                let key = format!("{call_id}:leg:{position}");
-                let n = dials.iter().filter(|r| r.idempotency_key.as_deref() == Some(key.as_str())).count();
-                if n != 1 {
-                    if n > 1 {
-                        report.duplicate_effects += n - 1
-                    } else {
-                        report.missing += 1
-                    }
-                    report.problem(format!("call {call_id}: position {position} dialled {n} times"));
-                }
-            }
-            let control = format!("v3:chaos-{tag}-caller-{i}").replace(':', "%3A");
-            let answers = carrier.requests(&format!("/v2/calls/{control}/actions/answer")).len();
-            if answers != 1 {
-                if answers > 1 {
-                    report.duplicate_effects += answers - 1
-                } else {
-                    report.missing += 1
-                }
-                report.problem(format!("call {call_id}: caller answered {answers} times"));
-            }
-            // Only a call whose every dial was refused hangs the caller up, once.
-            let want = usize::from(refused(i));
-            let hangups = carrier.requests(&format!("/v2/calls/{control}/actions/hangup")).len();
-            if hangups != want {
-                if hangups > want {
-                    report.duplicate_effects += hangups - want
-                } else {
-                    report.missing += 1
-                }
-                report.problem(format!("call {call_id}: caller hung up {hangups} times, want {want}"));
-            }
-        }
-        // Every send went out once per message (one idempotency key, one request: no faults
-        // here make the carrier fail a send).
-        for message in &report.created.messages.clone() {
-            let n = carrier.sends_for(message);
-            if n != 1 {
-                if n > 1 {
-                    report.duplicate_effects += n - 1
-                } else {
-                    report.missing += 1
-                }
-                report.problem(format!("message {message} sent {n} times"));
-            }
+    // Calls whose hangup was lost: completed once, with the duration by the carrier's clock,
+    // billed once, announced once, whether or not the real hangup came late.
+    let mut call_minutes = 0;
+    for l in &lost {
+        let call = api.call("GET", &format!("/v1/calls/{}", l.id), &key, None).json();
+        let billed = (l.duration_secs + 59) / 60;
+        call_minutes += billed;
+        if call["status"] == "completed"
+            && call["duration_secs"] == l.duration_secs
+            && call["billed_minutes"] == billed
+            && call["charge"]["quantity"] == billed
+            && has("call.answered", &l.id) == 1
+            && has("call.completed", &l.id) == 1
+        {
+            applied += 1;
+        } else {
+            report.missing += 1;
+            report.problem(format!(
+                "call {} (hangup lost): status {}, {} s, {} min (want {} s, {billed} min), charge {}, {} answered / {} \
+                 completed events",
+                l.id,
+                call["status"],
+                call["duration_secs"],
+                call["billed_minutes"],
+                l.duration_secs,
+                call["charge"],
+                has("call.answered", &l.id),
+                has("call.completed", &l.id)
+            ));
         }
     }
+    // The carrier's side: each call dialled each position it reached once, with its number's
+    // ring timeout, and answered once, whatever the order and copies of its events. Counted
+    // from the requests themselves, which no UNIQUE constraint caps.
+    if let Some(carrier) = target.carrier {
+        let dials = carrier.requests("/v2/calls");
+        let path = |control: &str, action: &str| {
+            let id: String = form_urlencoded::byte_serialize(control.as_bytes()).collect();
+            format!("/v2/calls/{id}/actions/{action}")
+        };
+        let ringing = report.created.calls.iter().enumerate().map(|(i, id)| {
+            let timeout =
+                if refused(i) { exactly_core::call_machine::DEFAULT_RING_TIMEOUT_SECS } else { RING_TIMEOUT_SECS };
+            (id.clone(), format!("v3:chaos-{tag}-caller-{i}"), 2, timeout, usize::from(refused(i)))
+        });
+        let answered = lost.iter().map(|l| (l.id.clone(), l.caller.clone(), 1, RING_TIMEOUT_SECS, 0));
+        for (call_id, caller, positions, timeout, caller_hangups) in ringing.chain(answered).collect::<Vec<_>>() {
+            for position in 1..=positions + 1 {
+                let key = format!("{call_id}:leg:{position}");
+                let of_leg: Vec<_> =
+                    dials.iter().filter(|r| r.idempotency_key.as_deref() == Some(key.as_str())).collect();
+                let want = usize::from(position <= positions);
+                report.expect(|| format!("call {call_id}: position {position} dialled"), of_leg.len(), want);
+                let off = of_leg.iter().filter(|r| r.body["timeout_secs"] != timeout).count();
+                report.expect(|| format!("call {call_id}: dials not ringing for {timeout} s"), off, 0);
+            }
+            let answers = carrier.requests(&path(&caller, "answer")).len();
+            report.expect(|| format!("call {call_id}: caller answered"), answers, 1);
+            // Only a call whose every dial was refused hangs the caller up, once; a caller who
+            // hung up is not hung up again.
+            let hangups = carrier.requests(&path(&caller, "hangup")).len();
+            report.expect(|| format!("call {call_id}: caller hung up"), hangups, caller_hangups);
+        }
+        for l in &lost {
+            let bridges = carrier.requests(&path(&l.caller, "bridge")).len();
+            report.expect(|| format!("call {}: bridged", l.id), bridges, 1);
+            // The answered leg, still up when the caller left, is hung up once.
+            let leg = format!("v3:cc-{}:leg:1", l.id);
+            let leg_hangups = carrier.requests(&path(&leg, "hangup")).len();
+            report.expect(|| format!("call {}: answered leg hung up", l.id), leg_hangups, 1);
+        }
+    }
+    // The ledger: one segment per message sent, the minutes of each completed call, nothing
+    // for the rest.
+    let usage = api.call("GET", "/v1/usage", &key, None).json();
+    let segments = usage["sms_segments"].as_u64().unwrap_or(0) as usize;
+    report.expect(|| "the account's SMS segments".into(), segments, report.created.messages.len());
+    let minutes = usage["call_minutes"].as_u64().unwrap_or(0) as usize;
+    report.expect(|| "the account's call minutes".into(), minutes, call_minutes as usize);
+
     report.applied = applied;
+    let expected_events = n_inbound + 2 * outbound.len() + due + n_ring + 3 * n_lost;
     if by_effect.len() < expected_events {
         report.problem(format!("{} distinct customer events, expected at least {expected_events}", by_effect.len()));
     }
@@ -676,6 +1013,257 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     Ok(report)
 }
 
+/// `POST /v1/messages`; the new message's id.
+fn create_message(api: &Client, key: &str, body: &Value) -> Result<String, String> {
+    let a = api.call("POST", "/v1/messages", key, Some(body));
+    if a.status != 201 {
+        return Err(format!("POST /v1/messages: {} {}", a.status, a.body));
+    }
+    Ok(a.json()["id"].as_str().unwrap_or_default().to_owned())
+}
+
+/// A `call.initiated` for a caller's leg parked at `to`.
+fn initiated(event_id: &str, control: &str, session: &str, to: &str) -> String {
+    envelope(
+        event_id,
+        "call.initiated",
+        INITIATED_AT,
+        json!({
+            "call_control_id": control, "call_leg_id": format!("leg-{control}"), "call_session_id": session,
+            "from": "+15551230000", "to": to, "direction": "incoming", "state": "parked",
+        }),
+        1,
+    )
+}
+
+/// An event of a call's first ring leg, with the ids the fake carrier gives the leg it dials
+/// (derived from the dial's idempotency key) and the leg's tag, so it can be written before the
+/// dial happens.
+fn leg_event(event_id: &str, event_type: &str, occurred_at: &str, call_id: &str, fields: Value) -> String {
+    let key = format!("{call_id}:leg:1");
+    let state = exactly_core::telnyx::encode_client_state(&LegTag { call: call_id.to_owned(), position: 1 }.encode());
+    let mut payload = json!({
+        "call_control_id": format!("v3:cc-{key}"), "call_leg_id": format!("leg-{key}"),
+        "call_session_id": format!("sess-{key}"), "client_state": state,
+    });
+    if let (Some(payload), Some(fields)) = (payload.as_object_mut(), fields.as_object()) {
+        payload.extend(fields.clone());
+    }
+    envelope(event_id, event_type, occurred_at, payload, 1)
+}
+
+/// The word a Twilio or Plivo status callback uses for a message's final status.
+fn final_word(carrier: Provider, delivered: bool) -> &'static str {
+    match (carrier, delivered) {
+        (_, true) => "delivered",
+        (Provider::Twilio, false) => "undelivered",
+        (Provider::Telnyx | Provider::Plivo, false) => "failed",
+    }
+}
+
+/// Adds a Telnyx fact and its copies: duplicates, one re-signed under a new event id, one
+/// stale.
+fn add_telnyx(
+    deliveries: &mut Vec<Delivery>,
+    body: String,
+    id_field: &str,
+    config: &Config,
+    report: &mut Report,
+    rng: &mut Rng,
+) {
+    deliveries.push(Delivery::Telnyx { body: body.clone(), skew: 0, expect_refusal: false });
+    if rng.chance(config.duplicate_rate) {
+        for _ in 0..1 + rng.below(3) {
+            deliveries.push(Delivery::Telnyx { body: body.clone(), skew: rng.below(5) as i64, expect_refusal: false });
+            *report.copies.entry("duplicate").or_default() += 1;
+        }
+    }
+    if rng.chance(config.resign_rate) {
+        let mut v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        v["data"]["id"] = json!(format!("{id_field}-resigned-{}", rng.below(1_000_000)));
+        v["meta"]["attempt"] = json!(2);
+        deliveries.push(Delivery::Telnyx { body: v.to_string(), skew: 4, expect_refusal: false });
+        *report.copies.entry("resigned").or_default() += 1;
+    }
+    if rng.chance(config.stale_rate) {
+        deliveries.push(Delivery::Telnyx { body, skew: -400, expect_refusal: true });
+        *report.copies.entry("stale").or_default() += 1;
+    }
+}
+
+/// Adds a Twilio or Plivo status callback for `o` and its copies: duplicates (each signed
+/// anew), and for a failure the other word for it (`twin`), which is a new event id for the
+/// same fact. These carriers sign no time, so there is no stale copy.
+fn add_form(
+    deliveries: &mut Vec<Delivery>,
+    o: &Outbound,
+    status: &str,
+    twin: Option<&str>,
+    config: &Config,
+    report: &mut Report,
+    rng: &mut Rng,
+) {
+    let params = |status: &str| {
+        let failed = matches!(status, "undelivered" | "failed");
+        let mut params: Vec<(&str, String)> = match o.carrier {
+            Provider::Twilio => vec![
+                ("MessageSid", o.carrier_id.clone()),
+                ("MessageStatus", status.to_owned()),
+                ("From", o.from.clone()),
+                ("To", RECIPIENT.to_owned()),
+            ],
+            // Plivo writes numbers without the `+`.
+            Provider::Telnyx | Provider::Plivo => vec![
+                ("MessageUUID", o.carrier_id.clone()),
+                ("Status", status.to_owned()),
+                ("From", o.from.trim_start_matches('+').to_owned()),
+                ("To", RECIPIENT.trim_start_matches('+').to_owned()),
+            ],
+        };
+        if failed {
+            params.push(("ErrorCode", if o.carrier == Provider::Twilio { "30003" } else { "450" }.to_owned()));
+        }
+        params.into_iter().map(|(k, v)| (k.to_owned(), v)).collect::<Vec<_>>()
+    };
+    deliveries.push(Delivery::Form { carrier: o.carrier, params: params(status) });
+    if rng.chance(config.duplicate_rate) {
+        for _ in 0..1 + rng.below(3) {
+            deliveries.push(Delivery::Form { carrier: o.carrier, params: params(status) });
+            *report.copies.entry("duplicate").or_default() += 1;
+        }
+    }
+    if let Some(twin) = twin.filter(|_| rng.chance(config.resign_rate)) {
+        deliveries.push(Delivery::Form { carrier: o.carrier, params: params(twin) });
+        *report.copies.entry("resigned").or_default() += 1;
+    }
+}
+
+/// Sends `deliveries` in parallel bursts, retrying a 5xx or no answer as a carrier does, and
+/// records the answers and the webhooks' ingest latencies.
+fn deliver(
+    target: &Target<'_>,
+    key: &str,
+    config: &Config,
+    deliveries: &[Delivery],
+    report: &mut Report,
+    latencies: &mut Vec<f64>,
+) {
+    let measured = Mutex::new(Vec::with_capacity(deliveries.len()));
+    let answers = Mutex::new(std::mem::take(&mut report.answers));
+    let unexpected = Mutex::new(Vec::<String>::new());
+    let done = AtomicUsize::new(0);
+    for burst in deliveries.chunks(config.parallelism.max(1)) {
+        thread::scope(|s| {
+            for d in burst {
+                let (measured, answers, unexpected, done) = (&measured, &answers, &unexpected, &done);
+                s.spawn(move || {
+                    for attempt in 0..5 {
+                        let started = Instant::now();
+                        let (a, ok) = send(target, key, d);
+                        if !matches!(d, Delivery::Cancel { .. }) {
+                            if let Ok(mut l) = measured.lock() {
+                                l.push(started.elapsed().as_secs_f64() * 1000.0)
+                            }
+                        }
+                        if let Ok(mut a2) = answers.lock() {
+                            *a2.entry(a.status).or_default() += 1
+                        }
+                        if ok {
+                            break;
+                        }
+                        if (a.status != 0 && a.status < 500) || attempt == 4 {
+                            if let Ok(mut u) = unexpected.lock() {
+                                u.push(format!("delivery answered {}: {}", a.status, a.body))
+                            }
+                            break;
+                        }
+                        thread::sleep(Duration::from_millis(500));
+                    }
+                    done.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+        });
+        let sent = done.load(Ordering::Relaxed);
+        if config.progress && (sent % 160 < config.parallelism || sent == deliveries.len()) {
+            let width = 40;
+            let filled = sent * width / deliveries.len().max(1);
+            eprint!("\rsim: [{}{}] {sent}/{}", "#".repeat(filled), ".".repeat(width - filled), deliveries.len());
+            if sent == deliveries.len() {
+                eprintln!();
+            }
+        }
+    }
+    report.answers = answers.into_inner().unwrap_or_default();
+    for u in unexpected.into_inner().unwrap_or_default() {
+        report.problem(u);
+    }
+    latencies.extend(measured.into_inner().unwrap_or_default());
+}
+
+/// Sends one delivery, signed now; its answer and whether it is the one expected.
+fn send(target: &Target<'_>, key: &str, d: &Delivery) -> (Answer, bool) {
+    let api = &target.api;
+    match d {
+        Delivery::Telnyx { body, skew, expect_refusal } => {
+            let headers = target.signer.sign(body.as_bytes(), crate::unix_now() + skew);
+            let a = api.post(
+                "/webhooks/telnyx",
+                &[
+                    ("content-type", "application/json"),
+                    ("telnyx-timestamp", &headers.timestamp),
+                    ("telnyx-signature-ed25519", &headers.signature),
+                ],
+                body.as_bytes(),
+            );
+            let ok = if *expect_refusal { a.status == 401 } else { a.status == 200 };
+            (a, ok)
+        }
+        Delivery::Form { carrier, params } => {
+            let path = format!("/webhooks/{}", carrier.as_str());
+            let url = format!("{}{path}", api.base);
+            let pairs: Vec<(&str, &str)> = params.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let nonce = crate::random_hex();
+            let signed = match carrier {
+                Provider::Twilio => target.twilio_token.as_deref().map(|token| {
+                    let (body, signature) = crate::twilio::sign(token, &url, &pairs);
+                    (body, vec![("x-twilio-signature", signature)])
+                }),
+                Provider::Plivo => target.plivo_token.as_deref().map(|token| {
+                    let (body, signature) = crate::plivo::sign_v3(token, &url, &nonce, &pairs);
+                    (body, vec![("x-plivo-signature-v3", signature), ("x-plivo-signature-v3-nonce", nonce.clone())])
+                }),
+                Provider::Telnyx => None,
+            };
+            let Some((body, signature)) = signed else {
+                return (Answer { status: 0, body: format!("no {} token to sign with", carrier.as_str()) }, false);
+            };
+            let mut headers: Vec<(&str, &str)> = signature.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            headers.push(("content-type", "application/x-www-form-urlencoded"));
+            let a = api.post(&path, &headers, body.as_bytes());
+            let ok = a.status == 200;
+            (a, ok)
+        }
+        Delivery::Cancel { message } => {
+            let a = api.call("POST", &format!("/v1/messages/{message}/cancel"), key, None);
+            let ok = a.status == 200 && a.json()["status"] == "canceled";
+            (a, ok)
+        }
+    }
+}
+
+/// Fires the worker's cron once (`wrangler dev --test-scheduled`); the answer's status.
+fn fire_cron_once(api: &Client) -> u16 {
+    api.call("GET", "/__scheduled?cron=*+*+*+*+*", "", None).status
+}
+
+fn fire_cron(api: &Client, report: &mut Report) {
+    let status = fire_cron_once(api);
+    report.crons += 1;
+    if status != 200 {
+        report.problem(format!("the cron answered {status}"));
+    }
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -695,5 +1283,53 @@ pub fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> O
             return None;
         }
         thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(facts: usize, mix: Mix, rest: bool, reconcile: bool) -> Plan {
+        Plan::new(&Config { facts, mix, ..Config::default() }, rest, reconcile)
+    }
+
+    #[test]
+    fn the_default_run_mixes_every_kind() {
+        let all = plan(500, Mix::All, true, true);
+        assert_eq!(all, Plan { inbound: 266, ring: 75, messages: 62, rest: 10, scheduled: 10, lost: 5 });
+        assert_eq!(all.facts(), 500);
+    }
+
+    #[test]
+    fn what_a_target_cannot_support_goes_to_inbound_messages() {
+        let bare = plan(500, Mix::All, false, false);
+        assert_eq!((bare.rest, bare.lost, bare.inbound), (0, 0, 291));
+        assert_eq!(bare.facts(), 500);
+    }
+
+    #[test]
+    fn the_shares_add_up_to_the_facts_asked_for() {
+        for facts in [50, 99, 100, 200, 333, 500, 1000] {
+            for mix in [Mix::All, Mix::Inbound, Mix::Ring] {
+                for (rest, reconcile) in [(true, true), (true, false), (false, false)] {
+                    assert_eq!(plan(facts, mix, rest, reconcile).facts(), facts, "{facts} {mix:?}");
+                }
+            }
+            // Two receipts per message: an odd count rounds up.
+            assert_eq!(plan(facts, Mix::Outbound, true, true).facts(), facts.div_ceil(2) * 2);
+        }
+    }
+
+    #[test]
+    fn a_failure_has_two_words_at_twilio_and_plivo() {
+        assert_eq!(final_word(Provider::Twilio, false), "undelivered");
+        assert_eq!(final_word(Provider::Plivo, false), "failed");
+        assert_eq!(final_word(Provider::Plivo, true), "delivered");
+        for word in ["undelivered", "failed"] {
+            let twilio = exactly_core::twilio::message_status(word);
+            let plivo = exactly_core::plivo::message_status(word);
+            assert_eq!((twilio, plivo), (Some(exactly_core::message::MessageStatus::Failed), twilio), "{word}");
+        }
     }
 }

@@ -4,8 +4,9 @@
 //! # Layout
 //! - [`telnyx`]: a Telnyx webhook signer, envelope builder and sender.
 //! - [`twilio`], [`plivo`]: signers for those carriers' form posts.
-//! - [`chaos`]: the chaos scenario (duplicates, re-signed retries, reordering, bursts) and its
-//!   report of duplicate and missing effects.
+//! - [`chaos`]: the chaos scenario (the three carriers' facts, scheduled messages and cancels,
+//!   calls whose hangup only reconciliation learns; duplicated, re-signed, reordered, in
+//!   bursts) and its report of duplicate and missing effects.
 //! - [`api`]: a small client of the worker's API.
 //! - [`carrier`]: a fake Telnyx REST API that records every request and misbehaves on request.
 //! - [`customer`]: a customer webhook endpoint that records deliveries and fails on request.

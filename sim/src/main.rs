@@ -29,9 +29,12 @@ const USAGE: &str = "usage:
       [--seed 7] [--keys .dev.keys] [--vars .dev.vars]
       Sends a stream of carrier facts with duplicates, re-signed retries, reordering, parallel
       bursts and stale timestamps, then reports duplicate effects and missing events (both
-      must be 0; the exit status is 1 otherwise). ADMIN_TOKEN comes from --vars or the
-      environment; customer events are counted on a local endpoint, which the worker can reach
-      when ALLOW_PRIVATE_ENDPOINTS=true.";
+      must be 0; the exit status is 1 otherwise). `chaos` also sends from a Twilio and a Plivo
+      number and delivers their signed status callbacks when TWILIO_AUTH_TOKEN and
+      PLIVO_AUTH_TOKEN are known (the worker's PUBLIC_BASE_URL must be --url), and schedules
+      messages and cancels some. ADMIN_TOKEN and the tokens come from the environment when
+      ADMIN_TOKEN is set there, else from --vars; customer events are counted on a local
+      endpoint, which the worker can reach when ALLOW_PRIVATE_ENDPOINTS=true.";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -163,15 +166,24 @@ fn scenario(name: &str, args: &[String]) -> Result<(), String> {
             other => return Err(format!("unknown option {other}")),
         }
     }
-    let admin_token = std::env::var("ADMIN_TOKEN")
-        .ok()
-        .or_else(|| {
-            std::fs::read_to_string(&vars)
-                .ok()?
-                .lines()
-                .find_map(|l| l.trim().strip_prefix("ADMIN_TOKEN=").map(str::to_owned))
-        })
-        .ok_or_else(|| format!("no ADMIN_TOKEN in the environment or in {}", vars.display()))?;
+    // The worker's settings come from one place: the environment when ADMIN_TOKEN is set there
+    // (a deployment's), else the vars file (`make dev`'s), so a run against a deployment never
+    // signs with the development tokens of .dev.vars.
+    let from_env = std::env::var("ADMIN_TOKEN").is_ok();
+    let var = |name: &str| {
+        if from_env {
+            return std::env::var(name).ok();
+        }
+        let prefix = format!("{name}=");
+        std::fs::read_to_string(&vars)
+            .ok()?
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(prefix.as_str()).map(str::to_owned))
+    };
+    // A carrier's auth token: the first of a rotation's comma-separated list.
+    let token = |name: &str| var(name)?.split(',').next().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
+    let admin_token =
+        var("ADMIN_TOKEN").ok_or_else(|| format!("no ADMIN_TOKEN in the environment or in {}", vars.display()))?;
     let signer = sim::devkeys::telnyx_signer(&keys)?;
     let customer = sim::customer::CustomerEndpoint::start().map_err(|e| format!("customer endpoint: {e}"))?;
     let target = sim::chaos::Target {
@@ -180,6 +192,10 @@ fn scenario(name: &str, args: &[String]) -> Result<(), String> {
         admin_token,
         customer: Some(&customer),
         carrier: None,
+        twilio_token: token("TWILIO_AUTH_TOKEN"),
+        plivo_token: token("PLIVO_AUTH_TOKEN"),
+        cron: false,
+        reconcile: false,
     };
     let report = sim::chaos::run(&target, &config)?;
     print!("{}", report.render());
