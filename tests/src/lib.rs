@@ -63,8 +63,23 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
 }
 
+/// A loopback port nothing listens on now, and that no other worker of this test process was given.
+///
+/// The port is free only until someone binds it: a server started meanwhile (another test's fake
+/// carrier, say) may take it, so [`Worker::spawn`] checks that what answers is its own worker.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free loopback port")
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free loopback port");
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 fn npx(root: &Path) -> Command {
@@ -123,6 +138,19 @@ impl Worker {
     }
 
     fn spawn(&mut self) {
+        // A port taken between choosing it and wrangler binding it makes wrangler exit or
+        // something else answer: start again on other ports.
+        for _ in 0..3 {
+            if self.spawn_once() {
+                return;
+            }
+            self.stop();
+        }
+        panic!("wrangler dev did not start on three pairs of ports; log:\n{}", self.log_tail());
+    }
+
+    /// Starts wrangler on fresh ports; `false` when it exited, or something else answered there.
+    fn spawn_once(&mut self) -> bool {
         let port = free_port();
         self.base = format!("http://127.0.0.1:{port}");
         let env = [
@@ -190,8 +218,13 @@ impl Worker {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(180);
         while Instant::now() < deadline {
-            if self.get("/").status != 0 {
-                return;
+            let a = self.get("/healthz");
+            if a.status != 0 {
+                // Ours answers with its readiness checks, whether configured well or not.
+                return serde_json::from_str::<Value>(&a.body).is_ok_and(|v| v["checks"].is_object());
+            }
+            if let Some(Ok(Some(_))) = self.child.as_mut().map(Child::try_wait) {
+                return false;
             }
             thread::sleep(Duration::from_millis(250));
         }
