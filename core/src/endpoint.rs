@@ -1,11 +1,17 @@
 //! Which customer endpoint URLs may receive webhooks.
 //!
-//! An endpoint URL is parsed with the WHATWG URL parser (the `url` crate), the standard `fetch`
-//! applies when the edge sends the attempt, and every rule runs on the *parsed* host. A rule
-//! that looked at the text instead would be fooled by whatever the parser rewrites:
+//! An endpoint URL is parsed with a WHATWG URL parser, the standard `fetch` applies when the
+//! edge sends the attempt, and every rule runs on the *parsed* host. A rule that looked at the
+//! text instead would be fooled by whatever the parser rewrites:
 //! `https://169.254.169.254\latest` (a `\` ends the host), `https://127.0.0.%31/` (a
 //! percent-encoded host), `https://0x7f.1/` or `https://2130706433/` (numeric forms of an
 //! IPv4 address), full-width digits, tabs and newlines inside the host.
+//!
+//! The parser is a seam: the rules read a [`Parsed`], the standard's getters of the parsed URL.
+//! [`EndpointUrl::parse`] fills it with the `url` crate (feature `url`, on by default); the
+//! Worker fills it from the runtime's own `URL` class ([`EndpointUrl::parse_with`]), the same
+//! standard, which keeps the `url` crate's Unicode tables out of its bundle. Either way the
+//! rules below see the same strings.
 //!
 //! In production an endpoint must be `https`, must carry no credentials, and must not name an
 //! address in any IANA special-purpose range (loopback, private, link-local, carrier-grade NAT,
@@ -25,8 +31,6 @@
 
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
-
-use url::{Host, Url};
 
 /// The longest endpoint URL accepted, in bytes (before and after normalization).
 pub const MAX_URL_BYTES: usize = 2048;
@@ -68,44 +72,85 @@ impl fmt::Display for UrlProblem {
 
 impl std::error::Error for UrlProblem {}
 
-/// An endpoint URL that passed the check: only [`EndpointUrl::parse`] builds one.
+/// A URL as a WHATWG URL parser hands it back: the standard's getters that the rules read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Parsed {
+    /// `href`: the whole URL, normalized.
+    pub href: String,
+    /// `protocol` without its `:` (`https`).
+    pub scheme: String,
+    /// `username`; empty when there is none.
+    pub username: String,
+    /// `password`; empty when there is none.
+    pub password: String,
+    /// `hostname`: a lowercase ASCII domain, a dotted-decimal IPv4 address, or an IPv6 address
+    /// in brackets; empty when there is none.
+    pub hostname: String,
+}
+
+/// Parses `text` with the `url` crate, the WHATWG parser of native builds and tests.
+#[cfg(feature = "url")]
+pub fn parse_whatwg(text: &str) -> Option<Parsed> {
+    let url = url::Url::parse(text).ok()?;
+    Some(Parsed {
+        href: url.as_str().to_owned(),
+        scheme: url.scheme().to_owned(),
+        username: url.username().to_owned(),
+        password: url.password().unwrap_or_default().to_owned(),
+        hostname: url.host_str().unwrap_or_default().to_owned(),
+    })
+}
+
+/// An endpoint URL that passed the check: only [`EndpointUrl::parse_with`] builds one.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EndpointUrl(Url);
+pub struct EndpointUrl(String);
 
 impl EndpointUrl {
-    /// Parses `text` as `fetch` will and checks it; `allow_private` is the development switch.
+    /// Parses `text` as `fetch` will, with the `url` crate, and checks it; `allow_private` is
+    /// the development switch.
+    #[cfg(feature = "url")]
     pub fn parse(text: &str, allow_private: bool) -> Result<Self, UrlProblem> {
+        Self::parse_with(text, allow_private, parse_whatwg)
+    }
+
+    /// Parses `text` with `parse`, a WHATWG URL parser (`None` when it refuses the text), and
+    /// checks it; `allow_private` is the development switch.
+    pub fn parse_with(
+        text: &str,
+        allow_private: bool,
+        parse: impl FnOnce(&str) -> Option<Parsed>,
+    ) -> Result<Self, UrlProblem> {
         if text.len() > MAX_URL_BYTES {
             return Err(UrlProblem::Malformed);
         }
-        let url = Url::parse(text).map_err(|_| UrlProblem::Malformed)?;
+        let url = parse(text).ok_or(UrlProblem::Malformed)?;
         // Normalization may lengthen the text (percent-encoding a path, say).
-        if url.as_str().len() > MAX_URL_BYTES {
+        if url.href.len() > MAX_URL_BYTES {
             return Err(UrlProblem::Malformed);
         }
-        let https = match url.scheme() {
+        let https = match url.scheme.as_str() {
             "https" => true,
             "http" => false,
             _ => return Err(UrlProblem::Malformed),
         };
-        let host = url.host().ok_or(UrlProblem::Malformed)?;
-        if !url.username().is_empty() || url.password().is_some() {
+        let host = Host::read(&url.hostname).ok_or(UrlProblem::Malformed)?;
+        if !url.username.is_empty() || !url.password.is_empty() {
             return Err(UrlProblem::Credentials);
         }
         if !allow_private {
             if !https {
                 return Err(UrlProblem::NotHttps);
             }
-            if is_private_host(&host) {
+            if host.is_private() {
                 return Err(UrlProblem::PrivateAddress);
             }
         }
-        Ok(Self(url))
+        Ok(Self(url.href))
     }
 
     /// The normalized URL: what is stored and what `fetch` is given.
     pub fn as_str(&self) -> &str {
-        self.0.as_str()
+        &self.0
     }
 }
 
@@ -115,17 +160,43 @@ impl fmt::Display for EndpointUrl {
     }
 }
 
-/// Checks an endpoint URL; `allow_private` is the development switch.
-pub fn check_url(url: &str, allow_private: bool) -> Result<(), UrlProblem> {
-    EndpointUrl::parse(url, allow_private).map(|_| ())
+/// The host of a parsed `http(s)` URL.
+enum Host<'a> {
+    Ipv4(Ipv4Addr),
+    Ipv6(Ipv6Addr),
+    Domain(&'a str),
 }
 
-fn is_private_host(host: &Host<&str>) -> bool {
-    match host {
-        Host::Ipv4(ip) => private_v4(*ip),
-        Host::Ipv6(ip) => private_v6(*ip),
-        Host::Domain(name) => private_name(name),
+impl<'a> Host<'a> {
+    /// Reads the parser's serialization of a host. The standard parses a host that ends in a
+    /// number as an IPv4 address (or refuses it), and serializes one in dotted decimal, so a
+    /// domain never reads as an address here.
+    fn read(hostname: &'a str) -> Option<Self> {
+        if hostname.is_empty() {
+            return None;
+        }
+        if let Some(inner) = hostname.strip_prefix('[') {
+            return inner.strip_suffix(']')?.parse().ok().map(Host::Ipv6);
+        }
+        Some(match hostname.parse() {
+            Ok(ip) => Host::Ipv4(ip),
+            Err(_) => Host::Domain(hostname),
+        })
     }
+
+    fn is_private(&self) -> bool {
+        match self {
+            Host::Ipv4(ip) => private_v4(*ip),
+            Host::Ipv6(ip) => private_v6(*ip),
+            Host::Domain(name) => private_name(name),
+        }
+    }
+}
+
+/// Checks an endpoint URL with the `url` crate; `allow_private` is the development switch.
+#[cfg(feature = "url")]
+pub fn check_url(url: &str, allow_private: bool) -> Result<(), UrlProblem> {
+    EndpointUrl::parse(url, allow_private).map(|_| ())
 }
 
 /// Names that are local by convention, or that cloud providers answer with instance metadata
@@ -198,7 +269,7 @@ fn private_v6(ip: Ipv6Addr) -> bool {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "url"))]
 mod tests {
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -432,6 +503,41 @@ mod tests {
         assert_eq!(check_url("http://localhost/hook", true), Ok(()));
         assert_eq!(check_url("https://[::1]:8443/hook", true), Ok(()));
         assert_eq!(check_url("ftp://localhost/hook", true), Err(UrlProblem::Malformed));
+    }
+
+    /// The getters as the runtime's `URL` returns them (the Worker's parser) read like the `url`
+    /// crate's: brackets around an IPv6 host, dotted decimal for IPv4, nothing for a refusal.
+    #[test]
+    fn another_parsers_getters_are_read_the_same() {
+        let getters = |href: &str, hostname: &str| Parsed {
+            href: href.into(),
+            scheme: href.split(':').next().unwrap_or_default().into(),
+            hostname: hostname.into(),
+            ..Parsed::default()
+        };
+        let check = |parsed: Parsed| EndpointUrl::parse_with("text", false, |_| Some(parsed)).map(|u| u.to_string());
+        assert_eq!(check(getters("https://[::1]/x", "[::1]")), Err(UrlProblem::PrivateAddress));
+        assert_eq!(check(getters("https://10.0.0.1/x", "10.0.0.1")), Err(UrlProblem::PrivateAddress));
+        assert_eq!(check(getters("https://localhost/x", "localhost")), Err(UrlProblem::PrivateAddress));
+        assert_eq!(check(getters("https://8.8.8.8/x", "8.8.8.8")), Ok("https://8.8.8.8/x".into()));
+        assert!(check(getters("https://[2001:4860:4860::8888]/", "[2001:4860:4860::8888]")).is_ok());
+        for hostname in ["", "[::1", "[not-an-address]"] {
+            assert_eq!(check(getters("https://x/", hostname)), Err(UrlProblem::Malformed), "{hostname:?}");
+        }
+        assert_eq!(EndpointUrl::parse_with("https://example.com/", false, |_| None), Err(UrlProblem::Malformed));
+        let credentials = Parsed { password: "p".into(), ..getters("https://:p@example.com/", "example.com") };
+        assert_eq!(check(credentials), Err(UrlProblem::Credentials));
+        // Every URL of these tests reads the same through the getters as through the crate.
+        for text in
+            ["https://hooks.example.com\\in\\x", "https://１２７.０.０.１/", "https://[::ffff:7f00:1]/", "http://a/"]
+        {
+            let parsed = parse_whatwg(text).expect("parses");
+            assert_eq!(
+                EndpointUrl::parse_with(text, false, |_| Some(parsed)),
+                EndpointUrl::parse(text, false),
+                "{text}"
+            );
+        }
     }
 
     #[test]

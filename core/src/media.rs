@@ -94,23 +94,34 @@ impl fmt::Display for MediaUrlError {
 
 impl std::error::Error for MediaUrlError {}
 
-/// Checks one outbound media URL the way `fetch` (and the carrier) will read it: an absolute
-/// `https` URL with a host and no credentials. Returns it as that parser writes it.
+/// Checks one outbound media URL the way `fetch` (and the carrier) will read it, with the `url`
+/// crate's WHATWG parser; see [`parse_outbound_url_with`].
+#[cfg(feature = "url")]
 pub fn parse_outbound_url(text: &str) -> Result<String, MediaUrlError> {
+    parse_outbound_url_with(text, crate::endpoint::parse_whatwg)
+}
+
+/// Checks one outbound media URL with `parse`, a WHATWG URL parser (`None` when it refuses the
+/// text): an absolute `https` URL with a host and no credentials. Returns it as that parser
+/// writes it.
+pub fn parse_outbound_url_with(
+    text: &str,
+    parse: impl FnOnce(&str) -> Option<crate::endpoint::Parsed>,
+) -> Result<String, MediaUrlError> {
     if text.chars().count() > MAX_URL_CHARS {
         return Err(MediaUrlError::TooLong);
     }
-    let url = url::Url::parse(text.trim()).map_err(|_| MediaUrlError::NotAUrl)?;
-    if url.scheme() != "https" {
+    let url = parse(text.trim()).ok_or(MediaUrlError::NotAUrl)?;
+    if url.scheme != "https" {
         return Err(MediaUrlError::NotHttps);
     }
-    if url.host_str().is_none_or(str::is_empty) {
+    if url.hostname.is_empty() {
         return Err(MediaUrlError::NotAUrl);
     }
-    if !url.username().is_empty() || url.password().is_some() {
+    if !url.username.is_empty() || !url.password.is_empty() {
         return Err(MediaUrlError::Credentials);
     }
-    Ok(url.into())
+    Ok(url.href)
 }
 
 /// Why a media link was refused (403 either way).

@@ -1,5 +1,7 @@
-//! The few platform facts the core needs passed in: the time and random bytes.
+//! The few platform facts the core needs passed in: the time, random bytes, and the runtime's
+//! WHATWG URL parser.
 
+use exactly_core::endpoint::{EndpointUrl, Parsed, UrlProblem};
 use exactly_core::id::{prefixed, IdBytes};
 use exactly_core::Timestamp;
 
@@ -25,6 +27,33 @@ pub fn random_hex(len: usize) -> Result<String, EdgeError> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// A request built on the runtime's own `RequestInit`: the worker crate's carries Cloudflare's
+/// image-resizing options, whose conversion the bundle would hold for requests that never set
+/// them. `follow_redirects: false` is `redirect: "manual"`. `Err` is the runtime's reason (an
+/// invalid URL, say).
+pub fn request(
+    method: &str,
+    url: &str,
+    headers: Option<&worker::Headers>,
+    body: Option<&str>,
+    follow_redirects: bool,
+) -> Result<worker::Request, String> {
+    let init = web_sys::RequestInit::new();
+    init.set_method(method);
+    if let Some(headers) = headers {
+        init.set_headers(headers.as_ref());
+    }
+    if let Some(body) = body {
+        init.set_body(&body.into());
+    }
+    if !follow_redirects {
+        init.set_redirect(web_sys::RequestRedirect::Manual);
+    }
+    web_sys::Request::new_with_str_and_init(url, &init)
+        .map(worker::Request::from)
+        .map_err(|e| e.as_string().unwrap_or_else(|| "invalid URL or options for Request".to_owned()))
+}
+
 /// Sends `request`, giving up after `timeout`: `Err` carries why (network error or timeout).
 pub async fn fetch_with_timeout(
     request: worker::Request,
@@ -48,4 +77,35 @@ pub fn random_u32() -> u32 {
     // Without randomness the jitter is merely absent; nothing else depends on it.
     let _ = getrandom::getrandom(&mut bytes);
     u32::from_le_bytes(bytes)
+}
+
+/// Parses and checks a customer endpoint URL (`core::endpoint`) with the runtime's own `URL`,
+/// the parser `fetch` applies to the text it is given.
+pub fn endpoint_url(text: &str, allow_private: bool) -> Result<EndpointUrl, UrlProblem> {
+    EndpointUrl::parse_with(text, allow_private, parse_url)
+}
+
+/// Checks an outbound media URL (`core::media`) with the runtime's own `URL`.
+pub fn media_url(text: &str) -> Result<String, exactly_core::media::MediaUrlError> {
+    exactly_core::media::parse_outbound_url_with(text, parse_url)
+}
+
+/// The runtime's WHATWG `URL`: `None` when its constructor throws.
+#[cfg(target_arch = "wasm32")]
+fn parse_url(text: &str) -> Option<Parsed> {
+    let url = web_sys::Url::new(text).ok()?;
+    let protocol = url.protocol();
+    Some(Parsed {
+        href: url.href(),
+        scheme: protocol.strip_suffix(':').unwrap_or(&protocol).to_owned(),
+        username: url.username(),
+        password: url.password(),
+        hostname: url.hostname(),
+    })
+}
+
+/// Native builds (the unit tests) have no runtime: the `url` crate implements the same standard.
+#[cfg(not(target_arch = "wasm32"))]
+fn parse_url(text: &str) -> Option<Parsed> {
+    exactly_core::endpoint::parse_whatwg(text)
 }

@@ -15,7 +15,7 @@ use std::cell::Cell;
 
 use exactly_core::call_machine::{Action, CallMachine, DialResult, Input};
 use serde::{Deserialize, Serialize};
-use worker::{durable_object, DurableObject, Env, Method, Request, RequestInit, Response, Result, SqlStorage, State};
+use worker::{durable_object, DurableObject, Env, Request, Response, Result, SqlStorage, State};
 
 use crate::carrier::telnyx::{self as carrier_api, CallResult, Command};
 use crate::error::EdgeError;
@@ -250,14 +250,13 @@ pub async fn send(env: &Env, call_id: &str, input: &Input) -> std::result::Resul
         .and_then(|id| id.get_stub())
         .map_err(|e| EdgeError::platform("call stub", e))?;
     let body = serde_json::to_string(input).map_err(|e| EdgeError::platform("encode call input", e))?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(body.into()));
-    let request =
-        Request::new_with_init("https://call.internal/", &init).map_err(|e| EdgeError::platform("call request", e))?;
+    let request = crate::platform::request("POST", "https://call.internal/", None, Some(&body), true)
+        .map_err(|e| EdgeError::platform("call request", e))?;
     let mut response = stub.fetch_with_request(request).await.map_err(|e| EdgeError::platform("call fetch", e))?;
     if response.status_code() != 200 {
         let text = response.text().await.unwrap_or_default();
         return Err(EdgeError::Unavailable(format!("call machine answered {}: {text}", response.status_code())));
     }
-    response.json::<Answer>().await.map_err(|e| EdgeError::platform("call answer", e))
+    let body = response.bytes().await.map_err(|e| EdgeError::platform("call answer", e))?;
+    serde_json::from_slice::<Answer>(&body).map_err(|e| EdgeError::platform("call answer", e))
 }

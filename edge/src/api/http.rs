@@ -99,7 +99,10 @@ pub fn bearer(req: &Request) -> Option<String> {
 
 /// The query parameters of a request, decoded.
 pub fn query(req: &Request) -> Vec<(String, String)> {
-    req.url().map(|u| u.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect()).unwrap_or_default()
+    // The runtime's URL is serialized already: the query is whatever follows the first `?`.
+    let url = req.inner().url();
+    let query = url.split('#').next().unwrap_or_default().split_once('?').map_or("", |(_, query)| query);
+    exactly_core::form::parse(query.as_bytes())
 }
 
 /// One query parameter, if present and not blank.

@@ -1,6 +1,7 @@
 //! `POST /webhooks/{telnyx,twilio,plivo}`: verify, store once, enqueue. Nothing else happens
 //! on the request path, so carriers get their answer in tens of milliseconds.
 
+use exactly_core::form::Url;
 use exactly_core::{plivo, telnyx, twilio};
 use exactly_core::{PayloadError, Provider, Rejection, Timestamp, VerifiedEvent, MAX_BODY_BYTES};
 use worker::{Env, Request, Response};
@@ -135,9 +136,13 @@ fn verify(
 /// path and query (a proxy in front of the worker may change the host the worker sees).
 fn signed_url(req: &Request, config: &config::Config) -> Result<String, EdgeError> {
     let base = &config.public_base_url;
-    let url = req.url().map_err(|e| EdgeError::platform("request url", e))?;
-    Ok(match url.query() {
-        Some(query) => format!("{base}{}?{query}", url.path()),
-        None => format!("{base}{}", url.path()),
+    // The runtime hands the URL over serialized by the WHATWG parser: its path and query are
+    // split off as they are, not parsed again.
+    let url = req.inner().url();
+    let url = Url::parse(&url).ok_or_else(|| EdgeError::platform("request url", "not an absolute URL"))?;
+    let path = if url.path.is_empty() { "/" } else { url.path };
+    Ok(match url.query {
+        Some(query) => format!("{base}{path}?{query}"),
+        None => format!("{base}{path}"),
     })
 }

@@ -1,7 +1,7 @@
 //! `/v1/messages`: send a message, SMS or MMS (with `Idempotency-Key`), read one (with its charge
 //! and fresh links to its media), list them.
 
-use exactly_core::media::{parse_outbound_url, MAX_OUTBOUND_ITEMS};
+use exactly_core::media::MAX_OUTBOUND_ITEMS;
 use exactly_core::message::MessageStatus;
 use exactly_core::segments;
 use exactly_core::Timestamp;
@@ -122,7 +122,9 @@ fn media_urls(urls: Option<Vec<String>>) -> Result<Vec<String>, EdgeError> {
         return Err(EdgeError::invalid("media_urls", format!("must hold at most {MAX_OUTBOUND_ITEMS} URLs")));
     }
     urls.iter()
-        .map(|url| parse_outbound_url(url).map_err(|e| EdgeError::invalid("media_urls", format!("{url:?} {e}"))))
+        .map(|url| {
+            crate::platform::media_url(url).map_err(|e| EdgeError::invalid("media_urls", format!("{url:?} {e}")))
+        })
         .collect()
 }
 

@@ -1,6 +1,5 @@
 //! `/v1/webhook_endpoints`: where an account's customer events are delivered.
 
-use exactly_core::endpoint::EndpointUrl;
 use exactly_core::webhook::{SigningSecret, EVENT_TYPES};
 use serde::Deserialize;
 use serde_json::json;
@@ -20,7 +19,7 @@ use exactly_core::Timestamp;
 /// stored: the text checked here is the text every attempt sends to.
 fn check_url(env: &Env, url: &str) -> Result<String, EdgeError> {
     let allow_private = config::get(env)?.allow_private_endpoints;
-    EndpointUrl::parse(url, allow_private)
+    crate::platform::endpoint_url(url, allow_private)
         .map(|parsed| parsed.as_str().to_owned())
         .map_err(|problem| EdgeError::invalid("url", problem.message()))
 }

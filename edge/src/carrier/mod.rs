@@ -15,7 +15,7 @@ use base64::Engine as _;
 use exactly_core::event::{CarrierError, Provider};
 use exactly_core::Timestamp;
 use serde_json::Value;
-use worker::{Env, Headers, Method, Request, RequestInit};
+use worker::{Env, Headers, Method};
 
 use crate::error::EdgeError;
 pub use telnyx::CallResult;
@@ -113,9 +113,8 @@ pub async fn basic_call(
     if let Some(content_type) = content_type {
         set("content-type", content_type)?;
     }
-    let mut init = RequestInit::new();
-    init.with_method(method).with_headers(headers).with_body(payload.map(Into::into));
-    let request = Request::new_with_init(url, &init).map_err(|e| EdgeError::platform("carrier request", e))?;
+    let request = crate::platform::request(method.as_ref(), url, Some(&headers), payload.as_deref(), true)
+        .map_err(|e| EdgeError::platform("carrier request", e))?;
     let mut response = match crate::platform::fetch_with_timeout(request, TIMEOUT).await {
         Ok(response) => response,
         Err(reason) => return Ok(CallResult::Transient(reason)),

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use exactly_core::event::CarrierError;
 use serde_json::{json, Value};
-use worker::{Env, Headers, Method, Request, RequestInit};
+use worker::{Env, Headers, Method};
 
 use crate::config;
 use crate::error::EdgeError;
@@ -88,9 +88,9 @@ async fn call(
         set("content-type", "application/json")?;
         set("idempotency-key", idempotency_key)?;
     }
-    let mut init = RequestInit::new();
-    init.with_method(method).with_headers(headers).with_body(keyed_body.map(|(_, body)| body.to_string().into()));
-    let request = Request::new_with_init(&url, &init).map_err(|e| EdgeError::platform("carrier request", e))?;
+    let body = keyed_body.map(|(_, body)| body.to_string());
+    let request = crate::platform::request(method.as_ref(), &url, Some(&headers), body.as_deref(), true)
+        .map_err(|e| EdgeError::platform("carrier request", e))?;
 
     let mut response = match crate::platform::fetch_with_timeout(request, TIMEOUT).await {
         Ok(response) => response,

@@ -17,12 +17,12 @@ use exactly_core::backoff;
 use exactly_core::endpoint::EndpointUrl;
 use exactly_core::webhook::SigningSecret;
 use exactly_core::Timestamp;
-use worker::{D1Database, Env, Headers, MessageBatch, MessageExt, Method, Request, RequestInit, RequestRedirect};
+use worker::{D1Database, Env, Headers, MessageBatch, MessageExt};
 
 use crate::bindings;
 use crate::config;
 use crate::error::{Done, EdgeError, Outcome};
-use crate::platform::{fetch_with_timeout, now, random_u32};
+use crate::platform::{endpoint_url, fetch_with_timeout, now, random_u32};
 use crate::queues::{self, DeliveryJob};
 use crate::store::deliveries::{self, Attempt, Due, Subject};
 
@@ -113,7 +113,7 @@ async fn attempt(env: &Env, db: &D1Database, delivery_id: &str) -> Result<Done, 
     let allow_private = config::get(env)?.allow_private_endpoints;
     // Checked again at every attempt, so a URL stored before a rule existed is never sent to;
     // the parsed form is what `fetch` gets, the same text that was checked.
-    let answer = match (EndpointUrl::parse(url, allow_private), SigningSecret::parse(secret)) {
+    let answer = match (endpoint_url(url, allow_private), SigningSecret::parse(secret)) {
         (Err(problem), _) => (
             Answer::Failure {
                 status: None,
@@ -166,14 +166,9 @@ async fn send(
             return (Answer::Failure { status: None, error, retry_after: None }, Reply::default());
         }
     }
-    let mut init = RequestInit::new();
     // Never follow a redirect: the next hop is an address nobody checked (and `fetch` would
     // turn the POST into a GET there). A 3xx is a failed attempt, recorded with its Location.
-    init.with_method(Method::Post)
-        .with_headers(headers)
-        .with_body(Some(payload.into()))
-        .with_redirect(RequestRedirect::Manual);
-    let request = match Request::new_with_init(url.as_str(), &init) {
+    let request = match crate::platform::request("POST", url.as_str(), Some(&headers), Some(payload), false) {
         Ok(r) => r,
         Err(e) => {
             let error = format!("invalid request: {e}");

@@ -9,7 +9,7 @@
 use exactly_core::backoff;
 use exactly_core::media::{fetch_verdict, FetchVerdict, MAX_ITEM_BYTES};
 use exactly_core::Timestamp;
-use worker::{D1Database, Env, Method, Request};
+use worker::{D1Database, Env};
 
 use crate::error::{Done, EdgeError, Outcome, Wait};
 use crate::platform::now;
@@ -84,7 +84,7 @@ enum Fetched {
 }
 
 async fn fetch_and_put(env: &Env, item: &Claimed) -> Result<Fetched, EdgeError> {
-    let Ok(request) = Request::new(&item.url, Method::Get) else {
+    let Ok(request) = crate::platform::request("GET", &item.url, None, None, true) else {
         return Ok(Fetched::Refused("the carrier's media link is not a URL fetch accepts".into()));
     };
     let mut response = match crate::platform::fetch_with_timeout(request, FETCH_TIMEOUT).await {

@@ -120,7 +120,7 @@ pub async fn register_operator(env: &Env) -> Result<bool, EdgeError> {
         return Ok(false);
     };
     let allow_private = crate::config::get(env)?.allow_private_endpoints;
-    let url = exactly_core::endpoint::EndpointUrl::parse(&url, allow_private).map_err(|problem| EdgeError::Config {
+    let url = crate::platform::endpoint_url(&url, allow_private).map_err(|problem| EdgeError::Config {
         variable: vars::OPERATOR_WEBHOOK_URL,
         problem: problem.message().to_owned(),
     })?;
