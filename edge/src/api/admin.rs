@@ -243,11 +243,11 @@ pub async fn retry_delivery(req: Request, env: &Env, id: &str) -> Result<Respons
 pub async fn metrics(req: Request, env: &Env) -> Result<Response, EdgeError> {
     auth::admin(&req, env)?;
     let f = crate::store::metrics::figures(&crate::store::database(env)?).await?;
-    let at = now().unix_millis() as f64;
-    let age = |oldest: Option<f64>| oldest.map_or(0.0, |t| ((at - t) / 1000.0).max(0.0));
+    let at = now().unix_millis();
+    let age = |oldest: Option<f64>| seconds(oldest.map_or(0, |t| at - t as i64));
     let ingested = f.events_ingested.unwrap_or(0.0);
     let mut out = String::new();
-    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(&str, f64)]| {
+    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(&str, String)]| {
         out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
         for (labels, value) in samples {
             out.push_str(&format!("{name}{labels} {value}\n"));
@@ -257,17 +257,17 @@ pub async fn metrics(req: Request, env: &Env) -> Result<Response, EdgeError> {
         "exactly_carrier_events_ingested_total",
         "counter",
         "Carrier events stored (first deliveries).",
-        &[("", ingested)],
+        &[("", count(ingested))],
     );
     metric(
         "exactly_carrier_events",
         "gauge",
         "Carrier events by state (processed: stored and neither pending nor failed).",
         &[
-            ("{state=\"pending\"}", f.events_pending),
-            ("{state=\"parked\"}", f.events_parked),
-            ("{state=\"failed\"}", f.events_failed),
-            ("{state=\"processed\"}", (ingested - f.events_pending - f.events_failed).max(0.0)),
+            ("{state=\"pending\"}", count(f.events_pending)),
+            ("{state=\"parked\"}", count(f.events_parked)),
+            ("{state=\"failed\"}", count(f.events_failed)),
+            ("{state=\"processed\"}", count(ingested - f.events_pending - f.events_failed)),
         ],
     );
     metric(
@@ -275,11 +275,11 @@ pub async fn metrics(req: Request, env: &Env) -> Result<Response, EdgeError> {
         "gauge",
         "Customer webhook deliveries by outcome (succeeded: created and neither pending nor failed).",
         &[
-            ("{outcome=\"pending\"}", f.deliveries_pending),
-            ("{outcome=\"failed\"}", f.deliveries_failed),
+            ("{outcome=\"pending\"}", count(f.deliveries_pending)),
+            ("{outcome=\"failed\"}", count(f.deliveries_failed)),
             (
                 "{outcome=\"succeeded\"}",
-                (f.deliveries_created.unwrap_or(0.0) - f.deliveries_pending - f.deliveries_failed).max(0.0),
+                count(f.deliveries_created.unwrap_or(0.0) - f.deliveries_pending - f.deliveries_failed),
             ),
         ],
     );
@@ -301,4 +301,38 @@ pub async fn metrics(req: Request, env: &Env) -> Result<Response, EdgeError> {
         .set("content-type", "text/plain; version=0.0.4")
         .map_err(|e| EdgeError::platform("header", e))?;
     Ok(response)
+}
+
+/// A count as the text format writes it (D1 hands integers over as numbers): whole, never
+/// below zero.
+fn count(value: f64) -> String {
+    (value.max(0.0) as i64).to_string()
+}
+
+/// An age in milliseconds as seconds, to the millisecond and without trailing zeros (`12`,
+/// `1.5`, `0.001`): the shortest text of the number, written without a float formatter.
+fn seconds(millis: i64) -> String {
+    let millis = millis.max(0);
+    let text = format!("{}.{:03}", millis / 1000, millis % 1000);
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{count, seconds};
+
+    /// The samples read exactly as the float's own shortest text would.
+    #[test]
+    fn samples_read_as_their_numbers() {
+        let mut millis: Vec<i64> = (0..5_000).collect();
+        millis.extend([9_999, 10_000, 10_010, 59_999, 86_400_000, 1_790_000_000_123, 4_102_444_800_000]);
+        for ms in millis {
+            assert_eq!(seconds(ms), format!("{}", ms as f64 / 1000.0), "{ms} ms");
+        }
+        assert_eq!(seconds(-5), "0");
+        for n in [0.0, 1.0, 42.0, 1_000_000.0, 9_007_199_254_740_991.0] {
+            assert_eq!(count(n), format!("{n}"));
+        }
+        assert_eq!(count(-3.0), "0");
+    }
 }
