@@ -12,7 +12,7 @@ case "${1:-production}" in
     *) OUT_DIR=build; FEATURES="" ;;
 esac
 OUT="edge/$OUT_DIR/worker/shim.mjs"
-if [ -f "$OUT" ] && [ -z "$(find core/src core/Cargo.toml edge/src edge/Cargo.toml Cargo.toml Cargo.lock scripts/build-worker.sh package-lock.json -newer "$OUT" -type f 2>/dev/null | head -n 1)" ]; then
+if [ -f "$OUT" ] && [ -z "$(find core/src core/Cargo.toml edge/src edge/Cargo.toml edge/build.rs docs/openapi.json Cargo.toml Cargo.lock scripts/build-worker.sh package-lock.json -newer "$OUT" -type f 2>/dev/null | head -n 1)" ]; then
     echo "build: worker ($OUT_DIR) up to date"
     exit 0
 fi

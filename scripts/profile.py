@@ -35,7 +35,7 @@ node_modules/.bin/wasm-opt -Oz -g --enable-mutable-globals --enable-sign-ext --e
 
 def build():
     shim = os.path.join(BUNDLE, "worker", "shim.mjs")
-    sources = subprocess.run(["find", "core/src", "core/Cargo.toml", "edge/src", "edge/Cargo.toml", "Cargo.toml", "Cargo.lock", "-newer", shim, "-type", "f"],
+    sources = subprocess.run(["find", "core/src", "core/Cargo.toml", "edge/src", "edge/Cargo.toml", "edge/build.rs", "docs/openapi.json", "Cargo.toml", "Cargo.lock", "-newer", shim, "-type", "f"],
                              cwd=SOURCE, capture_output=True, text=True).stdout if os.path.exists(shim) else "missing"
     stamp = os.path.join(BUNDLE, "source")
     built_from = open(stamp).read() if os.path.exists(stamp) else None

@@ -117,9 +117,6 @@ routes! {
     ("GET", "/healthz") => Handler::Health,
 }
 
-/// The OpenAPI 3.1 description of `/v1` and `/admin`, served at `/openapi.json`.
-pub const OPENAPI: &str = include_str!("../../docs/openapi.json");
-
 /// A route matched: its handler and the segments its wildcards took (`{id}`, then
 /// `{position}`), empty where the pattern has none.
 struct Matched<'a> {
@@ -211,14 +208,7 @@ async fn dispatch(matched: Matched<'_>, req: Request, env: &Env) -> Result<Respo
         Handler::ListEvents => events::list(req, env).await,
         Handler::GetEvent => events::get(req, env, id).await,
         Handler::ReplayEvent => events::replay(req, env, id).await,
-        Handler::OpenApi => {
-            let mut response = Response::ok(OPENAPI).map_err(|e| EdgeError::platform("respond", e))?;
-            response
-                .headers_mut()
-                .set("content-type", "application/json")
-                .map_err(|e| EdgeError::platform("header", e))?;
-            Ok(response)
-        }
+        Handler::OpenApi => api::openapi::document(),
         Handler::Health => api::health::check(env).await,
     }
 }
@@ -312,7 +302,10 @@ async fn prune(env: &Env) -> Result<store::retention::Pruned, EdgeError> {
 mod tests {
     use std::collections::BTreeSet;
 
-    use super::{find, Handler, HANDLERS, OPENAPI, ROUTES};
+    use super::{find, Handler, HANDLERS, ROUTES};
+
+    /// The OpenAPI 3.1 description of `/v1` and `/admin`, served at `/openapi.json`.
+    const OPENAPI: &str = include_str!("../../docs/openapi.json");
 
     #[test]
     fn every_route_finds_its_own_handler() {

@@ -11,6 +11,7 @@ pub mod http;
 pub mod ingest;
 pub mod media;
 pub mod messages;
+pub mod openapi;
 pub mod usage;
 pub mod webhook_endpoints;
 
