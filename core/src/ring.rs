@@ -21,7 +21,7 @@ impl LegTag {
 
     /// Reads a tag back; `None` for any other client state.
     pub fn parse(text: &str) -> Option<Self> {
-        serde_json::from_str::<LegTag>(text).ok().filter(|t| t.position > 0 && !t.call.is_empty())
+        serde_json::from_slice::<LegTag>(text.as_bytes()).ok().filter(|t| t.position > 0 && !t.call.is_empty())
     }
 }
 

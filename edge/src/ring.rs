@@ -50,7 +50,8 @@ impl DurableObject for CallRing {
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
-        let input: Input = match req.json().await {
+        // Every JSON the edge reads goes through `serde_json::from_slice`: one reader in the bundle.
+        let input = match req.bytes().await.and_then(|body| Ok(serde_json::from_slice::<Input>(&body)?)) {
             Ok(input) => input,
             Err(e) => return Response::error(format!("bad call input: {e}"), 400),
         };
@@ -92,7 +93,9 @@ impl CallRing {
 
     fn load(&self) -> std::result::Result<CallMachine, EdgeError> {
         match storage::state(&self.sql())? {
-            Some(state) => serde_json::from_str(&state).map_err(|e| EdgeError::platform("stored call state", e)),
+            Some(state) => {
+                serde_json::from_slice(state.as_bytes()).map_err(|e| EdgeError::platform("stored call state", e))
+            }
             None => Ok(CallMachine::new()),
         }
     }
@@ -112,7 +115,8 @@ impl CallRing {
 
     fn next_action(&self) -> std::result::Result<Option<(f64, Action)>, EdgeError> {
         let Some((seq, text)) = storage::next_action(&self.sql())? else { return Ok(None) };
-        let action = serde_json::from_str(&text).map_err(|e| EdgeError::platform("stored call action", e))?;
+        let action =
+            serde_json::from_slice(text.as_bytes()).map_err(|e| EdgeError::platform("stored call action", e))?;
         Ok(Some((seq, action)))
     }
 

@@ -47,7 +47,7 @@ pub async fn list_accounts(req: Request, env: &Env) -> Result<Response, EdgeErro
     let data = rows
         .iter()
         .map(|a| {
-            let numbers: serde_json::Value = serde_json::from_str(&a.numbers).unwrap_or_else(|_| json!([]));
+            let numbers: serde_json::Value = serde_json::from_slice(a.numbers.as_bytes()).unwrap_or_else(|_| json!([]));
             json!({
                 "id": a.id, "name": a.name, "numbers": numbers,
                 "created_at": db::millis(a.created_at).to_rfc3339(),

@@ -31,7 +31,8 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
     };
     let rows = outbox::list(&db, &account.id, &filter, Cursor::from_params(&params)?, limit).await?;
     let next = Cursor::after(&rows, limit, |r| (r.created_at, &r.id));
-    let data = rows.iter().map(|r| serde_json::from_str::<Value>(&r.payload).unwrap_or(Value::Null)).collect();
+    let data =
+        rows.iter().map(|r| serde_json::from_slice::<Value>(r.payload.as_bytes()).unwrap_or(Value::Null)).collect();
     http::json(200, &page(data, next))
 }
 
@@ -62,7 +63,8 @@ pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeErro
             })
         })
         .collect();
-    let mut shown = json!({ "event": serde_json::from_str::<Value>(&event.payload).unwrap_or(Value::Null) });
+    let mut shown =
+        json!({ "event": serde_json::from_slice::<Value>(event.payload.as_bytes()).unwrap_or(Value::Null) });
     shown["deliveries"] = Value::Array(deliveries);
     http::json(200, &shown)
 }
@@ -85,7 +87,7 @@ pub async fn replay(mut req: Request, env: &Env, id: &str) -> Result<Response, E
             .map_err(|e| EdgeError::BadRequest(format!("body is not valid JSON for this request: {e}")))?
     };
     let event = find(&db, &account.id, id).await?;
-    let event_type = serde_json::from_str::<Value>(&event.payload)
+    let event_type = serde_json::from_slice::<Value>(event.payload.as_bytes())
         .ok()
         .and_then(|v| v["type"].as_str().map(str::to_owned))
         .unwrap_or_default();

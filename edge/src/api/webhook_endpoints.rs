@@ -264,7 +264,7 @@ pub async fn test(req: Request, env: &Env, id: &str) -> Result<Response, EdgeErr
 }
 
 fn headers(text: &str) -> Option<serde_json::Value> {
-    serde_json::from_str(text).ok()
+    serde_json::from_slice(text.as_bytes()).ok()
 }
 
 /// `GET /v1/webhook_endpoints/{id}/attempts?limit=&cursor=`: every attempt to this endpoint,

@@ -120,7 +120,10 @@ pub async fn basic_call(
         Err(reason) => return Ok(CallResult::Transient(reason)),
     };
     let status = response.status_code();
-    let answer: Value = response.json().await.unwrap_or(Value::Null);
+    let answer: Value = match response.bytes().await {
+        Ok(body) => serde_json::from_slice(&body).unwrap_or(Value::Null),
+        Err(_) => Value::Null,
+    };
     Ok(match status {
         200..=299 => CallResult::Ok(answer),
         401 | 403 => {

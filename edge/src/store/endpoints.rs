@@ -37,7 +37,7 @@ impl Endpoint {
         json!({
             "id": self.id,
             "url": self.url,
-            "event_types": serde_json::from_str::<Value>(&self.event_types).unwrap_or(Value::Null),
+            "event_types": serde_json::from_slice::<Value>(self.event_types.as_bytes()).unwrap_or(Value::Null),
             "enabled": self.enabled == 1.0,
             "paused": self.paused == 1.0,
             "rate_limit_per_second": self.rate_limit_per_second.map(|r| r as i64),

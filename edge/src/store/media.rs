@@ -70,7 +70,7 @@ pub fn from_column<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<
     let text = Option::<String>::deserialize(deserializer)?;
     match text {
         None => Ok(Vec::new()),
-        Some(text) => serde_json::from_str(&text).map_err(serde::de::Error::custom),
+        Some(text) => serde_json::from_slice(text.as_bytes()).map_err(serde::de::Error::custom),
     }
 }
 

@@ -38,7 +38,7 @@ pub async fn owner(db: &D1Database, number: &str) -> Result<Option<Owner>, EdgeE
     Ok(row.map(|r| {
         // Plans are checked when a number is saved; a stored plan that no longer parses rings
         // nobody rather than guessing.
-        let targets: Vec<String> = serde_json::from_str(&r.ring_targets).unwrap_or_default();
+        let targets: Vec<String> = serde_json::from_slice(r.ring_targets.as_bytes()).unwrap_or_default();
         Owner {
             account_id: r.account_id,
             plan: RingPlan::new(targets).ok(),
