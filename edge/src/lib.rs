@@ -125,58 +125,100 @@ struct Matched<'a> {
     position: &'a str,
 }
 
+/// One route of the table with its pattern split into segments: [`ROUTES`] is read once per
+/// isolate, not on every request.
+struct Pattern {
+    method: &'static str,
+    parts: Vec<&'static str>,
+    wildcards: usize,
+    handler: Handler,
+}
+
+thread_local! {
+    static PATTERNS: Vec<Pattern> = ROUTES
+        .iter()
+        .zip(HANDLERS)
+        .map(|(&(method, pattern), &handler)| {
+            let parts: Vec<&'static str> = pattern.trim_matches('/').split('/').collect();
+            let wildcards = parts.iter().filter(|p| p.starts_with('{')).count();
+            Pattern { method, parts, wildcards, handler }
+        })
+        .collect();
+}
+
 /// Finds the route for `method` and the path's segments. `Err(true)`: the path exists for
 /// another method (405); `Err(false)`: no such path (404). A literal segment beats `{id}`, so
 /// `/admin/carrier_events/retry` is not read as a retry of the event `retry`.
 fn find<'a>(method: &str, segments: &[&'a str]) -> Result<Matched<'a>, bool> {
-    let mut path_known = false;
-    let mut best: Option<(usize, Matched<'a>)> = None;
-    for ((route_method, pattern), handler) in ROUTES.iter().zip(HANDLERS) {
-        let parts: Vec<&str> = pattern.trim_matches('/').split('/').collect();
-        if parts.len() != segments.len() || !parts.iter().zip(segments).all(|(p, s)| p.starts_with('{') || p == s) {
-            continue;
+    PATTERNS.with(|patterns| {
+        let mut path_known = false;
+        let mut best: Option<(usize, Matched<'a>)> = None;
+        for pattern in patterns {
+            let parts = &pattern.parts;
+            if parts.len() != segments.len() || !parts.iter().zip(segments).all(|(p, s)| p.starts_with('{') || p == s) {
+                continue;
+            }
+            path_known = true;
+            if pattern.method != method {
+                continue;
+            }
+            let mut taken = parts.iter().zip(segments).filter(|(p, _)| p.starts_with('{')).map(|(_, s)| *s);
+            let (id, position) = (taken.next().unwrap_or(""), taken.next().unwrap_or(""));
+            if best.as_ref().is_none_or(|(w, _)| pattern.wildcards < *w) {
+                best = Some((pattern.wildcards, Matched { handler: pattern.handler, id, position }));
+            }
         }
-        path_known = true;
-        if *route_method != method {
-            continue;
-        }
-        let wildcards = parts.iter().filter(|p| p.starts_with('{')).count();
-        let mut taken = parts.iter().zip(segments).filter(|(p, _)| p.starts_with('{')).map(|(_, s)| *s);
-        let (id, position) = (taken.next().unwrap_or(""), taken.next().unwrap_or(""));
-        if best.as_ref().is_none_or(|(w, _)| wildcards < *w) {
-            best = Some((wildcards, Matched { handler: *handler, id, position }));
-        }
-    }
-    best.map(|(_, m)| m).ok_or(path_known)
+        best.map(|(_, m)| m).ok_or(path_known)
+    })
 }
 
-async fn route(req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let path = req.path();
-    let method = req.method().to_string();
+/// The path of a URL the runtime serialized: from the first `/` after the host to the query.
+fn path_of(url: &str) -> &str {
+    match exactly_core::form::Url::parse(url) {
+        Some(url) if !url.path.is_empty() => url.path,
+        _ => "/",
+    }
+}
+
+async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Result<web_sys::Response, EdgeError> {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     #[cfg(feature = "fault-injection")]
     if method == "POST" && segments.first() == Some(&"__e2e") {
-        return api::e2e::route(req, env, &segments[1..]).await;
+        return raw(api::e2e::route(req.into(), env, &segments[1..]).await?);
     }
-    let matched = match find(&method, &segments) {
+    let matched = match find(method, &segments) {
         Ok(m) => m,
         Err(true) => return Err(EdgeError::MethodNotAllowed),
         Err(false) => return Err(EdgeError::NoRoute),
     };
     if matched.handler == Handler::Health {
-        return api::health::check(env).await;
+        return raw(api::health::check(env).await?);
     }
     // Validated once per isolate; until it is valid, every route answers 503 naming the
     // variable.
     config::get(env)?;
-    dispatch(matched, req, env).await
+    if let Handler::Webhook(provider) = matched.handler {
+        // The carriers' route reads the runtime's request as it is: no conversion into the worker
+        // crate's type, which would also read `request.cf` and copy the URL, method and headers.
+        return api::ingest::webhook(provider, &req, env).await;
+    }
+    raw(dispatch(matched, req.into(), env).await?)
+}
+
+/// The runtime's response for one of the worker crate's.
+fn raw(response: Response) -> Result<web_sys::Response, EdgeError> {
+    worker::IntoResponse::into_raw(response).map_err(|e| {
+        let e: Box<dyn std::error::Error> = e.into();
+        EdgeError::platform("respond", e)
+    })
 }
 
 async fn dispatch(matched: Matched<'_>, req: Request, env: &Env) -> Result<Response, EdgeError> {
     use api::{admin, calls, events, media, messages, usage, webhook_endpoints as endpoints};
     let Matched { handler, id, position } = matched;
     match handler {
-        Handler::Webhook(provider) => api::ingest::webhook(provider, req, env).await,
+        // `route` serves the carriers before converting the request; this arm is the same handler.
+        Handler::Webhook(provider) => api::ingest::webhook(provider, req.inner(), env).await.map(Response::from),
         Handler::CreateAccount => admin::create_account(req, env).await,
         Handler::ListAccounts => admin::list_accounts(req, env).await,
         Handler::CreateNumber => admin::create_number(req, env).await,
@@ -214,18 +256,22 @@ async fn dispatch(matched: Matched<'_>, req: Request, env: &Env) -> Result<Respo
 }
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
-    let path = req.path();
-    let method = req.method().to_string();
-    let started = platform::now();
-    match route(req, &env).await {
+async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> worker::Result<web_sys::Response> {
+    let url = req.url();
+    let path = path_of(&url);
+    // Read as the worker crate reads it (uppercased; an unknown method is GET), so routing is
+    // the same for every route.
+    let method = worker::Method::from(req.method()).to_string();
+    let webhook = path.starts_with("/webhooks/");
+    let started = (!webhook).then(platform::now);
+    match route(req, &method, path, &env).await {
         Ok(response) => {
             // Webhook ingest logs its own, richer line.
-            if !path.starts_with("/webhooks/") {
+            if let Some(started) = started {
                 worker::console_log!(
                     "{}",
                     serde_json::json!({
-                        "request": path, "method": method, "status": response.status_code(), "outcome": "ok",
+                        "request": path, "method": method, "status": response.status(), "outcome": "ok",
                         "latency_ms": platform::now().unix_millis() - started.unix_millis(),
                     })
                 );
@@ -242,7 +288,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
             } else {
                 worker::console_log!("{line}");
             }
-            error.to_response()
+            raw(error.to_response()?).map_err(|e| worker::Error::RustError(e.to_string()))
         }
     }
 }

@@ -39,22 +39,33 @@ pub async fn body_capped(
     max: usize,
     too_large: impl Fn() -> EdgeError,
 ) -> Result<Vec<u8>, EdgeError> {
+    read_capped(req.inner(), &req.headers().0, max, too_large).await
+}
+
+/// [`body_capped`] on the runtime's request and its `Headers`, for a handler that reads both
+/// without the worker crate's conversion.
+pub async fn read_capped(
+    req: &web_sys::Request,
+    headers: &web_sys::Headers,
+    max: usize,
+    too_large: impl Fn() -> EdgeError,
+) -> Result<Vec<u8>, EdgeError> {
     use wasm_bindgen::JsCast as _;
-    let declared = req.headers().get("content-length").ok().flatten().and_then(|n| n.trim().parse::<u64>().ok());
+    let declared = headers.get("content-length").ok().flatten().and_then(|n| n.trim().parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }
     if declared.is_some() {
         // The runtime holds a body to its declared length, which is within the cap: read it
         // whole, one promise instead of a reader and a promise per chunk.
-        let buffer = req.inner().array_buffer().map_err(|e| EdgeError::platform("read body", format!("{e:?}")))?;
+        let buffer = req.array_buffer().map_err(|e| EdgeError::platform("read body", format!("{e:?}")))?;
         let buffer = worker::wasm_bindgen_futures::JsFuture::from(buffer)
             .await
             .map_err(|e| EdgeError::platform("read body", format!("{e:?}")))?;
         return Ok(js_sys::Uint8Array::new(&buffer).to_vec());
     }
     // A request without a body (an empty POST) has no stream at all.
-    let Some(raw) = req.inner().body() else { return Ok(Vec::new()) };
+    let Some(raw) = req.body() else { return Ok(Vec::new()) };
     let mut stream = wasm_streams::ReadableStream::from_raw(raw.unchecked_into());
     let mut reader = stream.get_reader();
     let mut body = Vec::new();

@@ -4,7 +4,8 @@
 use exactly_core::form::Url;
 use exactly_core::{plivo, telnyx, twilio};
 use exactly_core::{PayloadError, Provider, Rejection, Timestamp, VerifiedEvent, MAX_BODY_BYTES};
-use worker::{Env, Request, Response};
+use web_sys::{Headers, Request, Response};
+use worker::Env;
 
 use crate::bindings::vars;
 use crate::config;
@@ -13,16 +14,18 @@ use crate::platform::now;
 use crate::queues::{self as jobs, Job};
 use crate::store::carrier_events::{self as carrier_events, Stored};
 
-/// Handles one delivery from `provider`.
-pub async fn webhook(provider: Provider, mut req: Request, env: &Env) -> Result<Response, EdgeError> {
+/// Handles one delivery from `provider`, on the runtime's request as it arrived.
+pub async fn webhook(provider: Provider, req: &Request, env: &Env) -> Result<Response, EdgeError> {
+    // One `Headers` object for every header read here.
+    let headers = req.headers();
     // Capped while reading: a chunked body has no Content-Length to refuse up front.
-    let body = crate::api::http::body_capped(&mut req, MAX_BODY_BYTES, || {
+    let body = crate::api::http::read_capped(req, &headers, MAX_BODY_BYTES, || {
         Rejection::TooLarge { limit: MAX_BODY_BYTES }.into()
     })
     .await?;
     let started = now();
     let config = config::get(env)?;
-    let verified = verify(provider, &req, &config, &body, started)?;
+    let verified = verify(provider, req, &headers, &config, &body, started)?;
     let payload = std::str::from_utf8(&body).map_err(|_| Rejection::Malformed(PayloadError::NotParseable))?;
 
     let db = crate::store::database(env)?;
@@ -72,18 +75,18 @@ pub async fn webhook(provider: Provider, mut req: Request, env: &Env) -> Result<
         id: &'a str,
         outcome: &'a str,
     }
-    Response::from_json(&Answer { id: &id, outcome }).map_err(|e| EdgeError::platform("respond", e))
+    let answer = serde_json::to_string(&Answer { id: &id, outcome }).map_err(|e| EdgeError::platform("respond", e))?;
+    crate::platform::json_response(&answer).map_err(|e| EdgeError::platform("respond", format!("{e:?}")))
 }
 
 fn verify(
     provider: Provider,
     req: &Request,
+    headers: &Headers,
     config: &config::Config,
     body: &[u8],
     now: Timestamp,
 ) -> Result<VerifiedEvent, EdgeError> {
-    // One `Headers` object for every header this carrier signs.
-    let headers = req.headers();
     let header = |name: &str| headers.get(name).ok().flatten();
     let not_set = |variable| EdgeError::Config {
         variable,
@@ -138,7 +141,7 @@ fn signed_url(req: &Request, config: &config::Config) -> Result<String, EdgeErro
     let base = &config.public_base_url;
     // The runtime hands the URL over serialized by the WHATWG parser: its path and query are
     // split off as they are, not parsed again.
-    let url = req.inner().url();
+    let url = req.url();
     let url = Url::parse(&url).ok_or_else(|| EdgeError::platform("request url", "not an absolute URL"))?;
     let path = if url.path.is_empty() { "/" } else { url.path };
     Ok(match url.query {
