@@ -217,8 +217,10 @@ async fn dispatch(matched: Matched<'_>, req: Request, env: &Env) -> Result<Respo
     use api::{admin, calls, events, media, messages, usage, webhook_endpoints as endpoints};
     let Matched { handler, id, position } = matched;
     match handler {
-        // `route` serves the carriers before converting the request; this arm is the same handler.
-        Handler::Webhook(provider) => api::ingest::webhook(provider, req.inner(), env).await.map(Response::from),
+        // `route` serves the carriers on the runtime's request before converting it, and never
+        // reaches here with them: a second call of the ingest handler would be a second copy of
+        // it in the bundle.
+        Handler::Webhook(_) => Err(EdgeError::NoRoute),
         Handler::CreateAccount => admin::create_account(req, env).await,
         Handler::ListAccounts => admin::list_accounts(req, env).await,
         Handler::CreateNumber => admin::create_number(req, env).await,
