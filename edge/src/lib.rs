@@ -202,7 +202,18 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
         // crate's type, which would also read `request.cf` and copy the URL, method and headers.
         return api::ingest::webhook(provider, &req, env).await;
     }
-    raw(dispatch(matched, req.into(), env).await?)
+    if segments.first() != Some(&"v1") {
+        return raw(dispatch(matched, req.into(), env).await?);
+    }
+    // The customer API runs in a D1 session started from the bookmark the client sent back,
+    // and answers with the session's latest, so the client reads its own writes.
+    let bookmark = api::http::bookmark(&req)?;
+    let session = store::Session::open(env, bookmark.as_deref(), method != "GET")?;
+    let mut response = dispatch(matched, req.into(), session.as_ref().map_or(env, store::Session::env)).await?;
+    if let Some(latest) = session.and_then(|s| s.bookmark()) {
+        response.headers_mut().set(api::http::BOOKMARK, &latest).map_err(|e| EdgeError::platform("header", e))?;
+    }
+    raw(response)
 }
 
 /// The runtime's response for one of the worker crate's.

@@ -11,6 +11,8 @@ pub struct Answer {
     pub status: u16,
     /// The body as text.
     pub body: String,
+    /// The D1 session bookmark the answer carried (`x-d1-bookmark`), if any.
+    pub bookmark: Option<String>,
 }
 
 impl Answer {
@@ -19,9 +21,10 @@ impl Answer {
         match result {
             Ok(r) | Err(ureq::Error::Status(_, r)) => {
                 let status = r.status();
-                Answer { status, body: r.into_string().unwrap_or_default() }
+                let bookmark = r.header("x-d1-bookmark").map(str::to_owned);
+                Answer { status, body: r.into_string().unwrap_or_default(), bookmark }
             }
-            Err(e) => Answer { status: 0, body: e.to_string() },
+            Err(e) => Answer { status: 0, body: e.to_string(), bookmark: None },
         }
     }
 

@@ -1235,7 +1235,10 @@ fn send(target: &Target<'_>, key: &str, d: &Delivery) -> (Answer, bool) {
                 Provider::Telnyx => None,
             };
             let Some((body, signature)) = signed else {
-                return (Answer { status: 0, body: format!("no {} token to sign with", carrier.as_str()) }, false);
+                return (
+                    Answer { status: 0, body: format!("no {} token to sign with", carrier.as_str()), bookmark: None },
+                    false,
+                );
             };
             let mut headers: Vec<(&str, &str)> = signature.iter().map(|(k, v)| (*k, v.as_str())).collect();
             headers.push(("content-type", "application/x-www-form-urlencoded"));

@@ -49,6 +49,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ),
     ("messaging::cancel_before_and_after_the_send", cancel_before_and_after_the_send),
     ("messaging::send_at_is_validated", send_at_is_validated),
+    ("messaging::a_client_reads_its_own_writes_with_the_bookmark", a_client_reads_its_own_writes_with_the_bookmark),
 ];
 
 /// An account with one number.
@@ -646,4 +647,43 @@ fn send_at_is_validated(w: &Worker) {
     thread::sleep(Duration::from_secs(3));
     let (again, same) = schedule(w, &c, "soon", &soon, Some(&key));
     assert_eq!((again, &same["id"]), (200, &created["id"]), "{same}");
+}
+
+/// `/v1` runs each request in a D1 session: every answer carries the session's bookmark, a
+/// request that sends one back reads at least what it saw, and writes move it forward.
+fn a_client_reads_its_own_writes_with_the_bookmark(w: &Worker) {
+    let c = customer(w, "bookmarks");
+    let body = json!({"from": c.number, "to": "+15559990000", "text": "read me back"});
+    let sent = w.call("POST", "/v1/messages", &c.key, Some(&body), &[]);
+    assert_eq!(sent.status, 201, "{}", sent.body);
+    let after_write = sent.bookmark.clone().expect("a write answers with a bookmark");
+    let id = sent.json()["id"].as_str().unwrap().to_owned();
+
+    let read = w.call("GET", &format!("/v1/messages/{id}"), &c.key, None, &[("x-d1-bookmark", &after_write)]);
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert_eq!(read.json()["id"], id.as_str());
+    let after_read = read.bookmark.clone().expect("a read answers with a bookmark");
+    // D1's bookmarks order as text: a session never goes back.
+    assert!(after_read >= after_write, "{after_read} < {after_write}");
+    let listed = w.call("GET", "/v1/messages", &c.key, None, &[("x-d1-bookmark", &after_read)]);
+    assert!(
+        listed.json()["data"].as_array().is_some_and(|d| d.iter().any(|m| m["id"] == id.as_str())),
+        "{}",
+        listed.body
+    );
+    assert!(w.call("GET", "/v1/messages", &c.key, None, &[]).bookmark.is_some(), "no bookmark sent: one answered");
+
+    let again = json!({"from": c.number, "to": "+15559990000", "text": "and again"});
+    let second = w.call("POST", "/v1/messages", &c.key, Some(&again), &[("x-d1-bookmark", &after_read)]);
+    assert_eq!(second.status, 201, "{}", second.body);
+    let after_second = second.bookmark.clone().expect("a write answers with a bookmark");
+    assert!(after_second > after_write, "a write moves the bookmark: {after_second} <= {after_write}");
+
+    for bad in ["not a bookmark", "x'; --"] {
+        let a = w.call("GET", "/v1/messages", &c.key, None, &[("x-d1-bookmark", bad)]);
+        assert_eq!(a.status, 400, "{bad:?}: {}", a.body);
+        assert!(a.body.contains("x-d1-bookmark"), "names the header: {}", a.body);
+    }
+    // The admin API is not a client's session.
+    assert_eq!(w.call("GET", "/admin/accounts", exactly_tests::ADMIN_TOKEN, None, &[]).bookmark, None);
 }

@@ -101,6 +101,28 @@ pub fn json<T: Serialize>(status: u16, value: &T) -> Result<Response, EdgeError>
     Response::from_json(value).map(|r| r.with_status(status)).map_err(|e| EdgeError::platform("respond", e))
 }
 
+/// The header that carries a D1 session bookmark both ways (docs/contract.md §5).
+pub const BOOKMARK: &str = "x-d1-bookmark";
+
+/// The longest bookmark accepted; D1's are under a hundred characters.
+const MAX_BOOKMARK_CHARS: usize = 256;
+
+/// The bookmark a client sent back, if any; 400 when it cannot be one.
+pub fn bookmark(req: &web_sys::Request) -> Result<Option<String>, EdgeError> {
+    parse_bookmark(req.headers().get(BOOKMARK).ok().flatten().as_deref())
+}
+
+fn parse_bookmark(header: Option<&str>) -> Result<Option<String>, EdgeError> {
+    let Some(text) = header.map(str::trim).filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    // Bookmarks are opaque, but every one D1 hands out is hex digits and dashes.
+    if text.len() > MAX_BOOKMARK_CHARS || !text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        return Err(EdgeError::BadRequest(format!("{BOOKMARK} must be a bookmark an answer of this API carried")));
+    }
+    Ok(Some(text.to_owned()))
+}
+
 /// The bearer token of the `Authorization` header.
 pub fn bearer(req: &Request) -> Option<String> {
     let header = req.headers().get("authorization").ok().flatten()?;
@@ -146,3 +168,20 @@ pub fn limit(params: &[(String, String)]) -> Result<u32, EdgeError> {
 }
 
 pub use crate::store::Cursor;
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bookmark;
+
+    #[test]
+    fn a_bookmark_is_taken_as_sent_and_anything_else_refused() {
+        let d1 = "00000085-0000024c-00004c6d-8e61117bf38d7adb71b934ebbf891683";
+        assert_eq!(parse_bookmark(Some(d1)).ok().flatten().as_deref(), Some(d1));
+        assert_eq!(parse_bookmark(Some(&format!("  {d1} "))).ok().flatten().as_deref(), Some(d1));
+        assert!(matches!(parse_bookmark(None), Ok(None)));
+        assert!(matches!(parse_bookmark(Some("  ")), Ok(None)));
+        for bad in ["first-primary; drop", "a b", "x".repeat(257).as_str(), "b\u{e9}"] {
+            assert!(parse_bookmark(Some(bad)).is_err(), "{bad:?}");
+        }
+    }
+}

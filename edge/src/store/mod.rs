@@ -31,9 +31,68 @@ pub mod ring;
 pub mod signals;
 pub mod usage;
 
-/// The D1 binding.
+/// The D1 binding; inside an API request, that request's [`Session`], which answers the same
+/// `prepare` and `batch`.
 pub fn database(env: &worker::Env) -> Result<D1Database, EdgeError> {
-    env.d1(crate::bindings::DB).map_err(|e| EdgeError::platform("DB binding", e))
+    use wasm_bindgen::JsCast as _;
+    let binding = binding(env)?;
+    let usable = js_sys::Reflect::get(&binding, &JsValue::from_str("prepare")).is_ok_and(|f| f.is_function());
+    if !usable {
+        return Err(EdgeError::platform("DB binding", "the binding DB is not a D1 database"));
+    }
+    Ok(binding.unchecked_into())
+}
+
+fn binding(env: &worker::Env) -> Result<JsValue, EdgeError> {
+    js_sys::Reflect::get(env.as_ref(), &JsValue::from_str(crate::bindings::DB))
+        .ok()
+        .filter(|b| !b.is_undefined() && !b.is_null())
+        .ok_or_else(|| EdgeError::platform("DB binding", "the binding DB is missing"))
+}
+
+/// One API request's D1 session (docs/api.md, "Reading your own writes"): with read
+/// replication, its reads may be served by a replica, but never one older than the bookmark it
+/// started from, nor than its own writes. A request with no bookmark starts anywhere when it
+/// only reads, and at the primary when it may write.
+pub struct Session {
+    env: worker::Env,
+    session: JsValue,
+}
+
+impl Session {
+    /// Opens a session on the `DB` binding; `None` where the runtime has no sessions.
+    pub fn open(env: &worker::Env, bookmark: Option<&str>, writes: bool) -> Result<Option<Self>, EdgeError> {
+        use wasm_bindgen::JsCast as _;
+        let db = binding(env)?;
+        let Some(with_session) = js_sys::Reflect::get(&db, &JsValue::from_str("withSession"))
+            .ok()
+            .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+        else {
+            return Ok(None);
+        };
+        let start = bookmark.unwrap_or(if writes { "first-primary" } else { "first-unconstrained" });
+        let session = with_session
+            .call1(&db, &JsValue::from_str(start))
+            .map_err(|e| EdgeError::platform("d1 session", js_error(&e)))?;
+        // The request's own view of the bindings: everything as it is, but `DB` is the session.
+        let scoped: js_sys::Object = js_sys::Object::create(env.unchecked_ref());
+        js_sys::Reflect::set(&scoped, &JsValue::from_str(crate::bindings::DB), &session)
+            .map_err(|e| EdgeError::platform("d1 session", js_error(&e)))?;
+        Ok(Some(Session { env: scoped.unchecked_into(), session }))
+    }
+
+    /// The bindings to serve the request with.
+    pub fn env(&self) -> &worker::Env {
+        &self.env
+    }
+
+    /// The latest bookmark the session saw, for the client to send back.
+    pub fn bookmark(&self) -> Option<String> {
+        use wasm_bindgen::JsCast as _;
+        let get: js_sys::Function =
+            js_sys::Reflect::get(&self.session, &JsValue::from_str("getBookmark")).ok()?.dyn_into().ok()?;
+        get.call0(&self.session).ok()?.as_string()
+    }
 }
 
 /// Whether D1 answers a query at all (for `/healthz`).
