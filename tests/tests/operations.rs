@@ -351,6 +351,9 @@ fn metrics_are_prometheus_text_and_move(w: &Worker) {
     let after = read(w);
     assert!(value(&after, "exactly_carrier_events_ingested_total") >= ingested + 1.0, "{after}");
     assert!(value(&after, "exactly_oldest_pending_event_age_seconds") >= 0.0);
+    // The wasm instance's memory: whole 64 KiB pages, at least the one the module starts with.
+    let memory = value(&after, "exactly_isolate_wasm_memory_bytes");
+    assert!(memory >= 65_536.0 && memory % 65_536.0 == 0.0, "{memory}");
     assert_eq!(w.call("GET", "/admin/metrics", "wrong", None, &[]).status, 401);
 }
 

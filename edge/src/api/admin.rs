@@ -295,12 +295,26 @@ pub async fn metrics(req: Request, env: &Env) -> Result<Response, EdgeError> {
         "How long the most overdue pending delivery has been due (0 when none is due).",
         &[("", age(f.oldest_pending_delivery))],
     );
+    metric(
+        "exactly_isolate_wasm_memory_bytes",
+        "gauge",
+        "Linear memory of the wasm instance of the isolate that answered; it never shrinks, so steady growth under steady load is a leak.",
+        &[("", wasm_memory_bytes().to_string())],
+    );
     let mut response = Response::ok(out).map_err(|e| EdgeError::platform("respond", e))?;
     response
         .headers_mut()
         .set("content-type", "text/plain; version=0.0.4")
         .map_err(|e| EdgeError::platform("header", e))?;
     Ok(response)
+}
+
+/// The size of this instance's linear memory.
+fn wasm_memory_bytes() -> usize {
+    #[cfg(target_arch = "wasm32")]
+    return core::arch::wasm32::memory_size::<0>() * 65_536;
+    #[cfg(not(target_arch = "wasm32"))]
+    0
 }
 
 /// A count as the text format writes it (D1 hands integers over as numbers): whole, never
