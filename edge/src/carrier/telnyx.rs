@@ -1,17 +1,12 @@
 //! The carrier's REST API (Telnyx v2): sending messages (SMS and MMS). Requests carry the message id as the
 //! idempotency key, so a retried send never becomes a second message at the carrier.
 
-use std::time::Duration;
-
 use exactly_core::event::CarrierError;
 use serde_json::{json, Value};
 use worker::{Env, Headers, Method, Request, RequestInit};
 
 use crate::config;
 use crate::error::EdgeError;
-
-/// How long one carrier API call may take before it counts as a transient failure.
-const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The outcome of a carrier API call.
 #[derive(Debug)]
@@ -92,12 +87,10 @@ async fn call(
     init.with_method(method).with_headers(headers).with_body(keyed_body.map(|(_, body)| body.to_string().into()));
     let request = Request::new_with_init(&url, &init).map_err(|e| EdgeError::platform("carrier request", e))?;
 
-    let mut response = match crate::platform::fetch_with_timeout(request, TIMEOUT).await {
-        Ok(response) => response,
+    let (status, answer) = match super::answered(request).await {
+        Ok(answered) => answered,
         Err(reason) => return Ok(CallResult::Transient(reason)),
     };
-    let status = response.status_code();
-    let answer: Value = response.json().await.unwrap_or(Value::Null);
     Ok(match status {
         200..=299 => CallResult::Ok(answer),
         // A wrong or rotated API key says nothing about the message or the call: retry (with
