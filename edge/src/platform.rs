@@ -66,21 +66,82 @@ extern "C" {
     pub fn json_response(body: &str) -> Result<web_sys::Response, wasm_bindgen::JsValue>;
 }
 
-/// Sends `request`, giving up after `timeout`: `Err` carries why (network error or timeout).
-pub async fn fetch_with_timeout(
-    request: worker::Request,
-    timeout: std::time::Duration,
-) -> Result<worker::Response, String> {
+/// What a server answered to [`fetch`]: the status, the headers and the body as far as it was
+/// read.
+pub struct Answer {
+    pub status: u16,
+    pub headers: worker::Headers,
+    /// The body, at most the limit the caller gave.
+    pub body: Vec<u8>,
+    /// Why `body` is not the whole body, if it is not.
+    pub cut: Option<Cut>,
+}
+
+/// Why an answer's body was not read whole.
+pub enum Cut {
+    /// It is longer than the caller's limit (by its declared length, or by the bytes that came).
+    OverLimit,
+    /// It broke off, or did not end before the deadline.
+    Broken(String),
+}
+
+/// Sends `request` and reads the answer, status to last byte (at most `max_body` bytes of
+/// body), all within `timeout`. `Err` when no status came (network error or timeout); a body
+/// that did not come whole is an [`Answer`] with its [`Cut`].
+///
+/// Nothing of the exchange outlives the call: whatever did not finish (the request, a body
+/// longer than `max_body`, a body still arriving at the deadline) is aborted before it returns,
+/// so no connection is left open and no late answer arrives afterwards, and the timer is
+/// cleared.
+pub async fn fetch(request: worker::Request, timeout: std::time::Duration, max_body: usize) -> Result<Answer, String> {
     use futures_util::future::{select, Either};
-    let fetch = worker::Fetch::Request(request);
-    let sent = fetch.send();
+    use futures_util::StreamExt as _;
+    let late = || format!("no answer within {}s", timeout.as_secs());
+    let controller = worker::AbortController::default();
+    let signal = controller.signal();
     let timer = worker::Delay::from(timeout);
+    futures_util::pin_mut!(timer);
+    let fetch = worker::Fetch::Request(request);
+    let sent = fetch.send_with_signal(&signal);
     futures_util::pin_mut!(sent);
-    match select(sent, timer).await {
-        Either::Left((Ok(response), _)) => Ok(response),
-        Either::Left((Err(e), _)) => Err(format!("network: {e}")),
-        Either::Right(_) => Err(format!("no answer within {}s", timeout.as_secs())),
+    let mut response = match select(sent, timer.as_mut()).await {
+        Either::Left((Ok(response), _)) => response,
+        Either::Left((Err(e), _)) => return Err(format!("network: {e}")),
+        Either::Right(_) => {
+            controller.abort();
+            return Err(late());
+        }
+    };
+    let status = response.status_code();
+    let headers = response.headers().clone();
+    let declared = headers.get("content-length").ok().flatten().and_then(|n| n.trim().parse::<u64>().ok());
+    let mut body = Vec::new();
+    let mut cut = declared.is_some_and(|n| n > max_body as u64).then_some(Cut::OverLimit);
+    // A response without a body has no stream to read.
+    if let (None, Ok(stream)) = (&cut, response.stream()) {
+        futures_util::pin_mut!(stream);
+        cut = loop {
+            match select(stream.next(), timer.as_mut()).await {
+                Either::Left((None, _)) => break None,
+                Either::Left((Some(Ok(chunk)), _)) => {
+                    let room = max_body - body.len();
+                    if chunk.len() > room {
+                        body.extend_from_slice(&chunk[..room]);
+                        break Some(Cut::OverLimit);
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                Either::Left((Some(Err(e)), _)) => break Some(Cut::Broken(format!("reading the body: {e}"))),
+                Either::Right(_) => {
+                    break Some(Cut::Broken(format!("the body did not end within {}s", timeout.as_secs())))
+                }
+            }
+        };
     }
+    if cut.is_some() {
+        controller.abort();
+    }
+    Ok(Answer { status, headers, body, cut })
 }
 
 /// A random `u32` (for jitter).

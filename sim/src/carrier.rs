@@ -12,8 +12,10 @@
 //!
 //! Media: `GET /media/{name}` serves [`media_bytes`] of the name with a content type taken from
 //! its extension (`.jpg`, `.png`, `.gif`, `.mp4`), as a carrier's media link does; a name that
-//! starts with `gone` answers 404 (an expired link), and one that starts with `slow` answers
-//! after 3 s. Every fetch is recorded, so a test counts how often the worker copied an item.
+//! starts with `gone` answers 404 (an expired link), one that starts with `slow` answers
+//! after 3 s, and one that starts with `stuck` answers at once with its first 8 bytes and then
+//! stalls the rest of its body for [`STUCK_BODY_SECS`]. Every fetch is recorded, so a test
+//! counts how often the worker copied an item.
 //! Sends with `media_urls` answer as an MMS.
 //!
 //! Message behaviour is chosen by markers in the text, so one fake serves many tests at once:
@@ -210,7 +212,11 @@ fn serve(mut request: tiny_http::Request, state: &Mutex<State>) {
     };
     lock(state).requests.push(recorded.clone());
     if let ("GET", Some(name)) = (recorded.method.as_str(), recorded.path.strip_prefix("/media/")) {
-        let _ = request.respond(media(name));
+        if name.starts_with("stuck") {
+            stuck(request, name);
+        } else {
+            let _ = request.respond(media(name));
+        }
         return;
     }
     let (status, body) = match (recorded.method.as_str(), recorded.path.as_str()) {
@@ -255,6 +261,30 @@ fn serve(mut request: tiny_http::Request, state: &Mutex<State>) {
         .with_status_code(status)
         .with_header(tiny_http::Header::from_bytes("content-type", "application/json").expect("a valid header"));
     let _ = request.respond(response);
+}
+
+/// How long a `stuck` media item's body stalls after its first bytes: far past any deadline of
+/// the worker.
+pub const STUCK_BODY_SECS: u64 = 600;
+
+/// Answers a `stuck` media item: the head and the first 8 bytes of the body at once, the rest
+/// after [`STUCK_BODY_SECS`], as a link whose server hangs mid-transfer. Written by hand so the
+/// first part leaves at once rather than waiting in a buffer.
+fn stuck(request: tiny_http::Request, name: &str) {
+    use std::io::Write as _;
+    let bytes = media_bytes(name);
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        media_type(name),
+        bytes.len()
+    );
+    let mut writer = request.into_writer();
+    let (first, rest) = bytes.split_at(8.min(bytes.len()));
+    if writer.write_all(head.as_bytes()).and_then(|()| writer.write_all(first)).and_then(|()| writer.flush()).is_err() {
+        return;
+    }
+    thread::sleep(std::time::Duration::from_secs(STUCK_BODY_SECS));
+    let _ = writer.write_all(rest).and_then(|()| writer.flush());
 }
 
 /// The bytes the fake serves for the media item `name`.

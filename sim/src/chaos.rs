@@ -5,7 +5,8 @@
 //! of them, and counts duplicate effects and missing ones. Both must be 0.
 //!
 //! # What the stream mixes (docs/contract.md §4)
-//! - Inbound messages (Telnyx `message.received`).
+//! - Inbound messages (Telnyx `message.received`); with the fake carrier in this process, every
+//!   tenth is an MMS whose one media item must be stored once and fetched from the carrier once.
 //! - The receipts of messages sent from a Telnyx number, and the status callbacks of messages
 //!   sent from a Twilio and a Plivo number, signed as each carrier signs (a failure may come as
 //!   both of its words, `undelivered` and `failed`: the same fact under a second event id).
@@ -141,6 +142,8 @@ pub struct Report {
     pub answers: BTreeMap<u16, usize>,
     /// Cron runs the scenario fired.
     pub crons: usize,
+    /// Of the inbound messages, how many were MMS (one media item each).
+    pub mms: usize,
     /// Facts whose effect is visible exactly once.
     pub applied: usize,
     /// Customer events received at the endpoint, by type.
@@ -217,6 +220,7 @@ impl Report {
         out.push_str(&format!("deliveries sent:      {} (copies: {})\n", self.deliveries, map(&self.copies)));
         out.push_str(&format!("answers by status:    {}\n", map(&self.answers)));
         out.push_str(&format!("cron runs fired:      {}\n", self.crons));
+        out.push_str(&format!("inbound mms:          {}\n", self.mms));
         out.push_str(&format!("facts applied:        {}\n", self.applied));
         out.push_str(&format!(
             "customer events:      {}\n",
@@ -603,19 +607,19 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     }
     for i in 0..n_inbound {
         let id = format!("chaos-{tag}-in-{i}");
-        let body = envelope(
-            &id,
-            "message.received",
-            "2026-11-30T10:00:00Z",
-            json!({
-                "id": format!("chaos-{tag}-msg-{i}"), "direction": "inbound", "text": format!("inbound {i}"),
-                "from": {"phone_number": RECIPIENT}, "to": [{"phone_number": inbound_number}],
-            }),
-            1,
-        );
+        let mut payload = json!({
+            "id": format!("chaos-{tag}-msg-{i}"), "direction": "inbound", "text": format!("inbound {i}"),
+            "from": {"phone_number": RECIPIENT}, "to": [{"phone_number": inbound_number}],
+        });
+        if let Some((_, url)) = mms_item(target, &tag, i) {
+            payload["type"] = json!("MMS");
+            payload["media"] = json!([{"url": url, "content_type": "image/jpeg", "size": 1024}]);
+        }
+        let body = envelope(&id, "message.received", "2026-11-30T10:00:00Z", payload, 1);
         add_telnyx(&mut deliveries, body, &id, config, &mut report, &mut rng);
     }
     *report.facts.entry("inbound").or_default() = n_inbound;
+    report.mms = (0..n_inbound).filter(|&i| mms_item(target, &tag, i).is_some()).count();
     let mut late: Vec<Delivery> = Vec::new();
     for (i, o) in outbound.iter().enumerate() {
         match o.carrier {
@@ -817,6 +821,44 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
             n => {
                 report.duplicate_effects += n - 1;
                 report.problem(format!("{n} messages for {carrier_id}"));
+            }
+        }
+    }
+    // Inbound MMS: one media row per item, copied into storage once (one fetch of the carrier's
+    // link), however often the message was delivered.
+    for i in 0..n_inbound {
+        let (Some((name, _)), Some(carrier)) = (mms_item(target, &tag, i), target.carrier) else { continue };
+        let carrier_id = format!("chaos-{tag}-msg-{i}");
+        let Some(id) = inbound.iter().find(|m| m["carrier_message_id"] == carrier_id.as_str()).map(|m| m["id"].clone())
+        else {
+            continue; // counted missing above
+        };
+        let id = id.as_str().unwrap_or_default().to_owned();
+        let media = wait_for(Duration::from_secs(60), || {
+            let m = api.call("GET", &format!("/v1/messages/{id}"), &key, None).json();
+            let media = m["media"].as_array().cloned().unwrap_or_default();
+            media.iter().all(|item| item["stored"] == true).then_some(media)
+        });
+        match media.map(|m| m.len()) {
+            Some(1) => {}
+            Some(0) | None => {
+                report.missing += 1;
+                report.problem(format!("media of {carrier_id} not stored"));
+            }
+            Some(n) => {
+                report.duplicate_effects += n - 1;
+                report.problem(format!("{n} media items for {carrier_id}"));
+            }
+        }
+        match carrier.media_fetches(&name) {
+            1 => {}
+            0 => {
+                report.missing += 1;
+                report.problem(format!("media of {carrier_id} never fetched"));
+            }
+            n => {
+                report.duplicate_effects += n - 1;
+                report.problem(format!("media of {carrier_id} fetched {n} times"));
             }
         }
     }
@@ -1329,6 +1371,17 @@ pub fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> O
         }
         thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// Every tenth inbound message carries one media item the in-process fake carrier serves (its
+/// name and link); none without the fake, whose fetches are what is counted.
+fn mms_item(target: &Target<'_>, tag: &str, i: usize) -> Option<(String, String)> {
+    let carrier = target.carrier?;
+    (i % 10 == 3).then(|| {
+        let name = format!("chaos-{tag}-{i}.jpg");
+        let url = format!("{}/media/{name}", carrier.base);
+        (name, url)
+    })
 }
 
 #[cfg(test)]

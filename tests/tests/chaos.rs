@@ -62,6 +62,7 @@ fn five_hundred_facts_misdelivered_change_each_thing_once(_shared: &Worker) {
     assert!(report.copies.get("stale").copied().unwrap_or(0) > 0, "{text}");
     assert!(report.copies.get("late").copied().unwrap_or(0) > 0, "{text}");
     assert!(report.crons > 0, "{text}");
+    assert!(report.mms > 0, "inbound MMS in the mix: {text}");
     assert_eq!(report.duplicate_effects, 0, "{text}");
     assert_eq!(report.missing, 0, "{text}");
     assert_eq!(report.applied, facts, "{text}");

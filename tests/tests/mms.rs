@@ -19,6 +19,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("mms::twilio_inbound_media_is_stored_and_copied_once", twilio_inbound_media_is_stored_and_copied_once),
     ("mms::plivo_inbound_media_is_stored_and_copied_once", plivo_inbound_media_is_stored_and_copied_once),
     ("mms::an_expired_carrier_link_is_given_up_visibly", an_expired_carrier_link_is_given_up_visibly),
+    ("mms::a_body_that_stops_coming_is_abandoned_in_time", a_body_that_stops_coming_is_abandoned_in_time),
     ("mms::outbound_mms_carries_its_media_and_is_one_mms_unit", outbound_mms_carries_its_media_and_is_one_mms_unit),
     ("mms::media_urls_are_validated", media_urls_are_validated),
 ];
@@ -360,6 +361,30 @@ fn an_expired_carrier_link_is_given_up_visibly(w: &Worker) {
     let (status, _, body, _) = fetch(&format!("{}/v1/messages/{id}/media/0", w.base), Some(&c.key));
     assert_eq!(status, 404);
     assert_eq!(serde_json::from_slice::<Value>(&body).expect("JSON")["error"]["code"], "media_not_stored");
+}
+
+/// A link whose server sends the head and then stops mid-body: the copy job gives up on the body
+/// at its deadline (and tries again later), rather than waiting for the server, which would hold
+/// the queue's invocation, and every job after it, for as long as the server likes.
+fn a_body_that_stops_coming_is_abandoned_in_time(w: &Worker) {
+    let c = customer(w, "mms-stuck");
+    let items = [item(w, format!("stuck-{}.jpg", uid("stuck")))];
+    let carrier_id = uid("tlx-stuck");
+    let event_id = uid("tlx-stuck-evt");
+    assert_eq!(w.deliver_telnyx(&telnyx_body(&event_id, &carrier_id, &c.number, &items)).status, 200);
+    wait_settled(w, &[event_id]);
+    let id = one_message(w, "telnyx", &carrier_id);
+    let needles =
+        [r#""job":"copy_media""#, &format!(r#""message_id":"{id}""#), r#""outcome":"retried""#, "did not end"];
+    // The fetch deadline (30 s) and some room; the server would stall for ten minutes.
+    let abandoned = w.eventually(Duration::from_secs(75), || w.log_lines(&needles) >= 1);
+    // Whatever happened, the item is given up now, so its later tries stall nobody else's jobs.
+    w.sql(&format!("UPDATE message_media SET copy_error = 'test over' WHERE message_id = {}", lit(&id)));
+    assert!(abandoned, "the copy gave up on the stalled body at its deadline:\n{}", w.log_tail());
+    assert_eq!(w.carrier.media_fetches(&items[0].name), 1);
+    const { assert!(sim::carrier::STUCK_BODY_SECS > 75) };
+    let shown = w.call("GET", &format!("/v1/messages/{id}"), &c.key, None, &[]).json();
+    assert_eq!(shown["media"][0]["stored"], false, "a partial body is never stored: {shown}");
 }
 
 fn outbound_mms_carries_its_media_and_is_one_mms_unit(w: &Worker) {

@@ -20,7 +20,8 @@ use worker::{Env, Headers, Method};
 use crate::error::EdgeError;
 pub use telnyx::CallResult;
 
-/// How long one carrier API call may take before it counts as a transient failure.
+/// How long one carrier API call may take, answer read whole, before it counts as a transient
+/// failure.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One outbound message as a carrier's send API takes it.
@@ -82,6 +83,23 @@ pub enum Body {
     Empty,
 }
 
+/// The most of a carrier's answer that is read: its JSON answers are far smaller.
+const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
+/// Sends one carrier API request and reads its answer whole within [`TIMEOUT`]: the status and
+/// the JSON body (`Null` when the body is not JSON). `Err` says why there is no such answer; an
+/// answer that broke off or ran past [`MAX_ANSWER_BYTES`] says nothing reliable and is one.
+pub async fn answered(request: worker::Request) -> Result<(u16, Value), String> {
+    let answer = crate::platform::fetch(request, TIMEOUT, MAX_ANSWER_BYTES).await?;
+    match answer.cut {
+        None => Ok((answer.status, serde_json::from_slice(&answer.body).unwrap_or(Value::Null))),
+        Some(crate::platform::Cut::OverLimit) => {
+            Err(format!("carrier answered {} with more than {MAX_ANSWER_BYTES} bytes", answer.status))
+        }
+        Some(crate::platform::Cut::Broken(reason)) => Err(format!("carrier answered {}: {reason}", answer.status)),
+    }
+}
+
 /// One REST call with HTTP Basic credentials: 2xx is `Ok` with the JSON answer; 401/403 and
 /// 5xx, 408, 429, timeouts and network errors are transient (the log names `credentials_hint`
 /// for 401/403); any other 4xx is the carrier refusing, with `error` reading its code and title.
@@ -115,14 +133,9 @@ pub async fn basic_call(
     }
     let request = crate::platform::request(method.as_ref(), url, Some(&headers), payload.as_deref(), true)
         .map_err(|e| EdgeError::platform("carrier request", e))?;
-    let mut response = match crate::platform::fetch_with_timeout(request, TIMEOUT).await {
-        Ok(response) => response,
+    let (status, answer) = match answered(request).await {
+        Ok(answered) => answered,
         Err(reason) => return Ok(CallResult::Transient(reason)),
-    };
-    let status = response.status_code();
-    let answer: Value = match response.bytes().await {
-        Ok(body) => serde_json::from_slice(&body).unwrap_or(Value::Null),
-        Err(_) => Value::Null,
     };
     Ok(match status {
         200..=299 => CallResult::Ok(answer),

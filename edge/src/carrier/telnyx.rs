@@ -1,17 +1,12 @@
 //! The carrier's REST API (Telnyx v2): sending messages (SMS and MMS). Requests carry the message id as the
 //! idempotency key, so a retried send never becomes a second message at the carrier.
 
-use std::time::Duration;
-
 use exactly_core::event::CarrierError;
 use serde_json::{json, Value};
 use worker::{Env, Headers, Method};
 
 use crate::config;
 use crate::error::EdgeError;
-
-/// How long one carrier API call may take before it counts as a transient failure.
-const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The outcome of a carrier API call.
 #[derive(Debug)]
@@ -92,14 +87,9 @@ async fn call(
     let request = crate::platform::request(method.as_ref(), &url, Some(&headers), body.as_deref(), true)
         .map_err(|e| EdgeError::platform("carrier request", e))?;
 
-    let mut response = match crate::platform::fetch_with_timeout(request, TIMEOUT).await {
-        Ok(response) => response,
+    let (status, answer) = match super::answered(request).await {
+        Ok(answered) => answered,
         Err(reason) => return Ok(CallResult::Transient(reason)),
-    };
-    let status = response.status_code();
-    let answer: Value = match response.bytes().await {
-        Ok(body) => serde_json::from_slice(&body).unwrap_or(Value::Null),
-        Err(_) => Value::Null,
     };
     Ok(match status {
         200..=299 => CallResult::Ok(answer),

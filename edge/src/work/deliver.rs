@@ -22,11 +22,12 @@ use worker::{D1Database, Env, Headers, MessageBatch, MessageExt};
 use crate::bindings;
 use crate::config;
 use crate::error::{Done, EdgeError, Outcome};
-use crate::platform::{endpoint_url, fetch_with_timeout, now, random_u32};
+use crate::platform::{endpoint_url, fetch, now, random_u32};
 use crate::queues::{self, DeliveryJob};
 use crate::store::deliveries::{self, Attempt, Due, Subject};
 
-/// Success is any 2xx within this long.
+/// Success is any 2xx within this long. Of the body, only the first [`MAX_REPLY_BYTES`] are read,
+/// as far as they come within it.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
 /// While an attempt is in flight, other jobs for the delivery stand back this long.
 const ATTEMPT_LEASE_MILLIS: i64 = 60_000;
@@ -175,11 +176,11 @@ async fn send(
             return (Answer::Failure { status: None, error, retry_after: None }, Reply::default());
         }
     };
-    match fetch_with_timeout(request, ATTEMPT_TIMEOUT).await {
-        Ok(mut response) => {
-            let status = response.status_code();
-            let reply = Reply::read(&mut response).await;
-            let header = |name: &str| response.headers().get(name).ok().flatten();
+    match fetch(request, ATTEMPT_TIMEOUT, MAX_REPLY_BYTES).await {
+        Ok(answer) => {
+            let status = answer.status;
+            let reply = Reply::of(&answer);
+            let header = |name: &str| answer.headers.get(name).ok().flatten();
             let retry_after = header("retry-after").and_then(|v| backoff::parse_retry_after(&v, now()));
             let answer = match status {
                 200..=299 => Answer::Success(status),
@@ -214,13 +215,11 @@ struct Reply {
 const MAX_REPLY_BYTES: usize = 1024;
 
 impl Reply {
-    async fn read(response: &mut worker::Response) -> Self {
+    /// The answer's headers and the start of its body (the rest is never read).
+    fn of(answer: &crate::platform::Answer) -> Self {
         let headers: serde_json::Map<String, serde_json::Value> =
-            response.headers().entries().map(|(k, v)| (k, serde_json::Value::String(v))).collect();
-        let body = response.bytes().await.ok().map(|bytes| {
-            let kept = &bytes[..bytes.len().min(MAX_REPLY_BYTES)];
-            String::from_utf8_lossy(kept).into_owned()
-        });
+            answer.headers.entries().map(|(k, v)| (k, serde_json::Value::String(v))).collect();
+        let body = Some(String::from_utf8_lossy(&answer.body).into_owned());
         Reply { body, headers: Some(serde_json::Value::Object(headers).to_string()) }
     }
 }

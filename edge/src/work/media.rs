@@ -12,13 +12,13 @@ use exactly_core::Timestamp;
 use worker::{D1Database, Env};
 
 use crate::error::{Done, EdgeError, Outcome, Wait};
-use crate::platform::now;
+use crate::platform::{fetch, now, Cut};
 use crate::store::media::{self, Claimed};
 
 /// How long a claim holds: longer than a fetch and a put may take.
 const LEASE_MILLIS: i64 = 90_000;
 
-/// How long the fetch of a carrier's link may take.
+/// How long the fetch of a carrier's link may take, body included.
 const FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Copies item `position` of `message_id`.
@@ -87,32 +87,29 @@ async fn fetch_and_put(env: &Env, item: &Claimed) -> Result<Fetched, EdgeError> 
     let Ok(request) = crate::platform::request("GET", &item.url, None, None, true) else {
         return Ok(Fetched::Refused("the carrier's media link is not a URL fetch accepts".into()));
     };
-    let mut response = match crate::platform::fetch_with_timeout(request, FETCH_TIMEOUT).await {
-        Ok(response) => response,
+    let answer = match fetch(request, FETCH_TIMEOUT, usize::try_from(MAX_ITEM_BYTES).unwrap_or(usize::MAX)).await {
+        Ok(answer) => answer,
         Err(reason) => return Ok(Fetched::Unavailable(reason)),
     };
-    let status = response.status_code();
+    let status = answer.status;
     let answered = format!("the carrier's media link answered {status}");
     match fetch_verdict(status) {
         FetchVerdict::Store => {}
         FetchVerdict::GiveUp => return Ok(Fetched::Refused(answered)),
         FetchVerdict::TryAgain => return Ok(Fetched::Unavailable(answered)),
     }
-    let too_large = || Fetched::Refused(format!("the media item is larger than {MAX_ITEM_BYTES} bytes"));
-    let header = |name: &str| response.headers().get(name).ok().flatten().filter(|v| !v.trim().is_empty());
-    if header("content-length").and_then(|n| n.trim().parse::<u64>().ok()).is_some_and(|n| n > MAX_ITEM_BYTES) {
-        return Ok(too_large());
+    match answer.cut {
+        None => {}
+        Some(Cut::OverLimit) => {
+            return Ok(Fetched::Refused(format!("the media item is larger than {MAX_ITEM_BYTES} bytes")))
+        }
+        Some(Cut::Broken(reason)) => return Ok(Fetched::Unavailable(format!("the media body: {reason}"))),
     }
     // What the carrier said the item is, else what its link answered.
-    let content_type = item.content_type.clone().or_else(|| header("content-type"));
-    let bytes = match response.bytes().await {
-        Ok(bytes) => bytes,
-        Err(e) => return Ok(Fetched::Unavailable(format!("reading the media body: {e}"))),
-    };
+    let header = answer.headers.get("content-type").ok().flatten().filter(|v| !v.trim().is_empty());
+    let content_type = item.content_type.clone().or(header);
+    let bytes = answer.body;
     let size = bytes.len() as u64;
-    if size > MAX_ITEM_BYTES {
-        return Ok(too_large());
-    }
     media::put_copy(env, &item.r2_key, bytes, content_type.as_deref()).await?;
     worker::console_log!("{}", serde_json::json!({"media": "stored", "key": item.r2_key, "bytes": size}));
     Ok(Fetched::Stored { size, content_type })
