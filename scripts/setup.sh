@@ -87,6 +87,10 @@ else
     npm ci --no-audit --no-fund --loglevel=error >/dev/null
 fi
 
+# 4b. The local Queues fix (scripts/patch-miniflare.mjs says what and why); idempotent.
+PATCHED=$(node scripts/patch-miniflare.mjs)
+step "$PATCHED"
+
 # 5. The console's packages (Preact, htm, playwright-core), pinned in console/package-lock.json.
 if [ console/node_modules/.package-lock.json -nt console/package-lock.json ]; then
     step "console packages (installed)"
