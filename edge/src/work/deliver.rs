@@ -17,7 +17,8 @@ use exactly_core::backoff;
 use exactly_core::endpoint::EndpointUrl;
 use exactly_core::webhook::SigningSecret;
 use exactly_core::Timestamp;
-use worker::{D1Database, Env, Headers, MessageBatch, MessageExt};
+use futures_util::future::join_all;
+use worker::{D1Database, Env, Headers, Message, MessageBatch, MessageExt};
 
 use crate::bindings;
 use crate::config;
@@ -25,6 +26,7 @@ use crate::error::{Done, EdgeError, Outcome};
 use crate::platform::{endpoint_url, fetch, now, random_u32};
 use crate::queues::{self, DeliveryJob};
 use crate::store::deliveries::{self, Attempt, Due, Subject};
+use crate::work::MESSAGES_IN_FLIGHT;
 
 /// Success is any 2xx within this long. Of the body, only the first [`MAX_REPLY_BYTES`] are read,
 /// as far as they come within it.
@@ -35,19 +37,27 @@ const ATTEMPT_LEASE_MILLIS: i64 = 60_000;
 pub const DISABLE_AFTER_FAILURES: i64 = 100;
 
 /// Consumes the `deliveries` queue; each message is acked or retried by itself.
+///
+/// The batch's messages run concurrently, [`MESSAGES_IN_FLIGHT`] at a time: each attempt is claimed by compare-and-swap before it
+/// is sent, so two messages for one delivery never send one attempt twice, whatever their order.
 pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
     let db = env.d1(bindings::DB)?;
-    for message in batch.messages()? {
-        let Ok(job) = serde_json::from_value::<DeliveryJob>(message.body().clone()) else {
-            message.ack();
-            continue;
-        };
-        let result = attempt(env, &db, &job.delivery_id).await.map(Outcome::Done);
-        crate::error::settle(&message, result, |line| {
-            line["delivery"] = serde_json::json!(job.delivery_id);
-        });
+    let messages = batch.messages()?;
+    for chunk in messages.chunks(MESSAGES_IN_FLIGHT) {
+        join_all(chunk.iter().map(|message| consume_one(env, &db, message))).await;
     }
     Ok(())
+}
+
+async fn consume_one(env: &Env, db: &D1Database, message: &Message<serde_json::Value>) {
+    let Ok(job) = serde_json::from_value::<DeliveryJob>(message.body().clone()) else {
+        message.ack();
+        return;
+    };
+    let result = attempt(env, db, &job.delivery_id).await.map(Outcome::Done);
+    crate::error::settle(message, result, |line| {
+        line["delivery"] = serde_json::json!(job.delivery_id);
+    });
 }
 
 /// Consumes the deliveries dead-letter queue: the delivery fails visibly.
