@@ -840,18 +840,24 @@ fn stalled_endpoint_times_out_and_is_retried(w: &Worker) {
     assert_eq!(got[1].header("webhook-id"), Some(id.as_str()), "one webhook-id");
     assert_ne!(got[0].header("webhook-timestamp"), got[1].header("webhook-timestamp"));
     verify_with_official_library(&secret, &got);
-    // Past the stalled request's own (late) answer: still two requests, one success.
+    // Past the stalled request's own (late) answer: one request per recorded attempt, all under
+    // the one webhook-id, and one success, the last. (On a loaded machine a retry may itself get
+    // no answer within 15 s: the contract retries it too, and records it.)
     thread::sleep(stall.saturating_sub(Duration::from_secs(12)));
-    assert_eq!(w.customer.received(&path).len(), 2, "delivered once after the retry");
     let shown = w.call("GET", &format!("/v1/events/{id}"), &c.key, None, &[]).json();
     let delivery = &shown["deliveries"][0];
     assert_eq!(delivery["status"], "succeeded", "{shown}");
     let attempts = delivery["attempts"].as_array().unwrap();
-    assert_eq!(attempts.len(), 2, "{shown}");
+    let received = w.customer.received(&path);
+    assert_eq!(received.len(), attempts.len(), "one request per recorded attempt: {shown}");
+    assert!(received.iter().all(|r| r.header("webhook-id") == Some(id.as_str())), "one webhook-id");
+    assert!(attempts.len() >= 2, "{shown}");
     assert!(attempts[0]["status_code"].is_null(), "{shown}");
     assert!(attempts[0]["error"].as_str().unwrap().contains("no answer within 15s"), "{shown}");
     assert!(attempts[0]["latency_ms"].as_i64().unwrap() >= 15_000, "{shown}");
-    assert_eq!(attempts[1]["status_code"], 200, "{shown}");
+    let succeeded: Vec<bool> = attempts.iter().map(|a| a["status_code"] == 200).collect();
+    assert_eq!(succeeded.iter().filter(|s| **s).count(), 1, "one success: {shown}");
+    assert_eq!(succeeded.last(), Some(&true), "the last attempt succeeded: {shown}");
 }
 
 /// `backlog.high` (docs/contract.md §6) on a worker whose threshold is 2 s: a carrier event whose
