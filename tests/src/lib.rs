@@ -32,6 +32,16 @@ pub const MEDIA_SECRET: &str = "e2e-media-signing-secret-0123456789abcdef";
 /// The answer to one HTTP request (status 0 when no HTTP answer came back).
 pub use sim::api::Answer;
 
+/// An account made through the admin API, with its API key and one number.
+pub struct Customer {
+    /// The account's id.
+    pub account: String,
+    /// Its API key.
+    pub key: String,
+    /// Its number.
+    pub number: String,
+}
+
 /// A running worker.
 pub struct Worker {
     child: Option<Child>,
@@ -383,6 +393,14 @@ impl Worker {
         let body = json!({"account_id": account_id, "phone_number": number, "ring_targets": ring_targets});
         let a = self.call("POST", "/admin/numbers", ADMIN_TOKEN, Some(&body), &[]);
         assert_eq!(a.status, 201, "create number: {}", a.body);
+    }
+
+    /// A new account named `name` with one fresh number.
+    pub fn new_customer(&self, name: &str) -> Customer {
+        let (account, key) = self.create_account(name);
+        let number = fresh_number();
+        self.create_number(&account, &number, &[]);
+        Customer { account, key, number }
     }
 
     /// Counts the worker log lines that contain every one of `needles`.

@@ -4,7 +4,7 @@
 use std::thread;
 use std::time::Duration;
 
-use exactly_tests::{fresh_number, lit, Worker, PLIVO_TOKEN, TWILIO_TOKEN};
+use exactly_tests::{fresh_number, lit, Customer, Worker, PLIVO_TOKEN, TWILIO_TOKEN};
 use serde_json::{json, Value};
 
 use crate::TestFn;
@@ -51,20 +51,6 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("messaging::send_at_is_validated", send_at_is_validated),
     ("messaging::a_client_reads_its_own_writes_with_the_bookmark", a_client_reads_its_own_writes_with_the_bookmark),
 ];
-
-/// An account with one number.
-struct Customer {
-    account: String,
-    key: String,
-    number: String,
-}
-
-fn customer(w: &Worker, name: &str) -> Customer {
-    let (account, key) = w.create_account(name);
-    let number = fresh_number();
-    w.create_number(&account, &number, &[]);
-    Customer { account, key, number }
-}
 
 fn uid(tag: &str) -> String {
     format!("{tag}-{}", sim::random_hex())
@@ -143,7 +129,7 @@ fn wait_settled(w: &Worker, carrier_event_ids: &[String]) {
 }
 
 fn inbound_sms_replayed_makes_one_message_and_one_event(w: &Worker) {
-    let c = customer(w, "inbound");
+    let c = w.new_customer("inbound");
     let carrier_id = uid("in-msg");
     let event_id = uid("in-evt");
     let body = inbound(&event_id, &carrier_id, &c.number);
@@ -174,7 +160,7 @@ fn inbound_sms_replayed_makes_one_message_and_one_event(w: &Worker) {
 }
 
 fn outbound_receipts_duplicated_resigned_and_reversed(w: &Worker) {
-    let c = customer(w, "receipts");
+    let c = w.new_customer("receipts");
     let text = "x".repeat(200); // two GSM-7 segments
     let (status, sent) = send(w, &c, &text, None);
     assert_eq!(status, 201, "{sent}");
@@ -220,7 +206,7 @@ fn outbound_receipts_duplicated_resigned_and_reversed(w: &Worker) {
 }
 
 fn failure_receipt_twice_and_resigned_then_late_delivered(w: &Worker) {
-    let c = customer(w, "failure");
+    let c = w.new_customer("failure");
     let (_, sent) = send(w, &c, "will fail", None);
     let id = sent["id"].as_str().unwrap().to_owned();
     let carrier_id = wait_status(w, &c, &id, "sent")["carrier_message_id"].as_str().unwrap().to_owned();
@@ -249,7 +235,7 @@ fn failure_receipt_twice_and_resigned_then_late_delivered(w: &Worker) {
 }
 
 fn receipt_before_the_send_result_is_applied_after_it(w: &Worker) {
-    let c = customer(w, "early-receipt");
+    let c = w.new_customer("early-receipt");
     let (_, sent) = send(w, &c, "[receipt-first] hi", None);
     let id = sent["id"].as_str().unwrap().to_owned();
     let shown = wait_status(w, &c, &id, "delivered");
@@ -286,7 +272,7 @@ fn receipt_before_the_send_result_is_applied_after_it(w: &Worker) {
 /// The carrier takes 7 s to answer the send while it delivers the message's receipt 14 times
 /// (one event id) and the sweeper runs: the receipt waits for the send, and applies once.
 fn duplicated_receipts_while_the_send_is_slow_apply_once(w: &Worker) {
-    let c = customer(w, "slow-send");
+    let c = w.new_customer("slow-send");
     let (_, sent) = send(w, &c, "[slow-receipts] hello", None);
     let id = sent["id"].as_str().unwrap().to_owned();
     // Sweeps while the send is in flight spend nothing either.
@@ -308,7 +294,7 @@ fn duplicated_receipts_while_the_send_is_slow_apply_once(w: &Worker) {
 }
 
 fn crash_after_commit_rerun_changes_nothing(w: &Worker) {
-    let c = customer(w, "crash");
+    let c = w.new_customer("crash");
     let carrier_id = uid("crash-msg");
     let event_id = uid("fault-crash-after-commit");
     let answer = w.deliver_telnyx(&inbound(&event_id, &carrier_id, &c.number));
@@ -327,7 +313,7 @@ fn crash_after_commit_rerun_changes_nothing(w: &Worker) {
 }
 
 fn idempotency_key_means_one_message_and_one_send(w: &Worker) {
-    let c = customer(w, "idem");
+    let c = w.new_customer("idem");
     let key = uid("key");
     let (first_status, first) = send(w, &c, "only once", Some(&key));
     let (second_status, second) = send(w, &c, "only once", Some(&key));
@@ -355,8 +341,8 @@ fn idempotency_key_means_one_message_and_one_send(w: &Worker) {
 }
 
 fn accounts_see_only_their_own_messages(w: &Worker) {
-    let a = customer(w, "alice");
-    let b = customer(w, "bob");
+    let a = w.new_customer("alice");
+    let b = w.new_customer("bob");
     let (_, sent) = send(w, &a, "private", None);
     let id = sent["id"].as_str().unwrap();
     let other = w.call("GET", &format!("/v1/messages/{id}"), &b.key, None, &[]);
@@ -377,7 +363,7 @@ fn accounts_see_only_their_own_messages(w: &Worker) {
 }
 
 fn carrier_refusal_fails_the_message_without_charge(w: &Worker) {
-    let c = customer(w, "refused");
+    let c = w.new_customer("refused");
     let (_, sent) = send(w, &c, "[refuse] nope", None);
     let id = sent["id"].as_str().unwrap().to_owned();
     let shown = wait_status(w, &c, &id, "failed");
@@ -388,7 +374,7 @@ fn carrier_refusal_fails_the_message_without_charge(w: &Worker) {
 }
 
 fn carrier_5xx_is_retried_with_the_same_idempotency_key(w: &Worker) {
-    let c = customer(w, "flaky");
+    let c = w.new_customer("flaky");
     let (_, sent) = send(w, &c, "[flaky] try again", None);
     let id = sent["id"].as_str().unwrap().to_owned();
     wait_status(w, &c, &id, "sent");
@@ -398,7 +384,7 @@ fn carrier_5xx_is_retried_with_the_same_idempotency_key(w: &Worker) {
 }
 
 fn twilio_and_plivo_inbound_messages(w: &Worker) {
-    let c = customer(w, "hmac-carriers");
+    let c = w.new_customer("hmac-carriers");
     let sid = uid("SM");
     let url = format!("{}/webhooks/twilio", w.base);
     let params = [
@@ -448,7 +434,7 @@ fn twilio_and_plivo_inbound_messages(w: &Worker) {
 }
 
 fn validation_and_auth_errors(w: &Worker) {
-    let c = customer(w, "validation");
+    let c = w.new_customer("validation");
     let post = |body: Value| w.call("POST", "/v1/messages", &c.key, Some(&body), &[]);
     for (body, field) in [
         (json!({"to": "+15559990000", "text": "x"}), "from"),
@@ -489,7 +475,7 @@ fn validation_and_auth_errors(w: &Worker) {
 }
 
 fn list_filters_and_paginates(w: &Worker) {
-    let c = customer(w, "lists");
+    let c = w.new_customer("lists");
     let mut ids = Vec::new();
     for i in 0..3 {
         let (_, m) = send(w, &c, &format!("page {i}"), None);
@@ -542,7 +528,7 @@ fn millis(rfc3339: &Value) -> i64 {
 
 /// Sent by its delayed job, not before its time, once, however often the sweeper runs after.
 fn scheduled_message_is_sent_at_its_time_once(w: &Worker) {
-    let c = customer(w, "scheduled");
+    let c = w.new_customer("scheduled");
     let send_at = in_secs(5);
     let (status, created) = schedule(w, &c, "later", &send_at, None);
     assert_eq!(status, 201, "{created}");
@@ -571,7 +557,7 @@ fn scheduled_message_is_sent_at_its_time_once(w: &Worker) {
 fn scheduled_message_due_during_a_restart_is_sent_once(_shared: &Worker) {
     // Its own worker: restarting the shared one would disturb the other tests.
     let mut w = Worker::start();
-    let c = customer(&w, "scheduled-restart");
+    let c = w.new_customer("scheduled-restart");
     let (status, created) = schedule(&w, &c, "through a restart", &in_secs(3), None);
     assert_eq!(status, 201, "{created}");
     let id = created["id"].as_str().unwrap_or_default().to_owned();
@@ -590,11 +576,11 @@ fn scheduled_message_due_during_a_restart_is_sent_once(_shared: &Worker) {
 }
 
 fn cancel_before_and_after_the_send(w: &Worker) {
-    let c = customer(w, "cancel");
+    let c = w.new_customer("cancel");
     let cancel = |id: &str, key: &str| w.call("POST", &format!("/v1/messages/{id}/cancel"), key, None, &[]);
     let (_, created) = schedule(w, &c, "never sent", &in_secs(3), None);
     let id = created["id"].as_str().unwrap_or_default().to_owned();
-    let other = customer(w, "cancel-other");
+    let other = w.new_customer("cancel-other");
     assert_eq!(cancel(&id, &other.key).status, 404, "another account's message");
     let a = cancel(&id, &c.key);
     assert_eq!(a.status, 200, "{}", a.body);
@@ -622,7 +608,7 @@ fn cancel_before_and_after_the_send(w: &Worker) {
 }
 
 fn send_at_is_validated(w: &Worker) {
-    let c = customer(w, "send-at");
+    let c = w.new_customer("send-at");
     for send_at in [in_secs(-60), in_secs(8 * 24 * 3600), "tomorrow".to_owned()] {
         let (status, answer) = schedule(w, &c, "x", &send_at, None);
         assert_eq!(status, 422, "{send_at}: {answer}");
@@ -652,7 +638,7 @@ fn send_at_is_validated(w: &Worker) {
 /// `/v1` runs each request in a D1 session: every answer carries the session's bookmark, a
 /// request that sends one back reads at least what it saw, and writes move it forward.
 fn a_client_reads_its_own_writes_with_the_bookmark(w: &Worker) {
-    let c = customer(w, "bookmarks");
+    let c = w.new_customer("bookmarks");
     let body = json!({"from": c.number, "to": "+15559990000", "text": "read me back"});
     let sent = w.call("POST", "/v1/messages", &c.key, Some(&body), &[]);
     assert_eq!(sent.status, 201, "{}", sent.body);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use exactly_core::media::LinkSigner;
 use exactly_core::Timestamp;
-use exactly_tests::{fresh_number, lit, Worker, MEDIA_SECRET, PLIVO_TOKEN, TWILIO_TOKEN};
+use exactly_tests::{lit, Customer, Worker, MEDIA_SECRET, PLIVO_TOKEN, TWILIO_TOKEN};
 use serde_json::{json, Value};
 
 use crate::TestFn;
@@ -23,20 +23,6 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("mms::outbound_mms_carries_its_media_and_is_one_mms_unit", outbound_mms_carries_its_media_and_is_one_mms_unit),
     ("mms::media_urls_are_validated", media_urls_are_validated),
 ];
-
-/// An account with one number.
-struct Customer {
-    account: String,
-    key: String,
-    number: String,
-}
-
-fn customer(w: &Worker, name: &str) -> Customer {
-    let (account, key) = w.create_account(name);
-    let number = fresh_number();
-    w.create_number(&account, &number, &[]);
-    Customer { account, key, number }
-}
 
 fn uid(tag: &str) -> String {
     format!("{tag}-{}", &sim::random_hex()[..12])
@@ -208,7 +194,6 @@ fn check_media(w: &Worker, c: &Customer, message_id: &str, items: &[Item], conte
         assert_eq!(m["source_url"], items[position].url.as_str());
     }
     assert_eq!(payload["data"]["type"], "mms");
-    let _ = &c.account;
 }
 
 fn telnyx_body(event_id: &str, carrier_message_id: &str, to: &str, items: &[Item]) -> String {
@@ -232,7 +217,7 @@ fn telnyx_body(event_id: &str, carrier_message_id: &str, to: &str, items: &[Item
 
 /// Telnyx: three deliveries in parallel, then the same fact re-signed under a new event id.
 fn telnyx_inbound_media_is_stored_and_copied_once(w: &Worker) {
-    let c = customer(w, "mms-telnyx");
+    let c = w.new_customer("mms-telnyx");
     // The first item answers slowly (3 s), so more work arrives while its copy is in flight.
     let items = [item(w, format!("slow-{}.jpg", uid("tlx"))), item(w, format!("{}.png", uid("tlx")))];
     let carrier_id = uid("tlx-mms");
@@ -271,7 +256,7 @@ fn telnyx_inbound_media_is_stored_and_copied_once(w: &Worker) {
 /// Twilio: three deliveries, a copy re-signed over another URL (a query the carrier added), and a
 /// processing job that crashes after its commit and runs again.
 fn twilio_inbound_media_is_stored_and_copied_once(w: &Worker) {
-    let c = customer(w, "mms-twilio");
+    let c = w.new_customer("mms-twilio");
     let items = [item(w, format!("{}.jpg", uid("twl"))), item(w, format!("{}.mp4", uid("twl")))];
     // The processor's commit is followed by an injected crash: the job runs twice.
     let sid = uid("MMfault-crash-after-commit");
@@ -305,7 +290,7 @@ fn twilio_inbound_media_is_stored_and_copied_once(w: &Worker) {
 
 /// Plivo: three deliveries under one nonce, then the same body re-signed under a new nonce.
 fn plivo_inbound_media_is_stored_and_copied_once(w: &Worker) {
-    let c = customer(w, "mms-plivo");
+    let c = w.new_customer("mms-plivo");
     let items = [item(w, format!("{}.gif", uid("plv")))];
     let uuid = uid("plivo-mms");
     let url = format!("{}/webhooks/plivo", w.base);
@@ -339,7 +324,7 @@ fn plivo_inbound_media_is_stored_and_copied_once(w: &Worker) {
 /// A carrier link that has already expired (404): the copy is given up once, visibly, and the
 /// message is kept with the item's source.
 fn an_expired_carrier_link_is_given_up_visibly(w: &Worker) {
-    let c = customer(w, "mms-gone");
+    let c = w.new_customer("mms-gone");
     let items = [item(w, format!("gone-{}.jpg", uid("gone")))];
     let carrier_id = uid("tlx-gone");
     let event_id = uid("tlx-gone-evt");
@@ -367,7 +352,7 @@ fn an_expired_carrier_link_is_given_up_visibly(w: &Worker) {
 /// at its deadline (and tries again later), rather than waiting for the server, which would hold
 /// the queue's invocation, and every job after it, for as long as the server likes.
 fn a_body_that_stops_coming_is_abandoned_in_time(w: &Worker) {
-    let c = customer(w, "mms-stuck");
+    let c = w.new_customer("mms-stuck");
     let items = [item(w, format!("stuck-{}.jpg", uid("stuck")))];
     let carrier_id = uid("tlx-stuck");
     let event_id = uid("tlx-stuck-evt");
@@ -388,7 +373,7 @@ fn a_body_that_stops_coming_is_abandoned_in_time(w: &Worker) {
 }
 
 fn outbound_mms_carries_its_media_and_is_one_mms_unit(w: &Worker) {
-    let c = customer(w, "mms-outbound");
+    let c = w.new_customer("mms-outbound");
     let urls = ["https://cdn.example.com/a.jpg", "https://cdn.example.com/b.png"];
     let text = "x".repeat(200); // two SMS segments, but an MMS is one unit
     let body = json!({"from": c.number, "to": "+15559990000", "text": text, "media_urls": urls});
@@ -445,7 +430,7 @@ fn outbound_mms_carries_its_media_and_is_one_mms_unit(w: &Worker) {
 }
 
 fn media_urls_are_validated(w: &Worker) {
-    let c = customer(w, "mms-validation");
+    let c = w.new_customer("mms-validation");
     let post = |extra: Value| {
         let mut body = json!({"from": c.number, "to": "+15559990000", "text": "x"});
         for (k, v) in extra.as_object().expect("object") {

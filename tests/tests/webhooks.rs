@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use exactly_core::webhook::{SigningSecret, EVENT_TYPES};
 use exactly_core::Timestamp;
-use exactly_tests::{fresh_number, lit, webhook_schema_problems, Worker, OPERATOR_PATH, OPERATOR_SECRET};
+use exactly_tests::{fresh_number, lit, webhook_schema_problems, Customer, Worker, OPERATOR_PATH, OPERATOR_SECRET};
 use serde_json::{json, Value};
 use sim::customer::Received;
 
@@ -37,19 +37,6 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("webhooks::stalled_endpoint_times_out_and_is_retried", stalled_endpoint_times_out_and_is_retried),
     ("webhooks::backlog_high_fires_once_per_stuck_item", backlog_high_fires_once_per_stuck_item),
 ];
-
-struct Customer {
-    account: String,
-    key: String,
-    number: String,
-}
-
-fn customer(w: &Worker) -> Customer {
-    let (account, key) = w.create_account("hooks");
-    let number = fresh_number();
-    w.create_number(&account, &number, &[]);
-    Customer { account, key, number }
-}
 
 /// Creates an endpoint at a fresh path of the test customer server; returns (id, path, secret).
 fn endpoint(w: &Worker, c: &Customer, types: &[&str]) -> (String, String, String) {
@@ -108,7 +95,7 @@ fn verify_with_official_library(secret: &str, deliveries: &[Received]) {
 }
 
 fn fails_twice_then_succeeds_with_one_webhook_id(w: &Worker) {
-    let c = customer(w);
+    let c = w.new_customer("hooks");
     let (_, path, secret) = endpoint(w, &c, &["message.received"]);
     w.customer.script(&path, &[500, 503]);
     inbound_sms(w, &c);
@@ -148,7 +135,7 @@ fn fails_twice_then_succeeds_with_one_webhook_id(w: &Worker) {
 }
 
 fn gone_disables_the_endpoint(w: &Worker) {
-    let c = customer(w);
+    let c = w.new_customer("hooks");
     let (id, path, _) = endpoint(w, &c, &["message.received"]);
     w.customer.always(&path, 410);
     inbound_sms(w, &c);
@@ -165,7 +152,7 @@ fn gone_disables_the_endpoint(w: &Worker) {
 }
 
 fn hundred_consecutive_failures_disable_the_endpoint(w: &Worker) {
-    let c = customer(w);
+    let c = w.new_customer("hooks");
     let (id, path, _) = endpoint(w, &c, &["message.received"]);
     w.customer.always(&path, 500);
     // 13 events x 8 attempts on the short test schedule: more than 100 failures on offer.
@@ -194,7 +181,7 @@ fn hundred_consecutive_failures_disable_the_endpoint(w: &Worker) {
 }
 
 fn endpoints_get_only_their_types_and_disabled_ones_nothing(w: &Worker) {
-    let c = customer(w);
+    let c = w.new_customer("hooks");
     let (_, received_path, _) = endpoint(w, &c, &["message.received"]);
     let (_, sent_path, _) = endpoint(w, &c, &["message.sent"]);
     let (disabled, disabled_path, _) = endpoint(w, &c, &["message.received", "message.sent"]);
@@ -228,7 +215,7 @@ fn endpoints_get_only_their_types_and_disabled_ones_nothing(w: &Worker) {
 }
 
 fn replay_sends_the_same_event_again(w: &Worker) {
-    let c = customer(w);
+    let c = w.new_customer("hooks");
     let (_, path, secret) = endpoint(w, &c, &["message.received"]);
     inbound_sms(w, &c);
     let first = wait_received(w, &path, 1);
@@ -248,13 +235,13 @@ fn replay_sends_the_same_event_again(w: &Worker) {
         shown["deliveries"][1]["attempts"].as_array().map(Vec::len) == Some(1)
     });
     assert!(ok, "the replay's attempt is recorded");
-    let other = customer(w);
+    let other = w.new_customer("hooks");
     assert_eq!(w.call("POST", &format!("/v1/events/{event_id}/replay"), &other.key, None, &[]).status, 404);
 }
 
 fn private_endpoints_are_refused_in_production(_shared: &Worker) {
     let w = Worker::start_with(&[("ALLOW_PRIVATE_ENDPOINTS", "false")]);
-    let c = customer(&w);
+    let c = w.new_customer("hooks");
     let create = |url: &str| {
         w.call(
             "POST",
@@ -333,7 +320,7 @@ fn private_endpoints_are_refused_in_production(_shared: &Worker) {
 /// An endpoint that answers 302 elsewhere is not followed there: the attempt fails with the
 /// status and the Location recorded, and the address it pointed at gets nothing.
 fn redirects_are_not_followed(w: &Worker) {
-    let c = customer(w);
+    let c = w.new_customer("hooks");
     let (_, path, _) = endpoint(w, &c, &["message.received"]);
     let elsewhere = format!("/elsewhere/{}", sim::random_hex());
     let location = format!("{}{elsewhere}", w.customer.base);
@@ -359,7 +346,7 @@ fn redirects_are_not_followed(w: &Worker) {
 /// `Retry-After` as an HTTP date pushes the next attempt to that date, past the (1 s) test
 /// schedule.
 fn retry_after_as_an_http_date_is_honoured(w: &Worker) {
-    let c = customer(w);
+    let c = w.new_customer("hooks");
     let (id, path, _) = endpoint(w, &c, &["message.received"]);
     let until = sim::unix_now() + 20;
     let date = httpdate(until);
@@ -391,7 +378,7 @@ fn httpdate(unix_seconds: i64) -> String {
 }
 
 fn endpoint_management(w: &Worker) {
-    let c = customer(w);
+    let c = w.new_customer("hooks");
     let (id, _, _) = endpoint(w, &c, &["call.completed"]);
     let got = w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json();
     assert!(got.get("secret").is_none(), "the secret is shown only at creation: {got}");
@@ -415,7 +402,7 @@ fn endpoint_management(w: &Worker) {
         )
         .json();
     assert_eq!(patched["event_types"], json!(["call.completed", "call.missed"]));
-    let other = customer(w);
+    let other = w.new_customer("hooks");
     assert_eq!(w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &other.key, None, &[]).status, 404);
     assert_eq!(w.call("DELETE", &format!("/v1/webhook_endpoints/{id}"), &other.key, None, &[]).status, 404);
     assert_eq!(w.call("DELETE", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).status, 204);
@@ -425,7 +412,7 @@ fn endpoint_management(w: &Worker) {
 /// Every route of the router's table answers as a route (never `no_route` or 405), and the
 /// OpenAPI document is served.
 fn every_route_is_served(w: &Worker) {
-    let c = customer(w);
+    let c = w.new_customer("hooks");
     for (method, pattern) in exactly_edge::ROUTES {
         let path = pattern.replace("{id}", "x");
         let token = if path.starts_with("/admin") { exactly_tests::ADMIN_TOKEN } else { c.key.as_str() };
@@ -447,7 +434,7 @@ fn event_ids(received: &[Received]) -> Vec<String> {
 /// recovered: the three and the refused one arrive once each, and recovering again re-sends
 /// nothing.
 fn disabled_then_enabled_and_recovered_loses_nothing(w: &Worker) {
-    let c = customer(w);
+    let c = w.new_customer("hooks");
     let since = Timestamp::from_unix_millis(Timestamp::from_unix_seconds(sim::unix_now()).unix_millis() - 60_000);
     let (id, path, _) = endpoint(w, &c, &["message.received"]);
     w.customer.always(&path, 410);
@@ -492,7 +479,7 @@ fn disabled_then_enabled_and_recovered_loses_nothing(w: &Worker) {
 
 /// A paused endpoint receives nothing; on resume everything held arrives, oldest first.
 fn paused_endpoint_holds_and_resume_delivers(w: &Worker) {
-    let c = customer(w);
+    let c = w.new_customer("hooks");
     let (id, path, _) = endpoint(w, &c, &["message.received"]);
     let paused = w.call("PATCH", &format!("/v1/webhook_endpoints/{id}"), &c.key, Some(&json!({"paused": true})), &[]);
     assert_eq!((paused.status, paused.json()["paused"].clone()), (200, json!(true)), "{}", paused.body);
@@ -523,7 +510,7 @@ fn paused_endpoint_holds_and_resume_delivers(w: &Worker) {
 /// `sequence` increases per resource: a message's `message.sent` comes before its
 /// `message.delivered` in any receiver's eyes.
 fn sequence_increases_per_resource(w: &Worker) {
-    let c = customer(w);
+    let c = w.new_customer("hooks");
     let (_, path, _) = endpoint(w, &c, &["message.sent", "message.delivered"]);
     let sent = w.call(
         "POST",
@@ -548,7 +535,7 @@ fn sequence_increases_per_resource(w: &Worker) {
 /// A test event reaches the endpoint signed; its attempt shows the response; a message's history
 /// lists its moves.
 fn test_event_attempts_and_history_are_visible(w: &Worker) {
-    let c = customer(w);
+    let c = w.new_customer("hooks");
     let (id, path, secret) = endpoint(w, &c, &["message.received"]);
     w.customer.always_with(&path, 200, &[("x-receiver", "seen")]);
     let a = w.call("POST", &format!("/v1/webhook_endpoints/{id}/test"), &c.key, None, &[]);
@@ -610,7 +597,7 @@ fn signals_at(w: &Worker, path: &str, event_type: &str, key: &str, value: &str) 
 /// account's own signals reach its other endpoint once each, whatever is repeated.
 fn operational_signals_fire_once(w: &Worker) {
     assert_eq!(w.cron().status, 200, "the cron registers the operator's endpoint");
-    let c = customer(w);
+    let c = w.new_customer("hooks");
     let (_, watcher_path, watcher_secret) = endpoint(w, &c, &["endpoint.disabled", "delivery.exhausted"]);
     let (gone, gone_path, _) = endpoint(w, &c, &["message.received"]);
     w.customer.always(&gone_path, 410);
@@ -672,7 +659,7 @@ fn operational_signals_fire_once(w: &Worker) {
 /// An endpoint limited to 2 deliveries a second receives 10 events spread over at least 4 s,
 /// every one of them, once.
 fn rate_limit_spreads_deliveries_and_drops_none(w: &Worker) {
-    let c = customer(w);
+    let c = w.new_customer("hooks");
     let bad = w.call(
         "POST",
         "/v1/webhook_endpoints",
@@ -828,7 +815,7 @@ fn every_event_type_matches_its_openapi_schema(w: &Worker) {
 /// failed with no status, retried, and the event delivered once, under one webhook-id; the late
 /// answer to the first request changes nothing.
 fn stalled_endpoint_times_out_and_is_retried(w: &Worker) {
-    let c = customer(w);
+    let c = w.new_customer("hooks");
     let (_, path, secret) = endpoint(w, &c, &["message.received"]);
     let stall = Duration::from_secs(20);
     w.customer.stall(&path, stall, 1);
@@ -868,7 +855,7 @@ fn stalled_endpoint_times_out_and_is_retried(w: &Worker) {
 fn backlog_high_fires_once_per_stuck_item(_shared: &Worker) {
     let w = Worker::start_with(&[("BACKLOG_ALERT_SECS", "2")]);
     assert_eq!(w.cron().status, 200, "the cron registers the operator's endpoint");
-    let c = customer(&w);
+    let c = w.new_customer("hooks");
     let (_, watcher_path, watcher_secret) = endpoint(&w, &c, &["backlog.high"]);
     // Each first queue message of a delivery to this endpoint is lost (edge/src/faults.rs).
     let (lossy, _, _) =
