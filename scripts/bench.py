@@ -20,6 +20,9 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SKIP = set(filter(None, os.environ.get("BENCH_SKIP", "").split(",")))
 GROWTH = [int(n) for n in os.environ.get("BENCH_GROWTH", "1000,1000000").split(",")]
 E2E_EVENTS = int(os.environ.get("BENCH_E2E_EVENTS", "600"))
+# Ingest with the dedupe log in 1, 2 and 4 D1 databases (docs/scaling.md).
+SHARDS = [int(n) for n in os.environ.get("BENCH_SHARDS", "1,2,4").split(",")]
+MIGRATIONS = os.path.join(ROOT, "migrations")
 SIM = os.path.join(ROOT, "target", "release", "sim")
 ENV = dict(os.environ, WRANGLER_SEND_METRICS="false", WRANGLER_SEND_ERROR_REPORTS="false", CLOUDFLARE_CF_FETCH_ENABLED="false", NO_COLOR="1")
 
@@ -68,9 +71,10 @@ retry_delay = 5
 """
 
 
-def config(name, public_key, consumers=False, extra_vars=None, main=None):
-    """A wrangler config per worker: one D1 database with the product's schema and a jobs queue
-    producer; no consumers unless `consumers` (the end-to-end run), so only ingest is measured."""
+def config(name, public_key, consumers=False, extra_vars=None, main=None, databases=()):
+    """A wrangler config per worker: one D1 database with the product's schema (and the extra
+    `databases` of the dedupe log) and a jobs queue producer; no consumers unless `consumers`
+    (the end-to-end run), so only ingest is measured."""
     directory = os.path.join(OUT, name)
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "wrangler.toml")
@@ -79,6 +83,9 @@ def config(name, public_key, consumers=False, extra_vars=None, main=None):
         extra = '\n[[durable_objects.bindings]]\nname = "CALL_RING"\nclass_name = "CallRing"\n\n[[migrations]]\ntag = "v1"\nnew_sqlite_classes = ["CallRing"]\n'
     if consumers:
         extra += QUEUES
+    for n, binding in enumerate(databases):
+        extra += (f'\n[[d1_databases]]\nbinding = "{binding}"\ndatabase_name = "exactly-{binding.lower()}"\n'
+                  f'database_id = "00000000-0000-0000-0000-{n + 1:012}"\nmigrations_dir = "{MIGRATIONS}"\n')
     variables = "".join(f'{k} = "{v}"\n' for k, v in {**VARS.get(name, {}), **(extra_vars or {})}.items())
     with open(path, "w") as f:
         f.write(f'''name = "bench-{name.replace("+", "-")}"
@@ -131,9 +138,28 @@ class Served:
         self.log.close()
 
 
-def migrated(path, state):
+def migrated(path, state, databases=()):
     subprocess.run(["rm", "-rf", state], check=True)
-    sh("npx", "wrangler", "d1", "migrations", "apply", "DB", "--local", "--config", path, "--persist-to", state, stdout=subprocess.DEVNULL)
+    for binding in ["DB", *databases]:
+        sh("npx", "wrangler", "d1", "migrations", "apply", binding, "--local", "--config", path, "--persist-to", state, stdout=subprocess.DEVNULL)
+
+
+def sharded(public_key, keys, shards, round_no):
+    """Ingest of new events with the dedupe log spread evenly over `shards` D1 databases."""
+    databases = [f"EVENTS_{k}" for k in range(shards - 1)]
+    bindings = ["DB", *databases]
+    step = 1024 // shards
+    ranges = [(k * step, 1023 if k == shards - 1 else (k + 1) * step - 1) for k in range(shards)]
+    shard_map = " ".join(f"{b}={lo}-{hi}" for b, (lo, hi) in zip(bindings, ranges))
+    directory, path = config(f"exactly-shards-{shards}", public_key, main=WORKERS["exactly"], databases=databases,
+                             extra_vars={"LOG_WEBHOOK_REQUESTS": "false", "EVENT_SHARDS": shard_map})
+    state = os.path.join(directory, f"state-{round_no}")
+    migrated(path, state, databases)
+    with Served(path, state, os.path.join(directory, f"wrangler-{round_no}.log")) as served:
+        load(served.base, keys, f"swarm-{shards}-{round_no}", 300, False)
+        new = load(served.base, keys, f"shard-{shards}-{round_no}", REQUESTS, False)
+    shutil.rmtree(state, ignore_errors=True)
+    return {"new": new}
 
 
 def rows_written(log_path):
@@ -378,6 +404,8 @@ def main():
         for round_no in range(ROUNDS):
             if only == "e2e":
                 print(json.dumps(end_to_end(public_key, seed, round_no)), flush=True)
+            elif only == "shards":
+                print(json.dumps({n: sharded(public_key, keys, n, round_no) for n in SHARDS}), flush=True)
             elif only == "growth":
                 print(json.dumps({n: growth(public_key, keys, n, round_no) for n in GROWTH}), flush=True)
             else:
@@ -388,6 +416,7 @@ def main():
     runs = {name: [] for name in WORKERS}
     grown = {n: [] for n in GROWTH}
     e2e = []
+    spread_over = {n: [] for n in SHARDS}
     for round_no in range(ROUNDS):
         for name in WORKERS:
             print(f"bench: {name}, round {round_no + 1} of {ROUNDS}", flush=True)
@@ -396,6 +425,10 @@ def main():
             for n in GROWTH:
                 print(f"bench: growth, {n} stored events, round {round_no + 1} of {ROUNDS}", flush=True)
                 grown[n].append(growth(public_key, keys, n, round_no))
+        if "shards" not in SKIP:
+            for n in SHARDS:
+                print(f"bench: dedupe log in {n} databases, round {round_no + 1} of {ROUNDS}", flush=True)
+                spread_over[n].append(sharded(public_key, keys, n, round_no))
         if "e2e" not in SKIP:
             print(f"bench: end to end, round {round_no + 1} of {ROUNDS}", flush=True)
             e2e.append(end_to_end(public_key, seed, round_no))
@@ -404,6 +437,7 @@ def main():
     failed = [(name, kind) for name in WORKERS for kind in ("new", "duplicate") for r in runs[name] if r[kind]["errors"]]
     failed += [("growth", n) for n in GROWTH for r in grown[n] if r["new"]["errors"]]
     failed += [("e2e", r["errors"]) for r in e2e if r["errors"] or not r["complete"]]
+    failed += [("shards", n) for n in SHARDS for r in spread_over[n] if r["new"]["errors"]]
     if failed:
         # A worker that answers errors measures nothing; keep the document as it was.
         raise SystemExit(f"bench: non-200 answers or lost deliveries from {sorted(set(map(str, failed)))}; see target/bench/*/wrangler-*.log")
@@ -426,6 +460,12 @@ def main():
                               "rows_written": spread([r["rows_written"] for r in grown[n]])} for n in GROWTH if grown[n]}
     if len(GROWTH) == 2 and all(grown[n] for n in GROWTH):
         ratios["p50_growth"] = spread([b["new"]["p50_ms"] / a["new"]["p50_ms"] for a, b in zip(grown[GROWTH[0]], grown[GROWTH[1]])])
+    shards_result = {str(n): {"p50_ms": spread([r["new"]["p50_ms"] for r in spread_over[n]]),
+                              "throughput_rps": spread([r["new"]["throughput_rps"] for r in spread_over[n]])} for n in SHARDS if spread_over[n]}
+    for n in SHARDS[1:]:
+        if spread_over[n] and spread_over[SHARDS[0]]:
+            ratios[f"shards_{n}_vs_{SHARDS[0]}"] = spread([b["new"]["throughput_rps"] / a["new"]["throughput_rps"]
+                                                          for a, b in zip(spread_over[SHARDS[0]], spread_over[n])])
     e2e_result = None
     if e2e:
         e2e_result = {f: spread([r[f] for r in e2e]) for f in ("facts_per_s", "paced_rate", "ttw_p50_s", "ttw_p99_s")}
@@ -436,7 +476,7 @@ def main():
     core = criterion()
     results = {"date": started.strftime("%Y-%m-%d"), "requests": REQUESTS, "concurrency": CONCURRENCY, "rounds": ROUNDS,
                "minutes": (datetime.now(timezone.utc) - started).total_seconds() / 60, "load_average": [load_before, os.getloadavg()[0]],
-               "ingest": ingest, "ratios": ratios, "rows_written": rows, "growth": growth_result, "e2e": e2e_result, "wasm": sizes, "core": core}
+               "ingest": ingest, "ratios": ratios, "rows_written": rows, "growth": growth_result, "shards": shards_result, "e2e": e2e_result, "wasm": sizes, "core": core}
     json.dump(results, open(os.path.join(OUT, "results.json"), "w"), indent=1)
     write_doc(results)
     print(open(os.path.join(OUT, "results.md")).read())
@@ -468,6 +508,12 @@ def write_doc(r):
         lines += ["", "| carrier_events stored | ingest p50 ms (new) | req/s | D1 rows written per new event |", "|---|---|---|---|"]
         for n, m in g.items():
             lines.append(f"| {int(n):,} | {fmt(m['p50_ms'])} | {fmt(m['throughput_rps'], 0)} | {fmt(m['rows_written'], 1)} |")
+    sh_ = r.get("shards") or {}
+    if sh_:
+        lines += ["", "| dedupe log databases | ingest p50 ms (new) | req/s | req/s / one database |", "|---|---|---|---|"]
+        for n, m in sh_.items():
+            ratio = x.get(f"shards_{n}_vs_{SHARDS[0]}")
+            lines.append(f"| {n} | {fmt(m['p50_ms'])} | {fmt(m['throughput_rps'], 0)} | {fmt(ratio, 2, 'x') if ratio else '1x'} |")
     if e:
         lines += ["", f"End to end (inbound message, one subscribed endpoint, every consumer running): a burst delivered at {fmt(e['facts_per_s'], 1)} facts/s; "
                   f"paced at {fmt(e['paced_rate'], 1)}/s, time-to-webhook p50 {fmt(e['ttw_p50_s'], 2, ' s')}, p99 {fmt(e['ttw_p99_s'], 2, ' s')}."]

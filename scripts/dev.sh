@@ -10,8 +10,10 @@ INSPECTOR_PORT="${INSPECTOR_PORT:-$((PORT + 442))}"
 STATE=.wrangler/state
 
 sh scripts/dev-vars.sh
-echo "dev: applying local D1 migrations"
-npx wrangler d1 migrations apply DB --local --persist-to "$STATE" >/dev/null
+echo "dev: applying local D1 migrations (to every D1 binding in wrangler.toml)"
+for binding in $(sed -n 's/^binding = "\(DB\|EVENTS_[0-9]*\)"$/\1/p' wrangler.toml); do
+    npx wrangler d1 migrations apply "$binding" --local --persist-to "$STATE" >/dev/null
+done
 
 # The fake carrier API that .dev.vars points TELNYX_API_BASE at (sends work without an account).
 cargo build -q -p sim

@@ -61,6 +61,7 @@ pub mod reject;
 pub mod ring;
 pub mod secret;
 pub mod segments;
+pub mod shard;
 pub mod telnyx;
 pub mod timestamp;
 pub mod twilio;

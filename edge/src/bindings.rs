@@ -1,7 +1,9 @@
 //! Binding and variable names, mirroring `wrangler.toml` one for one.
 
-/// The D1 database holding every table.
+/// The D1 database holding every table (with no `EVENT_SHARDS`, the dedupe log too).
 pub const DB: &str = "DB";
+/// The prefix of the extra D1 databases of the dedupe log: `EVENTS_0`, `EVENTS_1`, ...
+pub const EVENTS_PREFIX: &str = "EVENTS_";
 /// Producer binding of the `jobs` queue: one message per carrier event or dispatch to process.
 pub const JOBS: &str = "JOBS";
 /// Producer binding of the `deliveries` queue: one message per customer webhook attempt.
@@ -78,4 +80,7 @@ pub mod vars {
     pub const RETENTION_EVENT_DAYS: &str = "RETENTION_EVENT_DAYS";
     /// Days before the attempts of a delivered customer webhook are deleted (default 30).
     pub const RETENTION_ATTEMPT_DAYS: &str = "RETENTION_ATTEMPT_DAYS";
+    /// The dedupe log's shard map: `BINDING=first-last` entries naming the D1 binding (`DB` or
+    /// `EVENTS_<n>`) of every virtual shard from 0 to 1023 (default: all in `DB`).
+    pub const EVENT_SHARDS: &str = "EVENT_SHARDS";
 }

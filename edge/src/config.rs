@@ -79,6 +79,9 @@ pub struct Config {
     /// `LOG_WEBHOOK_REQUESTS` (default `true`): one structured line per carrier delivery that
     /// was stored. Refusals and failures are logged whatever it says.
     pub log_webhook_requests: bool,
+    /// `EVENT_SHARDS`: the database of every virtual shard of the dedupe log; unset, all of
+    /// them are in `DB` (docs/scaling.md).
+    pub event_shards: Rc<exactly_core::shard::ShardMap>,
 }
 
 /// The switch for the per-delivery log line (see [`Config::log_webhook_requests`]): the line
@@ -102,6 +105,7 @@ impl fmt::Debug for Config {
             .field("reconcile_call_idle_secs", &self.reconcile_call_idle_secs)
             .field("reconcile_message_secs", &self.reconcile_message_secs)
             .field("log_webhook_requests", &self.log_webhook_requests)
+            .field("event_shards", &self.event_shards.bindings())
             .finish_non_exhaustive()
     }
 }
@@ -252,6 +256,10 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
     let reconcile_call_idle_secs = whole(env, vars::RECONCILE_CALL_IDLE_SECS, 7200, 1, "seconds")?;
     let reconcile_message_secs = whole(env, vars::RECONCILE_MESSAGE_SECS, 21600, 1, "seconds")?;
     let log_webhook_requests = flag_or(env, LOG_WEBHOOK_REQUESTS, true)?;
+    let event_shards = match optional(env, vars::EVENT_SHARDS) {
+        None => exactly_core::shard::ShardMap::single(),
+        Some(text) => exactly_core::shard::ShardMap::parse(&text).map_err(|e| invalid(vars::EVENT_SHARDS, e))?,
+    };
     Ok(Config {
         telnyx,
         telnyx_api_key,
@@ -271,5 +279,6 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
         reconcile_call_idle_secs,
         reconcile_message_secs,
         log_webhook_requests,
+        event_shards: Rc::new(event_shards),
     })
 }

@@ -11,6 +11,13 @@ pub fn crash_after_commit(carrier_event_id: &str) -> bool {
     armed(carrier_event_id, "fault-crash-after-commit")
 }
 
+/// The processor commits an event's effects and then fails before the processed mark is written
+/// (the two are separate commits, docs/scaling.md point 4), once per isolate: the queue runs the
+/// job again, and the rerun must change nothing but the mark.
+pub fn crash_before_mark(carrier_event_id: &str) -> bool {
+    armed(carrier_event_id, "fault-crash-before-mark") && first_time("before-mark", carrier_event_id)
+}
+
 /// A short customer-webhook retry schedule for the tests (`E2E_WEBHOOK_SCHEDULE_SECS`, comma-
 /// separated delays before attempts 1, 2, ...). Production builds ignore the variable.
 #[cfg(feature = "fault-injection")]

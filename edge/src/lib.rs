@@ -39,6 +39,7 @@ pub enum Handler {
     ListCarrierEvents,
     RetryFailedCarrierEvents,
     RetryCarrierEvent,
+    MoveEventShards,
     ListFailedDeliveries,
     Metrics,
     RetryDelivery,
@@ -88,6 +89,7 @@ routes! {
     ("GET", "/admin/carrier_events") => Handler::ListCarrierEvents,
     ("POST", "/admin/carrier_events/{id}/retry") => Handler::RetryCarrierEvent,
     ("POST", "/admin/carrier_events/retry") => Handler::RetryFailedCarrierEvents,
+    ("POST", "/admin/event_shards/move") => Handler::MoveEventShards,
     ("GET", "/admin/webhook_deliveries") => Handler::ListFailedDeliveries,
     ("GET", "/admin/metrics") => Handler::Metrics,
     ("POST", "/admin/webhook_deliveries/{id}/retry") => Handler::RetryDelivery,
@@ -237,6 +239,7 @@ async fn dispatch(matched: Matched<'_>, req: Request, env: &Env) -> Result<Respo
         Handler::CreateNumber => admin::create_number(req, env).await,
         Handler::ListCarrierEvents => admin::list_carrier_events(req, env).await,
         Handler::RetryFailedCarrierEvents => admin::retry_failed_carrier_events(req, env).await,
+        Handler::MoveEventShards => admin::move_event_shards(req, env).await,
         Handler::RetryCarrierEvent => admin::retry_carrier_event(req, env, id).await,
         Handler::ListFailedDeliveries => admin::list_failed_deliveries(req, env).await,
         Handler::Metrics => admin::metrics(req, env).await,
@@ -353,8 +356,7 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
 
 async fn prune(env: &Env) -> Result<store::retention::Pruned, EdgeError> {
     let config = config::get(env)?;
-    let db = store::database(env)?;
-    store::retention::run(&db, config.retention, platform::now()).await
+    store::retention::run(env, config.retention, platform::now()).await
 }
 
 #[cfg(test)]

@@ -236,7 +236,7 @@ impl CallRing {
                 None
             }
             Action::MarkProcessed { event } => {
-                crate::store::carrier_events::mark_processed(&db()?, event, now()).await?;
+                crate::store::carrier_events::Log::open(env)?.mark_processed_id(event, now()).await?;
                 None
             }
             // The alarm is armed from the stored state after every drain.

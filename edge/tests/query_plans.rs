@@ -30,7 +30,7 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "retention reads the oldest BATCH rows in rowid order: the scan stops at the LIMIT",
     ),
     (
-        "FROM carrier_events WHERE processed_at IS NOT NULL AND (?1 IS NULL",
+        "FROM carrier_events e WHERE e.processed_at IS NOT NULL AND (?1 IS NULL",
         "carrier_events",
         "admin page of processed events (an operator's read, off the event path); an index on \
          created_at would bound it: docs/scaling.md",

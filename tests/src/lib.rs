@@ -110,7 +110,21 @@ impl Worker {
     }
 
     /// Like [`Worker::start`], with some variables set differently.
+    ///
+    /// With `E2E_SHARDED=1` in the environment the dedupe log is sharded: `DB` holds virtual
+    /// shards 0-511 and `EVENTS_0` holds 512-1023 (docs/scaling.md), so every test runs in that
+    /// layout too.
     pub fn start_with(overrides: &[(&str, &str)]) -> Self {
+        if std::env::var("E2E_SHARDED").is_ok_and(|v| v == "1") {
+            Self::start_sharded(overrides, &["EVENTS_0"], "DB=0-511 EVENTS_0=512-1023")
+        } else {
+            Self::start_sharded(overrides, &[], "")
+        }
+    }
+
+    /// Like [`Worker::start_with`], with extra dedupe databases (`EVENTS_<n>` bindings, each
+    /// migrated like `DB`) and the shard map `EVENT_SHARDS` (empty: everything in `DB`).
+    pub fn start_sharded(overrides: &[(&str, &str)], databases: &[&str], map: &str) -> Self {
         let dir = root().join("target/e2e").join(format!(
             "run-{}-{}-{}",
             std::process::id(),
@@ -118,16 +132,22 @@ impl Worker {
             &sim::random_hex()[..6]
         ));
         fs::create_dir_all(&dir).expect("create the run directory");
-        write_config(&dir);
-        let status = npx(&root())
-            .args(["wrangler", "d1", "migrations", "apply", "DB", "--local", "--config"])
-            .arg(dir.join("wrangler.toml"))
-            .arg("--persist-to")
-            .arg(dir.join("state"))
-            .stdout(Stdio::null())
-            .status()
-            .expect("run wrangler d1 migrations apply");
-        assert!(status.success(), "applying migrations failed");
+        write_config(&dir, databases);
+        for binding in std::iter::once(&"DB").chain(databases) {
+            let status = npx(&root())
+                .args(["wrangler", "d1", "migrations", "apply", binding, "--local", "--config"])
+                .arg(dir.join("wrangler.toml"))
+                .arg("--persist-to")
+                .arg(dir.join("state"))
+                .stdout(Stdio::null())
+                .status()
+                .expect("run wrangler d1 migrations apply");
+            assert!(status.success(), "applying migrations to {binding} failed");
+        }
+        let mut overrides: Vec<(&str, &str)> = overrides.to_vec();
+        if !map.is_empty() && !overrides.iter().any(|(k, _)| *k == "EVENT_SHARDS") {
+            overrides.push(("EVENT_SHARDS", map));
+        }
 
         let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).build();
         let carrier = FakeCarrier::start().expect("start the fake carrier");
@@ -241,6 +261,23 @@ impl Worker {
         panic!("wrangler dev did not answer within 180 s; log:\n{}", self.log_tail());
     }
 
+    /// Sets a variable for the next [`Worker::restart`].
+    pub fn set_var(&mut self, name: &str, value: &str) {
+        self.overrides.retain(|(k, _)| k != name);
+        self.overrides.push((name.to_owned(), value.to_owned()));
+    }
+
+    /// Runs SQL in one D1 binding of the worker (`DB`, `EVENTS_<n>`) and returns the rows.
+    pub fn sql_at(&self, binding: &str, sql: &str) -> Vec<Value> {
+        let answer = self.post(
+            "/__e2e/sql",
+            &[("content-type", "application/json")],
+            json!({ "sql": sql, "binding": binding }).to_string().as_bytes(),
+        );
+        assert_eq!(answer.status, 200, "sql failed in {binding}: {sql}\n{}", answer.body);
+        answer.json()["results"].as_array().cloned().unwrap_or_default()
+    }
+
     /// Stops the worker and starts it again on the same persisted state.
     pub fn restart(&mut self) {
         self.stop();
@@ -313,11 +350,29 @@ impl Worker {
     /// Runs SQL against the worker's local D1 database (through the test build's SQL route,
     /// on the worker's own D1 binding) and returns the rows.
     pub fn sql(&self, sql: &str) -> Vec<Value> {
+        self.sql_in(sql, false)
+    }
+
+    /// Runs SQL in every database of the dedupe log (`carrier_events`; with one database, `DB`)
+    /// and returns the rows of all of them.
+    pub fn events_sql(&self, sql: &str) -> Vec<Value> {
+        self.sql_in(sql, true)
+    }
+
+    /// The sum, over every database of the dedupe log, of the integer a `SELECT COUNT(*) AS n`
+    /// query returns in column `n`.
+    pub fn events_count(&self, sql: &str) -> i64 {
+        let rows = self.events_sql(sql);
+        assert!(!rows.is_empty(), "no rows for {sql}");
+        rows.iter().map(|r| r["n"].as_i64().unwrap_or_else(|| panic!("no n in {rows:?} for {sql}"))).sum()
+    }
+
+    fn sql_in(&self, sql: &str, events: bool) -> Vec<Value> {
         let ask = || {
             self.post(
                 "/__e2e/sql",
                 &[("content-type", "application/json")],
-                json!({ "sql": sql }).to_string().as_bytes(),
+                json!({ "sql": sql, "events": events }).to_string().as_bytes(),
             )
         };
         let mut answer = ask();
@@ -502,6 +557,19 @@ pub fn webhook_schema_problems(bodies: &[&str]) -> Vec<Option<String>> {
     lines.iter().map(|l| l.strip_prefix("FAILED ").map(str::to_owned)).collect()
 }
 
+/// A Telnyx `message.received` webhook body: an SMS with `text` to `to`.
+pub fn telnyx_inbound(event_id: &str, carrier_message_id: &str, to: &str, text: &str) -> String {
+    sim::telnyx::envelope(
+        event_id,
+        "message.received",
+        "2026-11-30T10:00:00Z",
+        json!({"id": carrier_message_id, "direction": "inbound", "type": "SMS", "text": text,
+               "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": to,
+                   "status": "webhook_delivered"}], "media": []}),
+        1,
+    )
+}
+
 /// A fresh E.164 number for one test: unique within a run.
 pub fn fresh_number() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
@@ -512,7 +580,7 @@ pub fn fresh_number() -> String {
 
 /// Writes the run's wrangler config: the project's `wrangler.toml` with the test bundle as
 /// `main`, no build step, and absolute paths (the file lives in the run directory).
-fn write_config(dir: &Path) {
+fn write_config(dir: &Path, databases: &[&str]) {
     let root = root();
     let source = fs::read_to_string(root.join("wrangler.toml")).expect("read wrangler.toml");
     let mut out = String::new();
@@ -535,6 +603,15 @@ fn write_config(dir: &Path) {
             out.push_str(line);
             out.push('\n');
         }
+    }
+    for (n, binding) in databases.iter().enumerate() {
+        out.push_str(&format!(
+            "\n[[d1_databases]]\nbinding = \"{binding}\"\ndatabase_name = \"exactly-{}\"\n\
+             database_id = \"00000000-0000-0000-0000-{:012}\"\nmigrations_dir = \"{}\"\n",
+            binding.to_lowercase().replace('_', "-"),
+            n + 1,
+            root.join("migrations").display()
+        ));
     }
     fs::write(dir.join("wrangler.toml"), out).expect("write the run's wrangler.toml");
 }

@@ -156,7 +156,7 @@ fn hangup_leg(w: &Worker, dial: &Recorded, event_id: &str) {
 fn wait_settled(w: &Worker, ids: &[String]) {
     let list = ids.iter().map(|id| lit(id)).collect::<Vec<_>>().join(", ");
     let ok = w.eventually(Duration::from_secs(60), || {
-        w.count(&format!(
+        w.events_count(&format!(
             "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id IN ({list}) AND
             (processed_at IS NOT NULL OR error IS NOT NULL)"
         )) == ids.len() as i64

@@ -346,7 +346,7 @@ fn reconciliation_ends_a_call_whose_hangup_was_lost_and_settles_stale_messages(_
     assert_eq!(events(&w, &call_id, "call.completed"), 1);
     assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM usage WHERE resource_id = {}", lit(&call_id))), 1);
     assert_eq!((events(&w, &telnyx_id, "message.delivered"), events(&w, &twilio_id, "message.failed")), (1, 1));
-    let learned = w.count(
+    let learned = w.events_count(
         "SELECT COUNT(*) AS n FROM carrier_events WHERE payload LIKE '%reconciliation%'
         OR carrier_event_id LIKE 'reconciled:%'",
     );
@@ -354,7 +354,7 @@ fn reconciliation_ends_a_call_whose_hangup_was_lost_and_settles_stale_messages(_
         learned, 2,
         "the call's end and the Telnyx receipt were each learned once (Twilio's is keyed as the carrier keys it)"
     );
-    let twilio_facts = w.count(&format!(
+    let twilio_facts = w.events_count(&format!(
         "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier = 'twilio' AND carrier_event_id = {}",
         lit(&format!("{sid}:undelivered"))
     ));

@@ -71,12 +71,13 @@ fn five_hundred_facts_misdelivered_change_each_thing_once(_shared: &Worker) {
     // Beneath the API (this database holds only the run): every accepted event settled,
     // charges and dials exactly once.
     assert_eq!(
-        w.count("SELECT COUNT(*) AS n FROM carrier_events WHERE processed_at IS NULL OR error IS NOT NULL"),
+        w.events_count("SELECT COUNT(*) AS n FROM carrier_events WHERE processed_at IS NULL OR error IS NOT NULL"),
         0,
         "every accepted event is processed, none failed"
     );
     assert_eq!(
-        w.count("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id LIKE 'reconciled:%:hangup'") as usize,
+        w.events_count("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id LIKE 'reconciled:%:hangup'")
+            as usize,
         report.created.reconciled_calls.len(),
         "each lost hangup was learned by reconciliation, once"
     );
@@ -142,7 +143,7 @@ fn inbound(event_id: &str, number: &str) -> String {
 
 fn settled(w: &Worker, event_id: &str) -> bool {
     w.eventually(Duration::from_secs(60), || {
-        w.count(&format!(
+        w.events_count(&format!(
             "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {} AND processed_at IS NOT NULL",
             lit(event_id)
         )) == 1
@@ -164,7 +165,10 @@ fn d1_write_failure_answers_503_and_the_retry_stores_once(w: &Worker) {
     assert_eq!(first.status, 503, "{}", first.body);
     assert_eq!(first.json()["error"]["code"], "unavailable");
     assert_eq!(
-        w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {}", lit(&event_id))),
+        w.events_count(&format!(
+            "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {}",
+            lit(&event_id)
+        )),
         0,
         "nothing half-written"
     );
@@ -172,7 +176,10 @@ fn d1_write_failure_answers_503_and_the_retry_stores_once(w: &Worker) {
     assert_eq!(w.deliver_telnyx_at(&body, sim::unix_now() + 4).status, 200);
     assert!(settled(w, &event_id));
     assert_eq!(
-        w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {}", lit(&event_id))),
+        w.events_count(&format!(
+            "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {}",
+            lit(&event_id)
+        )),
         1
     );
     assert_eq!(
@@ -191,7 +198,7 @@ fn queue_send_failure_loses_nothing(w: &Worker) {
     let body = inbound(&retried, &number);
     assert_eq!(w.deliver_telnyx(&body).status, 503);
     assert_eq!(
-        w.count(&format!(
+        w.events_count(&format!(
             "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {} AND processed_at IS NULL",
             lit(&retried)
         )),
@@ -202,7 +209,7 @@ fn queue_send_failure_loses_nothing(w: &Worker) {
     // ... or, when the carrier gives up, by the sweeper (its clock moved past the 2 min mark).
     let swept = format!("fault-queue-send-{}", sim::random_hex());
     assert_eq!(w.deliver_telnyx(&inbound(&swept, &number)).status, 503);
-    w.sql(&format!(
+    w.events_sql(&format!(
         "UPDATE carrier_events SET created_at = created_at - 180000 WHERE carrier_event_id = {}",
         lit(&swept)
     ));

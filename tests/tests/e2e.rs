@@ -16,6 +16,7 @@ mod messaging;
 mod mms;
 mod operations;
 mod security;
+mod shards;
 mod store;
 mod webhooks;
 
@@ -35,6 +36,7 @@ fn main() {
         operations::TESTS,
         security::TESTS,
         store::TESTS,
+        shards::TESTS,
     ]
     .concat();
     if args.list {

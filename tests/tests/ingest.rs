@@ -64,7 +64,7 @@ fn message_received(id: &str) -> String {
 }
 
 fn rows_for(w: &Worker, id: &str) -> i64 {
-    w.count(&format!(
+    w.events_count(&format!(
         "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier = 'telnyx' AND carrier_event_id = {}",
         lit(id)
     ))
@@ -75,7 +75,7 @@ fn rows_for(w: &Worker, id: &str) -> i64 {
 fn wait_processed(w: &Worker, id: &str) -> serde_json::Value {
     let mut row = serde_json::Value::Null;
     let done = w.eventually(Duration::from_secs(30), || {
-        let rows = w.sql(&format!(
+        let rows = w.events_sql(&format!(
             "SELECT processed_at, attempts, error FROM carrier_events WHERE carrier_event_id = {}",
             lit(id)
         ));
@@ -201,7 +201,10 @@ fn rejected_deliveries_store_nothing(w: &Worker) {
         assert_eq!(rows_for(w, id), 0, "{what} ({status}) must store nothing");
     }
     assert_eq!(
-        w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE payload LIKE {}", lit(&format!("%{no_id}%")))),
+        w.events_count(&format!(
+            "SELECT COUNT(*) AS n FROM carrier_events WHERE payload LIKE {}",
+            lit(&format!("%{no_id}%"))
+        )),
         0,
         "an event without data.id stores nothing"
     );
@@ -219,7 +222,7 @@ fn sweeper_requeues_an_event_whose_job_was_lost(w: &Worker) {
     ));
     thread::sleep(Duration::from_secs(2));
     assert!(
-        w.sql(&format!("SELECT processed_at FROM carrier_events WHERE carrier_event_id = {}", lit(&id)))[0]
+        w.events_sql(&format!("SELECT processed_at FROM carrier_events WHERE carrier_event_id = {}", lit(&id)))[0]
             ["processed_at"]
             .is_null(),
         "nothing processes a row without a job until the sweeper runs"

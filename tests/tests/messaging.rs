@@ -31,6 +31,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
         duplicated_receipts_while_the_send_is_slow_apply_once,
     ),
     ("messaging::crash_after_commit_rerun_changes_nothing", crash_after_commit_rerun_changes_nothing),
+    (
+        "messaging::crash_before_the_processed_mark_changes_nothing_twice",
+        crash_before_the_processed_mark_changes_nothing_twice,
+    ),
     ("messaging::idempotency_key_means_one_message_and_one_send", idempotency_key_means_one_message_and_one_send),
     ("messaging::accounts_see_only_their_own_messages", accounts_see_only_their_own_messages),
     ("messaging::carrier_refusal_fails_the_message_without_charge", carrier_refusal_fails_the_message_without_charge),
@@ -57,15 +61,7 @@ fn uid(tag: &str) -> String {
 }
 
 fn inbound(event_id: &str, carrier_message_id: &str, to: &str) -> String {
-    sim::telnyx::envelope(
-        event_id,
-        "message.received",
-        "2026-11-30T10:00:00Z",
-        json!({"id": carrier_message_id, "direction": "inbound", "type": "SMS", "text": "hello there",
-               "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": to,
-                   "status": "webhook_delivered"}], "media": []}),
-        1,
-    )
+    exactly_tests::telnyx_inbound(event_id, carrier_message_id, to, "hello there")
 }
 
 fn receipt(event_id: &str, event_type: &str, carrier_message_id: &str, status: &str, errors: Value) -> String {
@@ -120,7 +116,7 @@ fn wait_settled(w: &Worker, carrier_event_ids: &[String]) {
     let list = carrier_event_ids.iter().map(|id| lit(id)).collect::<Vec<_>>().join(", ");
     let total = carrier_event_ids.len() as i64;
     let ok = w.eventually(Duration::from_secs(60), || {
-        w.count(&format!(
+        w.events_count(&format!(
             "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id IN ({list}) AND (processed_at IS NOT
                 NULL OR error IS NOT NULL)"
         )) == total
@@ -241,7 +237,7 @@ fn receipt_before_the_send_result_is_applied_after_it(w: &Worker) {
     let shown = wait_status(w, &c, &id, "delivered");
     let carrier_id = shown["carrier_message_id"].as_str().unwrap();
     assert_eq!(shown["status"], "delivered");
-    let rows = w.sql(&format!(
+    let rows = w.events_sql(&format!(
         "SELECT 'cev_' || printf('%016x', id) AS id, attempts, processed_at, waiting_for FROM carrier_events
             WHERE carrier_event_id = {}",
         lit(&format!("{carrier_id}-delivered"))
@@ -284,7 +280,7 @@ fn duplicated_receipts_while_the_send_is_slow_apply_once(w: &Worker) {
     let carrier_id = shown["carrier_message_id"].as_str().unwrap().to_owned();
     assert_eq!(events(w, &id, "message.delivered"), 1);
     assert_eq!(events(w, &id, "message.sent"), 1);
-    let rows = w.sql(&format!(
+    let rows = w.events_sql(&format!(
         "SELECT error, waiting_for FROM carrier_events WHERE carrier_event_id = {}",
         lit(&format!("{carrier_id}-delivered"))
     ));
@@ -310,6 +306,55 @@ fn crash_after_commit_rerun_changes_nothing(w: &Worker) {
     let rows = w.sql(&format!("SELECT id FROM messages WHERE carrier_message_id = {}", lit(&carrier_id)));
     assert_eq!(rows.len(), 1);
     assert_eq!(events(w, rows[0]["id"].as_str().unwrap(), "message.received"), 1);
+}
+
+/// The effects and the processed mark are two commits (in a sharded log, in two databases): a
+/// crash between them reruns the job, and the rerun changes nothing but the mark. For an inbound
+/// message and for a receipt, each also delivered twice more while the first run is retried.
+fn crash_before_the_processed_mark_changes_nothing_twice(w: &Worker) {
+    let c = w.new_customer("crash-mark");
+    let (_, sent) = send(w, &c, "crash before the mark", None);
+    let out_id = sent["id"].as_str().unwrap().to_owned();
+    let out_carrier_id = wait_status(w, &c, &out_id, "sent")["carrier_message_id"].as_str().unwrap().to_owned();
+    let in_carrier_id = uid("crash-mark-in");
+    let inbound_event = uid("fault-crash-before-mark-in");
+    let receipt_event = uid("fault-crash-before-mark-rcpt");
+    let bodies = [
+        inbound(&inbound_event, &in_carrier_id, &c.number),
+        receipt(&receipt_event, "message.finalized", &out_carrier_id, "delivered", json!([])),
+    ];
+    for body in &bodies {
+        assert_eq!(w.deliver_telnyx(body).status, 200);
+    }
+    let ok = w.eventually(Duration::from_secs(30), || w.log_lines(&["injected crash between the effects"]) >= 2);
+    assert!(ok, "both first runs crashed between their effects and their marks");
+    for body in &bodies {
+        assert_eq!(w.deliver_telnyx(body).status, 200);
+        assert_eq!(w.deliver_telnyx(body).status, 200);
+    }
+    wait_settled(w, &[inbound_event.clone(), receipt_event.clone()]);
+    let rows = w.events_sql(&format!(
+        "SELECT carrier_event_id, processed_at IS NOT NULL AS processed, error, attempts FROM carrier_events
+            WHERE carrier_event_id IN ({}, {}) ORDER BY carrier_event_id",
+        lit(&inbound_event),
+        lit(&receipt_event)
+    ));
+    assert_eq!(rows.len(), 2, "one row per event id: {rows:?}");
+    for row in &rows {
+        assert_eq!((row["processed"].as_i64(), &row["error"]), (Some(1), &Value::Null), "{rows:?}");
+        // attempts counts the runs that wrote the mark: one.
+        assert_eq!(row["attempts"], 1, "{rows:?}");
+    }
+    let messages = w.sql(&format!("SELECT id FROM messages WHERE carrier_message_id = {}", lit(&in_carrier_id)));
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(events(w, messages[0]["id"].as_str().unwrap(), "message.received"), 1);
+    assert_eq!(message(w, &c, &out_id)["status"], "delivered");
+    assert_eq!(events(w, &out_id, "message.delivered"), 1);
+    let history = w.count(&format!(
+        "SELECT COUNT(*) AS n FROM message_status_history WHERE message_id = {} AND status = 'delivered'",
+        lit(&out_id)
+    ));
+    assert_eq!(history, 1);
 }
 
 fn idempotency_key_means_one_message_and_one_send(w: &Worker) {

@@ -61,7 +61,7 @@ fn wait_settled(w: &Worker, carrier_event_ids: &[String]) {
     let list = carrier_event_ids.iter().map(|id| lit(id)).collect::<Vec<_>>().join(", ");
     let total = carrier_event_ids.len() as i64;
     let ok = w.eventually(Duration::from_secs(60), || {
-        w.count(&format!(
+        w.events_count(&format!(
             "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id IN ({list})
                AND (processed_at IS NOT NULL OR error IS NOT NULL)"
         )) == total

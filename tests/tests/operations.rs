@@ -148,6 +148,8 @@ fn each_required_variable_missing_is_a_clear_503(_shared: &Worker) {
         ("TELNYX_CONNECTION_ID", ""),
         ("PUBLIC_BASE_URL", ""),
         ("ADMIN_TOKEN", ""),
+        // A shard map that leaves virtual shards 512-1023 without a database.
+        ("EVENT_SHARDS", "DB=0-511"),
     ];
     thread::scope(|s| {
         for (variable, value) in cases {
@@ -200,7 +202,7 @@ fn inbound(event_id: &str, number: &str) -> String {
 }
 
 fn state(w: &Worker, event_id: &str) -> serde_json::Value {
-    w.sql(&format!(
+    w.events_sql(&format!(
         "SELECT processed_at, error, payload FROM carrier_events WHERE carrier_event_id = {}",
         lit(event_id)
     ))
@@ -215,7 +217,7 @@ fn redriving_a_failed_event_twice_has_one_effect(w: &Worker) {
     assert_eq!(w.deliver_telnyx(&inbound(&event_id, &number)).status, 200);
     // Nobody owns the number yet: a visible dead letter.
     assert!(w.eventually(Duration::from_secs(30), || state(w, &event_id)["error"].is_string()));
-    let row_id = w.sql(&format!(
+    let row_id = w.events_sql(&format!(
         "SELECT 'cev_' || printf('%016x', id) AS id FROM carrier_events WHERE carrier_event_id = {}",
         lit(&event_id)
     ))[0]["id"]
@@ -271,7 +273,7 @@ fn retention_prunes_payloads_and_keeps_dedupe_keys(_shared: &Worker) {
     assert_eq!(w.deliver_telnyx(&body).status, 200);
     assert!(w.eventually(Duration::from_secs(30), || state(&w, &event_id)["processed_at"].is_number()));
     // 31 days later, the payload goes and the dedupe key stays.
-    w.sql("UPDATE carrier_events SET created_at = created_at - 31 * 86400000");
+    w.events_sql("UPDATE carrier_events SET created_at = created_at - 31 * 86400000");
     assert_eq!(w.cron().status, 200);
     assert!(w.eventually(Duration::from_secs(20), || state(&w, &event_id)["payload"].is_null()), "payload pruned");
     let again = w.deliver_telnyx(&body);
@@ -280,10 +282,11 @@ fn retention_prunes_payloads_and_keeps_dedupe_keys(_shared: &Worker) {
     let messages = w.call("GET", "/v1/messages", &key, None, &[]).json();
     assert_eq!(messages["data"].as_array().map(Vec::len), Some(1), "no second effect: {messages}");
     // After the event retention (90 days by default) the row itself goes.
-    w.sql("UPDATE carrier_events SET created_at = created_at - 60 * 86400000");
+    w.events_sql("UPDATE carrier_events SET created_at = created_at - 60 * 86400000");
     assert_eq!(w.cron().status, 200);
     let gone = w.eventually(Duration::from_secs(20), || {
-        w.count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {}", lit(&event_id))) == 0
+        w.events_count(&format!("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {}", lit(&event_id)))
+            == 0
     });
     assert!(gone, "the dedupe key is deleted after the event retention");
     let logged = w.eventually(Duration::from_secs(15), || w.log_lines(&["\"cron\":\"retention\""]) >= 2);

@@ -51,6 +51,7 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("GET", "/admin/carrier_events", Access::Admin),
     ("POST", "/admin/carrier_events/{id}/retry", Access::Admin),
     ("POST", "/admin/carrier_events/retry", Access::Admin),
+    ("POST", "/admin/event_shards/move", Access::Admin),
     ("GET", "/admin/webhook_deliveries", Access::Admin),
     ("GET", "/admin/metrics", Access::Admin),
     ("POST", "/admin/webhook_deliveries/{id}/retry", Access::Admin),
@@ -294,7 +295,7 @@ fn plivo_requires_v3_unless_v2_is_accepted(_shared: &Worker) {
     let v2 = [("x-plivo-signature-v2", plivo_sdk::V2_SIGNATURE), ("x-plivo-signature-v2-nonce", plivo_sdk::NONCE)];
     let v3 = [("x-plivo-signature-v3", plivo_sdk::V3_SIGNATURE), ("x-plivo-signature-v3-nonce", plivo_sdk::NONCE)];
     let stored = |w: &Worker, uuid_prefix: &str| {
-        w.count(&format!(
+        w.events_count(&format!(
             "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier = 'plivo' AND carrier_event_id LIKE {}",
             lit(&format!("{uuid_prefix}%"))
         ))

@@ -52,7 +52,8 @@ fn every_guard_refuses_to_run_twice(w: &Worker) {
                     Some(1),
                     "{check}: the parked receipt is woken once: {r}"
                 );
-                assert!(r["after_first"][0]["waiting_for"].is_null(), "{r}");
+                assert_eq!(r["before"], json!([{"woken": 0}]), "{check}: parked: {r}");
+                assert_eq!(r["after_first"], json!([{"woken": 1}]), "{check}: woken: {r}");
             }
             "messages.record_sent" => {
                 assert_eq!(

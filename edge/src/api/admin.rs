@@ -141,7 +141,7 @@ pub async fn list_carrier_events(req: Request, env: &Env) -> Result<Response, Ed
     let state = EventState::from_name(http::param(&params, "status").unwrap_or("failed"))
         .ok_or_else(|| EdgeError::invalid("status", "must be failed, pending or processed"))?;
     let limit = http::limit(&params)?;
-    let rows = carrier_events::list(&crate::store::database(env)?, state, Cursor::from_params(&params)?, limit).await?;
+    let rows = carrier_events::Log::open(env)?.list(state, Cursor::from_params(&params)?, limit).await?;
     let next = Cursor::after(&rows, limit, |r| (r.created_at, &r.id));
     let data = rows
         .iter()
@@ -167,12 +167,12 @@ pub async fn list_carrier_events(req: Request, env: &Env) -> Result<Response, Ed
 /// only enqueues a job the guards make a no-op.
 pub async fn retry_carrier_event(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     auth::admin(&req, env)?;
-    let db = crate::store::database(env)?;
-    let row = carrier_events::load(&db, id).await?.ok_or(EdgeError::NotFound)?;
+    let log = carrier_events::Log::open(env)?;
+    let row = log.load(id).await?.ok_or(EdgeError::NotFound)?;
     if row.processed_at.is_some() {
         return http::json(200, &json!({ "id": row.id, "status": "processed", "requeued": false }));
     }
-    carrier_events::clear_failure(&db, std::slice::from_ref(&row.id)).await?;
+    log.clear_failure(std::slice::from_ref(&row)).await?;
     crate::queues::enqueue(env, crate::queues::Job::CarrierEvent { id: row.id.clone() }).await?;
     http::json(202, &json!({ "id": row.id, "status": "pending", "requeued": true }))
 }
@@ -184,13 +184,44 @@ pub async fn retry_failed_carrier_events(req: Request, env: &Env) -> Result<Resp
     if http::param(&params, "status").unwrap_or("failed") != "failed" {
         return Err(EdgeError::invalid("status", "only failed events are re-driven in bulk"));
     }
-    let db = crate::store::database(env)?;
-    let ids: Vec<String> =
-        carrier_events::list(&db, EventState::Failed, None, 100).await?.into_iter().map(|r| r.id).collect();
-    carrier_events::clear_failure(&db, &ids).await?;
+    let log = carrier_events::Log::open(env)?;
+    let mut rows = Vec::new();
+    for listed in log.list(EventState::Failed, None, 100).await? {
+        rows.extend(log.load(&listed.id).await?);
+    }
+    log.clear_failure(&rows).await?;
+    let ids: Vec<String> = rows.into_iter().map(|r| r.id).collect();
     let jobs = ids.iter().map(|id| crate::queues::Job::CarrierEvent { id: id.clone() }).collect();
     crate::queues::enqueue_many(env, jobs).await?;
     http::json(202, &json!({ "requeued": ids.len(), "ids": ids }))
+}
+
+/// `POST /admin/event_shards/move` `{first, last, to, after?, pages?}`: moves virtual shards of
+/// the dedupe log to another database, up to `pages` (default and most 20) pages of 100 rows per
+/// call; call again with the answer's
+/// `after` until it says `done` (docs/scaling.md, "Moving virtual shards").
+pub async fn move_event_shards(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        first: u16,
+        last: u16,
+        to: String,
+        #[serde(default)]
+        after: i64,
+        #[serde(default)]
+        pages: Option<usize>,
+    }
+    auth::admin(&req, env)?;
+    let body: Body = http::json_body(&mut req).await?;
+    let pages = body.pages.unwrap_or(20);
+    if !(1..=20).contains(&pages) {
+        return Err(EdgeError::invalid("pages", "must be from 1 to 20"));
+    }
+    let log = carrier_events::Log::open(env)?;
+    let moved = log.move_shards(body.first, body.last, &body.to, body.after, pages).await?;
+    worker::console_log!("{}", json!({"admin": "move event shards", "move": &moved}));
+    http::json(200, &moved)
 }
 
 /// `GET /admin/webhook_deliveries?status=failed|pending|succeeded&limit=&cursor=`: exhausted
@@ -242,7 +273,7 @@ pub async fn retry_delivery(req: Request, env: &Env, id: &str) -> Result<Respons
 /// and failed; and the age of the oldest pending event and delivery.
 pub async fn metrics(req: Request, env: &Env) -> Result<Response, EdgeError> {
     auth::admin(&req, env)?;
-    let f = crate::store::metrics::figures(&crate::store::database(env)?).await?;
+    let f = crate::store::metrics::figures(env).await?;
     let at = now().unix_millis();
     let age = |oldest: Option<f64>| seconds(oldest.map_or(0, |t| at - t as i64));
     let ingested = f.events_ingested.unwrap_or(0.0);

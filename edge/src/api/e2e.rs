@@ -25,16 +25,32 @@ pub async fn route(req: Request, env: &Env, segments: &[&str]) -> Result<Respons
 
 /// `POST /__e2e/sql` `{"sql": "..."}` -> `{"results": [...]}`: lets the end-to-end tests count
 /// rows through the worker's own D1 binding (an outside reader of the local database file would
-/// contend for its lock). It exists only in the test build.
+/// contend for its lock). It exists only in the test build. With `"events": true` the statement
+/// runs in every database of the dedupe log, and the rows of all of them come back together;
+/// with `"binding": "EVENTS_1"` it runs in that one.
 async fn sql(mut req: worker::Request, env: &worker::Env) -> Result<worker::Response, crate::error::EdgeError> {
     #[derive(serde::Deserialize)]
     struct Query {
         sql: String,
+        #[serde(default)]
+        events: bool,
+        #[serde(default)]
+        binding: Option<String>,
     }
     let query: Query = crate::api::http::json_body(&mut req).await?;
-    let db = crate::store::database(env)?;
-    let rows = crate::store::checks::raw(&db, &query.sql)
-        .await
-        .map_err(|e| EdgeError::BadRequest(format!("sql failed: {e}")))?;
+    let log = crate::store::carrier_events::Log::open(env)?;
+    let databases = match (&query.binding, query.events) {
+        (Some(binding), _) => vec![log.database(binding)?],
+        (None, true) => log.bindings().iter().map(|b| log.database(b)).collect::<Result<_, _>>()?,
+        (None, false) => vec![crate::store::database(env)?],
+    };
+    let mut rows = Vec::new();
+    for db in &databases {
+        rows.extend(
+            crate::store::checks::raw(db, &query.sql)
+                .await
+                .map_err(|e| EdgeError::BadRequest(format!("sql failed: {e}")))?,
+        );
+    }
     crate::api::http::json(200, &serde_json::json!({ "results": rows }))
 }

@@ -12,7 +12,7 @@ use crate::config;
 use crate::error::EdgeError;
 use crate::platform::now;
 use crate::queues::{self as jobs, Job};
-use crate::store::carrier_events::{self as carrier_events, Stored};
+use crate::store::carrier_events::{Log, Stored};
 
 /// Handles one delivery from `provider`, on the runtime's request as it arrived.
 pub async fn webhook(provider: Provider, req: &Request, env: &Env) -> Result<Response, EdgeError> {
@@ -28,11 +28,11 @@ pub async fn webhook(provider: Provider, req: &Request, env: &Env) -> Result<Res
     let verified = verify(provider, req, &headers, &config, &body, started)?;
     let payload = std::str::from_utf8(&body).map_err(|_| Rejection::Malformed(PayloadError::NotParseable))?;
 
-    let db = crate::store::database(env)?;
+    let log = Log::open(env)?;
     if crate::faults::d1_write_fails_once(&verified.event().event_id) {
         return Err(EdgeError::Unavailable("injected D1 write failure".into()));
     }
-    let (stored, rows_written) = carrier_events::store(&db, &verified, payload, started).await?;
+    let (stored, rows_written) = log.store(&verified, payload, started).await?;
     let (id, outcome) = match stored {
         // If this send fails the row stays unprocessed: the carrier's retry re-enqueues it
         // (below) and the sweeper finds it, so answering 503 loses nothing.

@@ -1,33 +1,57 @@
-//! The `carrier_events` table: one row per provider event id, guarded by
-//! `UNIQUE (carrier, carrier_event_id)`.
+//! The dedupe log: the `carrier_events` table, one row per provider event id, guarded by
+//! `UNIQUE (carrier, carrier_event_id)`, spread over one or more D1 databases (docs/scaling.md,
+//! "The dedupe log across databases").
 //!
-//! Duplicates are told apart by rows changed (`meta.changes`), never by error text. The id is
-//! the rowid (`INTEGER PRIMARY KEY`), handed around as its decimal text. An event
-//! is settled once: `processed_at` (its effects committed, in the same batch) or `error` (a
-//! visible, permanent failure).
+//! A key's virtual shard (`exactly_core::shard`) and the shard map (`EVENT_SHARDS`) say which
+//! database holds its row; with no map every shard is in `DB`. Duplicates are told apart by
+//! rows changed (`meta.changes`), never by error text. An event is settled once: `processed_at`
+//! (written after its effects committed, which are guarded on their own: docs/scaling.md point
+//! 4) or `error` (a visible, permanent failure).
+//!
+//! Moving virtual shards: the database a shard leaves records `moved_to` in `shard_moves`, and
+//! from then on its insert for that shard changes nothing (the guard is in the same statement),
+//! so every writer that still goes there learns where the shard went and follows. The database
+//! it arrives in records `moved_from`; until the copy is done, a key is looked up in the source
+//! (which no longer takes new rows of the shard) before a row is written.
 
+use std::rc::Rc;
+
+use exactly_core::shard::{self, ShardMap};
 use exactly_core::{Provider, Timestamp, VerifiedEvent};
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
-use worker::{D1Database, D1PreparedStatement};
+use worker::{D1Database, Env};
 
 use crate::error::EdgeError;
 use crate::store::{self as db, int, text, time};
 
 /// The public form of an event's key: `cev_` and 16 hex digits of its rowid, opaque to clients.
 /// SQL writes it as `{ID}`; [`key`] reads it back.
-const ID: &str = "('cev_' || printf('%016x', id))";
+const ID: &str = "('cev_' || printf('%016x', e.id))";
+
+/// The id a new row gets in its database (`exactly_core::shard`): the next sequence number of
+/// the database (after every id it holds, including ids written before sharding), the virtual
+/// shard (bound as `?6`) and the database's tag (`?7`). Computed inside the INSERT, which D1
+/// runs alone on its database, so two writers never take the same number.
+const NEXT_ID: &str = "(4503599627370496 + ((SELECT CASE WHEN m >= 4503599627370496 THEN ((m - 4503599627370496) >> 16) + 1 ELSE m + 1 END
+       FROM (SELECT COALESCE((SELECT MAX(id) FROM carrier_events), 0) AS m)) << 16) + ?6 * 64 + ?7)";
+
+/// How many databases a lookup follows a moved shard through before giving up.
+const MAX_HOPS: usize = 4;
 
 /// The rowid inside a public id (`cev_...`; the bare decimal that jobs enqueued by earlier
-/// versions carry is read too), bound for a `WHERE id = ?`; NULL, matching nothing, for anything
-/// else.
-fn key(id: &str) -> JsValue {
-    let rowid = match id.strip_prefix("cev_") {
+/// versions carry is read too).
+fn rowid(id: &str) -> Option<i64> {
+    match id.strip_prefix("cev_") {
         Some(hex) if hex.len() == 16 => i64::from_str_radix(hex, 16).ok(),
         Some(_) => None,
         None => id.parse::<i64>().ok(),
-    };
-    rowid.map_or(JsValue::NULL, int)
+    }
+}
+
+/// [`rowid`], bound for a `WHERE id = ?`; NULL, matching nothing, for anything else.
+fn key(id: &str) -> JsValue {
+    rowid(id).map_or(JsValue::NULL, int)
 }
 
 /// What storing a delivery found.
@@ -42,7 +66,7 @@ pub enum Stored {
 }
 
 /// A stored carrier event, as the processor reads it.
-#[derive(Debug, Deserialize)]
+#[derive(Debug)]
 pub struct Row {
     pub id: String,
     pub carrier: String,
@@ -54,6 +78,8 @@ pub struct Row {
     pub attempts: f64,
     /// When the first delivery was stored (Unix ms).
     pub created_at: f64,
+    /// The binding of the database the row was read from, where its marks go.
+    pub binding: String,
 }
 
 impl Row {
@@ -63,192 +89,687 @@ impl Row {
     }
 }
 
-/// Inserts the event unless its provider event id is already stored, in one round trip.
-///
-/// The INSERT is `ON CONFLICT DO NOTHING`; its `changes` says whether this delivery was the
-/// first. The SELECT in the same batch (one transaction) reads the row either way. Also returns
-/// the rows D1 wrote (`meta.rows_written`, indexes included), for the logs and the benchmark.
-pub async fn store(
-    db: &D1Database,
-    event: &VerifiedEvent,
-    payload: &str,
-    now: Timestamp,
-) -> Result<(Stored, usize), EdgeError> {
-    let e = event.event();
-    let insert = db::stmt(
-        db,
-        "INSERT INTO carrier_events (carrier, carrier_event_id, event_type, payload, attempts, created_at)
-         VALUES (?1, ?2, ?3, ?4, 0, ?5)
-         ON CONFLICT (carrier, carrier_event_id) DO NOTHING",
-        &[text(e.provider.as_str()), text(&e.event_id), text(&e.event_type), text(payload), time(now)],
-    )?;
-    let select = db::stmt(
-        db,
-        &format!(
-            "SELECT {ID} AS id, processed_at, error FROM carrier_events WHERE carrier = ?1 AND carrier_event_id = ?2"
-        ),
-        &[text(e.provider.as_str()), text(&e.event_id)],
-    )?;
-    // Read field by field from D1's own objects: this runs on every delivery (see batch_raw).
-    let results = db::batch_raw(db, &[insert, select]).await?;
-    let [inserted, selected] = results.as_slice() else {
-        return Err(EdgeError::Unavailable("store carrier event: short batch".into()));
-    };
-    let row =
-        db::first_row(selected).ok_or_else(|| EdgeError::Unavailable("carrier event vanished after insert".into()))?;
-    let id = db::field(&row, "id")
-        .as_string()
-        .ok_or_else(|| EdgeError::Unavailable("carrier event without an id".into()))?;
-    let settled = !db::field(&row, "processed_at").is_null() || !db::field(&row, "error").is_null();
-    let rows_written = db::meta_count(inserted, "rows_written") + db::meta_count(selected, "rows_written");
-    let stored = if db::meta_count(inserted, "changes") == 1 {
-        Stored::New { id }
-    } else if settled {
-        Stored::SettledDuplicate { id }
-    } else {
-        Stored::PendingDuplicate { id }
-    };
-    Ok((stored, rows_written))
+/// A row read together with its shard's move record (every column optional: the row or the
+/// record may be absent).
+#[derive(Debug, Deserialize)]
+struct Found {
+    id: Option<String>,
+    carrier: Option<String>,
+    carrier_event_id: Option<String>,
+    event_type: Option<String>,
+    payload: Option<String>,
+    processed_at: Option<f64>,
+    error: Option<String>,
+    attempts: Option<f64>,
+    created_at: Option<f64>,
+    moved_to: Option<String>,
+    moved_from: Option<String>,
+    copied_at: Option<f64>,
 }
 
-/// Stores a fact the platform learned by asking the carrier (reconciliation), in the carrier's
-/// own format under its own dedupe key, unless that key is stored already. Returns the row's id
-/// when this call stored it: a fact learned twice, or learned after the carrier's own webhook
-/// with the same key, is stored once.
-pub async fn store_learned(
+impl Found {
+    fn row(self, binding: &str) -> Option<Row> {
+        Some(Row {
+            id: self.id?,
+            carrier: self.carrier?,
+            carrier_event_id: self.carrier_event_id?,
+            event_type: self.event_type?,
+            payload: self.payload,
+            processed_at: self.processed_at,
+            error: self.error,
+            attempts: self.attempts.unwrap_or(0.0),
+            created_at: self.created_at.unwrap_or(0.0),
+            binding: binding.to_owned(),
+        })
+    }
+
+    /// Where to look next when the row is not here: the shard moved on, or is still arriving.
+    fn next(&self) -> Option<&str> {
+        self.moved_to.as_deref().or(self.moved_from.as_deref().filter(|_| self.copied_at.is_none()))
+    }
+}
+
+/// The columns of [`Found`], for a query joining `carrier_events e` and `shard_moves m`.
+const FOUND: &str = "CASE WHEN e.id IS NULL THEN NULL ELSE ('cev_' || printf('%016x', e.id)) END AS id, e.carrier,
+    e.carrier_event_id, e.event_type, e.payload, e.processed_at, e.error, e.attempts, e.created_at, m.moved_to,
+    m.moved_from, m.copied_at";
+
+/// The dedupe log of a deployment: the shard map and the bindings.
+pub struct Log {
+    env: Env,
+    map: Rc<ShardMap>,
+}
+
+impl Log {
+    /// The log as configured (`EVENT_SHARDS`, default: everything in `DB`).
+    pub fn open(env: &Env) -> Result<Self, EdgeError> {
+        Ok(Log { env: env.clone(), map: Rc::clone(&crate::config::get(env)?.event_shards) })
+    }
+
+    /// The database of a dedupe binding.
+    pub fn database(&self, binding: &str) -> Result<D1Database, EdgeError> {
+        use wasm_bindgen::JsCast as _;
+        let value = js_sys::Reflect::get(self.env.as_ref(), &JsValue::from_str(binding)).unwrap_or(JsValue::UNDEFINED);
+        let usable = js_sys::Reflect::get(&value, &JsValue::from_str("prepare")).is_ok_and(|f| f.is_function());
+        if !usable {
+            return Err(EdgeError::platform("dedupe binding", format!("the D1 binding {binding} is missing")));
+        }
+        Ok(value.unchecked_into())
+    }
+
+    /// Every dedupe database the worker has: `DB`, every `EVENTS_<n>` binding, and any other the
+    /// map names; `DB` first.
+    pub fn bindings(&self) -> Vec<String> {
+        let mut out = vec![shard::DEFAULT_BINDING.to_owned()];
+        let keys = js_sys::Reflect::own_keys(self.env.as_ref()).map(|k| k.to_vec()).unwrap_or_default();
+        let mut found: Vec<String> = keys
+            .iter()
+            .filter_map(JsValue::as_string)
+            .filter(|k| k.starts_with(crate::bindings::EVENTS_PREFIX) && shard::binding_tag(k).is_some())
+            .filter(|k| self.database(k).is_ok())
+            .collect();
+        found.extend(self.map.bindings().iter().cloned());
+        found.sort_by_key(|b| shard::binding_tag(b));
+        for binding in found {
+            if !out.contains(&binding) {
+                out.push(binding);
+            }
+        }
+        out
+    }
+
+    /// Inserts the event unless its provider event id is already stored, in one round trip to
+    /// the database of its shard (more only while the shard moves).
+    ///
+    /// The INSERT is `ON CONFLICT DO NOTHING`; its `changes` says whether this delivery was the
+    /// first. The SELECT in the same batch (one transaction) reads the row either way. Also
+    /// returns the rows D1 wrote (`meta.rows_written`, indexes included), for the logs and the
+    /// benchmark.
+    pub async fn store(
+        &self,
+        event: &VerifiedEvent,
+        payload: &str,
+        now: Timestamp,
+    ) -> Result<(Stored, usize), EdgeError> {
+        let e = event.event();
+        self.insert(e.provider.as_str(), &e.event_id, &e.event_type, payload, now).await
+    }
+
+    /// Stores a fact the platform learned by asking the carrier (reconciliation), in the
+    /// carrier's own format under its own dedupe key, unless that key is stored already. Returns
+    /// the row's id when this call stored it: a fact learned twice, or learned after the
+    /// carrier's own webhook with the same key, is stored once.
+    pub async fn store_learned(
+        &self,
+        carrier: &str,
+        carrier_event_id: &str,
+        event_type: &str,
+        payload: &str,
+        now: Timestamp,
+    ) -> Result<Option<String>, EdgeError> {
+        Ok(match self.insert(carrier, carrier_event_id, event_type, payload, now).await?.0 {
+            Stored::New { id } => Some(id),
+            _ => None,
+        })
+    }
+
+    async fn insert(
+        &self,
+        carrier: &str,
+        carrier_event_id: &str,
+        event_type: &str,
+        payload: &str,
+        now: Timestamp,
+    ) -> Result<(Stored, usize), EdgeError> {
+        let vshard = shard::virtual_shard(carrier, carrier_event_id);
+        let mut binding = self.map.binding(vshard).to_owned();
+        let mut checked = false;
+        let mut rows_written = 0;
+        for _ in 0..MAX_HOPS {
+            let tag = shard::binding_tag(&binding)
+                .ok_or_else(|| EdgeError::Unavailable(format!("{binding} is not a dedupe binding")))?;
+            let db = self.database(&binding)?;
+            let insert = db::stmt(
+                &db,
+                &format!(
+                    "INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, attempts, created_at)
+                     SELECT {NEXT_ID}, ?1, ?2, ?3, ?4, 0, ?5
+                     WHERE NOT EXISTS (SELECT 1 FROM shard_moves WHERE vshard = ?6
+                        AND (moved_to IS NOT NULL OR (moved_from IS NOT NULL AND copied_at IS NULL AND ?8 = 0)))
+                     ON CONFLICT (carrier, carrier_event_id) DO NOTHING"
+                ),
+                &[
+                    text(carrier),
+                    text(carrier_event_id),
+                    text(event_type),
+                    text(payload),
+                    time(now),
+                    int(i64::from(vshard)),
+                    int(i64::from(tag)),
+                    int(i64::from(checked)),
+                ],
+            )?;
+            let select = db::stmt(
+                &db,
+                &format!(
+                    "SELECT CASE WHEN e.id IS NULL THEN NULL ELSE {ID} END AS id, e.processed_at, e.error, m.moved_to,
+                        m.moved_from, m.copied_at
+                     FROM (SELECT ?3 AS v) AS k
+                     LEFT JOIN carrier_events e ON e.carrier = ?1 AND e.carrier_event_id = ?2
+                     LEFT JOIN shard_moves m ON m.vshard = k.v"
+                ),
+                &[text(carrier), text(carrier_event_id), int(i64::from(vshard))],
+            )?;
+            // Read field by field from D1's own objects: this runs on every delivery (see
+            // store::batch_raw).
+            let results = db::batch_raw(&db, &[insert, select]).await?;
+            let [inserted, selected] = results.as_slice() else {
+                return Err(EdgeError::Unavailable("store carrier event: short batch".into()));
+            };
+            rows_written += db::meta_count(inserted, "rows_written") + db::meta_count(selected, "rows_written");
+            let found = db::first_row(selected)
+                .ok_or_else(|| EdgeError::Unavailable("store carrier event: no answer".into()))?;
+            if let Some(id) = db::field(&found, "id").as_string() {
+                let settled = !db::field(&found, "processed_at").is_null() || !db::field(&found, "error").is_null();
+                let stored = if db::meta_count(inserted, "changes") == 1 {
+                    Stored::New { id }
+                } else if settled {
+                    Stored::SettledDuplicate { id }
+                } else {
+                    Stored::PendingDuplicate { id }
+                };
+                return Ok((stored, rows_written));
+            }
+            if let Some(to) = db::field(&found, "moved_to").as_string() {
+                binding = to;
+                checked = false;
+                continue;
+            }
+            let arriving = db::field(&found, "copied_at").is_null();
+            match db::field(&found, "moved_from").as_string() {
+                Some(from) if arriving && !checked => {
+                    // Still being copied here: the source holds the keys not copied yet. It
+                    // takes no new rows of this shard once it records the move, so a key it
+                    // lacks now it never gets, and this database may take it.
+                    let source = self.database(&from)?;
+                    let there: Option<Found> = db::first(db::stmt(
+                        &source,
+                        &format!(
+                            "SELECT {FOUND} FROM (SELECT ?3 AS v) AS k
+                             LEFT JOIN carrier_events e ON e.carrier = ?1 AND e.carrier_event_id = ?2
+                             LEFT JOIN shard_moves m ON m.vshard = k.v"
+                        ),
+                        &[text(carrier), text(carrier_event_id), int(i64::from(vshard))],
+                    )?)
+                    .await?;
+                    let there = there.ok_or_else(|| EdgeError::Unavailable("store carrier event: no answer".into()))?;
+                    if there.moved_to.as_deref() != Some(binding.as_str()) {
+                        return Err(EdgeError::Unavailable(format!(
+                            "virtual shard {vshard} is arriving in {binding}, but {from} has not handed it over"
+                        )));
+                    }
+                    if let Some(row) = there.row(&from) {
+                        let id = row.id.clone();
+                        return Ok((
+                            if row.settled() {
+                                Stored::SettledDuplicate { id }
+                            } else {
+                                Stored::PendingDuplicate { id }
+                            },
+                            rows_written,
+                        ));
+                    }
+                    checked = true;
+                }
+                _ => return Err(EdgeError::Unavailable("carrier event not stored and not refused".into())),
+            }
+        }
+        Err(EdgeError::Unavailable(format!("virtual shard {vshard} moved more than {MAX_HOPS} times")))
+    }
+
+    /// One stored event, wherever its shard is now.
+    pub async fn load(&self, id: &str) -> Result<Option<Row>, EdgeError> {
+        let Some(rowid) = rowid(id) else {
+            return Ok(None);
+        };
+        let Some(vshard) = shard::shard_of_id(rowid) else {
+            // Written before the log was sharded: in `DB`, or copied along with its shard.
+            for binding in self.bindings() {
+                if let Some(row) = self.load_in(&binding, rowid, None).await?.and_then(|f| f.row(&binding)) {
+                    return Ok(Some(row));
+                }
+            }
+            return Ok(None);
+        };
+        let mut binding = self.map.binding(vshard).to_owned();
+        for _ in 0..MAX_HOPS {
+            let Some(found) = self.load_in(&binding, rowid, Some(vshard)).await? else {
+                return Ok(None);
+            };
+            let next = found.next().map(str::to_owned);
+            if let Some(row) = found.row(&binding) {
+                return Ok(Some(row));
+            }
+            match next {
+                Some(next) => binding = next,
+                None => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+
+    async fn load_in(&self, binding: &str, rowid: i64, vshard: Option<u16>) -> Result<Option<Found>, EdgeError> {
+        let db = self.database(binding)?;
+        db::first(db::stmt(
+            &db,
+            &format!(
+                "SELECT {FOUND} FROM (SELECT ?2 AS v) AS k
+                 LEFT JOIN carrier_events e ON e.id = ?1
+                 LEFT JOIN shard_moves m ON m.vshard = k.v"
+            ),
+            &[int(rowid), vshard.map_or(JsValue::NULL, |v| int(i64::from(v)))],
+        )?)
+        .await
+    }
+
+    /// Marks the event processed, once its effects committed. The guard `processed_at IS NULL`
+    /// makes a second run change nothing; `attempts` counts the runs that did work. Returns
+    /// whether this run applied it.
+    pub async fn mark_processed(&self, row: &Row, now: Timestamp) -> Result<bool, EdgeError> {
+        if crate::faults::crash_before_mark(&row.carrier_event_id) {
+            return Err(EdgeError::Unavailable(format!(
+                "injected crash between the effects and the processed mark of {}",
+                row.carrier_event_id
+            )));
+        }
+        let db = self.database(&row.binding)?;
+        Ok(db::run(db::stmt(
+            &db,
+            "UPDATE carrier_events SET processed_at = ?2, attempts = attempts + 1, waiting_for = NULL WHERE id = ?1 AND processed_at IS
+                 NULL AND error IS NULL",
+            &[key(&row.id), time(now)],
+        )?)
+        .await?
+            == 1)
+    }
+
+    /// [`Log::mark_processed`] by id.
+    pub async fn mark_processed_id(&self, id: &str, now: Timestamp) -> Result<bool, EdgeError> {
+        match self.load(id).await? {
+            Some(row) => self.mark_processed(&row, now).await,
+            None => Ok(false),
+        }
+    }
+
+    /// Records a permanent failure on an event that is not settled, once, with its
+    /// `carrier_event.failed` signal. The signal is written first, in the resources' database
+    /// `resources`, at most once per event; then the failure, guarded, in the event's own.
+    pub async fn mark_failed(&self, resources: &D1Database, row: &Row, error: &str) -> Result<Failed, EdgeError> {
+        let now = crate::platform::now();
+        let data = serde_json::json!({ "carrier_event_id": row.id, "error": error });
+        let signal = crate::store::signals::Signal::new("carrier_event.failed", &row.id, None, data, now)?;
+        let written = db::batch(resources, signal.statements_once(resources, now)?).await?;
+        let db = self.database(&row.binding)?;
+        let changed = db::run(db::stmt(
+            &db,
+            "UPDATE carrier_events SET error = ?2, attempts = attempts + 1 WHERE id = ?1 AND processed_at IS NULL
+                 AND error IS NULL",
+            &[key(&row.id), text(error)],
+        )?)
+        .await?
+            == 1;
+        let signals = if written.first().map(db::changes) == Some(1) { signal.event_ids() } else { Vec::new() };
+        Ok(Failed { changed, signals })
+    }
+
+    /// [`Log::mark_failed`] by id; `None` when there is no such event.
+    pub async fn mark_failed_id(
+        &self,
+        resources: &D1Database,
+        id: &str,
+        error: &str,
+    ) -> Result<Option<Failed>, EdgeError> {
+        match self.load(id).await? {
+            Some(row) => Ok(Some(self.mark_failed(resources, &row, error).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Clears the recorded failure of events that are not processed, so a re-driven job runs them
+    /// afresh (with a fresh retry count).
+    pub async fn clear_failure(&self, rows: &[Row]) -> Result<(), EdgeError> {
+        for row in rows {
+            let db = self.database(&row.binding)?;
+            db::run(db::stmt(
+                &db,
+                "UPDATE carrier_events SET error = NULL, attempts = 0 WHERE id = ?1 AND processed_at IS NULL",
+                &[key(&row.id)],
+            )?)
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Parks a receipt whose message is not recorded yet: it waits on `carrier_message_id` and is
+    /// not retried. Refused (false) when the message exists by now, so no wake-up can be missed:
+    /// in the resources' database the check and the park are one statement, and the batch that
+    /// records a send wakes what is parked on its id in one statement too ([`wake_stmt`]). The
+    /// event's own row then notes what it waits for, so the sweeper leaves it be.
+    pub async fn park(
+        &self,
+        resources: &D1Database,
+        row: &Row,
+        carrier: Provider,
+        carrier_message_id: &str,
+        now: Timestamp,
+    ) -> Result<bool, EdgeError> {
+        let results = db::batch(
+            resources,
+            vec![
+                db::stmt(
+                    resources,
+                    "INSERT INTO parked_receipts (carrier, carrier_message_id, carrier_event, parked_at)
+                     SELECT ?1, ?2, ?3, ?4
+                     WHERE NOT EXISTS (SELECT 1 FROM messages WHERE carrier = ?1 AND carrier_message_id = ?2)
+                     ON CONFLICT DO NOTHING",
+                    &[text(carrier.as_str()), text(carrier_message_id), text(&row.id), time(now)],
+                )?,
+                db::stmt(
+                    resources,
+                    "SELECT id FROM messages WHERE carrier = ?1 AND carrier_message_id = ?2",
+                    &[text(carrier.as_str()), text(carrier_message_id)],
+                )?,
+            ],
+        )
+        .await?;
+        if results.get(1).map(db::ids).transpose()?.is_some_and(|ids| !ids.is_empty()) {
+            return Ok(false);
+        }
+        let db = self.database(&row.binding)?;
+        db::run(db::stmt(
+            &db,
+            "UPDATE carrier_events SET waiting_for = ?2 WHERE id = ?1 AND processed_at IS NULL AND error IS NULL",
+            &[key(&row.id), text(carrier_message_id)],
+        )?)
+        .await?;
+        Ok(true)
+    }
+
+    /// Events stored before `older_than` that are neither processed nor failed nor parked: their
+    /// job was lost or is stuck. Oldest first, at most `limit`, across every database.
+    pub async fn unprocessed(&self, older_than: Timestamp, limit: u32) -> Result<Vec<(String, f64)>, EdgeError> {
+        #[derive(Deserialize)]
+        struct Pending {
+            id: String,
+            created_at: f64,
+        }
+        let mut all = Vec::new();
+        for binding in self.bindings() {
+            let db = self.database(&binding)?;
+            let rows: Vec<Pending> = db::all(db::stmt(
+                &db,
+                &format!(
+                    "SELECT {ID} AS id, e.created_at FROM carrier_events e
+                     WHERE e.processed_at IS NULL AND e.error IS NULL AND e.created_at < ?1 AND e.waiting_for IS NULL
+                     ORDER BY e.created_at LIMIT ?2"
+                ),
+                &[time(older_than), int(i64::from(limit))],
+            )?)
+            .await?;
+            all.extend(rows.into_iter().map(|r| (r.id, r.created_at)));
+        }
+        all.sort_by(|a, b| a.1.total_cmp(&b.1));
+        all.truncate(limit as usize);
+        Ok(all)
+    }
+
+    /// Receipts parked since before `older_than` whose message never appeared: recorded as
+    /// failed, visibly, at most `limit` per database per run. Returns how many.
+    pub async fn expire_parked(&self, older_than: Timestamp, limit: u32) -> Result<usize, EdgeError> {
+        let mut expired = 0;
+        for binding in self.bindings() {
+            let db = self.database(&binding)?;
+            expired += db::run(db::stmt(
+                &db,
+                "UPDATE carrier_events
+                 SET error = 'no message with carrier id ' || waiting_for || ' appeared within 24 hours', waiting_for = NULL
+                 WHERE id IN (SELECT id FROM carrier_events WHERE waiting_for IS NOT NULL AND created_at < ?1 LIMIT ?2)
+                   AND processed_at IS NULL AND error IS NULL",
+                &[time(older_than), int(i64::from(limit))],
+            )?)
+            .await?;
+        }
+        Ok(expired)
+    }
+
+    /// A page of carrier events in one state, newest first, across every database.
+    ///
+    /// The order and the cursor both use the integer rowid, unique across databases (its tag
+    /// says which database wrote it). The row's `id` is selected in its public form, and an
+    /// unqualified `id` in ORDER BY would name that text alias while the WHERE compared
+    /// integers, so pages skipped rows; `e.id` names the column in both, and the cursor's id is
+    /// bound as the integer inside it.
+    pub async fn list(
+        &self,
+        state: EventState,
+        cursor: Option<crate::store::Cursor>,
+        limit: u32,
+    ) -> Result<Vec<Listed>, EdgeError> {
+        let condition = match state {
+            EventState::Failed => "e.error IS NOT NULL",
+            EventState::Pending => "e.processed_at IS NULL AND e.error IS NULL",
+            EventState::Processed => "e.processed_at IS NOT NULL",
+        };
+        let (at, id) = match &cursor {
+            Some(c) => {
+                let rowid = key(&c.id);
+                if rowid.is_null() {
+                    return Err(EdgeError::invalid("cursor", "is not a cursor from a previous page"));
+                }
+                (int(c.created_at), rowid)
+            }
+            None => (JsValue::NULL, JsValue::NULL),
+        };
+        let mut all: Vec<Listed> = Vec::new();
+        for binding in self.bindings() {
+            let db = self.database(&binding)?;
+            all.extend(
+                db::all::<Listed>(db::stmt(
+                    &db,
+                    &format!(
+                        "SELECT {ID} AS id, e.id AS rid, e.carrier, e.carrier_event_id, e.event_type, e.processed_at,
+                             e.error, e.attempts, e.created_at FROM carrier_events e
+                         WHERE {condition} AND (?1 IS NULL OR e.created_at < ?1 OR (e.created_at = ?1 AND e.id < ?2))
+                         ORDER BY e.created_at DESC, e.id DESC LIMIT ?3"
+                    ),
+                    &[at.clone(), id.clone(), int(i64::from(limit))],
+                )?)
+                .await?,
+            );
+        }
+        all.sort_by(|a, b| b.created_at.total_cmp(&a.created_at).then(b.rid.total_cmp(&a.rid)));
+        all.truncate(limit as usize);
+        Ok(all)
+    }
+}
+
+/// A move of virtual shards `first..=last` to another database (docs/scaling.md, "Moving virtual
+/// shards"), as far as one call took it.
+#[derive(Debug, serde::Serialize)]
+pub struct Move {
+    /// The binding the shards leave (the map's, for all of them).
+    pub from: String,
+    /// The binding they move to.
+    pub to: String,
+    pub first: u16,
+    pub last: u16,
+    /// Rows this call copied (and removed from `from`).
+    pub copied: usize,
+    /// The last id of `from` visited: the next call goes on after it.
+    pub after: i64,
+    /// Every row is copied: the shards live in `to`, which no longer asks `from` about keys.
+    /// The map may now name `to` for them.
+    pub done: bool,
+}
+
+/// Rows read per page of a move.
+const MOVE_PAGE: u32 = 100;
+
+impl Log {
+    /// Moves virtual shards `first..=last` from the database the map gives them to `to`, in
+    /// steps: the first call records the move in both databases (the target first, so the moment
+    /// the source refuses new rows and sends writers on, the target already looks keys up in the
+    /// source), and every call copies up to `pages` pages of rows after `after`, removing each
+    /// copied row from the source. Calling again with the answer's `after` goes on; repeating a
+    /// call is harmless.
+    pub async fn move_shards(
+        &self,
+        first: u16,
+        last: u16,
+        to: &str,
+        after: i64,
+        pages: usize,
+    ) -> Result<Move, EdgeError> {
+        if first > last || last >= shard::VIRTUAL_SHARDS {
+            return Err(EdgeError::invalid(
+                "first",
+                "first and last must be virtual shards (0 to 1023), first <= last",
+            ));
+        }
+        if shard::binding_tag(to).is_none() {
+            return Err(EdgeError::invalid("to", "must be DB or EVENTS_<n> (n from 0 to 62)"));
+        }
+        let from = self.map.binding(first).to_owned();
+        if (first..=last).any(|v| self.map.binding(v) != from) {
+            return Err(EdgeError::invalid("first", "the shards of one move must all be in one database"));
+        }
+        if from == to {
+            return Err(EdgeError::invalid("to", "the shards are in that database already"));
+        }
+        let (source, target) = (self.database(&from)?, self.database(to)?);
+        let now = crate::platform::now();
+        let range = "WITH RECURSIVE r(v) AS (SELECT ?1 UNION ALL SELECT v + 1 FROM r WHERE v < ?2)";
+        db::run(db::stmt(
+            &target,
+            &format!(
+                "{range} INSERT INTO shard_moves (vshard, moved_to, moved_from, copied_at, updated_at)
+                 SELECT v, NULL, ?3, NULL, ?4 FROM r WHERE true
+                 ON CONFLICT (vshard) DO UPDATE SET moved_to = NULL, moved_from = excluded.moved_from,
+                   copied_at = CASE WHEN shard_moves.moved_from = excluded.moved_from THEN shard_moves.copied_at END,
+                   updated_at = excluded.updated_at"
+            ),
+            &[int(i64::from(first)), int(i64::from(last)), text(&from), time(now)],
+        )?)
+        .await?;
+        db::run(db::stmt(
+            &source,
+            &format!(
+                "{range} INSERT INTO shard_moves (vshard, moved_to, moved_from, copied_at, updated_at)
+                 SELECT v, ?3, NULL, NULL, ?4 FROM r WHERE true
+                 ON CONFLICT (vshard) DO UPDATE SET moved_to = excluded.moved_to, moved_from = NULL, copied_at = NULL,
+                   updated_at = excluded.updated_at"
+            ),
+            &[int(i64::from(first)), int(i64::from(last)), text(to), time(now)],
+        )?)
+        .await?;
+        let mut done = Move { from, to: to.to_owned(), first, last, copied: 0, after, done: false };
+        for _ in 0..pages {
+            #[derive(Deserialize)]
+            struct Copy {
+                id: f64,
+                carrier: String,
+                carrier_event_id: String,
+                event_type: String,
+                payload: Option<String>,
+                processed_at: Option<f64>,
+                error: Option<String>,
+                attempts: f64,
+                created_at: f64,
+                waiting_for: Option<String>,
+            }
+            let page: Vec<Copy> = db::all(db::stmt(
+                &source,
+                "SELECT id, carrier, carrier_event_id, event_type, payload, processed_at, error, attempts, created_at,
+                     waiting_for FROM carrier_events WHERE id > ?1 ORDER BY id LIMIT ?2",
+                &[int(done.after), int(i64::from(MOVE_PAGE))],
+            )?)
+            .await?;
+            let last_page = page.len() < MOVE_PAGE as usize;
+            if let Some(row) = page.last() {
+                done.after = row.id as i64;
+            }
+            let moving: Vec<&Copy> = page
+                .iter()
+                .filter(|r| {
+                    let v = shard::shard_of_id(r.id as i64)
+                        .unwrap_or_else(|| shard::virtual_shard(&r.carrier, &r.carrier_event_id));
+                    (first..=last).contains(&v)
+                })
+                .collect();
+            if !moving.is_empty() {
+                let copies = moving
+                    .iter()
+                    .map(|r| {
+                        db::stmt(
+                            &target,
+                            "INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, processed_at,
+                                 error, attempts, created_at, waiting_for)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT DO NOTHING",
+                            &[
+                                int(r.id as i64),
+                                text(&r.carrier),
+                                text(&r.carrier_event_id),
+                                text(&r.event_type),
+                                db::opt_text(r.payload.as_deref()),
+                                r.processed_at.map_or(JsValue::NULL, JsValue::from_f64),
+                                db::opt_text(r.error.as_deref()),
+                                JsValue::from_f64(r.attempts),
+                                JsValue::from_f64(r.created_at),
+                                db::opt_text(r.waiting_for.as_deref()),
+                            ],
+                        )
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                db::batch(&target, copies).await?;
+                // Only once the copies committed: a crash between leaves rows in both, and the
+                // next call copies them again (changing nothing) and removes them.
+                let removals = moving
+                    .iter()
+                    .map(|r| db::stmt(&source, "DELETE FROM carrier_events WHERE id = ?1", &[int(r.id as i64)]))
+                    .collect::<Result<Vec<_>, _>>()?;
+                db::batch(&source, removals).await?;
+                done.copied += moving.len();
+            }
+            if last_page {
+                db::run(db::stmt(
+                    &target,
+                    "UPDATE shard_moves SET copied_at = ?4, updated_at = ?4
+                     WHERE vshard BETWEEN ?1 AND ?2 AND moved_from = ?3 AND copied_at IS NULL",
+                    &[int(i64::from(first)), int(i64::from(last)), text(&done.from), time(now)],
+                )?)
+                .await?;
+                done.done = true;
+                break;
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// For the batch that records a send: wakes the receipts parked on its carrier id (`woken_at`)
+/// and returns their event ids (`RETURNING`), to enqueue once the batch committed; [`forget_woken`]
+/// then removes them.
+pub fn wake_stmt(
     db: &D1Database,
     carrier: &str,
-    carrier_event_id: &str,
-    event_type: &str,
-    payload: &str,
+    carrier_message_id: &str,
     now: Timestamp,
-) -> Result<Option<String>, EdgeError> {
-    let results = db::batch(
-        db,
-        vec![
-            db::stmt(
-                db,
-                "INSERT INTO carrier_events (carrier, carrier_event_id, event_type, payload, attempts, created_at)
-                 VALUES (?1, ?2, ?3, ?4, 0, ?5)
-                 ON CONFLICT (carrier, carrier_event_id) DO NOTHING",
-                &[text(carrier), text(carrier_event_id), text(event_type), text(payload), time(now)],
-            )?,
-            db::stmt(
-                db,
-                &format!("SELECT {ID} AS id FROM carrier_events WHERE carrier = ?1 AND carrier_event_id = ?2"),
-                &[text(carrier), text(carrier_event_id)],
-            )?,
-        ],
-    )
-    .await?;
-    if results.first().map(db::changes) != Some(1) {
-        return Ok(None);
-    }
-    Ok(results.get(1).map(db::ids).transpose()?.and_then(|ids| ids.into_iter().next()))
-}
-
-/// One stored event.
-pub async fn load(db: &D1Database, id: &str) -> Result<Option<Row>, EdgeError> {
-    db::first(db::stmt(
-        db,
-        &format!(
-            "SELECT {ID} AS id, carrier, carrier_event_id, event_type, payload, processed_at, error,
-             attempts, created_at FROM carrier_events WHERE id = ?1"
-        ),
-        &[key(id)],
-    )?)
-    .await
-}
-
-/// The statement that marks the event processed, for the batch that commits its effects. The
-/// guard `processed_at IS NULL` makes a second run change nothing; `attempts` counts the runs
-/// that did work.
-pub fn mark_processed_stmt(db: &D1Database, id: &str, now: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
+) -> Result<worker::D1PreparedStatement, EdgeError> {
     db::stmt(
         db,
-        "UPDATE carrier_events SET processed_at = ?2, attempts = attempts + 1 WHERE id = ?1 AND processed_at IS
-             NULL AND error IS NULL",
-        &[key(id), time(now)],
-    )
-}
-
-/// Marks an event with no effects processed. Returns whether this run applied it.
-pub async fn mark_processed(db: &D1Database, id: &str, now: Timestamp) -> Result<bool, EdgeError> {
-    Ok(db::run(mark_processed_stmt(db, id, now)?).await? == 1)
-}
-
-/// Records a permanent failure on an event that is not settled, once, with its
-/// `carrier_event.failed` signal in the same batch.
-pub async fn mark_failed(db: &D1Database, id: &str, error: &str) -> Result<Failed, EdgeError> {
-    let now = crate::platform::now();
-    let data = serde_json::json!({ "carrier_event_id": id, "error": error });
-    let signal = crate::store::signals::Signal::new("carrier_event.failed", id, None, data, now)?;
-    let mut statements = vec![db::stmt(
-        db,
-        "UPDATE carrier_events SET error = ?2, attempts = attempts + 1 WHERE id = ?1 AND processed_at IS NULL
-             AND error IS NULL",
-        &[key(id), text(error)],
-    )?];
-    statements.extend(signal.statements(db, now)?);
-    let results = db::batch(db, statements).await?;
-    Ok(Failed { changed: results.first().map(db::changes) == Some(1), signals: signal.event_ids() })
-}
-
-/// A failure recorded (or found recorded before), with the `carrier_event.failed` signal's
-/// event ids to announce.
-#[derive(Debug)]
-pub struct Failed {
-    /// This call recorded it.
-    pub changed: bool,
-    /// The signal's events (written only if `changed`).
-    pub signals: Vec<String>,
-}
-
-/// Clears the recorded failure of events that are not processed, so a re-driven job runs them
-/// afresh (with a fresh retry count).
-pub async fn clear_failure(db: &D1Database, ids: &[String]) -> Result<(), EdgeError> {
-    if ids.is_empty() {
-        return Ok(());
-    }
-    let statements = ids
-        .iter()
-        .map(|id| {
-            db::stmt(
-                db,
-                "UPDATE carrier_events SET error = NULL, attempts = 0 WHERE id = ?1 AND processed_at IS NULL",
-                &[key(id)],
-            )
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    db::batch(db, statements).await?;
-    Ok(())
-}
-
-/// Parks a receipt whose message is not recorded yet: it waits on `carrier_message_id` and is
-/// not retried. Refused (false) when the message exists by now, so no wake-up can be missed:
-/// the check and the park are one statement, and the batch that records a send wakes what is
-/// parked on its id in one statement too ([`wake_stmt`]).
-pub async fn park(db: &D1Database, id: &str, carrier: Provider, carrier_message_id: &str) -> Result<bool, EdgeError> {
-    let changed = db::run(db::stmt(
-        db,
-        "UPDATE carrier_events SET waiting_for = ?2
-         WHERE id = ?1 AND processed_at IS NULL AND error IS NULL
-           AND NOT EXISTS (SELECT 1 FROM messages WHERE carrier = ?3 AND carrier_message_id = ?2)",
-        &[key(id), text(carrier_message_id), text(carrier.as_str())],
-    )?)
-    .await?;
-    Ok(changed == 1)
-}
-
-/// For the batch that records a send: un-parks the receipts waiting on its carrier id and
-/// returns their ids (`RETURNING id`), to enqueue once the batch committed.
-pub fn wake_stmt(db: &D1Database, carrier: &str, carrier_message_id: &str) -> Result<D1PreparedStatement, EdgeError> {
-    db::stmt(
-        db,
-        &format!(
-            "UPDATE carrier_events SET waiting_for = NULL WHERE carrier = ?1 AND waiting_for = ?2 RETURNING {ID} AS id"
-        ),
-        &[text(carrier), text(carrier_message_id)],
+        "UPDATE parked_receipts SET woken_at = ?3 WHERE carrier = ?1 AND carrier_message_id = ?2 AND woken_at IS NULL
+         RETURNING carrier_event AS id",
+        &[text(carrier), text(carrier_message_id), time(now)],
     )
 }
 
@@ -257,42 +778,68 @@ pub fn woken(result: &worker::D1Result) -> Result<Vec<String>, EdgeError> {
     db::ids(result)
 }
 
-/// How long a parked receipt waits for its message before it is recorded as failed.
-pub const PARK_HORIZON_MILLIS: i64 = 24 * 3600 * 1000;
-
-/// Receipts parked since before `older_than` whose message never appeared: recorded as failed,
-/// visibly, at most `limit` per run. Returns how many.
-pub async fn expire_parked(db: &D1Database, older_than: Timestamp, limit: u32) -> Result<usize, EdgeError> {
+/// Removes the woken receipts of a carrier id once their jobs are enqueued.
+pub async fn forget_woken(db: &D1Database, carrier: &str, carrier_message_id: &str) -> Result<(), EdgeError> {
     db::run(db::stmt(
         db,
-        "UPDATE carrier_events
-         SET error = 'no message with carrier id ' || waiting_for || ' appeared within 24 hours', waiting_for = NULL
-         WHERE id IN (SELECT id FROM carrier_events WHERE waiting_for IS NOT NULL AND created_at < ?1 LIMIT ?2)
-           AND processed_at IS NULL AND error IS NULL",
+        "DELETE FROM parked_receipts WHERE carrier = ?1 AND carrier_message_id = ?2 AND woken_at IS NOT NULL",
+        &[text(carrier), text(carrier_message_id)],
+    )?)
+    .await
+    .map(|_| ())
+}
+
+/// A receipt woken before `older_than` and still recorded: the enqueue after its send may have
+/// been lost.
+#[derive(Debug, Deserialize)]
+pub struct Woken {
+    pub id: String,
+    pub carrier: String,
+    pub carrier_message_id: String,
+}
+
+/// Receipts woken before `older_than` whose removal never happened, at most `limit`.
+pub async fn still_woken(db: &D1Database, older_than: Timestamp, limit: u32) -> Result<Vec<Woken>, EdgeError> {
+    db::all(db::stmt(
+        db,
+        "SELECT carrier_event AS id, carrier, carrier_message_id FROM parked_receipts
+         WHERE woken_at IS NOT NULL AND woken_at < ?1 ORDER BY woken_at LIMIT ?2",
         &[time(older_than), int(i64::from(limit))],
     )?)
     .await
 }
 
-/// Events stored before `older_than` that are neither processed nor failed nor parked: their
-/// job was lost or is stuck. Oldest first, at most `limit`.
-pub async fn unprocessed(db: &D1Database, older_than: Timestamp, limit: u32) -> Result<Vec<String>, EdgeError> {
-    db::all_ids(db::stmt(
+/// Removes parked receipts that waited past the horizon without their message (their events are
+/// recorded as failed by [`Log::expire_parked`]), at most `limit`.
+pub async fn drop_expired_parks(db: &D1Database, older_than: Timestamp, limit: u32) -> Result<usize, EdgeError> {
+    db::run(db::stmt(
         db,
-        &format!(
-            "SELECT {ID} AS id FROM carrier_events
-         WHERE processed_at IS NULL AND error IS NULL AND created_at < ?1 AND waiting_for IS NULL
-         ORDER BY created_at LIMIT ?2"
-        ),
+        "DELETE FROM parked_receipts WHERE rowid IN
+           (SELECT rowid FROM parked_receipts WHERE woken_at IS NULL AND parked_at < ?1 ORDER BY parked_at LIMIT ?2)",
         &[time(older_than), int(i64::from(limit))],
     )?)
     .await
+}
+
+/// How long a parked receipt waits for its message before it is recorded as failed.
+pub const PARK_HORIZON_MILLIS: i64 = 24 * 3600 * 1000;
+
+/// A failure recorded (or found recorded before), with the `carrier_event.failed` signal's
+/// event ids to announce.
+#[derive(Debug)]
+pub struct Failed {
+    /// This call recorded it.
+    pub changed: bool,
+    /// The signal's events (empty when it was written before).
+    pub signals: Vec<String>,
 }
 
 /// A carrier event as `/admin/carrier_events` lists it.
 #[derive(Debug, Deserialize)]
 pub struct Listed {
     pub id: String,
+    /// The integer behind `id`, for ordering across databases.
+    rid: f64,
     pub carrier: String,
     pub carrier_event_id: String,
     pub event_type: String,
@@ -323,44 +870,4 @@ impl EventState {
             _ => None,
         }
     }
-}
-
-/// A page of carrier events in one state (`failed`, `pending` or `processed`), newest first.
-///
-/// The order and the cursor both use the integer rowid. The row's `id` is selected in its public
-/// form, and an unqualified `id` in ORDER BY would name that text alias while the WHERE compared
-/// integers, so pages skipped rows; `carrier_events.id` names the column in both, and the
-/// cursor's id is bound as the integer inside it.
-pub async fn list(
-    db: &D1Database,
-    state: EventState,
-    cursor: Option<crate::store::Cursor>,
-    limit: u32,
-) -> Result<Vec<Listed>, EdgeError> {
-    let condition = match state {
-        EventState::Failed => "error IS NOT NULL",
-        EventState::Pending => "processed_at IS NULL AND error IS NULL",
-        EventState::Processed => "processed_at IS NOT NULL",
-    };
-    let (at, id) = match &cursor {
-        Some(c) => {
-            let rowid = key(&c.id);
-            if rowid.is_null() {
-                return Err(EdgeError::invalid("cursor", "is not a cursor from a previous page"));
-            }
-            (crate::store::int(c.created_at), rowid)
-        }
-        None => (wasm_bindgen::JsValue::NULL, wasm_bindgen::JsValue::NULL),
-    };
-    db::all(db::stmt(
-        db,
-        &format!(
-            "SELECT {ID} AS id, carrier, carrier_event_id, event_type, processed_at, error, attempts,
-                 created_at FROM carrier_events
-             WHERE {condition} AND (?1 IS NULL OR created_at < ?1 OR (created_at = ?1 AND carrier_events.id < ?2))
-             ORDER BY created_at DESC, carrier_events.id DESC LIMIT ?3"
-        ),
-        &[at, id, int(i64::from(limit))],
-    )?)
-    .await
 }

@@ -123,8 +123,7 @@ async fn inbound_mms(db: &D1Database) -> Result<String, EdgeError> {
         text: String::new(),
         media: two_items(),
     };
-    let event = carrier_event(db).await?;
-    messages::insert_inbound(db, &id, &account(db).await?, Provider::Telnyx, &inbound, &event, now()).await?;
+    messages::insert_inbound(db, &id, &account(db).await?, Provider::Telnyx, &inbound, now()).await?;
     Ok(id)
 }
 
@@ -165,9 +164,11 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
                  WHERE 'cev_' || printf('%016x', id) = {}",
                 quote(&id)
             );
+            let log = carrier_events::Log::open(env)?;
+            let row = log.load(&id).await?.ok_or_else(|| EdgeError::Unavailable("no carrier event".into()))?;
             let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
             for _ in 0..2 {
-                let changed = carrier_events::mark_processed(db, &id, now()).await?;
+                let changed = log.mark_processed(&row, now()).await?;
                 r.runs.push((json!(changed), rows(db, &show).await?));
             }
             r
@@ -178,9 +179,11 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
                 "SELECT error, attempts FROM carrier_events WHERE 'cev_' || printf('%016x', id) = {}",
                 quote(&id)
             );
+            let log = carrier_events::Log::open(env)?;
+            let row = log.load(&id).await?.ok_or_else(|| EdgeError::Unavailable("no carrier event".into()))?;
             let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
             for reason in ["first", "second"] {
-                let changed = carrier_events::mark_failed(db, &id, reason).await?.changed;
+                let changed = log.mark_failed(db, &row, reason).await?.changed;
                 r.runs.push((json!(changed), rows(db, &show).await?));
             }
             r
@@ -188,12 +191,16 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
         "carrier_events.park_and_wake" => {
             let id = carrier_event(db).await?;
             let carrier_id = new_id("tlx")?;
-            let show =
-                format!("SELECT waiting_for FROM carrier_events WHERE 'cev_' || printf('%016x', id) = {}", quote(&id));
-            carrier_events::park(db, &id, Provider::Telnyx, &carrier_id).await?;
+            let show = format!(
+                "SELECT woken_at IS NOT NULL AS woken FROM parked_receipts WHERE carrier_event = {}",
+                quote(&id)
+            );
+            let log = carrier_events::Log::open(env)?;
+            let row = log.load(&id).await?.ok_or_else(|| EdgeError::Unavailable("no carrier event".into()))?;
+            log.park(db, &row, Provider::Telnyx, &carrier_id, now()).await?;
             let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
             for _ in 0..2 {
-                let results = db::batch(db, vec![carrier_events::wake_stmt(db, "telnyx", &carrier_id)?]).await?;
+                let results = db::batch(db, vec![carrier_events::wake_stmt(db, "telnyx", &carrier_id, now())?]).await?;
                 let woken = results.first().map(carrier_events::woken).transpose()?.unwrap_or_default();
                 r.runs.push((json!(woken), rows(db, &show).await?));
             }
@@ -276,19 +283,11 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
                 text: "hi".into(),
                 media: two_items(),
             };
-            let event = carrier_event(db).await?;
             let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
             for _ in 0..2 {
-                let change = messages::insert_inbound(
-                    db,
-                    &new_id("msg")?,
-                    &account_id,
-                    Provider::Telnyx,
-                    &inbound,
-                    &event,
-                    now(),
-                )
-                .await?;
+                let change =
+                    messages::insert_inbound(db, &new_id("msg")?, &account_id, Provider::Telnyx, &inbound, now())
+                        .await?;
                 r.runs.push((json!(change.changed), rows(db, &show).await?));
             }
             r

@@ -344,7 +344,7 @@ pub async fn record_sent(
                 now,
             )?,
             event.fan_out(db, now)?,
-            crate::store::carrier_events::wake_stmt(db, &message.carrier, carrier_message_id)?,
+            crate::store::carrier_events::wake_stmt(db, &message.carrier, carrier_message_id, now)?,
         ],
     )
     .await?;
@@ -384,8 +384,8 @@ pub async fn record_send_failed(
 }
 
 /// Applies a carrier's status report to `message`, guarded by the core lattice: the UPDATE's
-/// `WHERE status IN (...)` lists exactly the statuses `to` may follow. The carrier event is
-/// marked processed in the same batch. Returns whether the message moved.
+/// `WHERE status IN (...)` lists exactly the statuses `to` may follow; the history row names the
+/// carrier event. Returns whether the message moved.
 pub async fn apply_report(
     db: &D1Database,
     message: &Message,
@@ -438,24 +438,22 @@ pub async fn apply_report(
             statements.push(e.fan_out(db, now)?);
         }
     }
-    statements.push(crate::store::carrier_events::mark_processed_stmt(db, carrier_event, now)?);
-    let results = db::batch(db, statements).await?;
     if predecessors.is_empty() {
         return Ok(Change::default());
     }
+    let results = db::batch(db, statements).await?;
     Ok(Change::of(&results, event.as_ref()))
 }
 
-/// An inbound message, once per carrier message id; its media items, its `message.received`
-/// event and the carrier event's processed mark in the same batch. The items are written only
-/// with the message, so a repeated or re-signed delivery adds none.
+/// An inbound message, once per carrier message id, with its media items and its
+/// `message.received` event in the same batch. The items are written only with the message, so
+/// a repeated or re-signed delivery adds none.
 pub async fn insert_inbound(
     db: &D1Database,
     id: &str,
     account_id: &str,
     carrier: Provider,
     inbound: &exactly_core::event::InboundMessage,
-    carrier_event: &str,
     now: Timestamp,
 ) -> Result<Change, EdgeError> {
     let segments = exactly_core::segments::count(&inbound.text);
@@ -500,7 +498,6 @@ pub async fn insert_inbound(
         event.insert_if_changed(db, now)?,
         media::insert_if_message(db, id, &message.media, now)?,
         event.fan_out(db, now)?,
-        crate::store::carrier_events::mark_processed_stmt(db, carrier_event, now)?,
         // The number's carrier, unless set: the one its messages come from.
         db::stmt(
             db,

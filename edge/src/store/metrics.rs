@@ -2,7 +2,6 @@
 //! bound or an index's first entry), so the cost stays flat as the tables grow.
 
 use serde::Deserialize;
-use worker::D1Database;
 
 use crate::error::EdgeError;
 use crate::store as db;
@@ -10,7 +9,8 @@ use crate::store as db;
 /// The figures, as D1 returns them.
 #[derive(Debug, Default, Deserialize)]
 pub struct Figures {
-    /// Carrier events ever stored (the highest rowid: retention does not lower it).
+    /// Carrier events ever stored (from the highest id of each database: retention does not
+    /// lower it).
     pub events_ingested: Option<f64>,
     /// Carrier events neither processed nor failed.
     pub events_pending: f64,
@@ -30,23 +30,56 @@ pub struct Figures {
     pub oldest_pending_delivery: Option<f64>,
 }
 
-/// Reads every figure in one round trip.
-pub async fn figures(db: &D1Database) -> Result<Figures, EdgeError> {
-    let row: Option<Figures> = db::first(db::stmt(
-        db,
+/// The dedupe log's figures of one database.
+#[derive(Debug, Default, Deserialize)]
+struct EventFigures {
+    events_ingested: Option<f64>,
+    events_pending: f64,
+    events_failed: f64,
+    oldest_pending_event: Option<f64>,
+}
+
+/// Reads every figure: one round trip to `DB`, and one to each other database of the dedupe log.
+pub async fn figures(env: &worker::Env) -> Result<Figures, EdgeError> {
+    let db = db::database(env)?;
+    let mut figures: Figures = db::first(db::stmt(
+        &db,
         "SELECT
-           (SELECT MAX(rowid) FROM carrier_events) AS events_ingested,
-           (SELECT COUNT(*) FROM carrier_events WHERE processed_at IS NULL AND error IS NULL) AS events_pending,
-           (SELECT COUNT(*) FROM carrier_events WHERE error IS NOT NULL) AS events_failed,
-           (SELECT COUNT(*) FROM carrier_events WHERE waiting_for IS NOT NULL) AS events_parked,
-           (SELECT MIN(created_at) FROM carrier_events WHERE processed_at IS NULL AND error IS NULL) AS
-               oldest_pending_event,
+           (SELECT COUNT(*) FROM parked_receipts WHERE woken_at IS NULL) AS events_parked,
+           0 AS events_pending, 0 AS events_failed,
            (SELECT MAX(rowid) FROM webhook_deliveries) AS deliveries_created,
            (SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending') AS deliveries_pending,
            (SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'failed') AS deliveries_failed,
            (SELECT MIN(next_attempt_at) FROM webhook_deliveries WHERE status = 'pending') AS oldest_pending_delivery",
         &[],
     )?)
-    .await?;
-    Ok(row.unwrap_or_default())
+    .await?
+    .unwrap_or_default();
+    let log = crate::store::carrier_events::Log::open(env)?;
+    for binding in log.bindings() {
+        let events = log.database(&binding)?;
+        // Ingested: the sequence number of the highest id (exactly_core::shard), which retention
+        // does not lower; ids written before sharding count themselves.
+        let e: EventFigures = db::first(db::stmt(
+            &events,
+            "SELECT
+               (SELECT CASE WHEN m >= 4503599627370496 THEN (m - 4503599627370496) >> 16 ELSE m END
+                  FROM (SELECT MAX(rowid) AS m FROM carrier_events)) AS events_ingested,
+               (SELECT COUNT(*) FROM carrier_events WHERE processed_at IS NULL AND error IS NULL) AS events_pending,
+               (SELECT COUNT(*) FROM carrier_events WHERE error IS NOT NULL) AS events_failed,
+               (SELECT MIN(created_at) FROM carrier_events WHERE processed_at IS NULL AND error IS NULL) AS
+                   oldest_pending_event",
+            &[],
+        )?)
+        .await?
+        .unwrap_or_default();
+        figures.events_ingested = Some(figures.events_ingested.unwrap_or(0.0) + e.events_ingested.unwrap_or(0.0));
+        figures.events_pending += e.events_pending;
+        figures.events_failed += e.events_failed;
+        figures.oldest_pending_event = match (figures.oldest_pending_event, e.oldest_pending_event) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    Ok(figures)
 }

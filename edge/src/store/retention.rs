@@ -67,8 +67,22 @@ fn prefix_end(rows: &[Visit], cutoff: Timestamp) -> Option<i64> {
         .map(|r| r.rid as i64)
 }
 
-/// One retention run.
-pub async fn run(db: &D1Database, retention: Retention, now: Timestamp) -> Result<Pruned, EdgeError> {
+/// One retention run: the carrier event steps in every database of the dedupe log (each keeps
+/// its own watermarks), the attempts step in `DB`.
+pub async fn run(env: &worker::Env, retention: Retention, now: Timestamp) -> Result<Pruned, EdgeError> {
+    let mut pruned = Pruned::default();
+    let log = crate::store::carrier_events::Log::open(env)?;
+    for binding in log.bindings() {
+        let (payloads, events) = prune_events(&log.database(&binding)?, retention, now).await?;
+        pruned.payloads += payloads;
+        pruned.events += events;
+    }
+    pruned.attempts = prune_attempts(&crate::store::database(env)?, retention, now).await?;
+    Ok(pruned)
+}
+
+/// Payloads and rows of one database's carrier events; returns how many of each.
+async fn prune_events(db: &D1Database, retention: Retention, now: Timestamp) -> Result<(usize, usize), EdgeError> {
     let mut pruned = Pruned::default();
     let visit = "SELECT rowid AS rid, created_at, (processed_at IS NOT NULL OR error IS NOT NULL) AS settled
          FROM carrier_events";
@@ -103,6 +117,12 @@ pub async fn run(db: &D1Database, retention: Retention, now: Timestamp) -> Resul
     if let Some(upto) = prefix_end(&rows, cutoff) {
         pruned.events = db::run(db::stmt(db, "DELETE FROM carrier_events WHERE rowid <= ?1", &[int(upto)])?).await?;
     }
+    Ok((pruned.payloads, pruned.events))
+}
+
+/// Attempts of delivered webhooks; returns how many were deleted.
+async fn prune_attempts(db: &D1Database, retention: Retention, now: Timestamp) -> Result<usize, EdgeError> {
+    let mut pruned = Pruned::default();
 
     // Attempts of delivered webhooks: the window after the watermark, up to the cutoff.
     #[derive(Deserialize)]
@@ -137,5 +157,5 @@ pub async fn run(db: &D1Database, retention: Retention, now: Timestamp) -> Resul
         .await?;
         pruned.attempts = results.first().map(db::changes).unwrap_or(0);
     }
-    Ok(pruned)
+    Ok(pruned.attempts)
 }

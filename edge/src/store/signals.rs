@@ -66,7 +66,7 @@ impl Signal {
 
     /// The statements of a signal no guarded change precedes: the operator's copy is written
     /// once per resource and type ([`Event::insert_once`]) and guards the account's copy.
-    fn statements_once(&self, db: &D1Database, now: Timestamp) -> Result<Vec<D1PreparedStatement>, EdgeError> {
+    pub fn statements_once(&self, db: &D1Database, now: Timestamp) -> Result<Vec<D1PreparedStatement>, EdgeError> {
         let mut out = Vec::with_capacity(2 * self.copies.len());
         for (i, copy) in self.copies.iter().enumerate() {
             out.push(if i == 0 { copy.insert_once(db, now)? } else { copy.insert_if_changed(db, now)? });

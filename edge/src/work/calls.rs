@@ -13,18 +13,24 @@ use worker::{D1Database, Env};
 
 use crate::error::{Done, EdgeError, Outcome};
 use crate::platform::now;
-use crate::store::carrier_events::{self, Row};
+use crate::store::carrier_events::{Log, Row};
 use crate::store::numbers;
 
 /// Processes one stored call event.
-pub async fn process(env: &Env, db: &D1Database, row: &Row, event: &CarrierEvent) -> Result<Outcome, EdgeError> {
+pub async fn process(
+    env: &Env,
+    db: &D1Database,
+    log: &Log,
+    row: &Row,
+    event: &CarrierEvent,
+) -> Result<Outcome, EdgeError> {
     let (call_id, fact) = match call_machine::route(event, now()) {
-        Routed::Ignore => return Ok(Outcome::applied(carrier_events::mark_processed(db, &row.id, now()).await?)),
+        Routed::Ignore => return Ok(Outcome::applied(log.mark_processed(row, now()).await?)),
         Routed::Fact { call_id, fact } => (call_id, fact),
         Routed::Inbound(inbound) => {
             let Some(owner) = numbers::owner(db, &inbound.call.to).await? else {
                 let problem = format!("no account owns the number {}", inbound.call.to);
-                let failed = carrier_events::mark_failed(db, &row.id, &problem).await?;
+                let failed = log.mark_failed(db, row, &problem).await?;
                 crate::queues::announce_events(env, db, &failed.signals).await?;
                 return Ok(Outcome::Done(Done::Failed));
             };

@@ -105,10 +105,13 @@ async fn sent(
     carrier_id: &str,
 ) -> Result<Outcome, EdgeError> {
     let (change, woken) = messages::record_sent(db, message, token, carrier_id, now()).await?;
-    // Receipts that arrived before this result; if this enqueue is lost, the sweeper finds them
-    // (they are no longer parked).
-    crate::queues::enqueue_many(env, woken.into_iter().map(|id| crate::queues::Job::CarrierEvent { id }).collect())
-        .await?;
+    // Receipts that arrived before this result. They stay recorded as woken until their jobs are
+    // enqueued; if this enqueue is lost, the sweeper enqueues them again.
+    if !woken.is_empty() {
+        crate::queues::enqueue_many(env, woken.into_iter().map(|id| crate::queues::Job::CarrierEvent { id }).collect())
+            .await?;
+        crate::store::carrier_events::forget_woken(db, &message.carrier, carrier_id).await?;
+    }
     crate::queues::announce(env, db, &change).await?;
     Ok(Outcome::Done(if change.changed { Done::Sent } else { Done::NoOp }))
 }

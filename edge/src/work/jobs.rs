@@ -74,8 +74,13 @@ pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &
     for message in batch.messages()? {
         let recorded = match serde_json::from_value::<Job>(message.body().clone()) {
             Ok(Job::CarrierEvent { id }) => {
-                match carrier_events::mark_failed(&db, &id, "processing failed on every retry (dead-lettered)").await {
-                    Ok(failed) => crate::queues::announce_events(env, &db, &failed.signals).await,
+                let problem = "processing failed on every retry (dead-lettered)";
+                match carrier_events::Log::open(env) {
+                    Ok(log) => match log.mark_failed_id(&db, &id, problem).await {
+                        Ok(Some(failed)) => crate::queues::announce_events(env, &db, &failed.signals).await,
+                        Ok(None) => Ok(()),
+                        Err(e) => Err(e),
+                    },
                     Err(e) => Err(e),
                 }
             }

@@ -1,7 +1,8 @@
 //! Processing one stored carrier event: decode (core), decide (core), apply (one D1 batch).
 //!
-//! Any job may run twice; every effect below is guarded, and the event's processed mark is
-//! written in the same batch as the effect it records.
+//! Any job may run twice; every effect below is guarded on its own, and the event's processed
+//! mark is written after the effects committed (docs/scaling.md point 4): a run between the two
+//! commits changes nothing but the mark.
 
 use exactly_core::event::EventKind;
 use exactly_core::message::{transition, Transition};
@@ -11,13 +12,14 @@ use worker::{D1Database, Env};
 use crate::error::EdgeError;
 use crate::error::{Done, Outcome, Wait};
 use crate::platform::{new_id, now};
-use crate::store::carrier_events::{self as carrier_events, Row};
+use crate::store::carrier_events::{Log, Row};
 use crate::store::messages;
 use crate::store::outbox::Change;
 
 /// Processes the stored carrier event `id`.
 pub async fn process(env: &Env, db: &D1Database, id: &str) -> Result<Outcome, EdgeError> {
-    let Some(row) = carrier_events::load(db, id).await? else {
+    let log = Log::open(env)?;
+    let Some(row) = log.load(id).await? else {
         return Ok(Outcome::Done(Done::NoSuchEvent));
     };
     if row.settled() {
@@ -26,21 +28,19 @@ pub async fn process(env: &Env, db: &D1Database, id: &str) -> Result<Outcome, Ed
     let event = match parse(&row) {
         Ok(event) => event,
         Err(problem) => {
-            let failed = carrier_events::mark_failed(db, id, &problem).await?;
+            let failed = log.mark_failed(db, &row, &problem).await?;
             crate::queues::announce_events(env, db, &failed.signals).await?;
             return Ok(Outcome::Done(Done::Failed));
         }
     };
     let outcome = match &event.kind {
-        EventKind::MessageReceived(inbound) => received(env, db, &row, &event, inbound).await?,
-        EventKind::MessageStatus(report) => status_report(env, db, &row, &event, report).await?,
+        EventKind::MessageReceived(inbound) => received(env, db, &log, &row, &event, inbound).await?,
+        EventKind::MessageStatus(report) => status_report(env, db, &log, &row, &event, report).await?,
         EventKind::CallInitiated(_) | EventKind::CallAnswered(_) | EventKind::CallHangup(_) => {
-            crate::work::calls::process(env, db, &row, &event).await?
+            crate::work::calls::process(env, db, &log, &row, &event).await?
         }
         // Bridge reports and events this product does not act on are acknowledged as processed.
-        EventKind::CallBridged(_) | EventKind::Unrecognized => {
-            Outcome::applied(carrier_events::mark_processed(db, id, now()).await?)
-        }
+        EventKind::CallBridged(_) | EventKind::Unrecognized => Outcome::applied(log.mark_processed(&row, now()).await?),
     };
     if outcome == Outcome::Done(Done::Applied) && crate::faults::crash_after_commit(&row.carrier_event_id) {
         return Err(EdgeError::Unavailable(format!("injected crash after commit of {}", row.carrier_event_id)));
@@ -60,32 +60,43 @@ pub async fn announced(env: &Env, db: &D1Database, change: Change) -> Result<Out
     Ok(Outcome::applied(change.changed))
 }
 
+/// After the effects of carrier event `row` committed: announce them, then mark the event
+/// processed (a crash between the two commits reruns the job, which changes nothing but the
+/// mark).
+async fn settled(env: &Env, db: &D1Database, log: &Log, row: &Row, change: Change) -> Result<Outcome, EdgeError> {
+    let outcome = announced(env, db, change).await?;
+    log.mark_processed(row, now()).await?;
+    Ok(outcome)
+}
+
 async fn received(
     env: &Env,
     db: &D1Database,
+    log: &Log,
     row: &Row,
     event: &CarrierEvent,
     inbound: &exactly_core::event::InboundMessage,
 ) -> Result<Outcome, EdgeError> {
     let Some(owner) = crate::store::numbers::owner(db, &inbound.to).await? else {
         let problem = format!("no account owns the number {}", inbound.to);
-        let failed = carrier_events::mark_failed(db, &row.id, &problem).await?;
+        let failed = log.mark_failed(db, row, &problem).await?;
         crate::queues::announce_events(env, db, &failed.signals).await?;
         return Ok(Outcome::Done(Done::Failed));
     };
     let id = new_id("msg")?;
-    let change = messages::insert_inbound(db, &id, &owner.account_id, event.provider, inbound, &row.id, now()).await?;
+    let change = messages::insert_inbound(db, &id, &owner.account_id, event.provider, inbound, now()).await?;
     // Only the batch that recorded the message wrote its media rows. If this enqueue is lost,
     // the sweeper finds the items not copied.
     if change.changed && !inbound.media.is_empty() {
         crate::queues::copy_media(env, &id, inbound.media.len()).await?;
     }
-    announced(env, db, change).await
+    settled(env, db, log, row, change).await
 }
 
 async fn status_report(
     env: &Env,
     db: &D1Database,
+    log: &Log,
     row: &Row,
     event: &CarrierEvent,
     report: &exactly_core::event::StatusReport,
@@ -94,22 +105,23 @@ async fn status_report(
         // The receipt beat the send result. It waits, parked on the carrier's message id, and
         // the batch that records the send wakes it; duplicates and sweeps park it again and
         // spend nothing. The park is refused if the message appeared meanwhile: decide again.
-        return Ok(if carrier_events::park(db, &row.id, event.provider, &report.carrier_message_id).await? {
+        return Ok(if log.park(db, row, event.provider, &report.carrier_message_id, now()).await? {
             Outcome::Done(Done::Parked)
         } else {
             Outcome::RetryIn(1, Wait::MessageAppeared)
         });
     };
     let (current, Some(reported)) = (message.status, report.status) else {
-        return Ok(Outcome::applied(carrier_events::mark_processed(db, &row.id, now()).await?));
+        return Ok(Outcome::applied(log.mark_processed(row, now()).await?));
     };
     match transition(current, reported) {
         Transition::Move { to, .. } => {
-            announced(env, db, messages::apply_report(db, &message, to, report, &row.id, now()).await?).await
+            let change = messages::apply_report(db, &message, to, report, &row.id, now()).await?;
+            settled(env, db, log, row, change).await
         }
         // Duplicate, late or after a terminal word: nothing moves, the event is done.
         Transition::Unchanged(_) => {
-            carrier_events::mark_processed(db, &row.id, now()).await?;
+            log.mark_processed(row, now()).await?;
             Ok(Outcome::Done(Done::NoOp))
         }
     }

@@ -91,7 +91,7 @@ async fn ask_about_call(
     if !stale::claim_call(db, &call.id, cutoff, now).await? {
         return Ok((false, None));
     }
-    Ok((true, reconcile_call(env, db, call, now).await?))
+    Ok((true, reconcile_call(env, call, now).await?))
 }
 
 async fn ask_about_message(
@@ -104,17 +104,12 @@ async fn ask_about_message(
     if !stale::claim_message(db, &message.id, cutoff, now).await? {
         return Ok((false, None));
     }
-    Ok((true, reconcile_message(env, db, message, now).await?))
+    Ok((true, reconcile_message(env, message, now).await?))
 }
 
 /// Asks whether the caller's leg is still up; if it is gone, stores its hangup as a Telnyx
 /// `call.hangup` under the key `reconciled:{call}:hangup`.
-async fn reconcile_call(
-    env: &Env,
-    db: &worker::D1Database,
-    call: &StaleCall,
-    now: Timestamp,
-) -> Result<Option<String>, EdgeError> {
+async fn reconcile_call(env: &Env, call: &StaleCall, now: Timestamp) -> Result<Option<String>, EdgeError> {
     if call.carrier != Provider::Telnyx.as_str() {
         return Ok(None);
     }
@@ -143,17 +138,12 @@ async fn reconcile_call(
             "direction": "incoming", "hangup_cause": "normal_clearing", "hangup_source": "unknown",
         }),
     );
-    learned(db, Provider::Telnyx, &event_id, "call.hangup", &body, now).await
+    learned(env, Provider::Telnyx, &event_id, "call.hangup", &body, now).await
 }
 
 /// Asks what became of a sent message; a final word (delivered or failed) is stored as the
 /// carrier's own status report.
-async fn reconcile_message(
-    env: &Env,
-    db: &worker::D1Database,
-    message: &StaleMessage,
-    now: Timestamp,
-) -> Result<Option<String>, EdgeError> {
+async fn reconcile_message(env: &Env, message: &StaleMessage, now: Timestamp) -> Result<Option<String>, EdgeError> {
     let Some(carrier) = Provider::from_name(&message.carrier) else { return Ok(None) };
     let id = &message.carrier_message_id;
     let answer = match carrier {
@@ -198,18 +188,19 @@ async fn reconcile_message(
             (format!("{id}:{status}"), "message.status", form(&pairs))
         }
     };
-    learned(db, carrier, &event_id, event_type, &body, now).await
+    learned(env, carrier, &event_id, event_type, &body, now).await
 }
 
 async fn learned(
-    db: &worker::D1Database,
+    env: &Env,
     carrier: Provider,
     event_id: &str,
     event_type: &str,
     body: &str,
     now: Timestamp,
 ) -> Result<Option<String>, EdgeError> {
-    let stored = carrier_events::store_learned(db, carrier.as_str(), event_id, event_type, body, now).await?;
+    let stored =
+        carrier_events::Log::open(env)?.store_learned(carrier.as_str(), event_id, event_type, body, now).await?;
     worker::console_log!(
         "{}",
         json!({"cron": "reconcile", "carrier": carrier.as_str(), "event": event_id, "stored": stored.is_some()})

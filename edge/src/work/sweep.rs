@@ -37,10 +37,15 @@ const DELIVERY_GRACE_MILLIS: i64 = 60 * 1000;
 /// second run a no-op.
 pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
     let db = crate::store::database(env)?;
+    let log = carrier_events::Log::open(env)?;
     let cutoff = Timestamp::from_unix_millis(now().unix_millis() - STALE_AFTER_MILLIS);
-    let events = carrier_events::unprocessed(&db, cutoff, BATCH).await?;
+    let mut events: Vec<String> = log.unprocessed(cutoff, BATCH).await?.into_iter().map(|(id, _)| id).collect();
+    // Receipts woken by a recorded send whose jobs may not have been enqueued: enqueued again,
+    // then forgotten.
+    let woken = carrier_events::still_woken(&db, cutoff, BATCH).await?;
     let parked_horizon = Timestamp::from_unix_millis(now().unix_millis() - carrier_events::PARK_HORIZON_MILLIS);
-    let expired = carrier_events::expire_parked(&db, parked_horizon, BATCH).await?;
+    let expired = log.expire_parked(parked_horizon, BATCH).await?;
+    carrier_events::drop_expired_parks(&db, parked_horizon, BATCH).await?;
     if expired > 0 {
         worker::console_error!(
             "{}",
@@ -62,11 +67,15 @@ pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
         media: uncopied.len(),
     };
     crate::queues::deliver_many(env, overdue).await?;
+    events.extend(woken.iter().map(|w| w.id.clone()));
     let mut work: Vec<Job> = events.into_iter().map(|id| Job::CarrierEvent { id }).collect();
     work.extend(dispatches.into_iter().map(|message_id| Job::Dispatch { message_id }));
     work.extend(uncopied.into_iter().map(|m| Job::CopyMedia { message_id: m.message_id, position: m.position }));
     jobs::enqueue_many(env, work).await?;
-    report.backlog_signals = backlog(env, &db).await?;
+    for w in &woken {
+        carrier_events::forget_woken(&db, &w.carrier, &w.carrier_message_id).await?;
+    }
+    report.backlog_signals = backlog(env, &db, &log).await?;
     Ok(report)
 }
 
@@ -76,14 +85,14 @@ pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
 /// its owner), each if it has waited longer than `BACKLOG_ALERT_SECS`. Each stuck item raises
 /// it once however many sweeps find it, so a backlog that drains raises one more signal for
 /// each new oldest item still past the threshold. Returns how many signals this run wrote.
-async fn backlog(env: &Env, db: &worker::D1Database) -> Result<usize, EdgeError> {
+async fn backlog(env: &Env, db: &worker::D1Database, log: &carrier_events::Log) -> Result<usize, EdgeError> {
     let threshold_secs = crate::config::get(env)?.backlog_alert_secs;
     let at = now();
     let cutoff = Timestamp::from_unix_millis(at.unix_millis() - threshold_secs.saturating_mul(1000));
     let mut stuck = Vec::new();
-    if let Some(id) = carrier_events::unprocessed(db, cutoff, 1).await?.pop() {
+    if let Some((id, _)) = log.unprocessed(cutoff, 1).await?.pop() {
         // Settled between the two reads: nothing is waiting any more.
-        if let Some(row) = carrier_events::load(db, &id).await?.filter(|r| !r.settled()) {
+        if let Some(row) = log.load(&id).await?.filter(|r| !r.settled()) {
             let since = crate::store::millis(row.created_at);
             stuck.push(
                 signals::backlog_high(db, &Stuck::CarrierEvent { id: &row.id, since }, threshold_secs, at).await?,
