@@ -8,9 +8,10 @@
 //! A row's id carries its virtual shard and the database that wrote it, under a flag bit that
 //! tells it from the ids written before the log was sharded, and stays below 2^53 so D1 (which
 //! binds numbers as doubles) keeps it exact: `2^52 | sequence << 16 | vshard << 6 | tag`. The
-//! sequence counts up per database, so a database's rows stay in insertion order by id (what
-//! retention walks), rows copied from one database into another never collide with the rows the
-//! other writes, and the virtual shard of any id is known without its key.
+//! sequence counts up per database and never goes back (the database keeps a floor under it when
+//! rows are deleted), so a database's own rows stay in insertion order by id (what retention
+//! walks), rows copied from one database into another never take an id the other gives out, and
+//! the virtual shard of any id is known without its key.
 
 use sha2::{Digest, Sha256};
 

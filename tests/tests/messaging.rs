@@ -35,6 +35,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
         "messaging::crash_before_the_processed_mark_changes_nothing_twice",
         crash_before_the_processed_mark_changes_nothing_twice,
     ),
+    ("messaging::parked_receipts_expire_or_are_recovered_once", parked_receipts_expire_or_are_recovered_once),
     ("messaging::idempotency_key_means_one_message_and_one_send", idempotency_key_means_one_message_and_one_send),
     ("messaging::accounts_see_only_their_own_messages", accounts_see_only_their_own_messages),
     ("messaging::carrier_refusal_fails_the_message_without_charge", carrier_refusal_fails_the_message_without_charge),
@@ -355,6 +356,77 @@ fn crash_before_the_processed_mark_changes_nothing_twice(w: &Worker) {
         lit(&out_id)
     ));
     assert_eq!(history, 1);
+}
+
+/// A receipt whose message never appears fails visibly after 24 hours, once however many sweeps
+/// run; a receipt woken by its send whose job was lost (a crash after the send was recorded) is
+/// enqueued again by the sweeper and applied once.
+fn parked_receipts_expire_or_are_recovered_once(w: &Worker) {
+    let c = w.new_customer("parked");
+    // Never: parked, then 25 hours old.
+    let never = uid("never-msg");
+    let never_event = uid("never-rcpt");
+    assert_eq!(
+        w.deliver_telnyx(&receipt(&never_event, "message.finalized", &never, "delivered", json!([]))).status,
+        200
+    );
+    let parked = w.eventually(Duration::from_secs(30), || {
+        w.count(&format!("SELECT COUNT(*) AS n FROM parked_receipts WHERE carrier_message_id = {}", lit(&never))) == 1
+    });
+    assert!(parked, "the receipt parked");
+    let day = 25 * 3600 * 1000;
+    w.sql(&format!(
+        "UPDATE parked_receipts SET parked_at = parked_at - {day} WHERE carrier_message_id = {}",
+        lit(&never)
+    ));
+    w.events_sql(&format!(
+        "UPDATE carrier_events SET created_at = created_at - {day} WHERE carrier_event_id = {}",
+        lit(&never_event)
+    ));
+    for _ in 0..3 {
+        assert_eq!(w.cron().status, 200);
+    }
+    let rows = w.events_sql(&format!(
+        "SELECT error, processed_at, waiting_for FROM carrier_events WHERE carrier_event_id = {}",
+        lit(&never_event)
+    ));
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0]["error"].as_str().unwrap_or("").contains("appeared within 24 hours"), "{rows:?}");
+    assert!(rows[0]["processed_at"].is_null() && rows[0]["waiting_for"].is_null(), "{rows:?}");
+    assert_eq!(
+        w.count(&format!("SELECT COUNT(*) AS n FROM parked_receipts WHERE carrier_message_id = {}", lit(&never))),
+        0
+    );
+
+    // Woken, job lost: the send is recorded (here: the message takes the carrier id the receipt
+    // waits on) and the receipt marked woken, but nothing was enqueued.
+    let (_, sent) = send(w, &c, "woken then lost", None);
+    let id = sent["id"].as_str().unwrap().to_owned();
+    wait_status(w, &c, &id, "sent");
+    let lost = uid("lost-msg");
+    let lost_event = uid("lost-rcpt");
+    assert_eq!(w.deliver_telnyx(&receipt(&lost_event, "message.finalized", &lost, "delivered", json!([]))).status, 200);
+    let parked = w.eventually(Duration::from_secs(30), || {
+        w.count(&format!("SELECT COUNT(*) AS n FROM parked_receipts WHERE carrier_message_id = {}", lit(&lost))) == 1
+    });
+    assert!(parked, "the second receipt parked");
+    w.sql(&format!("UPDATE messages SET carrier_message_id = {} WHERE id = {}", lit(&lost), lit(&id)));
+    w.sql(&format!(
+        "UPDATE parked_receipts SET woken_at = {} WHERE carrier_message_id = {}",
+        sim::unix_now() * 1000 - 180_000,
+        lit(&lost)
+    ));
+    let applied = w.eventually(Duration::from_secs(60), || {
+        w.cron();
+        message(w, &c, &id)["status"] == "delivered"
+    });
+    assert!(applied, "the sweeper enqueued the woken receipt again");
+    wait_settled(w, std::slice::from_ref(&lost_event));
+    assert_eq!(events(w, &id, "message.delivered"), 1);
+    assert_eq!(
+        w.count(&format!("SELECT COUNT(*) AS n FROM parked_receipts WHERE carrier_message_id = {}", lit(&lost))),
+        0
+    );
 }
 
 fn idempotency_key_means_one_message_and_one_send(w: &Worker) {

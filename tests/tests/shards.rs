@@ -144,6 +144,18 @@ fn moving_shards_while_duplicates_arrive(_shared: &Worker) {
     assert_eq!(messages.len(), all.len(), "one message per event");
     assert!(messages.iter().all(|m| m["events"] == 1), "one message.received each: {messages:?}");
 
+    // An isolate still on the old map that is asked to move the same shards elsewhere: EVENTS_0
+    // no longer holds them, and nothing is written.
+    let stale = w.call(
+        "POST",
+        "/admin/event_shards/move",
+        ADMIN_TOKEN,
+        Some(&json!({"first": FIRST, "last": LAST, "to": "DB"})),
+        &[],
+    );
+    assert_eq!(stale.status, 409, "{}", stale.body);
+    assert_eq!(stale.json()["error"]["code"], "shard_move_conflict", "{}", stale.body);
+
     // Then the map names the new database; duplicates still find their rows.
     let mut w = w;
     w.set_var("EVENT_SHARDS", "DB=0-511 EVENTS_0=512-767 EVENTS_1=768-1023");

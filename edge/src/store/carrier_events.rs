@@ -30,11 +30,20 @@ use crate::store::{self as db, int, text, time};
 const ID: &str = "('cev_' || printf('%016x', e.id))";
 
 /// The id a new row gets in its database (`exactly_core::shard`): the next sequence number of
-/// the database (after every id it holds, including ids written before sharding), the virtual
-/// shard (bound as `?6`) and the database's tag (`?7`). Computed inside the INSERT, which D1
-/// runs alone on its database, so two writers never take the same number.
+/// the database (after every id it holds, including ids written before sharding, and after
+/// every id it ever held: [`ID_FLOOR`]), the virtual shard (bound as `?6`) and the database's
+/// tag (`?7`). Computed inside the INSERT, which D1 runs alone on its database, so two writers
+/// never take the same number.
 const NEXT_ID: &str = "(4503599627370496 + ((SELECT CASE WHEN m >= 4503599627370496 THEN ((m - 4503599627370496) >> 16) + 1 ELSE m + 1 END
-       FROM (SELECT COALESCE((SELECT MAX(id) FROM carrier_events), 0) AS m)) << 16) + ?6 * 64 + ?7)";
+       FROM (SELECT MAX(COALESCE((SELECT MAX(id) FROM carrier_events), 0),
+                        COALESCE((SELECT last_id FROM retention_marks WHERE name = 'id_floor'), 0)) AS m)) << 16) + ?6 * 64 + ?7)";
+
+/// Raises the database's id floor to its highest id, for the batch that deletes rows (a move's
+/// removals, retention): an id once given out is never given out again, even after the rows
+/// above it are gone.
+pub const ID_FLOOR: &str = "INSERT INTO retention_marks (name, last_id)
+     SELECT 'id_floor', COALESCE(MAX(id), 0) FROM carrier_events WHERE true
+     ON CONFLICT (name) DO UPDATE SET last_id = MAX(last_id, excluded.last_id)";
 
 /// How many databases a lookup follows a moved shard through before giving up.
 const MAX_HOPS: usize = 4;
@@ -333,10 +342,13 @@ impl Log {
             return Ok(None);
         };
         let Some(vshard) = shard::shard_of_id(rowid) else {
-            // Written before the log was sharded: in `DB`, or copied along with its shard.
-            for binding in self.bindings() {
-                if let Some(row) = self.load_in(&binding, rowid, None).await?.and_then(|f| f.row(&binding)) {
-                    return Ok(Some(row));
+            // Written before the log was sharded: in `DB`, or copied along with its shard. Looked
+            // for twice, so a row moved between two lookups is still found.
+            for _ in 0..2 {
+                for binding in self.bindings() {
+                    if let Some(row) = self.load_in(&binding, rowid, None).await?.and_then(|f| f.row(&binding)) {
+                        return Ok(Some(row));
+                    }
                 }
             }
             return Ok(None);
@@ -355,7 +367,9 @@ impl Log {
                 None => return Ok(None),
             }
         }
-        Ok(None)
+        Err(EdgeError::Unavailable(format!(
+            "carrier event {id}: virtual shard {vshard} moved more than {MAX_HOPS} times"
+        )))
     }
 
     async fn load_in(&self, binding: &str, rowid: i64, vshard: Option<u16>) -> Result<Option<Found>, EdgeError> {
@@ -405,6 +419,9 @@ impl Log {
     /// `carrier_event.failed` signal. The signal is written first, in the resources' database
     /// `resources`, at most once per event; then the failure, guarded, in the event's own.
     pub async fn mark_failed(&self, resources: &D1Database, row: &Row, error: &str) -> Result<Failed, EdgeError> {
+        if row.settled() {
+            return Ok(Failed { changed: false, signals: Vec::new() });
+        }
         let now = crate::platform::now();
         let data = serde_json::json!({ "carrier_event_id": row.id, "error": error });
         let signal = crate::store::signals::Signal::new("carrier_event.failed", &row.id, None, data, now)?;
@@ -523,23 +540,25 @@ impl Log {
         Ok(all)
     }
 
-    /// Receipts parked since before `older_than` whose message never appeared: recorded as
-    /// failed, visibly, at most `limit` per database per run. Returns how many.
-    pub async fn expire_parked(&self, older_than: Timestamp, limit: u32) -> Result<usize, EdgeError> {
-        let mut expired = 0;
-        for binding in self.bindings() {
-            let db = self.database(&binding)?;
-            expired += db::run(db::stmt(
-                &db,
-                "UPDATE carrier_events
-                 SET error = 'no message with carrier id ' || waiting_for || ' appeared within 24 hours', waiting_for = NULL
-                 WHERE id IN (SELECT id FROM carrier_events WHERE waiting_for IS NOT NULL AND created_at < ?1 LIMIT ?2)
-                   AND processed_at IS NULL AND error IS NULL",
-                &[time(older_than), int(i64::from(limit))],
-            )?)
-            .await?;
-        }
-        Ok(expired)
+    /// Records a receipt that waited past the horizon without its message as failed, visibly;
+    /// its parked record is removed after. Returns whether this call recorded it. A receipt
+    /// woken in time is never expired: only [`expired_parks`] (never woken) come here.
+    pub async fn expire_park(&self, resources: &D1Database, park: &Woken) -> Result<bool, EdgeError> {
+        let Some(row) = self.load(&park.id).await? else {
+            drop_park(resources, park).await?;
+            return Ok(false);
+        };
+        let db = self.database(&row.binding)?;
+        let changed = db::run(db::stmt(
+            &db,
+            "UPDATE carrier_events
+             SET error = 'no message with carrier id ' || ?2 || ' appeared within 24 hours', waiting_for = NULL
+             WHERE id = ?1 AND processed_at IS NULL AND error IS NULL",
+            &[key(&row.id), text(&park.carrier_message_id)],
+        )?)
+        .await?;
+        drop_park(resources, park).await?;
+        Ok(changed == 1)
     }
 
     /// A page of carrier events in one state, newest first, across every database.
@@ -615,6 +634,25 @@ pub struct Move {
 /// Rows read per page of a move.
 const MOVE_PAGE: u32 = 100;
 
+/// A carrier event row as a move copies it.
+#[derive(Clone, Deserialize)]
+struct Copy {
+    id: f64,
+    carrier: String,
+    carrier_event_id: String,
+    event_type: String,
+    payload: Option<String>,
+    processed_at: Option<f64>,
+    error: Option<String>,
+    attempts: f64,
+    created_at: f64,
+    waiting_for: Option<String>,
+}
+
+/// The columns of [`Copy`].
+const COPY: &str = "id, carrier, carrier_event_id, event_type, payload, processed_at, error, attempts, created_at,
+    waiting_for";
+
 impl Log {
     /// Moves virtual shards `first..=last` from the database the map gives them to `to`, in
     /// steps: the first call records the move in both databases (the target first, so the moment
@@ -647,6 +685,38 @@ impl Log {
             return Err(EdgeError::invalid("to", "the shards are in that database already"));
         }
         let (source, target) = (self.database(&from)?, self.database(to)?);
+        // The shards must be where this isolate's map says, and not on their way anywhere else:
+        // a call from an isolate on an older map, or one overlapping another move, is refused
+        // before it writes anything.
+        #[derive(Deserialize)]
+        struct State {
+            vshard: f64,
+            moved_to: Option<String>,
+            moved_from: Option<String>,
+            copied_at: Option<f64>,
+        }
+        let states = "SELECT vshard, moved_to, moved_from, copied_at FROM shard_moves WHERE vshard BETWEEN ?1 AND ?2";
+        let bounds = [int(i64::from(first)), int(i64::from(last))];
+        let conflict = |message: String| EdgeError::Conflict { code: "shard_move_conflict", message };
+        for s in db::all::<State>(db::stmt(&source, states, &bounds)?).await? {
+            let holds = s.moved_to.is_none() && (s.moved_from.is_none() || s.copied_at.is_some());
+            if !holds && s.moved_to.as_deref() != Some(to) {
+                return Err(conflict(format!(
+                    "virtual shard {} is not held by {from} (moving to {:?}, arriving from {:?}); is the map deployed?",
+                    s.vshard, s.moved_to, s.moved_from
+                )));
+            }
+        }
+        for s in db::all::<State>(db::stmt(&target, states, &bounds)?).await? {
+            let elsewhere = s.moved_to.as_deref().is_some_and(|t| t != from)
+                || (s.moved_from.as_deref().is_some_and(|f| f != from) && s.copied_at.is_none());
+            if elsewhere {
+                return Err(conflict(format!(
+                    "virtual shard {} is moving between other databases in {to} (to {:?}, from {:?})",
+                    s.vshard, s.moved_to, s.moved_from
+                )));
+            }
+        }
         let now = crate::platform::now();
         let range = "WITH RECURSIVE r(v) AS (SELECT ?1 UNION ALL SELECT v + 1 FROM r WHERE v < ?2)";
         db::run(db::stmt(
@@ -674,23 +744,9 @@ impl Log {
         .await?;
         let mut done = Move { from, to: to.to_owned(), first, last, copied: 0, after, done: false };
         for _ in 0..pages {
-            #[derive(Deserialize)]
-            struct Copy {
-                id: f64,
-                carrier: String,
-                carrier_event_id: String,
-                event_type: String,
-                payload: Option<String>,
-                processed_at: Option<f64>,
-                error: Option<String>,
-                attempts: f64,
-                created_at: f64,
-                waiting_for: Option<String>,
-            }
             let page: Vec<Copy> = db::all(db::stmt(
                 &source,
-                "SELECT id, carrier, carrier_event_id, event_type, payload, processed_at, error, attempts, created_at,
-                     waiting_for FROM carrier_events WHERE id > ?1 ORDER BY id LIMIT ?2",
+                &format!("SELECT {COPY} FROM carrier_events WHERE id > ?1 ORDER BY id LIMIT ?2"),
                 &[int(done.after), int(i64::from(MOVE_PAGE))],
             )?)
             .await?;
@@ -698,48 +754,13 @@ impl Log {
             if let Some(row) = page.last() {
                 done.after = row.id as i64;
             }
+            // By key, not by id: the row's key is at hand, and an id written by an older version
+            // during its rollout does not carry its shard.
             let moving: Vec<&Copy> = page
                 .iter()
-                .filter(|r| {
-                    let v = shard::shard_of_id(r.id as i64)
-                        .unwrap_or_else(|| shard::virtual_shard(&r.carrier, &r.carrier_event_id));
-                    (first..=last).contains(&v)
-                })
+                .filter(|r| (first..=last).contains(&shard::virtual_shard(&r.carrier, &r.carrier_event_id)))
                 .collect();
-            if !moving.is_empty() {
-                let copies = moving
-                    .iter()
-                    .map(|r| {
-                        db::stmt(
-                            &target,
-                            "INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, processed_at,
-                                 error, attempts, created_at, waiting_for)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT DO NOTHING",
-                            &[
-                                int(r.id as i64),
-                                text(&r.carrier),
-                                text(&r.carrier_event_id),
-                                text(&r.event_type),
-                                db::opt_text(r.payload.as_deref()),
-                                r.processed_at.map_or(JsValue::NULL, JsValue::from_f64),
-                                db::opt_text(r.error.as_deref()),
-                                JsValue::from_f64(r.attempts),
-                                JsValue::from_f64(r.created_at),
-                                db::opt_text(r.waiting_for.as_deref()),
-                            ],
-                        )
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                db::batch(&target, copies).await?;
-                // Only once the copies committed: a crash between leaves rows in both, and the
-                // next call copies them again (changing nothing) and removes them.
-                let removals = moving
-                    .iter()
-                    .map(|r| db::stmt(&source, "DELETE FROM carrier_events WHERE id = ?1", &[int(r.id as i64)]))
-                    .collect::<Result<Vec<_>, _>>()?;
-                db::batch(&source, removals).await?;
-                done.copied += moving.len();
-            }
+            done.copied += self.copy_rows(&source, &target, moving).await?;
             if last_page {
                 db::run(db::stmt(
                     &target,
@@ -754,10 +775,112 @@ impl Log {
         }
         Ok(done)
     }
+
+    /// Copies `rows` from `source` into `target` under their own ids, then removes each from
+    /// the source only if it is unchanged since it was read (a processed mark, a failure, a
+    /// park or a re-drive written meanwhile is copied again first). A row with the same id but
+    /// another key in the target is an error, never skipped. Returns how many moved.
+    async fn copy_rows(
+        &self,
+        source: &D1Database,
+        target: &D1Database,
+        mut rows: Vec<&Copy>,
+    ) -> Result<usize, EdgeError> {
+        let mut moved = 0;
+        let mut owned: Vec<Copy>;
+        for _ in 0..3 {
+            if rows.is_empty() {
+                return Ok(moved);
+            }
+            let copies = rows
+                .iter()
+                .map(|r| {
+                    db::stmt(
+                        target,
+                        "INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, processed_at,
+                             error, attempts, created_at, waiting_for)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                         ON CONFLICT (id) DO UPDATE SET payload = excluded.payload, processed_at = excluded.processed_at,
+                           error = excluded.error, attempts = excluded.attempts, waiting_for = excluded.waiting_for
+                         WHERE carrier_events.carrier = excluded.carrier
+                           AND carrier_events.carrier_event_id = excluded.carrier_event_id",
+                        &[
+                            int(r.id as i64),
+                            text(&r.carrier),
+                            text(&r.carrier_event_id),
+                            text(&r.event_type),
+                            db::opt_text(r.payload.as_deref()),
+                            r.processed_at.map_or(JsValue::NULL, JsValue::from_f64),
+                            db::opt_text(r.error.as_deref()),
+                            JsValue::from_f64(r.attempts),
+                            JsValue::from_f64(r.created_at),
+                            db::opt_text(r.waiting_for.as_deref()),
+                        ],
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let results = db::batch(target, copies).await?;
+            if let Some(clash) = results.iter().zip(&rows).find(|(r, _)| db::changes(r) != 1).map(|(_, row)| row) {
+                return Err(EdgeError::Unavailable(format!(
+                    "moving carrier event {}: the target holds another event under its id",
+                    clash.carrier_event_id
+                )));
+            }
+            // Only once the copies committed, and only rows as they were read: a crash between
+            // leaves rows in both, and the next call copies them again and removes them.
+            let removals = rows
+                .iter()
+                .map(|r| {
+                    db::stmt(
+                        source,
+                        "DELETE FROM carrier_events WHERE id = ?1 AND processed_at IS ?2 AND error IS ?3
+                             AND waiting_for IS ?4 AND attempts = ?5 AND payload IS ?6",
+                        &[
+                            int(r.id as i64),
+                            r.processed_at.map_or(JsValue::NULL, JsValue::from_f64),
+                            db::opt_text(r.error.as_deref()),
+                            db::opt_text(r.waiting_for.as_deref()),
+                            JsValue::from_f64(r.attempts),
+                            db::opt_text(r.payload.as_deref()),
+                        ],
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut batch = vec![db::stmt(source, ID_FLOOR, &[])?];
+            batch.extend(removals);
+            let results = db::batch(source, batch).await?;
+            let changed: Vec<i64> = results[1..]
+                .iter()
+                .zip(&rows)
+                .filter(|(r, _)| db::changes(r) != 1)
+                .map(|(_, row)| row.id as i64)
+                .collect();
+            moved += rows.len() - changed.len();
+            // Changed since they were read: read again (a row gone meanwhile needs nothing more).
+            owned = Vec::new();
+            for id in changed {
+                owned.extend(
+                    db::first::<Copy>(db::stmt(
+                        source,
+                        &format!("SELECT {COPY} FROM carrier_events WHERE id = ?1"),
+                        &[int(id)],
+                    )?)
+                    .await?,
+                );
+            }
+            rows = owned.iter().collect();
+        }
+        if rows.is_empty() {
+            Ok(moved)
+        } else {
+            Err(EdgeError::Unavailable("carrier events kept changing while they were moved; call again".into()))
+        }
+    }
 }
 
-/// For the batch that records a send: wakes the receipts parked on its carrier id (`woken_at`)
-/// and returns their event ids (`RETURNING`), to enqueue once the batch committed; [`forget_woken`]
+/// For the batch that records a send, after the statement that records it: wakes the receipts
+/// parked on its carrier id (`woken_at`), if the message with that id is recorded by now, and
+/// returns their event ids (`RETURNING`), to enqueue once the batch committed; [`forget_woken`]
 /// then removes them.
 pub fn wake_stmt(
     db: &D1Database,
@@ -768,6 +891,7 @@ pub fn wake_stmt(
     db::stmt(
         db,
         "UPDATE parked_receipts SET woken_at = ?3 WHERE carrier = ?1 AND carrier_message_id = ?2 AND woken_at IS NULL
+           AND EXISTS (SELECT 1 FROM messages WHERE carrier = ?1 AND carrier_message_id = ?2)
          RETURNING carrier_event AS id",
         &[text(carrier), text(carrier_message_id), time(now)],
     )
@@ -778,15 +902,48 @@ pub fn woken(result: &worker::D1Result) -> Result<Vec<String>, EdgeError> {
     db::ids(result)
 }
 
-/// Removes the woken receipts of a carrier id once their jobs are enqueued.
-pub async fn forget_woken(db: &D1Database, carrier: &str, carrier_message_id: &str) -> Result<(), EdgeError> {
-    db::run(db::stmt(
+/// Removes these woken receipts of a carrier id once their jobs are enqueued.
+pub async fn forget_woken(
+    db: &D1Database,
+    carrier: &str,
+    carrier_message_id: &str,
+    events: &[String],
+) -> Result<(), EdgeError> {
+    let statements = events
+        .iter()
+        .map(|event| {
+            db::stmt(
+                db,
+                "DELETE FROM parked_receipts WHERE carrier = ?1 AND carrier_message_id = ?2 AND carrier_event = ?3
+                   AND woken_at IS NOT NULL",
+                &[text(carrier), text(carrier_message_id), text(event)],
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if !statements.is_empty() {
+        db::batch(db, statements).await?;
+    }
+    Ok(())
+}
+
+/// For the batch that records a send, in `DB`: wakes receipts parked by a version older than
+/// `parked_receipts` (on `carrier_events.waiting_for` alone, while that version still ran), and
+/// returns their ids like [`wake_stmt`].
+pub fn wake_legacy_stmt(
+    db: &D1Database,
+    carrier: &str,
+    carrier_message_id: &str,
+) -> Result<worker::D1PreparedStatement, EdgeError> {
+    db::stmt(
         db,
-        "DELETE FROM parked_receipts WHERE carrier = ?1 AND carrier_message_id = ?2 AND woken_at IS NOT NULL",
+        "UPDATE carrier_events SET waiting_for = NULL WHERE carrier = ?1 AND waiting_for = ?2
+           AND processed_at IS NULL AND error IS NULL
+           AND EXISTS (SELECT 1 FROM messages WHERE carrier = ?1 AND carrier_message_id = ?2)
+           AND NOT EXISTS (SELECT 1 FROM parked_receipts p WHERE p.carrier = ?1 AND p.carrier_message_id = ?2
+                           AND p.carrier_event = 'cev_' || printf('%016x', carrier_events.id))
+         RETURNING 'cev_' || printf('%016x', id) AS id",
         &[text(carrier), text(carrier_message_id)],
-    )?)
-    .await
-    .map(|_| ())
+    )
 }
 
 /// A receipt woken before `older_than` and still recorded: the enqueue after its send may have
@@ -809,16 +966,27 @@ pub async fn still_woken(db: &D1Database, older_than: Timestamp, limit: u32) -> 
     .await
 }
 
-/// Removes parked receipts that waited past the horizon without their message (their events are
-/// recorded as failed by [`Log::expire_parked`]), at most `limit`.
-pub async fn drop_expired_parks(db: &D1Database, older_than: Timestamp, limit: u32) -> Result<usize, EdgeError> {
-    db::run(db::stmt(
+/// Receipts parked since before `older_than` and never woken, at most `limit`.
+pub async fn expired_parks(db: &D1Database, older_than: Timestamp, limit: u32) -> Result<Vec<Woken>, EdgeError> {
+    db::all(db::stmt(
         db,
-        "DELETE FROM parked_receipts WHERE rowid IN
-           (SELECT rowid FROM parked_receipts WHERE woken_at IS NULL AND parked_at < ?1 ORDER BY parked_at LIMIT ?2)",
+        "SELECT carrier_event AS id, carrier, carrier_message_id FROM parked_receipts
+         WHERE woken_at IS NULL AND parked_at < ?1 ORDER BY parked_at LIMIT ?2",
         &[time(older_than), int(i64::from(limit))],
     )?)
     .await
+}
+
+/// Removes a parked receipt that was never woken (its event was recorded as failed).
+pub async fn drop_park(db: &D1Database, park: &Woken) -> Result<(), EdgeError> {
+    db::run(db::stmt(
+        db,
+        "DELETE FROM parked_receipts WHERE carrier = ?1 AND carrier_message_id = ?2 AND carrier_event = ?3
+           AND woken_at IS NULL",
+        &[text(&park.carrier), text(&park.carrier_message_id), text(&park.id)],
+    )?)
+    .await
+    .map(|_| ())
 }
 
 /// How long a parked receipt waits for its message before it is recorded as failed.

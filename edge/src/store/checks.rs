@@ -198,6 +198,14 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
             let log = carrier_events::Log::open(env)?;
             let row = log.load(&id).await?.ok_or_else(|| EdgeError::Unavailable("no carrier event".into()))?;
             log.park(db, &row, Provider::Telnyx, &carrier_id, now()).await?;
+            // The send is recorded: a message now has the carrier id (the wake requires it).
+            let m = outbound(db, &account(db).await?).await?;
+            let recorded = format!(
+                "UPDATE messages SET carrier = 'telnyx', carrier_message_id = {} WHERE id = {}",
+                quote(&carrier_id),
+                quote(&m.id)
+            );
+            raw(db, &recorded).await.map_err(EdgeError::Unavailable)?;
             let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
             for _ in 0..2 {
                 let results = db::batch(db, vec![carrier_events::wake_stmt(db, "telnyx", &carrier_id, now())?]).await?;

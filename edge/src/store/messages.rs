@@ -345,10 +345,14 @@ pub async fn record_sent(
             )?,
             event.fan_out(db, now)?,
             crate::store::carrier_events::wake_stmt(db, &message.carrier, carrier_message_id, now)?,
+            crate::store::carrier_events::wake_legacy_stmt(db, &message.carrier, carrier_message_id)?,
         ],
     )
     .await?;
-    let woken = results.last().map(crate::store::carrier_events::woken).transpose()?.unwrap_or_default();
+    let mut woken = Vec::new();
+    for result in &results[results.len().saturating_sub(2)..] {
+        woken.extend(crate::store::carrier_events::woken(result)?);
+    }
     Ok((Change::of(&results, Some(&event)), woken))
 }
 

@@ -9,8 +9,10 @@ use crate::store as db;
 /// The figures, as D1 returns them.
 #[derive(Debug, Default, Deserialize)]
 pub struct Figures {
-    /// Carrier events ever stored (from the highest id of each database: retention does not
-    /// lower it).
+    /// Carrier events ever stored: the sum of each database's sequence (its highest id, or its
+    /// id floor; retention does not lower it). Rows copied by a shard move count in the
+    /// sequence of the database they came from and move the target's on too, so after a move
+    /// the figure runs ahead of the true count.
     pub events_ingested: Option<f64>,
     /// Carrier events neither processed nor failed.
     pub events_pending: f64,
@@ -58,13 +60,15 @@ pub async fn figures(env: &worker::Env) -> Result<Figures, EdgeError> {
     let log = crate::store::carrier_events::Log::open(env)?;
     for binding in log.bindings() {
         let events = log.database(&binding)?;
-        // Ingested: the sequence number of the highest id (exactly_core::shard), which retention
-        // does not lower; ids written before sharding count themselves.
+        // Ingested: the sequence number of the highest id or the id floor (exactly_core::shard),
+        // which retention does not lower; ids written before sharding count themselves.
         let e: EventFigures = db::first(db::stmt(
             &events,
             "SELECT
                (SELECT CASE WHEN m >= 4503599627370496 THEN (m - 4503599627370496) >> 16 ELSE m END
-                  FROM (SELECT MAX(rowid) AS m FROM carrier_events)) AS events_ingested,
+                  FROM (SELECT MAX(COALESCE((SELECT MAX(rowid) FROM carrier_events), 0),
+                                   COALESCE((SELECT last_id FROM retention_marks WHERE name = 'id_floor'), 0)) AS m))
+                   AS events_ingested,
                (SELECT COUNT(*) FROM carrier_events WHERE processed_at IS NULL AND error IS NULL) AS events_pending,
                (SELECT COUNT(*) FROM carrier_events WHERE error IS NOT NULL) AS events_failed,
                (SELECT MIN(created_at) FROM carrier_events WHERE processed_at IS NULL AND error IS NULL) AS

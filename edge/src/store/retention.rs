@@ -99,8 +99,9 @@ async fn prune_events(db: &D1Database, retention: Retention, now: Timestamp) -> 
             vec![
                 db::stmt(
                     db,
-                    "UPDATE carrier_events SET payload = NULL WHERE rowid > ?1 AND rowid <= ?2 AND payload IS NOT NULL",
-                    &[int(from), int(upto)],
+                    "UPDATE carrier_events SET payload = NULL WHERE rowid > ?1 AND rowid <= ?2 AND payload IS NOT NULL
+                       AND created_at < ?3 AND (processed_at IS NOT NULL OR error IS NOT NULL)",
+                    &[int(from), int(upto), crate::store::time(cutoff)],
                 )?,
                 set_mark(db, "payloads", upto)?,
             ],
@@ -115,7 +116,22 @@ async fn prune_events(db: &D1Database, retention: Retention, now: Timestamp) -> 
         now.unix_millis() - retention.event_days.max(crate::config::MIN_EVENT_RETENTION_DAYS) * DAY_MILLIS,
     );
     if let Some(upto) = prefix_end(&rows, cutoff) {
-        pruned.events = db::run(db::stmt(db, "DELETE FROM carrier_events WHERE rowid <= ?1", &[int(upto)])?).await?;
+        // Only settled rows older than the cutoff, whatever lies below `upto`: a row copied in by a
+        // move may carry an id below rows it is younger than.
+        let results = db::batch(
+            db,
+            vec![
+                db::stmt(db, crate::store::carrier_events::ID_FLOOR, &[])?,
+                db::stmt(
+                    db,
+                    "DELETE FROM carrier_events WHERE rowid <= ?1 AND created_at < ?2
+                       AND (processed_at IS NOT NULL OR error IS NOT NULL)",
+                    &[int(upto), crate::store::time(cutoff)],
+                )?,
+            ],
+        )
+        .await?;
+        pruned.events = results.get(1).map(db::changes).unwrap_or(0);
     }
     Ok((pruned.payloads, pruned.events))
 }

@@ -108,9 +108,9 @@ async fn sent(
     // Receipts that arrived before this result. They stay recorded as woken until their jobs are
     // enqueued; if this enqueue is lost, the sweeper enqueues them again.
     if !woken.is_empty() {
-        crate::queues::enqueue_many(env, woken.into_iter().map(|id| crate::queues::Job::CarrierEvent { id }).collect())
-            .await?;
-        crate::store::carrier_events::forget_woken(db, &message.carrier, carrier_id).await?;
+        let jobs = woken.iter().map(|id| crate::queues::Job::CarrierEvent { id: id.clone() }).collect();
+        crate::queues::enqueue_many(env, jobs).await?;
+        crate::store::carrier_events::forget_woken(db, &message.carrier, carrier_id, &woken).await?;
     }
     crate::queues::announce(env, db, &change).await?;
     Ok(Outcome::Done(if change.changed { Done::Sent } else { Done::NoOp }))

@@ -44,8 +44,10 @@ pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
     // then forgotten.
     let woken = carrier_events::still_woken(&db, cutoff, BATCH).await?;
     let parked_horizon = Timestamp::from_unix_millis(now().unix_millis() - carrier_events::PARK_HORIZON_MILLIS);
-    let expired = log.expire_parked(parked_horizon, BATCH).await?;
-    carrier_events::drop_expired_parks(&db, parked_horizon, BATCH).await?;
+    let mut expired = 0;
+    for park in carrier_events::expired_parks(&db, parked_horizon, BATCH).await? {
+        expired += usize::from(log.expire_park(&db, &park).await?);
+    }
     if expired > 0 {
         worker::console_error!(
             "{}",
@@ -73,7 +75,7 @@ pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
     work.extend(uncopied.into_iter().map(|m| Job::CopyMedia { message_id: m.message_id, position: m.position }));
     jobs::enqueue_many(env, work).await?;
     for w in &woken {
-        carrier_events::forget_woken(&db, &w.carrier, &w.carrier_message_id).await?;
+        carrier_events::forget_woken(&db, &w.carrier, &w.carrier_message_id, std::slice::from_ref(&w.id)).await?;
     }
     report.backlog_signals = backlog(env, &db, &log).await?;
     Ok(report)
