@@ -269,13 +269,7 @@ impl Worker {
 
     /// Runs SQL in one D1 binding of the worker (`DB`, `EVENTS_<n>`) and returns the rows.
     pub fn sql_at(&self, binding: &str, sql: &str) -> Vec<Value> {
-        let answer = self.post(
-            "/__e2e/sql",
-            &[("content-type", "application/json")],
-            json!({ "sql": sql, "binding": binding }).to_string().as_bytes(),
-        );
-        assert_eq!(answer.status, 200, "sql failed in {binding}: {sql}\n{}", answer.body);
-        answer.json()["results"].as_array().cloned().unwrap_or_default()
+        self.sql_in(sql, json!({ "sql": sql, "binding": binding }))
     }
 
     /// Stops the worker and starts it again on the same persisted state.
@@ -350,13 +344,13 @@ impl Worker {
     /// Runs SQL against the worker's local D1 database (through the test build's SQL route,
     /// on the worker's own D1 binding) and returns the rows.
     pub fn sql(&self, sql: &str) -> Vec<Value> {
-        self.sql_in(sql, false)
+        self.sql_in(sql, json!({ "sql": sql }))
     }
 
     /// Runs SQL in every database of the dedupe log (`carrier_events`; with one database, `DB`)
     /// and returns the rows of all of them.
     pub fn events_sql(&self, sql: &str) -> Vec<Value> {
-        self.sql_in(sql, true)
+        self.sql_in(sql, json!({ "sql": sql, "events": true }))
     }
 
     /// The sum, over every database of the dedupe log, of the integer a `SELECT COUNT(*) AS n`
@@ -367,14 +361,9 @@ impl Worker {
         rows.iter().map(|r| r["n"].as_i64().unwrap_or_else(|| panic!("no n in {rows:?} for {sql}"))).sum()
     }
 
-    fn sql_in(&self, sql: &str, events: bool) -> Vec<Value> {
-        let ask = || {
-            self.post(
-                "/__e2e/sql",
-                &[("content-type", "application/json")],
-                json!({ "sql": sql, "events": events }).to_string().as_bytes(),
-            )
-        };
+    /// Posts `query` (`{"sql", ...}`) to the test build's SQL route and returns the rows.
+    fn sql_in(&self, sql: &str, query: Value) -> Vec<Value> {
+        let ask = || self.post("/__e2e/sql", &[("content-type", "application/json")], query.to_string().as_bytes());
         let mut answer = ask();
         // wrangler dev's proxy now and then drops a request to workerd under load and answers
         // 503 "restarted mid-request" without running it; it retries only GETs itself. A read is

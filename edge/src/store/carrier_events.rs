@@ -157,13 +157,7 @@ impl Log {
 
     /// The database of a dedupe binding.
     pub fn database(&self, binding: &str) -> Result<D1Database, EdgeError> {
-        use wasm_bindgen::JsCast as _;
-        let value = js_sys::Reflect::get(self.env.as_ref(), &JsValue::from_str(binding)).unwrap_or(JsValue::UNDEFINED);
-        let usable = js_sys::Reflect::get(&value, &JsValue::from_str("prepare")).is_ok_and(|f| f.is_function());
-        if !usable {
-            return Err(EdgeError::platform("dedupe binding", format!("the D1 binding {binding} is missing")));
-        }
-        Ok(value.unchecked_into())
+        db::d1(&self.env, binding)
     }
 
     /// Every dedupe database the worker has: `DB`, every `EVENTS_<n>` binding, and any other the

@@ -34,20 +34,25 @@ pub mod usage;
 /// The D1 binding; inside an API request, that request's [`Session`], which answers the same
 /// `prepare` and `batch`.
 pub fn database(env: &worker::Env) -> Result<D1Database, EdgeError> {
+    d1(env, crate::bindings::DB)
+}
+
+/// The D1 database (or session: anything answering `prepare`) bound as `name`.
+pub fn d1(env: &worker::Env, name: &str) -> Result<D1Database, EdgeError> {
     use wasm_bindgen::JsCast as _;
-    let binding = binding(env)?;
+    let binding = binding(env, name)?;
     let usable = js_sys::Reflect::get(&binding, &JsValue::from_str("prepare")).is_ok_and(|f| f.is_function());
     if !usable {
-        return Err(EdgeError::platform("DB binding", "the binding DB is not a D1 database"));
+        return Err(EdgeError::platform("D1 binding", format!("the binding {name} is not a D1 database")));
     }
     Ok(binding.unchecked_into())
 }
 
-fn binding(env: &worker::Env) -> Result<JsValue, EdgeError> {
-    js_sys::Reflect::get(env.as_ref(), &JsValue::from_str(crate::bindings::DB))
+fn binding(env: &worker::Env, name: &str) -> Result<JsValue, EdgeError> {
+    js_sys::Reflect::get(env.as_ref(), &JsValue::from_str(name))
         .ok()
         .filter(|b| !b.is_undefined() && !b.is_null())
-        .ok_or_else(|| EdgeError::platform("DB binding", "the binding DB is missing"))
+        .ok_or_else(|| EdgeError::platform("D1 binding", format!("the binding {name} is missing")))
 }
 
 /// One API request's D1 session (docs/api.md, "Reading your own writes"): with read
@@ -63,7 +68,7 @@ impl Session {
     /// Opens a session on the `DB` binding; `None` where the runtime has no sessions.
     pub fn open(env: &worker::Env, bookmark: Option<&str>, writes: bool) -> Result<Option<Self>, EdgeError> {
         use wasm_bindgen::JsCast as _;
-        let db = binding(env)?;
+        let db = binding(env, crate::bindings::DB)?;
         let Some(with_session) = js_sys::Reflect::get(&db, &JsValue::from_str("withSession"))
             .ok()
             .and_then(|f| f.dyn_into::<js_sys::Function>().ok())

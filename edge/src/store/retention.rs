@@ -83,7 +83,7 @@ pub async fn run(env: &worker::Env, retention: Retention, now: Timestamp) -> Res
 
 /// Payloads and rows of one database's carrier events; returns how many of each.
 async fn prune_events(db: &D1Database, retention: Retention, now: Timestamp) -> Result<(usize, usize), EdgeError> {
-    let mut pruned = Pruned::default();
+    let (mut payloads, mut events) = (0, 0);
     let visit = "SELECT rowid AS rid, created_at, (processed_at IS NOT NULL OR error IS NOT NULL) AS settled
          FROM carrier_events";
 
@@ -107,7 +107,7 @@ async fn prune_events(db: &D1Database, retention: Retention, now: Timestamp) -> 
             ],
         )
         .await?;
-        pruned.payloads = results.first().map(db::changes).unwrap_or(0);
+        payloads = results.first().map(db::changes).unwrap_or(0);
     }
 
     // Rows: the oldest first; deletion keeps the front of the table the oldest remaining.
@@ -131,14 +131,14 @@ async fn prune_events(db: &D1Database, retention: Retention, now: Timestamp) -> 
             ],
         )
         .await?;
-        pruned.events = results.get(1).map(db::changes).unwrap_or(0);
+        events = results.get(1).map(db::changes).unwrap_or(0);
     }
-    Ok((pruned.payloads, pruned.events))
+    Ok((payloads, events))
 }
 
 /// Attempts of delivered webhooks; returns how many were deleted.
 async fn prune_attempts(db: &D1Database, retention: Retention, now: Timestamp) -> Result<usize, EdgeError> {
-    let mut pruned = Pruned::default();
+    let mut attempts = 0;
 
     // Attempts of delivered webhooks: the window after the watermark, up to the cutoff.
     #[derive(Deserialize)]
@@ -171,7 +171,7 @@ async fn prune_attempts(db: &D1Database, retention: Retention, now: Timestamp) -
             ],
         )
         .await?;
-        pruned.attempts = results.first().map(db::changes).unwrap_or(0);
+        attempts = results.first().map(db::changes).unwrap_or(0);
     }
-    Ok(pruned.attempts)
+    Ok(attempts)
 }
