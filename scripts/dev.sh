@@ -11,7 +11,7 @@ STATE=.wrangler/state
 
 sh scripts/dev-vars.sh
 echo "dev: applying local D1 migrations (to every D1 binding in wrangler.toml)"
-for binding in $(sed -n 's/^binding = "\(DB\|EVENTS_[0-9]*\)"$/\1/p' wrangler.toml); do
+for binding in $(sed -n 's/^binding = "\(DB\|EVENTS_[0-9]*\|ACCOUNTS_[0-9]*\)"$/\1/p' wrangler.toml); do
     npx wrangler d1 migrations apply "$binding" --local --persist-to "$STATE" >/dev/null
 done
 

@@ -38,6 +38,6 @@ npx wrangler deploy --dry-run --outdir target/deploy-dry-run | tail -n 1
 
 echo "test: end-to-end against wrangler dev"
 cargo test -p exactly-tests --test e2e
-echo "test: end-to-end again with the dedupe log in two databases (DB and EVENTS_0, docs/scaling.md)"
+echo "test: end-to-end again sharded: the dedupe log in DB and EVENTS_0, the accounts in ACCOUNTS_0 and ACCOUNTS_1 (docs/scaling.md)"
 E2E_SHARDED=1 cargo test -p exactly-tests --test e2e
 echo "test: the console in headless Chromium (node --test tests/browser/)"; node --test tests/browser/

@@ -156,6 +156,56 @@ impl ShardMap {
     }
 }
 
+/// The prefix of the account databases' bindings: `ACCOUNTS_0`, `ACCOUNTS_1`, ...
+pub const ACCOUNTS_PREFIX: &str = "ACCOUNTS_";
+
+/// Whether `binding` names an account database: `DB` or `ACCOUNTS_<n>` (`n` < 64, no leading
+/// zero).
+pub fn is_account_binding(binding: &str) -> bool {
+    if binding == DEFAULT_BINDING {
+        return true;
+    }
+    binding.strip_prefix(ACCOUNTS_PREFIX).is_some_and(|n| {
+        !n.is_empty()
+            && n.len() <= 2
+            && n.bytes().all(|b| b.is_ascii_digit())
+            && !(n.len() > 1 && n.starts_with('0'))
+            && n.parse::<u8>().is_ok_and(|n| n < MAX_TAG)
+    })
+}
+
+/// The databases new accounts are placed in (`ACCOUNT_SHARDS`): account bindings separated by
+/// spaces or commas, each once.
+pub fn parse_account_shards(text: &str) -> Result<Vec<String>, String> {
+    let mut out: Vec<String> = Vec::new();
+    for name in text.split([' ', ',']).filter(|n| !n.is_empty()) {
+        if !is_account_binding(name) {
+            return Err(format!("{name} is not DB or ACCOUNTS_<n>"));
+        }
+        if out.iter().any(|o| o == name) {
+            return Err(format!("{name} is named twice"));
+        }
+        out.push(name.to_owned());
+    }
+    if out.is_empty() {
+        return Err("names no database".into());
+    }
+    Ok(out)
+}
+
+/// Which of `n` databases a new account with id `account_id` is placed in: SHA-256 of the id,
+/// first 8 bytes, modulo `n` (0 when `n` is 0). The choice is recorded with the account, so
+/// changing the list later moves no one.
+pub fn place(account_id: &str, n: usize) -> usize {
+    if n == 0 {
+        return 0;
+    }
+    let digest = Sha256::digest(account_id.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    (u64::from_be_bytes(first) % n as u64) as usize
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,5 +275,29 @@ mod tests {
         {
             assert!(ShardMap::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn account_shards_parse_and_refuse() {
+        assert_eq!(parse_account_shards("ACCOUNTS_0 ACCOUNTS_1").unwrap(), vec!["ACCOUNTS_0", "ACCOUNTS_1"]);
+        assert_eq!(parse_account_shards("DB,ACCOUNTS_12").unwrap(), vec!["DB", "ACCOUNTS_12"]);
+        for bad in
+            ["", " ", "EVENTS_0", "ACCOUNTS_", "ACCOUNTS_01", "ACCOUNTS_64", "ACCOUNTS_0 ACCOUNTS_0", "accounts_0"]
+        {
+            assert!(parse_account_shards(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn placement_is_stable_and_spreads() {
+        // SHA-256("acct_a") begins c1383c10f6fe17fb (sha256sum), which is 1 mod 2 and 1 mod 3.
+        assert_eq!(place("acct_a", 2), 1);
+        assert_eq!(place("acct_a", 3), 1);
+        assert_eq!(place("anything", 0), 0);
+        let mut counts = [0usize; 4];
+        for i in 0..4000 {
+            counts[place(&format!("acct_{i:024x}"), 4)] += 1;
+        }
+        assert!(counts.iter().all(|&c| c > 800), "{counts:?}");
     }
 }

@@ -4,6 +4,9 @@
 pub const DB: &str = "DB";
 /// The prefix of the extra D1 databases of the dedupe log: `EVENTS_0`, `EVENTS_1`, ...
 pub const EVENTS_PREFIX: &str = "EVENTS_";
+/// The prefix of the account databases beside `DB` (docs/scaling.md, "Accounts across
+/// databases"): `ACCOUNTS_0`, `ACCOUNTS_1`, ...
+pub const ACCOUNTS_PREFIX: &str = exactly_core::shard::ACCOUNTS_PREFIX;
 /// Producer binding of the `jobs` queue: one message per carrier event or dispatch to process.
 pub const JOBS: &str = "JOBS";
 /// Producer binding of the `deliveries` queue: one message per customer webhook attempt.
@@ -83,4 +86,7 @@ pub mod vars {
     /// The dedupe log's shard map: `BINDING=first-last` entries naming the D1 binding (`DB` or
     /// `EVENTS_<n>`) of every virtual shard from 0 to 1023 (default: all in `DB`).
     pub const EVENT_SHARDS: &str = "EVENT_SHARDS";
+    /// The account databases new accounts are placed in (`DB`, `ACCOUNTS_<n>`), separated by
+    /// spaces; default: every `ACCOUNTS_<n>` binding, or `DB` when there is none.
+    pub const ACCOUNT_SHARDS: &str = "ACCOUNT_SHARDS";
 }

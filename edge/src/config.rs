@@ -82,6 +82,9 @@ pub struct Config {
     /// `EVENT_SHARDS`: the database of every virtual shard of the dedupe log; unset, all of
     /// them are in `DB` (docs/scaling.md).
     pub event_shards: Rc<exactly_core::shard::ShardMap>,
+    /// `ACCOUNT_SHARDS`: the databases new accounts are placed in; unset, every `ACCOUNTS_<n>`
+    /// binding, or `DB` when there is none ([`crate::store::routes`]).
+    pub account_shards: Option<Rc<Vec<String>>>,
 }
 
 /// The switch for the per-delivery log line (see [`Config::log_webhook_requests`]): the line
@@ -106,6 +109,7 @@ impl fmt::Debug for Config {
             .field("reconcile_message_secs", &self.reconcile_message_secs)
             .field("log_webhook_requests", &self.log_webhook_requests)
             .field("event_shards", &self.event_shards.bindings())
+            .field("account_shards", &self.account_shards)
             .finish_non_exhaustive()
     }
 }
@@ -170,6 +174,12 @@ pub fn optional(env: &Env, name: &str) -> Option<String> {
 
 fn required(env: &Env, name: &'static str) -> Result<String, EdgeError> {
     optional(env, name).ok_or(EdgeError::Config { variable: name, problem: "is not set".into() })
+}
+
+/// Whether the worker has a binding named `name`.
+fn bound(env: &Env, name: &str) -> bool {
+    js_sys::Reflect::get(env.as_ref(), &wasm_bindgen::JsValue::from_str(name))
+        .is_ok_and(|b| !b.is_undefined() && !b.is_null())
 }
 
 fn invalid(variable: &'static str, problem: impl fmt::Display) -> EdgeError {
@@ -260,6 +270,14 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
         None => exactly_core::shard::ShardMap::single(),
         Some(text) => exactly_core::shard::ShardMap::parse(&text).map_err(|e| invalid(vars::EVENT_SHARDS, e))?,
     };
+    let account_shards = optional(env, vars::ACCOUNT_SHARDS)
+        .map(|text| exactly_core::shard::parse_account_shards(&text).map_err(|e| invalid(vars::ACCOUNT_SHARDS, e)))
+        .transpose()?
+        .map(Rc::new);
+    // New accounts must never be placed in a database the worker does not have.
+    if let Some(missing) = account_shards.iter().flat_map(|names| names.iter()).find(|name| !bound(env, name)) {
+        return Err(invalid(vars::ACCOUNT_SHARDS, format!("{missing} is not bound")));
+    }
     Ok(Config {
         telnyx,
         telnyx_api_key,
@@ -280,5 +298,6 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
         reconcile_message_secs,
         log_webhook_requests,
         event_shards: Rc::new(event_shards),
+        account_shards,
     })
 }

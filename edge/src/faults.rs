@@ -18,6 +18,14 @@ pub fn crash_before_mark(carrier_event_id: &str) -> bool {
     armed(carrier_event_id, "fault-crash-before-mark") && first_time("before-mark", carrier_event_id)
 }
 
+/// The dispatcher writes the route of a send's carrier id and then fails before the send is
+/// recorded (two commits in two databases when the account is outside `DB`, docs/scaling.md),
+/// once per message whose text has the marker: the job runs again, and a receipt that came
+/// between the two waits beside the message.
+pub fn crash_after_route(text: &str, message_id: &str) -> bool {
+    armed(text, "fault-crash-after-route") && first_time("after-route", message_id)
+}
+
 /// A short customer-webhook retry schedule for the tests (`E2E_WEBHOOK_SCHEDULE_SECS`, comma-
 /// separated delays before attempts 1, 2, ...). Production builds ignore the variable.
 #[cfg(feature = "fault-injection")]

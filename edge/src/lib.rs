@@ -209,7 +209,11 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
     }
     // The customer API runs in a D1 session started from the bookmark the client sent back,
     // and answers with the session's latest, so the client reads its own writes.
+    // Both in the database of the caller's account (docs/scaling.md, "Accounts across
+    // databases"); a request that names no account is refused by its handler.
     let bookmark = api::http::bookmark(&req)?;
+    let scoped = api::auth::account_scope(&req, env).await?;
+    let env = &scoped;
     let session = store::Session::open(env, bookmark.as_deref(), method != "GET")?;
     let mut response = dispatch(matched, req.into(), session.as_ref().map_or(env, store::Session::env)).await?;
     if let Some(latest) = session.and_then(|s| s.bookmark()) {

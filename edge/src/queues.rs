@@ -17,11 +17,47 @@ use crate::store::outbox::Change;
 pub enum Job {
     /// Process the stored carrier event with this id.
     CarrierEvent { id: String },
-    /// Send the outbound message with this id.
-    Dispatch { message_id: String },
-    /// Copy item `position` of inbound message `message_id` from the carrier's link into the
-    /// media bucket.
-    CopyMedia { message_id: String, position: u32 },
+    /// Send the outbound message with this id, kept in account database `database` (absent:
+    /// `DB`).
+    Dispatch {
+        message_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        database: Option<String>,
+    },
+    /// Copy item `position` of inbound message `message_id` (in account database `database`)
+    /// from the carrier's link into the media bucket.
+    CopyMedia {
+        message_id: String,
+        position: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        database: Option<String>,
+    },
+}
+
+impl Job {
+    /// The dispatch of a message of the account database `env` serves.
+    pub fn dispatch(env: &Env, message_id: &str) -> Self {
+        Job::Dispatch { message_id: message_id.to_owned(), database: database_of(env) }
+    }
+
+    /// The copy of a media item of a message of the account database `env` serves.
+    pub fn copy_media(env: &Env, message_id: &str, position: u32) -> Self {
+        Job::CopyMedia { message_id: message_id.to_owned(), position, database: database_of(env) }
+    }
+
+    /// The account database the job's rows are in (`None`: `DB`, or found from the event).
+    pub fn database(&self) -> Option<&str> {
+        match self {
+            Job::CarrierEvent { .. } => None,
+            Job::Dispatch { database, .. } | Job::CopyMedia { database, .. } => database.as_deref(),
+        }
+    }
+}
+
+/// The account database a queue message names: absent for `DB`, so messages of a worker with
+/// one database look as they always did.
+fn database_of(env: &Env) -> Option<String> {
+    Some(crate::store::account_binding(env)).filter(|b| b != bindings::DB)
 }
 
 /// The queue takes at most this many messages in one batch send.
@@ -32,6 +68,9 @@ const MAX_BATCH: usize = 100;
 pub struct DeliveryJob {
     /// The `webhook_deliveries` row to attempt.
     pub delivery_id: String,
+    /// The account database it is in (absent: `DB`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
 }
 
 fn jobs(env: &Env) -> Result<Queue, EdgeError> {
@@ -56,7 +95,7 @@ const MAX_DELAY_SECS: i64 = 12 * 3600;
 pub async fn dispatch_at(env: &Env, message_id: &str, at: i64) -> Result<(), EdgeError> {
     let remaining = at - crate::platform::now().unix_millis();
     let delay = ((remaining + 999) / 1000).clamp(0, MAX_DELAY_SECS);
-    let job = Job::Dispatch { message_id: message_id.to_owned() };
+    let job = Job::dispatch(env, message_id);
     enqueue_later(env, job, u32::try_from(delay).unwrap_or(0)).await
 }
 
@@ -79,11 +118,7 @@ pub async fn enqueue_many(env: &Env, mut batch: Vec<Job>) -> Result<(), EdgeErro
 /// Enqueues the copy of each of the first `count` media items of an inbound message.
 pub async fn copy_media(env: &Env, message_id: &str, count: usize) -> Result<(), EdgeError> {
     let positions = 0..u32::try_from(count).unwrap_or(u32::MAX);
-    enqueue_many(
-        env,
-        positions.map(|position| Job::CopyMedia { message_id: message_id.to_owned(), position }).collect(),
-    )
-    .await
+    enqueue_many(env, positions.map(|position| Job::copy_media(env, message_id, position)).collect()).await
 }
 
 /// Enqueues attempts of these deliveries now.
@@ -91,7 +126,9 @@ pub async fn deliver_many(env: &Env, ids: Vec<String>) -> Result<(), EdgeError> 
     if ids.is_empty() {
         return Ok(());
     }
-    let batch: Vec<DeliveryJob> = ids.into_iter().map(|delivery_id| DeliveryJob { delivery_id }).collect();
+    let database = database_of(env);
+    let batch: Vec<DeliveryJob> =
+        ids.into_iter().map(|delivery_id| DeliveryJob { delivery_id, database: database.clone() }).collect();
     deliveries_queue(env)?.send_batch(batch).await.map_err(|e| EdgeError::platform("enqueue deliveries", e))
 }
 
@@ -99,7 +136,8 @@ pub async fn deliver_many(env: &Env, ids: Vec<String>) -> Result<(), EdgeError> 
 pub async fn deliver_later(env: &Env, delivery_id: &str, delay_secs: u64) -> Result<(), EdgeError> {
     // Queues accept delays up to 12 hours; the schedule's longest is 10.
     let delay = u32::try_from(delay_secs.min(backoff::MAX_RETRY_AFTER_SECS)).unwrap_or(u32::MAX);
-    let message = MessageBuilder::new(DeliveryJob { delivery_id: delivery_id.to_owned() }).delay_seconds(delay).build();
+    let job = DeliveryJob { delivery_id: delivery_id.to_owned(), database: database_of(env) };
+    let message = MessageBuilder::new(job).delay_seconds(delay).build();
     deliveries_queue(env)?.send(message).await.map_err(|e| EdgeError::platform("enqueue delivery", e))
 }
 

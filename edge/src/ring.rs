@@ -168,10 +168,31 @@ impl CallRing {
         Ok(())
     }
 
+    /// The bindings of the database of the call's account (`DB` before `call.initiated` named
+    /// it, or with no route).
+    async fn account_env(&self) -> std::result::Result<Env, EdgeError> {
+        let account = self.load()?.call.map(|c| c.account_id).filter(|a| !a.is_empty());
+        let binding = match account {
+            Some(account) => crate::store::routes::of_account(&self.env, &account).await?,
+            None => None,
+        };
+        crate::store::routes::scope(&self.env, binding)
+    }
+
     /// Carries out one action; the input that reports its result, if it has one. An error
     /// leaves the action queued.
     async fn execute(&self, action: &Action) -> std::result::Result<Option<Input>, EdgeError> {
-        let env = &self.env;
+        // The call's rows are in its account's database (docs/scaling.md, "Accounts across
+        // databases"); the carrier commands need none.
+        let writes = matches!(
+            action,
+            Action::RecordCall { .. }
+                | Action::RecordLeg { .. }
+                | Action::RecordAnswered { .. }
+                | Action::RecordEnd { .. }
+        );
+        let scoped = if writes { self.account_env().await? } else { self.env.clone() };
+        let env = &scoped;
         let db = || crate::store::database(env);
         let command = |result: CallResult<()>, what: &str| match result {
             CallResult::Ok(()) => Ok(true),

@@ -102,6 +102,11 @@ fn npx(root: &Path) -> Command {
     cmd
 }
 
+/// Whether this run's workers use the sharded layout (`E2E_SHARDED=1`).
+pub fn sharded() -> bool {
+    std::env::var("E2E_SHARDED").is_ok_and(|v| v == "1")
+}
+
 impl Worker {
     /// Applies the migrations to a fresh local database and starts the worker on it, with a
     /// fake carrier API and the test build of the worker (fault injection compiled in).
@@ -111,12 +116,13 @@ impl Worker {
 
     /// Like [`Worker::start`], with some variables set differently.
     ///
-    /// With `E2E_SHARDED=1` in the environment the dedupe log is sharded: `DB` holds virtual
-    /// shards 0-511 and `EVENTS_0` holds 512-1023 (docs/scaling.md), so every test runs in that
-    /// layout too.
+    /// With `E2E_SHARDED=1` in the environment the worker runs sharded (docs/scaling.md): the
+    /// dedupe log in two databases (`DB` holds virtual shards 0-511 and `EVENTS_0` holds
+    /// 512-1023) and the accounts in two account databases (`ACCOUNTS_0`, `ACCOUNTS_1`) routed
+    /// through `DB`, so every test runs in that layout too.
     pub fn start_with(overrides: &[(&str, &str)]) -> Self {
-        if std::env::var("E2E_SHARDED").is_ok_and(|v| v == "1") {
-            Self::start_sharded(overrides, &["EVENTS_0"], "DB=0-511 EVENTS_0=512-1023")
+        if sharded() {
+            Self::start_sharded(overrides, &["EVENTS_0", "ACCOUNTS_0", "ACCOUNTS_1"], "DB=0-511 EVENTS_0=512-1023")
         } else {
             Self::start_sharded(overrides, &[], "")
         }
@@ -133,17 +139,7 @@ impl Worker {
         ));
         fs::create_dir_all(&dir).expect("create the run directory");
         write_config(&dir, databases);
-        for binding in std::iter::once(&"DB").chain(databases) {
-            let status = npx(&root())
-                .args(["wrangler", "d1", "migrations", "apply", binding, "--local", "--config"])
-                .arg(dir.join("wrangler.toml"))
-                .arg("--persist-to")
-                .arg(dir.join("state"))
-                .stdout(Stdio::null())
-                .status()
-                .expect("run wrangler d1 migrations apply");
-            assert!(status.success(), "applying migrations to {binding} failed");
-        }
+        migrate(&dir, databases);
         let mut overrides: Vec<(&str, &str)> = overrides.to_vec();
         if !map.is_empty() && !overrides.iter().any(|(k, _)| *k == "EVENT_SHARDS") {
             overrides.push(("EVENT_SHARDS", map));
@@ -261,6 +257,29 @@ impl Worker {
         panic!("wrangler dev did not answer within 180 s; log:\n{}", self.log_tail());
     }
 
+    /// Binds `databases` (beside `DB`, each migrated like it; the whole list, as
+    /// [`Worker::start_sharded`] takes it) and restarts the worker on the same state: a
+    /// deployment that grows.
+    pub fn rebind(&mut self, databases: &[&str]) {
+        self.stop();
+        write_config(&self.dir, databases);
+        migrate(&self.dir, databases);
+        self.spawn();
+    }
+
+    /// The account database of `account` when it is not `DB` (as `account_routes` in `DB`
+    /// names it): what a queue message about its rows carries as `database`.
+    pub fn database_of(&self, account: &str) -> Option<String> {
+        let rows =
+            self.sql_at("DB", &format!("SELECT binding FROM account_routes WHERE account_id = {}", lit(account)));
+        rows.first().and_then(|r| r["binding"].as_str()).filter(|b| *b != "DB").map(str::to_owned)
+    }
+
+    /// Runs SQL in the account database of `account` only and returns the rows.
+    pub fn sql_for(&self, account: &str, sql: &str) -> Vec<Value> {
+        self.sql_at(self.database_of(account).as_deref().unwrap_or("DB"), sql)
+    }
+
     /// Sets a variable for the next [`Worker::restart`].
     pub fn set_var(&mut self, name: &str, value: &str) {
         self.overrides.retain(|(k, _)| k != name);
@@ -341,8 +360,9 @@ impl Worker {
         self.get("/__scheduled?cron=*+*+*+*+*")
     }
 
-    /// Runs SQL against the worker's local D1 database (through the test build's SQL route,
-    /// on the worker's own D1 binding) and returns the rows.
+    /// Runs SQL in every account database of the worker (`DB`, and in the sharded layout each
+    /// `ACCOUNTS_<n>`; through the test build's SQL route, on the worker's own D1 bindings) and
+    /// returns the rows of all of them.
     pub fn sql(&self, sql: &str) -> Vec<Value> {
         self.sql_in(sql, json!({ "sql": sql }))
     }
@@ -380,10 +400,17 @@ impl Worker {
         answer.json()["results"].as_array().cloned().unwrap_or_default()
     }
 
-    /// The single integer a `SELECT COUNT(*) AS n ...`-style query returns in column `n`.
+    /// The integer a `SELECT COUNT(*) AS n ...`-style query returns in column `n`, summed over
+    /// the account databases (one row each; a NULL, as `SUM` gives over no rows, counts 0).
     pub fn count(&self, sql: &str) -> i64 {
         let rows = self.sql(sql);
-        rows.first().and_then(|r| r["n"].as_i64()).unwrap_or_else(|| panic!("no n in {rows:?} for {sql}"))
+        assert!(!rows.is_empty(), "no rows for {sql}");
+        rows.iter()
+            .map(|r| match &r["n"] {
+                Value::Null => 0,
+                n => n.as_i64().unwrap_or_else(|| panic!("no integer n in {rows:?} for {sql}")),
+            })
+            .sum()
     }
 
     /// Polls `check` until it returns true or `timeout` passes; returns the last result.
@@ -437,6 +464,36 @@ impl Worker {
         let body = json!({"account_id": account_id, "phone_number": number, "ring_targets": ring_targets});
         let a = self.call("POST", "/admin/numbers", ADMIN_TOKEN, Some(&body), &[]);
         assert_eq!(a.status, 201, "create number: {}", a.body);
+    }
+
+    /// Creates a webhook endpoint of the customer at `path` of the test customer server,
+    /// subscribed to `types`; returns its id and its `whsec_` secret.
+    pub fn endpoint_at(&self, c: &Customer, path: &str, types: &[&str]) -> (String, String) {
+        let body = json!({"url": format!("{}{path}", self.customer.base), "event_types": types});
+        let a = self.call("POST", "/v1/webhook_endpoints", &c.key, Some(&body), &[]);
+        assert_eq!(a.status, 201, "{}", a.body);
+        let v = a.json();
+        let secret = v["secret"].as_str().expect("secret").to_owned();
+        assert!(secret.starts_with("whsec_"));
+        (v["id"].as_str().expect("id").to_owned(), secret)
+    }
+
+    /// The customer's message `id`, as `GET /v1/messages/{id}` shows it.
+    pub fn message(&self, c: &Customer, id: &str) -> Value {
+        let a = self.call("GET", &format!("/v1/messages/{id}"), &c.key, None, &[]);
+        assert_eq!(a.status, 200, "{}", a.body);
+        a.json()
+    }
+
+    /// Waits (up to a minute) for the customer's message `id` to show `status`; returns it.
+    pub fn wait_status(&self, c: &Customer, id: &str, status: &str) -> Value {
+        let mut last = Value::Null;
+        let reached = self.eventually(Duration::from_secs(60), || {
+            last = self.message(c, id);
+            last["status"] == status
+        });
+        assert!(reached, "message {id} did not reach {status}: {last}");
+        last
     }
 
     /// A new account named `name` with one fresh number.
@@ -569,6 +626,21 @@ pub fn fresh_number() -> String {
 
 /// Writes the run's wrangler config: the project's `wrangler.toml` with the test bundle as
 /// `main`, no build step, and absolute paths (the file lives in the run directory).
+/// Applies the migrations to `DB` and each of `databases` (what it has already is skipped).
+fn migrate(dir: &Path, databases: &[&str]) {
+    for binding in std::iter::once(&"DB").chain(databases) {
+        let status = npx(&root())
+            .args(["wrangler", "d1", "migrations", "apply", binding, "--local", "--config"])
+            .arg(dir.join("wrangler.toml"))
+            .arg("--persist-to")
+            .arg(dir.join("state"))
+            .stdout(Stdio::null())
+            .status()
+            .expect("run wrangler d1 migrations apply");
+        assert!(status.success(), "applying migrations to {binding} failed");
+    }
+}
+
 fn write_config(dir: &Path, databases: &[&str]) {
     let root = root();
     let source = fs::read_to_string(root.join("wrangler.toml")).expect("read wrangler.toml");
@@ -593,12 +665,16 @@ fn write_config(dir: &Path, databases: &[&str]) {
             out.push('\n');
         }
     }
-    for (n, binding) in databases.iter().enumerate() {
+    for binding in databases {
+        // The local state of a database is found by its id: derived from the binding's name, so
+        // a binding keeps its database whatever list it comes in (FNV-1a, 48 bits).
+        let id =
+            binding.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
         out.push_str(&format!(
             "\n[[d1_databases]]\nbinding = \"{binding}\"\ndatabase_name = \"exactly-{}\"\n\
-             database_id = \"00000000-0000-0000-0000-{:012}\"\nmigrations_dir = \"{}\"\n",
+             database_id = \"00000000-0000-0000-0000-{:012x}\"\nmigrations_dir = \"{}\"\n",
             binding.to_lowercase().replace('_', "-"),
-            n + 1,
+            id & 0xffff_ffff_ffff,
             root.join("migrations").display()
         ));
     }

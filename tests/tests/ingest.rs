@@ -214,12 +214,15 @@ fn sweeper_requeues_an_event_whose_job_was_lost(w: &Worker) {
     // A row stored three minutes ago whose queue message never arrived.
     let id = event_id("lost");
     let created = (sim::unix_now() - 180) * 1000;
-    w.sql(&format!(
-        "INSERT INTO carrier_events (carrier, carrier_event_id, event_type, payload, attempts, created_at)
+    w.sql_at(
+        "DB",
+        &format!(
+            "INSERT INTO carrier_events (carrier, carrier_event_id, event_type, payload, attempts, created_at)
          VALUES ('telnyx', {}, 'message.received', {}, 0, {created})",
-        lit(&id),
-        lit(&message_received(&id)),
-    ));
+            lit(&id),
+            lit(&message_received(&id)),
+        ),
+    );
     thread::sleep(Duration::from_secs(2));
     assert!(
         w.events_sql(&format!("SELECT processed_at FROM carrier_events WHERE carrier_event_id = {}", lit(&id)))[0]

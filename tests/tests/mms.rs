@@ -106,7 +106,8 @@ fn check_media(w: &Worker, c: &Customer, message_id: &str, items: &[Item], conte
     // A redelivered copy job (twice per item) finds the item stored and copies nothing.
     for position in 0..items.len() {
         for _ in 0..2 {
-            let job = json!({"type": "copy_media", "message_id": message_id, "position": position});
+            let job = json!({"type": "copy_media", "message_id": message_id, "position": position,
+                             "database": w.database_of(&c.account)});
             let a = w.post("/__e2e/jobs", &[("content-type", "application/json")], job.to_string().as_bytes());
             assert_eq!(a.status, 202, "{}", a.body);
         }
@@ -238,7 +239,7 @@ fn telnyx_inbound_media_is_stored_and_copied_once(w: &Worker) {
     });
     assert!(recorded, "the message was recorded");
     for _ in 0..2 {
-        let job = json!({"type": "copy_media", "message_id": id, "position": 0});
+        let job = json!({"type": "copy_media", "message_id": id, "position": 0, "database": w.database_of(&c.account)});
         assert_eq!(
             w.post("/__e2e/jobs", &[("content-type", "application/json")], job.to_string().as_bytes()).status,
             202

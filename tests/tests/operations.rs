@@ -70,11 +70,14 @@ fn carrier_events_pages_neither_skip_nor_repeat(w: &Worker) {
             )
         })
         .collect();
-    w.sql(&format!(
-        "INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, processed_at, error,
+    w.sql_at(
+        "DB",
+        &format!(
+            "INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, processed_at, error,
             attempts, created_at) VALUES {}",
-        values.join(", ")
-    ));
+            values.join(", ")
+        ),
+    );
     let mine = |rows: &[serde_json::Value]| -> Vec<i64> {
         rows.iter()
             .filter(|r| r["carrier_event_id"].as_str().is_some_and(|e| e.starts_with(&format!("page-{tag}-"))))

@@ -140,15 +140,18 @@ fn account_with_resources(w: &Worker) -> Owned {
     assert!(found, "account A has an event");
     // A call needs a carrier session to ring through; the row is all the API reads.
     let call = format!("call_{}", sim::random_hex());
-    w.sql(&format!(
-        "INSERT INTO calls (id, account_id, direction, from_number, to_number, status, carrier, call_session_id,
+    w.sql_for(
+        &account,
+        &format!(
+            "INSERT INTO calls (id, account_id, direction, from_number, to_number, status, carrier, call_session_id,
             call_control_id, call_leg_id, created_at, updated_at)
          VALUES ({}, {}, 'inbound', '+15559990000', {}, 'completed', 'telnyx', {}, 'cc', 'leg', 1, 1)",
-        lit(&call),
-        lit(&account),
-        lit(&number),
-        lit(&format!("sess-{}", sim::random_hex()))
-    ));
+            lit(&call),
+            lit(&account),
+            lit(&number),
+            lit(&format!("sess-{}", sim::random_hex()))
+        ),
+    );
     assert_eq!(
         w.call("GET", &format!("/v1/calls/{call}"), &key, None, &[]).status,
         200,

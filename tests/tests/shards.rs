@@ -1,5 +1,7 @@
-//! The dedupe log across databases (docs/scaling.md): moving virtual shards to another database
-//! while duplicates of their events, and new events of them, keep arriving.
+//! Past one database (docs/scaling.md): moving virtual shards of the dedupe log to another
+//! database while duplicates of their events, and new events of them, keep arriving; and a
+//! deployment that grows from one database to account databases while every account, old and
+//! new, keeps receiving, sending and being billed once.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,13 +9,15 @@ use std::thread;
 use std::time::Duration;
 
 use exactly_core::shard::virtual_shard;
-use exactly_tests::{lit, Worker, ADMIN_TOKEN};
+use exactly_tests::{lit, Customer, Worker, ADMIN_TOKEN};
 use serde_json::{json, Value};
 
 use crate::TestFn;
 
-pub const TESTS: &[(&str, TestFn)] =
-    &[("shards::moving_shards_while_duplicates_arrive_applies_nothing_twice", moving_shards_while_duplicates_arrive)];
+pub const TESTS: &[(&str, TestFn)] = &[
+    ("shards::moving_shards_while_duplicates_arrive_applies_nothing_twice", moving_shards_while_duplicates_arrive),
+    ("shards::accounts_across_databases_apply_everything_once", accounts_across_databases_apply_everything_once),
+];
 
 /// The shards that move: the upper half of `EVENTS_0`'s.
 const FIRST: u16 = 768;
@@ -187,4 +191,255 @@ fn moving_shards_while_duplicates_arrive(_shared: &Worker) {
     let health = w.get("/healthz");
     assert_eq!(health.status, 503, "{}", health.body);
     assert_eq!(health.json()["checks"]["d1"], "EVENTS_7: binding missing", "{}", health.body);
+}
+
+/// The account databases of the grown deployment.
+const ACCOUNT_DATABASES: [&str; 2] = ["ACCOUNTS_0", "ACCOUNTS_1"];
+
+fn receipt(event_id: &str, carrier_message_id: &str, status: &str) -> String {
+    let type_ = if status == "sent" { "message.sent" } else { "message.finalized" };
+    sim::telnyx::envelope(
+        event_id,
+        type_,
+        "2026-11-30T10:00:05Z",
+        json!({"id": carrier_message_id, "direction": "outbound",
+               "to": [{"phone_number": "+15559990000", "status": status}], "errors": []}),
+        1,
+    )
+}
+
+/// Sends `text` from the customer's number; returns the message id.
+fn send(w: &Worker, c: &Customer, text: &str) -> String {
+    let a = w.call(
+        "POST",
+        "/v1/messages",
+        &c.key,
+        Some(&json!({"from": c.number, "to": "+15559990000", "text": text})),
+        &[],
+    );
+    assert_eq!(a.status, 201, "{}", a.body);
+    a.json()["id"].as_str().unwrap().to_owned()
+}
+
+/// The rows a `COUNT(*) AS n` query counts in one database.
+fn count_at(w: &Worker, binding: &str, sql: &str) -> i64 {
+    w.sql_at(binding, sql)[0]["n"].as_i64().unwrap_or_else(|| panic!("no n for {sql}"))
+}
+
+/// The database `account_routes` in `DB` names for an account.
+fn routed(w: &Worker, account: &str) -> String {
+    let rows = w.sql_at("DB", &format!("SELECT binding FROM account_routes WHERE account_id = {}", lit(account)));
+    assert_eq!(rows.len(), 1, "one route for {account}: {rows:?}");
+    rows[0]["binding"].as_str().unwrap().to_owned()
+}
+
+/// A customer's endpoint for the message events, at a fresh path of the test customer server.
+fn endpoint(w: &Worker, c: &Customer) -> String {
+    let path = format!("/hook/accounts-{}", sim::random_hex());
+    w.endpoint_at(c, &path, &["message.received", "message.sent", "message.delivered"]);
+    path
+}
+
+/// The customer webhooks received on `path`, as (type, resource id) with how many times each
+/// event id arrived.
+fn received(w: &Worker, path: &str) -> BTreeMap<(String, String), Vec<String>> {
+    let mut out: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for r in w.customer.received(path) {
+        let body: Value = serde_json::from_str(&r.body).expect("a JSON body");
+        let key =
+            (body["type"].as_str().unwrap_or("").to_owned(), body["data"]["id"].as_str().unwrap_or("").to_owned());
+        out.entry(key).or_default().push(r.header("webhook-id").unwrap_or("").to_owned());
+    }
+    out
+}
+
+/// A deployment grows from `DB` alone to two account databases. The account from before stays
+/// in `DB`; new accounts go to the account databases. For every account, inbound messages (each
+/// delivered twice and re-signed), receipts that arrive before the send's result (so before its
+/// route), receipts that arrive between the route and the send's record (a crash between the two
+/// commits) and duplicated receipts of a message sent before the growth all apply once, in the
+/// account's own database, with one charge and one customer webhook per event.
+fn accounts_across_databases_apply_everything_once(_shared: &Worker) {
+    let mut w = Worker::start_sharded(&[], &[], "");
+    let old = w.new_customer("before growth");
+    let old_message = send(&w, &old, "sent before the growth");
+    let old_carrier_id = w.wait_status(&old, &old_message, "sent")["carrier_message_id"].as_str().unwrap().to_owned();
+    assert_eq!(routed(&w, &old.account), "DB");
+
+    w.rebind(&ACCOUNT_DATABASES);
+    let health = w.get("/healthz");
+    assert_eq!(health.json()["checks"], json!({"config": "ok", "d1": "ok"}), "{}", health.body);
+
+    // New accounts are placed by their id: one in each account database, none in DB.
+    let mut customers: BTreeMap<String, Customer> = BTreeMap::new();
+    for n in 0..24 {
+        let c = w.new_customer(&format!("grown {n}"));
+        let binding = routed(&w, &c.account);
+        assert!(ACCOUNT_DATABASES.contains(&binding.as_str()), "{} placed in {binding}", c.account);
+        customers.entry(binding).or_insert(c);
+        if customers.len() == ACCOUNT_DATABASES.len() {
+            break;
+        }
+    }
+    assert_eq!(customers.len(), 2, "24 accounts all went to one database");
+    for (binding, c) in &customers {
+        for (database, expected) in [("DB", 0), (ACCOUNT_DATABASES[0], 0), (ACCOUNT_DATABASES[1], 0)] {
+            let expected = if database == binding { 1 } else { expected };
+            let account = format!("SELECT COUNT(*) AS n FROM accounts WHERE id = {}", lit(&c.account));
+            assert_eq!(count_at(&w, database, &account), expected, "{} in {database}", c.account);
+            let number = format!("SELECT COUNT(*) AS n FROM phone_numbers WHERE phone_number = {}", lit(&c.number));
+            assert_eq!(count_at(&w, database, &number), expected, "{} in {database}", c.number);
+        }
+        let route = format!("SELECT account_id FROM number_routes WHERE phone_number = {}", lit(&c.number));
+        assert_eq!(w.sql_at("DB", &route)[0]["account_id"], json!(c.account));
+    }
+    // A number is one account's across the databases: the old account's, and one the previous
+    // version assigned in DB without a route, are refused to an account elsewhere.
+    let legacy = exactly_tests::fresh_number();
+    w.sql_at(
+        "DB",
+        &format!(
+            "INSERT INTO phone_numbers (id, account_id, phone_number, ring_targets, created_at)
+             VALUES ({}, {}, {}, '[]', 1)",
+            lit(&format!("num_{}", sim::random_hex())),
+            lit(&old.account),
+            lit(&legacy)
+        ),
+    );
+    for taken in [&old.number, &legacy] {
+        let c = &customers[ACCOUNT_DATABASES[0]];
+        let body = json!({"account_id": c.account, "phone_number": taken, "ring_targets": []});
+        let a = w.call("POST", "/admin/numbers", ADMIN_TOKEN, Some(&body), &[]);
+        assert_eq!(a.status, 409, "{taken}: {}", a.body);
+        let other = format!("SELECT COUNT(*) AS n FROM phone_numbers WHERE phone_number = {}", lit(taken));
+        assert_eq!(count_at(&w, ACCOUNT_DATABASES[0], &other), 0, "{taken} not assigned twice");
+    }
+    customers.insert("DB".to_owned(), old);
+    let mut hooks = BTreeMap::new();
+    for (binding, c) in &customers {
+        hooks.insert(binding.clone(), endpoint(&w, c));
+    }
+    let mut expected: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    // One key cannot reach another database's account: an id of another account is not found.
+    let (a, b) = (&customers[ACCOUNT_DATABASES[0]], &customers[ACCOUNT_DATABASES[1]]);
+    let other = send(&w, b, "not for a");
+    assert_eq!(w.call("GET", &format!("/v1/messages/{other}"), &a.key, None, &[]).status, 404);
+    w.wait_status(b, &other, "sent");
+    expected.entry(ACCOUNT_DATABASES[1].to_owned()).or_default().push(("message.sent".to_owned(), other));
+    let mut inbound = Vec::new();
+    for (binding, c) in &customers {
+        // Inbound, twice and re-signed later.
+        let event = format!("acct-in-{}", sim::random_hex());
+        let body = exactly_tests::telnyx_inbound(&event, &format!("{event}-msg"), &c.number, "to a grown account");
+        assert_eq!(w.deliver_telnyx(&body).status, 200);
+        assert_eq!(w.deliver_telnyx(&body).status, 200);
+        assert_eq!(w.deliver_telnyx_at(&body, sim::unix_now() + 5).status, 200);
+        inbound.push(event);
+        // The receipt first: it comes before the send's result, so before the carrier id's route.
+        let first = send(&w, c, "[receipt-first] early receipt");
+        // A crash after the route, before the send's record: the receipts that come between wait
+        // beside the message.
+        let crash = send(&w, c, "[deliver] fault-crash-after-route");
+        let (mut early_parked_in_db, mut first_carrier_id) = (Vec::new(), None);
+        let delivered = w.eventually(Duration::from_secs(60), || {
+            for r in w.sql_at("DB", "SELECT carrier_message_id FROM parked_receipts WHERE woken_at IS NULL") {
+                early_parked_in_db.push(r["carrier_message_id"].as_str().unwrap_or("").to_owned());
+            }
+            let shown = w.message(c, &first);
+            first_carrier_id = shown["carrier_message_id"].as_str().map(str::to_owned);
+            shown["status"] == "delivered" && w.message(c, &crash)["status"] == "delivered"
+        });
+        assert!(delivered, "both messages of {binding} delivered");
+        let first_carrier_id = first_carrier_id.unwrap();
+        if binding != "DB" {
+            assert!(
+                early_parked_in_db.contains(&first_carrier_id),
+                "the early receipt of {binding} waited in DB for its route"
+            );
+        }
+        expected.entry(binding.clone()).or_default().extend([
+            ("message.sent".to_owned(), first.clone()),
+            ("message.delivered".to_owned(), first.clone()),
+            ("message.sent".to_owned(), crash.clone()),
+            ("message.delivered".to_owned(), crash.clone()),
+        ]);
+        for id in [&first, &crash] {
+            let charged = format!("SELECT COUNT(*) AS n FROM usage WHERE resource_id = {}", lit(id));
+            assert_eq!(count_at(&w, binding, &charged), 1, "{id} charged once in {binding}");
+            assert_eq!(w.count(&charged), 1, "{id} charged once in all");
+            let history = format!(
+                "SELECT status FROM message_status_history WHERE message_id = {} ORDER BY created_at, status DESC",
+                lit(id)
+            );
+            assert_eq!(
+                w.sql(&history),
+                vec![json!({"status": "sent"}), json!({"status": "delivered"})],
+                "{id}: one history row per move"
+            );
+        }
+        assert_eq!(w.carrier.sends_for(&crash), 2, "the crash's rerun asked the carrier again, with the same key");
+    }
+    // The message sent before the growth: its receipt, twice and re-signed, finds it in DB.
+    let old = &customers["DB"];
+    let event = format!("acct-old-{}", sim::random_hex());
+    let body = receipt(&event, &old_carrier_id, "delivered");
+    assert_eq!(w.deliver_telnyx(&body).status, 200);
+    assert_eq!(w.deliver_telnyx(&body).status, 200);
+    assert_eq!(w.deliver_telnyx_at(&body, sim::unix_now() + 5).status, 200);
+    w.wait_status(old, &old_message, "delivered");
+    expected.entry("DB".to_owned()).or_default().push(("message.delivered".to_owned(), old_message.clone()));
+
+    // Each inbound message once, in its account's database only.
+    for (binding, event) in customers.keys().zip(&inbound) {
+        let sql = format!("SELECT id FROM messages WHERE carrier_message_id = {}", lit(&format!("{event}-msg")));
+        let rows = w.sql_at(binding, &sql);
+        assert_eq!(rows.len(), 1, "one inbound message in {binding}");
+        assert_eq!(w.sql(&sql).len(), 1, "and none in another database");
+        expected
+            .entry(binding.clone())
+            .or_default()
+            .push(("message.received".to_owned(), rows[0]["id"].as_str().unwrap().to_owned()));
+    }
+    // One customer webhook per event, from every account database.
+    for (binding, hook) in &hooks {
+        let want = &expected[binding];
+        let arrived = w.eventually(Duration::from_secs(60), || want.iter().all(|k| received(&w, hook).contains_key(k)));
+        assert!(arrived, "{binding}: {want:?} arrived: {:?}", received(&w, hook).keys().collect::<Vec<_>>());
+        for (key, ids) in received(&w, hook) {
+            assert!(ids.windows(2).all(|p| p[0] == p[1]), "{binding} {key:?}: one event, one webhook-id: {ids:?}");
+            assert!(want.contains(&key), "{binding}: unexpected {key:?}");
+        }
+    }
+    // The operator sees every account, each once, across the databases and pages.
+    let mut listed = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/admin/accounts?limit=1&cursor={c}"),
+            None => "/admin/accounts?limit=1".to_owned(),
+        };
+        let page = w.call("GET", &path, ADMIN_TOKEN, None, &[]);
+        assert_eq!(page.status, 200, "{}", page.body);
+        let page = page.json();
+        listed.extend(page["data"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap().to_owned()));
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+        assert!(listed.len() < 100, "paging never ends: {listed:?}");
+    }
+    let mut unique = listed.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), listed.len(), "each account listed once: {listed:?}");
+    for c in customers.values() {
+        assert!(listed.contains(&c.account), "{} listed", c.account);
+    }
+
+    // New accounts are never placed in a database the worker does not have.
+    w.set_var("ACCOUNT_SHARDS", "ACCOUNTS_1 ACCOUNTS_7");
+    w.restart();
+    let health = w.get("/healthz");
+    assert_eq!(health.status, 503, "{}", health.body);
+    assert!(health.json()["checks"]["config"].as_str().unwrap_or("").contains("ACCOUNT_SHARDS"), "{}", health.body);
 }

@@ -14,7 +14,7 @@ use crate::error::EdgeError;
 use crate::platform::{new_id, now, random_hex};
 use crate::store::carrier_events::EventState;
 use crate::store::deliveries::{self, Redrive};
-use crate::store::{self as db, accounts, carrier_events, numbers};
+use crate::store::{self as db, accounts, carrier_events, numbers, routes};
 
 #[derive(Deserialize)]
 struct NewAccount {
@@ -33,7 +33,12 @@ pub async fn create_account(mut req: Request, env: &Env) -> Result<Response, Edg
     let id = new_id("acct")?;
     let api_key = format!("sk_{}", random_hex(32)?);
     let created = now();
-    accounts::create(&crate::store::database(env)?, &id, &name, &auth::key_hash(&api_key), created).await?;
+    // The route first (docs/scaling.md, "Accounts across databases"): until the account row
+    // is written, the route leads nowhere a key reaches.
+    let key_hash = auth::key_hash(&api_key);
+    let binding = routes::place_account(env, &id, &key_hash, created).await?;
+    let scoped = routes::scope(env, Some(binding))?;
+    accounts::create(&crate::store::database(&scoped)?, &id, &name, &key_hash, created).await?;
     http::json(201, &json!({ "id": id, "name": name, "api_key": api_key, "created_at": created.to_rfc3339() }))
 }
 
@@ -42,7 +47,12 @@ pub async fn list_accounts(req: Request, env: &Env) -> Result<Response, EdgeErro
     auth::admin(&req, env)?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;
-    let rows = accounts::list(&crate::store::database(env)?, Cursor::from_params(&params)?, limit).await?;
+    let cursor = Cursor::from_params(&params)?;
+    let mut rows = Vec::new();
+    for scoped in routes::each(env)? {
+        rows.extend(accounts::list(&crate::store::database(&scoped)?, cursor.clone(), limit).await?);
+    }
+    let rows = newest_first(rows, limit, |a| (a.created_at, &a.id));
     let next = Cursor::after(&rows, limit, |a| (a.created_at, &a.id));
     let data = rows
         .iter()
@@ -103,9 +113,15 @@ pub async fn create_number(mut req: Request, env: &Env) -> Result<Response, Edge
             Provider::from_name(&name).ok_or_else(|| EdgeError::invalid("carrier", "must be telnyx, twilio or plivo"))
         })
         .transpose()?;
-    let db = crate::store::database(env)?;
+    let scoped = routes::scope(env, routes::of_account(env, &account_id).await?)?;
+    let db = crate::store::database(&scoped)?;
     if !accounts::exists(&db, &account_id).await? {
         return Err(EdgeError::invalid("account_id", "no such account"));
+    }
+    let taken = || EdgeError::Conflict { code: "number_taken", message: format!("{phone_number} is already assigned") };
+    // Numbers are unique across every account database: claimed in `DB` first.
+    if !routes::claim_number(env, phone_number.as_str(), &account_id).await? {
+        return Err(taken());
     }
     let id = new_id("num")?;
     let created = now();
@@ -118,10 +134,7 @@ pub async fn create_number(mut req: Request, env: &Env) -> Result<Response, Edge
         carrier: carrier.map(Provider::as_str),
     };
     if !numbers::create(&db, new, created).await? {
-        return Err(EdgeError::Conflict {
-            code: "number_taken",
-            message: format!("{phone_number} is already assigned"),
-        });
+        return Err(taken());
     }
     http::json(
         201,
@@ -237,7 +250,12 @@ pub async fn list_failed_deliveries(req: Request, env: &Env) -> Result<Response,
         return Err(EdgeError::invalid("status", "must be failed, pending or succeeded"));
     }
     let limit = http::limit(&params)?;
-    let rows = deliveries::list(&crate::store::database(env)?, status, Cursor::from_params(&params)?, limit).await?;
+    let cursor = Cursor::from_params(&params)?;
+    let mut rows = Vec::new();
+    for scoped in routes::each(env)? {
+        rows.extend(deliveries::list(&crate::store::database(&scoped)?, status, cursor.clone(), limit).await?);
+    }
+    let rows = newest_first(rows, limit, |d| (d.created_at, &d.id));
     let next = Cursor::after(&rows, limit, |d| (d.created_at, &d.id));
     let data = rows
         .iter()
@@ -253,19 +271,23 @@ pub async fn list_failed_deliveries(req: Request, env: &Env) -> Result<Response,
 /// `POST /admin/webhook_deliveries/{id}/retry`: one more attempt of a failed delivery, now.
 pub async fn retry_delivery(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     auth::admin(&req, env)?;
-    let db = crate::store::database(env)?;
-    match deliveries::redrive(&db, id, now()).await? {
-        Redrive::Pending => {}
-        Redrive::Missing => return Err(EdgeError::NotFound),
-        Redrive::NotFailed => {
-            return Err(EdgeError::Conflict {
-                code: "not_failed",
-                message: "only a failed delivery is re-driven".into(),
-            })
+    // The delivery's id names no account: it is looked for in each account database.
+    for scoped in routes::each(env)? {
+        match deliveries::redrive(&crate::store::database(&scoped)?, id, now()).await? {
+            Redrive::Pending => {
+                crate::queues::deliver_many(&scoped, vec![id.to_owned()]).await?;
+                return http::json(202, &json!({ "id": id, "status": "pending" }));
+            }
+            Redrive::Missing => {}
+            Redrive::NotFailed => {
+                return Err(EdgeError::Conflict {
+                    code: "not_failed",
+                    message: "only a failed delivery is re-driven".into(),
+                })
+            }
         }
     }
-    crate::queues::deliver_many(env, vec![id.to_owned()]).await?;
-    http::json(202, &json!({ "id": id, "status": "pending" }))
+    Err(EdgeError::NotFound)
 }
 
 /// `GET /admin/metrics`: the Prometheus text format (version 0.0.4) of what operators watch:
@@ -360,6 +382,17 @@ fn seconds(millis: i64) -> String {
     let millis = millis.max(0);
     let text = format!("{}.{:03}", millis / 1000, millis % 1000);
     text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+/// One page, newest first, from the pages each account database answered for the same cursor:
+/// the `limit` newest of them by (`created_at`, `id`).
+fn newest_first<T>(mut rows: Vec<T>, limit: u32, key: impl Fn(&T) -> (f64, &String)) -> Vec<T> {
+    rows.sort_by(|a, b| {
+        let (a, b) = (key(a), key(b));
+        b.0.total_cmp(&a.0).then_with(|| b.1.cmp(a.1))
+    });
+    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    rows
 }
 
 #[cfg(test)]

@@ -40,3 +40,15 @@ pub async fn account(req: &Request, db: &D1Database) -> Result<Account, EdgeErro
     let id = crate::store::accounts::by_key_hash(db, &key_hash(&key)).await?;
     id.map(|id| Account { id }).ok_or(EdgeError::Unauthorized)
 }
+
+/// The bindings a `/v1` request runs with: those of the database of the account whose API key
+/// the bearer token is (docs/scaling.md, "Accounts across databases"); `DB`'s when the token
+/// names no routed account, where [`account`] then finds the account or refuses the request.
+pub async fn account_scope(req: &web_sys::Request, env: &Env) -> Result<Env, EdgeError> {
+    let header = req.headers().get("authorization").ok().flatten();
+    let binding = match header.as_deref().and_then(crate::api::http::bearer_of) {
+        Some(key) => crate::store::routes::of_key(env, &key_hash(&key)).await?,
+        None => None,
+    };
+    crate::store::routes::scope(env, binding)
+}

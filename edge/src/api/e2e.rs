@@ -25,9 +25,10 @@ pub async fn route(req: Request, env: &Env, segments: &[&str]) -> Result<Respons
 
 /// `POST /__e2e/sql` `{"sql": "..."}` -> `{"results": [...]}`: lets the end-to-end tests count
 /// rows through the worker's own D1 binding (an outside reader of the local database file would
-/// contend for its lock). It exists only in the test build. With `"events": true` the statement
-/// runs in every database of the dedupe log, and the rows of all of them come back together;
-/// with `"binding": "EVENTS_1"` it runs in that one.
+/// contend for its lock). It exists only in the test build. The statement runs in every account
+/// database (`DB` and each `ACCOUNTS_<n>`) and the rows of all of them come back together; with
+/// `"events": true`, in every database of the dedupe log instead; with `"binding": "EVENTS_1"`,
+/// in that one.
 async fn sql(mut req: worker::Request, env: &worker::Env) -> Result<worker::Response, crate::error::EdgeError> {
     #[derive(serde::Deserialize)]
     struct Query {
@@ -42,7 +43,9 @@ async fn sql(mut req: worker::Request, env: &worker::Env) -> Result<worker::Resp
     let databases = match (&query.binding, query.events) {
         (Some(binding), _) => vec![log.database(binding)?],
         (None, true) => log.bindings().iter().map(|b| log.database(b)).collect::<Result<_, _>>()?,
-        (None, false) => vec![crate::store::database(env)?],
+        (None, false) => {
+            crate::store::routes::databases(env).iter().map(|b| crate::store::d1(env, b)).collect::<Result<_, _>>()?
+        }
     };
     let mut rows = Vec::new();
     for db in &databases {

@@ -1,5 +1,5 @@
 //! `GET /healthz`: readiness without secrets: the configuration is valid and D1 answers (`DB`,
-//! and every database of the dedupe log).
+//! every database of the dedupe log, and every account database).
 
 use serde_json::json;
 use worker::{Env, Response};
@@ -23,12 +23,20 @@ pub async fn check(env: &Env) -> Result<Response, EdgeError> {
         Err(_) => "binding missing".to_owned(),
     };
     if d1 == "ok" {
-        // The other databases of the dedupe log, when the configuration names or binds any.
+        // The other databases of the dedupe log and of the accounts, when the configuration names
+        // or binds any.
         let log = crate::store::carrier_events::Log::open(env);
         let mut problems = Vec::new();
-        for binding in log.as_ref().map(|l| l.bindings()).unwrap_or_default().iter().filter(|b| *b != bindings::DB) {
-            let answered = match log.as_ref().map(|l| l.database(binding)) {
-                Ok(Ok(db)) => match crate::store::ping(&db).await {
+        let mut others: Vec<String> = log.as_ref().map(|l| l.bindings()).unwrap_or_default();
+        // And every account database.
+        for binding in crate::store::routes::databases(env) {
+            if !others.contains(&binding) {
+                others.push(binding);
+            }
+        }
+        for binding in others.iter().filter(|b| *b != bindings::DB) {
+            let answered = match crate::store::d1(env, binding) {
+                Ok(db) => match crate::store::ping(&db).await {
                     Ok(_) => None,
                     Err(_) => Some("unreachable"),
                 },

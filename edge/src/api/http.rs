@@ -125,7 +125,11 @@ fn parse_bookmark(header: Option<&str>) -> Result<Option<String>, EdgeError> {
 
 /// The bearer token of the `Authorization` header.
 pub fn bearer(req: &Request) -> Option<String> {
-    let header = req.headers().get("authorization").ok().flatten()?;
+    bearer_of(&req.headers().get("authorization").ok().flatten()?)
+}
+
+/// The token of an `Authorization: Bearer <token>` header's value.
+pub fn bearer_of(header: &str) -> Option<String> {
     let (scheme, token) = header.trim().split_once(' ')?;
     (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty()).then(|| token.trim().to_owned())
 }

@@ -62,8 +62,17 @@ pub async fn serve(req: Request, env: &Env, message_id: &str, position_text: &st
     let position =
         position(position_text).map_err(|_| EdgeError::Forbidden(exactly_core::media::LinkError::BadSignature))?;
     config.media_links.verify(message_id, position, expires, signature, now()).map_err(EdgeError::Forbidden)?;
-    let db = crate::store::database(env)?;
-    let stored = media::stored(&db, message_id, position).await?.ok_or(EdgeError::MediaNotStored)?;
+    // A signed link names no account: with accounts in more than one database, the item is
+    // looked for in each.
+    let scopes = if crate::store::routes::sharded(env) { crate::store::routes::each(env)? } else { vec![env.clone()] };
+    let mut found = None;
+    for scoped in &scopes {
+        found = media::stored(&crate::store::database(scoped)?, message_id, position).await?;
+        if found.is_some() {
+            break;
+        }
+    }
+    let stored = found.ok_or(EdgeError::MediaNotStored)?;
     let object = media::open_copy(env, &stored.r2_key).await?.ok_or(EdgeError::MediaNotStored)?;
     let content_type = object
         .http_metadata()

@@ -106,7 +106,7 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
     // A replay of a message whose first dispatch job may have been lost enqueues it again; the
     // dispatcher's claim makes a second job a no-op.
     match (message.status, message.send_at) {
-        (MessageStatus::Queued, _) => jobs::enqueue(env, Job::Dispatch { message_id: message.id.clone() }).await?,
+        (MessageStatus::Queued, _) => jobs::enqueue(env, Job::dispatch(env, &message.id)).await?,
         // Due then; if this job is lost, the sweeper enqueues the send once due.
         (MessageStatus::Scheduled, Some(at)) if created => jobs::dispatch_at(env, &message.id, at as i64).await?,
         _ => {}

@@ -152,7 +152,7 @@ pub struct Log {
 impl Log {
     /// The log as configured (`EVENT_SHARDS`, default: everything in `DB`).
     pub fn open(env: &Env) -> Result<Self, EdgeError> {
-        Ok(Log { env: env.clone(), map: Rc::clone(&crate::config::get(env)?.event_shards) })
+        Ok(Log { env: db::root_env(env), map: Rc::clone(&crate::config::get(env)?.event_shards) })
     }
 
     /// The database of a dedupe binding.
@@ -462,10 +462,14 @@ impl Log {
     }
 
     /// Parks a receipt whose message is not recorded yet: it waits on `carrier_message_id` and is
-    /// not retried. Refused (false) when the message exists by now, so no wake-up can be missed:
-    /// in the resources' database the check and the park are one statement, and the batch that
-    /// records a send wakes what is parked on its id in one statement too ([`wake_stmt`]). The
-    /// event's own row then notes what it waits for, so the sweeper leaves it be.
+    /// not retried. Refused (false) when the message exists by now, or a route to it does, so no
+    /// wake-up can be missed: in the account database `resources` the check and the park are one
+    /// statement, and the batch that records a send wakes what is parked on its id in one
+    /// statement too ([`wake_stmt`]). A receipt with no route parks in `DB`, where the batch that
+    /// writes a route wakes it ([`wake_routed_stmt`]). The event's own row then notes what it
+    /// waits for, so the sweeper leaves it be. A receipt woken but parked again (its job found
+    /// nothing yet) is parked afresh, no longer woken, so removing the woken record cannot lose
+    /// it.
     pub async fn park(
         &self,
         resources: &D1Database,
@@ -482,12 +486,16 @@ impl Log {
                     "INSERT INTO parked_receipts (carrier, carrier_message_id, carrier_event, parked_at)
                      SELECT ?1, ?2, ?3, ?4
                      WHERE NOT EXISTS (SELECT 1 FROM messages WHERE carrier = ?1 AND carrier_message_id = ?2)
-                     ON CONFLICT DO NOTHING",
+                       AND NOT EXISTS (SELECT 1 FROM message_routes WHERE carrier = ?1 AND carrier_message_id = ?2)
+                     ON CONFLICT DO UPDATE SET woken_at = NULL, parked_at = excluded.parked_at
+                       WHERE parked_receipts.woken_at IS NOT NULL",
                     &[text(carrier.as_str()), text(carrier_message_id), text(&row.id), time(now)],
                 )?,
                 db::stmt(
                     resources,
-                    "SELECT id FROM messages WHERE carrier = ?1 AND carrier_message_id = ?2",
+                    "SELECT id FROM messages WHERE carrier = ?1 AND carrier_message_id = ?2
+                     UNION ALL SELECT carrier_message_id AS id FROM message_routes
+                     WHERE carrier = ?1 AND carrier_message_id = ?2",
                     &[text(carrier.as_str()), text(carrier_message_id)],
                 )?,
             ],
@@ -886,6 +894,24 @@ pub fn wake_stmt(
         db,
         "UPDATE parked_receipts SET woken_at = ?3 WHERE carrier = ?1 AND carrier_message_id = ?2 AND woken_at IS NULL
            AND EXISTS (SELECT 1 FROM messages WHERE carrier = ?1 AND carrier_message_id = ?2)
+         RETURNING carrier_event AS id",
+        &[text(carrier), text(carrier_message_id), time(now)],
+    )
+}
+
+/// For the batch in `DB` that writes the route of a send's carrier id, after the statement that
+/// writes it ([`crate::store::routes::record_message`]): wakes the receipts parked in `DB` on
+/// that id for want of a route, and returns their event ids like [`wake_stmt`].
+pub fn wake_routed_stmt(
+    db: &D1Database,
+    carrier: &str,
+    carrier_message_id: &str,
+    now: Timestamp,
+) -> Result<worker::D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        "UPDATE parked_receipts SET woken_at = ?3 WHERE carrier = ?1 AND carrier_message_id = ?2 AND woken_at IS NULL
+           AND EXISTS (SELECT 1 FROM message_routes WHERE carrier = ?1 AND carrier_message_id = ?2)
          RETURNING carrier_event AS id",
         &[text(carrier), text(carrier_message_id), time(now)],
     )

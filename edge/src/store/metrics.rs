@@ -22,7 +22,7 @@ pub struct Figures {
     pub events_parked: f64,
     /// When the oldest pending carrier event was stored (Unix ms).
     pub oldest_pending_event: Option<f64>,
-    /// Deliveries ever created (the highest rowid).
+    /// Deliveries ever created (the sum of each account database's highest rowid).
     pub deliveries_created: Option<f64>,
     /// Deliveries pending (due, scheduled or held).
     pub deliveries_pending: f64,
@@ -41,22 +41,49 @@ struct EventFigures {
     oldest_pending_event: Option<f64>,
 }
 
-/// Reads every figure: one round trip to `DB`, and one to each other database of the dedupe log.
+/// The delivery and parking figures of one account database.
+#[derive(Debug, Default, Deserialize)]
+struct AccountFigures {
+    events_parked: f64,
+    deliveries_created: Option<f64>,
+    deliveries_pending: f64,
+    deliveries_failed: f64,
+    oldest_pending_delivery: Option<f64>,
+}
+
+fn earliest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Reads every figure: one round trip to each account database and one to each database of the
+/// dedupe log (`DB` is both).
 pub async fn figures(env: &worker::Env) -> Result<Figures, EdgeError> {
-    let db = db::database(env)?;
-    let mut figures: Figures = db::first(db::stmt(
-        &db,
-        "SELECT
-           (SELECT COUNT(*) FROM parked_receipts WHERE woken_at IS NULL) AS events_parked,
-           0 AS events_pending, 0 AS events_failed,
-           (SELECT MAX(rowid) FROM webhook_deliveries) AS deliveries_created,
-           (SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending') AS deliveries_pending,
-           (SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'failed') AS deliveries_failed,
-           (SELECT MIN(next_attempt_at) FROM webhook_deliveries WHERE status = 'pending') AS oldest_pending_delivery",
-        &[],
-    )?)
-    .await?
-    .unwrap_or_default();
+    let mut figures = Figures::default();
+    for scoped in crate::store::routes::each(env)? {
+        let a: AccountFigures = db::first(db::stmt(
+            &db::database(&scoped)?,
+            "SELECT
+               (SELECT COUNT(*) FROM parked_receipts WHERE woken_at IS NULL) AS events_parked,
+               (SELECT MAX(rowid) FROM webhook_deliveries) AS deliveries_created,
+               (SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending') AS deliveries_pending,
+               (SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'failed') AS deliveries_failed,
+               (SELECT MIN(next_attempt_at) FROM webhook_deliveries WHERE status = 'pending')
+                   AS oldest_pending_delivery",
+            &[],
+        )?)
+        .await?
+        .unwrap_or_default();
+        figures.events_parked += a.events_parked;
+        if let Some(created) = a.deliveries_created {
+            figures.deliveries_created = Some(figures.deliveries_created.unwrap_or(0.0) + created);
+        }
+        figures.deliveries_pending += a.deliveries_pending;
+        figures.deliveries_failed += a.deliveries_failed;
+        figures.oldest_pending_delivery = earliest(figures.oldest_pending_delivery, a.oldest_pending_delivery);
+    }
     let log = crate::store::carrier_events::Log::open(env)?;
     for binding in log.bindings() {
         let events = log.database(&binding)?;
@@ -80,10 +107,7 @@ pub async fn figures(env: &worker::Env) -> Result<Figures, EdgeError> {
         figures.events_ingested = Some(figures.events_ingested.unwrap_or(0.0) + e.events_ingested.unwrap_or(0.0));
         figures.events_pending += e.events_pending;
         figures.events_failed += e.events_failed;
-        figures.oldest_pending_event = match (figures.oldest_pending_event, e.oldest_pending_event) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        figures.oldest_pending_event = earliest(figures.oldest_pending_event, e.oldest_pending_event);
     }
     Ok(figures)
 }

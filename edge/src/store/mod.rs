@@ -28,19 +28,25 @@ pub mod outbox;
 pub mod reconcile;
 pub mod retention;
 pub mod ring;
+pub mod routes;
 pub mod signals;
 pub mod usage;
 
-/// The D1 binding; inside an API request, that request's [`Session`], which answers the same
-/// `prepare` and `batch`.
+/// The database of the account being served: `DB`, or the account shard an [`account_scope`]
+/// chose. Inside an API request, that request's [`Session`], which answers the same `prepare`
+/// and `batch`.
 pub fn database(env: &worker::Env) -> Result<D1Database, EdgeError> {
-    d1(env, crate::bindings::DB)
+    usable(binding(env, crate::bindings::DB)?, crate::bindings::DB)
 }
 
-/// The D1 database (or session: anything answering `prepare`) bound as `name`.
+/// The D1 database bound as `name` in the worker's own bindings: `DB` is always the routing
+/// database (`DB` itself), whatever account an [`account_scope`] serves.
 pub fn d1(env: &worker::Env, name: &str) -> Result<D1Database, EdgeError> {
+    usable(binding(&root_env(env), name)?, name)
+}
+
+fn usable(binding: JsValue, name: &str) -> Result<D1Database, EdgeError> {
     use wasm_bindgen::JsCast as _;
-    let binding = binding(env, name)?;
     let usable = js_sys::Reflect::get(&binding, &JsValue::from_str("prepare")).is_ok_and(|f| f.is_function());
     if !usable {
         return Err(EdgeError::platform("D1 binding", format!("the binding {name} is not a D1 database")));
@@ -55,7 +61,53 @@ fn binding(env: &worker::Env, name: &str) -> Result<JsValue, EdgeError> {
         .ok_or_else(|| EdgeError::platform("D1 binding", format!("the binding {name} is missing")))
 }
 
-/// One API request's D1 session (docs/api.md, "Reading your own writes"): with read
+/// Where a scoped view of the bindings keeps the worker's own.
+const ROOT_ENV: &str = "__exactly_root_env";
+/// Where a scoped view of the bindings names the account database it serves.
+const ACCOUNT_DB: &str = "__exactly_account_db";
+
+fn js(env: &worker::Env) -> JsValue {
+    AsRef::<JsValue>::as_ref(env).clone()
+}
+
+/// The worker's own bindings, under any account scope or session.
+pub fn root_env(env: &worker::Env) -> worker::Env {
+    use wasm_bindgen::JsCast as _;
+    match js_sys::Reflect::get(env.as_ref(), &JsValue::from_str(ROOT_ENV)) {
+        Ok(root) if root.is_object() => root.unchecked_into(),
+        _ => env.clone(),
+    }
+}
+
+/// The binding of the account database `env` serves (`DB` outside any [`account_scope`]).
+pub fn account_binding(env: &worker::Env) -> String {
+    js_sys::Reflect::get(env.as_ref(), &JsValue::from_str(ACCOUNT_DB))
+        .ok()
+        .and_then(|v| v.as_string())
+        .unwrap_or_else(|| crate::bindings::DB.to_owned())
+}
+
+/// The bindings as an account shard's work sees them (docs/scaling.md, "Accounts across
+/// databases"): everything as it is, but `DB` ([`database`]) is the account database bound as
+/// `binding`. [`d1`], [`root_env`] and the dedupe log still reach the worker's own `DB`.
+pub fn account_scope(env: &worker::Env, binding: &str) -> Result<worker::Env, EdgeError> {
+    use wasm_bindgen::JsCast as _;
+    let root = root_env(env);
+    if binding == crate::bindings::DB {
+        return Ok(root);
+    }
+    let shard = d1(&root, binding)?;
+    let scoped: js_sys::Object = js_sys::Object::create(root.unchecked_ref());
+    for (name, value) in
+        [(crate::bindings::DB, JsValue::from(shard)), (ROOT_ENV, js(&root)), (ACCOUNT_DB, JsValue::from_str(binding))]
+    {
+        js_sys::Reflect::set(&scoped, &JsValue::from_str(name), &value)
+            .map_err(|e| EdgeError::platform("account scope", js_error(&e)))?;
+    }
+    Ok(scoped.unchecked_into())
+}
+
+/// One API request's D1 session (docs/contract.md §5, "Reading your own writes"): with read
 /// replication, its reads may be served by a replica, but never one older than the bookmark it
 /// started from, nor than its own writes. A request with no bookmark starts anywhere when it
 /// only reads, and at the primary when it may write.
@@ -65,7 +117,8 @@ pub struct Session {
 }
 
 impl Session {
-    /// Opens a session on the `DB` binding; `None` where the runtime has no sessions.
+    /// Opens a session on the account database `env` serves; `None` where the runtime has no
+    /// sessions.
     pub fn open(env: &worker::Env, bookmark: Option<&str>, writes: bool) -> Result<Option<Self>, EdgeError> {
         use wasm_bindgen::JsCast as _;
         let db = binding(env, crate::bindings::DB)?;
@@ -81,8 +134,10 @@ impl Session {
             .map_err(|e| EdgeError::platform("d1 session", js_error(&e)))?;
         // The request's own view of the bindings: everything as it is, but `DB` is the session.
         let scoped: js_sys::Object = js_sys::Object::create(env.unchecked_ref());
-        js_sys::Reflect::set(&scoped, &JsValue::from_str(crate::bindings::DB), &session)
-            .map_err(|e| EdgeError::platform("d1 session", js_error(&e)))?;
+        for (name, value) in [(crate::bindings::DB, session.clone()), (ROOT_ENV, js(&root_env(env)))] {
+            js_sys::Reflect::set(&scoped, &JsValue::from_str(name), &value)
+                .map_err(|e| EdgeError::platform("d1 session", js_error(&e)))?;
+        }
         Ok(Some(Session { env: scoped.unchecked_into(), session }))
     }
 

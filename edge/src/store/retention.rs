@@ -68,7 +68,7 @@ fn prefix_end(rows: &[Visit], cutoff: Timestamp) -> Option<i64> {
 }
 
 /// One retention run: the carrier event steps in every database of the dedupe log (each keeps
-/// its own watermarks), the attempts step in `DB`.
+/// its own watermarks), the attempts step in every account database.
 pub async fn run(env: &worker::Env, retention: Retention, now: Timestamp) -> Result<Pruned, EdgeError> {
     let mut pruned = Pruned::default();
     let log = crate::store::carrier_events::Log::open(env)?;
@@ -77,7 +77,20 @@ pub async fn run(env: &worker::Env, retention: Retention, now: Timestamp) -> Res
         pruned.payloads += payloads;
         pruned.events += events;
     }
-    pruned.attempts = prune_attempts(&crate::store::database(env)?, retention, now).await?;
+    // One account database that fails is logged and skipped; the others are still pruned.
+    for binding in crate::store::routes::databases(env) {
+        let attempts = match crate::store::routes::open(env, Some(binding.clone())) {
+            Ok((_, db)) => prune_attempts(&db, retention, now).await,
+            Err(e) => Err(e),
+        };
+        match attempts {
+            Ok(n) => pruned.attempts += n,
+            Err(e) => worker::console_error!(
+                "{}",
+                serde_json::json!({"cron": "retention", "database": binding, "error": e.to_string()})
+            ),
+        }
+    }
     Ok(pruned)
 }
 

@@ -28,7 +28,9 @@ pub async fn process(
         Routed::Ignore => return Ok(Outcome::applied(log.mark_processed(row, now()).await?)),
         Routed::Fact { call_id, fact } => (call_id, fact),
         Routed::Inbound(inbound) => {
-            let Some(owner) = numbers::owner(db, &inbound.call.to).await? else {
+            let (_, resources) =
+                crate::store::routes::open(env, crate::store::routes::of_number(env, &inbound.call.to).await?)?;
+            let Some(owner) = numbers::owner(&resources, &inbound.call.to).await? else {
                 let problem = format!("no account owns the number {}", inbound.call.to);
                 let failed = log.mark_failed(db, row, &problem).await?;
                 crate::queues::announce_events(env, db, &failed.signals).await?;

@@ -41,20 +41,29 @@ pub const DISABLE_AFTER_FAILURES: i64 = 100;
 /// The batch's messages run concurrently, [`MESSAGES_IN_FLIGHT`] at a time: each attempt is claimed by compare-and-swap before it
 /// is sent, so two messages for one delivery never send one attempt twice, whatever their order.
 pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
-    let db = env.d1(bindings::DB)?;
     let messages = batch.messages()?;
     for chunk in messages.chunks(MESSAGES_IN_FLIGHT) {
-        join_all(chunk.iter().map(|message| consume_one(env, &db, message))).await;
+        join_all(chunk.iter().map(|message| consume_one(env, message))).await;
     }
     Ok(())
 }
 
-async fn consume_one(env: &Env, db: &D1Database, message: &Message<serde_json::Value>) {
+/// The bindings and database of the account database a delivery job names.
+fn scoped(env: &Env, job: &DeliveryJob) -> Result<(Env, D1Database), EdgeError> {
+    let env = crate::store::account_scope(env, job.database.as_deref().unwrap_or(bindings::DB))?;
+    let db = crate::store::database(&env)?;
+    Ok((env, db))
+}
+
+async fn consume_one(env: &Env, message: &Message<serde_json::Value>) {
     let Ok(job) = serde_json::from_value::<DeliveryJob>(message.body().clone()) else {
         message.ack();
         return;
     };
-    let result = attempt(env, db, &job.delivery_id).await.map(Outcome::Done);
+    let result = match scoped(env, &job) {
+        Ok((env, db)) => attempt(&env, &db, &job.delivery_id).await.map(Outcome::Done),
+        Err(e) => Err(e),
+    };
     crate::error::settle(message, result, |line| {
         line["delivery"] = serde_json::json!(job.delivery_id);
     });
@@ -62,10 +71,12 @@ async fn consume_one(env: &Env, db: &D1Database, message: &Message<serde_json::V
 
 /// Consumes the deliveries dead-letter queue: the delivery fails visibly.
 pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
-    let db = env.d1(bindings::DB)?;
     for message in batch.messages()? {
         let result = match serde_json::from_value::<DeliveryJob>(message.body().clone()) {
-            Ok(job) => dead_letter(&db, &job.delivery_id).await,
+            Ok(job) => match scoped(env, &job) {
+                Ok((_, db)) => dead_letter(&db, &job.delivery_id).await,
+                Err(e) => Err(e),
+            },
             Err(_) => Ok(()),
         };
         match result {

@@ -104,16 +104,29 @@ async fn sent(
     token: &str,
     carrier_id: &str,
 ) -> Result<Outcome, EdgeError> {
+    // The route of the carrier id first (docs/scaling.md, "Accounts across databases"): a
+    // receipt that comes after the route waits beside the message, one before it in `DB`.
+    let routed =
+        crate::store::routes::record_message(env, &message.carrier, carrier_id, &message.account_id, now()).await?;
+    wake(env, &crate::store::d1(env, crate::bindings::DB)?, &message.carrier, carrier_id, &routed).await?;
+    if crate::faults::crash_after_route(&message.text, &message.id) {
+        return Err(EdgeError::Unavailable(format!("injected crash after the route of {}", message.id)));
+    }
     let (change, woken) = messages::record_sent(db, message, token, carrier_id, now()).await?;
-    // Receipts that arrived before this result. They stay recorded as woken until their jobs are
-    // enqueued; if this enqueue is lost, the sweeper enqueues them again.
+    wake(env, db, &message.carrier, carrier_id, &woken).await?;
+    crate::queues::announce(env, db, &change).await?;
+    Ok(Outcome::Done(if change.changed { Done::Sent } else { Done::NoOp }))
+}
+
+/// Enqueues receipts that arrived before this result, woken in `db`. They stay recorded as
+/// woken until their jobs are enqueued; if this enqueue is lost, the sweeper enqueues them again.
+async fn wake(env: &Env, db: &D1Database, carrier: &str, carrier_id: &str, woken: &[String]) -> Result<(), EdgeError> {
     if !woken.is_empty() {
         let jobs = woken.iter().map(|id| crate::queues::Job::CarrierEvent { id: id.clone() }).collect();
         crate::queues::enqueue_many(env, jobs).await?;
-        crate::store::carrier_events::forget_woken(db, &message.carrier, carrier_id, &woken).await?;
+        crate::store::carrier_events::forget_woken(db, carrier, carrier_id, woken).await?;
     }
-    crate::queues::announce(env, db, &change).await?;
-    Ok(Outcome::Done(if change.changed { Done::Sent } else { Done::NoOp }))
+    Ok(())
 }
 
 /// A transient failure (timeout, 5xx, 429): the carrier may or may not have taken the message,

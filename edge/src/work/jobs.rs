@@ -15,7 +15,6 @@ use crate::work::{dispatch, media, process};
 
 /// Consumes a batch from the `jobs` queue, acknowledging or retrying each message itself.
 pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
-    let db = env.d1(bindings::DB)?;
     for message in batch.messages()? {
         let job = match serde_json::from_value::<Job>(message.body().clone()) {
             Ok(job) => job,
@@ -27,12 +26,12 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env) -> worke
             }
         };
         let started = crate::platform::now();
-        let outcome = run(env, &db, &job).await;
+        let outcome = run(env, &job).await;
         let latency_ms = crate::platform::now().unix_millis() - started.unix_millis();
         let (kind, id) = match &job {
             Job::CarrierEvent { id } => ("carrier_event", id.clone()),
-            Job::Dispatch { message_id } => ("dispatch", message_id.clone()),
-            Job::CopyMedia { message_id, position } => ("copy_media", format!("{message_id}/{position}")),
+            Job::Dispatch { message_id, .. } => ("dispatch", message_id.clone()),
+            Job::CopyMedia { message_id, position, .. } => ("copy_media", format!("{message_id}/{position}")),
         };
         crate::error::settle(&message, outcome, |line| {
             line["job"] = serde_json::json!(kind);
@@ -43,11 +42,19 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env) -> worke
     Ok(())
 }
 
-async fn run(env: &Env, db: &D1Database, job: &Job) -> Result<Outcome, EdgeError> {
+/// The bindings a job runs with: those of the account database it names.
+fn scoped(env: &Env, job: &Job) -> Result<(Env, D1Database), EdgeError> {
+    let env = crate::store::account_scope(env, job.database().unwrap_or(bindings::DB))?;
+    let db = crate::store::database(&env)?;
+    Ok((env, db))
+}
+
+async fn run(env: &Env, job: &Job) -> Result<Outcome, EdgeError> {
+    let (env, db) = scoped(env, job)?;
     match job {
-        Job::CarrierEvent { id } => process::process(env, db, id).await,
-        Job::Dispatch { message_id } => dispatch::dispatch(env, db, message_id).await,
-        Job::CopyMedia { message_id, position } => media::copy(env, db, message_id, *position).await,
+        Job::CarrierEvent { id } => process::process(&env, &db, id).await,
+        Job::Dispatch { message_id, .. } => dispatch::dispatch(&env, &db, message_id).await,
+        Job::CopyMedia { message_id, position, .. } => media::copy(&env, &db, message_id, *position).await,
     }
 }
 
@@ -63,32 +70,16 @@ async fn dead_dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<(
     }
     let undispatched = crate::store::messages::by_id(db, message_id).await?.is_some_and(|m| m.undispatched());
     if undispatched {
-        enqueue_later(env, Job::Dispatch { message_id: message_id.to_owned() }, 60).await?;
+        enqueue_later(env, Job::dispatch(env, message_id), 60).await?;
     }
     Ok(())
 }
 
 /// Consumes the jobs dead-letter queue: the failure is recorded where operators look.
 pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
-    let db = env.d1(bindings::DB)?;
     for message in batch.messages()? {
         let recorded = match serde_json::from_value::<Job>(message.body().clone()) {
-            Ok(Job::CarrierEvent { id }) => {
-                let problem = "processing failed on every retry (dead-lettered)";
-                match carrier_events::Log::open(env) {
-                    Ok(log) => match log.mark_failed_id(&db, &id, problem).await {
-                        Ok(Some(failed)) => crate::queues::announce_events(env, &db, &failed.signals).await,
-                        Ok(None) => Ok(()),
-                        Err(e) => Err(e),
-                    },
-                    Err(e) => Err(e),
-                }
-            }
-            Ok(Job::Dispatch { message_id }) => dead_dispatch(env, &db, &message_id).await,
-            Ok(Job::CopyMedia { message_id, position }) => {
-                let problem = "copying failed on every retry (dead-lettered)";
-                crate::store::media::record_failed(&db, &message_id, position, problem).await.map(|_| ())
-            }
+            Ok(job) => dead_letter(env, &job).await,
             Err(_) => Ok(()),
         };
         match recorded {
@@ -97,4 +88,24 @@ pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &
         }
     }
     Ok(())
+}
+
+async fn dead_letter(env: &Env, job: &Job) -> Result<(), EdgeError> {
+    let (env, db) = scoped(env, job)?;
+    match job {
+        Job::CarrierEvent { id } => {
+            // The failure signal goes to the operator, whose account is in `DB`.
+            let root = crate::store::d1(&env, bindings::DB)?;
+            let problem = "processing failed on every retry (dead-lettered)";
+            match carrier_events::Log::open(&env)?.mark_failed_id(&root, id, problem).await? {
+                Some(failed) => crate::queues::announce_events(&env, &root, &failed.signals).await,
+                None => Ok(()),
+            }
+        }
+        Job::Dispatch { message_id, .. } => dead_dispatch(&env, &db, message_id).await,
+        Job::CopyMedia { message_id, position, .. } => {
+            let problem = "copying failed on every retry (dead-lettered)";
+            crate::store::media::record_failed(&db, message_id, *position, problem).await.map(|_| ())
+        }
+    }
 }

@@ -13,8 +13,8 @@ use crate::error::EdgeError;
 use crate::error::{Done, Outcome, Wait};
 use crate::platform::{new_id, now};
 use crate::store::carrier_events::{Log, Row};
-use crate::store::messages;
 use crate::store::outbox::Change;
+use crate::store::{messages, routes};
 
 /// Processes the stored carrier event `id`.
 pub async fn process(env: &Env, db: &D1Database, id: &str) -> Result<Outcome, EdgeError> {
@@ -35,7 +35,7 @@ pub async fn process(env: &Env, db: &D1Database, id: &str) -> Result<Outcome, Ed
     };
     let outcome = match &event.kind {
         EventKind::MessageReceived(inbound) => received(env, db, &log, &row, &event, inbound).await?,
-        EventKind::MessageStatus(report) => status_report(env, db, &log, &row, &event, report).await?,
+        EventKind::MessageStatus(report) => status_report(env, &log, &row, &event, report).await?,
         EventKind::CallInitiated(_) | EventKind::CallAnswered(_) | EventKind::CallHangup(_) => {
             crate::work::calls::process(env, db, &log, &row, &event).await?
         }
@@ -77,34 +77,39 @@ async fn received(
     event: &CarrierEvent,
     inbound: &exactly_core::event::InboundMessage,
 ) -> Result<Outcome, EdgeError> {
-    let Some(owner) = crate::store::numbers::owner(db, &inbound.to).await? else {
+    // The number's account database (docs/scaling.md, "Accounts across databases").
+    let (scoped, resources) = routes::open(env, routes::of_number(env, &inbound.to).await?)?;
+    let Some(owner) = crate::store::numbers::owner(&resources, &inbound.to).await? else {
         let problem = format!("no account owns the number {}", inbound.to);
         let failed = log.mark_failed(db, row, &problem).await?;
         crate::queues::announce_events(env, db, &failed.signals).await?;
         return Ok(Outcome::Done(Done::Failed));
     };
     let id = new_id("msg")?;
-    let change = messages::insert_inbound(db, &id, &owner.account_id, event.provider, inbound, now()).await?;
+    let change = messages::insert_inbound(&resources, &id, &owner.account_id, event.provider, inbound, now()).await?;
     // Only the batch that recorded the message wrote its media rows. If this enqueue is lost,
     // the sweeper finds the items not copied.
     if change.changed && !inbound.media.is_empty() {
-        crate::queues::copy_media(env, &id, inbound.media.len()).await?;
+        crate::queues::copy_media(&scoped, &id, inbound.media.len()).await?;
     }
-    settled(env, db, log, row, change).await
+    settled(&scoped, &resources, log, row, change).await
 }
 
 async fn status_report(
     env: &Env,
-    db: &D1Database,
     log: &Log,
     row: &Row,
     event: &CarrierEvent,
     report: &exactly_core::event::StatusReport,
 ) -> Result<Outcome, EdgeError> {
+    // The sender's account database: where the route of the carrier id points, or `DB`.
+    let route = routes::of_message(env, event.provider.as_str(), &report.carrier_message_id).await?;
+    let (env, db) = &routes::open(env, route)?;
     let Some(message) = messages::by_carrier_id(db, event.provider, &report.carrier_message_id).await? else {
         // The receipt beat the send result. It waits, parked on the carrier's message id, and
-        // the batch that records the send wakes it; duplicates and sweeps park it again and
-        // spend nothing. The park is refused if the message appeared meanwhile: decide again.
+        // the batch that records the send (or, in `DB`, its route) wakes it; duplicates and
+        // sweeps park it again and spend nothing. The park is refused if the message or its
+        // route appeared meanwhile: decide again.
         return Ok(if log.park(db, row, event.provider, &report.carrier_message_id, now()).await? {
             Outcome::Done(Done::Parked)
         } else {

@@ -8,7 +8,7 @@ use crate::error::EdgeError;
 use crate::platform::now;
 use crate::queues::{self as jobs, Job};
 use crate::store::signals::{self, Stuck};
-use crate::store::{carrier_events, deliveries, messages};
+use crate::store::{carrier_events, deliveries, messages, routes};
 
 /// Work unfinished for this long has lost its job (or is stuck behind retries).
 const STALE_AFTER_MILLIS: i64 = 2 * 60 * 1000;
@@ -34,12 +34,54 @@ pub struct Report {
 const DELIVERY_GRACE_MILLIS: i64 = 60 * 1000;
 
 /// One sweep. Re-enqueueing work that is in fact still queued is harmless: the guards make the
-/// second run a no-op.
+/// second run a no-op. The dedupe log is swept once; every account database on its own.
 pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
-    let db = crate::store::database(env)?;
     let log = carrier_events::Log::open(env)?;
     let cutoff = Timestamp::from_unix_millis(now().unix_millis() - STALE_AFTER_MILLIS);
-    let mut events: Vec<String> = log.unprocessed(cutoff, BATCH).await?.into_iter().map(|(id, _)| id).collect();
+    let events: Vec<String> = log.unprocessed(cutoff, BATCH).await?.into_iter().map(|(id, _)| id).collect();
+    let mut report = Report { events: events.len(), dispatches: 0, deliveries: 0, backlog_signals: 0, media: 0 };
+    jobs::enqueue_many(env, events.into_iter().map(|id| Job::CarrierEvent { id }).collect()).await?;
+    let mut oldest_deliveries = Vec::new();
+    // One database that fails is logged and skipped: its outage stops no other's sweep, nor the
+    // backlog signals that report it.
+    for binding in routes::databases(env) {
+        let found = match routes::scope(env, Some(binding.clone())) {
+            Ok(scoped) => sweep_database(&scoped, &log, cutoff).await,
+            Err(e) => Err(e),
+        };
+        match found {
+            Ok(found) => {
+                report.events += found.woken;
+                report.dispatches += found.dispatches;
+                report.deliveries += found.deliveries;
+                report.media += found.media;
+                oldest_deliveries.extend(found.oldest_delivery);
+            }
+            Err(e) => skipped("sweep", &binding, &e),
+        }
+    }
+    report.backlog_signals = backlog(env, &log, oldest_deliveries).await?;
+    Ok(report)
+}
+
+/// Logs that one account database's part of a cron step failed and was skipped.
+pub fn skipped(step: &str, binding: &str, error: &EdgeError) {
+    worker::console_error!("{}", serde_json::json!({"cron": step, "database": binding, "error": error.to_string()}));
+}
+
+/// What one account database's sweep found.
+struct Found {
+    woken: usize,
+    dispatches: usize,
+    deliveries: usize,
+    media: usize,
+    /// Its oldest delivery overdue past the backlog threshold, with the bindings to read it.
+    oldest_delivery: Option<(Env, String)>,
+}
+
+/// Sweeps one account database, with the bindings `env` scoped to it.
+async fn sweep_database(env: &Env, log: &carrier_events::Log, cutoff: Timestamp) -> Result<Found, EdgeError> {
+    let db = crate::store::database(env)?;
     // Receipts woken by a recorded send whose jobs may not have been enqueued: enqueued again,
     // then forgotten.
     let woken = carrier_events::still_woken(&db, cutoff, BATCH).await?;
@@ -61,34 +103,36 @@ pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
         deliveries::overdue(&db, Timestamp::from_unix_millis(now().unix_millis() - DELIVERY_GRACE_MILLIS), BATCH)
             .await?;
     let uncopied = crate::store::media::uncopied(&db, cutoff, BATCH).await?;
-    let mut report = Report {
-        events: events.len(),
-        dispatches: dispatches.len(),
-        deliveries: overdue.len(),
-        backlog_signals: 0,
-        media: uncopied.len(),
-    };
+    let found_counts = (woken.len(), dispatches.len(), overdue.len(), uncopied.len());
     crate::queues::deliver_many(env, overdue).await?;
-    events.extend(woken.iter().map(|w| w.id.clone()));
-    let mut work: Vec<Job> = events.into_iter().map(|id| Job::CarrierEvent { id }).collect();
-    work.extend(dispatches.into_iter().map(|message_id| Job::Dispatch { message_id }));
-    work.extend(uncopied.into_iter().map(|m| Job::CopyMedia { message_id: m.message_id, position: m.position }));
+    let mut work: Vec<Job> = woken.iter().map(|w| Job::CarrierEvent { id: w.id.clone() }).collect();
+    work.extend(dispatches.iter().map(|message_id| Job::dispatch(env, message_id)));
+    work.extend(uncopied.iter().map(|m| Job::copy_media(env, &m.message_id, m.position)));
     jobs::enqueue_many(env, work).await?;
     for w in &woken {
         carrier_events::forget_woken(&db, &w.carrier, &w.carrier_message_id, std::slice::from_ref(&w.id)).await?;
     }
-    report.backlog_signals = backlog(env, &db, &log).await?;
-    Ok(report)
+    let threshold_secs = crate::config::get(env)?.backlog_alert_secs;
+    let backlog_cutoff = Timestamp::from_unix_millis(now().unix_millis() - threshold_secs.saturating_mul(1000));
+    let oldest_delivery = deliveries::overdue(&db, backlog_cutoff, 1).await?.pop().map(|id| (env.clone(), id));
+    let (woken, dispatches, deliveries, media) = found_counts;
+    Ok(Found { woken, dispatches, deliveries, media, oldest_delivery })
 }
 
 /// Raises `backlog.high` about the oldest carrier event neither processed nor failed (parked
 /// receipts wait for their message by design and are not counted) and the oldest overdue
 /// delivery of an endpoint neither paused nor disabled (what such an endpoint holds waits for
-/// its owner), each if it has waited longer than `BACKLOG_ALERT_SECS`. Each stuck item raises
+/// its owner) of each account database, each if it has waited longer than `BACKLOG_ALERT_SECS`. Each stuck item raises
 /// it once however many sweeps find it, so a backlog that drains raises one more signal for
-/// each new oldest item still past the threshold. Returns how many signals this run wrote.
-async fn backlog(env: &Env, db: &worker::D1Database, log: &carrier_events::Log) -> Result<usize, EdgeError> {
+/// each new oldest item still past the threshold. Returns how many signals this run wrote. A
+/// carrier event's signal is the operator's, in `DB`.
+async fn backlog(
+    env: &Env,
+    log: &carrier_events::Log,
+    oldest_deliveries: Vec<(Env, String)>,
+) -> Result<usize, EdgeError> {
     let threshold_secs = crate::config::get(env)?.backlog_alert_secs;
+    let root = crate::store::d1(env, crate::bindings::DB)?;
     let at = now();
     let cutoff = Timestamp::from_unix_millis(at.unix_millis() - threshold_secs.saturating_mul(1000));
     let mut stuck = Vec::new();
@@ -97,12 +141,18 @@ async fn backlog(env: &Env, db: &worker::D1Database, log: &carrier_events::Log) 
         if let Some(row) = log.load(&id).await?.filter(|r| !r.settled()) {
             let since = crate::store::millis(row.created_at);
             stuck.push(
-                signals::backlog_high(db, &Stuck::CarrierEvent { id: &row.id, since }, threshold_secs, at).await?,
+                signals::backlog_high(&root, &Stuck::CarrierEvent { id: &row.id, since }, threshold_secs, at).await?,
             );
         }
     }
-    if let Some(id) = deliveries::overdue(db, cutoff, 1).await?.pop() {
-        if let Some(due) = deliveries::due(db, &id).await?.filter(|d| d.status == "pending") {
+    // Each signal written is a list of its copies' event ids; one already written is empty.
+    let mut raised = stuck.iter().filter(|ids| !ids.is_empty()).count();
+    crate::queues::announce_events(env, &root, &stuck.concat()).await?;
+    for (scoped, id) in oldest_deliveries {
+        // A delivery's signal is written in its account's database, for the account and the
+        // operator both.
+        let db = crate::store::database(&scoped)?;
+        if let Some(due) = deliveries::due(&db, &id).await?.filter(|d| d.status == "pending") {
             let delivery = Stuck::Delivery {
                 id: &due.id,
                 event_id: &due.event_id,
@@ -110,12 +160,11 @@ async fn backlog(env: &Env, db: &worker::D1Database, log: &carrier_events::Log) 
                 account_id: &due.account_id,
                 since: crate::store::millis(due.next_attempt_at),
             };
-            stuck.push(signals::backlog_high(db, &delivery, threshold_secs, at).await?);
+            let written = signals::backlog_high(&db, &delivery, threshold_secs, at).await?;
+            raised += usize::from(!written.is_empty());
+            crate::queues::announce_events(&scoped, &db, &written).await?;
         }
     }
-    // Each signal written is a list of its copies' event ids; one already written is empty.
-    let raised = stuck.iter().filter(|ids| !ids.is_empty()).count();
-    crate::queues::announce_events(env, db, &stuck.concat()).await?;
     Ok(raised)
 }
 
@@ -139,7 +188,16 @@ pub async fn register_operator(env: &Env) -> Result<bool, EdgeError> {
         variable: vars::OPERATOR_WEBHOOK_SECRET,
         problem: "must be a whsec_ secret".into(),
     })?;
-    let db = crate::store::database(env)?;
-    crate::store::signals::register_operator(&db, url.as_str(), &secret, now()).await?;
+    // In every account database: an account's signals (a disabled endpoint, an exhausted
+    // delivery) are written beside its deliveries, the operator's copy with them.
+    for binding in routes::databases(env) {
+        let registered = match routes::open(env, Some(binding.clone())) {
+            Ok((_, db)) => crate::store::signals::register_operator(&db, url.as_str(), &secret, now()).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = registered {
+            skipped("operator endpoint", &binding, &e);
+        }
+    }
     Ok(true)
 }

@@ -1,0 +1,209 @@
+//! Accounts across databases (docs/scaling.md, "Accounts across databases"): every account, with
+//! its numbers, messages, calls, endpoints, deliveries and usage, lives in one account database
+//! (`DB` or an `ACCOUNTS_<n>` binding), and the routing tables in `DB` say which: account ->
+//! database, API key -> account, phone number -> account, and carrier message id -> account.
+//!
+//! With no `ACCOUNTS_<n>` binding everything is in `DB` and nothing here reads a route. Account
+//! and number routes are written whatever the layout (so adding databases later needs no
+//! backfill); a message route only for an account outside `DB`. A key with no route is in
+//! `DB`: the accounts, numbers and messages from before routing are found where they always were.
+
+use exactly_core::Timestamp;
+use serde::Deserialize;
+use wasm_bindgen::JsValue;
+use worker::{D1Database, Env};
+
+use crate::bindings::{ACCOUNTS_PREFIX, DB};
+use crate::error::EdgeError;
+use crate::store::{self as db, text, time};
+
+/// Every account database the worker has: `DB` first, then every `ACCOUNTS_<n>` binding and any
+/// other `ACCOUNT_SHARDS` names (a missing one fails where it is used, and `/healthz` names it).
+pub fn databases(env: &Env) -> Vec<String> {
+    let root = db::root_env(env);
+    let keys = js_sys::Reflect::own_keys(root.as_ref()).map(|k| k.to_vec()).unwrap_or_default();
+    let mut found: Vec<String> = keys
+        .iter()
+        .filter_map(JsValue::as_string)
+        .filter(|k| k.starts_with(ACCOUNTS_PREFIX) && exactly_core::shard::is_account_binding(k))
+        .filter(|k| db::d1(&root, k).is_ok())
+        .collect();
+    if let Ok(config) = crate::config::get(env) {
+        if let Some(named) = &config.account_shards {
+            found.extend(named.iter().cloned());
+        }
+    }
+    found.sort_by_key(|b| b.strip_prefix(ACCOUNTS_PREFIX).and_then(|n| n.parse::<u8>().ok()));
+    let mut out = vec![DB.to_owned()];
+    for binding in found {
+        if !out.contains(&binding) {
+            out.push(binding);
+        }
+    }
+    out
+}
+
+/// Whether accounts may live outside `DB`, so routes must be read.
+pub fn sharded(env: &Env) -> bool {
+    databases(env).len() > 1
+}
+
+/// The databases new accounts are placed in: `ACCOUNT_SHARDS`, or every `ACCOUNTS_<n>`
+/// binding, or `DB` when there is none.
+pub fn placement(env: &Env) -> Result<Vec<String>, EdgeError> {
+    if let Some(named) = &crate::config::get(env)?.account_shards {
+        return Ok(named.as_ref().clone());
+    }
+    let all = databases(env);
+    Ok(if all.len() > 1 { all[1..].to_vec() } else { all })
+}
+
+/// The account database bindings, each as the scoped bindings its work runs with.
+pub fn each(env: &Env) -> Result<Vec<Env>, EdgeError> {
+    databases(env).iter().map(|binding| db::account_scope(env, binding)).collect()
+}
+
+/// The bindings of the account database the route names (`DB` when there is no route).
+pub fn scope(env: &Env, binding: Option<String>) -> Result<Env, EdgeError> {
+    db::account_scope(env, binding.as_deref().unwrap_or(DB))
+}
+
+/// The bindings and the database of the account database a route names (`DB` when none does).
+pub fn open(env: &Env, binding: Option<String>) -> Result<(Env, D1Database), EdgeError> {
+    let scoped = scope(env, binding)?;
+    let db = db::database(&scoped)?;
+    Ok((scoped, db))
+}
+
+#[derive(Deserialize)]
+struct Binding {
+    binding: String,
+}
+
+#[derive(Deserialize)]
+struct Owner {
+    account_id: String,
+}
+
+async fn binding_of(root: &D1Database, sql: &str, args: &[JsValue]) -> Result<Option<String>, EdgeError> {
+    let row: Option<Binding> = db::first(db::stmt(root, sql, args)?).await?;
+    Ok(row.map(|r| r.binding))
+}
+
+/// Places a new account: the database it will live in, recorded in `DB` with its key's hash
+/// before the account row is written there. An account whose row never got written is a route
+/// no key reaches (the key was never handed out).
+pub async fn place_account(
+    env: &Env,
+    account_id: &str,
+    api_key_hash: &str,
+    now: Timestamp,
+) -> Result<String, EdgeError> {
+    let choices = placement(env)?;
+    let binding = choices[exactly_core::shard::place(account_id, choices.len())].clone();
+    let root = db::d1(env, DB)?;
+    db::run(db::stmt(
+        &root,
+        "INSERT INTO account_routes (account_id, binding, api_key_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
+        &[text(account_id), text(&binding), text(api_key_hash), time(now)],
+    )?)
+    .await?;
+    Ok(binding)
+}
+
+/// The database of the account whose API key hashes to `api_key_hash`; `None` when no route
+/// names it (an account from before routing, in `DB`, or no account).
+pub async fn of_key(env: &Env, api_key_hash: &str) -> Result<Option<String>, EdgeError> {
+    if !sharded(env) {
+        return Ok(None);
+    }
+    let sql = "SELECT binding FROM account_routes WHERE api_key_hash = ?1";
+    binding_of(&db::d1(env, DB)?, sql, &[text(api_key_hash)]).await
+}
+
+/// The database of account `account_id`; `None` when no route names it (`DB`).
+pub async fn of_account(env: &Env, account_id: &str) -> Result<Option<String>, EdgeError> {
+    if !sharded(env) {
+        return Ok(None);
+    }
+    let sql = "SELECT binding FROM account_routes WHERE account_id = ?1";
+    binding_of(&db::d1(env, DB)?, sql, &[text(account_id)]).await
+}
+
+/// Claims `number` for `account_id` in `DB`, where a number is unique across every database.
+/// True when the number is that account's (claimed now, or by an earlier try of the same
+/// assignment). A number `DB` holds for another account with no route (assigned by a version
+/// before routes, during a rollout) is not claimed either.
+pub async fn claim_number(env: &Env, number: &str, account_id: &str) -> Result<bool, EdgeError> {
+    let root = db::d1(env, DB)?;
+    let results = db::batch(
+        &root,
+        vec![
+            db::stmt(
+                &root,
+                "INSERT INTO number_routes (phone_number, account_id) SELECT ?1, ?2
+                 WHERE NOT EXISTS (SELECT 1 FROM phone_numbers WHERE phone_number = ?1 AND account_id != ?2)
+                 ON CONFLICT DO NOTHING",
+                &[text(number), text(account_id)],
+            )?,
+            db::stmt(&root, "SELECT account_id FROM number_routes WHERE phone_number = ?1", &[text(number)])?,
+        ],
+    )
+    .await?;
+    let owner: Option<Owner> = results.get(1).map(db::rows).transpose()?.and_then(|mut r| r.pop());
+    Ok(owner.is_some_and(|o| o.account_id == account_id))
+}
+
+/// The database of the account that owns `number`; `None` when no route names it (`DB`).
+pub async fn of_number(env: &Env, number: &str) -> Result<Option<String>, EdgeError> {
+    if !sharded(env) {
+        return Ok(None);
+    }
+    let sql = "SELECT a.binding FROM number_routes n JOIN account_routes a ON a.account_id = n.account_id
+               WHERE n.phone_number = ?1";
+    binding_of(&db::d1(env, DB)?, sql, &[text(number)]).await
+}
+
+/// The database of the account that sent the message with this carrier id; `None` when no
+/// route names it (a message of an account in `DB`, or none recorded yet).
+pub async fn of_message(env: &Env, carrier: &str, carrier_message_id: &str) -> Result<Option<String>, EdgeError> {
+    if !sharded(env) {
+        return Ok(None);
+    }
+    let sql = "SELECT a.binding FROM message_routes m JOIN account_routes a ON a.account_id = m.account_id
+               WHERE m.carrier = ?1 AND m.carrier_message_id = ?2";
+    binding_of(&db::d1(env, DB)?, sql, &[text(carrier), text(carrier_message_id)]).await
+}
+
+/// Before a send of an account outside `DB` is recorded in its database: the route of its
+/// carrier id, written in `DB` in one batch with the wake of the receipts parked there on that
+/// id for want of a route. Returns their event ids, to enqueue and then forget
+/// ([`crate::store::carrier_events::forget_woken`] in `DB`); a crash between leaves them woken
+/// for the sweeper. A no-op for an account in `DB`, whose receipts park and wake beside its
+/// messages.
+pub async fn record_message(
+    env: &Env,
+    carrier: &str,
+    carrier_message_id: &str,
+    account_id: &str,
+    now: Timestamp,
+) -> Result<Vec<String>, EdgeError> {
+    if db::account_binding(env) == DB {
+        return Ok(Vec::new());
+    }
+    let root = db::d1(env, DB)?;
+    let results = db::batch(
+        &root,
+        vec![
+            db::stmt(
+                &root,
+                "INSERT INTO message_routes (carrier, carrier_message_id, account_id) VALUES (?1, ?2, ?3)
+                 ON CONFLICT DO NOTHING",
+                &[text(carrier), text(carrier_message_id), text(account_id)],
+            )?,
+            crate::store::carrier_events::wake_routed_stmt(&root, carrier, carrier_message_id, now)?,
+        ],
+    )
+    .await?;
+    Ok(results.get(1).map(crate::store::carrier_events::woken).transpose()?.unwrap_or_default())
+}
