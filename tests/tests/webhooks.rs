@@ -846,7 +846,10 @@ fn stalled_endpoint_times_out_and_is_retried(w: &Worker) {
     inbound_sms(w, &c);
     let got = wait_received(w, &path, 2);
     assert_eq!((got[0].stalled, got[1].stalled), (Some(stall), None));
-    assert!(got[1].received_at - got[0].received_at >= 14, "the retry came after the timeout, not before");
+    // That the retry waited for the timeout is read from the worker's record of the attempt
+    // below (its error and latency), not from when the two requests arrived here: on a loaded
+    // machine the first reaches this endpoint a while after the worker sent it, so the gap seen
+    // here can be shorter than the worker's 15 s.
     let id = got[0].header("webhook-id").unwrap().to_owned();
     assert_eq!(got[1].header("webhook-id"), Some(id.as_str()), "one webhook-id");
     assert_ne!(got[0].header("webhook-timestamp"), got[1].header("webhook-timestamp"));
