@@ -87,6 +87,6 @@ pub mod vars {
     /// `EVENTS_<n>`) of every virtual shard from 0 to 1023 (default: all in `DB`).
     pub const EVENT_SHARDS: &str = "EVENT_SHARDS";
     /// The account databases new accounts are placed in (`DB`, `ACCOUNTS_<n>`), separated by
-    /// spaces; default: every `ACCOUNTS_<n>` binding, or `DB` when there is none.
+    /// spaces; default: `DB`, whatever else is bound.
     pub const ACCOUNT_SHARDS: &str = "ACCOUNT_SHARDS";
 }

@@ -82,8 +82,8 @@ pub struct Config {
     /// `EVENT_SHARDS`: the database of every virtual shard of the dedupe log; unset, all of
     /// them are in `DB` (docs/scaling.md).
     pub event_shards: Rc<exactly_core::shard::ShardMap>,
-    /// `ACCOUNT_SHARDS`: the databases new accounts are placed in; unset, every `ACCOUNTS_<n>`
-    /// binding, or `DB` when there is none ([`crate::store::routes`]).
+    /// `ACCOUNT_SHARDS`: the databases new accounts are placed in; unset, `DB`, whatever is
+    /// bound ([`crate::store::routes`]).
     pub account_shards: Option<Rc<Vec<String>>>,
 }
 

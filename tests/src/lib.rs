@@ -122,7 +122,12 @@ impl Worker {
     /// through `DB`, so every test runs in that layout too.
     pub fn start_with(overrides: &[(&str, &str)]) -> Self {
         if sharded() {
-            Self::start_sharded(overrides, &["EVENTS_0", "ACCOUNTS_0", "ACCOUNTS_1"], "DB=0-511 EVENTS_0=512-1023")
+            let mut overrides = overrides.to_vec();
+            if !overrides.iter().any(|(k, _)| *k == "ACCOUNT_SHARDS") {
+                overrides.push(("ACCOUNT_SHARDS", "ACCOUNTS_0 ACCOUNTS_1"));
+            }
+            let databases = ["EVENTS_0", "ACCOUNTS_0", "ACCOUNTS_1"];
+            Self::start_sharded(&overrides, &databases, "DB=0-511 EVENTS_0=512-1023")
         } else {
             Self::start_sharded(overrides, &[], "")
         }

@@ -579,6 +579,32 @@ fn validation_and_auth_errors(w: &Worker) {
         &[],
     );
     assert_eq!(taken.status, 409, "{}", taken.body);
+    // One number, assigned in parallel to two accounts, many times: one assignment wins, and the
+    // number's route and row both name its account.
+    let rival = w.new_customer("rival");
+    let number = fresh_number();
+    let answers: Vec<(u16, String)> = thread::scope(|s| {
+        let tries: Vec<_> = (0..8)
+            .map(|i| {
+                let account = if i % 2 == 0 { &c.account } else { &rival.account };
+                let number = &number;
+                s.spawn(move || {
+                    let body = json!({"account_id": account, "phone_number": number, "ring_targets": []});
+                    let a = w.call("POST", "/admin/numbers", exactly_tests::ADMIN_TOKEN, Some(&body), &[]);
+                    (a.status, account.clone())
+                })
+            })
+            .collect();
+        tries.into_iter().map(|t| t.join().expect("assignment thread")).collect()
+    });
+    let won: Vec<&(u16, String)> = answers.iter().filter(|(status, _)| *status == 201).collect();
+    assert_eq!(won.len(), 1, "{answers:?}");
+    assert!(answers.iter().all(|(status, _)| [201, 409].contains(status)), "{answers:?}");
+    let owner = &won[0].1;
+    let rows = w.sql(&format!("SELECT account_id FROM phone_numbers WHERE phone_number = {}", lit(&number)));
+    assert_eq!(rows, vec![json!({"account_id": owner})], "one row, the winner's");
+    let route = w.sql_at("DB", &format!("SELECT account_id FROM number_routes WHERE phone_number = {}", lit(&number)));
+    assert_eq!(route, vec![json!({"account_id": owner})], "one route, the winner's");
     let bad = w.call(
         "POST",
         "/admin/numbers",

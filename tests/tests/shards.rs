@@ -266,11 +266,18 @@ fn accounts_across_databases_apply_everything_once(_shared: &Worker) {
     let old_carrier_id = w.wait_status(&old, &old_message, "sent")["carrier_message_id"].as_str().unwrap().to_owned();
     assert_eq!(routed(&w, &old.account), "DB");
 
+    // The documented growth: the bindings first, which place nobody outside DB...
     w.rebind(&ACCOUNT_DATABASES);
     let health = w.get("/healthz");
     assert_eq!(health.json()["checks"], json!({"config": "ok", "d1": "ok"}), "{}", health.body);
-
-    // New accounts are placed by their id: one in each account database, none in DB.
+    for n in 0..4 {
+        let c = w.new_customer(&format!("bound, not named {n}"));
+        assert_eq!(routed(&w, &c.account), "DB", "a database ACCOUNT_SHARDS does not name gets no account");
+    }
+    // ...then ACCOUNT_SHARDS. New accounts are placed by their id: one in each account
+    // database, none in DB.
+    w.set_var("ACCOUNT_SHARDS", &ACCOUNT_DATABASES.join(" "));
+    w.restart();
     let mut customers: BTreeMap<String, Customer> = BTreeMap::new();
     for n in 0..24 {
         let c = w.new_customer(&format!("grown {n}"));

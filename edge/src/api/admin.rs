@@ -113,19 +113,16 @@ pub async fn create_number(mut req: Request, env: &Env) -> Result<Response, Edge
             Provider::from_name(&name).ok_or_else(|| EdgeError::invalid("carrier", "must be telnyx, twilio or plivo"))
         })
         .transpose()?;
-    let scoped = routes::scope(env, routes::of_account(env, &account_id).await?)?;
+    let binding = routes::of_account(env, &account_id).await?;
+    let in_db = binding.as_deref().is_none_or(|b| b == crate::bindings::DB);
+    let scoped = routes::scope(env, binding)?;
     let db = crate::store::database(&scoped)?;
     if !accounts::exists(&db, &account_id).await? {
         return Err(EdgeError::invalid("account_id", "no such account"));
     }
-    let taken = || EdgeError::Conflict { code: "number_taken", message: format!("{phone_number} is already assigned") };
-    // Numbers are unique across every account database: claimed in `DB` first.
-    if !routes::claim_number(env, phone_number.as_str(), &account_id).await? {
-        return Err(taken());
-    }
     let id = new_id("num")?;
     let created = now();
-    let new = numbers::NewNumber {
+    let new = || numbers::NewNumber {
         id: &id,
         account_id: &account_id,
         number: &phone_number,
@@ -133,8 +130,19 @@ pub async fn create_number(mut req: Request, env: &Env) -> Result<Response, Edge
         ring_timeout_secs,
         carrier: carrier.map(Provider::as_str),
     };
-    if !numbers::create(&db, new, created).await? {
-        return Err(taken());
+    // Numbers are unique across every account database: claimed in `DB` first, and for an
+    // account in `DB` assigned in the same batch.
+    let row = if in_db { Some(numbers::create_stmt(&db, new(), created, true)?) } else { None };
+    let assigned = match routes::claim_number(env, phone_number.as_str(), &account_id, row).await? {
+        routes::Claim::Assigned => true,
+        routes::Claim::Claimed => numbers::create(&db, new(), created).await?,
+        routes::Claim::Taken | routes::Claim::Already => false,
+    };
+    if !assigned {
+        return Err(EdgeError::Conflict {
+            code: "number_taken",
+            message: format!("{phone_number} is already assigned"),
+        });
     }
     http::json(
         201,

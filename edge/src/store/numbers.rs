@@ -5,7 +5,7 @@ use exactly_core::number::PhoneNumber;
 use exactly_core::ring::RingPlan;
 use exactly_core::Timestamp;
 use serde::Deserialize;
-use worker::D1Database;
+use worker::{D1Database, D1PreparedStatement};
 
 use crate::error::EdgeError;
 use crate::store::{self as db, int, text, time};
@@ -77,13 +77,31 @@ pub struct NewNumber<'a> {
 /// Assigns a number to an account with its ring targets, unless another has it. Returns whether
 /// it was assigned.
 pub async fn create(db: &D1Database, new: NewNumber<'_>, now: Timestamp) -> Result<bool, EdgeError> {
+    Ok(db::run(create_stmt(db, new, now, false)?).await? == 1)
+}
+
+/// The insert of [`create`]. `claimed`: only if `number_routes` in the same database holds the
+/// number for this account, for the batch that claims it there
+/// ([`crate::store::routes::claim_number`]).
+pub fn create_stmt(
+    db: &D1Database,
+    new: NewNumber<'_>,
+    now: Timestamp,
+    claimed: bool,
+) -> Result<D1PreparedStatement, EdgeError> {
     let NewNumber { id, account_id, number, targets, ring_timeout_secs, carrier } = new;
     let targets = serde_json::to_string(targets).map_err(|e| EdgeError::platform("encode", e))?;
-    let inserted = db::run(db::stmt(
+    let guard = match claimed {
+        true => "WHERE EXISTS (SELECT 1 FROM number_routes WHERE phone_number = ?3 AND account_id = ?2)",
+        false => "WHERE true",
+    };
+    db::stmt(
         db,
-        "INSERT INTO phone_numbers (id, account_id, phone_number, ring_targets, ring_timeout_secs, carrier, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT (phone_number) DO NOTHING",
+        &format!(
+            "INSERT INTO phone_numbers (id, account_id, phone_number, ring_targets, ring_timeout_secs, carrier, created_at)
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 {guard}
+             ON CONFLICT (phone_number) DO NOTHING"
+        ),
         &[
             text(id),
             text(account_id),
@@ -93,7 +111,5 @@ pub async fn create(db: &D1Database, new: NewNumber<'_>, now: Timestamp) -> Resu
             db::opt_text(carrier),
             time(now),
         ],
-    )?)
-    .await?;
-    Ok(inserted == 1)
+    )
 }

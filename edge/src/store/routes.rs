@@ -11,7 +11,7 @@
 use exactly_core::Timestamp;
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
-use worker::{D1Database, Env};
+use worker::{D1Database, D1PreparedStatement, Env};
 
 use crate::bindings::{ACCOUNTS_PREFIX, DB};
 use crate::error::EdgeError;
@@ -48,14 +48,14 @@ pub fn sharded(env: &Env) -> bool {
     databases(env).len() > 1
 }
 
-/// The databases new accounts are placed in: `ACCOUNT_SHARDS`, or every `ACCOUNTS_<n>`
-/// binding, or `DB` when there is none.
+/// The databases new accounts are placed in: `ACCOUNT_SHARDS`, or `DB` when it is unset. Binding
+/// a database places nobody there until it is named, so the deploy that adds a binding (after
+/// which every isolate reads routes) comes before any account lives outside `DB`.
 pub fn placement(env: &Env) -> Result<Vec<String>, EdgeError> {
-    if let Some(named) = &crate::config::get(env)?.account_shards {
-        return Ok(named.as_ref().clone());
-    }
-    let all = databases(env);
-    Ok(if all.len() > 1 { all[1..].to_vec() } else { all })
+    Ok(match &crate::config::get(env)?.account_shards {
+        Some(named) => named.as_ref().clone(),
+        None => vec![DB.to_owned()],
+    })
 }
 
 /// The account database bindings, each as the scoped bindings its work runs with.
@@ -130,28 +130,55 @@ pub async fn of_account(env: &Env, account_id: &str) -> Result<Option<String>, E
     binding_of(&db::d1(env, DB)?, sql, &[text(account_id)]).await
 }
 
-/// Claims `number` for `account_id` in `DB`, where a number is unique across every database.
-/// True when the number is that account's (claimed now, or by an earlier try of the same
-/// assignment). A number `DB` holds for another account with no route (assigned by a version
-/// before routes, during a rollout) is not claimed either.
-pub async fn claim_number(env: &Env, number: &str, account_id: &str) -> Result<bool, EdgeError> {
+/// What [`claim_number`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// The number is another account's.
+    Taken,
+    /// The number is this account's in `DB` (claimed now, or by an earlier try of the same
+    /// assignment): its row is to be written in the account's database.
+    Claimed,
+    /// Claimed and its row written in the same batch (an account in `DB`).
+    Assigned,
+    /// The claim is this account's and its row was there before: assigned already.
+    Already,
+}
+
+/// Claims `number` for `account_id` in `DB`, where a number is unique across every database. A
+/// number `DB` holds for another account with no route (assigned by a version before routes,
+/// during a rollout) is not claimed either.
+///
+/// `row`, for an account in `DB`: the insert of its `phone_numbers` row, guarded by the claim
+/// ([`crate::store::numbers::create_stmt`]), run in the same batch so a failed assignment leaves
+/// neither behind. An account in another database claims first and writes its row there after;
+/// an assignment that failed between is finished by trying it again for the same account.
+pub async fn claim_number(
+    env: &Env,
+    number: &str,
+    account_id: &str,
+    row: Option<D1PreparedStatement>,
+) -> Result<Claim, EdgeError> {
     let root = db::d1(env, DB)?;
-    let results = db::batch(
+    let with_row = row.is_some();
+    let mut statements = vec![db::stmt(
         &root,
-        vec![
-            db::stmt(
-                &root,
-                "INSERT INTO number_routes (phone_number, account_id) SELECT ?1, ?2
-                 WHERE NOT EXISTS (SELECT 1 FROM phone_numbers WHERE phone_number = ?1 AND account_id != ?2)
-                 ON CONFLICT DO NOTHING",
-                &[text(number), text(account_id)],
-            )?,
-            db::stmt(&root, "SELECT account_id FROM number_routes WHERE phone_number = ?1", &[text(number)])?,
-        ],
-    )
-    .await?;
-    let owner: Option<Owner> = results.get(1).map(db::rows).transpose()?.and_then(|mut r| r.pop());
-    Ok(owner.is_some_and(|o| o.account_id == account_id))
+        "INSERT INTO number_routes (phone_number, account_id) SELECT ?1, ?2
+         WHERE NOT EXISTS (SELECT 1 FROM phone_numbers WHERE phone_number = ?1 AND account_id != ?2)
+         ON CONFLICT DO NOTHING",
+        &[text(number), text(account_id)],
+    )?];
+    statements.extend(row);
+    statements.push(db::stmt(&root, "SELECT account_id FROM number_routes WHERE phone_number = ?1", &[text(number)])?);
+    let results = db::batch(&root, statements).await?;
+    let owner: Option<Owner> = results.last().map(db::rows).transpose()?.and_then(|mut r| r.pop());
+    if owner.is_none_or(|o| o.account_id != account_id) {
+        return Ok(Claim::Taken);
+    }
+    Ok(match results.get(1).filter(|_| with_row).map(db::changes) {
+        None => Claim::Claimed,
+        Some(1) => Claim::Assigned,
+        Some(_) => Claim::Already,
+    })
 }
 
 /// The database of the account that owns `number`; `None` when no route names it (`DB`).

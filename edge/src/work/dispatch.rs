@@ -108,25 +108,45 @@ async fn sent(
     // receipt that comes after the route waits beside the message, one before it in `DB`.
     let routed =
         crate::store::routes::record_message(env, &message.carrier, carrier_id, &message.account_id, now()).await?;
-    wake(env, &crate::store::d1(env, crate::bindings::DB)?, &message.carrier, carrier_id, &routed).await?;
     if crate::faults::crash_after_route(&message.text, &message.id) {
         return Err(EdgeError::Unavailable(format!("injected crash after the route of {}", message.id)));
     }
+    // Nothing but these two commits stands between the carrier's acceptance and its record: the
+    // woken receipts are enqueued after both, and a lost enqueue is the sweeper's.
     let (change, woken) = messages::record_sent(db, message, token, carrier_id, now()).await?;
-    wake(env, db, &message.carrier, carrier_id, &woken).await?;
+    wake(env, db, &message.carrier, carrier_id, &woken).await;
+    if !routed.is_empty() {
+        match crate::store::d1(env, crate::bindings::DB) {
+            Ok(root) => wake(env, &root, &message.carrier, carrier_id, &routed).await,
+            Err(error) => wake_later(carrier_id, &error),
+        }
+    }
     crate::queues::announce(env, db, &change).await?;
     Ok(Outcome::Done(if change.changed { Done::Sent } else { Done::NoOp }))
 }
 
 /// Enqueues receipts that arrived before this result, woken in `db`. They stay recorded as
-/// woken until their jobs are enqueued; if this enqueue is lost, the sweeper enqueues them again.
-async fn wake(env: &Env, db: &D1Database, carrier: &str, carrier_id: &str, woken: &[String]) -> Result<(), EdgeError> {
-    if !woken.is_empty() {
-        let jobs = woken.iter().map(|id| crate::queues::Job::CarrierEvent { id: id.clone() }).collect();
-        crate::queues::enqueue_many(env, jobs).await?;
-        crate::store::carrier_events::forget_woken(db, carrier, carrier_id, woken).await?;
+/// woken until their jobs are enqueued, so a failure here is logged and left to the sweeper,
+/// which enqueues still-woken receipts again: the send is recorded either way.
+async fn wake(env: &Env, db: &D1Database, carrier: &str, carrier_id: &str, woken: &[String]) {
+    if woken.is_empty() {
+        return;
     }
-    Ok(())
+    let jobs = woken.iter().map(|id| crate::queues::Job::CarrierEvent { id: id.clone() }).collect();
+    let done = match crate::queues::enqueue_many(env, jobs).await {
+        Ok(()) => crate::store::carrier_events::forget_woken(db, carrier, carrier_id, woken).await,
+        Err(error) => Err(error),
+    };
+    if let Err(error) = done {
+        wake_later(carrier_id, &error);
+    }
+}
+
+fn wake_later(about: &str, error: &EdgeError) {
+    worker::console_warn!(
+        "{}",
+        serde_json::json!({"job": "dispatch", "woken_receipts_of": about, "outcome": "left to the sweeper", "error": error.to_string()})
+    );
 }
 
 /// A transient failure (timeout, 5xx, 429): the carrier may or may not have taken the message,
