@@ -16,6 +16,9 @@ fn expectations() -> Vec<(&'static str, Value, Value, bool)> {
         ("carrier_events.mark_processed", json!(true), json!(false), true),
         ("carrier_events.mark_failed", json!(true), json!(false), true),
         ("carrier_events.park_and_wake", Value::Null, json!([]), true),
+        ("carrier_events.expire_park", json!(true), json!(false), true),
+        // Woken between the cron's read and the expiry: neither run fails it.
+        ("carrier_events.expire_after_wake", json!(false), json!(false), false),
         ("messages.claim", json!(true), json!(false), true),
         ("messages.record_sent", json!(true), json!(false), true),
         ("messages.apply_report", json!(true), json!(false), true),
@@ -46,6 +49,13 @@ fn every_guard_refuses_to_run_twice(w: &Worker) {
         assert_eq!(r["after_second"], r["after_first"], "{check}: the second run changed the rows: {r}");
         assert_eq!(r["after_first"] != r["before"], changes, "{check}: whether the first run changed the rows: {r}");
         match check {
+            "carrier_events.expire_park" => {
+                assert_eq!(r["before"], json!([{"failed": 0, "parked": 1, "woken": 0}]), "{check}: {r}");
+                assert_eq!(r["after_first"], json!([{"failed": 1, "parked": 0, "woken": 0}]), "{check}: {r}");
+            }
+            "carrier_events.expire_after_wake" => {
+                assert_eq!(r["after_second"], json!([{"failed": 0, "parked": 1, "woken": 1}]), "{check}: {r}");
+            }
             "carrier_events.park_and_wake" => {
                 assert_eq!(
                     r["first"].as_array().map(Vec::len),

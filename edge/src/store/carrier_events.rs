@@ -488,7 +488,7 @@ impl Log {
                      WHERE NOT EXISTS (SELECT 1 FROM messages WHERE carrier = ?1 AND carrier_message_id = ?2)
                        AND NOT EXISTS (SELECT 1 FROM message_routes WHERE carrier = ?1 AND carrier_message_id = ?2)
                      ON CONFLICT DO UPDATE SET woken_at = NULL, parked_at = excluded.parked_at
-                       WHERE parked_receipts.woken_at IS NOT NULL",
+                       WHERE parked_receipts.woken_at > 0",
                     &[text(carrier.as_str()), text(carrier_message_id), text(&row.id), time(now)],
                 )?,
                 db::stmt(
@@ -543,22 +543,45 @@ impl Log {
     }
 
     /// Records a receipt that waited past the horizon without its message as failed, visibly;
-    /// its parked record is removed after. Returns whether this call recorded it. A receipt
-    /// woken in time is never expired: only [`expired_parks`] (never woken) come here.
-    pub async fn expire_park(&self, resources: &D1Database, park: &Woken) -> Result<bool, EdgeError> {
-        let Some(row) = self.load(&park.id).await? else {
-            drop_park(resources, park).await?;
-            return Ok(false);
-        };
-        let db = self.database(&row.binding)?;
-        let changed = db::run(db::stmt(
-            &db,
-            "UPDATE carrier_events
-             SET error = 'no message with carrier id ' || ?2 || ' appeared within 24 hours', waiting_for = NULL
-             WHERE id = ?1 AND processed_at IS NULL AND error IS NULL",
-            &[key(&row.id), text(&park.carrier_message_id)],
+    /// its parked record is removed after. Returns whether this call recorded it.
+    ///
+    /// The park is claimed for expiry first, in the statement that checks it was never woken
+    /// (`woken_at = -1`, which no wake, fresh park or re-enqueue of woken receipts touches): a
+    /// wake that comes after finds nothing to wake (the receipt waited past its horizon), and
+    /// one that came between [`expired_parks`] and here leaves nothing to claim, so a receipt
+    /// woken in time is never failed. A claim whose expiry was interrupted is found again by
+    /// [`expired_parks`] and finished.
+    pub async fn expire_park(
+        &self,
+        resources: &D1Database,
+        park: &Woken,
+        parked_before: Timestamp,
+    ) -> Result<bool, EdgeError> {
+        let claimed = db::run(db::stmt(
+            resources,
+            "UPDATE parked_receipts SET woken_at = -1
+             WHERE carrier = ?1 AND carrier_message_id = ?2 AND carrier_event = ?3
+               AND (woken_at = -1 OR (woken_at IS NULL AND parked_at < ?4))",
+            &[text(&park.carrier), text(&park.carrier_message_id), text(&park.id), time(parked_before)],
         )?)
         .await?;
+        if claimed == 0 {
+            return Ok(false);
+        }
+        let changed = match self.load(&park.id).await? {
+            Some(row) => {
+                let db = self.database(&row.binding)?;
+                db::run(db::stmt(
+                    &db,
+                    "UPDATE carrier_events
+                     SET error = 'no message with carrier id ' || ?2 || ' appeared within 24 hours', waiting_for = NULL
+                     WHERE id = ?1 AND processed_at IS NULL AND error IS NULL",
+                    &[key(&row.id), text(&park.carrier_message_id)],
+                )?)
+                .await?
+            }
+            None => 0,
+        };
         drop_park(resources, park).await?;
         Ok(changed == 1)
     }
@@ -935,7 +958,7 @@ pub async fn forget_woken(
             db::stmt(
                 db,
                 "DELETE FROM parked_receipts WHERE carrier = ?1 AND carrier_message_id = ?2 AND carrier_event = ?3
-                   AND woken_at IS NOT NULL",
+                   AND woken_at > 0",
                 &[text(carrier), text(carrier_message_id), text(event)],
             )
         })
@@ -980,29 +1003,32 @@ pub async fn still_woken(db: &D1Database, older_than: Timestamp, limit: u32) -> 
     db::all(db::stmt(
         db,
         "SELECT carrier_event AS id, carrier, carrier_message_id FROM parked_receipts
-         WHERE woken_at IS NOT NULL AND woken_at < ?1 ORDER BY woken_at LIMIT ?2",
+         WHERE woken_at > 0 AND woken_at < ?1 ORDER BY woken_at LIMIT ?2",
         &[time(older_than), int(i64::from(limit))],
     )?)
     .await
 }
 
-/// Receipts parked since before `older_than` and never woken, at most `limit`.
+/// Receipts parked since before `older_than` and never woken, at most `limit`, after any whose
+/// expiry was claimed but not finished.
 pub async fn expired_parks(db: &D1Database, older_than: Timestamp, limit: u32) -> Result<Vec<Woken>, EdgeError> {
     db::all(db::stmt(
         db,
-        "SELECT carrier_event AS id, carrier, carrier_message_id FROM parked_receipts
-         WHERE woken_at IS NULL AND parked_at < ?1 ORDER BY parked_at LIMIT ?2",
+        "SELECT carrier_event AS id, carrier, carrier_message_id FROM parked_receipts WHERE woken_at = -1
+         UNION ALL
+         SELECT * FROM (SELECT carrier_event AS id, carrier, carrier_message_id FROM parked_receipts
+                        WHERE woken_at IS NULL AND parked_at < ?1 ORDER BY parked_at LIMIT ?2)",
         &[time(older_than), int(i64::from(limit))],
     )?)
     .await
 }
 
-/// Removes a parked receipt that was never woken (its event was recorded as failed).
-pub async fn drop_park(db: &D1Database, park: &Woken) -> Result<(), EdgeError> {
+/// Removes a parked receipt claimed for expiry (its event was recorded as failed).
+async fn drop_park(db: &D1Database, park: &Woken) -> Result<(), EdgeError> {
     db::run(db::stmt(
         db,
         "DELETE FROM parked_receipts WHERE carrier = ?1 AND carrier_message_id = ?2 AND carrier_event = ?3
-           AND woken_at IS NULL",
+           AND woken_at = -1",
         &[text(&park.carrier), text(&park.carrier_message_id), text(&park.id)],
     )?)
     .await

@@ -22,6 +22,8 @@ pub const CHECKS: &[&str] = &[
     "carrier_events.mark_processed",
     "carrier_events.mark_failed",
     "carrier_events.park_and_wake",
+    "carrier_events.expire_park",
+    "carrier_events.expire_after_wake",
     "messages.claim",
     "messages.record_sent",
     "messages.apply_report",
@@ -211,6 +213,43 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
                 let results = db::batch(db, vec![carrier_events::wake_stmt(db, "telnyx", &carrier_id, now())?]).await?;
                 let woken = results.first().map(carrier_events::woken).transpose()?.unwrap_or_default();
                 r.runs.push((json!(woken), rows(db, &show).await?));
+            }
+            r
+        }
+        // A receipt parked past its horizon is failed once. One the cron found unwoken but whose
+        // message was recorded (and woke it) before the expiry ran is not failed at all.
+        "carrier_events.expire_park" | "carrier_events.expire_after_wake" => {
+            let id = carrier_event(db).await?;
+            let carrier_id = new_id("tlx")?;
+            let log = carrier_events::Log::open(env)?;
+            let row = log.load(&id).await?.ok_or_else(|| EdgeError::Unavailable("no carrier event".into()))?;
+            log.park(db, &row, Provider::Telnyx, &carrier_id, Timestamp::from_unix_millis(1)).await?;
+            let park = carrier_events::Woken {
+                id: id.clone(),
+                carrier: "telnyx".into(),
+                carrier_message_id: carrier_id.clone(),
+            };
+            if name == "carrier_events.expire_after_wake" {
+                let m = outbound(db, &account(db).await?).await?;
+                let recorded = format!(
+                    "UPDATE messages SET carrier = 'telnyx', carrier_message_id = {} WHERE id = {}",
+                    quote(&carrier_id),
+                    quote(&m.id)
+                );
+                raw(db, &recorded).await.map_err(EdgeError::Unavailable)?;
+                db::batch(db, vec![carrier_events::wake_stmt(db, "telnyx", &carrier_id, now())?]).await?;
+            }
+            let show = format!(
+                "SELECT (SELECT COUNT(*) FROM carrier_events WHERE 'cev_' || printf('%016x', id) = {id} AND error IS NOT NULL)
+                          AS failed,
+                        (SELECT COUNT(*) FROM parked_receipts WHERE carrier_event = {id}) AS parked,
+                        (SELECT COUNT(*) FROM parked_receipts WHERE carrier_event = {id} AND woken_at > 0) AS woken",
+                id = quote(&id)
+            );
+            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+            for _ in 0..2 {
+                let expired = log.expire_park(db, &park, now()).await?;
+                r.runs.push((json!(expired), rows(db, &show).await?));
             }
             r
         }

@@ -88,7 +88,7 @@ async fn sweep_database(env: &Env, log: &carrier_events::Log, cutoff: Timestamp)
     let parked_horizon = Timestamp::from_unix_millis(now().unix_millis() - carrier_events::PARK_HORIZON_MILLIS);
     let mut expired = 0;
     for park in carrier_events::expired_parks(&db, parked_horizon, BATCH).await? {
-        expired += usize::from(log.expire_park(&db, &park).await?);
+        expired += usize::from(log.expire_park(&db, &park, parked_horizon).await?);
     }
     if expired > 0 {
         worker::console_error!(
