@@ -257,7 +257,8 @@ fn received(w: &Worker, path: &str) -> BTreeMap<(String, String), Vec<String>> {
 /// in `DB`; new accounts go to the account databases. For every account, inbound messages (each
 /// delivered twice and re-signed), receipts that arrive before the send's result (so before its
 /// route), receipts that arrive between the route and the send's record (a crash between the two
-/// commits) and duplicated receipts of a message sent before the growth all apply once, in the
+/// commits), receipts woken by a route whose send then crashed, and duplicated receipts of a
+/// message sent before the growth all apply once, in the
 /// account's own database, with one charge and one customer webhook per event.
 fn accounts_across_databases_apply_everything_once(_shared: &Worker) {
     let mut w = Worker::start_sharded(&[], &[], "");
@@ -347,16 +348,21 @@ fn accounts_across_databases_apply_everything_once(_shared: &Worker) {
         // A crash after the route, before the send's record: the receipts that come between wait
         // beside the message.
         let crash = send(&w, c, "[deliver] fault-crash-after-route");
+        // Both: the receipt waits in DB, its route's batch wakes it, and the send crashes before
+        // the wake is enqueued; the send's rerun enqueues it, with no sweep (none runs here).
+        let both = send(&w, c, "[receipt-first] fault-crash-after-route");
         let (mut early_parked_in_db, mut first_carrier_id) = (Vec::new(), None);
-        let delivered = w.eventually(Duration::from_secs(60), || {
+        let delivered = w.eventually(Duration::from_secs(90), || {
             for r in w.sql_at("DB", "SELECT carrier_message_id FROM parked_receipts WHERE woken_at IS NULL") {
                 early_parked_in_db.push(r["carrier_message_id"].as_str().unwrap_or("").to_owned());
             }
             let shown = w.message(c, &first);
             first_carrier_id = shown["carrier_message_id"].as_str().map(str::to_owned);
-            shown["status"] == "delivered" && w.message(c, &crash)["status"] == "delivered"
+            shown["status"] == "delivered"
+                && w.message(c, &crash)["status"] == "delivered"
+                && w.message(c, &both)["status"] == "delivered"
         });
-        assert!(delivered, "both messages of {binding} delivered");
+        assert!(delivered, "the three messages of {binding} delivered");
         let first_carrier_id = first_carrier_id.unwrap();
         if binding != "DB" {
             assert!(
@@ -369,8 +375,10 @@ fn accounts_across_databases_apply_everything_once(_shared: &Worker) {
             ("message.delivered".to_owned(), first.clone()),
             ("message.sent".to_owned(), crash.clone()),
             ("message.delivered".to_owned(), crash.clone()),
+            ("message.sent".to_owned(), both.clone()),
+            ("message.delivered".to_owned(), both.clone()),
         ]);
-        for id in [&first, &crash] {
+        for id in [&first, &crash, &both] {
             let charged = format!("SELECT COUNT(*) AS n FROM usage WHERE resource_id = {}", lit(id));
             assert_eq!(count_at(&w, binding, &charged), 1, "{id} charged once in {binding}");
             assert_eq!(w.count(&charged), 1, "{id} charged once in all");

@@ -924,7 +924,10 @@ pub fn wake_stmt(
 
 /// For the batch in `DB` that writes the route of a send's carrier id, after the statement that
 /// writes it ([`crate::store::routes::record_message`]): wakes the receipts parked in `DB` on
-/// that id for want of a route, and returns their event ids like [`wake_stmt`].
+/// that id for want of a route, and returns their event ids like [`wake_stmt`], with those an
+/// earlier run woke and nobody has enqueued and forgotten yet. The route is written again by a
+/// send's every retry, so a send that crashed after its route enqueues them on its rerun
+/// instead of leaving them to the sweeper (a second enqueue of one is a no-op job).
 pub fn wake_routed_stmt(
     db: &D1Database,
     carrier: &str,
@@ -933,7 +936,8 @@ pub fn wake_routed_stmt(
 ) -> Result<worker::D1PreparedStatement, EdgeError> {
     db::stmt(
         db,
-        "UPDATE parked_receipts SET woken_at = ?3 WHERE carrier = ?1 AND carrier_message_id = ?2 AND woken_at IS NULL
+        "UPDATE parked_receipts SET woken_at = COALESCE(woken_at, ?3)
+         WHERE carrier = ?1 AND carrier_message_id = ?2 AND (woken_at IS NULL OR woken_at > 0)
            AND EXISTS (SELECT 1 FROM message_routes WHERE carrier = ?1 AND carrier_message_id = ?2)
          RETURNING carrier_event AS id",
         &[text(carrier), text(carrier_message_id), time(now)],
