@@ -352,7 +352,7 @@ fn accounts_across_databases_apply_everything_once(_shared: &Worker) {
         // the wake is enqueued; the send's rerun enqueues it, with no sweep (none runs here).
         let both = send(&w, c, "[receipt-first] fault-crash-after-route");
         let (mut early_parked_in_db, mut first_carrier_id) = (Vec::new(), None);
-        let delivered = w.eventually(Duration::from_secs(90), || {
+        let delivered = w.eventually(Duration::from_secs(150), || {
             for r in w.sql_at("DB", "SELECT carrier_message_id FROM parked_receipts WHERE woken_at IS NULL") {
                 early_parked_in_db.push(r["carrier_message_id"].as_str().unwrap_or("").to_owned());
             }

@@ -64,9 +64,10 @@ pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
     Ok(report)
 }
 
-/// Logs that one account database's part of a cron step failed and was skipped.
-pub fn skipped(step: &str, binding: &str, error: &EdgeError) {
-    worker::console_error!("{}", serde_json::json!({"cron": step, "database": binding, "error": error.to_string()}));
+/// Logs that one part of a cron step (an account database's, or one item's) failed and was
+/// skipped.
+pub fn skipped(step: &str, what: &str, error: &EdgeError) {
+    worker::console_error!("{}", serde_json::json!({"cron": step, "skipped": what, "error": error.to_string()}));
 }
 
 /// What one account database's sweep found.
@@ -87,8 +88,13 @@ async fn sweep_database(env: &Env, log: &carrier_events::Log, cutoff: Timestamp)
     let woken = carrier_events::still_woken(&db, cutoff, BATCH).await?;
     let parked_horizon = Timestamp::from_unix_millis(now().unix_millis() - carrier_events::PARK_HORIZON_MILLIS);
     let mut expired = 0;
+    // One park whose expiry fails (its event's database unreachable) is logged and retried next
+    // run; it holds up neither the other parks nor the rest of this sweep.
     for park in carrier_events::expired_parks(&db, parked_horizon, BATCH).await? {
-        expired += usize::from(log.expire_park(&db, &park, parked_horizon).await?);
+        match log.expire_park(&db, &park, parked_horizon).await {
+            Ok(failed) => expired += usize::from(failed),
+            Err(e) => skipped("park expiry", &park.id, &e),
+        }
     }
     if expired > 0 {
         worker::console_error!(
