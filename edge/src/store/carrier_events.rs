@@ -163,22 +163,12 @@ impl Log {
     /// Every dedupe database the worker has: `DB`, every `EVENTS_<n>` binding, and any other the
     /// map names; `DB` first.
     pub fn bindings(&self) -> Vec<String> {
-        let mut out = vec![shard::DEFAULT_BINDING.to_owned()];
-        let keys = js_sys::Reflect::own_keys(self.env.as_ref()).map(|k| k.to_vec()).unwrap_or_default();
-        let mut found: Vec<String> = keys
-            .iter()
-            .filter_map(JsValue::as_string)
-            .filter(|k| k.starts_with(crate::bindings::EVENTS_PREFIX) && shard::binding_tag(k).is_some())
-            .filter(|k| self.database(k).is_ok())
-            .collect();
-        found.extend(self.map.bindings().iter().cloned());
-        found.sort_by_key(|b| shard::binding_tag(b));
-        for binding in found {
-            if !out.contains(&binding) {
-                out.push(binding);
-            }
-        }
-        out
+        db::databases_of_kind(
+            &self.env,
+            |k| k.starts_with(crate::bindings::EVENTS_PREFIX) && shard::binding_tag(k).is_some(),
+            self.map.bindings(),
+            shard::binding_tag,
+        )
     }
 
     /// Inserts the event unless its provider event id is already stored, in one round trip to

@@ -76,6 +76,18 @@ async fn account(db: &D1Database) -> Result<String, EdgeError> {
     Ok(id)
 }
 
+/// A message of a new account whose send is recorded under Telnyx id `carrier_id`.
+async fn sent_as(db: &D1Database, carrier_id: &str) -> Result<(), EdgeError> {
+    let m = outbound(db, &account(db).await?).await?;
+    let recorded = format!(
+        "UPDATE messages SET carrier = 'telnyx', carrier_message_id = {} WHERE id = {}",
+        quote(carrier_id),
+        quote(&m.id)
+    );
+    raw(db, &recorded).await.map_err(EdgeError::Unavailable)?;
+    Ok(())
+}
+
 async fn carrier_event(db: &D1Database) -> Result<String, EdgeError> {
     let event_id = new_id("check")?;
     let sql = format!(
@@ -201,13 +213,7 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
             let row = log.load(&id).await?.ok_or_else(|| EdgeError::Unavailable("no carrier event".into()))?;
             log.park(db, &row, Provider::Telnyx, &carrier_id, now()).await?;
             // The send is recorded: a message now has the carrier id (the wake requires it).
-            let m = outbound(db, &account(db).await?).await?;
-            let recorded = format!(
-                "UPDATE messages SET carrier = 'telnyx', carrier_message_id = {} WHERE id = {}",
-                quote(&carrier_id),
-                quote(&m.id)
-            );
-            raw(db, &recorded).await.map_err(EdgeError::Unavailable)?;
+            sent_as(db, &carrier_id).await?;
             let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
             for _ in 0..2 {
                 let results = db::batch(db, vec![carrier_events::wake_stmt(db, "telnyx", &carrier_id, now())?]).await?;
@@ -230,13 +236,7 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
                 carrier_message_id: carrier_id.clone(),
             };
             if name == "carrier_events.expire_after_wake" {
-                let m = outbound(db, &account(db).await?).await?;
-                let recorded = format!(
-                    "UPDATE messages SET carrier = 'telnyx', carrier_message_id = {} WHERE id = {}",
-                    quote(&carrier_id),
-                    quote(&m.id)
-                );
-                raw(db, &recorded).await.map_err(EdgeError::Unavailable)?;
+                sent_as(db, &carrier_id).await?;
                 db::batch(db, vec![carrier_events::wake_stmt(db, "telnyx", &carrier_id, now())?]).await?;
             }
             let show = format!(

@@ -61,6 +61,30 @@ fn binding(env: &worker::Env, name: &str) -> Result<JsValue, EdgeError> {
         .ok_or_else(|| EdgeError::platform("D1 binding", format!("the binding {name} is missing")))
 }
 
+/// `DB` first, then every D1 database of the worker's own bindings whose name `kind` accepts and
+/// every name in `named` (bound or not: a missing one fails where it is used), in the order of
+/// `number`, each once. The dedupe log's databases and the account databases are both listed so.
+pub fn databases_of_kind(
+    env: &worker::Env,
+    kind: impl Fn(&str) -> bool,
+    named: &[String],
+    number: impl Fn(&str) -> Option<u8>,
+) -> Vec<String> {
+    let root = root_env(env);
+    let keys = js_sys::Reflect::own_keys(root.as_ref()).map(|k| k.to_vec()).unwrap_or_default();
+    let mut found: Vec<String> =
+        keys.iter().filter_map(JsValue::as_string).filter(|k| kind(k) && d1(&root, k).is_ok()).collect();
+    found.extend(named.iter().cloned());
+    found.sort_by_key(|b| number(b));
+    let mut out = vec![crate::bindings::DB.to_owned()];
+    for binding in found {
+        if !out.contains(&binding) {
+            out.push(binding);
+        }
+    }
+    out
+}
+
 /// Where a scoped view of the bindings keeps the worker's own.
 const ROOT_ENV: &str = "__exactly_root_env";
 /// Where a scoped view of the bindings names the account database it serves.

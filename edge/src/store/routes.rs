@@ -20,27 +20,13 @@ use crate::store::{self as db, text, time};
 /// Every account database the worker has: `DB` first, then every `ACCOUNTS_<n>` binding and any
 /// other `ACCOUNT_SHARDS` names (a missing one fails where it is used, and `/healthz` names it).
 pub fn databases(env: &Env) -> Vec<String> {
-    let root = db::root_env(env);
-    let keys = js_sys::Reflect::own_keys(root.as_ref()).map(|k| k.to_vec()).unwrap_or_default();
-    let mut found: Vec<String> = keys
-        .iter()
-        .filter_map(JsValue::as_string)
-        .filter(|k| k.starts_with(ACCOUNTS_PREFIX) && exactly_core::shard::is_account_binding(k))
-        .filter(|k| db::d1(&root, k).is_ok())
-        .collect();
-    if let Ok(config) = crate::config::get(env) {
-        if let Some(named) = &config.account_shards {
-            found.extend(named.iter().cloned());
-        }
-    }
-    found.sort_by_key(|b| b.strip_prefix(ACCOUNTS_PREFIX).and_then(|n| n.parse::<u8>().ok()));
-    let mut out = vec![DB.to_owned()];
-    for binding in found {
-        if !out.contains(&binding) {
-            out.push(binding);
-        }
-    }
-    out
+    let named = crate::config::get(env).ok().and_then(|c| c.account_shards.clone());
+    db::databases_of_kind(
+        env,
+        |k| k.starts_with(ACCOUNTS_PREFIX) && exactly_core::shard::is_account_binding(k),
+        named.as_deref().map_or(&[], Vec::as_slice),
+        |b| b.strip_prefix(ACCOUNTS_PREFIX).and_then(|n| n.parse::<u8>().ok()),
+    )
 }
 
 /// Whether accounts may live outside `DB`, so routes must be read.
