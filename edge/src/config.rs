@@ -5,6 +5,8 @@
 //! one clear error naming it (never its value), logged and answered as a 503, never a panic.
 //! A valid configuration is cached for the isolate's life (a changed secret means a new
 //! deployment, hence new isolates); an invalid one is checked again on the next request.
+//! The checks ([`load`]) depend on nothing but the variables' text and which bindings exist
+//! ([`Vars`]).
 
 use std::cell::RefCell;
 use std::fmt;
@@ -130,25 +132,25 @@ impl fmt::Debug for Rest {
     }
 }
 
-/// The REST credentials of a carrier: `account` and the first of the comma-separated tokens,
-/// when both are set; the base URL must be absolute.
-fn rest(
-    env: &Env,
-    account: &'static str,
-    tokens: &'static str,
-    base: &'static str,
-    default_base: &str,
-) -> Result<Option<Rest>, EdgeError> {
-    let base_url = optional(env, base).unwrap_or_else(|| default_base.to_owned());
-    if exactly_core::form::Url::parse(&base_url).is_none() {
-        return Err(invalid(base, "not an absolute URL"));
+/// What the configuration is read from: the worker's variables and secrets, and its bindings.
+/// [`load`] is a function of these answers alone.
+pub trait Vars {
+    /// The text of variable or secret `name`, as set (untrimmed); `None` when it is not set.
+    fn lookup(&self, name: &str) -> Option<String>;
+    /// Whether the worker has a binding named `name`.
+    fn bound(&self, name: &str) -> bool;
+}
+
+/// The worker's own: a secret before a plain variable of the same name.
+impl Vars for Env {
+    fn lookup(&self, name: &str) -> Option<String> {
+        self.secret(name).map(|s| s.to_string()).or_else(|_| self.var(name).map(|v| v.to_string())).ok()
     }
-    let token =
-        optional(env, tokens).and_then(|t| t.split(',').map(str::trim).find(|t| !t.is_empty()).map(str::to_owned));
-    Ok(match (optional(env, account), token) {
-        (Some(account), Some(token)) => Some(Rest { base: base_url.trim_end_matches('/').to_owned(), account, token }),
-        _ => None,
-    })
+
+    fn bound(&self, name: &str) -> bool {
+        js_sys::Reflect::get(self.as_ref(), &wasm_bindgen::JsValue::from_str(name))
+            .is_ok_and(|b| !b.is_undefined() && !b.is_null())
+    }
 }
 
 thread_local! {
@@ -167,32 +169,31 @@ pub fn get(env: &Env) -> Result<Rc<Config>, EdgeError> {
 
 /// An optional variable or secret, trimmed; `None` when missing or blank.
 pub fn optional(env: &Env, name: &str) -> Option<String> {
-    let value = env.secret(name).map(|s| s.to_string()).or_else(|_| env.var(name).map(|v| v.to_string())).ok()?;
+    value(env, name)
+}
+
+/// Variable `name`, trimmed; `None` when missing or blank.
+fn value(env: &impl Vars, name: &str) -> Option<String> {
+    let value = env.lookup(name)?;
     let value = value.trim();
     (!value.is_empty()).then(|| value.to_owned())
 }
 
-fn required(env: &Env, name: &'static str) -> Result<String, EdgeError> {
-    optional(env, name).ok_or(EdgeError::Config { variable: name, problem: "is not set".into() })
-}
-
-/// Whether the worker has a binding named `name`.
-fn bound(env: &Env, name: &str) -> bool {
-    js_sys::Reflect::get(env.as_ref(), &wasm_bindgen::JsValue::from_str(name))
-        .is_ok_and(|b| !b.is_undefined() && !b.is_null())
+fn required(env: &impl Vars, name: &'static str) -> Result<String, EdgeError> {
+    value(env, name).ok_or(EdgeError::Config { variable: name, problem: "is not set".into() })
 }
 
 fn invalid(variable: &'static str, problem: impl fmt::Display) -> EdgeError {
     EdgeError::Config { variable, problem: format!("is invalid: {problem}") }
 }
 
-fn days(env: &Env, name: &'static str, default: i64, least: i64) -> Result<i64, EdgeError> {
+fn days(env: &impl Vars, name: &'static str, default: i64, least: i64) -> Result<i64, EdgeError> {
     whole(env, name, default, least, "days")
 }
 
 /// A whole number of `unit`, at least `least`; `default` when unset.
-fn whole(env: &Env, name: &'static str, default: i64, least: i64, unit: &str) -> Result<i64, EdgeError> {
-    match optional(env, name) {
+fn whole(env: &impl Vars, name: &'static str, default: i64, least: i64, unit: &str) -> Result<i64, EdgeError> {
+    match value(env, name) {
         None => Ok(default),
         Some(text) => match text.parse::<i64>() {
             Ok(n) if n >= least => Ok(n),
@@ -203,13 +204,13 @@ fn whole(env: &Env, name: &'static str, default: i64, least: i64, unit: &str) ->
 
 /// A `true`/`false` switch, `false` when unset; anything else is refused, so a typo such as
 /// `PLIVO_ACCEPT_V2=yes` is a loud 503 rather than a silent default.
-fn flag(env: &Env, name: &'static str) -> Result<bool, EdgeError> {
+fn flag(env: &impl Vars, name: &'static str) -> Result<bool, EdgeError> {
     flag_or(env, name, false)
 }
 
 /// A `true`/`false` switch, `default` when unset.
-fn flag_or(env: &Env, name: &'static str, default: bool) -> Result<bool, EdgeError> {
-    match optional(env, name).as_deref() {
+fn flag_or(env: &impl Vars, name: &'static str, default: bool) -> Result<bool, EdgeError> {
+    match value(env, name).as_deref() {
         None => Ok(default),
         Some("false") => Ok(false),
         Some("true") => Ok(true),
@@ -217,18 +218,39 @@ fn flag_or(env: &Env, name: &'static str, default: bool) -> Result<bool, EdgeErr
     }
 }
 
-/// Reads and checks every variable, in the order docs/deploy.md lists them.
-pub fn load(env: &Env) -> Result<Config, EdgeError> {
+/// The REST credentials of a carrier: `account` and the first of the comma-separated tokens,
+/// when both are set; the base URL must be absolute.
+fn rest(
+    env: &impl Vars,
+    account: &'static str,
+    tokens: &'static str,
+    base: &'static str,
+    default_base: &str,
+) -> Result<Option<Rest>, EdgeError> {
+    let base_url = value(env, base).unwrap_or_else(|| default_base.to_owned());
+    if exactly_core::form::Url::parse(&base_url).is_none() {
+        return Err(invalid(base, "not an absolute URL"));
+    }
+    let token = value(env, tokens).and_then(|t| t.split(',').map(str::trim).find(|t| !t.is_empty()).map(str::to_owned));
+    Ok(match (value(env, account), token) {
+        (Some(account), Some(token)) => Some(Rest { base: base_url.trim_end_matches('/').to_owned(), account, token }),
+        _ => None,
+    })
+}
+
+/// Reads and checks every variable, in the order docs/deploy.md lists them: the first missing
+/// or malformed one is the error.
+pub fn load(env: &impl Vars) -> Result<Config, EdgeError> {
     let telnyx = telnyx::Verifier::from_base64_keys(&required(env, vars::TELNYX_PUBLIC_KEY)?)
         .map_err(|e| invalid(vars::TELNYX_PUBLIC_KEY, e))?;
     let telnyx_api_key = required(env, vars::TELNYX_API_KEY)?;
-    let telnyx_api_base = optional(env, vars::TELNYX_API_BASE).unwrap_or_else(|| "https://api.telnyx.com".to_owned());
+    let telnyx_api_base = value(env, vars::TELNYX_API_BASE).unwrap_or_else(|| "https://api.telnyx.com".to_owned());
     if exactly_core::form::Url::parse(&telnyx_api_base).is_none() {
         return Err(invalid(vars::TELNYX_API_BASE, "not an absolute URL"));
     }
     let telnyx_connection_id = required(env, vars::TELNYX_CONNECTION_ID)?;
-    let telnyx_messaging_profile_id = optional(env, vars::TELNYX_MESSAGING_PROFILE_ID);
-    let twilio = optional(env, vars::TWILIO_AUTH_TOKEN)
+    let telnyx_messaging_profile_id = value(env, vars::TELNYX_MESSAGING_PROFILE_ID);
+    let twilio = value(env, vars::TWILIO_AUTH_TOKEN)
         .map(|t| twilio::Verifier::new(&t))
         .transpose()
         .map_err(|e| invalid(vars::TWILIO_AUTH_TOKEN, e))?;
@@ -236,7 +258,7 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
         true => plivo::V2Policy::Accept,
         false => plivo::V2Policy::Refuse,
     };
-    let plivo = optional(env, vars::PLIVO_AUTH_TOKEN)
+    let plivo = value(env, vars::PLIVO_AUTH_TOKEN)
         .map(|t| plivo::Verifier::new(&t).map(|v| v.with_v2_policy(plivo_v2)))
         .transpose()
         .map_err(|e| invalid(vars::PLIVO_AUTH_TOKEN, e))?;
@@ -252,7 +274,7 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
     if admin_token.len() < 16 {
         return Err(invalid(vars::ADMIN_TOKEN, "must be at least 16 characters"));
     }
-    let media_links = match optional(env, vars::MEDIA_SIGNING_SECRET) {
+    let media_links = match value(env, vars::MEDIA_SIGNING_SECRET) {
         Some(secret) => LinkSigner::new(&secret).map_err(|e| invalid(vars::MEDIA_SIGNING_SECRET, e))?,
         None => LinkSigner::derived_from(&admin_token),
     };
@@ -266,16 +288,16 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
     let reconcile_call_idle_secs = whole(env, vars::RECONCILE_CALL_IDLE_SECS, 7200, 1, "seconds")?;
     let reconcile_message_secs = whole(env, vars::RECONCILE_MESSAGE_SECS, 21600, 1, "seconds")?;
     let log_webhook_requests = flag_or(env, LOG_WEBHOOK_REQUESTS, true)?;
-    let event_shards = match optional(env, vars::EVENT_SHARDS) {
+    let event_shards = match value(env, vars::EVENT_SHARDS) {
         None => exactly_core::shard::ShardMap::single(),
         Some(text) => exactly_core::shard::ShardMap::parse(&text).map_err(|e| invalid(vars::EVENT_SHARDS, e))?,
     };
-    let account_shards = optional(env, vars::ACCOUNT_SHARDS)
+    let account_shards = value(env, vars::ACCOUNT_SHARDS)
         .map(|text| exactly_core::shard::parse_account_shards(&text).map_err(|e| invalid(vars::ACCOUNT_SHARDS, e)))
         .transpose()?
         .map(Rc::new);
     // New accounts must never be placed in a database the worker does not have.
-    if let Some(missing) = account_shards.iter().flat_map(|names| names.iter()).find(|name| !bound(env, name)) {
+    if let Some(missing) = account_shards.iter().flat_map(|names| names.iter()).find(|name| !env.bound(name)) {
         return Err(invalid(vars::ACCOUNT_SHARDS, format!("{missing} is not bound")));
     }
     Ok(Config {
@@ -300,4 +322,274 @@ pub fn load(env: &Env) -> Result<Config, EdgeError> {
         event_shards: Rc::new(event_shards),
         account_shards,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use super::*;
+
+    /// Variables and bindings as a deployment sets them.
+    struct Fake {
+        vars: BTreeMap<&'static str, String>,
+        bindings: BTreeSet<&'static str>,
+    }
+
+    impl Vars for Fake {
+        fn lookup(&self, name: &str) -> Option<String> {
+            self.vars.get(name).cloned()
+        }
+
+        fn bound(&self, name: &str) -> bool {
+            self.bindings.contains(name)
+        }
+    }
+
+    impl Fake {
+        fn with(mut self, name: &'static str, value: &str) -> Self {
+            self.vars.insert(name, value.to_owned());
+            self
+        }
+
+        fn without(mut self, name: &'static str) -> Self {
+            self.vars.remove(name);
+            self
+        }
+    }
+
+    /// RFC 8032 test 1's public key.
+    const PUBLIC_KEY: &str = "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=";
+    const API_KEY: &str = "KEY0123-telnyx-api-key-value";
+    const CONNECTION_ID: &str = "connection-id-7781";
+    const ADMIN_TOKEN: &str = "admin-token-0123456789abcdef";
+    const MEDIA_SECRET: &str = "media-signing-secret-0123456789abcdef";
+    const TWILIO_TOKEN: &str = "twilio-auth-token-value";
+    const TWILIO_NEXT_TOKEN: &str = "twilio-next-token-value";
+    const PLIVO_TOKEN: &str = "plivo-auth-token-value";
+
+    /// Every secret value [`everything`] sets: no error or `Debug` may show one.
+    const SECRETS: [&str; 7] =
+        [API_KEY, CONNECTION_ID, ADMIN_TOKEN, MEDIA_SECRET, TWILIO_TOKEN, TWILIO_NEXT_TOKEN, PLIVO_TOKEN];
+
+    /// The required variables only.
+    fn required_only() -> Fake {
+        let vars = [
+            (vars::TELNYX_PUBLIC_KEY, PUBLIC_KEY),
+            (vars::TELNYX_API_KEY, API_KEY),
+            (vars::TELNYX_CONNECTION_ID, CONNECTION_ID),
+            (vars::PUBLIC_BASE_URL, "https://exactly.example.workers.dev"),
+            (vars::ADMIN_TOKEN, ADMIN_TOKEN),
+        ];
+        Fake {
+            vars: vars.into_iter().map(|(k, v)| (k, v.to_owned())).collect(),
+            bindings: BTreeSet::from([crate::bindings::DB]),
+        }
+    }
+
+    /// Every variable set, valid, with the account and dedupe databases spread out.
+    fn everything() -> Fake {
+        let mut fake = required_only()
+            .with(vars::TELNYX_API_BASE, "https://api.telnyx.example/")
+            .with(vars::TELNYX_MESSAGING_PROFILE_ID, "profile-1")
+            .with(vars::TWILIO_AUTH_TOKEN, &format!("{TWILIO_TOKEN}, {TWILIO_NEXT_TOKEN}"))
+            .with(vars::TWILIO_ACCOUNT_SID, "AC0123")
+            .with(vars::TWILIO_API_BASE, "https://api.twilio.example")
+            .with(vars::PLIVO_AUTH_TOKEN, PLIVO_TOKEN)
+            .with(vars::PLIVO_AUTH_ID, "MA0123")
+            .with(vars::PLIVO_ACCEPT_V2, "true")
+            .with(vars::PUBLIC_BASE_URL, " https://exactly.example.com/ ")
+            .with(vars::MEDIA_SIGNING_SECRET, MEDIA_SECRET)
+            .with(vars::ALLOW_PRIVATE_ENDPOINTS, "false")
+            .with(vars::RETENTION_PAYLOAD_DAYS, "7")
+            .with(vars::RETENTION_EVENT_DAYS, "3")
+            .with(vars::RETENTION_ATTEMPT_DAYS, "14")
+            .with(vars::BACKLOG_ALERT_SECS, "120")
+            .with(vars::RECONCILE_CALL_IDLE_SECS, "3600")
+            .with(vars::RECONCILE_MESSAGE_SECS, "7200")
+            .with(LOG_WEBHOOK_REQUESTS, "false")
+            .with(vars::EVENT_SHARDS, "DB=0-511, EVENTS_0=512-1023")
+            .with(vars::ACCOUNT_SHARDS, "DB ACCOUNTS_0");
+        fake.bindings.extend(["EVENTS_0", "ACCOUNTS_0"]);
+        fake
+    }
+
+    /// `load` refuses `fake` with a 503 naming `variable`, and no secret value shows in the error's
+    /// `Display` or `Debug`, nor the refused `value` (unless short enough to occur by chance).
+    fn refused(fake: &Fake, variable: &str, value: Option<&str>) -> String {
+        let error = match load(fake) {
+            Ok(config) => panic!("{variable}={value:?} was accepted: {config:?}"),
+            Err(e) => e,
+        };
+        let EdgeError::Config { variable: named, .. } = &error else {
+            panic!("{variable}: not a config error: {error:?}")
+        };
+        assert_eq!(*named, variable, "{error}");
+        let (shown, debug) = (error.to_string(), format!("{error:?}"));
+        assert!(shown.contains(variable), "names {variable}: {shown}");
+        for secret in SECRETS.iter().copied().chain(value.filter(|v| v.len() >= 8)) {
+            assert!(!shown.contains(secret) && !debug.contains(secret), "{variable}: shows a secret: {debug}");
+        }
+        assert_eq!(error.status(), 503);
+        shown
+    }
+
+    #[test]
+    fn each_required_variable_missing_or_blank_is_named() {
+        for name in [
+            vars::TELNYX_PUBLIC_KEY,
+            vars::TELNYX_API_KEY,
+            vars::TELNYX_CONNECTION_ID,
+            vars::PUBLIC_BASE_URL,
+            vars::ADMIN_TOKEN,
+        ] {
+            for fake in [everything().without(name), everything().with(name, "  \t ")] {
+                let shown = refused(&fake, name, None);
+                assert_eq!(shown, format!("configuration variable {name} is not set"));
+            }
+        }
+    }
+
+    #[test]
+    fn a_public_key_that_is_not_a_key_is_named() {
+        let shown = refused(&everything().with(vars::TELNYX_PUBLIC_KEY, "not-a-key"), vars::TELNYX_PUBLIC_KEY, None);
+        assert!(shown.contains("is invalid"), "{shown}");
+        assert!(!shown.contains("not-a-key"), "{shown}");
+        // Right length, not a point of the curve.
+        let weak = "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+        refused(&everything().with(vars::TELNYX_PUBLIC_KEY, weak), vars::TELNYX_PUBLIC_KEY, None);
+        // One bad key of a rotation's two spoils both.
+        let two = format!("{PUBLIC_KEY},c2hvcnQ=");
+        refused(&everything().with(vars::TELNYX_PUBLIC_KEY, &two), vars::TELNYX_PUBLIC_KEY, None);
+    }
+
+    #[test]
+    fn a_shard_map_that_leaves_shards_without_a_database_is_named() {
+        let shown = refused(&everything().with(vars::EVENT_SHARDS, "DB=0-511"), vars::EVENT_SHARDS, None);
+        assert!(shown.contains("virtual shard 512 has no database"), "{shown}");
+        for map in ["DB=0-1023,EVENTS_0=7", "DB=0-2000", "FOO=0-1023", "DB=9-0"] {
+            refused(&everything().with(vars::EVENT_SHARDS, map), vars::EVENT_SHARDS, None);
+        }
+    }
+
+    #[test]
+    fn account_shards_must_name_bound_account_databases() {
+        let shown =
+            refused(&everything().with(vars::ACCOUNT_SHARDS, "DB ACCOUNTS_0 ACCOUNTS_1"), vars::ACCOUNT_SHARDS, None);
+        assert!(shown.contains("ACCOUNTS_1 is not bound"), "{shown}");
+        for list in ["EVENTS_0", "DB DB", ","] {
+            refused(&everything().with(vars::ACCOUNT_SHARDS, list), vars::ACCOUNT_SHARDS, None);
+        }
+    }
+
+    #[test]
+    fn numbers_below_their_least_or_not_whole_are_named() {
+        for (name, value) in [
+            (vars::RETENTION_EVENT_DAYS, "2"),
+            (vars::RETENTION_PAYLOAD_DAYS, "0"),
+            (vars::RETENTION_ATTEMPT_DAYS, "thirty"),
+            (vars::RETENTION_ATTEMPT_DAYS, "1.5"),
+            (vars::BACKLOG_ALERT_SECS, "0"),
+            (vars::RECONCILE_CALL_IDLE_SECS, "-1"),
+            (vars::RECONCILE_MESSAGE_SECS, "6h"),
+        ] {
+            let shown = refused(&everything().with(name, value), name, Some(value));
+            assert!(shown.contains("must be a whole number of"), "{shown}");
+        }
+        let shown = refused(&everything().with(vars::RETENTION_EVENT_DAYS, "2"), vars::RETENTION_EVENT_DAYS, None);
+        assert!(shown.contains(&format!("days, at least {MIN_EVENT_RETENTION_DAYS}")), "{shown}");
+    }
+
+    #[test]
+    fn switches_are_true_or_false_only() {
+        for name in [vars::PLIVO_ACCEPT_V2, vars::ALLOW_PRIVATE_ENDPOINTS, LOG_WEBHOOK_REQUESTS] {
+            for value in ["yes", "1", "TRUE", "off"] {
+                let shown = refused(&everything().with(name, value), name, Some(value));
+                assert!(shown.ends_with("must be true or false"), "{shown}");
+            }
+        }
+    }
+
+    #[test]
+    fn urls_must_be_absolute() {
+        for name in [vars::PUBLIC_BASE_URL, vars::TELNYX_API_BASE, vars::TWILIO_API_BASE, vars::PLIVO_API_BASE] {
+            for value in ["exactly.example.com", "/v1", "https//broken"] {
+                let shown = refused(&everything().with(name, value), name, Some(value));
+                assert!(shown.ends_with("not an absolute URL"), "{shown}");
+            }
+        }
+    }
+
+    #[test]
+    fn short_secrets_are_named_not_shown() {
+        let short = "admin-tok-15chr";
+        assert_eq!(short.len(), 15);
+        let shown = refused(&everything().with(vars::ADMIN_TOKEN, short), vars::ADMIN_TOKEN, Some(short));
+        assert!(shown.ends_with("must be at least 16 characters"), "{shown}");
+        assert!(load(&everything().with(vars::ADMIN_TOKEN, &format!("{short}x"))).is_ok(), "16 characters suffice");
+        let media = "media-secret-too-short";
+        refused(&everything().with(vars::MEDIA_SIGNING_SECRET, media), vars::MEDIA_SIGNING_SECRET, Some(media));
+    }
+
+    #[test]
+    fn a_full_configuration_loads() {
+        let config = load(&everything()).expect("valid");
+        assert_eq!(config.telnyx_api_key, API_KEY);
+        assert_eq!(config.telnyx_api_base, "https://api.telnyx.example");
+        assert_eq!(config.telnyx_connection_id, CONNECTION_ID);
+        assert_eq!(config.telnyx_messaging_profile_id.as_deref(), Some("profile-1"));
+        assert!(config.twilio.is_some() && config.plivo.is_some());
+        let twilio = config.twilio_rest.as_ref().expect("Twilio sending");
+        assert_eq!(
+            (twilio.base.as_str(), twilio.account.as_str(), twilio.token.as_str()),
+            ("https://api.twilio.example", "AC0123", TWILIO_TOKEN)
+        );
+        let plivo = config.plivo_rest.as_ref().expect("Plivo sending");
+        assert_eq!(
+            (plivo.base.as_str(), plivo.account.as_str(), plivo.token.as_str()),
+            ("https://api.plivo.com", "MA0123", PLIVO_TOKEN)
+        );
+        assert_eq!(config.public_base_url, "https://exactly.example.com");
+        assert_eq!(config.admin_token, ADMIN_TOKEN);
+        assert!(!config.allow_private_endpoints);
+        assert_eq!(config.retention, Retention { payload_days: 7, event_days: 3, attempt_days: 14 });
+        assert_eq!(
+            (config.backlog_alert_secs, config.reconcile_call_idle_secs, config.reconcile_message_secs),
+            (120, 3600, 7200)
+        );
+        assert!(!config.log_webhook_requests);
+        assert_eq!(config.event_shards.bindings(), ["DB", "EVENTS_0"]);
+        assert_eq!((config.event_shards.binding(511), config.event_shards.binding(512)), ("DB", "EVENTS_0"));
+        assert_eq!(
+            config.account_shards.as_deref().map(Vec::as_slice),
+            Some(&["DB".to_owned(), "ACCOUNTS_0".to_owned()][..])
+        );
+        let debug = format!("{config:?}");
+        for secret in SECRETS {
+            assert!(!debug.contains(secret), "Debug shows a secret: {debug}");
+        }
+    }
+
+    #[test]
+    fn the_required_variables_alone_load_with_the_defaults() {
+        let config = load(&required_only()).expect("valid");
+        assert_eq!(config.telnyx_api_base, "https://api.telnyx.com");
+        assert_eq!(config.telnyx_messaging_profile_id, None);
+        assert!(config.twilio.is_none() && config.plivo.is_none());
+        assert!(config.twilio_rest.is_none() && config.plivo_rest.is_none());
+        assert!(!config.allow_private_endpoints);
+        assert_eq!(config.retention, Retention { payload_days: 30, event_days: 90, attempt_days: 30 });
+        assert_eq!(
+            (config.backlog_alert_secs, config.reconcile_call_idle_secs, config.reconcile_message_secs),
+            (DEFAULT_BACKLOG_ALERT_SECS, 7200, 21600)
+        );
+        assert!(config.log_webhook_requests);
+        assert_eq!(config.event_shards.bindings(), ["DB"]);
+        assert!(config.account_shards.is_none());
+        // A token without its account (or the reverse) verifies webhooks but sends nothing.
+        let config = load(&required_only().with(vars::TWILIO_ACCOUNT_SID, "AC0123")).expect("valid");
+        assert!(config.twilio.is_none() && config.twilio_rest.is_none());
+        let config = load(&required_only().with(vars::PLIVO_AUTH_TOKEN, PLIVO_TOKEN)).expect("valid");
+        assert!(config.plivo.is_some() && config.plivo_rest.is_none());
+    }
 }
