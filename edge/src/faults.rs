@@ -40,6 +40,40 @@ pub fn webhook_schedule(_env: &worker::Env) -> Option<Vec<u64>> {
     None
 }
 
+/// A short wait for a customer endpoint's answer in the tests (`E2E_ATTEMPT_TIMEOUT_SECS`, whole
+/// seconds, instead of 15). Production builds ignore the variable.
+#[cfg(feature = "fault-injection")]
+pub fn attempt_timeout(env: &worker::Env) -> Option<std::time::Duration> {
+    seconds(env, "E2E_ATTEMPT_TIMEOUT_SECS")
+}
+
+/// Production builds always wait the 15 s of docs/contract.md §6.
+#[cfg(not(feature = "fault-injection"))]
+pub fn attempt_timeout(_env: &worker::Env) -> Option<std::time::Duration> {
+    None
+}
+
+/// A short wait for a carrier's media link, body included, in the tests
+/// (`E2E_MEDIA_FETCH_TIMEOUT_SECS`, whole seconds, instead of 30). Production builds ignore the
+/// variable.
+#[cfg(feature = "fault-injection")]
+pub fn media_fetch_timeout(env: &worker::Env) -> Option<std::time::Duration> {
+    seconds(env, "E2E_MEDIA_FETCH_TIMEOUT_SECS")
+}
+
+/// Production builds always wait 30 s.
+#[cfg(not(feature = "fault-injection"))]
+pub fn media_fetch_timeout(_env: &worker::Env) -> Option<std::time::Duration> {
+    None
+}
+
+/// Variable `name` as a positive whole number of seconds; `None` when unset or anything else.
+#[cfg(feature = "fault-injection")]
+fn seconds(env: &worker::Env, name: &str) -> Option<std::time::Duration> {
+    let secs: u64 = crate::config::optional(env, name)?.parse().ok()?;
+    (secs > 0).then(|| std::time::Duration::from_secs(secs))
+}
+
 /// Storing a carrier event fails (the D1 write does not happen) the first time an event id
 /// with the marker arrives: the carrier sees 503 and retries.
 pub fn d1_write_fails_once(carrier_event_id: &str) -> bool {

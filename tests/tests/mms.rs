@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use exactly_core::media::LinkSigner;
 use exactly_core::Timestamp;
-use exactly_tests::{lit, Customer, Worker, MEDIA_SECRET, PLIVO_TOKEN, TWILIO_TOKEN};
+use exactly_tests::{lit, Customer, Worker, MEDIA_SECRET, PLIVO_TOKEN, TEST_MEDIA_FETCH_TIMEOUT_SECS, TWILIO_TOKEN};
 use serde_json::{json, Value};
 
 use crate::TestFn;
@@ -360,15 +360,17 @@ fn a_body_that_stops_coming_is_abandoned_in_time(w: &Worker) {
     assert_eq!(w.deliver_telnyx(&telnyx_body(&event_id, &carrier_id, &c.number, &items)).status, 200);
     wait_settled(w, &[event_id]);
     let id = one_message(w, "telnyx", &carrier_id);
-    let needles =
-        [r#""job":"copy_media""#, &format!(r#""message_id":"{id}""#), r#""outcome":"retried""#, "did not end"];
-    // The fetch deadline (30 s) and some room; the server would stall for ten minutes.
-    let abandoned = w.eventually(Duration::from_secs(75), || w.log_lines(&needles) >= 1);
+    // The reason names the test worker's deadline (30 s deployed).
+    let reason = format!("did not end within {TEST_MEDIA_FETCH_TIMEOUT_SECS}s");
+    let needles = [r#""job":"copy_media""#, &format!(r#""message_id":"{id}""#), r#""outcome":"retried""#, &reason];
+    // The fetch deadline and some room; the server would stall for ten minutes.
+    const DEADLINE_SECS: u64 = TEST_MEDIA_FETCH_TIMEOUT_SECS + 45;
+    let abandoned = w.eventually(Duration::from_secs(DEADLINE_SECS), || w.log_lines(&needles) >= 1);
     // Whatever happened, the item is given up now, so its later tries stall nobody else's jobs.
     w.sql(&format!("UPDATE message_media SET copy_error = 'test over' WHERE message_id = {}", lit(&id)));
     assert!(abandoned, "the copy gave up on the stalled body at its deadline:\n{}", w.log_tail());
     assert_eq!(w.carrier.media_fetches(&items[0].name), 1);
-    const { assert!(sim::carrier::STUCK_BODY_SECS > 75) };
+    const { assert!(sim::carrier::STUCK_BODY_SECS > DEADLINE_SECS) };
     let shown = w.call("GET", &format!("/v1/messages/{id}"), &c.key, None, &[]).json();
     assert_eq!(shown["media"][0]["stored"], false, "a partial body is never stored: {shown}");
 }

@@ -31,6 +31,12 @@ use crate::work::MESSAGES_IN_FLIGHT;
 /// Success is any 2xx within this long. Of the body, only the first [`MAX_REPLY_BYTES`] are read,
 /// as far as they come within it.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// [`ATTEMPT_TIMEOUT`], or the test build's shorter one ([`crate::faults::attempt_timeout`]).
+fn attempt_timeout(env: &Env) -> Duration {
+    crate::faults::attempt_timeout(env).unwrap_or(ATTEMPT_TIMEOUT)
+}
+
 /// While an attempt is in flight, other jobs for the delivery stand back this long.
 const ATTEMPT_LEASE_MILLIS: i64 = 60_000;
 /// Consecutive failed attempts that disable an endpoint.
@@ -154,7 +160,8 @@ async fn attempt(env: &Env, db: &D1Database, delivery_id: &str) -> Result<Done, 
                 (Some(old), Some(until)) if until as i64 > started.unix_millis() => SigningSecret::parse(old).ok(),
                 _ => None,
             };
-            send(&url, &secret, previous.as_ref(), &due.event_id, &due.payload, started).await
+            let timeout = attempt_timeout(env);
+            send(&url, &secret, previous.as_ref(), &due.event_id, &due.payload, started, timeout).await
         }
     };
     let (answer, reply) = answer;
@@ -169,6 +176,7 @@ async fn send(
     event_id: &str,
     payload: &str,
     at: Timestamp,
+    timeout: Duration,
 ) -> (Answer, Reply) {
     let headers = Headers::new();
     let mut signature = secret.sign(event_id, at, payload.as_bytes());
@@ -197,7 +205,7 @@ async fn send(
             return (Answer::Failure { status: None, error, retry_after: None }, Reply::default());
         }
     };
-    match fetch(request, ATTEMPT_TIMEOUT, MAX_REPLY_BYTES).await {
+    match fetch(request, timeout, MAX_REPLY_BYTES).await {
         Ok(answer) => {
             let status = answer.status;
             let reply = Reply::of(&answer);

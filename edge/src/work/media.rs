@@ -21,6 +21,11 @@ const LEASE_MILLIS: i64 = 90_000;
 /// How long the fetch of a carrier's link may take, body included.
 const FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// [`FETCH_TIMEOUT`], or the test build's shorter one ([`crate::faults::media_fetch_timeout`]).
+fn fetch_timeout(env: &Env) -> std::time::Duration {
+    crate::faults::media_fetch_timeout(env).unwrap_or(FETCH_TIMEOUT)
+}
+
 /// Copies item `position` of `message_id`.
 pub async fn copy(env: &Env, db: &D1Database, message_id: &str, position: u32) -> Result<Outcome, EdgeError> {
     let started = now();
@@ -87,7 +92,8 @@ async fn fetch_and_put(env: &Env, item: &Claimed) -> Result<Fetched, EdgeError> 
     let Ok(request) = crate::platform::request("GET", &item.url, None, None, true) else {
         return Ok(Fetched::Refused("the carrier's media link is not a URL fetch accepts".into()));
     };
-    let answer = match fetch(request, FETCH_TIMEOUT, usize::try_from(MAX_ITEM_BYTES).unwrap_or(usize::MAX)).await {
+    let max_body = usize::try_from(MAX_ITEM_BYTES).unwrap_or(usize::MAX);
+    let answer = match fetch(request, fetch_timeout(env), max_body).await {
         Ok(answer) => answer,
         Err(reason) => return Ok(Fetched::Unavailable(reason)),
     };
