@@ -1,5 +1,10 @@
 # The two commands of the README: `make dev` and `make test`. Both install what is missing first.
-.PHONY: setup build dev test bench profile fuzz clean
+# `make check` is the quick inner loop: formatting, lints, unit tests (native and wasm32), no worker.
+.PHONY: setup build dev test check bench profile fuzz clean
+
+# Cargo's build cache lives outside the clone, so another clone (or a fresh one) on the same machine
+# reuses what was built; set CARGO_TARGET_DIR to put it elsewhere.
+export CARGO_TARGET_DIR ?= $(or $(HOME),/tmp)/.cache/exactly/target
 
 setup:
 	@sh scripts/setup.sh
@@ -10,6 +15,9 @@ build: setup
 
 dev: build
 	@sh scripts/dev.sh
+
+check: setup
+	@sh scripts/check.sh
 
 test: build
 	@sh scripts/build-worker.sh e2e
@@ -26,4 +34,4 @@ fuzz:
 	@sh scripts/fuzz.sh
 
 clean:
-	rm -rf target edge/build edge/build-e2e .wrangler
+	rm -rf target edge/build edge/build-e2e .wrangler "$(CARGO_TARGET_DIR)"

@@ -23,7 +23,7 @@ E2E_EVENTS = int(os.environ.get("BENCH_E2E_EVENTS", "600"))
 # Ingest with the dedupe log in 1, 2 and 4 D1 databases (docs/scaling.md).
 SHARDS = [int(n) for n in os.environ.get("BENCH_SHARDS", "1,2,4").split(",")]
 MIGRATIONS = os.path.join(ROOT, "migrations")
-SIM = os.path.join(ROOT, "target", "release", "sim")
+SIM = os.path.join(os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target"), "release", "sim")
 ENV = dict(os.environ, WRANGLER_SEND_METRICS="false", WRANGLER_SEND_ERROR_REPORTS="false", CLOUDFLARE_CF_FETCH_ENABLED="false", NO_COLOR="1")
 
 WORKERS = {

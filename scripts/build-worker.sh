@@ -20,7 +20,7 @@ fi
 . .tools/wasm.env
 export WASM_BINDGEN_BIN=wasm-bindgen
 export ESBUILD_BIN="$PWD/node_modules/@esbuild/linux-x64/bin/esbuild"
-export CARGO_TARGET_DIR="$PWD/target"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 echo "build: worker ($OUT_DIR; release wasm, no wasm-opt)"
 # shellcheck disable=SC2086
 worker-build --release --no-opt --out-dir "$OUT_DIR" edge $FEATURES

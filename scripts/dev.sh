@@ -17,7 +17,7 @@ done
 
 # The fake carrier API that .dev.vars points TELNYX_API_BASE at (sends work without an account).
 cargo build -q -p sim
-./target/debug/sim carrier --listen 127.0.0.1:8788 --worker "http://127.0.0.1:$PORT" &
+"${CARGO_TARGET_DIR:-target}/debug/sim" carrier --listen 127.0.0.1:8788 --worker "http://127.0.0.1:$PORT" &
 SIM_PID=$!
 
 # wrangler dev does not fire cron triggers locally; this loop does, every minute.

@@ -59,12 +59,14 @@ else
     timeout 120 rustup component add rustfmt clippy >/dev/null
 fi
 
-# 2. worker-build, exactly this version.
+# 2. worker-build, exactly this version. Both cargo installs build in one target directory, so
+# the dependencies they share build once.
+INSTALL_TARGET="${CARGO_TARGET_DIR:-$HOME/.cache/exactly/target}/install"
 if [ "$(worker-build --version 2>/dev/null | awk '{print $NF}')" = "$WORKER_BUILD_VERSION" ]; then
     step "worker-build $WORKER_BUILD_VERSION (installed)"
 else
-    step "worker-build $WORKER_BUILD_VERSION (installing, several minutes)"
-    cargo install worker-build --version "$WORKER_BUILD_VERSION" --locked --quiet
+    step "worker-build $WORKER_BUILD_VERSION (installing, a few minutes)"
+    cargo install worker-build --version "$WORKER_BUILD_VERSION" --locked --quiet --target-dir "$INSTALL_TARGET"
 fi
 
 # 3. wasm-bindgen-cli at the version Cargo.lock pins for the wasm-bindgen library.
@@ -73,9 +75,10 @@ if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $NF}')" = "$BINDGEN_VER
    && command -v wasm-bindgen-test-runner >/dev/null; then
     step "wasm-bindgen-cli $BINDGEN_VERSION (installed)"
 else
-    step "wasm-bindgen-cli $BINDGEN_VERSION (installing, several minutes)"
-    cargo install wasm-bindgen-cli --version "$BINDGEN_VERSION" --locked --quiet \
-        || cargo install wasm-bindgen-cli --version "$BINDGEN_VERSION" --quiet
+    step "wasm-bindgen-cli $BINDGEN_VERSION (installing, a few minutes)"
+    # Not --locked: the lock file published with 0.2.130 pins a webpki-roots release the registry
+    # no longer serves. The version that matters, wasm-bindgen's own, is pinned by --version.
+    cargo install wasm-bindgen-cli --version "$BINDGEN_VERSION" --quiet --target-dir "$INSTALL_TARGET"
 fi
 
 # 4. wrangler (and the esbuild worker-build bundles with), pinned in package-lock.json.

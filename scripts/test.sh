@@ -1,43 +1,56 @@
 #!/bin/sh
-# Every test: formatting and lints, native unit tests, the core's tests on wasm32 under Node
-# (wasm-bindgen-test), and the end-to-end tests against the real worker in wrangler dev.
+# Every test: `make check` (formatting, lints, native and wasm32 unit tests), then at once the
+# end-to-end tests against the real worker in wrangler dev in both layouts of the databases, the
+# console in headless Chromium, and the deploy dry-run. docs/testing.md says where the time goes.
+#   E2E_THREADS   tests at a time in each end-to-end layout (default 6: they wait on the worker)
 set -eu
 cd "$(dirname "$0")/.."
 export WRANGLER_SEND_METRICS=false WRANGLER_SEND_ERROR_REPORTS=false CLOUDFLARE_CF_FETCH_ENABLED=false
+THREADS="${E2E_THREADS:-6}"
+LOGS=target/test-logs
+rm -rf "$LOGS"
+mkdir -p "$LOGS"
+started=$(date +%s)
+elapsed() { echo "$(( $(date +%s) - started )) s"; }
 
-echo "test: formatting (cargo fmt --check, rustfmt.toml's width)"
-cargo fmt --all --check
-(cd fuzz && cargo fmt --check)
+sh scripts/check.sh
+echo "test: check passed after $(elapsed)"
 
-echo "test: lints (cargo clippy -D warnings: every crate natively, the edge for wasm32)"
-cargo clippy --workspace --all-targets --quiet -- -D warnings
-if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
-    cargo clippy -p exactly-edge --target wasm32-unknown-unknown --all-targets --quiet -- -D warnings
-    cargo clippy -p exactly-edge --target wasm32-unknown-unknown --features fault-injection --quiet -- -D warnings
-else
-    # Debian's rustc-web (the fallback toolchain) ships no clippy; the native run above covers
-    # the edge's code, which is the same on both targets.
-    echo "test: (the edge's wasm32 lint needs rustup's wasm32 target; linted natively above)"
+echo "test: building the end-to-end harness and the simulator"
+cargo test -p exactly-tests --test e2e --no-run --quiet
+cargo build -p sim --quiet
+
+# Each job runs in the background with its output in its own log, printed whole when it ends.
+PIDS=""
+job() {
+    name=$1
+    shift
+    ( "$@" >"$LOGS/$name.log" 2>&1; echo $? >"$LOGS/$name.rc" ) &
+    PIDS="$PIDS $!"
+}
+echo "test: at once: end-to-end with one database and sharded ($THREADS tests at a time each), the console in Chromium, the deploy dry-run"
+job e2e-one-database cargo test -q -p exactly-tests --test e2e -- --test-threads "$THREADS"
+job e2e-sharded env E2E_SHARDED=1 cargo test -q -p exactly-tests --test e2e -- --test-threads "$THREADS"
+job browser node --test tests/browser/
+job deploy-dry-run node_modules/.bin/wrangler deploy --dry-run --outdir target/deploy-dry-run
+# shellcheck disable=SC2086
+wait $PIDS
+
+failed=""
+for name in deploy-dry-run browser e2e-one-database e2e-sharded; do
+    case $name in
+        deploy-dry-run) title="deploy bundle and config (wrangler deploy --dry-run)" ;;
+        browser) title="the console in headless Chromium (node --test tests/browser/)" ;;
+        e2e-one-database) title="end-to-end against wrangler dev, one database" ;;
+        e2e-sharded) title="end-to-end again sharded: the dedupe log in DB and EVENTS_0, the accounts in ACCOUNTS_0 and ACCOUNTS_1 (docs/scaling.md)" ;;
+    esac
+    rc=$(cat "$LOGS/$name.rc")
+    echo "test: $title: $( [ "$rc" = 0 ] && echo passed || echo "FAILED (exit $rc)" )"
+    if [ "$name" = deploy-dry-run ] && [ "$rc" = 0 ]; then tail -n 1 "$LOGS/$name.log"; else cat "$LOGS/$name.log"; fi
+    [ "$rc" = 0 ] || failed="$failed $name"
+done
+echo "test: everything ran in $(elapsed)"
+if [ -n "$failed" ]; then
+    echo "test: FAILED:$failed"
+    exit 1
 fi
-
-echo "test: native unit tests"
-cargo test --workspace --exclude exactly-tests --exclude exactly-bench --quiet
-
-echo "test: core on wasm32 (wasm-bindgen-test under Node)"
-(
-    . .tools/wasm.env
-    # Building std from source for tests also needs the test crate.
-    if [ -n "${CARGO_UNSTABLE_BUILD_STD:-}" ]; then
-        export CARGO_UNSTABLE_BUILD_STD="$CARGO_UNSTABLE_BUILD_STD,test"
-    fi
-    cargo test -p exactly-core --target wasm32-unknown-unknown --lib --tests
-)
-
-echo "test: deploy bundle and config (wrangler deploy --dry-run)"
-npx wrangler deploy --dry-run --outdir target/deploy-dry-run | tail -n 1
-
-echo "test: end-to-end against wrangler dev"
-cargo test -p exactly-tests --test e2e
-echo "test: end-to-end again sharded: the dedupe log in DB and EVENTS_0, the accounts in ACCOUNTS_0 and ACCOUNTS_1 (docs/scaling.md)"
-E2E_SHARDED=1 cargo test -p exactly-tests --test e2e
-echo "test: the console in headless Chromium (node --test tests/browser/)"; node --test tests/browser/

@@ -68,6 +68,14 @@ pub const OPERATOR_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 /// The customer-webhook retry schedule the test worker uses (seconds before attempts 1..8).
 pub const TEST_WEBHOOK_SCHEDULE: &str = "0,1,1,1,1,1,1,1";
 
+/// How long the test worker waits for a customer endpoint's answer (`E2E_ATTEMPT_TIMEOUT_SECS`;
+/// a deployed worker waits 15 s): tests of a stalled endpoint read it rather than wait 15 s.
+pub const TEST_ATTEMPT_TIMEOUT_SECS: u64 = 5;
+
+/// How long the test worker waits for a carrier's media body (`E2E_MEDIA_FETCH_TIMEOUT_SECS`;
+/// a deployed worker waits 30 s): well past the fake carrier's slow item (3 s) on a loaded machine.
+pub const TEST_MEDIA_FETCH_TIMEOUT_SECS: u64 = 10;
+
 /// The repository root.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
@@ -92,8 +100,10 @@ fn free_port() -> u16 {
     }
 }
 
-fn npx(root: &Path) -> Command {
-    let mut cmd = Command::new("npx");
+/// The project's own wrangler (`node_modules/.bin/wrangler`, pinned in package-lock.json), run
+/// directly: `npx` costs a second or more of resolving on every call.
+fn wrangler(root: &Path) -> Command {
+    let mut cmd = Command::new(root.join("node_modules/.bin/wrangler"));
     cmd.current_dir(root)
         .env("WRANGLER_SEND_METRICS", "false")
         .env("WRANGLER_SEND_ERROR_REPORTS", "false")
@@ -144,6 +154,7 @@ impl Worker {
         ));
         fs::create_dir_all(&dir).expect("create the run directory");
         write_config(&dir, databases);
+        copy_dir(&migrated_template().join("state"), &dir.join("state"));
         migrate(&dir, databases);
         let mut overrides: Vec<(&str, &str)> = overrides.to_vec();
         if !map.is_empty() && !overrides.iter().any(|(k, _)| *k == "EVENT_SHARDS") {
@@ -201,6 +212,8 @@ impl Worker {
             ("MEDIA_SIGNING_SECRET", MEDIA_SECRET.to_owned()),
             ("ALLOW_PRIVATE_ENDPOINTS", "true".to_owned()),
             ("E2E_WEBHOOK_SCHEDULE_SECS", TEST_WEBHOOK_SCHEDULE.to_owned()),
+            ("E2E_ATTEMPT_TIMEOUT_SECS", TEST_ATTEMPT_TIMEOUT_SECS.to_string()),
+            ("E2E_MEDIA_FETCH_TIMEOUT_SECS", TEST_MEDIA_FETCH_TIMEOUT_SECS.to_string()),
             ("OPERATOR_WEBHOOK_URL", format!("{}{OPERATOR_PATH}", self.customer.base)),
             ("OPERATOR_WEBHOOK_SECRET", OPERATOR_SECRET.to_owned()),
         ];
@@ -222,16 +235,8 @@ impl Worker {
 
         let log =
             fs::OpenOptions::new().create(true).append(true).open(self.dir.join("wrangler.log")).expect("open the log");
-        let child = npx(&root())
-            .args([
-                "wrangler",
-                "dev",
-                "--local",
-                "--ip",
-                "127.0.0.1",
-                "--show-interactive-dev-session=false",
-                "--test-scheduled",
-            ])
+        let child = wrangler(&root())
+            .args(["dev", "--local", "--ip", "127.0.0.1", "--show-interactive-dev-session=false", "--test-scheduled"])
             .args(["--port", &port.to_string(), "--inspector-port", &free_port().to_string()])
             .arg("--config")
             .arg(self.dir.join("wrangler.toml"))
@@ -629,13 +634,73 @@ pub fn fresh_number() -> String {
     format!("+1555{:03}{:04}", std::process::id() % 1000, n)
 }
 
-/// Writes the run's wrangler config: the project's `wrangler.toml` with the test bundle as
-/// `main`, no build step, and absolute paths (the file lives in the run directory).
-/// Applies the migrations to `DB` and each of `databases` (what it has already is skipped).
+/// The databases the migrated template holds beside `DB`: every binding a test worker is given.
+const TEMPLATE_DATABASES: [&str; 4] = ["EVENTS_0", "EVENTS_1", "ACCOUNTS_0", "ACCOUNTS_1"];
+
+/// A run directory whose `state` holds `DB` and every [`TEMPLATE_DATABASES`] with every migration
+/// applied, made once for a given set of migrations (and wrangler) and copied for each worker:
+/// applying them costs seconds a database, copying costs milliseconds. A local database's state
+/// is found by its id, so a copied database that a worker does not bind is never opened.
+fn migrated_template() -> PathBuf {
+    static TEMPLATE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    TEMPLATE
+        .get_or_init(|| {
+            let root = root();
+            let mut inputs: Vec<PathBuf> = fs::read_dir(root.join("migrations"))
+                .expect("read migrations/")
+                .map(|e| e.expect("a migrations/ entry").path())
+                .collect();
+            inputs.sort();
+            inputs.push(root.join("package-lock.json"));
+            // FNV-1a over the names and contents: a changed migration makes a new template.
+            let key = inputs.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, path| {
+                let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let bytes = [name.into_bytes(), fs::read(path).expect("read a template input")].concat();
+                bytes.iter().fold(h, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
+            });
+            let dir = root.join("target/e2e").join(format!("template-{key:016x}"));
+            if dir.join("state").is_dir() {
+                return dir;
+            }
+            // Made aside and renamed into place, so a concurrent test process never sees half of it.
+            let work = root.join("target/e2e").join(format!("template-{key:016x}.{}", sim::random_hex()));
+            fs::create_dir_all(&work).expect("create the template directory");
+            write_config(&work, &TEMPLATE_DATABASES);
+            migrate(&work, &TEMPLATE_DATABASES);
+            if fs::rename(&work, &dir).is_err() {
+                // Another process made it first: use theirs.
+                let _ = fs::remove_dir_all(&work);
+            }
+            assert!(dir.join("state").is_dir(), "the migrated template at {}", dir.display());
+            dir
+        })
+        .clone()
+}
+
+/// Copies the directory tree `from` to `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).expect("create a state directory");
+    for entry in fs::read_dir(from).expect("read the template state") {
+        let entry = entry.expect("a template state entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("a file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).expect("copy the template state");
+        }
+    }
+}
+
+/// Applies the migrations to `DB` and each of `databases` that the migrated template does not
+/// already hold (what a database has already is skipped).
 fn migrate(dir: &Path, databases: &[&str]) {
+    let fresh = !dir.join("state").is_dir();
     for binding in std::iter::once(&"DB").chain(databases) {
-        let status = npx(&root())
-            .args(["wrangler", "d1", "migrations", "apply", binding, "--local", "--config"])
+        if !fresh && (*binding == "DB" || TEMPLATE_DATABASES.contains(binding)) {
+            continue;
+        }
+        let status = wrangler(&root())
+            .args(["d1", "migrations", "apply", binding, "--local", "--config"])
             .arg(dir.join("wrangler.toml"))
             .arg("--persist-to")
             .arg(dir.join("state"))
@@ -646,6 +711,8 @@ fn migrate(dir: &Path, databases: &[&str]) {
     }
 }
 
+/// Writes the run's wrangler config: the project's `wrangler.toml` with the test bundle as
+/// `main`, no build step, and absolute paths (the file lives in the run directory).
 fn write_config(dir: &Path, databases: &[&str]) {
     let root = root();
     let source = fs::read_to_string(root.join("wrangler.toml")).expect("read wrangler.toml");

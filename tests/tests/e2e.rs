@@ -1,11 +1,14 @@
 //! End-to-end tests against the real worker in `wrangler dev`.
 //!
-//! One worker serves every test of this binary; tests use unique event ids so they can run in
-//! parallel and still count exactly their own rows.
+//! One worker serves every test of this binary that needs no worker of its own; tests use unique
+//! event ids so they can run in parallel and still count exactly their own rows. The binary runs
+//! in one layout of the databases: one database, or sharded with `E2E_SHARDED=1`; which tests run
+//! in which layout, and why, is in docs/testing.md.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
-use exactly_tests::Worker;
+use exactly_tests::{sharded, Worker};
 use libtest_mimic::{Arguments, Trial};
 
 mod calls;
@@ -23,9 +26,54 @@ mod webhooks;
 /// A test body: it panics (through `assert!`) to fail.
 pub type TestFn = fn(&Worker);
 
+/// Tests of configuration, validation and policy: what they check happens before, or apart
+/// from, any database the layout spreads, so they run in the one-database pass only.
+const LAYOUT_FREE: &[&str] = &[
+    "ingest::rejected_deliveries_store_nothing",
+    "ingest::chunked_bodies_are_capped",
+    "messaging::validation_and_auth_errors",
+    "messaging::send_at_is_validated",
+    "mms::media_urls_are_validated",
+    "mms::a_body_that_stops_coming_is_abandoned_in_time",
+    "operations::a_misconfigured_worker_answers_503_naming_the_variable",
+    "operations::healthz_reports_readiness_without_secrets",
+    "operations::metrics_are_prometheus_text_and_move",
+    "operations::rotated_endpoint_secret_signs_with_both_for_a_while",
+    "security::plivo_requires_v3_unless_v2_is_accepted",
+    "webhooks::private_endpoints_are_refused_in_production",
+    "webhooks::redirects_are_not_followed",
+    "webhooks::retry_after_as_an_http_date_is_honoured",
+    "webhooks::endpoint_management",
+    "webhooks::every_route_is_served",
+    "webhooks::stalled_endpoint_times_out_and_is_retried",
+    "webhooks::rate_limit_spreads_deliveries_and_drops_none",
+    "webhooks::hundred_consecutive_failures_disable_the_endpoint",
+    "webhooks::gone_disables_the_endpoint",
+];
+
+/// Tests that start workers of their own, in layouts they choose: they run once, in the sharded
+/// pass.
+const OWN_LAYOUT: &str = "shards::";
+
+/// Tests that take longest (most start workers of their own), started first so that the run
+/// does not end waiting on one of them.
+const LONGEST: &[&str] = &[
+    "shards::accounts_across_databases_apply_everything_once",
+    "shards::moving_shards_while_duplicates_arrive_applies_nothing_twice",
+    "chaos::five_hundred_facts_misdelivered_change_each_thing_once",
+    "security::plivo_requires_v3_unless_v2_is_accepted",
+    "carriers::reconciliation_ends_a_call_whose_hangup_was_lost_and_settles_stale_messages",
+    "messaging::scheduled_message_due_during_a_restart_is_sent_once",
+    "calls::ring_cursor_survives_a_restart",
+    "operations::retention_prunes_payloads_and_keeps_dedupe_keys",
+    "webhooks::backlog_high_fires_once_per_stuck_item",
+    "webhooks::private_endpoints_are_refused_in_production",
+    "operations::a_misconfigured_worker_answers_503_naming_the_variable",
+];
+
 fn main() {
     let args = Arguments::from_args();
-    let all: Vec<(&str, TestFn)> = [
+    let mut all: Vec<(&str, TestFn)> = [
         ingest::TESTS,
         messaging::TESTS,
         carriers::TESTS,
@@ -39,22 +87,37 @@ fn main() {
         shards::TESTS,
     ]
     .concat();
+    for name in LAYOUT_FREE.iter().chain(LONGEST) {
+        assert!(all.iter().any(|(n, _)| n == name), "e2e.rs names a test that does not exist: {name}");
+    }
+    if sharded() {
+        all.retain(|(name, _)| !LAYOUT_FREE.contains(name));
+    } else {
+        all.retain(|(name, _)| !name.starts_with(OWN_LAYOUT));
+    }
+    // A stable sort: the longest first, the rest in the order of the list above.
+    all.sort_by_key(|(name, _)| LONGEST.iter().position(|n| n == name).unwrap_or(LONGEST.len()));
     if args.list {
         let trials = all.into_iter().map(|(name, _)| Trial::test(name, || Ok(()))).collect();
         libtest_mimic::run(&args, trials).exit();
     }
-    let worker = Arc::new(Worker::start());
+    // The shared worker starts when the first test that needs it runs.
+    let shared: Arc<OnceLock<Worker>> = Arc::default();
+    let layout = if sharded() { "sharded" } else { "one database" };
     let trials = all
         .into_iter()
         .map(|(name, test)| {
-            let worker = Arc::clone(&worker);
+            let shared = Arc::clone(&shared);
             Trial::test(name, move || {
-                test(&worker);
+                let started = Instant::now();
+                test(shared.get_or_init(Worker::start));
+                eprintln!("e2e: {name} ({layout}) took {:.1} s", started.elapsed().as_secs_f64());
                 Ok(())
             })
         })
         .collect();
     let conclusion = libtest_mimic::run(&args, trials);
+    let Some(mut worker) = Arc::into_inner(shared).and_then(OnceLock::into_inner) else { conclusion.exit() };
     if conclusion.has_failed() {
         eprintln!("--- wrangler log (tail) ---\n{}", worker.log_tail());
     }
@@ -65,10 +128,7 @@ fn main() {
         Ok(summary) => eprintln!("e2e: {summary}"),
         Err(problems) => eprintln!("e2e: FAILED: customer webhook deliveries that break the contract:\n{problems}"),
     }
-    match Arc::try_unwrap(worker) {
-        Ok(mut worker) => worker.stop(),
-        Err(_) => eprintln!("worker still shared at exit; it is stopped by its process group"),
-    }
+    worker.stop();
     if audit.is_err() && !conclusion.has_failed() {
         std::process::exit(101);
     }

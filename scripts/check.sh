@@ -1,0 +1,35 @@
+#!/bin/sh
+# The quick inner loop (`make check`): formatting, lints, the native unit tests (with the query
+# plans and the layout test) and the core's tests on wasm32 under Node. No worker is started.
+set -eu
+cd "$(dirname "$0")/.."
+[ -f .tools/wasm.env ] || sh scripts/setup.sh
+
+echo "check: formatting (cargo fmt --check, rustfmt.toml's width)"
+cargo fmt --all --check
+(cd fuzz && cargo fmt --check)
+
+echo "check: lints (cargo clippy -D warnings: every crate natively, the edge for wasm32)"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+    # One wasm32 run with the test build's faults compiled in: the production build's side of
+    # each `cfg(feature = "fault-injection")` is the one the native run above lints.
+    cargo clippy -p exactly-edge --target wasm32-unknown-unknown --all-targets --features fault-injection --quiet -- -D warnings
+else
+    # Debian's rustc-web (the fallback toolchain) ships no clippy; the native run above covers
+    # the edge's code, which is the same on both targets.
+    echo "check: (the edge's wasm32 lint needs rustup's wasm32 target; linted natively above)"
+fi
+
+echo "check: native unit tests"
+cargo test --workspace --exclude exactly-tests --exclude exactly-bench --quiet
+
+echo "check: core on wasm32 (wasm-bindgen-test under Node)"
+(
+    . .tools/wasm.env
+    # Building std from source for tests also needs the test crate.
+    if [ -n "${CARGO_UNSTABLE_BUILD_STD:-}" ]; then
+        export CARGO_UNSTABLE_BUILD_STD="$CARGO_UNSTABLE_BUILD_STD,test"
+    fi
+    cargo test -p exactly-core --target wasm32-unknown-unknown --lib --tests
+)
