@@ -25,7 +25,7 @@ PIDS=""
 job() {
     name=$1
     shift
-    ( "$@" >"$LOGS/$name.log" 2>&1; echo $? >"$LOGS/$name.rc" ) &
+    ( if "$@" >"$LOGS/$name.log" 2>&1; then echo 0; else echo $?; fi >"$LOGS/$name.rc" ) &
     PIDS="$PIDS $!"
 }
 echo "test: at once: end-to-end with one database and sharded ($THREADS tests at a time each), the console in Chromium, the deploy dry-run"

@@ -4,7 +4,7 @@
 use std::thread;
 use std::time::Duration;
 
-use exactly_tests::{fresh_number, lit, Worker};
+use exactly_tests::{fresh_number, lit, Answer, Worker};
 use serde_json::{json, Value};
 use sim::carrier::Recorded;
 
@@ -46,10 +46,12 @@ fn uid(tag: &str) -> String {
     format!("{tag}-{}", sim::random_hex())
 }
 
-fn deliver(w: &Worker, event_id: &str, event_type: &str, occurred_at: &str, payload: Value) {
+/// Delivers one carrier event; returns the answer, which says whether it enqueued a job.
+fn deliver(w: &Worker, event_id: &str, event_type: &str, occurred_at: &str, payload: Value) -> Answer {
     let body = sim::telnyx::envelope(event_id, event_type, occurred_at, payload, 1);
     let a = w.deliver_telnyx(&body);
     assert_eq!(a.status, 200, "{event_type}: {}", a.body);
+    a
 }
 
 fn start(w: &Worker) -> Ring {
@@ -143,14 +145,14 @@ fn leg_payload(dial: &Recorded, extra: Value) -> Value {
     payload
 }
 
-fn hangup_leg(w: &Worker, dial: &Recorded, event_id: &str) {
+fn hangup_leg(w: &Worker, dial: &Recorded, event_id: &str) -> Answer {
     deliver(
         w,
         event_id,
         "call.hangup",
         "2026-11-30T10:01:30Z",
         leg_payload(dial, json!({"hangup_cause": "timeout", "hangup_source": "callee"})),
-    );
+    )
 }
 
 fn wait_settled(w: &Worker, ids: &[String]) {
@@ -187,11 +189,9 @@ fn duplicate_leg_hangups_dial_the_next_target_once(w: &Worker) {
         // so the ring owner (not only the dedupe index) is what refuses to dial twice.
         let ids: Vec<String> =
             (0..copies).map(|i| if i % 2 == 0 { event_id.clone() } else { format!("{event_id}-{i}") }).collect();
-        thread::scope(|s| {
-            for id in &ids {
-                let leg1 = &leg1;
-                s.spawn(move || hangup_leg(w, leg1, id));
-            }
+        let answers: Vec<Answer> = thread::scope(|s| {
+            let handles: Vec<_> = ids.iter().map(|id| s.spawn(|| hangup_leg(w, &leg1, id))).collect();
+            handles.into_iter().map(|h| h.join().expect("delivery thread")).collect()
         });
         let mut unique = ids.clone();
         unique.dedup();
@@ -199,7 +199,9 @@ fn duplicate_leg_hangups_dial_the_next_target_once(w: &Worker) {
         unique.dedup();
         wait_settled(w, &unique);
         wait_dials(w, &ring, 2);
-        thread::sleep(Duration::from_secs(1));
+        // Every copy's job (a repeated id re-enqueues one while the first is pending) has run,
+        // and with it the ring owner's answer to that copy.
+        w.wait_jobs_of(&answers.iter().collect::<Vec<_>>());
         assert_eq!(dials(w, &ring, 2).len(), 1, "{copies} copies of leg 1's hangup: target 2 dialled once");
         assert_eq!(dials(w, &ring, 2)[0].body["to"], TARGETS[1]);
         assert_eq!(dials(w, &ring, 3).len(), 0, "{copies} copies: target 3 not dialled");
@@ -232,9 +234,10 @@ fn answer_stops_the_ring_and_a_late_hangup_dials_nothing(w: &Worker) {
     // A late duplicate of leg 1's hangup, re-signed under a new id.
     let leg1 = dials(w, &ring, 1).remove(0);
     let late = uid("late-leg1-hangup");
-    hangup_leg(w, &leg1, &late);
+    let answer = hangup_leg(w, &leg1, &late);
     wait_settled(w, &[late]);
-    thread::sleep(Duration::from_secs(1));
+    // Its job, and with it the ring owner's answer to it, has run.
+    w.wait_jobs_of(&[&answer]);
     assert_eq!(dials(w, &ring, 2).len(), 1);
     assert_eq!(dials(w, &ring, 3).len(), 0, "no dial after the answer");
     let shown = call(w, &ring);
@@ -330,12 +333,13 @@ fn ring_cursor_survives_a_restart(_shared: &Worker) {
     w.restart();
     // After the restart: a duplicate of leg 1's hangup dials nothing, leg 2's dials target 3.
     let duplicate = uid("leg1-hangup-again");
-    hangup_leg(&w, &leg1, &duplicate);
+    let again = hangup_leg(&w, &leg1, &duplicate);
     let second = uid("leg2-hangup");
-    hangup_leg(&w, &leg2, &second);
+    let next = hangup_leg(&w, &leg2, &second);
     wait_settled(&w, &[duplicate, second]);
     wait_dials(&w, &ring, 3);
-    thread::sleep(Duration::from_secs(1));
+    // Both hangups' jobs, and with them the ring owner's answers, have run.
+    w.wait_jobs_of(&[&again, &next]);
     assert_eq!((dials(&w, &ring, 1).len(), dials(&w, &ring, 2).len(), dials(&w, &ring, 3).len()), (1, 1, 1));
     w.stop();
 }
@@ -411,14 +415,16 @@ fn caller_hangup_before_a_retried_initiated_rings_nobody(w: &Worker) {
     // The first delivery of call.initiated was lost; the carrier retries it (twice, once
     // re-signed under a new event id).
     let init = uid("init-retried");
-    deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
-    deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
+    let first = deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
+    let again = deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
     let resigned = format!("{init}-resigned");
-    deliver(w, &resigned, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
+    let third = deliver(w, &resigned, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
     wait_settled(w, &[init, resigned]);
     let ok = w.eventually(Duration::from_secs(20), || call_events(w, &c, "call.missed") == 1);
     assert!(ok, "one call.missed");
-    thread::sleep(Duration::from_secs(1));
+    // Every retry's job (the repeated id may have re-enqueued one), and with it the ring
+    // owner's answer to it, has run.
+    w.wait_jobs_of(&[&first, &again, &third]);
     assert_eq!(dials_of(w, &c).len(), 0, "nobody is rung for a caller who left");
     assert_eq!(caller_commands(w, &c, "answer"), 0, "the caller's leg is not answered");
     let call = shown(w, &c);
@@ -434,8 +440,8 @@ fn every_dial_refused_ends_missed_and_hangs_up_the_caller_once(w: &Worker) {
     // The fake carrier refuses (422) every number ending in 0000.
     let c = inbound(w, &["+15557770000", "+15558880000"]);
     let init = uid("init");
-    deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
-    deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
+    let first = deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
+    let again = deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
     wait_settled(w, std::slice::from_ref(&init));
     let ok = w.eventually(Duration::from_secs(20), || call_events(w, &c, "call.missed") == 1);
     assert!(ok, "one call.missed");
@@ -450,9 +456,11 @@ fn every_dial_refused_ends_missed_and_hangs_up_the_caller_once(w: &Worker) {
     assert_eq!(caller_commands(w, &c, "hangup"), 1, "the caller's leg is hung up once");
     // The caller's hangup that follows changes nothing.
     let after = uid("caller-hangup");
-    deliver(w, &after, "call.hangup", "2026-11-30T10:01:02Z", caller_hangup_payload(&c));
+    let hangup = deliver(w, &after, "call.hangup", "2026-11-30T10:01:02Z", caller_hangup_payload(&c));
     wait_settled(w, std::slice::from_ref(&after));
-    thread::sleep(Duration::from_secs(1));
+    // The hangup's job and the repeated call.initiated's (if it re-enqueued one), and with them
+    // the ring owner's answers, have run.
+    w.wait_jobs_of(&[&first, &again, &hangup]);
     assert_eq!(caller_commands(w, &c, "hangup"), 1);
     assert_eq!(call_events(w, &c, "call.missed"), 1);
 }

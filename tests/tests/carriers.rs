@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use exactly_core::Timestamp;
-use exactly_tests::{fresh_number, lit, Worker, ADMIN_TOKEN, PLIVO_TOKEN, TWILIO_TOKEN};
+use exactly_tests::{fresh_number, lit, Answer, Worker, ADMIN_TOKEN, PLIVO_TOKEN, TWILIO_TOKEN};
 use serde_json::{json, Value};
 use sim::carrier::Recorded;
 
@@ -112,8 +112,9 @@ fn events(w: &Worker, id: &str, event_type: &str) -> i64 {
     ))
 }
 
-/// A status callback for one of our sends, signed as the carrier signs it.
-fn callback(w: &Worker, carrier: Carrier, carrier_id: &str, status: &str) {
+/// A status callback for one of our sends, signed as the carrier signs it; returns the answer,
+/// which says whether it enqueued a job.
+fn callback(w: &Worker, carrier: Carrier, carrier_id: &str, status: &str) -> Answer {
     let (path, headers, body) = match carrier {
         Carrier::Twilio => {
             let url = format!("{}/webhooks/twilio", w.base);
@@ -133,6 +134,7 @@ fn callback(w: &Worker, carrier: Carrier, carrier_id: &str, status: &str) {
     all.push(("content-type", "application/x-www-form-urlencoded"));
     let a = w.post(path, &all, body.as_bytes());
     assert_eq!(a.status, 200, "{carrier:?} {status}: {}", a.body);
+    a
 }
 
 fn twilio_and_plivo_numbers_send_and_reordered_callbacks_deliver_once(w: &Worker) {
@@ -153,12 +155,14 @@ fn twilio_and_plivo_numbers_send_and_reordered_callbacks_deliver_once(w: &Worker
         };
         assert_eq!(callback_url, &json!(format!("{}/webhooks/{}", w.base, carrier.name())));
         // The carrier repeats itself, out of order: delivered before sent, each three times.
+        let mut answers = Vec::new();
         for status in ["delivered", "sent", "queued"] {
             for _ in 0..3 {
-                callback(w, carrier, &carrier_id, status);
+                answers.push(callback(w, carrier, &carrier_id, status));
             }
         }
-        std::thread::sleep(Duration::from_secs(2));
+        // Every job the callbacks enqueued (each answer says whether it did) has run.
+        w.wait_jobs_of(&answers.iter().collect::<Vec<_>>());
         let shown = message(w, &s, &id);
         assert_eq!(shown["status"], "delivered", "{carrier:?}: {shown}");
         assert_eq!((events(w, &id, "message.sent"), events(w, &id, "message.delivered")), (1, 1), "{carrier:?}");
@@ -247,10 +251,11 @@ fn at(unix_seconds: i64) -> String {
     Timestamp::from_unix_millis(unix_seconds * 1000).to_rfc3339()
 }
 
-fn telnyx(w: &Worker, event_id: &str, event_type: &str, occurred_at: &str, payload: Value) {
+fn telnyx(w: &Worker, event_id: &str, event_type: &str, occurred_at: &str, payload: Value) -> Answer {
     let body = sim::telnyx::envelope(event_id, event_type, occurred_at, payload, 1);
     let a = w.deliver_telnyx(&body);
     assert_eq!(a.status, 200, "{event_type}: {}", a.body);
+    a
 }
 
 /// The carrier's webhooks never come: a call's hangup and messages' final receipts are lost.
@@ -308,6 +313,8 @@ fn reconciliation_ends_a_call_whose_hangup_was_lost_and_settles_stale_messages(_
         .to_owned();
     w.carrier.set_message_status(&sid, "undelivered");
 
+    // A condition of time itself: the 2 s RECONCILE_CALL_IDLE_SECS and RECONCILE_MESSAGE_SECS
+    // this worker was given must pass before the cron asks the carrier.
     std::thread::sleep(Duration::from_secs(3));
     for _ in 0..4 {
         assert_eq!(w.cron().status, 200);
@@ -319,7 +326,7 @@ fn reconciliation_ends_a_call_whose_hangup_was_lost_and_settles_stale_messages(_
     wait_status(&w, &twilio_sender, &twilio_id, "failed", 30);
 
     // The late real webhooks: the caller's hangup and both final receipts.
-    telnyx(
+    let hangup = telnyx(
         &w,
         &format!("hangup-{}", sim::random_hex()),
         "call.hangup",
@@ -328,7 +335,7 @@ fn reconciliation_ends_a_call_whose_hangup_was_lost_and_settles_stale_messages(_
         "call_control_id": caller, "call_leg_id": format!("leg-{caller}"), "call_session_id": session,
         "hangup_cause": "normal_clearing", "hangup_source": "caller"}),
     );
-    telnyx(
+    let receipt = telnyx(
         &w,
         &format!("fin-{}", sim::random_hex()),
         "message.finalized",
@@ -336,11 +343,12 @@ fn reconciliation_ends_a_call_whose_hangup_was_lost_and_settles_stale_messages(_
         json!({
         "id": telnyx_carrier_id, "direction": "outbound", "to": [{"status": "delivered"}], "errors": []}),
     );
-    callback(&w, Carrier::Twilio, &sid, "undelivered");
+    let undelivered = callback(&w, Carrier::Twilio, &sid, "undelivered");
     for _ in 0..2 {
         w.cron();
     }
-    std::thread::sleep(Duration::from_secs(3));
+    // The late webhooks' jobs (each answer says whether it enqueued one) have run.
+    w.wait_jobs_of(&[&hangup, &receipt, &undelivered]);
     let shown = status();
     assert_eq!((&shown["status"], &shown["billed_minutes"]), (&json!("completed"), &json!(2)), "{shown}");
     assert_eq!(events(&w, &call_id, "call.completed"), 1);

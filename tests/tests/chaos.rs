@@ -241,8 +241,13 @@ fn lost_delivery_message_is_swept_and_delivered(w: &Worker) {
     assert_eq!(a.status, 201, "{}", a.body);
     let endpoint = a.json()["id"].as_str().unwrap().to_owned();
     let event_id = format!("lost-{}", sim::random_hex());
-    assert_eq!(w.deliver_telnyx(&inbound(&event_id, &number)).status, 200);
+    let accepted = w.deliver_telnyx(&inbound(&event_id, &number));
+    assert_eq!(accepted.status, 200);
     assert!(settled(w, &event_id));
+    // The event's job has run: its delivery's first queue message was sent, or lost, by then.
+    w.wait_jobs_of(&[&accepted]);
+    // Bounds the check below: a lost message leaves nothing to wait for; 3 s is long enough for
+    // one that was not lost to be attempted (the queue's batch timeout is 1 s).
     std::thread::sleep(Duration::from_secs(3));
     assert!(w.customer.received(&path).is_empty(), "the delivery's queue message was lost");
     let pending = format!(
@@ -258,7 +263,10 @@ fn lost_delivery_message_is_swept_and_delivered(w: &Worker) {
     assert_eq!(w.cron().status, 200);
     let delivered = w.eventually(Duration::from_secs(30), || w.customer.received(&path).len() == 1);
     assert!(delivered, "the swept delivery arrived");
-    std::thread::sleep(Duration::from_secs(2));
+    // The sweep's message for the delivery, and any attempt its job scheduled, have run.
+    let delivery = w.sql(&format!("SELECT id FROM webhook_deliveries WHERE endpoint_id = {}", lit(&endpoint)));
+    let delivery = delivery[0]["id"].as_str().unwrap_or_default().to_owned();
+    w.wait_jobs(&[(delivery, 1)]);
     assert_eq!(w.customer.received(&path).len(), 1, "exactly once");
     assert_eq!(
         w.count(&format!(

@@ -89,17 +89,19 @@ fn wait_processed(w: &Worker, id: &str) -> serde_json::Value {
 fn parallel_duplicates_store_one_row_and_process_once(w: &Worker) {
     let id = event_id("par");
     let body = message_received(&id);
-    let statuses: Vec<u16> = thread::scope(|s| {
-        let handles: Vec<_> = (0..20).map(|_| s.spawn(|| w.deliver_telnyx(&body).status)).collect();
+    let answers: Vec<exactly_tests::Answer> = thread::scope(|s| {
+        let handles: Vec<_> = (0..20).map(|_| s.spawn(|| w.deliver_telnyx(&body))).collect();
         handles.into_iter().map(|h| h.join().expect("delivery thread")).collect()
     });
+    let statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
     assert_eq!(statuses, vec![200; 20], "every delivery of a valid event is answered 200");
     assert_eq!(rows_for(w, &id), 1, "20 deliveries of one event id store one row");
 
     let row = wait_processed(w, &id);
     assert_eq!(row["attempts"], 1, "processed once: {row}");
-    // Duplicates that arrived before processing re-enqueued jobs; let them run, then recount.
-    thread::sleep(Duration::from_secs(3));
+    // Duplicates that arrived before processing re-enqueued jobs (each answer says whether it
+    // did); wait until every one of them has run, then recount.
+    w.wait_jobs_of(&answers.iter().collect::<Vec<_>>());
     let row = wait_processed(w, &id);
     assert_eq!(row["attempts"], 1, "re-enqueued duplicate jobs must be no-ops: {row}");
 }
@@ -117,7 +119,9 @@ fn duplicate_after_processing_changes_nothing(w: &Worker) {
     assert_eq!(again.status, 200, "{}", again.body);
     assert_eq!(again.json()["outcome"], "duplicate");
     assert_eq!(again.json()["id"], first.json()["id"], "the same stored event answers");
-    thread::sleep(Duration::from_secs(2));
+    // The retry enqueued nothing ("duplicate"): once the first delivery's job has run, the queue
+    // holds nothing of this event.
+    w.wait_jobs_of(&[&first, &again]);
     assert_eq!(rows_for(w, &id), 1);
     assert_eq!(wait_processed(w, &id)["attempts"], 1);
 }
@@ -216,25 +220,34 @@ fn rejected_deliveries_store_nothing(w: &Worker) {
 }
 
 fn sweeper_requeues_an_event_whose_job_was_lost(w: &Worker) {
-    // A row stored three minutes ago whose queue message never arrived.
+    // A row whose queue message never arrived, stored just now: too young for any sweep (other
+    // tests fire the cron on this worker too), so only a job could process it.
     let id = event_id("lost");
-    let created = (sim::unix_now() - 180) * 1000;
     w.sql_at(
         "DB",
         &format!(
             "INSERT INTO carrier_events (carrier, carrier_event_id, event_type, payload, attempts, created_at)
-         VALUES ('telnyx', {}, 'message.received', {}, 0, {created})",
+         VALUES ('telnyx', {}, 'message.received', {}, 0, {})",
             lit(&id),
             lit(&message_received(&id)),
+            sim::unix_now() * 1000,
         ),
     );
+    // Bounds the check below: no job names this row, so nothing can be waited for; 2 s is long
+    // enough for any job that did to run (the queue's batch timeout is 1 s).
     thread::sleep(Duration::from_secs(2));
-    assert!(
+    let processed_at = || {
         w.events_sql(&format!("SELECT processed_at FROM carrier_events WHERE carrier_event_id = {}", lit(&id)))[0]
             ["processed_at"]
-            .is_null(),
-        "nothing processes a row without a job until the sweeper runs"
-    );
+            .clone()
+    };
+    assert!(processed_at().is_null(), "nothing processes a row without a job until the sweeper runs");
+    // Three minutes old now: past the sweeper's two.
+    w.events_sql(&format!(
+        "UPDATE carrier_events SET created_at = {} WHERE carrier_event_id = {}",
+        (sim::unix_now() - 180) * 1000,
+        lit(&id)
+    ));
     let fired = w.cron();
     assert_eq!(fired.status, 200, "cron trigger: {}", fired.body);
     let row = wait_processed(w, &id);

@@ -264,9 +264,13 @@ fn duplicated_receipts_while_the_send_is_slow_apply_once(w: &Worker) {
     let c = w.new_customer("slow-send");
     let (_, sent) = send(w, &c, "[slow-receipts] hello", None);
     let id = sent["id"].as_str().unwrap().to_owned();
-    // Sweeps while the send is in flight spend nothing either.
+    // Sweeps while the send is in flight spend nothing either: they run once the carrier holds
+    // the send (it answers 7 s later) and the message is claimed.
+    let in_flight = w.eventually(Duration::from_secs(60), || {
+        w.carrier.sends_for(&id) == 1 && message(w, &c, &id)["status"] == "sending"
+    });
+    assert!(in_flight, "the send reached the carrier: {}", message(w, &c, &id));
     for _ in 0..3 {
-        std::thread::sleep(Duration::from_secs(2));
         assert_eq!(w.cron().status, 200);
     }
     let shown = wait_status(w, &c, &id, "delivered");
@@ -441,7 +445,10 @@ fn idempotency_key_means_one_message_and_one_send(w: &Worker) {
     wait_status(w, &c, &id, "sent");
     let (_, third) = send(w, &c, "only once", Some(&key));
     assert_eq!(third["id"], id.as_str());
-    thread::sleep(Duration::from_secs(2));
+    // Each answer that shows the message queued enqueued a dispatch job (a replay re-enqueues
+    // one in case the first was lost); wait until every one of them has run.
+    let dispatches = [&first, &second, &third].iter().filter(|a| a["status"] == "queued").count();
+    w.wait_jobs(&[(id.clone(), dispatches)]);
     assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM messages WHERE account_id = {}", lit(&c.account))), 1);
     assert_eq!(w.carrier.sends_for(&id), 1);
     let sent = &w
@@ -666,6 +673,23 @@ fn schedule(w: &Worker, c: &Customer, text: &str, send_at: &str, key: Option<&st
     (a.status, a.json())
 }
 
+/// The wall clock, in Unix milliseconds.
+fn now_millis() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// How many dispatch jobs the sweeps of `w` enqueued, as their log lines count them.
+fn swept_dispatches(w: &Worker) -> usize {
+    let log = std::fs::read_to_string(w.dir.join("wrangler.log")).unwrap_or_default();
+    log.lines()
+        .filter(|line| line.starts_with('{') && line.contains("\"cron\":\"sweep\""))
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|v| v["dispatches"].as_u64())
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+        .sum()
+}
+
 fn millis(rfc3339: &Value) -> i64 {
     rfc3339.as_str().and_then(exactly_core::Timestamp::parse_rfc3339).map(|t| t.unix_millis()).unwrap_or_default()
 }
@@ -679,9 +703,9 @@ fn scheduled_message_is_sent_at_its_time_once(w: &Worker) {
     assert_eq!(created["status"], "scheduled");
     assert_eq!(millis(&created["send_at"]), millis(&json!(send_at)));
     let id = created["id"].as_str().unwrap_or_default().to_owned();
-    // Sweeps before its time send nothing.
+    // Sweeps before its time send nothing: a send by any job before send_at would show below,
+    // as a sent_at before it (the worker records sent_at when the carrier takes the message).
     w.cron();
-    thread::sleep(Duration::from_secs(2));
     assert_eq!(w.carrier.sends_for(&id), 0, "nothing is sent before send_at");
     assert_eq!(message(w, &c, &id)["status"], "scheduled");
     let sent = wait_status(w, &c, &id, "sent");
@@ -689,7 +713,9 @@ fn scheduled_message_is_sent_at_its_time_once(w: &Worker) {
     for _ in 0..3 {
         w.cron();
     }
-    thread::sleep(Duration::from_secs(2));
+    // The delayed dispatch job, and each one an early run of it enqueued again, has run; the
+    // sweeps after the send enqueue nothing for it (they take only unsent messages).
+    w.wait_jobs(&[(id.clone(), 1)]);
     assert_eq!(w.carrier.sends_for(&id), 1, "sent once");
     assert_eq!(events(w, &id, "message.sent"), 1);
     let history = w.sql(&format!("SELECT status FROM message_status_history WHERE message_id = {}", lit(&id)));
@@ -706,14 +732,23 @@ fn scheduled_message_due_during_a_restart_is_sent_once(_shared: &Worker) {
     assert_eq!(status, 201, "{created}");
     let id = created["id"].as_str().unwrap_or_default().to_owned();
     w.stop();
-    thread::sleep(Duration::from_secs(4));
+    // A condition of time itself: the message falls due while the worker is down.
+    let due = millis(&created["send_at"]);
+    while now_millis() <= due {
+        thread::sleep(Duration::from_millis(100));
+    }
     w.restart();
     for _ in 0..3 {
         w.cron();
     }
     wait_status(&w, &c, &id, "sent");
     w.cron();
-    thread::sleep(Duration::from_secs(2));
+    // The delayed job was lost with the stopped worker's queue; every dispatch job a sweep
+    // enqueued (each of the four sweeps logs how many, and this worker has no other message)
+    // has run.
+    let logged = w.eventually(Duration::from_secs(60), || w.log_lines(&["\"cron\":\"sweep\"", "\"dispatches\""]) >= 4);
+    assert!(logged, "each sweep logs what it enqueued");
+    w.wait_jobs(&[(id.clone(), swept_dispatches(&w))]);
     assert_eq!(w.carrier.sends_for(&id), 1, "sent once");
     assert_eq!(events(&w, &id, "message.sent"), 1);
     w.stop();
@@ -730,9 +765,10 @@ fn cancel_before_and_after_the_send(w: &Worker) {
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.json()["status"], "canceled");
     assert_eq!(cancel(&id, &c.key).status, 200, "canceling again answers the same");
-    thread::sleep(Duration::from_secs(4));
+    // The delayed dispatch job has run at its time (one that came early enqueued itself again),
+    // and a sweep after it finds nothing due.
+    w.wait_jobs(&[(id.clone(), 1)]);
     w.cron();
-    thread::sleep(Duration::from_secs(2));
     assert_eq!(message(w, &c, &id)["status"], "canceled");
     assert_eq!(w.carrier.sends_for(&id), 0, "a canceled message is never sent");
     let history = w.sql(&format!("SELECT status FROM message_status_history WHERE message_id = {}", lit(&id)));
@@ -774,7 +810,8 @@ fn send_at_is_validated(w: &Worker) {
     let soon = in_secs(2);
     let (first, created) = schedule(w, &c, "soon", &soon, Some(&key));
     assert_eq!(first, 201, "{created}");
-    thread::sleep(Duration::from_secs(3));
+    // Its time has passed once the worker has sent it.
+    wait_status(w, &c, created["id"].as_str().unwrap_or_default(), "sent");
     let (again, same) = schedule(w, &c, "soon", &soon, Some(&key));
     assert_eq!((again, &same["id"]), (200, &created["id"]), "{same}");
 }

@@ -1,7 +1,6 @@
 //! Operating it: configuration validation, readiness, re-driving dead letters, retention and
 //! secret rotation.
 
-use std::thread;
 use std::time::Duration;
 
 use exactly_core::webhook::SigningSecret;
@@ -206,7 +205,8 @@ fn state(w: &Worker, event_id: &str) -> serde_json::Value {
 fn redriving_a_failed_event_twice_has_one_effect(w: &Worker) {
     let number = fresh_number();
     let event_id = format!("redrive-{}", sim::random_hex());
-    assert_eq!(w.deliver_telnyx(&inbound(&event_id, &number)).status, 200);
+    let delivered = w.deliver_telnyx(&inbound(&event_id, &number));
+    assert_eq!(delivered.status, 200);
     // Nobody owns the number yet: a visible dead letter.
     assert!(w.eventually(Duration::from_secs(30), || state(w, &event_id)["error"].is_string()));
     let row_id = w.events_sql(&format!(
@@ -229,7 +229,11 @@ fn redriving_a_failed_event_twice_has_one_effect(w: &Worker) {
     assert!(w.eventually(Duration::from_secs(30), || state(w, &event_id)["processed_at"].is_number()));
     let third = w.call("POST", &format!("/admin/carrier_events/{row_id}/retry"), ADMIN_TOKEN, None, &[]);
     assert_eq!((third.status, third.json()["status"].as_str()), (200, Some("processed")));
-    thread::sleep(Duration::from_secs(2));
+    // The delivery's job and each retry's that was requeued (each answer says whether it was)
+    // have run.
+    let redriven = [&first, &second, &third].iter().filter(|a| a.json()["requeued"] == true).count();
+    let (stored, once) = Worker::jobs_enqueued(&delivered).expect("the delivery was stored");
+    w.wait_jobs(&[(stored, once + redriven)]);
     let messages = w.call("GET", "/v1/messages", &key, None, &[]).json();
     assert_eq!(messages["data"].as_array().map(Vec::len), Some(1), "one message: {messages}");
     let id = messages["data"][0]["id"].as_str().unwrap();
@@ -262,7 +266,8 @@ fn retention_prunes_payloads_and_keeps_dedupe_keys(_shared: &Worker) {
     w.create_number(&account, &number, &[]);
     let event_id = format!("retained-{}", sim::random_hex());
     let body = inbound(&event_id, &number);
-    assert_eq!(w.deliver_telnyx(&body).status, 200);
+    let first = w.deliver_telnyx(&body);
+    assert_eq!(first.status, 200);
     assert!(w.eventually(Duration::from_secs(30), || state(&w, &event_id)["processed_at"].is_number()));
     // 31 days later, the payload goes and the dedupe key stays.
     w.events_sql("UPDATE carrier_events SET created_at = created_at - 31 * 86400000");
@@ -270,7 +275,8 @@ fn retention_prunes_payloads_and_keeps_dedupe_keys(_shared: &Worker) {
     assert!(w.eventually(Duration::from_secs(20), || state(&w, &event_id)["payload"].is_null()), "payload pruned");
     let again = w.deliver_telnyx(&body);
     assert_eq!((again.status, again.json()["outcome"].as_str()), (200, Some("duplicate")), "{}", again.body);
-    thread::sleep(Duration::from_secs(2));
+    // The repeat enqueued nothing ("duplicate"); the first delivery's job has run.
+    w.wait_jobs_of(&[&first, &again]);
     let messages = w.call("GET", "/v1/messages", &key, None, &[]).json();
     assert_eq!(messages["data"].as_array().map(Vec::len), Some(1), "no second effect: {messages}");
     // After the event retention (90 days by default) the row itself goes.

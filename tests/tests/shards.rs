@@ -335,53 +335,35 @@ fn accounts_across_databases_apply_everything_once(_shared: &Worker) {
     w.wait_status(b, &other, "sent");
     expected.entry(ACCOUNT_DATABASES[1].to_owned()).or_default().push(("message.sent".to_owned(), other));
     let mut inbound = Vec::new();
-    let mut sent = Vec::new();
-    // Every account's stories run at once, as in production, watched all along for receipts that
-    // wait in DB for their route (a wait can begin and end within a second).
-    let watching = AtomicBool::new(true);
-    let early_parked_in_db: Vec<String> = thread::scope(|s| {
-        let watcher = s.spawn(|| {
-            let mut seen = Vec::new();
-            while watching.load(Ordering::Relaxed) {
-                for r in w.sql_at("DB", "SELECT carrier_message_id FROM parked_receipts WHERE woken_at IS NULL") {
-                    seen.push(r["carrier_message_id"].as_str().unwrap_or("").to_owned());
-                }
-                thread::sleep(Duration::from_millis(100));
-            }
-            seen
-        });
-        for c in customers.values() {
-            // Inbound, twice and re-signed later.
-            let event = format!("acct-in-{}", sim::random_hex());
-            let body = exactly_tests::telnyx_inbound(&event, &format!("{event}-msg"), &c.number, "to a grown account");
-            assert_eq!(w.deliver_telnyx(&body).status, 200);
-            assert_eq!(w.deliver_telnyx(&body).status, 200);
-            assert_eq!(w.deliver_telnyx_at(&body, sim::unix_now() + 5).status, 200);
-            inbound.push(event);
-            // The receipt first: it comes before the send's result, so before the carrier id's
-            // route.
-            let first = send(&w, c, "[receipt-first] early receipt");
-            // A crash after the route, before the send's record: the receipts that come between
-            // wait beside the message.
-            let crash = send(&w, c, "[deliver] fault-crash-after-route");
-            // Both: the receipt waits in DB, its route's batch wakes it, and the send crashes
-            // before the wake is enqueued; the send's rerun enqueues it, with no sweep (none runs
-            // here).
-            let both = send(&w, c, "[receipt-first] fault-crash-after-route");
-            sent.push((first, crash, both));
-        }
+    for (binding, c) in &customers {
+        // Inbound, twice and re-signed later.
+        let event = format!("acct-in-{}", sim::random_hex());
+        let body = exactly_tests::telnyx_inbound(&event, &format!("{event}-msg"), &c.number, "to a grown account");
+        assert_eq!(w.deliver_telnyx(&body).status, 200);
+        assert_eq!(w.deliver_telnyx(&body).status, 200);
+        assert_eq!(w.deliver_telnyx_at(&body, sim::unix_now() + 5).status, 200);
+        inbound.push(event);
+        // The receipt first: it comes before the send's result, so before the carrier id's route.
+        let first = send(&w, c, "[receipt-first] early receipt");
+        // A crash after the route, before the send's record: the receipts that come between wait
+        // beside the message.
+        let crash = send(&w, c, "[deliver] fault-crash-after-route");
+        // Both: the receipt waits in DB, its route's batch wakes it, and the send crashes before
+        // the wake is enqueued; the send's rerun enqueues it, with no sweep (none runs here).
+        let both = send(&w, c, "[receipt-first] fault-crash-after-route");
+        let (mut early_parked_in_db, mut first_carrier_id) = (Vec::new(), None);
         let delivered = w.eventually(Duration::from_secs(150), || {
-            customers.values().zip(&sent).all(|(c, (first, crash, both))| {
-                [first, crash, both].iter().all(|id| w.message(c, id)["status"] == "delivered")
-            })
+            for r in w.sql_at("DB", "SELECT carrier_message_id FROM parked_receipts WHERE woken_at IS NULL") {
+                early_parked_in_db.push(r["carrier_message_id"].as_str().unwrap_or("").to_owned());
+            }
+            let shown = w.message(c, &first);
+            first_carrier_id = shown["carrier_message_id"].as_str().map(str::to_owned);
+            shown["status"] == "delivered"
+                && w.message(c, &crash)["status"] == "delivered"
+                && w.message(c, &both)["status"] == "delivered"
         });
-        watching.store(false, Ordering::Relaxed);
-        let seen = watcher.join().expect("the watcher");
-        assert!(delivered, "every account's three messages delivered");
-        seen
-    });
-    for ((binding, c), (first, crash, both)) in customers.iter().zip(sent) {
-        let first_carrier_id = w.message(c, &first)["carrier_message_id"].as_str().unwrap().to_owned();
+        assert!(delivered, "the three messages of {binding} delivered");
+        let first_carrier_id = first_carrier_id.unwrap();
         if binding != "DB" {
             assert!(
                 early_parked_in_db.contains(&first_carrier_id),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use exactly_core::webhook::{SigningSecret, EVENT_TYPES};
 use exactly_core::Timestamp;
 use exactly_tests::{
-    fresh_number, lit, webhook_schema_problems, Customer, Worker, OPERATOR_PATH, OPERATOR_SECRET,
+    fresh_number, lit, webhook_schema_problems, Answer, Customer, Worker, OPERATOR_PATH, OPERATOR_SECRET,
     TEST_ATTEMPT_TIMEOUT_SECS,
 };
 use serde_json::{json, Value};
@@ -53,6 +53,11 @@ fn endpoint_at(w: &Worker, c: &Customer, path: &str, types: &[&str]) -> (String,
 }
 
 fn inbound_sms(w: &Worker, c: &Customer) -> String {
+    inbound_sms_answered(w, c).0
+}
+
+/// Like [`inbound_sms`], with the worker's answer, which says whether it enqueued a job.
+fn inbound_sms_answered(w: &Worker, c: &Customer) -> (String, Answer) {
     let carrier_id = format!("m-{}", sim::random_hex());
     let body = sim::telnyx::envelope(
         &format!("e-{}", sim::random_hex()),
@@ -64,8 +69,63 @@ fn inbound_sms(w: &Worker, c: &Customer) -> String {
         }),
         1,
     );
-    assert_eq!(w.deliver_telnyx(&body).status, 200);
-    carrier_id
+    let a = w.deliver_telnyx(&body);
+    assert_eq!(a.status, 200, "{}", a.body);
+    (carrier_id, a)
+}
+
+/// The deliveries to endpoint `endpoint`, oldest first.
+fn deliveries_to(w: &Worker, endpoint: &str) -> Vec<String> {
+    let rows =
+        w.sql(&format!("SELECT id FROM webhook_deliveries WHERE endpoint_id = {} ORDER BY created_at", lit(endpoint)));
+    rows.iter().filter_map(|r| r["id"].as_str().map(str::to_owned)).collect()
+}
+
+/// Waits until every queue message of every delivery to `endpoint` has run: the `first` each
+/// was enqueued with from outside (1 for an endpoint that was active when its event came or
+/// that released it since; 0 for a delivery held and never released) and every retry its
+/// attempts scheduled. Any job for it after that finds it settled, or held.
+fn wait_deliveries_to(w: &Worker, endpoint: &str, first: usize) {
+    let caused: Vec<(String, usize)> = deliveries_to(w, endpoint).into_iter().map(|d| (d, first)).collect();
+    assert!(!caused.is_empty(), "no delivery to {endpoint}");
+    w.wait_jobs(&caused);
+}
+
+/// Waits like [`wait_deliveries_to`] for every delivery (each enqueued once when its event was
+/// written) of the events whose payload names `about`: the signals about an endpoint, a
+/// delivery or a carrier event.
+fn wait_deliveries_about(w: &Worker, about: &[&str]) {
+    let names = about.iter().map(|a| format!("o.payload LIKE {}", lit(&format!("%{a}%")))).collect::<Vec<_>>();
+    let rows = w.sql(&format!(
+        "SELECT d.id FROM webhook_deliveries d JOIN outbound_events o ON o.id = d.event_id WHERE {}",
+        names.join(" OR ")
+    ));
+    let caused: Vec<(String, usize)> =
+        rows.iter().filter_map(|r| r["id"].as_str()).map(|d| (d.to_owned(), 1)).collect();
+    assert!(!caused.is_empty(), "no delivery of any event about {about:?}");
+    w.wait_jobs(&caused);
+}
+
+/// Checks what reached `path` (endpoint `endpoint`'s URL) against the worker's record, once
+/// every job of its deliveries has run: one request per recorded attempt (an attempt that got
+/// no 2xx in time is sent again under the same webhook-id, as the contract allows, and a loaded
+/// machine can make that happen to any endpoint) and at most one success per delivery. Returns
+/// how many deliveries succeeded.
+fn sent_as_recorded(w: &Worker, endpoint: &str, path: &str) -> usize {
+    let attempts = w.count(&format!(
+        "SELECT COUNT(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+         WHERE d.endpoint_id = {}",
+        lit(endpoint)
+    ));
+    let received = w.customer.received(path).len();
+    assert_eq!(received as i64, attempts, "one request to {path} per attempt the worker recorded");
+    let successes = w.sql(&format!(
+        "SELECT d.id, SUM(a.status_code BETWEEN 200 AND 299) AS ok FROM webhook_deliveries d
+         JOIN webhook_attempts a ON a.delivery_id = d.id WHERE d.endpoint_id = {} GROUP BY d.id",
+        lit(endpoint)
+    ));
+    assert!(successes.iter().all(|r| r["ok"].as_i64().unwrap_or(0) <= 1), "one success per delivery: {successes:?}");
+    successes.iter().filter(|r| r["ok"] == 1).count()
 }
 
 fn wait_received(w: &Worker, path: &str, n: usize) -> Vec<Received> {
@@ -88,7 +148,7 @@ fn verify_with_official_library(secret: &str, deliveries: &[Received]) {
 
 fn fails_twice_then_succeeds_with_one_webhook_id(w: &Worker) {
     let c = w.new_customer("hooks");
-    let (_, path, secret) = endpoint(w, &c, &["message.received"]);
+    let (endpoint_id, path, secret) = endpoint(w, &c, &["message.received"]);
     w.customer.script(&path, &[500, 503]);
     inbound_sms(w, &c);
     let got = wait_received(w, &path, 3);
@@ -113,8 +173,9 @@ fn fails_twice_then_succeeds_with_one_webhook_id(w: &Worker) {
         assert_eq!(body["data"]["text"], "hook me");
     }
     verify_with_official_library(&secret, &got);
-    // The attempts are recorded, and the delivery that succeeded is never sent again.
-    std::thread::sleep(Duration::from_secs(3));
+    // The attempts are recorded, and the delivery that succeeded is never sent again: every
+    // queue message of it (the first, and the retry each failure scheduled) has run.
+    wait_deliveries_to(w, &endpoint_id, 1);
     assert_eq!(w.customer.received(&path).len(), 3);
     let shown = w.call("GET", &format!("/v1/events/{}", ids[0]), &c.key, None, &[]).json();
     let delivery = &shown["deliveries"][0];
@@ -136,8 +197,12 @@ fn gone_disables_the_endpoint(w: &Worker) {
         w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json()["enabled"] == false
     });
     assert!(ok, "410 disables the endpoint");
-    inbound_sms(w, &c);
-    std::thread::sleep(Duration::from_secs(4));
+    let (_, after) = inbound_sms_answered(w, &c);
+    // The refused delivery's job has run, and so has the new event's, which wrote its delivery
+    // held by the disabled endpoint: nothing about this endpoint is due.
+    let refused = deliveries_to(w, &id).remove(0);
+    w.wait_jobs(&[(refused, 1)]);
+    w.wait_jobs_of(&[&after]);
     assert_eq!(w.customer.received(&path).len(), 1, "no attempt after 410");
     let shown = w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json();
     assert!(shown["disabled_reason"].as_str().unwrap_or("").contains("410"), "{shown}");
@@ -148,9 +213,7 @@ fn hundred_consecutive_failures_disable_the_endpoint(w: &Worker) {
     let (id, path, _) = endpoint(w, &c, &["message.received"]);
     w.customer.always(&path, 500);
     // 13 events x 8 attempts on the short test schedule: more than 100 failures on offer.
-    for _ in 0..13 {
-        inbound_sms(w, &c);
-    }
+    let answers: Vec<Answer> = (0..13).map(|_| inbound_sms_answered(w, &c).1).collect();
     let disabled = w.eventually(Duration::from_secs(90), || {
         w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json()["enabled"] == false
     });
@@ -164,23 +227,27 @@ fn hundred_consecutive_failures_disable_the_endpoint(w: &Worker) {
         lit(&id)
     ));
     assert!(attempts >= 100, "{attempts} attempts recorded");
-    // Once disabled, new events create no deliveries and no requests.
-    std::thread::sleep(Duration::from_secs(3));
+    // Once disabled, new events create no deliveries and no requests. First every queue message
+    // of the 13 deliveries (the first, and each retry scheduled) has run: an attempt in flight
+    // when the endpoint was disabled has ended, and the later ones found it disabled.
+    w.wait_jobs_of(&answers.iter().collect::<Vec<_>>());
+    wait_deliveries_to(w, &id, 1);
     let before = w.customer.received(&path).len();
-    inbound_sms(w, &c);
-    std::thread::sleep(Duration::from_secs(4));
+    let (_, after) = inbound_sms_answered(w, &c);
+    // The new event's job has run: whatever it wrote for this endpoint is held, not due.
+    w.wait_jobs_of(&[&after]);
     assert_eq!(w.customer.received(&path).len(), before, "nothing is sent to a disabled endpoint");
 }
 
 fn endpoints_get_only_their_types_and_disabled_ones_nothing(w: &Worker) {
     let c = w.new_customer("hooks");
-    let (_, received_path, _) = endpoint(w, &c, &["message.received"]);
-    let (_, sent_path, _) = endpoint(w, &c, &["message.sent"]);
+    let (received_id, received_path, _) = endpoint(w, &c, &["message.received"]);
+    let (sent_id, sent_path, _) = endpoint(w, &c, &["message.sent"]);
     let (disabled, disabled_path, _) = endpoint(w, &c, &["message.received", "message.sent"]);
     let a =
         w.call("PATCH", &format!("/v1/webhook_endpoints/{disabled}"), &c.key, Some(&json!({"enabled": false})), &[]);
     assert_eq!((a.status, a.json()["enabled"].clone()), (200, json!(false)));
-    inbound_sms(w, &c);
+    let (_, inbound) = inbound_sms_answered(w, &c);
     let sent = w.call(
         "POST",
         "/v1/messages",
@@ -191,7 +258,13 @@ fn endpoints_get_only_their_types_and_disabled_ones_nothing(w: &Worker) {
     assert_eq!(sent.status, 201);
     let r = wait_received(w, &received_path, 1);
     let s = wait_received(w, &sent_path, 1);
-    std::thread::sleep(Duration::from_secs(3));
+    // Both events were written (the inbound's job and the send's dispatch job have run), and
+    // every queue message of every delivery to the two active endpoints has run; what the
+    // disabled one was given is held, never enqueued.
+    w.wait_jobs_of(&[&inbound]);
+    w.wait_jobs(&[(sent.json()["id"].as_str().unwrap_or_default().to_owned(), 1)]);
+    wait_deliveries_to(w, &received_id, 1);
+    wait_deliveries_to(w, &sent_id, 1);
     let types = |list: Vec<Received>| {
         list.iter()
             .map(|d| serde_json::from_str::<Value>(&d.body).unwrap()["type"].as_str().unwrap().to_owned())
@@ -331,7 +404,8 @@ fn redirects_are_not_followed(w: &Worker) {
     assert_eq!(first["status_code"], 302, "{shown}");
     let error = first["error"].as_str().unwrap_or_default();
     assert!(error.contains(&location) && error.contains("not followed"), "{error}");
-    std::thread::sleep(Duration::from_secs(2));
+    // No wait: the attempts above are recorded only once their request ended, so a redirect
+    // one of them followed would have reached the Location already.
     assert!(w.customer.received(&elsewhere).is_empty(), "the Location was never requested");
 }
 
@@ -352,8 +426,11 @@ fn retry_after_as_an_http_date_is_honoured(w: &Worker) {
         (until - 1) * 1000
     );
     assert!(w.eventually(Duration::from_secs(10), || w.count(&next) == 1), "the next attempt waits for {date}");
-    std::thread::sleep(Duration::from_secs(3));
     assert_eq!(w.customer.received(&path).len(), 1, "no retry before the date");
+    // The retry itself, when it comes, comes at the date (a job may run an attempt up to 1 s
+    // before its time, and arrivals are counted in whole seconds).
+    let got = wait_received(w, &path, 2);
+    assert!(got[1].received_at >= until - 2, "no retry before the date: {} < {until}", got[1].received_at);
 }
 
 /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) for Unix seconds.
@@ -436,10 +513,12 @@ fn disabled_then_enabled_and_recovered_loses_nothing(w: &Worker) {
         w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json()["enabled"] == false
     });
     assert!(disabled, "410 disables the endpoint");
-    for _ in 0..3 {
-        inbound_sms(w, &c);
-    }
-    std::thread::sleep(Duration::from_secs(3));
+    let answers: Vec<Answer> = (0..3).map(|_| inbound_sms_answered(w, &c).1).collect();
+    // The refused delivery's job and the three events' jobs have run: what they wrote for this
+    // endpoint is held, not due.
+    let refused = deliveries_to(w, &id).remove(0);
+    w.wait_jobs(&[(refused, 1)]);
+    w.wait_jobs_of(&answers.iter().collect::<Vec<_>>());
     assert_eq!(w.customer.received(&path).len(), 1, "nothing is sent while disabled");
     let held = w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json();
     assert_eq!(held["held_count"], 3, "the three events are held, not dropped: {held}");
@@ -465,8 +544,11 @@ fn disabled_then_enabled_and_recovered_loses_nothing(w: &Worker) {
     ids.dedup();
     assert_eq!(ids.len(), 4, "the refused event and the three held ones, each once: {ids:?}");
     assert_eq!(recover(w), 0, "recovering again queues nothing");
-    std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(w.customer.received(&path).len(), 5, "and re-sends nothing");
+    // Every queue message of every delivery to the endpoint has run: each was enqueued once
+    // (the refused one when its event came, the held ones by the enabling, the new one by the
+    // recovery), and again for each retry it scheduled.
+    wait_deliveries_to(w, &id, 1);
+    assert_eq!(sent_as_recorded(w, &id, &path), 4, "and re-sends nothing: the four events succeed once each");
 }
 
 /// A paused endpoint receives nothing; on resume everything held arrives, oldest first.
@@ -475,9 +557,10 @@ fn paused_endpoint_holds_and_resume_delivers(w: &Worker) {
     let (id, path, _) = endpoint(w, &c, &["message.received"]);
     let paused = w.call("PATCH", &format!("/v1/webhook_endpoints/{id}"), &c.key, Some(&json!({"paused": true})), &[]);
     assert_eq!((paused.status, paused.json()["paused"].clone()), (200, json!(true)), "{}", paused.body);
-    let first = inbound_sms(w, &c);
-    let second = inbound_sms(w, &c);
-    std::thread::sleep(Duration::from_secs(8));
+    let (first, one) = inbound_sms_answered(w, &c);
+    let (second, two) = inbound_sms_answered(w, &c);
+    // Both events' jobs have run: what they wrote for this endpoint is held, never enqueued.
+    w.wait_jobs_of(&[&one, &two]);
     assert!(w.customer.received(&path).is_empty(), "a paused endpoint receives nothing");
     let shown = w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json();
     assert_eq!(shown["held_count"], 2, "{shown}");
@@ -495,8 +578,9 @@ fn paused_endpoint_holds_and_resume_delivers(w: &Worker) {
     let mut seen = carrier_ids.clone();
     seen.sort();
     assert_eq!(seen, expected, "both held events arrive");
-    std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(w.customer.received(&path).len(), 2, "once each");
+    // Every queue message of both deliveries (each enqueued once, by the resume) has run.
+    wait_deliveries_to(w, &id, 1);
+    assert_eq!(sent_as_recorded(w, &id, &path), 2, "once each");
 }
 
 /// `sequence` increases per resource: a message's `message.sent` comes before its
@@ -650,16 +734,24 @@ fn operational_signals_fire_once(w: &Worker) {
         1,
     );
     let mut stored = String::new();
+    let mut answers = Vec::new();
     for _ in 0..3 {
         let a = w.deliver_telnyx(&body);
         assert_eq!(a.status, 200);
         stored = a.json()["id"].as_str().unwrap().to_owned();
+        answers.push(a);
     }
     let failed = w.eventually(Duration::from_secs(30), || {
         signals_at(w, operator, "carrier_event.failed", "carrier_event_id", &stored).len() == 1
     });
     assert!(failed, "the failed carrier event reached the operator");
-    std::thread::sleep(Duration::from_secs(3));
+    // Everything that could write a signal again has run: the failed event's jobs (a repeat may
+    // have re-enqueued one) and every queue message of the deliveries to the two endpoints. Then
+    // every delivery of every signal about them has run too.
+    w.wait_jobs_of(&answers.iter().collect::<Vec<_>>());
+    wait_deliveries_to(w, &gone, 1);
+    wait_deliveries_to(w, &failing, 1);
+    wait_deliveries_about(w, &[&gone, &failing, &stored]);
     assert_eq!(signals_at(w, &watcher_path, "endpoint.disabled", "endpoint_id", &gone).len(), 1);
     assert_eq!(signals_at(w, operator, "endpoint.disabled", "endpoint_id", &gone).len(), 1);
     assert_eq!(signals_at(w, operator, "delivery.exhausted", "endpoint_id", &failing).len(), 1);
@@ -926,6 +1018,7 @@ fn backlog_high_fires_once_per_stuck_item(_shared: &Worker) {
         !delivery.is_empty()
     });
     assert!(lost, "the delivery to the lossy endpoint exists");
+    // A condition of time itself: both items must wait past the 2 s BACKLOG_ALERT_SECS.
     thread::sleep(Duration::from_secs(3));
 
     let sweep = || assert_eq!(w.cron().status, 200);
@@ -948,7 +1041,9 @@ fn backlog_high_fires_once_per_stuck_item(_shared: &Worker) {
     );
     sweep();
     sweep();
-    thread::sleep(Duration::from_secs(3));
+    // A sweep writes its signals before the cron answers: every delivery of every signal about
+    // the two items has run.
+    wait_deliveries_about(&w, &[&stored, &delivery]);
     assert_eq!(backlog(OPERATOR_PATH, "carrier_event_id", &stored).len(), 1, "once, however many sweeps");
     assert_eq!(backlog(OPERATOR_PATH, "delivery_id", &delivery).len(), 1, "once, however many sweeps");
     assert_eq!(backlog(&watcher_path, "delivery_id", &delivery).len(), 1, "once, however many sweeps");
@@ -980,7 +1075,9 @@ fn backlog_high_fires_once_per_stuck_item(_shared: &Worker) {
     // one, that one may be the oldest stuck delivery and raise its own signal, rightly.)
     let before = w.customer.received(OPERATOR_PATH).len();
     sweep();
-    thread::sleep(Duration::from_secs(3));
+    // Every delivery of every signal the sweeps wrote has run: any about a carrier event
+    // names it.
+    wait_deliveries_about(&w, &["\"kind\":\"carrier_event\""]);
     let after: Vec<Value> = w.customer.received(OPERATOR_PATH)[before..]
         .iter()
         .map(|r| serde_json::from_str::<Value>(&r.body).unwrap())
