@@ -383,8 +383,11 @@ pub async fn attempts_of_event(db: &D1Database, event_id: &str) -> Result<Vec<Re
     .await
 }
 
-/// Releases what a paused or disabled endpoint held: its pending deliveries are due now. Returns
-/// up to `limit` of them, oldest first, to enqueue; the sweeper finds any beyond.
+/// Releases what a paused or disabled endpoint held: its pending deliveries are due now, except
+/// one whose attempt is in flight (claimed, its lease not over, its outcome not yet recorded):
+/// its lease stands, so the attempt is never sent a second time beside itself. Returns up to
+/// `limit` pending deliveries, oldest first, to enqueue (a job for one in flight finds it not
+/// due); the sweeper finds any beyond.
 pub async fn release(db: &D1Database, endpoint_id: &str, now: Timestamp, limit: u32) -> Result<Vec<String>, EdgeError> {
     let results = db::batch(
         db,
@@ -392,7 +395,9 @@ pub async fn release(db: &D1Database, endpoint_id: &str, now: Timestamp, limit: 
             db::stmt(
                 db,
                 "UPDATE webhook_deliveries SET next_attempt_at = ?2, updated_at = ?2 WHERE endpoint_id = ?1 AND
-                status = 'pending'",
+                status = 'pending' AND NOT (attempts > 0 AND next_attempt_at > ?2 AND NOT EXISTS (
+                    SELECT 1 FROM webhook_attempts a WHERE a.delivery_id = webhook_deliveries.id
+                    AND a.attempt = webhook_deliveries.attempts))",
                 &[text(endpoint_id), time(now)],
             )?,
             db::stmt(
