@@ -34,4 +34,4 @@ fuzz:
 	@sh scripts/fuzz.sh
 
 clean:
-	rm -rf target edge/build edge/build-e2e .wrangler "$(CARGO_TARGET_DIR)"
+	rm -rf target edge/build edge/build-e2e .wrangler "$(CARGO_TARGET_DIR)" "$(HOME)/.cache/exactly/e2e"

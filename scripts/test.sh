@@ -19,6 +19,8 @@ echo "test: check passed after $(elapsed)"
 echo "test: building the end-to-end harness and the simulator"
 cargo test -p exactly-tests --test e2e --no-run --quiet
 cargo build -p sim --quiet
+# The databases every worker starts from, migrated once for both passes (docs/testing.md).
+E2E_PREPARE=1 cargo test -q -p exactly-tests --test e2e
 
 # Each job runs in the background with its output in its own log, printed whole when it ends.
 PIDS=""

@@ -655,11 +655,13 @@ pub fn fresh_number() -> String {
 /// The databases the migrated template holds beside `DB`: every binding a test worker is given.
 const TEMPLATE_DATABASES: [&str; 4] = ["EVENTS_0", "EVENTS_1", "ACCOUNTS_0", "ACCOUNTS_1"];
 
-/// A run directory whose `state` holds `DB` and every [`TEMPLATE_DATABASES`] with every migration
-/// applied, made once for a given set of migrations (and wrangler) and copied for each worker:
-/// applying them costs seconds a database, copying costs milliseconds. A local database's state
-/// is found by its id, so a copied database that a worker does not bind is never opened.
-fn migrated_template() -> PathBuf {
+/// A directory whose `state` holds `DB` and every [`TEMPLATE_DATABASES`] with every migration
+/// applied, made once for a given set of migrations, wrangler config and wrangler, and copied for
+/// each worker: applying them costs seconds a database, copying costs milliseconds. A local
+/// database's state is found by its id, so a copied database that a worker does not bind is
+/// never opened. It is kept in `~/.cache/exactly/e2e` (beside `make`'s Cargo cache), so another
+/// clone on the machine starts from it too.
+pub fn migrated_template() -> PathBuf {
     static TEMPLATE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     TEMPLATE
         .get_or_init(|| {
@@ -669,19 +671,25 @@ fn migrated_template() -> PathBuf {
                 .map(|e| e.expect("a migrations/ entry").path())
                 .collect();
             inputs.sort();
-            inputs.push(root.join("package-lock.json"));
-            // FNV-1a over the names and contents: a changed migration makes a new template.
-            let key = inputs.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, path| {
-                let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                let bytes = [name.into_bytes(), fs::read(path).expect("read a template input")].concat();
-                bytes.iter().fold(h, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
-            });
-            let dir = root.join("target/e2e").join(format!("template-{key:016x}"));
+            inputs.extend([root.join("package-lock.json"), root.join("wrangler.toml")]);
+            // FNV-1a over the databases, the names and the contents: a changed migration makes a
+            // new template.
+            let fnv =
+                |h: u64, bytes: &[u8]| bytes.iter().fold(h, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3));
+            let key =
+                inputs.iter().fold(fnv(0xcbf2_9ce4_8422_2325, TEMPLATE_DATABASES.join(" ").as_bytes()), |h, path| {
+                    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    fnv(fnv(h, name.as_bytes()), &fs::read(path).expect("read a template input"))
+                });
+            let cache = std::env::var_os("HOME")
+                .map_or_else(|| root.join("target/e2e"), |home| PathBuf::from(home).join(".cache/exactly/e2e"));
+            fs::create_dir_all(&cache).expect("create the template cache");
+            let dir = cache.join(format!("template-{key:016x}"));
             if dir.join("state").is_dir() {
                 return dir;
             }
             // Made aside and renamed into place, so a concurrent test process never sees half of it.
-            let work = root.join("target/e2e").join(format!("template-{key:016x}.{}", sim::random_hex()));
+            let work = cache.join(format!("template-{key:016x}.{}", sim::random_hex()));
             fs::create_dir_all(&work).expect("create the template directory");
             write_config(&work, &TEMPLATE_DATABASES);
             migrate(&work, &TEMPLATE_DATABASES);

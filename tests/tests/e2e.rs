@@ -97,6 +97,13 @@ fn main() {
     }
     // A stable sort: the longest first, the rest in the order of the list above.
     all.sort_by_key(|(name, _)| LONGEST.iter().position(|n| n == name).unwrap_or(LONGEST.len()));
+    // `E2E_PREPARE=1`: make the migrated template every worker starts from, and stop, so that
+    // passes started together after it share one instead of each making its own.
+    if std::env::var("E2E_PREPARE").is_ok_and(|v| v == "1") {
+        let template = exactly_tests::migrated_template();
+        eprintln!("e2e: migrated template ready in {}", template.display());
+        return;
+    }
     if args.list {
         let trials = all.into_iter().map(|(name, _)| Trial::test(name, || Ok(()))).collect();
         libtest_mimic::run(&args, trials).exit();
