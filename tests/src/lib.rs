@@ -532,6 +532,32 @@ impl Worker {
         Customer { account, key, number }
     }
 
+    /// Checks what reached `path` (endpoint `endpoint`'s URL) against the worker's record, once
+    /// every job of its deliveries has run: no request that is not a recorded attempt (an attempt
+    /// that got no 2xx in time is sent again under the same webhook-id, as the contract allows, and a
+    /// loaded machine can make that happen to any endpoint) and at most one success per delivery.
+    /// Returns how many deliveries succeeded.
+    pub fn sent_as_recorded(&self, endpoint: &str, path: &str) -> usize {
+        let attempts = self.count(&format!(
+            "SELECT COUNT(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+             WHERE d.endpoint_id = {}",
+            lit(endpoint)
+        ));
+        // An attempt whose request never reached the endpoint (no answer in time) is recorded too.
+        let received = self.customer.received(path).len();
+        assert!(received as i64 <= attempts, "{received} requests to {path}, each a recorded attempt ({attempts})");
+        let successes = self.sql(&format!(
+            "SELECT d.id, SUM(a.status_code BETWEEN 200 AND 299) AS ok FROM webhook_deliveries d
+             JOIN webhook_attempts a ON a.delivery_id = d.id WHERE d.endpoint_id = {} GROUP BY d.id",
+            lit(endpoint)
+        ));
+        assert!(
+            successes.iter().all(|r| r["ok"].as_i64().unwrap_or(0) <= 1),
+            "one success per delivery: {successes:?}"
+        );
+        successes.iter().filter(|r| r["ok"] == 1).count()
+    }
+
     /// Counts the worker log lines that contain every one of `needles`.
     pub fn log_lines(&self, needles: &[&str]) -> usize {
         let text = fs::read_to_string(self.dir.join("wrangler.log")).unwrap_or_default();
