@@ -466,17 +466,32 @@ impl Worker {
         body: Option<&Value>,
         headers: &[(&str, &str)],
     ) -> Answer {
-        let mut req = self
-            .agent
-            .request(method, &format!("{}{path}", self.base))
-            .set("authorization", &format!("Bearer {token}"));
-        for (name, value) in headers {
-            req = req.set(name, value);
+        let send = || {
+            let mut req = self
+                .agent
+                .request(method, &format!("{}{path}", self.base))
+                .set("authorization", &format!("Bearer {token}"));
+            for (name, value) in headers {
+                req = req.set(name, value);
+            }
+            Answer::from_result(match body {
+                Some(json) => req.send_json(json.clone()),
+                None => req.call(),
+            })
+        };
+        // A 503 asks the client to try again; with an Idempotency-Key that is safe, and a client
+        // does it (local D1 and Queues now and then fail a request under load, and wrangler's
+        // proxy drops one).
+        let keyed = headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("idempotency-key"));
+        let mut answer = send();
+        for _ in 0..if keyed { 3 } else { 0 } {
+            if answer.status != 503 {
+                break;
+            }
+            thread::sleep(Duration::from_millis(500));
+            answer = send();
         }
-        Answer::from_result(match body {
-            Some(json) => req.send_json(json.clone()),
-            None => req.call(),
-        })
+        answer
     }
 
     /// Creates an account through the admin API; returns (id, api key).

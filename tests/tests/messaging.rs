@@ -77,8 +77,11 @@ fn receipt(event_id: &str, event_type: &str, carrier_message_id: &str, status: &
     )
 }
 
+/// Sends a message as a client does: with an Idempotency-Key (a fresh one unless `key`), so a
+/// 503 is tried again.
 fn send(w: &Worker, c: &Customer, text: &str, key: Option<&str>) -> (u16, Value) {
-    let headers: Vec<(&str, &str)> = key.map(|k| vec![("idempotency-key", k)]).unwrap_or_default();
+    let fresh = uid("key");
+    let headers = [("idempotency-key", key.unwrap_or(&fresh))];
     let a = w.call(
         "POST",
         "/v1/messages",
