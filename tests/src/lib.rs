@@ -355,15 +355,8 @@ impl Worker {
             }
             Answer::from_result(req.send_bytes(body))
         };
-        let mut answer = send();
-        for _ in 0..if path.starts_with("/webhooks/") { 3 } else { 0 } {
-            if answer.status != 503 || !answer.body.contains("restarted mid-request") {
-                break;
-            }
-            thread::sleep(Duration::from_millis(200));
-            answer = send();
-        }
-        answer
+        let tries = if path.starts_with("/webhooks/") { 3 } else { 0 };
+        sent_again(send, tries, Duration::from_millis(200), dropped_by_proxy)
     }
 
     /// Delivers `body` to `/webhooks/telnyx`, signed now with the worker's key.
@@ -412,18 +405,11 @@ impl Worker {
     /// Posts `query` (`{"sql", ...}`) to the test build's SQL route and returns the rows.
     fn sql_in(&self, sql: &str, query: Value) -> Vec<Value> {
         let ask = || self.post("/__e2e/sql", &[("content-type", "application/json")], query.to_string().as_bytes());
-        let mut answer = ask();
         // wrangler dev's proxy now and then drops a request to workerd under load and answers
         // 503 "restarted mid-request" without running it; it retries only GETs itself. A read is
         // safe to ask again.
         let read = sql.trim_start().get(..6).is_some_and(|w| w.eq_ignore_ascii_case("select"));
-        for _ in 0..if read { 3 } else { 0 } {
-            if answer.status != 503 || !answer.body.contains("restarted mid-request") {
-                break;
-            }
-            thread::sleep(Duration::from_millis(200));
-            answer = ask();
-        }
+        let answer = sent_again(ask, if read { 3 } else { 0 }, Duration::from_millis(200), dropped_by_proxy);
         assert_eq!(answer.status, 200, "sql failed: {sql}\n{}", answer.body);
         answer.json()["results"].as_array().cloned().unwrap_or_default()
     }
@@ -483,15 +469,7 @@ impl Worker {
         // does it (local D1 and Queues now and then fail a request under load, and wrangler's
         // proxy drops one).
         let keyed = headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("idempotency-key"));
-        let mut answer = send();
-        for _ in 0..if keyed { 3 } else { 0 } {
-            if answer.status != 503 {
-                break;
-            }
-            thread::sleep(Duration::from_millis(500));
-            answer = send();
-        }
-        answer
+        sent_again(send, if keyed { 3 } else { 0 }, Duration::from_millis(500), |a| a.status == 503)
     }
 
     /// Creates an account through the admin API; returns (id, api key).
@@ -824,6 +802,25 @@ impl Drop for Worker {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Sends with `send`, and again up to `tries` more times, `pause` apart, while `again` says the
+/// answer asks for it.
+fn sent_again(send: impl Fn() -> Answer, tries: usize, pause: Duration, again: impl Fn(&Answer) -> bool) -> Answer {
+    let mut answer = send();
+    for _ in 0..tries {
+        if !again(&answer) {
+            break;
+        }
+        thread::sleep(pause);
+        answer = send();
+    }
+    answer
+}
+
+/// wrangler dev's proxy dropped the request under load without the worker having run it.
+fn dropped_by_proxy(answer: &Answer) -> bool {
+    answer.status == 503 && answer.body.contains("restarted mid-request")
 }
 
 /// Quotes a string as an SQL literal.
