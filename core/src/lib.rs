@@ -35,6 +35,7 @@
 //!   actions out, the same result whatever order and however often the facts arrive.
 //! - [`ring`]: the sequential-ring decision (dial target k / bridge / end as missed).
 //! - [`backoff`]: retry schedules (customer webhooks, receipts that arrive too early).
+//! - [`breaker`]: the per-endpoint circuit breaker (closed, open, half-open with one probe).
 //! - [`webhook`]: customer webhook signatures (Standard Webhooks v1) and the event types.
 //! - [`endpoint`]: which customer endpoint URLs may receive webhooks.
 //!
@@ -47,6 +48,7 @@
 //!   carriers sign them.
 
 pub mod backoff;
+pub mod breaker;
 pub mod call;
 pub mod call_machine;
 pub mod endpoint;
