@@ -5,7 +5,10 @@
 use std::path::Path;
 
 fn main() {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi.json");
+    // Read at run time: the build script's binary may be reused by a clone at another path that
+    // shares the target directory, and a path compiled in would point into that clone.
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR");
+    let source = Path::new(&manifest).join("../docs/openapi.json");
     println!("cargo:rerun-if-changed={}", source.display());
     let document = std::fs::read(&source).expect("read docs/openapi.json");
     let packed = miniz_oxide::deflate::compress_to_vec_zlib(&document, 10);
