@@ -1,12 +1,15 @@
 //! A customer webhook endpoint on loopback: records every delivery, answers as scripted per
-//! path (fail, answer 410, redirect elsewhere with a `Location`, stall before answering, ...),
-//! and otherwise answers 200. Each request is served on its own thread, so a stalled path keeps
-//! no other waiting.
+//! path (fail, answer 410, redirect elsewhere with a `Location`, stall before answering, hang,
+//! ...), and otherwise answers 200. Each connection is served on its own thread from the moment
+//! it is accepted, so a stalled or hung path keeps no other waiting, and the time a request
+//! arrives is the time it came (no pool of threads to wait for).
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One delivery the endpoint received.
 #[derive(Clone, Debug)]
@@ -24,6 +27,8 @@ pub struct Received {
     pub stalled: Option<Duration>,
     /// When it arrived (Unix seconds), to verify its timestamp as the receiver did then.
     pub received_at: i64,
+    /// When it arrived, to measure time to webhook.
+    pub arrived: Instant,
 }
 
 impl Received {
@@ -40,18 +45,80 @@ struct State {
     always: HashMap<String, u16>,
     headers: HashMap<String, Vec<(String, String)>>,
     stalls: HashMap<String, VecDeque<Duration>>,
+    /// Paths whose requests hang, unanswered, until the path is let go.
+    hung: HashSet<String>,
 }
 
-/// Records one request and answers it as scripted for its path.
-fn answer(mut request: tiny_http::Request, state: &Mutex<State>) {
-    let mut body = String::new();
-    let _ = request.as_reader().read_to_string(&mut body);
-    let path = request.url().to_owned();
-    let headers = request
-        .headers()
+/// One request as it came off a connection.
+struct Request {
+    path: String,
+    headers: HashMap<String, String>,
+    body: String,
+}
+
+/// The most a request head may take.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// Reads the next request of a connection; `None` at its end (or on anything unreadable).
+fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Request> {
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        if reader.read_until(b'\n', &mut head).ok()? == 0 || head.len() > MAX_HEAD_BYTES {
+            return None;
+        }
+    }
+    let mut fields = [httparse::EMPTY_HEADER; 64];
+    let mut parsed = httparse::Request::new(&mut fields);
+    if !parsed.parse(&head).ok()?.is_complete() {
+        return None;
+    }
+    let path = parsed.path?.to_owned();
+    let headers: HashMap<String, String> = parsed
+        .headers
         .iter()
-        .map(|h| (h.field.as_str().as_str().to_ascii_lowercase(), h.value.as_str().to_owned()))
+        .map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()))
         .collect();
+    let length: usize = headers.get("content-length").and_then(|n| n.trim().parse().ok()).unwrap_or(0);
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some(Request { path, headers, body: String::from_utf8_lossy(&body).into_owned() })
+}
+
+/// Serves one connection: each request recorded and answered as scripted, in turn, until the
+/// sender closes it (or gave up on a stalled answer).
+fn serve(stream: TcpStream, shared: &Shared) {
+    let Ok(writer) = stream.try_clone() else { return };
+    let mut writer = writer;
+    let mut reader = BufReader::new(stream);
+    while let Some(request) = read_request(&mut reader) {
+        let close = request.headers.get("connection").is_some_and(|c| c.eq_ignore_ascii_case("close"));
+        let (status, extra) = answer(request, shared);
+        let mut response = format!("HTTP/1.1 {status} {}\r\ncontent-length: 0\r\n", reason(status));
+        for (name, value) in extra {
+            response.push_str(&format!("{name}: {value}\r\n"));
+        }
+        response.push_str("\r\n");
+        if writer.write_all(response.as_bytes()).is_err() || close {
+            return;
+        }
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200..=299 => "OK",
+        300..=399 => "Redirect",
+        410 => "Gone",
+        400..=499 => "Client Error",
+        _ => "Server Error",
+    }
+}
+
+/// Records one request and decides its answer as scripted for its path: the status and extra
+/// headers, after any stall or hang.
+fn answer(request: Request, shared: &Shared) -> (u16, Vec<(String, String)>) {
+    let (state, let_go) = (&shared.0, &shared.1);
+    let Request { path, headers, body } = request;
     let (status, extra, stall) = {
         let mut s = lock(state);
         let scripted = s.scripts.get_mut(&path).and_then(VecDeque::pop_front);
@@ -59,27 +126,36 @@ fn answer(mut request: tiny_http::Request, state: &Mutex<State>) {
         let extra = s.headers.get(&path).cloned().unwrap_or_default();
         let stall = s.stalls.get_mut(&path).and_then(VecDeque::pop_front);
         let received_at = crate::unix_now();
-        s.received.push(Received { path, headers, body, answered: status, stalled: stall, received_at });
+        let arrived = Instant::now();
+        s.received.push(Received {
+            path: path.clone(),
+            headers,
+            body,
+            answered: status,
+            stalled: stall,
+            received_at,
+            arrived,
+        });
         (status, extra, stall)
     };
     if let Some(stall) = stall {
         thread::sleep(stall);
     }
-    let mut response = tiny_http::Response::from_string("").with_status_code(status);
-    for (name, value) in extra {
-        if let Ok(header) = tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()) {
-            response = response.with_header(header);
-        }
+    let mut s = lock(state);
+    while s.hung.contains(&path) {
+        s = let_go.wait(s).unwrap_or_else(|poisoned| poisoned.into_inner());
     }
-    // A sender that gave up on a stalled answer has closed the connection: nothing to do.
-    let _ = request.respond(response);
+    (status, extra)
 }
+
+/// The state, and the signal that a hung path was let go.
+type Shared = (Mutex<State>, Condvar);
 
 /// A running customer endpoint.
 pub struct CustomerEndpoint {
     /// `http://127.0.0.1:PORT`.
     pub base: String,
-    state: Arc<Mutex<State>>,
+    state: Arc<Shared>,
 }
 
 fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
@@ -89,14 +165,14 @@ fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 impl CustomerEndpoint {
     /// Starts the endpoint on a free loopback port; it serves until the process exits.
     pub fn start() -> std::io::Result<Self> {
-        let server = tiny_http::Server::http("127.0.0.1:0").map_err(std::io::Error::other)?;
-        let port = server.server_addr().to_ip().map(|a| a.port()).unwrap_or_default();
-        let state = Arc::new(Mutex::new(State::default()));
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let port = listener.local_addr()?.port();
+        let state = Arc::new((Mutex::new(State::default()), Condvar::new()));
         let shared = Arc::clone(&state);
         thread::spawn(move || {
-            for request in server.incoming_requests() {
+            for stream in listener.incoming().flatten() {
                 let shared = Arc::clone(&shared);
-                thread::spawn(move || answer(request, &shared));
+                thread::spawn(move || serve(stream, &shared));
             }
         });
         Ok(Self { base: format!("http://127.0.0.1:{port}"), state })
@@ -104,18 +180,18 @@ impl CustomerEndpoint {
 
     /// Answers `statuses` in order to the next requests on `path`, then 200.
     pub fn script(&self, path: &str, statuses: &[u16]) {
-        lock(&self.state).scripts.insert(path.to_owned(), statuses.iter().copied().collect());
+        lock(&self.state.0).scripts.insert(path.to_owned(), statuses.iter().copied().collect());
     }
 
     /// Answers `status` to every request on `path`.
     pub fn always(&self, path: &str, status: u16) {
-        lock(&self.state).always.insert(path.to_owned(), status);
+        lock(&self.state.0).always.insert(path.to_owned(), status);
     }
 
     /// Answers `status` with these extra headers to every request on `path` (a redirect with
     /// its `Location`, a `Retry-After`, ...).
     pub fn always_with(&self, path: &str, status: u16, headers: &[(&str, &str)]) {
-        let mut state = lock(&self.state);
+        let mut state = lock(&self.state.0);
         state.always.insert(path.to_owned(), status);
         state.headers.insert(path.to_owned(), headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
     }
@@ -123,16 +199,28 @@ impl CustomerEndpoint {
     /// The next `times` requests on `path` wait `stall` before they are answered (with whatever
     /// status is scripted for them), as an endpoint that hangs does.
     pub fn stall(&self, path: &str, stall: Duration, times: usize) {
-        lock(&self.state).stalls.insert(path.to_owned(), std::iter::repeat_n(stall, times).collect());
+        lock(&self.state.0).stalls.insert(path.to_owned(), std::iter::repeat_n(stall, times).collect());
+    }
+
+    /// Every request on `path` from now on hangs, unanswered, until [`Self::let_go`] (the sender
+    /// gives up first, as on an endpoint that accepts connections and never answers).
+    pub fn hang(&self, path: &str) {
+        lock(&self.state.0).hung.insert(path.to_owned());
+    }
+
+    /// Requests on `path` are answered again, those hanging now too.
+    pub fn let_go(&self, path: &str) {
+        lock(&self.state.0).hung.remove(path);
+        self.state.1.notify_all();
     }
 
     /// Everything received, on every path, in order.
     pub fn all(&self) -> Vec<Received> {
-        lock(&self.state).received.clone()
+        lock(&self.state.0).received.clone()
     }
 
     /// Everything received on `path`, in order.
     pub fn received(&self, path: &str) -> Vec<Received> {
-        lock(&self.state).received.iter().filter(|r| r.path == path).cloned().collect()
+        lock(&self.state.0).received.iter().filter(|r| r.path == path).cloned().collect()
     }
 }
