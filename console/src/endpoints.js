@@ -16,12 +16,13 @@ export function EndpointsPage({ query }) {
     <${ErrorBox} error=${list.error} />
     ${list.loading && !list.data ? html`<${Loading} what="endpoints" />` : null}
     ${list.data ? html`
-      <${Table} label="Endpoints" head=${['Endpoint', 'URL', 'State', 'Event types', 'Failures']}>
-        ${list.data.data.length === 0 ? html`<tr><td colspan="5" class="muted">No endpoints yet.</td></tr>` : null}
+      <${Table} label="Endpoints" head=${['Endpoint', 'URL', 'State', 'Circuit', 'Event types', 'Failures']}>
+        ${list.data.data.length === 0 ? html`<tr><td colspan="6" class="muted">No endpoints yet.</td></tr>` : null}
         ${list.data.data.map((ep) => html`<tr>
           <td><a href=${`#/endpoints/${encodeURIComponent(ep.id)}`}>${ep.id}</a></td>
           <td class="clip">${ep.url}</td>
           <td><${Badge} value=${stateOf(ep)} /></td>
+          <td><${Badge} value=${ep.circuit} /></td>
           <td class="small">${ep.event_types.join(', ')}</td>
           <td>${ep.consecutive_failures}</td>
         </tr>`)}
@@ -105,7 +106,10 @@ export function EndpointPage({ id }) {
     <${Facts} rows=${[
       ['URL', ep.url],
       ['Disabled because', ep.disabled_reason || undefined],
+      ['Circuit', html`<${Badge} value=${ep.circuit} />`],
+      ['Next probe', ep.next_probe_at ? html`<${Time} at=${ep.next_probe_at} />` : undefined],
       ['Held deliveries', String(ep.held_count)],
+      ['Attempts in flight', `${ep.in_flight} of at most ${ep.max_in_flight}`],
       ['Rate limit', ep.rate_limit_per_second ? `${ep.rate_limit_per_second} per second` : 'none'],
       ['Consecutive failures', String(ep.consecutive_failures)],
       ['Created', html`<${Time} at=${ep.created_at} />`],

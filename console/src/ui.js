@@ -160,5 +160,5 @@ export function Select({ id, label, value, options, onChange, any = 'Any' }) {
 export const EVENT_TYPES = [
   'message.received', 'message.sent', 'message.delivered', 'message.failed',
   'call.initiated', 'call.answered', 'call.completed', 'call.missed',
-  'endpoint.disabled', 'delivery.exhausted', 'backlog.high',
+  'endpoint.disabled', 'delivery.exhausted', 'backlog.high', 'endpoint.circuit_opened', 'endpoint.circuit_closed',
 ];

@@ -50,7 +50,7 @@ pub struct Policy {
     pub close_after: u32,
 }
 
-/// The policy every endpoint gets (docs/contract.md §5).
+/// The policy every endpoint gets (docs/contract.md §6, "One endpoint never slows another").
 pub const DEFAULT_POLICY: Policy = Policy {
     window_millis: 60_000,
     min_attempts: 5,
@@ -156,11 +156,18 @@ fn probe(policy: &Policy, succeeded: u32, opens: u32, now: i64) -> (Admission, O
 
 /// The state after an attempt that was admitted as `admitted` ended with `outcome` at `now`,
 /// and the transition to report, if any.
-pub fn record(policy: &Policy, state: State, admitted: Admission, outcome: Outcome, now: i64) -> (State, Option<Transition>) {
+pub fn record(
+    policy: &Policy,
+    state: State,
+    admitted: Admission,
+    outcome: Outcome,
+    now: i64,
+) -> (State, Option<Transition>) {
     match state {
         State::Closed { since, attempts, failed, succeeded } => {
             let live = since != 0 && now >= since && now - since < policy.window_millis;
-            let (since, attempts, failed, succeeded) = if live { (since, attempts, failed, succeeded) } else { (0, 0, 0, 0) };
+            let (since, attempts, failed, succeeded) =
+                if live { (since, attempts, failed, succeeded) } else { (0, 0, 0, 0) };
             if outcome == Outcome::Success && failed == 0 {
                 return (CLOSED, None);
             }
@@ -186,7 +193,13 @@ pub fn record(policy: &Policy, state: State, admitted: Admission, outcome: Outco
                 }
                 (State::HalfOpen { probe: None, succeeded, opens }, None)
             } else {
-                (State::Open { probe_at: now.saturating_add(open_for(policy, opens)), opens: opens.saturating_add(1) }, None)
+                (
+                    State::Open {
+                        probe_at: now.saturating_add(open_for(policy, opens)),
+                        opens: opens.saturating_add(1),
+                    },
+                    None,
+                )
             }
         }
         State::HalfOpen { .. } => (state, None),
@@ -368,8 +381,7 @@ mod tests {
         let steps = [0, 10, P.open_millis, P.window_millis];
         for code in 0..3_u32.pow(8) {
             for &step in &steps {
-                let outcomes: Vec<Outcome> =
-                    (0..8).map(|i| choices[(code / 3_u32.pow(i) % 3) as usize]).collect();
+                let outcomes: Vec<Outcome> = (0..8).map(|i| choices[(code / 3_u32.pow(i) % 3) as usize]).collect();
                 let mut now = T0;
                 let (state, seen) = run(CLOSED, &mut now, step, &outcomes);
                 for pair in seen.windows(2) {

@@ -14,9 +14,9 @@ use sha2::Sha256;
 
 use crate::Timestamp;
 
-/// The customer event types an endpoint may subscribe to (docs/contract.md §6). The last three
+/// The customer event types an endpoint may subscribe to (docs/contract.md §6). The last five
 /// are operational signals about the account's own endpoints and deliveries.
-pub const EVENT_TYPES: [&str; 11] = [
+pub const EVENT_TYPES: [&str; 13] = [
     "message.received",
     "message.sent",
     "message.delivered",
@@ -28,6 +28,8 @@ pub const EVENT_TYPES: [&str; 11] = [
     "endpoint.disabled",
     "delivery.exhausted",
     "backlog.high",
+    "endpoint.circuit_opened",
+    "endpoint.circuit_closed",
 ];
 
 /// How far a receiver accepts a `webhook-timestamp` from its clock, per the specification.

@@ -176,10 +176,14 @@ pub enum Done {
     NotDue,
     /// The endpoint is paused or disabled: the delivery waits, untouched.
     Held,
-    /// Beyond the endpoint's rate limit: the delivery waits for its slot.
-    RateLimited,
     /// Another job holds the attempt.
     ClaimedElsewhere,
+    /// The endpoint has its most attempts in flight: the delivery waits in its line.
+    WaitingForEndpoint,
+    /// The endpoint's circuit is open (or its probe is in flight): the delivery waits in its line.
+    WaitingForCircuit,
+    /// An endpoint's line was woken.
+    Woke,
     /// A media item was copied into the bucket.
     Copied,
     /// The media item the job names does not exist.
@@ -208,9 +212,11 @@ impl Done {
             Done::NoSuchDelivery => "no such delivery",
             Done::AlreadySettled => "already settled",
             Done::EndpointDisabled => "endpoint disabled",
+            Done::WaitingForEndpoint => "waiting: endpoint busy",
+            Done::WaitingForCircuit => "waiting: circuit open",
+            Done::Woke => "woke",
             Done::NotDue => "not due",
             Done::Held => "held: endpoint paused or disabled",
-            Done::RateLimited => "waiting: endpoint rate limit",
             Done::ClaimedElsewhere => "claimed by another job",
             Done::Copied => "copied",
             Done::NoSuchMedia => "no such media",
@@ -238,6 +244,8 @@ pub enum Wait {
     MessageAppeared,
     /// The carrier's media link did not answer, or answered that it may later.
     MediaUnavailable,
+    /// The endpoint's circuit changed while the delivery went into its line: look again.
+    CircuitChanging,
 }
 
 impl Wait {
@@ -248,6 +256,7 @@ impl Wait {
             Wait::CarrierUnavailable => "carrier unavailable",
             Wait::MessageAppeared => "the message appeared while parking",
             Wait::MediaUnavailable => "media link unavailable",
+            Wait::CircuitChanging => "the endpoint's circuit was changing",
         }
     }
 }

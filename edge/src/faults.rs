@@ -67,6 +67,29 @@ pub fn media_fetch_timeout(_env: &worker::Env) -> Option<std::time::Duration> {
     None
 }
 
+/// The circuit breaker of the endpoint at `url` in the tests: open for `E2E_BREAKER_OPEN_SECS`
+/// (whole seconds, instead of 30; four times that at most), and never opening at all for a URL
+/// with the marker `no-breaker` (tests of the retry schedule, exhaustion and disabling, which the
+/// breaker would otherwise stretch over minutes). Production builds ignore both.
+#[cfg(feature = "fault-injection")]
+pub fn breaker_policy(env: &worker::Env, url: &str) -> exactly_core::breaker::Policy {
+    let mut policy = exactly_core::breaker::DEFAULT_POLICY;
+    if let Some(open) = seconds(env, "E2E_BREAKER_OPEN_SECS") {
+        policy.open_millis = open.as_millis() as i64;
+        policy.max_open_millis = 4 * policy.open_millis;
+    }
+    if armed(url, "no-breaker") {
+        policy.min_attempts = u32::MAX;
+    }
+    policy
+}
+
+/// Production builds always use the breaker of docs/contract.md §6.
+#[cfg(not(feature = "fault-injection"))]
+pub fn breaker_policy(_env: &worker::Env, _url: &str) -> exactly_core::breaker::Policy {
+    exactly_core::breaker::DEFAULT_POLICY
+}
+
 /// Variable `name` as a positive whole number of seconds; `None` when unset or anything else.
 #[cfg(feature = "fault-injection")]
 fn seconds(env: &worker::Env, name: &str) -> Option<std::time::Duration> {

@@ -314,14 +314,14 @@ async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> worker::Result
 }
 
 #[event(queue)]
-async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) -> worker::Result<()> {
+async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, ctx: Context) -> worker::Result<()> {
     // Returning Err would abort the isolate and retry the whole batch, so every consumer acks or
     // retries each message itself.
     let queue = batch.queue();
     match queue.as_str() {
         bindings::queues::JOBS => work::jobs::consume(batch, &env).await,
         bindings::queues::JOBS_DEAD_LETTER => work::jobs::consume_dead_letters(batch, &env).await,
-        bindings::queues::DELIVERIES => work::deliver::consume(batch, &env).await,
+        bindings::queues::DELIVERIES => work::deliver::consume(batch, &env, &ctx).await,
         bindings::queues::DELIVERIES_DEAD_LETTER => work::deliver::consume_dead_letters(batch, &env).await,
         other => {
             worker::console_error!("{}", serde_json::json!({"queue": other, "outcome": "unknown queue"}));

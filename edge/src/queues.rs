@@ -63,11 +63,17 @@ fn database_of(env: &Env) -> Option<String> {
 /// The queue takes at most this many messages in one batch send.
 const MAX_BATCH: usize = 100;
 
-/// A message on the `deliveries` queue.
+/// A message on the `deliveries` queue: a delivery to attempt, or an endpoint whose line to
+/// wake.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct DeliveryJob {
-    /// The `webhook_deliveries` row to attempt.
+    /// The `webhook_deliveries` row to attempt (empty in a wake).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub delivery_id: String,
+    /// The endpoint whose line to wake: as many of its oldest deliveries in line as it has
+    /// room for go through their gates again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake: Option<String>,
     /// The account database it is in (absent: `DB`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub database: Option<String>,
@@ -127,8 +133,10 @@ pub async fn deliver_many(env: &Env, ids: Vec<String>) -> Result<(), EdgeError> 
         return Ok(());
     }
     let database = database_of(env);
-    let batch: Vec<DeliveryJob> =
-        ids.into_iter().map(|delivery_id| DeliveryJob { delivery_id, database: database.clone() }).collect();
+    let batch: Vec<DeliveryJob> = ids
+        .into_iter()
+        .map(|delivery_id| DeliveryJob { delivery_id, wake: None, database: database.clone() })
+        .collect();
     deliveries_queue(env)?.send_batch(batch).await.map_err(|e| EdgeError::platform("enqueue deliveries", e))
 }
 
@@ -136,9 +144,20 @@ pub async fn deliver_many(env: &Env, ids: Vec<String>) -> Result<(), EdgeError> 
 pub async fn deliver_later(env: &Env, delivery_id: &str, delay_secs: u64) -> Result<(), EdgeError> {
     // Queues accept delays up to 12 hours; the schedule's longest is 10.
     let delay = u32::try_from(delay_secs.min(backoff::MAX_RETRY_AFTER_SECS)).unwrap_or(u32::MAX);
-    let job = DeliveryJob { delivery_id: delivery_id.to_owned(), database: database_of(env) };
+    let job = DeliveryJob { delivery_id: delivery_id.to_owned(), wake: None, database: database_of(env) };
     let message = MessageBuilder::new(job).delay_seconds(delay).build();
     deliveries_queue(env)?.send(message).await.map_err(|e| EdgeError::platform("enqueue delivery", e))
+}
+
+/// Enqueues a wake of an endpoint's line after `delay_secs` (the queue's longest delay at most:
+/// a wake that comes early finds the circuit still open and leaves the line as it is; the
+/// sweeper wakes every line each minute).
+pub async fn wake_later(env: &Env, endpoint_id: &str, delay_secs: u64) -> Result<(), EdgeError> {
+    let delay = u32::try_from(delay_secs.min(MAX_DELAY_SECS as u64)).unwrap_or(0);
+    let job =
+        DeliveryJob { delivery_id: String::new(), wake: Some(endpoint_id.to_owned()), database: database_of(env) };
+    let message = MessageBuilder::new(job).delay_seconds(delay).build();
+    deliveries_queue(env)?.send(message).await.map_err(|e| EdgeError::platform("enqueue wake", e))
 }
 
 /// Enqueues the first attempts of the deliveries of these events (operational signals), if

@@ -73,8 +73,10 @@ before(async () => {
   account = created.json;
   const number = await stack.api('POST', '/admin/numbers', ADMIN_TOKEN, { account_id: account.id, phone_number: OWNED, ring_targets: TARGETS });
   assert.equal(number.status, 201, number.text);
-  // An endpoint that always fails, subscribed to message.sent: its deliveries end failed for the operator.
-  const failing = await stack.api('POST', '/v1/webhook_endpoints', account.api_key, { url: `${stack.hooks}/down`, event_types: ['message.sent'] });
+  // An endpoint that always fails, subscribed to message.sent: its deliveries end failed for the
+  // operator. `no-breaker` keeps its circuit closed in the test build, so its attempts run out on
+  // the short schedule instead of waiting for probes.
+  const failing = await stack.api('POST', '/v1/webhook_endpoints', account.api_key, { url: `${stack.hooks}/down-no-breaker`, event_types: ['message.sent'] });
   assert.equal(failing.status, 201, failing.text);
 }, { timeout: 300_000 });
 

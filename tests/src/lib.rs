@@ -78,6 +78,11 @@ pub const TEST_ATTEMPT_TIMEOUT_SECS: u64 = 10;
 /// a deployed worker waits 30 s): well past the fake carrier's slow item (3 s) on a loaded machine.
 pub const TEST_MEDIA_FETCH_TIMEOUT_SECS: u64 = 10;
 
+/// How long an endpoint's circuit stays open in the test worker before its first probe
+/// (`E2E_BREAKER_OPEN_SECS`; 30 s deployed, doubling to 10 minutes; here at most four times this).
+/// An endpoint whose URL has `no-breaker` never opens its circuit there.
+pub const TEST_BREAKER_OPEN_SECS: u64 = 2;
+
 /// The repository root.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
@@ -216,6 +221,7 @@ impl Worker {
             ("E2E_WEBHOOK_SCHEDULE_SECS", TEST_WEBHOOK_SCHEDULE.to_owned()),
             ("E2E_ATTEMPT_TIMEOUT_SECS", TEST_ATTEMPT_TIMEOUT_SECS.to_string()),
             ("E2E_MEDIA_FETCH_TIMEOUT_SECS", TEST_MEDIA_FETCH_TIMEOUT_SECS.to_string()),
+            ("E2E_BREAKER_OPEN_SECS", TEST_BREAKER_OPEN_SECS.to_string()),
             ("OPERATOR_WEBHOOK_URL", format!("{}{OPERATOR_PATH}", self.customer.base)),
             ("OPERATOR_WEBHOOK_SECRET", OPERATOR_SECRET.to_owned()),
         ];
@@ -845,6 +851,12 @@ impl Worker {
             .collect()
     }
 
+    /// How many job lines there are about `id`: one per queue message that carried it, and one
+    /// per delivery attempt taken from its endpoint's line.
+    pub fn job_lines(&self, id: &str) -> usize {
+        self.job_lines_about(&[id]).len()
+    }
+
     /// How many job lines about `id` ended with `outcome` (`"applied"`, `"delivered"`, ...).
     pub fn job_outcomes(&self, id: &str, outcome: &str) -> usize {
         self.job_lines_about(&[id]).iter().filter(|v| v["outcome"] == outcome).count()
@@ -858,8 +870,9 @@ impl Worker {
 
     /// Waits (up to a minute) until every queue message about each id has run to an end: the
     /// `n` the test caused from outside (a carrier delivery, an API call, a resume, ...), plus
-    /// each that those jobs enqueued again themselves (a delivery attempt that scheduled the next
-    /// or waited for its endpoint's rate limit, a dispatch that came early), less each such
+    /// each that those jobs enqueued again themselves (a delivery attempt that scheduled the next,
+    /// a delivery that went into its endpoint's line and is taken from it later, a dispatch that
+    /// came early), less each such
     /// enqueue that failed (logged with its error). Then the queues hold nothing more about
     /// them, except what a sweep may have added.
     pub fn wait_jobs(&self, caused: &[(String, usize)]) {
@@ -920,15 +933,20 @@ impl Worker {
     }
 
     /// Of `lines`, how many messages about `id` its own jobs enqueued again: a delivery attempt
-    /// that scheduled the next one or waited for the rate limit, a dispatch that came early; less
-    /// each such enqueue that failed.
+    /// that scheduled the next one, a delivery that went into its endpoint's line (an attempt that
+    /// ends, or a wake, takes it out and logs its outcome), a dispatch that came early; less each
+    /// such enqueue that failed.
     fn jobs_requeued_in(lines: &[Value], id: &str) -> usize {
         let again = lines
             .iter()
             .filter(|v| {
                 let outcome = v["outcome"].as_str().unwrap_or_default();
                 let delivery = v["delivery"] == id;
-                (delivery && matches!(outcome, "failed: retry scheduled" | "waiting: endpoint rate limit"))
+                (delivery
+                    && matches!(
+                        outcome,
+                        "failed: retry scheduled" | "waiting: endpoint busy" | "waiting: circuit open"
+                    ))
                     || (v["job"] == "dispatch" && v["id"] == id && outcome == "not due")
             })
             .count();

@@ -15,6 +15,7 @@ mod calls;
 mod carriers;
 mod chaos;
 mod ingest;
+mod isolation;
 mod messaging;
 mod mms;
 mod operations;
@@ -58,6 +59,7 @@ const OWN_LAYOUT: &str = "shards::";
 /// Tests that take longest (most start workers of their own), started first so that the run
 /// does not end waiting on one of them.
 const LONGEST: &[&str] = &[
+    "isolation::a_hung_endpoint_never_slows_another_accounts_webhooks",
     "shards::accounts_across_databases_apply_everything_once",
     "shards::moving_shards_while_duplicates_arrive_applies_nothing_twice",
     "chaos::five_hundred_facts_misdelivered_change_each_thing_once",
@@ -80,6 +82,7 @@ fn main() {
         mms::TESTS,
         calls::TESTS,
         webhooks::TESTS,
+        isolation::TESTS,
         chaos::TESTS,
         operations::TESTS,
         security::TESTS,

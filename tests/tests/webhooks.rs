@@ -50,6 +50,13 @@ fn endpoint(w: &Worker, c: &Customer, types: &[&str]) -> (String, String, String
     endpoint_at(w, c, &format!("/hook/{}", sim::random_hex()), types)
 }
 
+/// Like [`endpoint`], for an endpoint whose circuit never opens in the test worker (its URL has
+/// the `no-breaker` marker): a test of the retry schedule, exhaustion or disabling, which an open
+/// circuit would stretch over minutes.
+fn endpoint_without_breaker(w: &Worker, c: &Customer, types: &[&str]) -> (String, String, String) {
+    endpoint_at(w, c, &format!("/hook/no-breaker-{}", sim::random_hex()), types)
+}
+
 /// Creates an endpoint at `path` of the test customer server; returns (id, path, secret).
 fn endpoint_at(w: &Worker, c: &Customer, path: &str, types: &[&str]) -> (String, String, String) {
     let (id, secret) = w.endpoint_at(c, path, types);
@@ -202,7 +209,7 @@ fn gone_disables_the_endpoint(w: &Worker) {
 
 fn hundred_consecutive_failures_disable_the_endpoint(w: &Worker) {
     let c = w.new_customer("hooks");
-    let (id, path, _) = endpoint(w, &c, &["message.received"]);
+    let (id, path, _) = endpoint_without_breaker(w, &c, &["message.received"]);
     w.customer.always(&path, 500);
     // 13 events x 8 attempts on the short test schedule: more than 100 failures on offer.
     let answers: Vec<Answer> = (0..13).map(|_| inbound_sms_answered(w, &c).1).collect();
@@ -555,24 +562,38 @@ fn resuming_or_enabling_never_releases_an_attempt_in_flight(w: &Worker) {
         assert_eq!(a.status, 200, "{change}: {}", a.body);
     };
     patch(json!({"paused": true}));
-    let (_, answer) = inbound_sms_answered(w, &c);
-    w.wait_jobs_of(&[&answer]);
-    let delivery = deliveries_to(w, &id).remove(0);
-    // Attempt 1 claimed elsewhere and in flight: a consumer running beside this one, whose
-    // local twin `wrangler dev` does not run at once.
+    let (_, first) = inbound_sms_answered(w, &c);
+    w.wait_jobs_of(&[&first]);
+    let in_flight = deliveries_to(w, &id).remove(0);
+    let (_, second) = inbound_sms_answered(w, &c);
+    w.wait_jobs_of(&[&second]);
+    let held: Vec<String> = deliveries_to(w, &id).into_iter().filter(|d| *d != in_flight).collect();
+    // Attempt 1 of the first delivery claimed elsewhere and in flight (its lease and in-flight
+    // place taken, its outcome not recorded): a consumer running beside this one.
     let lease = (sim::unix_now() + 60) * 1000;
     w.sql(&format!(
-        "UPDATE webhook_deliveries SET attempts = 1, next_attempt_at = {lease} WHERE id = {} AND attempts = 0",
-        lit(&delivery)
+        "UPDATE webhook_deliveries SET attempts = 1, next_attempt_at = {lease}, in_flight_until = {lease}
+         WHERE id = {} AND attempts = 0",
+        lit(&in_flight)
     ));
     patch(json!({"paused": false}));
     patch(json!({"enabled": false}));
     patch(json!({"enabled": true}));
-    // The job each release (resume, enable) enqueued has run.
-    w.wait_jobs(&[(delivery.clone(), 2)]);
-    assert!(w.customer.received(&path).is_empty(), "nothing is sent beside the attempt in flight");
-    let row = w.sql(&format!("SELECT attempts, next_attempt_at FROM webhook_deliveries WHERE id = {}", lit(&delivery)));
-    assert_eq!(row, vec![json!({"attempts": 1, "next_attempt_at": lease})], "the lease stands");
+    // The held delivery went into the endpoint's line and arrives; the one in flight stays as it
+    // was, out of the line, so no job sends it beside the attempt in flight.
+    let got = wait_received(w, &path, 1);
+    w.wait_jobs(&[(held[0].clone(), 0)]);
+    let row = w.sql(&format!(
+        "SELECT attempts, next_attempt_at, in_flight_until, waiting FROM webhook_deliveries WHERE id = {}",
+        lit(&in_flight)
+    ));
+    assert_eq!(
+        row,
+        vec![json!({"attempts": 1, "next_attempt_at": lease, "in_flight_until": lease, "waiting": 0})],
+        "the lease stands"
+    );
+    assert_eq!(got.len(), 1, "only the held delivery was sent");
+    assert_eq!(w.sent_as_recorded(&id, &path), 1);
 }
 
 /// A paused endpoint receives nothing; on resume everything held arrives, oldest first.
@@ -736,7 +757,7 @@ fn operational_signals_fire_once(w: &Worker) {
     let (_, watcher_path, watcher_secret) = endpoint(w, &c, &["endpoint.disabled", "delivery.exhausted"]);
     let (gone, gone_path, _) = endpoint(w, &c, &["message.received"]);
     w.customer.always(&gone_path, 410);
-    let (failing, failing_path, _) = endpoint(w, &c, &["message.received"]);
+    let (failing, failing_path, _) = endpoint_without_breaker(w, &c, &["message.received"]);
     w.customer.always(&failing_path, 500);
     inbound_sms(w, &c);
     let operator = OPERATOR_PATH;
@@ -866,11 +887,16 @@ fn every_event_type_matches_its_openapi_schema(w: &Worker) {
     w.create_number(&account, &number, &[]);
     let c = Customer { account: account.clone(), key: key.clone(), number };
     let (all, all_path, _) = endpoint(w, &c, &EVENT_TYPES);
-    // One endpoint answers 410 (endpoint.disabled), one always 500 (delivery.exhausted).
+    // One endpoint answers 410 (endpoint.disabled), one always 500 (delivery.exhausted), one 500
+    // five times and then 200 (its circuit opens, then closes: endpoint.circuit_opened and
+    // endpoint.circuit_closed; two events, so a second probe follows the first).
     let (_, gone_path, _) = endpoint(w, &c, &["message.received"]);
     w.customer.always(&gone_path, 410);
-    let (_, failing_path, _) = endpoint(w, &c, &["message.received"]);
+    let (_, failing_path, _) = endpoint_without_breaker(w, &c, &["message.received"]);
     w.customer.always(&failing_path, 500);
+    let (_, flapping_path, _) = endpoint(w, &c, &["message.received"]);
+    w.customer.script(&flapping_path, &[500; 5]);
+    inbound_sms(w, &c);
     inbound_sms(w, &c);
     for text in ["[deliver] schema", "[refuse] schema"] {
         let body = json!({"from": c.number, "to": "+15559990000", "text": text});

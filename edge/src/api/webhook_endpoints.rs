@@ -50,6 +50,7 @@ struct NewEndpoint {
     event_types: Option<Vec<String>>,
     #[serde(default, deserialize_with = "present")]
     rate_limit_per_second: Option<serde_json::Value>,
+    max_in_flight: Option<serde_json::Value>,
 }
 
 /// A field that is present, even as `null`, is `Some`: `null` clears, absent changes nothing.
@@ -73,6 +74,21 @@ fn rate_limit(value: Option<serde_json::Value>) -> Result<Option<Option<u32>>, E
     }
 }
 
+/// The most attempts in flight an endpoint may ask for.
+const MAX_IN_FLIGHT: u64 = 50;
+
+/// Reads `max_in_flight`: absent (`None`) or a whole number from 1 to 50.
+fn max_in_flight(value: Option<serde_json::Value>) -> Result<Option<u32>, EdgeError> {
+    value
+        .map(|v| {
+            v.as_u64()
+                .filter(|n| (1..=MAX_IN_FLIGHT).contains(n))
+                .map(|n| n as u32)
+                .ok_or_else(|| EdgeError::invalid("max_in_flight", "must be a whole number from 1 to 50"))
+        })
+        .transpose()
+}
+
 /// `POST /v1/webhook_endpoints` `{url, event_types}` -> the endpoint and its `whsec_` secret
 /// (32 random bytes), shown here once.
 pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
@@ -82,6 +98,7 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
     let url = check_url(env, &body.url.ok_or_else(|| EdgeError::invalid("url", "is required"))?)?;
     let types = check_types(&body.event_types.ok_or_else(|| EdgeError::invalid("event_types", "is required"))?)?;
     let rate = rate_limit(body.rate_limit_per_second)?.flatten();
+    let most = max_in_flight(body.max_in_flight)?;
     let mut key = [0u8; 32];
     getrandom::getrandom(&mut key).map_err(|e| EdgeError::platform("random", e))?;
     let secret = SigningSecret::from_bytes(&key).to_whsec();
@@ -94,9 +111,10 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
         event_types: &types,
         secret: &secret,
         rate_limit: rate,
+        max_in_flight: most,
     };
     endpoints::create(&db, &new, created).await?;
-    let mut shown = find(&db, &account.id, &id).await?.to_json();
+    let mut shown = find(&db, &account.id, &id).await?.to_json(created);
     shown["secret"] = json!(secret);
     http::json(201, &shown)
 }
@@ -109,7 +127,8 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
     let limit = http::limit(&params)?;
     let rows = endpoints::list(&db, &account.id, Cursor::from_params(&params)?, limit).await?;
     let next = Cursor::after(&rows, limit, |r| (r.created_at, &r.id));
-    http::json(200, &page(rows.iter().map(Endpoint::to_json).collect(), next))
+    let at = now();
+    http::json(200, &page(rows.iter().map(|e| e.to_json(at)).collect(), next))
 }
 
 /// `GET /v1/webhook_endpoints/{id}` (without the secret).
@@ -128,6 +147,7 @@ struct Patch {
     paused: Option<bool>,
     #[serde(default, deserialize_with = "present")]
     rate_limit_per_second: Option<serde_json::Value>,
+    max_in_flight: Option<serde_json::Value>,
 }
 
 /// `PATCH /v1/webhook_endpoints/{id}` `{url?, event_types?, enabled?, paused?}`. Enabling again
@@ -150,6 +170,7 @@ pub async fn update(mut req: Request, env: &Env, id: &str) -> Result<Response, E
         enabled: patch.enabled,
         paused: patch.paused,
         rate_limit: rate_limit(patch.rate_limit_per_second)?,
+        max_in_flight: max_in_flight(patch.max_in_flight)?,
     };
     endpoints::update(&db, &account.id, id, &change, now()).await?;
     let after = find(&db, &account.id, id).await?;
@@ -159,23 +180,27 @@ pub async fn update(mut req: Request, env: &Env, id: &str) -> Result<Response, E
     shown(&db, &after).await.and_then(|v| http::json(200, &v))
 }
 
-/// Delivers what the endpoint held: due now, enqueued oldest first (the sweeper finds any
-/// beyond the first page).
+/// Delivers what the endpoint held: everything goes into its line, due now, and the line is
+/// woken: oldest first, as many at once as the endpoint's in-flight limit allows (the sweeper
+/// wakes it again if this wake is lost).
 async fn release(env: &Env, db: &D1Database, id: &str) -> Result<(), EdgeError> {
-    let ids = deliveries::release(db, id, now(), 1000).await?;
-    for chunk in ids.chunks(100) {
-        crate::queues::deliver_many(env, chunk.to_vec()).await?;
+    if deliveries::release(db, id, now()).await? > 0 {
+        crate::queues::wake_later(env, id, 0).await?;
     }
     Ok(())
 }
 
-/// The endpoint as the API shows it, with `held_count`: the deliveries it holds while paused or
-/// disabled (0 while it is active).
+/// The endpoint as the API shows it, with `held_count` (the deliveries it holds: every pending
+/// one while it is paused or disabled, else those waiting in its line for its circuit or an
+/// in-flight place) and `in_flight` (its attempts in flight).
 async fn shown(db: &D1Database, endpoint: &Endpoint) -> Result<serde_json::Value, EdgeError> {
-    let mut v = endpoint.to_json();
+    let at = now();
+    let mut v = endpoint.to_json(at);
     let active = endpoint.enabled == 1.0 && endpoint.paused == 0.0;
-    let held = if active { 0 } else { deliveries::pending_count(db, &endpoint.id).await? };
+    let load = deliveries::load(db, &endpoint.id, at).await?;
+    let held = if active { load.waiting as u64 } else { deliveries::pending_count(db, &endpoint.id).await? };
     v["held_count"] = json!(held);
+    v["in_flight"] = json!(load.in_flight as u64);
     Ok(v)
 }
 
@@ -205,7 +230,7 @@ pub async fn rotate_secret(req: Request, env: &Env, id: &str) -> Result<Response
     let at = now();
     let previous_until = exactly_core::Timestamp::from_unix_millis(at.unix_millis() + ROTATION_WINDOW_MILLIS);
     endpoints::rotate_secret(&db, &account.id, id, &secret, previous_until, at).await?;
-    let mut shown = find(&db, &account.id, id).await?.to_json();
+    let mut shown = find(&db, &account.id, id).await?.to_json(at);
     shown["secret"] = json!(secret);
     http::json(200, &shown)
 }

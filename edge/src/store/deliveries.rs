@@ -13,6 +13,7 @@ use worker::D1Database;
 use crate::error::EdgeError;
 use serde_json::json;
 
+use crate::store::circuit::{Columns, CIRCUIT};
 use crate::store::signals::Signal;
 use crate::store::{self as db, int, opt_text, text, time, Cursor};
 
@@ -34,7 +35,12 @@ pub struct Due {
     pub rate_limit_per_second: Option<f64>,
     pub previous_secret: Option<String>,
     pub previous_secret_expires_at: Option<f64>,
+    /// The most attempts to the endpoint in flight at once.
+    pub max_in_flight: Option<f64>,
     pub payload: String,
+    /// The endpoint's circuit breaker.
+    #[serde(flatten)]
+    pub circuit: Columns,
 }
 
 /// One attempt as it is recorded.
@@ -71,36 +77,138 @@ pub async fn pending_initial(db: &D1Database, event_id: &str) -> Result<Vec<(Str
 
 /// The delivery `id` with its endpoint and payload.
 pub async fn due(db: &D1Database, id: &str) -> Result<Option<Due>, EdgeError> {
-    db::first(db::stmt(
-        db,
-        "SELECT d.id, d.event_id, d.account_id, d.status, d.attempts, d.next_attempt_at, d.endpoint_id, e.url,
-            e.secret, e.enabled,
-                e.paused, e.rate_limit_per_second, e.previous_secret, e.previous_secret_expires_at, o.payload
+    let sql = format!(
+        "SELECT d.id, d.event_id, d.account_id, d.status, d.attempts, d.next_attempt_at, d.endpoint_id,
+             e.url, e.secret, e.enabled, e.paused, e.rate_limit_per_second, e.previous_secret,
+             e.previous_secret_expires_at, e.max_in_flight, {CIRCUIT}, o.payload
          FROM webhook_deliveries d
          JOIN outbound_events o ON o.id = d.event_id
          LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
-         WHERE d.id = ?1",
-        &[text(id)],
-    )?)
-    .await
+         WHERE d.id = ?1"
+    );
+    db::first(db::stmt(db, &sql, &[text(id)])?).await
 }
 
-/// Claims attempt `number` (the count was `number - 1`), leasing the delivery until `lease`.
+/// What claiming an attempt found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// The attempt is this job's to send.
+    Claimed,
+    /// The endpoint has its most attempts in flight: the delivery is in its line now.
+    Full,
+    /// Another job claimed it, or it settled.
+    Elsewhere,
+}
+
+/// Claims attempt `number` (the count was `number - 1`), leasing the delivery until `lease`,
+/// if the endpoint has fewer than `max_in_flight` attempts in flight; if it has that many, the
+/// delivery goes into the endpoint's line (`waiting`) in the same batch, so an attempt that
+/// ends after this either found it in line or left room for it.
+#[allow(clippy::too_many_arguments)]
 pub async fn claim_attempt(
     db: &D1Database,
     id: &str,
+    endpoint_id: &str,
     number: i64,
     lease: Timestamp,
+    now: Timestamp,
+    max_in_flight: i64,
+) -> Result<Claim, EdgeError> {
+    let results = db::batch(
+        db,
+        vec![
+            db::stmt(
+                db,
+                // The endpoint's attempts in flight: claimed, lease not over, outcome not recorded.
+                "UPDATE webhook_deliveries SET attempts = ?2, next_attempt_at = ?3, in_flight_until = ?3, waiting = 0,
+                     updated_at = ?4
+                 WHERE id = ?1 AND status = 'pending' AND attempts = ?5
+                   AND (SELECT COUNT(*) FROM webhook_deliveries f WHERE f.endpoint_id = ?6 AND f.in_flight_until > 0
+                        AND f.in_flight_until > ?4) < ?7",
+                &[
+                    text(id),
+                    int(number),
+                    time(lease),
+                    time(now),
+                    int(number - 1),
+                    text(endpoint_id),
+                    int(max_in_flight),
+                ],
+            )?,
+            db::stmt(
+                db,
+                "UPDATE webhook_deliveries SET waiting = 1, updated_at = ?3
+                 WHERE id = ?1 AND status = 'pending' AND attempts = ?2 AND changes() = 0",
+                &[text(id), int(number - 1), time(now)],
+            )?,
+        ],
+    )
+    .await?;
+    Ok(match (results.first().map(db::changes), results.get(1).map(db::changes)) {
+        (Some(1), _) => Claim::Claimed,
+        (_, Some(1)) => Claim::Full,
+        _ => Claim::Elsewhere,
+    })
+}
+
+/// Puts a delivery (its attempt count still `attempts`) into its endpoint's line while the
+/// circuit holds, if the circuit is still at `version` (else the caller looks again: a probe
+/// that closed it meanwhile may have woken the line already). Returns whether it did.
+pub async fn wait_for_circuit(
+    db: &D1Database,
+    id: &str,
+    endpoint_id: &str,
+    attempts: i64,
+    version: i64,
     now: Timestamp,
 ) -> Result<bool, EdgeError> {
     let changed = db::run(db::stmt(
         db,
-        "UPDATE webhook_deliveries SET attempts = ?2, next_attempt_at = ?3, updated_at = ?4
-         WHERE id = ?1 AND status = 'pending' AND attempts = ?5",
-        &[text(id), int(number), time(lease), time(now), int(number - 1)],
+        "UPDATE webhook_deliveries SET waiting = 1, updated_at = ?4
+         WHERE id = ?1 AND status = 'pending' AND attempts = ?3
+           AND (SELECT circuit_version FROM webhook_endpoints WHERE id = ?2) = ?5",
+        &[text(id), text(endpoint_id), int(attempts), time(now), int(version)],
     )?)
     .await?;
     Ok(changed == 1)
+}
+
+/// Takes the oldest delivery out of an endpoint's line (it goes through the gates again: it
+/// may go back in). `None` when the line is empty.
+pub async fn next_in_line(db: &D1Database, endpoint_id: &str, now: Timestamp) -> Result<Option<String>, EdgeError> {
+    let ids = db::all_ids(db::stmt(
+        db,
+        "UPDATE webhook_deliveries SET waiting = 0, updated_at = ?2 WHERE id = (
+             SELECT id FROM webhook_deliveries WHERE endpoint_id = ?1 AND waiting = 1 AND status = 'pending'
+             ORDER BY created_at, id LIMIT 1)
+         RETURNING id",
+        &[text(endpoint_id), time(now)],
+    )?)
+    .await?;
+    Ok(ids.into_iter().next())
+}
+
+/// An endpoint's line and in-flight attempts.
+#[derive(Debug, Default, Deserialize)]
+pub struct Load {
+    /// Deliveries in line.
+    pub waiting: f64,
+    /// Attempts in flight.
+    pub in_flight: f64,
+}
+
+/// How many deliveries wait in an endpoint's line, and how many attempts are in flight.
+pub async fn load(db: &D1Database, endpoint_id: &str, now: Timestamp) -> Result<Load, EdgeError> {
+    let row = db::first(db::stmt(
+        db,
+        "SELECT (SELECT COUNT(*) FROM webhook_deliveries WHERE endpoint_id = ?1 AND waiting = 1 AND status = 'pending')
+             AS waiting,
+             (SELECT COUNT(*) FROM webhook_deliveries f WHERE f.endpoint_id = ?1 AND f.in_flight_until > 0
+              AND f.in_flight_until > ?2) AS in_flight",
+        &[text(endpoint_id), time(now)],
+    )?)
+    .await?;
+    Ok(row.unwrap_or_default())
 }
 
 fn attempt_row(db: &D1Database, a: &Attempt) -> Result<worker::D1PreparedStatement, EdgeError> {
@@ -132,8 +240,8 @@ pub async fn record_success(db: &D1Database, a: &Attempt, endpoint_id: &str) -> 
             attempt_row(db, a)?,
             db::stmt(
                 db,
-                "UPDATE webhook_deliveries SET status = 'succeeded', last_error = NULL, updated_at = ?2 WHERE id =
-                 ?1 AND status = 'pending'",
+                "UPDATE webhook_deliveries SET status = 'succeeded', last_error = NULL, in_flight_until = 0,
+                 updated_at = ?2 WHERE id = ?1 AND status = 'pending'",
                 &[text(&a.delivery_id), time(a.at)],
             )?,
             db::stmt(
@@ -179,7 +287,7 @@ pub async fn record_gone(db: &D1Database, a: &Attempt, subject: &Subject<'_>) ->
         db::stmt(
             db,
             "UPDATE webhook_deliveries SET status = 'failed', last_error = '410 Gone: endpoint disabled',
-                updated_at = ?2
+                in_flight_until = 0, updated_at = ?2
              WHERE id = ?1 AND status = 'pending'",
             &[text(&a.delivery_id), time(a.at)],
         )?,
@@ -212,14 +320,14 @@ pub async fn record_failure(
     match a.next_attempt_at {
         Some(next_at) => statements.push(db::stmt(
             db,
-            "UPDATE webhook_deliveries SET next_attempt_at = ?2, last_error = ?3, updated_at = ?4
+            "UPDATE webhook_deliveries SET next_attempt_at = ?2, last_error = ?3, in_flight_until = 0, updated_at = ?4
              WHERE id = ?1 AND status = 'pending'",
             &[text(&a.delivery_id), time(next_at), text(error), time(a.at)],
         )?),
         None => {
             statements.push(db::stmt(
                 db,
-                "UPDATE webhook_deliveries SET status = 'failed', last_error = ?2, updated_at = ?3
+                "UPDATE webhook_deliveries SET status = 'failed', last_error = ?2, in_flight_until = 0, updated_at = ?3
                  WHERE id = ?1 AND status = 'pending'",
                 &[text(&a.delivery_id), text(final_error), time(a.at)],
             )?);
@@ -255,8 +363,8 @@ pub async fn record_failure(
 pub async fn fail(db: &D1Database, id: &str, reason: &str, now: Timestamp) -> Result<bool, EdgeError> {
     let changed = db::run(db::stmt(
         db,
-        "UPDATE webhook_deliveries SET status = 'failed', last_error = ?2, updated_at = ?3 WHERE id = ?1 AND
-             status = 'pending'",
+        "UPDATE webhook_deliveries SET status = 'failed', last_error = ?2, in_flight_until = 0, waiting = 0,
+             updated_at = ?3 WHERE id = ?1 AND status = 'pending'",
         &[text(id), text(reason), time(now)],
     )?)
     .await?;
@@ -264,14 +372,17 @@ pub async fn fail(db: &D1Database, id: &str, reason: &str, now: Timestamp) -> Re
 }
 
 /// Pending deliveries of endpoints that are neither paused nor disabled whose next attempt is
-/// before `before`: their queue message was lost. Oldest first, at most `limit`.
+/// before `before`: their queue message was lost. Oldest first, at most `limit`. A delivery in
+/// its endpoint's line has no message; the sweeper wakes the line instead
+/// ([`circuit::with_line`]).
 pub async fn overdue(db: &D1Database, before: Timestamp, limit: u32) -> Result<Vec<String>, EdgeError> {
     db::all_ids(db::stmt(
         db,
         // Held deliveries (their endpoint paused or disabled) wait for a resume, not the sweeper.
         // A deleted endpoint's deliveries are still swept: their attempt fails them.
         "SELECT d.id FROM webhook_deliveries d LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
-         WHERE d.status = 'pending' AND d.next_attempt_at < ?1 AND (e.id IS NULL OR (e.enabled = 1 AND e.paused = 0))
+         WHERE d.status = 'pending' AND d.waiting = 0 AND d.next_attempt_at < ?1
+           AND (e.id IS NULL OR (e.enabled = 1 AND e.paused = 0))
          ORDER BY d.next_attempt_at, d.created_at LIMIT ?2",
         &[time(before), int(i64::from(limit))],
     )?)
@@ -383,33 +494,18 @@ pub async fn attempts_of_event(db: &D1Database, event_id: &str) -> Result<Vec<Re
     .await
 }
 
-/// Releases what a paused or disabled endpoint held: its pending deliveries are due now, except
-/// one whose attempt is in flight (claimed, its lease not over, its outcome not yet recorded):
-/// its lease stands, so the attempt is never sent a second time beside itself. Returns up to
-/// `limit` pending deliveries, oldest first, to enqueue (a job for one in flight finds it not
-/// due); the sweeper finds any beyond.
-pub async fn release(db: &D1Database, endpoint_id: &str, now: Timestamp, limit: u32) -> Result<Vec<String>, EdgeError> {
-    let results = db::batch(
+/// Releases what a paused or disabled endpoint held: its pending deliveries go into its line,
+/// due now, oldest first, except one whose attempt is in flight (claimed, its lease not over,
+/// its outcome not yet recorded): its lease stands, so the attempt is never sent a second time
+/// beside itself. The caller wakes the line. Returns how many went into line.
+pub async fn release(db: &D1Database, endpoint_id: &str, now: Timestamp) -> Result<usize, EdgeError> {
+    db::run(db::stmt(
         db,
-        vec![
-            db::stmt(
-                db,
-                "UPDATE webhook_deliveries SET next_attempt_at = ?2, updated_at = ?2 WHERE endpoint_id = ?1 AND
-                status = 'pending' AND NOT (attempts > 0 AND next_attempt_at > ?2 AND NOT EXISTS (
-                    SELECT 1 FROM webhook_attempts a WHERE a.delivery_id = webhook_deliveries.id
-                    AND a.attempt = webhook_deliveries.attempts))",
-                &[text(endpoint_id), time(now)],
-            )?,
-            db::stmt(
-                db,
-                "SELECT id FROM webhook_deliveries WHERE endpoint_id = ?1 AND status = 'pending' ORDER BY created_at,
-                id LIMIT ?2",
-                &[text(endpoint_id), int(i64::from(limit))],
-            )?,
-        ],
-    )
-    .await?;
-    Ok(results.get(1).map(db::ids).transpose()?.unwrap_or_default())
+        "UPDATE webhook_deliveries SET waiting = 1, next_attempt_at = ?2, updated_at = ?2
+         WHERE endpoint_id = ?1 AND status = 'pending' AND NOT (in_flight_until > 0 AND in_flight_until > ?2)",
+        &[text(endpoint_id), time(now)],
+    )?)
+    .await
 }
 
 /// How many deliveries an endpoint holds (pending, not attempted while paused or disabled).
@@ -465,27 +561,29 @@ pub async fn attempts_of_endpoint(
     .await
 }
 
-/// Takes the endpoint's next delivery slot under its rate limit: one every `1000 / rate` ms,
-/// claimed by a guarded UPDATE so two jobs never take one slot. `Ok(None)` when taken, else
-/// how many milliseconds until the next slot.
-pub async fn take_slot(
+/// Takes the endpoint's next turn under its rate limit of `rate` a second: attempts start at
+/// least `1000 / rate` ms apart (fractional milliseconds kept, so every limit from 1 to 1000 is
+/// exact), whatever their order: a guarded UPDATE moves the endpoint's next free time on, so
+/// two attempts never take one turn. `Ok(None)` when taken, else how many milliseconds until the
+/// next turn.
+pub async fn take_turn(
     db: &D1Database,
     endpoint_id: &str,
     rate: u32,
     now: Timestamp,
-) -> Result<Option<i64>, EdgeError> {
+) -> Result<Option<f64>, EdgeError> {
     #[derive(Deserialize)]
     struct Next {
         rate_next_at: f64,
     }
-    let interval = 1000 / i64::from(rate.max(1));
+    let interval = JsValue::from_f64(turn_interval(rate));
     let results = db::batch(
         db,
         vec![
             db::stmt(
                 db,
                 "UPDATE webhook_endpoints SET rate_next_at = ?2 + ?3 WHERE id = ?1 AND rate_next_at <= ?2",
-                &[text(endpoint_id), time(now), int(interval)],
+                &[text(endpoint_id), time(now), interval],
             )?,
             db::stmt(db, "SELECT rate_next_at FROM webhook_endpoints WHERE id = ?1", &[text(endpoint_id)])?,
         ],
@@ -495,5 +593,30 @@ pub async fn take_slot(
         return Ok(None);
     }
     let next: Option<Next> = results.get(1).map(db::rows).transpose()?.and_then(|rows| rows.into_iter().next());
-    Ok(Some(next.map_or(interval, |n| (n.rate_next_at as i64 - now.unix_millis()).max(1))))
+    Ok(Some(next.map_or(turn_interval(rate), |n| (n.rate_next_at - now.unix_millis() as f64).max(1.0))))
+}
+
+/// The milliseconds between two attempts under a limit of `rate` a second (1 to 1000).
+pub fn turn_interval(rate: u32) -> f64 {
+    1000.0 / f64::from(rate.clamp(1, 1000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::turn_interval;
+
+    /// Every limit from 1 to 1000 a second is kept exactly: `rate` turns span less than a
+    /// second and one more spans at least a second (integer division made 501 to 999 behave as
+    /// 1000).
+    #[test]
+    fn every_rate_from_1_to_1000_is_exact() {
+        for rate in 1..=1000_u32 {
+            let interval = turn_interval(rate);
+            let span = |turns: u32| f64::from(turns) * interval;
+            assert!(span(rate - 1) < 1000.0, "{rate}");
+            assert!(span(rate) >= 1000.0 - 1e-9, "{rate}: {}", span(rate));
+        }
+        assert_eq!(turn_interval(0), 1000.0);
+        assert_eq!(turn_interval(5000), 1.0);
+    }
 }

@@ -8,7 +8,10 @@ use serde_json::{json, Value};
 use wasm_bindgen::JsValue;
 use worker::D1Database;
 
+use exactly_core::breaker;
+
 use crate::error::EdgeError;
+use crate::store::circuit::{Columns, CIRCUIT};
 use crate::store::{self as db, int, text, time, Cursor};
 
 /// An endpoint as the API shows it (never its secret).
@@ -23,17 +26,26 @@ pub struct Endpoint {
     pub rate_limit_per_second: Option<f64>,
     pub disabled_reason: Option<String>,
     pub consecutive_failures: f64,
+    pub max_in_flight: Option<f64>,
     pub created_at: f64,
     pub updated_at: f64,
+    /// Its circuit breaker.
+    #[serde(flatten)]
+    pub circuit: Columns,
 }
 
-const COLUMNS: &str =
-    "id, url, event_types, enabled, paused, rate_limit_per_second, disabled_reason, consecutive_failures,
-     created_at, updated_at";
+const COLUMNS: &str = "e.id, e.url, e.event_types, e.enabled, e.paused, e.rate_limit_per_second, e.disabled_reason,
+     e.consecutive_failures, e.max_in_flight, e.created_at, e.updated_at";
+
+/// The in-flight limit of an endpoint created without one.
+pub const DEFAULT_MAX_IN_FLIGHT: u32 = 4;
 
 impl Endpoint {
-    /// The endpoint as the API shows it.
-    pub fn to_json(&self) -> Value {
+    /// The endpoint as the API shows it at `now`: `circuit` is `closed`, `open` or
+    /// `half_open`, with `next_probe_at` while it is not closed.
+    pub fn to_json(&self, now: Timestamp) -> Value {
+        let state = self.circuit.state();
+        let probe = breaker::next_probe_at(&breaker::DEFAULT_POLICY, state, now.unix_millis());
         json!({
             "id": self.id,
             "url": self.url,
@@ -43,6 +55,9 @@ impl Endpoint {
             "rate_limit_per_second": self.rate_limit_per_second.map(|r| r as i64),
             "disabled_reason": self.disabled_reason,
             "consecutive_failures": self.consecutive_failures as i64,
+            "max_in_flight": self.max_in_flight.map_or(i64::from(DEFAULT_MAX_IN_FLIGHT), |m| m as i64),
+            "circuit": state.name(),
+            "next_probe_at": probe.map(|at| Timestamp::from_unix_millis(at).to_rfc3339()),
             "created_at": db::millis(self.created_at).to_rfc3339(),
             "updated_at": db::millis(self.updated_at).to_rfc3339(),
         })
@@ -53,7 +68,7 @@ impl Endpoint {
 pub async fn get(db: &D1Database, account_id: &str, id: &str) -> Result<Option<Endpoint>, EdgeError> {
     db::first(db::stmt(
         db,
-        &format!("SELECT {COLUMNS} FROM webhook_endpoints WHERE id = ?1 AND account_id = ?2"),
+        &format!("SELECT {COLUMNS}, {CIRCUIT} FROM webhook_endpoints e WHERE e.id = ?1 AND e.account_id = ?2"),
         &[text(id), text(account_id)],
     )?)
     .await
@@ -63,9 +78,9 @@ pub async fn get(db: &D1Database, account_id: &str, id: &str) -> Result<Option<E
 pub async fn create(db: &D1Database, new: &New<'_>, now: Timestamp) -> Result<(), EdgeError> {
     db::run(db::stmt(
         db,
-        "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, rate_limit_per_second, created_at,
-                                        updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?7, ?6, ?6)",
+        "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, rate_limit_per_second, max_in_flight,
+                                        created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?7, ?8, ?6, ?6)",
         &[
             text(new.id),
             text(new.account_id),
@@ -74,6 +89,7 @@ pub async fn create(db: &D1Database, new: &New<'_>, now: Timestamp) -> Result<()
             text(new.secret),
             time(now),
             new.rate_limit.map_or(JsValue::NULL, |r| int(i64::from(r))),
+            int(i64::from(new.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT))),
         ],
     )?)
     .await?;
@@ -92,6 +108,8 @@ pub struct New<'a> {
     pub secret: &'a str,
     /// At most this many deliveries a second.
     pub rate_limit: Option<u32>,
+    /// At most this many attempts in flight ([`DEFAULT_MAX_IN_FLIGHT`] when absent).
+    pub max_in_flight: Option<u32>,
 }
 
 /// A page of an account's endpoints, newest first.
@@ -105,9 +123,9 @@ pub async fn list(
     db::all(db::stmt(
         db,
         &format!(
-            "SELECT {COLUMNS} FROM webhook_endpoints WHERE account_id = ?1
-               AND (?2 IS NULL OR created_at < ?2 OR (created_at = ?2 AND id < ?3))
-             ORDER BY created_at DESC, id DESC LIMIT ?4"
+            "SELECT {COLUMNS}, {CIRCUIT} FROM webhook_endpoints e WHERE e.account_id = ?1
+               AND (?2 IS NULL OR e.created_at < ?2 OR (e.created_at = ?2 AND e.id < ?3))
+             ORDER BY e.created_at DESC, e.id DESC LIMIT ?4"
         ),
         &[text(account_id), at, after, int(i64::from(limit))],
     )?)
@@ -127,6 +145,8 @@ pub struct Update<'a> {
     pub paused: Option<bool>,
     /// Set (`Some(Some(n))`) or clear (`Some(None)`) the rate limit.
     pub rate_limit: Option<Option<u32>>,
+    /// Set the in-flight limit.
+    pub max_in_flight: Option<u32>,
 }
 
 /// Applies an [`Update`] to one endpoint of one account.
@@ -146,7 +166,8 @@ pub async fn update(
                                     ELSE disabled_reason END,
              enabled = COALESCE(?6, enabled),
              paused = COALESCE(?7, paused),
-             rate_limit_per_second = CASE WHEN ?8 = 1 THEN ?9 ELSE rate_limit_per_second END
+             rate_limit_per_second = CASE WHEN ?8 = 1 THEN ?9 ELSE rate_limit_per_second END,
+             max_in_flight = COALESCE(?10, max_in_flight)
          WHERE id = ?1 AND account_id = ?2",
         &[
             text(id),
@@ -158,6 +179,7 @@ pub async fn update(
             flag(change.paused),
             flag(change.rate_limit.map(|_| true)),
             change.rate_limit.flatten().map_or(JsValue::NULL, |r| int(i64::from(r))),
+            change.max_in_flight.map_or(JsValue::NULL, |m| int(i64::from(m))),
         ],
     )?)
     .await?;

@@ -15,6 +15,7 @@ pub mod calls;
 pub mod carrier_events;
 #[cfg(feature = "fault-injection")]
 pub mod checks;
+pub mod circuit;
 pub mod deliveries;
 pub mod endpoints;
 mod page;

@@ -1,5 +1,5 @@
 //! Operational signals: `endpoint.disabled`, `delivery.exhausted`, `carrier_event.failed`,
-//! `backlog.high`.
+//! `backlog.high`, `endpoint.circuit_opened`, `endpoint.circuit_closed`.
 //!
 //! A signal is a customer event like every other, written in the batch of the guarded change it
 //! reports and only if that change happened, so it is exactly-once too. `backlog.high` reports
@@ -23,8 +23,14 @@ pub const OPERATOR_ACCOUNT: &str = "acct_operator";
 /// The endpoint of `OPERATOR_WEBHOOK_URL`.
 pub const OPERATOR_ENDPOINT: &str = "ep_operator";
 /// Every signal the operator receives.
-pub const OPERATOR_TYPES: [&str; 4] =
-    ["endpoint.disabled", "delivery.exhausted", "carrier_event.failed", "backlog.high"];
+pub const OPERATOR_TYPES: [&str; 6] = [
+    "endpoint.disabled",
+    "delivery.exhausted",
+    "carrier_event.failed",
+    "backlog.high",
+    "endpoint.circuit_opened",
+    "endpoint.circuit_closed",
+];
 
 /// One signal: the operator's copy and, when it concerns an account, the account's.
 pub struct Signal {

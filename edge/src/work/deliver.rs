@@ -1,4 +1,9 @@
-//! Customer webhook delivery: the `deliveries` queue, one message per attempt.
+//! Customer webhook delivery: the `deliveries` queue, and each endpoint's line.
+//!
+//! One endpoint never slows another (docs/contract.md §6): a queue message only claims an
+//! attempt, which then runs beside the batch; an endpoint has at most `max_in_flight` attempts
+//! in flight and a circuit breaker (`core::breaker`); a delivery they hold waits in the
+//! endpoint's line, with no queue message, and an attempt that ends takes the oldest in line.
 //!
 //! Every attempt is signed per Standard Webhooks v1 (`webhook-id` = the event id on every
 //! attempt, a fresh `webhook-timestamp`), counts as a success on any 2xx within 15 s, and is
@@ -11,22 +16,27 @@
 //! delivery's attempt count before it is sent, so duplicate queue messages never send one
 //! attempt twice, and a delivery that succeeded is never sent again.
 
+use std::rc::Rc;
 use std::time::Duration;
 
-use exactly_core::backoff;
+use async_lock::Semaphore;
+
 use exactly_core::endpoint::EndpointUrl;
 use exactly_core::webhook::SigningSecret;
 use exactly_core::Timestamp;
+use exactly_core::{backoff, breaker};
 use futures_util::future::join_all;
-use worker::{D1Database, Env, Headers, Message, MessageBatch, MessageExt};
+use worker::{Context, D1Database, Env, Headers, Message, MessageBatch, MessageExt};
 
 use crate::bindings;
 use crate::config;
+use crate::error::Wait;
 use crate::error::{Done, EdgeError, Outcome};
 use crate::platform::{endpoint_url, fetch, now, random_u32};
 use crate::queues::{self, DeliveryJob};
-use crate::store::deliveries::{self, Attempt, Due, Subject};
-use crate::work::MESSAGES_IN_FLIGHT;
+use crate::store::circuit;
+use crate::store::deliveries::{self, Attempt, Claim, Due, Subject};
+use crate::store::endpoints::DEFAULT_MAX_IN_FLIGHT;
 
 /// Success is any 2xx within this long. Of the body, only the first [`MAX_REPLY_BYTES`] are read,
 /// as far as they come within it.
@@ -37,22 +47,40 @@ fn attempt_timeout(env: &Env) -> Duration {
     crate::faults::attempt_timeout(env).unwrap_or(ATTEMPT_TIMEOUT)
 }
 
-/// While an attempt is in flight, other jobs for the delivery stand back this long.
+/// While an attempt is in flight, other jobs for the delivery stand back this long, and it
+/// holds one of its endpoint's in-flight places.
 const ATTEMPT_LEASE_MILLIS: i64 = 60_000;
 /// Consecutive failed attempts that disable an endpoint.
 pub const DISABLE_AFTER_FAILURES: i64 = 100;
+/// An attempt that ends takes the next delivery in its endpoint's line, and so on, at most this
+/// many times or for this long; then a wake message carries the line on.
+const CHAIN_MAX: usize = 25;
+const CHAIN_MILLIS: i64 = 30_000;
+/// A wake starts at most this many deliveries of a line (fewer when the endpoint fills up).
+const WAKE_MAX: usize = 50;
 
 /// Consumes the `deliveries` queue; each message is acked or retried by itself.
 ///
-/// The batch's messages run concurrently, [`MESSAGES_IN_FLIGHT`] at a time: each attempt is claimed by compare-and-swap before it
-/// is sent, so two messages for one delivery never send one attempt twice, whatever their order.
-pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
+/// A message only claims: its delivery goes through the endpoint's gates (paused, circuit,
+/// rate limit, in-flight limit) and its attempt is claimed by compare-and-swap, so two messages
+/// for one delivery never send one attempt twice, whatever their order. The claimed attempt then
+/// runs beside the batch (`wait_until`), so no message of the batch, and no later batch, waits
+/// for an endpoint to answer; its lease stands for it until its outcome is recorded.
+pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env, ctx: &Context) -> worker::Result<()> {
     let messages = batch.messages()?;
-    for chunk in messages.chunks(MESSAGES_IN_FLIGHT) {
-        join_all(chunk.iter().map(|message| consume_one(env, message))).await;
-    }
+    let connections = Rc::new(Semaphore::new(CONNECTIONS));
+    join_all(messages.iter().map(|message| consume_one(env, ctx, &connections, message))).await;
     Ok(())
 }
+
+/// How many attempts of one invocation are sent at once. An invocation keeps at most six
+/// connections open; a fetch beyond them would wait inside the runtime while its timeout already
+/// runs, so an attempt never sent could be recorded as timed out. An attempt takes a place here
+/// before its clock starts.
+const CONNECTIONS: usize = 6;
+
+/// The invocation's places for attempts in flight ([`CONNECTIONS`]).
+type Connections = Rc<Semaphore>;
 
 /// The bindings and database of the account database a delivery job names.
 fn scoped(env: &Env, job: &DeliveryJob) -> Result<(Env, D1Database), EdgeError> {
@@ -61,29 +89,64 @@ fn scoped(env: &Env, job: &DeliveryJob) -> Result<(Env, D1Database), EdgeError> 
     Ok((env, db))
 }
 
-async fn consume_one(env: &Env, message: &Message<serde_json::Value>) {
+async fn consume_one(env: &Env, ctx: &Context, connections: &Connections, message: &Message<serde_json::Value>) {
     let Ok(job) = serde_json::from_value::<DeliveryJob>(message.body().clone()) else {
         message.ack();
         return;
     };
-    let result = match scoped(env, &job) {
-        Ok((env, db)) => attempt(&env, &db, &job.delivery_id).await.map(Outcome::Done),
-        Err(e) => Err(e),
+    let (env, db) = match scoped(env, &job) {
+        Ok(scoped) => scoped,
+        Err(e) => return crate::error::settle(message, Err(e), |line| tag(line, &job)),
     };
-    crate::error::settle(message, result, |line| {
-        line["delivery"] = serde_json::json!(job.delivery_id);
-    });
+    if let Some(endpoint) = &job.wake {
+        let result = wake(&env, &db, ctx, connections, endpoint).await.map(Outcome::Done);
+        return crate::error::settle(message, result, |line| tag(line, &job));
+    }
+    match gate(&env, &db, &job.delivery_id).await {
+        Ok(Gate::Claimed(claimed)) => {
+            // Its outcome is logged when it is recorded.
+            message.ack();
+            ctx.wait_until(run(env, *claimed, Rc::clone(connections)));
+        }
+        Ok(Gate::Done(done)) => crate::error::settle(message, Ok(Outcome::Done(done)), |line| tag(line, &job)),
+        Ok(Gate::LookAgain) => {
+            crate::error::settle(message, Ok(Outcome::RetryIn(1, Wait::CircuitChanging)), |line| tag(line, &job))
+        }
+        Err(e) => crate::error::settle(message, Err(e), |line| tag(line, &job)),
+    }
+}
+
+fn tag(line: &mut serde_json::Value, job: &DeliveryJob) {
+    match &job.wake {
+        Some(endpoint) => line["wake"] = serde_json::json!(endpoint),
+        None => line["delivery"] = serde_json::json!(job.delivery_id),
+    }
+}
+
+/// Logs what became of a delivery that no queue message of its own carried (taken from its
+/// endpoint's line), as [`crate::error::settle`] logs a message's.
+fn log(delivery_id: &str, result: &Result<Done, EdgeError>) {
+    match result {
+        Ok(done) => {
+            worker::console_log!("{}", serde_json::json!({"delivery": delivery_id, "outcome": done.as_str()}))
+        }
+        Err(e) => worker::console_error!(
+            "{}",
+            serde_json::json!({"delivery": delivery_id, "outcome": "not recorded", "error": e.to_string()})
+        ),
+    }
 }
 
 /// Consumes the deliveries dead-letter queue: the delivery fails visibly.
 pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
     for message in batch.messages()? {
         let result = match serde_json::from_value::<DeliveryJob>(message.body().clone()) {
-            Ok(job) => match scoped(env, &job) {
+            Ok(job) if job.wake.is_none() => match scoped(env, &job) {
                 Ok((_, db)) => dead_letter(&db, &job.delivery_id).await,
                 Err(e) => Err(e),
             },
-            Err(_) => Ok(()),
+            // A wake that failed every retry: the sweeper wakes the line.
+            _ => Ok(()),
         };
         match result {
             Ok(()) => message.ack(),
@@ -102,58 +165,203 @@ async fn dead_letter(db: &D1Database, delivery_id: &str) -> Result<(), EdgeError
 enum Answer {
     Success(u16),
     Gone,
-    Failure { status: Option<u16>, error: String, retry_after: Option<u64> },
+    /// `no_answer`: no connection or no answer in time (the endpoint held the sender's time).
+    Failure {
+        status: Option<u16>,
+        error: String,
+        retry_after: Option<u64>,
+        no_answer: bool,
+    },
 }
 
-async fn attempt(env: &Env, db: &D1Database, delivery_id: &str) -> Result<Done, EdgeError> {
-    let Some(due) = deliveries::due(db, delivery_id).await? else { return Ok(Done::NoSuchDelivery) };
-    if due.status != "pending" {
-        return Ok(Done::AlreadySettled);
+impl Answer {
+    fn refused(error: String) -> Self {
+        Answer::Failure { status: None, error, retry_after: None, no_answer: false }
     }
+
+    /// How the circuit breaker weighs it.
+    fn outcome(&self) -> breaker::Outcome {
+        match self {
+            Answer::Success(_) => breaker::Outcome::Success,
+            Answer::Failure { no_answer: true, .. } => breaker::Outcome::Timeout,
+            _ => breaker::Outcome::Failure,
+        }
+    }
+}
+
+/// What a delivery's gates decided.
+enum Gate {
+    /// Its attempt is claimed: send it.
+    Claimed(Box<Claimed>),
+    /// Nothing to send now.
+    Done(Done),
+    /// The endpoint's circuit kept changing while the delivery tried to get into line: a job
+    /// looks again shortly (one taken from a line is found by the sweeper).
+    LookAgain,
+}
+
+/// An attempt this job claimed.
+struct Claimed {
+    due: Due,
+    number: i64,
+    admission: breaker::Admission,
+}
+
+/// Takes delivery `id` through its endpoint's gates, in order: settled or deleted; paused or
+/// disabled (held untouched); early; the circuit (open: into the line); the in-flight limit
+/// (full: into the line; under a rate limit, at most the rate); then claims the attempt.
+async fn gate(env: &Env, db: &D1Database, id: &str) -> Result<Gate, EdgeError> {
+    for _ in 0..3 {
+        let Some(due) = deliveries::due(db, id).await? else { return Ok(Gate::Done(Done::NoSuchDelivery)) };
+        if due.status != "pending" {
+            return Ok(Gate::Done(Done::AlreadySettled));
+        }
+        let started = now();
+        if due.url.is_none() || due.secret.is_none() {
+            deliveries::fail(db, &due.id, "the endpoint was deleted", started).await?;
+            return Ok(Gate::Done(Done::EndpointDisabled));
+        }
+        // A paused or disabled endpoint holds its deliveries, untouched, until it is resumed or
+        // enabled (which puts them in its line); the sweeper does not pick them up meanwhile.
+        if due.enabled != Some(1.0) || due.paused != Some(0.0) {
+            return Ok(Gate::Done(Done::Held));
+        }
+        // An early or duplicate job: the scheduled one (or the sweeper) will come.
+        if due.next_attempt_at as i64 > started.unix_millis() + 1000 {
+            return Ok(Gate::Done(Done::NotDue));
+        }
+        let attempts = due.attempts as i64;
+        let policy = crate::faults::breaker_policy(env, due.url.as_deref().unwrap_or_default());
+        let (admission, probe) = breaker::admit(&policy, due.circuit.state(), started.unix_millis());
+        if let breaker::Admission::Hold(_) = admission {
+            if deliveries::wait_for_circuit(db, &due.id, &due.endpoint_id, attempts, due.circuit.version(), started)
+                .await?
+            {
+                return Ok(Gate::Done(Done::WaitingForCircuit));
+            }
+            continue;
+        }
+        if let Some(probe) = probe {
+            let about = circuit::About {
+                endpoint_id: &due.endpoint_id,
+                account_id: &due.account_id,
+                url: due.url.as_deref().unwrap_or_default(),
+            };
+            // Whoever swaps first sends the probe; the other looks again and waits.
+            if circuit::swap(db, &about, due.circuit.version(), probe, None, started).await?.is_none() {
+                continue;
+            }
+        }
+        let number = attempts + 1;
+        let lease = Timestamp::from_unix_millis(started.unix_millis() + ATTEMPT_LEASE_MILLIS);
+        // A rate-limited endpoint has no more in flight than it takes in a second: each waits at
+        // most a second for its turn ([`attempt`]), and the rest wait in line.
+        let rate = due.rate_limit_per_second.filter(|r| *r >= 1.0).map(|r| r as i64);
+        let most = due
+            .max_in_flight
+            .map_or(i64::from(DEFAULT_MAX_IN_FLIGHT), |m| m as i64)
+            .min(rate.unwrap_or(i64::MAX))
+            .max(1);
+        return Ok(
+            match deliveries::claim_attempt(db, &due.id, &due.endpoint_id, number, lease, started, most).await? {
+                Claim::Claimed => Gate::Claimed(Box::new(Claimed { due, number, admission })),
+                Claim::Full => Gate::Done(Done::WaitingForEndpoint),
+                Claim::Elsewhere => Gate::Done(Done::ClaimedElsewhere),
+            },
+        );
+    }
+    Ok(Gate::LookAgain)
+}
+
+/// Runs a claimed attempt, then, while the endpoint has a line, the next delivery in it: an
+/// attempt that ends hands its in-flight place to the oldest waiting, with no queue message
+/// between (at most [`CHAIN_MAX`] in a row, then a wake carries on).
+async fn run(env: Env, first: Claimed, connections: Connections) {
+    let db = match crate::store::database(&env) {
+        Ok(db) => db,
+        // The lease runs out and the sweeper finds the delivery.
+        Err(e) => return log(&first.due.id, &Err(e)),
+    };
+    let began = now();
+    let mut claimed = first;
+    for round in 1.. {
+        let endpoint = claimed.due.endpoint_id.clone();
+        let id = claimed.due.id.clone();
+        log(&id, &attempt(&env, &db, claimed, &connections).await);
+        if round >= CHAIN_MAX || now().unix_millis() - began.unix_millis() > CHAIN_MILLIS {
+            if let Err(e) = queues::wake_later(&env, &endpoint, 0).await {
+                log(&id, &Err(e));
+            }
+            return;
+        }
+        let next = match deliveries::next_in_line(&db, &endpoint, now()).await {
+            Ok(Some(next)) => next,
+            Ok(None) => return,
+            Err(e) => return log(&id, &Err(e)),
+        };
+        claimed = match gate(&env, &db, &next).await {
+            Ok(Gate::Claimed(c)) => *c,
+            Ok(Gate::Done(done)) => return log(&next, &Ok(done)),
+            // Out of line and due: the sweeper finds it.
+            Ok(Gate::LookAgain) => return log(&next, &Ok(Done::ClaimedElsewhere)),
+            Err(e) => return log(&next, &Err(e)),
+        };
+    }
+}
+
+/// Wakes an endpoint's line: its oldest deliveries go through their gates again until one goes
+/// back into line (the endpoint is full, or its circuit holds) or the line is empty; each
+/// claimed attempt runs beside the batch as [`run`].
+async fn wake(
+    env: &Env,
+    db: &D1Database,
+    ctx: &Context,
+    connections: &Connections,
+    endpoint: &str,
+) -> Result<Done, EdgeError> {
+    for _ in 0..WAKE_MAX {
+        let Some(id) = deliveries::next_in_line(db, endpoint, now()).await? else { break };
+        match gate(env, db, &id).await {
+            Ok(Gate::Claimed(claimed)) => ctx.wait_until(run(env.clone(), *claimed, Rc::clone(connections))),
+            Ok(Gate::Done(done)) => {
+                log(&id, &Ok(done));
+                if matches!(done, Done::WaitingForEndpoint | Done::WaitingForCircuit | Done::Held) {
+                    break;
+                }
+            }
+            Ok(Gate::LookAgain) => break,
+            Err(e) => {
+                log(&id, &Err(e));
+                break;
+            }
+        }
+    }
+    Ok(Done::Woke)
+}
+
+/// Sends a claimed attempt and records its outcome.
+async fn attempt(env: &Env, db: &D1Database, claimed: Claimed, connections: &Semaphore) -> Result<Done, EdgeError> {
+    let Claimed { due, number, admission } = claimed;
+    // Under a rate limit the attempt starts at its turn, never before.
+    if let Some(rate) = due.rate_limit_per_second.filter(|r| *r >= 1.0) {
+        while let Some(wait) = deliveries::take_turn(db, &due.endpoint_id, rate as u32, now()).await? {
+            worker::Delay::from(Duration::from_millis(wait.ceil() as u64)).await;
+        }
+    }
+    let _connection = connections.acquire().await;
     let started = now();
     let (Some(url), Some(secret)) = (due.url.as_deref(), due.secret.as_deref()) else {
         deliveries::fail(db, &due.id, "the endpoint was deleted", started).await?;
         return Ok(Done::EndpointDisabled);
     };
-    // A paused or disabled endpoint holds its deliveries, untouched, until it is resumed or
-    // enabled (which makes them due again); the sweeper does not pick them up meanwhile.
-    if due.enabled != Some(1.0) || due.paused != Some(0.0) {
-        return Ok(Done::Held);
-    }
-    // An early or duplicate job: the scheduled one (or the sweeper) will come.
-    if due.next_attempt_at as i64 > started.unix_millis() + 1000 {
-        return Ok(Done::NotDue);
-    }
-    // Beyond the endpoint's rate limit the delivery waits for its slot; it is never dropped.
-    if let Some(rate) = due.rate_limit_per_second.filter(|r| *r >= 1.0) {
-        if let Some(wait_ms) = deliveries::take_slot(db, &due.endpoint_id, rate as u32, started).await? {
-            let delay = u64::try_from(wait_ms.div_euclid(1000) + 1).unwrap_or(1);
-            queues::deliver_later(env, &due.id, delay).await?;
-            return Ok(Done::RateLimited);
-        }
-    }
-    let number = due.attempts as i64 + 1;
-    let lease = Timestamp::from_unix_millis(started.unix_millis() + ATTEMPT_LEASE_MILLIS);
-    if !deliveries::claim_attempt(db, &due.id, number, lease, started).await? {
-        return Ok(Done::ClaimedElsewhere);
-    }
-
     let allow_private = config::get(env)?.allow_private_endpoints;
     // Checked again at every attempt, so a URL stored before a rule existed is never sent to;
     // the parsed form is what `fetch` gets, the same text that was checked.
     let answer = match (endpoint_url(url, allow_private), SigningSecret::parse(secret)) {
-        (Err(problem), _) => (
-            Answer::Failure {
-                status: None,
-                error: format!("endpoint URL refused: {}", problem.message()),
-                retry_after: None,
-            },
-            Reply::default(),
-        ),
-        (_, Err(_)) => (
-            Answer::Failure { status: None, error: "the endpoint secret is unreadable".into(), retry_after: None },
-            Reply::default(),
-        ),
+        (Err(problem), _) => {
+            (Answer::refused(format!("endpoint URL refused: {}", problem.message())), Reply::default())
+        }
+        (_, Err(_)) => (Answer::refused("the endpoint secret is unreadable".into()), Reply::default()),
         (Ok(url), Ok(secret)) => {
             // During a rotation window the previous secret signs too.
             let previous = match (&due.previous_secret, due.previous_secret_expires_at) {
@@ -165,8 +373,56 @@ async fn attempt(env: &Env, db: &D1Database, delivery_id: &str) -> Result<Done, 
         }
     };
     let (answer, reply) = answer;
-    let latency_ms = now().unix_millis() - started.unix_millis();
-    record(env, db, &due, number, started, latency_ms, answer, reply).await
+    let ended = now();
+    let latency_ms = ended.unix_millis() - started.unix_millis();
+    let outcome = answer.outcome();
+    let done = record(env, db, &due, number, started, latency_ms, answer, reply).await?;
+    feed_breaker(env, db, &due, admission, outcome, ended).await?;
+    Ok(done)
+}
+
+/// Counts an attempt's outcome in its endpoint's circuit breaker. The swap is retried against
+/// the state another attempt wrote meanwhile; an opening schedules the wake at the probe time,
+/// a closing wakes the line now.
+async fn feed_breaker(
+    env: &Env,
+    db: &D1Database,
+    due: &Due,
+    admission: breaker::Admission,
+    outcome: breaker::Outcome,
+    at: Timestamp,
+) -> Result<(), EdgeError> {
+    // A success sent through a closed circuit that held no failures changes nothing: a healthy
+    // endpoint's row is never written.
+    let clean = matches!(due.circuit.state(), breaker::State::Closed { failed: 0, .. });
+    if admission == breaker::Admission::Send && outcome == breaker::Outcome::Success && clean {
+        return Ok(());
+    }
+    let url = due.url.as_deref().unwrap_or_default();
+    let about = circuit::About { endpoint_id: &due.endpoint_id, account_id: &due.account_id, url };
+    let policy = crate::faults::breaker_policy(env, url);
+    for _ in 0..8 {
+        let Some(columns) = circuit::read(db, &due.endpoint_id).await? else { return Ok(()) };
+        let state = columns.state();
+        let (next, transition) = breaker::record(&policy, state, admission, outcome, at.unix_millis());
+        if next == state {
+            return Ok(());
+        }
+        let Some(signals) = circuit::swap(db, &about, columns.version(), next, transition, at).await? else {
+            continue;
+        };
+        queues::announce_events(env, db, &signals).await?;
+        match next {
+            breaker::State::Open { probe_at, .. } => {
+                let secs = (probe_at - at.unix_millis()).max(0).div_euclid(1000) + 1;
+                queues::wake_later(env, &due.endpoint_id, u64::try_from(secs).unwrap_or(1)).await?;
+            }
+            breaker::State::Closed { .. } => queues::wake_later(env, &due.endpoint_id, 0).await?,
+            breaker::State::HalfOpen { .. } => {}
+        }
+        return Ok(());
+    }
+    Ok(())
 }
 
 async fn send(
@@ -192,8 +448,7 @@ async fn send(
         ("webhook-signature", &signature),
     ] {
         if headers.set(name, value).is_err() {
-            let error = format!("cannot set header {name}");
-            return (Answer::Failure { status: None, error, retry_after: None }, Reply::default());
+            return (Answer::refused(format!("cannot set header {name}")), Reply::default());
         }
     }
     // Never follow a redirect: the next hop is an address nobody checked (and `fetch` would
@@ -201,8 +456,7 @@ async fn send(
     let request = match crate::platform::request("POST", url.as_str(), Some(&headers), Some(payload), false) {
         Ok(r) => r,
         Err(e) => {
-            let error = format!("invalid request: {e}");
-            return (Answer::Failure { status: None, error, retry_after: None }, Reply::default());
+            return (Answer::refused(format!("invalid request: {e}")), Reply::default());
         }
     };
     match fetch(request, timeout, MAX_REPLY_BYTES).await {
@@ -222,13 +476,20 @@ async fn send(
                         ),
                         None => format!("answered {status} (a redirect without Location); redirects are not followed"),
                     };
-                    Answer::Failure { status: Some(status), error, retry_after }
+                    Answer::Failure { status: Some(status), error, retry_after, no_answer: false }
                 }
-                _ => Answer::Failure { status: Some(status), error: format!("answered {status}"), retry_after },
+                _ => Answer::Failure {
+                    status: Some(status),
+                    error: format!("answered {status}"),
+                    retry_after,
+                    no_answer: false,
+                },
             };
             (answer, reply)
         }
-        Err(reason) => (Answer::Failure { status: None, error: reason, retry_after: None }, Reply::default()),
+        Err(reason) => {
+            (Answer::Failure { status: None, error: reason, retry_after: None, no_answer: true }, Reply::default())
+        }
     }
 }
 
@@ -313,7 +574,7 @@ async fn record(
             queues::announce_events(env, db, &signals).await?;
             Ok(Done::EndpointGone)
         }
-        Answer::Failure { status, error, retry_after } => {
+        Answer::Failure { status, error, retry_after, .. } => {
             let next = delay_before(env, number + 1).map(|d| backoff::with_retry_after(d, retry_after));
             let next_at = next.map(|d| Timestamp::from_unix_millis(started.unix_millis() + (d as i64) * 1000));
             let final_error = format!("gave up after {number} attempts: {error}");

@@ -22,7 +22,7 @@ pub struct Report {
     pub events: usize,
     /// Outbound messages not handed to the carrier, and scheduled ones now due.
     pub dispatches: usize,
-    /// Customer webhook deliveries whose attempt is overdue.
+    /// Customer webhook deliveries whose attempt is overdue, and endpoint lines woken.
     pub deliveries: usize,
     /// `backlog.high` signals this run wrote (at most one per kind of work).
     pub backlog_signals: usize,
@@ -109,7 +109,13 @@ async fn sweep_database(env: &Env, log: &carrier_events::Log, cutoff: Timestamp)
         deliveries::overdue(&db, Timestamp::from_unix_millis(now().unix_millis() - DELIVERY_GRACE_MILLIS), BATCH)
             .await?;
     let uncopied = crate::store::media::uncopied(&db, cutoff, BATCH).await?;
-    let found_counts = (woken.len(), dispatches.len(), overdue.len(), uncopied.len());
+    // A line whose wake was lost (an attempt's chain cut short, a wake message dropped) is woken
+    // here; one that is still being drained, or whose circuit holds, is left as it is by its wake.
+    let lines = crate::store::circuit::with_line(&db, BATCH).await?;
+    for endpoint in &lines {
+        crate::queues::wake_later(env, endpoint, 0).await?;
+    }
+    let found_counts = (woken.len(), dispatches.len(), overdue.len() + lines.len(), uncopied.len());
     crate::queues::deliver_many(env, overdue).await?;
     let mut work: Vec<Job> = woken.iter().map(|w| Job::CarrierEvent { id: w.id.clone() }).collect();
     work.extend(dispatches.iter().map(|message_id| Job::dispatch(env, message_id)));

@@ -1,0 +1,157 @@
+//! An endpoint's circuit breaker ([`exactly_core::breaker`]) on its `webhook_endpoints` row.
+//!
+//! The state lives in the `circuit*` columns and is replaced by compare-and-swap on
+//! `circuit_version`, so two attempts that end at once never both apply their outcome to the
+//! same state, and only one of two jobs that find the probe time passed sends the probe. The
+//! signals `endpoint.circuit_opened` and `endpoint.circuit_closed` stand right after the swap in
+//! its batch: each is written only if the swap happened, once per transition.
+
+use exactly_core::breaker::{State, Transition};
+use exactly_core::Timestamp;
+use serde::Deserialize;
+use serde_json::json;
+use worker::D1Database;
+
+use crate::error::EdgeError;
+use crate::store::signals::Signal;
+use crate::store::{self as db, int, text};
+
+/// The circuit columns as a row holds them (also read with a delivery, see
+/// [`crate::store::deliveries::Due`]).
+#[derive(Clone, Debug, Deserialize)]
+pub struct Columns {
+    pub circuit: Option<String>,
+    pub circuit_at: Option<f64>,
+    pub circuit_attempts: Option<f64>,
+    pub circuit_failed: Option<f64>,
+    pub circuit_succeeded: Option<f64>,
+    pub circuit_opens: Option<f64>,
+    pub circuit_version: Option<f64>,
+}
+
+/// The SELECT list of [`Columns`] for the endpoint aliased `e`.
+pub const CIRCUIT: &str = "e.circuit, e.circuit_at, e.circuit_attempts, e.circuit_failed, e.circuit_succeeded,
+    e.circuit_opens, e.circuit_version";
+
+fn count(value: Option<f64>) -> u32 {
+    value.map_or(0, |v| v.clamp(0.0, f64::from(u32::MAX)) as u32)
+}
+
+impl Columns {
+    /// The breaker's state (closed when the row has none, as an endpoint stored before the
+    /// breaker existed).
+    pub fn state(&self) -> State {
+        let at = self.circuit_at.unwrap_or(0.0) as i64;
+        let opens = count(self.circuit_opens);
+        match self.circuit.as_deref() {
+            Some("open") => State::Open { probe_at: at, opens },
+            Some("half_open") => {
+                State::HalfOpen { probe: (at != 0).then_some(at), succeeded: count(self.circuit_succeeded), opens }
+            }
+            _ => State::Closed {
+                since: at,
+                attempts: count(self.circuit_attempts),
+                failed: count(self.circuit_failed),
+                succeeded: count(self.circuit_succeeded),
+            },
+        }
+    }
+
+    /// The version a swap must find.
+    pub fn version(&self) -> i64 {
+        self.circuit_version.unwrap_or(0.0) as i64
+    }
+}
+
+/// The columns of `state`: (circuit, at, attempts, failed, succeeded, opens).
+fn columns(state: State) -> (&'static str, i64, u32, u32, u32, u32) {
+    match state {
+        State::Closed { since, attempts, failed, succeeded } => ("closed", since, attempts, failed, succeeded, 0),
+        State::Open { probe_at, opens } => ("open", probe_at, 0, 0, 0, opens),
+        State::HalfOpen { probe, succeeded, opens } => ("half_open", probe.unwrap_or(0), 0, 0, succeeded, opens),
+    }
+}
+
+/// Reads an endpoint's circuit.
+pub async fn read(db: &D1Database, endpoint_id: &str) -> Result<Option<Columns>, EdgeError> {
+    db::first(db::stmt(
+        db,
+        &format!("SELECT {CIRCUIT} FROM webhook_endpoints e WHERE e.id = ?1"),
+        &[text(endpoint_id)],
+    )?)
+    .await
+}
+
+/// What a transition's signal says about the endpoint.
+pub struct About<'a> {
+    pub endpoint_id: &'a str,
+    pub account_id: &'a str,
+    pub url: &'a str,
+}
+
+/// Replaces the circuit at `version` with `next`, writing the transition's signal in the same
+/// batch if the swap happened. Returns `None` if another writer swapped first, else the
+/// signal's event ids (empty without a transition).
+pub async fn swap(
+    db: &D1Database,
+    about: &About<'_>,
+    version: i64,
+    next: State,
+    transition: Option<Transition>,
+    now: Timestamp,
+) -> Result<Option<Vec<String>>, EdgeError> {
+    let (circuit, at, attempts, failed, succeeded, opens) = columns(next);
+    let mut statements = vec![db::stmt(
+        db,
+        "UPDATE webhook_endpoints SET circuit = ?3, circuit_at = ?4, circuit_attempts = ?5, circuit_failed = ?6,
+             circuit_succeeded = ?7, circuit_opens = ?8, circuit_version = ?2 + 1
+         WHERE id = ?1 AND circuit_version = ?2",
+        &[
+            text(about.endpoint_id),
+            int(version),
+            text(circuit),
+            int(at),
+            int(i64::from(attempts)),
+            int(i64::from(failed)),
+            int(i64::from(succeeded)),
+            int(i64::from(opens)),
+        ],
+    )?];
+    let signal = transition.map(|t| signal(about, t, next, now)).transpose()?;
+    if let Some(signal) = &signal {
+        statements.extend(signal.statements(db, now)?);
+    }
+    let results = db::batch(db, statements).await?;
+    if results.first().map(db::changes) != Some(1) {
+        return Ok(None);
+    }
+    Ok(Some(signal.map(|s| s.event_ids()).unwrap_or_default()))
+}
+
+fn signal(about: &About<'_>, transition: Transition, next: State, now: Timestamp) -> Result<Signal, EdgeError> {
+    let (kind, data) = match (transition, next) {
+        (Transition::Opened, State::Open { probe_at, .. }) => (
+            "endpoint.circuit_opened",
+            json!({"endpoint_id": about.endpoint_id, "url": about.url, "opened_at": now.to_rfc3339(),
+                   "next_probe_at": Timestamp::from_unix_millis(probe_at).to_rfc3339()}),
+        ),
+        _ => (
+            "endpoint.circuit_closed",
+            json!({"endpoint_id": about.endpoint_id, "url": about.url, "closed_at": now.to_rfc3339()}),
+        ),
+    };
+    // One signal per transition: the swap that makes it happens once.
+    let resource = format!("{}@{}", about.endpoint_id, now.unix_millis());
+    Signal::new(kind, &resource, Some(about.account_id), data, now)
+}
+
+/// Endpoints with deliveries in line, at most `limit`: the sweeper wakes each (a wake lost in a
+/// crash costs a minute, never a delivery).
+pub async fn with_line(db: &D1Database, limit: u32) -> Result<Vec<String>, EdgeError> {
+    db::all_ids(db::stmt(
+        db,
+        "SELECT DISTINCT endpoint_id AS id FROM webhook_deliveries WHERE waiting = 1 AND status = 'pending' LIMIT ?1",
+        &[int(i64::from(limit))],
+    )?)
+    .await
+}

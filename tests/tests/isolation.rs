@@ -1,0 +1,276 @@
+//! One customer's endpoint never slows another's webhooks (docs/contract.md §6): a hung endpoint
+//! with a long backlog beside a healthy one, the circuit breaker that holds the backlog and lets
+//! it go oldest first once the endpoint answers, and a rate limit that holds many deliveries
+//! without churning the queue.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use exactly_tests::{fresh_number, lit, Customer, Worker, TEST_ATTEMPT_TIMEOUT_SECS};
+use serde_json::{json, Value};
+use sim::customer::CustomerEndpoint;
+
+use crate::TestFn;
+
+pub const TESTS: &[(&str, TestFn)] = &[
+    (
+        "isolation::a_hung_endpoint_never_slows_another_accounts_webhooks",
+        a_hung_endpoint_never_slows_another_accounts_webhooks,
+    ),
+    (
+        "isolation::a_rate_limit_holds_a_backlog_without_churn_and_exactly",
+        a_rate_limit_holds_a_backlog_without_churn_and_exactly,
+    ),
+];
+
+/// Creates an endpoint of `c` at `path` of the test customer server with `extra` settings;
+/// returns its id.
+fn endpoint(w: &Worker, c: &Customer, path: &str, types: &[&str], extra: Value) -> String {
+    endpoint_on(w, &w.customer.base, c, path, types, extra)
+}
+
+/// Like [`endpoint`], on the server at `base`.
+fn endpoint_on(w: &Worker, base: &str, c: &Customer, path: &str, types: &[&str], extra: Value) -> String {
+    let mut body = json!({"url": format!("{base}{path}"), "event_types": types});
+    if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+        body.extend(extra.clone());
+    }
+    let a = w.call("POST", "/v1/webhook_endpoints", &c.key, Some(&body), &[]);
+    assert_eq!(a.status, 201, "{}", a.body);
+    a.json()["id"].as_str().expect("id").to_owned()
+}
+
+fn shown(w: &Worker, c: &Customer, id: &str) -> Value {
+    let a = w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]);
+    assert_eq!(a.status, 200, "{}", a.body);
+    a.json()
+}
+
+/// `n` `endpoint.test` events for endpoint `id`: each one delivery to it, created in this order.
+fn test_events(w: &Worker, c: &Customer, id: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|_| {
+            let a = w.call("POST", &format!("/v1/webhook_endpoints/{id}/test"), &c.key, None, &[]);
+            assert_eq!(a.status, 202, "{}", a.body);
+            a.json()["delivery_id"].as_str().expect("delivery_id").to_owned()
+        })
+        .collect()
+}
+
+/// The recorded attempts to endpoint `id`: (delivery, started at, latency, status), by start.
+fn attempts(w: &Worker, id: &str) -> Vec<(String, i64, i64, Option<i64>)> {
+    let rows = w.sql(&format!(
+        "SELECT a.delivery_id, a.attempted_at, a.latency_ms, a.status_code FROM webhook_attempts a
+         JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = {} ORDER BY a.attempted_at, a.id",
+        lit(id)
+    ));
+    rows.iter()
+        .map(|r| {
+            let int = |k: &str| r[k].as_i64().unwrap_or_else(|| panic!("{k} in {r}"));
+            (
+                r["delivery_id"].as_str().unwrap().to_owned(),
+                int("attempted_at"),
+                int("latency_ms"),
+                r["status_code"].as_i64(),
+            )
+        })
+        .collect()
+}
+
+/// The most attempts that were in flight at once, from the worker's own record of each
+/// attempt's start and latency.
+fn most_in_flight(attempts: &[(String, i64, i64, Option<i64>)]) -> usize {
+    let mut edges: Vec<(i64, i32)> = Vec::new();
+    for (_, at, latency, _) in attempts {
+        edges.push((*at, 1));
+        edges.push((at + latency, -1));
+    }
+    // An attempt that ends at the instant another starts was not beside it.
+    edges.sort();
+    let (mut now, mut most) = (0_i32, 0_i32);
+    for (_, step) in edges {
+        now += step;
+        most = most.max(now);
+    }
+    most as usize
+}
+
+/// The signals of `event_type` about endpoint `about` that reached `path`, by event id.
+fn signals(w: &Worker, path: &str, event_type: &str, about: &str) -> BTreeSet<String> {
+    w.customer
+        .received(path)
+        .iter()
+        .filter_map(|r| serde_json::from_str::<Value>(&r.body).ok())
+        .filter(|v| v["type"] == event_type && v["data"]["endpoint_id"] == about)
+        .filter_map(|v| v["id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Account A's endpoint accepts connections and never answers, with 120 deliveries pending;
+/// account B's answers at once and gets a burst of inbound messages meanwhile. B's webhooks
+/// arrive without waiting for any of A's attempts (a batch that waited would hold them until
+/// A's attempts time out); A never has more than its in-flight limit of attempts at once; A's
+/// circuit opens (visibly, with one signal), holds the backlog without spending its attempts,
+/// and once A answers again closes (one signal) and delivers every event once, oldest first.
+fn a_hung_endpoint_never_slows_another_accounts_webhooks(w: &Worker) {
+    const BACKLOG: usize = 120;
+    const MOST: usize = 5;
+    let hung = w.new_customer("hung");
+    let watch_path = format!("/hook/watch-{}", sim::random_hex());
+    endpoint(w, &hung, &watch_path, &["endpoint.circuit_opened", "endpoint.circuit_closed"], json!({}));
+    // A's endpoint is a server of its own, as another customer's is.
+    let server = CustomerEndpoint::start().expect("start A's endpoint");
+    let hung_path = format!("/hook/hung-{}", sim::random_hex());
+    let hung_id =
+        endpoint_on(w, &server.base, &hung, &hung_path, &["message.received"], json!({"max_in_flight": MOST}));
+    assert_eq!(shown(w, &hung, &hung_id)["max_in_flight"], MOST);
+    server.hang(&hung_path);
+    let backlog = test_events(w, &hung, &hung_id, BACKLOG);
+    // A's first attempts are hanging at its endpoint.
+    let hanging = w.eventually(Duration::from_secs(30), || server.received(&hung_path).len() >= MOST);
+    assert!(hanging, "A's first attempts reached its endpoint");
+
+    let (healthy, healthy_key) = w.create_account("healthy");
+    let number = fresh_number();
+    w.create_number(&healthy, &number, &[]);
+    let healthy = Customer { account: healthy, key: healthy_key, number };
+    let healthy_path = format!("/hook/healthy-{}", sim::random_hex());
+    let healthy_id = endpoint(w, &healthy, &healthy_path, &["message.received"], json!({}));
+    let mut sent: BTreeMap<String, Instant> = BTreeMap::new();
+    for _ in 0..12 {
+        let carrier_id = format!("m-{}", sim::random_hex());
+        let body = sim::telnyx::envelope(
+            &format!("e-{}", sim::random_hex()),
+            "message.received",
+            "2026-11-30T10:00:00Z",
+            json!({"id": carrier_id, "from": {"phone_number": "+15559990000"},
+                   "to": [{"phone_number": healthy.number}], "text": "beside a hung neighbour"}),
+            1,
+        );
+        sent.insert(carrier_id, Instant::now());
+        assert_eq!(w.deliver_telnyx(&body).status, 200);
+    }
+    let arrived = w.eventually(Duration::from_secs(60), || w.customer.received(&healthy_path).len() >= 12);
+    assert!(arrived, "B's webhooks arrived");
+    let mut waits: Vec<Duration> = w
+        .customer
+        .received(&healthy_path)
+        .iter()
+        .map(|r| {
+            let body: Value = serde_json::from_str(&r.body).unwrap();
+            let carrier_id = body["data"]["carrier_message_id"].as_str().unwrap();
+            r.arrived.duration_since(sent[carrier_id])
+        })
+        .collect();
+    waits.sort();
+    eprintln!(
+        "isolation: B's time to webhook beside a hung endpoint: p50 {:.2} s, max {:.2} s (12 webhooks)",
+        waits[waits.len() / 2].as_secs_f64(),
+        waits[waits.len() - 1].as_secs_f64()
+    );
+    // Waiting behind one of A's attempts would mean waiting until it timed out: most of
+    // TEST_ATTEMPT_TIMEOUT_SECS, since A's attempts were already hanging when B's burst began.
+    let bound = Duration::from_secs(TEST_ATTEMPT_TIMEOUT_SECS / 2);
+    assert!(waits.iter().all(|d| *d < bound), "each of B's webhooks arrived within {bound:?}: {waits:?}");
+
+    // A's circuit opens once its attempts time out; the backlog waits in its line, visibly.
+    let mut seen = Value::Null;
+    let opened = w.eventually(Duration::from_secs(60), || {
+        seen = shown(w, &hung, &hung_id);
+        seen["circuit"] != "closed"
+    });
+    assert!(opened, "A's circuit opened: {seen}");
+    assert!(seen["next_probe_at"].is_string(), "{seen}");
+    let held = w.eventually(Duration::from_secs(30), || shown(w, &hung, &hung_id)["held_count"].as_u64() > Some(0));
+    assert!(held, "the backlog waits in A's line: {}", shown(w, &hung, &hung_id));
+    let spent = w.count(&format!(
+        "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND attempts > 0",
+        lit(&hung_id)
+    ));
+    assert!(spent < BACKLOG as i64 / 2, "an open circuit spends no attempts of what it holds: {spent} of {BACKLOG}");
+
+    // A answers again: its probes succeed, the circuit closes, the backlog arrives.
+    server.let_go(&hung_path);
+    let settled = w.eventually(Duration::from_secs(120), || {
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'succeeded'",
+            lit(&hung_id)
+        )) == BACKLOG as i64
+    });
+    assert!(settled, "every held delivery succeeded: {}", shown(w, &hung, &hung_id));
+    let closed = w.eventually(Duration::from_secs(30), || {
+        signals(w, &watch_path, "endpoint.circuit_closed", &hung_id).len() == 1
+    });
+    assert!(closed, "endpoint.circuit_closed reached A's watcher");
+    let after = shown(w, &hung, &hung_id);
+    assert_eq!((after["circuit"].as_str(), after["held_count"].as_u64()), (Some("closed"), Some(0)), "{after}");
+    assert_eq!(signals(w, &watch_path, "endpoint.circuit_opened", &hung_id).len(), 1, "opened once");
+    assert_eq!(signals(w, &watch_path, "endpoint.circuit_closed", &hung_id).len(), 1, "closed once");
+
+    // Every event exactly once (a request the worker gave up on is a recorded attempt), never
+    // more than MOST at once, and oldest first: the line is drained in creation order, so a
+    // delivery's first success comes at most MOST places from its place in the backlog.
+    let record = attempts(w, &hung_id);
+    assert!(server.received(&hung_path).len() <= record.len(), "every request A received is a recorded attempt");
+    let mut succeeded: BTreeMap<&str, usize> = BTreeMap::new();
+    for (delivery, _, _, status) in &record {
+        if status.is_some_and(|s| (200..300).contains(&s)) {
+            *succeeded.entry(delivery.as_str()).or_default() += 1;
+        }
+    }
+    assert!(succeeded.len() == BACKLOG && succeeded.values().all(|n| *n == 1), "each of A's events succeeded once");
+    assert!(most_in_flight(&record) <= MOST, "at most {MOST} in flight: {}", most_in_flight(&record));
+    let mut firsts: Vec<&str> = Vec::new();
+    for (delivery, _, _, status) in &record {
+        if status.is_some_and(|s| (200..300).contains(&s)) && !firsts.contains(&delivery.as_str()) {
+            firsts.push(delivery);
+        }
+    }
+    for (place, delivery) in firsts.iter().enumerate() {
+        let rank = backlog.iter().position(|d| d == delivery).expect("a delivery of the backlog");
+        assert!(rank.abs_diff(place) <= 2 * MOST, "{delivery}: created {rank}th, first delivered {place}th");
+    }
+    // B never noticed: its circuit stayed closed and each of its events arrived once.
+    assert_eq!(shown(w, &healthy, &healthy_id)["circuit"], "closed");
+    assert_eq!(w.sent_as_recorded(&healthy_id, &healthy_path), 12);
+}
+
+/// An endpoint limited to 3 a second (333⅓ ms apart, a rate that does not divide 1000) holds
+/// 24 deliveries while paused and is resumed: every one arrives once, no two attempts start less
+/// than 333⅓ ms apart in the worker's record, and the backlog waits in the endpoint's line
+/// rather than in the queue: each delivery is carried by a few queue messages, not one every
+/// second while it waits.
+fn a_rate_limit_holds_a_backlog_without_churn_and_exactly(w: &Worker) {
+    const BACKLOG: usize = 24;
+    let c = w.new_customer("limited");
+    let path = format!("/hook/limited-{}", sim::random_hex());
+    let id = endpoint(w, &c, &path, &["message.received"], json!({"rate_limit_per_second": 3}));
+    let patch = |change: Value| {
+        let a = w.call("PATCH", &format!("/v1/webhook_endpoints/{id}"), &c.key, Some(&change), &[]);
+        assert_eq!(a.status, 200, "{change}: {}", a.body);
+        a.json()
+    };
+    patch(json!({"paused": true}));
+    // A test event for a paused endpoint is held at once: no queue message carries it.
+    let held = test_events(w, &c, &id, BACKLOG);
+    assert_eq!(shown(w, &c, &id)["held_count"], BACKLOG);
+    patch(json!({"paused": false}));
+    let done = w.eventually(Duration::from_secs(60), || {
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'succeeded'",
+            lit(&id)
+        )) == BACKLOG as i64
+    });
+    assert!(done, "every delivery succeeded: {}", shown(w, &c, &id));
+    assert_eq!(w.sent_as_recorded(&id, &path), BACKLOG);
+    let record = attempts(w, &id);
+    let starts: Vec<i64> = record.iter().map(|(_, at, _, _)| *at).collect();
+    for pair in starts.windows(2) {
+        assert!(3 * (pair[1] - pair[0]) >= 1000, "attempts 333⅓ ms apart at least: {starts:?}");
+    }
+    // Every queue message that carried one of these deliveries logged a line about it, and so
+    // did each attempt taken from the line without a message: a few each in all. A delivery
+    // re-enqueued while it waited for its turn would log one every second or two, for 8 s.
+    let lines: usize = held.iter().map(|d| w.job_lines(d)).sum();
+    assert!(lines <= 2 * BACKLOG, "{lines} job lines for {BACKLOG} deliveries held for 8 s");
+}
