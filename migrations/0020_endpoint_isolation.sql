@@ -22,6 +22,13 @@ ALTER TABLE webhook_deliveries ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0;
 -- While an attempt is in flight: its lease end (Unix ms), 0 otherwise.
 ALTER TABLE webhook_deliveries ADD COLUMN in_flight_until INTEGER NOT NULL DEFAULT 0;
 
+-- An attempt claimed before this migration (attempt count taken, lease not over, outcome not
+-- recorded) keeps its in-flight place, so a resume right after the deploy never releases it.
+UPDATE webhook_deliveries SET in_flight_until = next_attempt_at
+WHERE status = 'pending' AND attempts > 0 AND next_attempt_at > CAST(strftime('%s', 'now') AS INTEGER) * 1000
+  AND NOT EXISTS (SELECT 1 FROM webhook_attempts a WHERE a.delivery_id = webhook_deliveries.id
+                  AND a.attempt = webhook_deliveries.attempts);
+
 CREATE INDEX webhook_deliveries_line ON webhook_deliveries (endpoint_id, created_at, id)
     WHERE waiting = 1 AND status = 'pending';
 CREATE INDEX webhook_deliveries_in_flight ON webhook_deliveries (endpoint_id, in_flight_until)

@@ -412,10 +412,11 @@ impl Worker {
     fn sql_in(&self, sql: &str, query: Value) -> Vec<Value> {
         let ask = || self.post("/__e2e/sql", &[("content-type", "application/json")], query.to_string().as_bytes());
         // wrangler dev's proxy now and then drops a request to workerd under load and answers
-        // 503 "restarted mid-request" without running it; it retries only GETs itself. A read is
-        // safe to ask again.
+        // 503 "restarted mid-request" without running it, or closes the connection unanswered
+        // (seen: "Unexpected EOF"); it retries only GETs itself. A read is safe to ask again.
         let read = sql.trim_start().get(..6).is_some_and(|w| w.eq_ignore_ascii_case("select"));
-        let answer = sent_again(ask, if read { 3 } else { 0 }, Duration::from_millis(200), dropped_by_proxy);
+        let lost = |a: &Answer| dropped_by_proxy(a) || a.status == 0;
+        let answer = sent_again(ask, if read { 3 } else { 0 }, Duration::from_millis(200), lost);
         assert_eq!(answer.status, 200, "sql failed: {sql}\n{}", answer.body);
         answer.json()["results"].as_array().cloned().unwrap_or_default()
     }

@@ -145,12 +145,16 @@ fn signal(about: &About<'_>, transition: Transition, next: State, now: Timestamp
     Signal::new(kind, &resource, Some(about.account_id), data, now)
 }
 
-/// Endpoints with deliveries in line, at most `limit`: the sweeper wakes each (a wake lost in a
-/// crash costs a minute, never a delivery).
+/// Active endpoints (neither paused nor disabled) with deliveries in line, those whose line
+/// has gone longest without a change first, at most `limit`: the sweeper wakes each (a wake lost
+/// in a crash costs a minute or so, never a delivery). A wake that finds the line still held
+/// (its circuit open) puts its oldest back, which moves that line to the back.
 pub async fn with_line(db: &D1Database, limit: u32) -> Result<Vec<String>, EdgeError> {
     db::all_ids(db::stmt(
         db,
-        "SELECT DISTINCT endpoint_id AS id FROM webhook_deliveries WHERE waiting = 1 AND status = 'pending' LIMIT ?1",
+        "SELECT d.endpoint_id AS id FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+         WHERE d.waiting = 1 AND d.status = 'pending' AND e.enabled = 1 AND e.paused = 0
+         GROUP BY d.endpoint_id ORDER BY MAX(d.updated_at) LIMIT ?1",
         &[int(i64::from(limit))],
     )?)
     .await

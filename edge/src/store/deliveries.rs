@@ -58,20 +58,37 @@ pub struct Attempt {
     pub response_headers: Option<String>,
 }
 
-/// The deliveries of an event not attempted yet, with their endpoint's URL.
+/// The deliveries of an event not attempted yet to endpoints that take attempts now, with their
+/// endpoint's URL, to enqueue. Those to an endpoint whose circuit is not closed go straight into
+/// its line in the same batch, with no queue message: while a circuit is open its deliveries
+/// take no consumer time (the probe, and the closing, wake the line).
 pub async fn pending_initial(db: &D1Database, event_id: &str) -> Result<Vec<(String, String)>, EdgeError> {
     #[derive(Deserialize)]
     struct Pending {
         id: String,
         url: String,
     }
-    let rows: Vec<Pending> = db::all(db::stmt(
+    let results = db::batch(
         db,
-        "SELECT d.id, e.url FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-         WHERE d.event_id = ?1 AND d.status = 'pending' AND d.attempts = 0 AND e.enabled = 1 AND e.paused = 0",
-        &[text(event_id)],
-    )?)
+        vec![
+            db::stmt(
+                db,
+                "UPDATE webhook_deliveries SET waiting = 1 WHERE event_id = ?1 AND status = 'pending' AND attempts = 0
+                   AND waiting = 0 AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE circuit != 'closed'
+                                                       AND enabled = 1 AND paused = 0)",
+                &[text(event_id)],
+            )?,
+            db::stmt(
+                db,
+                "SELECT d.id, e.url FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+                 WHERE d.event_id = ?1 AND d.status = 'pending' AND d.attempts = 0 AND d.waiting = 0 AND e.enabled = 1
+                   AND e.paused = 0",
+                &[text(event_id)],
+            )?,
+        ],
+    )
     .await?;
+    let rows: Vec<Pending> = results.get(1).map(db::rows).transpose()?.unwrap_or_default();
     Ok(rows.into_iter().map(|p| (p.id, p.url)).collect())
 }
 
@@ -101,9 +118,11 @@ pub enum Claim {
 }
 
 /// Claims attempt `number` (the count was `number - 1`), leasing the delivery until `lease`,
-/// if the endpoint has fewer than `max_in_flight` attempts in flight; if it has that many, the
-/// delivery goes into the endpoint's line (`waiting`) in the same batch, so an attempt that
-/// ends after this either found it in line or left room for it.
+/// if no attempt of it is in flight, the endpoint has fewer than `max_in_flight` attempts in
+/// flight, no older delivery waits in its line (a line is drained oldest first) and its circuit
+/// is still at `version` (the state the caller admitted the attempt under). Otherwise the
+/// delivery goes into the endpoint's line in the same batch, so an attempt that ends after this
+/// either found it in line or left room for it.
 #[allow(clippy::too_many_arguments)]
 pub async fn claim_attempt(
     db: &D1Database,
@@ -113,18 +132,21 @@ pub async fn claim_attempt(
     lease: Timestamp,
     now: Timestamp,
     max_in_flight: i64,
+    version: i64,
 ) -> Result<Claim, EdgeError> {
     let results = db::batch(
         db,
         vec![
             db::stmt(
                 db,
-                // The endpoint's attempts in flight: claimed, lease not over, outcome not recorded.
                 "UPDATE webhook_deliveries SET attempts = ?2, next_attempt_at = ?3, in_flight_until = ?3, waiting = 0,
                      updated_at = ?4
-                 WHERE id = ?1 AND status = 'pending' AND attempts = ?5
+                 WHERE id = ?1 AND status = 'pending' AND attempts = ?5 AND in_flight_until <= ?4
                    AND (SELECT COUNT(*) FROM webhook_deliveries f WHERE f.endpoint_id = ?6 AND f.in_flight_until > 0
-                        AND f.in_flight_until > ?4) < ?7",
+                        AND f.in_flight_until > ?4) < ?7
+                   AND NOT EXISTS (SELECT 1 FROM webhook_deliveries l WHERE l.endpoint_id = ?6 AND l.waiting = 1
+                        AND l.status = 'pending' AND (l.created_at, l.id) < (webhook_deliveries.created_at, ?1))
+                   AND (SELECT circuit_version FROM webhook_endpoints WHERE id = ?6) = ?8",
                 &[
                     text(id),
                     int(number),
@@ -133,12 +155,13 @@ pub async fn claim_attempt(
                     int(number - 1),
                     text(endpoint_id),
                     int(max_in_flight),
+                    int(version),
                 ],
             )?,
             db::stmt(
                 db,
                 "UPDATE webhook_deliveries SET waiting = 1, updated_at = ?3
-                 WHERE id = ?1 AND status = 'pending' AND attempts = ?2 AND changes() = 0",
+                 WHERE id = ?1 AND status = 'pending' AND attempts = ?2 AND in_flight_until <= ?3 AND changes() = 0",
                 &[text(id), int(number - 1), time(now)],
             )?,
         ],
@@ -149,6 +172,52 @@ pub async fn claim_attempt(
         (_, Some(1)) => Claim::Full,
         _ => Claim::Elsewhere,
     })
+}
+
+/// Renews the lease of attempt `number` right before it is sent, if the attempt is still the
+/// delivery's (no job claimed a later one after a lapsed lease: a claim needs the lease over,
+/// and this renewal and that claim are one statement each, so only one of them happens).
+/// Returns the endpoint's circuit as it is now, or `None` when the attempt is no longer this
+/// job's to send.
+pub async fn renew(
+    db: &D1Database,
+    id: &str,
+    endpoint_id: &str,
+    number: i64,
+    lease: Timestamp,
+) -> Result<Option<Columns>, EdgeError> {
+    let results = db::batch(
+        db,
+        vec![
+            db::stmt(
+                db,
+                "UPDATE webhook_deliveries SET next_attempt_at = ?3, in_flight_until = ?3
+                 WHERE id = ?1 AND status = 'pending' AND attempts = ?2",
+                &[text(id), int(number), time(lease)],
+            )?,
+            db::stmt(db, &format!("SELECT {CIRCUIT} FROM webhook_endpoints e WHERE e.id = ?1"), &[text(endpoint_id)])?,
+        ],
+    )
+    .await?;
+    if results.first().map(db::changes) != Some(1) {
+        return Ok(None);
+    }
+    let columns: Option<Columns> = results.get(1).map(db::rows).transpose()?.and_then(|rows| rows.into_iter().next());
+    Ok(columns)
+}
+
+/// Gives a claimed attempt `number` back before it was sent: the delivery goes into its
+/// endpoint's line with its attempt count as before, so no attempt is spent.
+pub async fn unclaim(db: &D1Database, id: &str, number: i64, now: Timestamp) -> Result<bool, EdgeError> {
+    let changed = db::run(db::stmt(
+        db,
+        "UPDATE webhook_deliveries SET attempts = ?2 - 1, in_flight_until = 0, waiting = 1, next_attempt_at = ?3,
+             updated_at = ?3
+         WHERE id = ?1 AND status = 'pending' AND attempts = ?2",
+        &[text(id), int(number), time(now)],
+    )?)
+    .await?;
+    Ok(changed == 1)
 }
 
 /// Puts a delivery (its attempt count still `attempts`) into its endpoint's line while the
@@ -240,9 +309,11 @@ pub async fn record_success(db: &D1Database, a: &Attempt, endpoint_id: &str) -> 
             attempt_row(db, a)?,
             db::stmt(
                 db,
-                "UPDATE webhook_deliveries SET status = 'succeeded', last_error = NULL, in_flight_until = 0,
-                 updated_at = ?2 WHERE id = ?1 AND status = 'pending'",
-                &[text(&a.delivery_id), time(a.at)],
+                // Its in-flight place is freed only if no later attempt holds it.
+                "UPDATE webhook_deliveries SET status = 'succeeded', last_error = NULL, updated_at = ?2,
+                     in_flight_until = CASE WHEN attempts = ?3 THEN 0 ELSE in_flight_until END
+                 WHERE id = ?1 AND status = 'pending'",
+                &[text(&a.delivery_id), time(a.at), int(a.number)],
             )?,
             db::stmt(
                 db,
@@ -287,9 +358,9 @@ pub async fn record_gone(db: &D1Database, a: &Attempt, subject: &Subject<'_>) ->
         db::stmt(
             db,
             "UPDATE webhook_deliveries SET status = 'failed', last_error = '410 Gone: endpoint disabled',
-                in_flight_until = 0, updated_at = ?2
+                in_flight_until = CASE WHEN attempts = ?3 THEN 0 ELSE in_flight_until END, updated_at = ?2
              WHERE id = ?1 AND status = 'pending'",
-            &[text(&a.delivery_id), time(a.at)],
+            &[text(&a.delivery_id), time(a.at), int(a.number)],
         )?,
         db::stmt(
             db,
@@ -320,16 +391,17 @@ pub async fn record_failure(
     match a.next_attempt_at {
         Some(next_at) => statements.push(db::stmt(
             db,
+            // Only the attempt that holds the delivery schedules its next one.
             "UPDATE webhook_deliveries SET next_attempt_at = ?2, last_error = ?3, in_flight_until = 0, updated_at = ?4
-             WHERE id = ?1 AND status = 'pending'",
-            &[text(&a.delivery_id), time(next_at), text(error), time(a.at)],
+             WHERE id = ?1 AND status = 'pending' AND attempts = ?5",
+            &[text(&a.delivery_id), time(next_at), text(error), time(a.at), int(a.number)],
         )?),
         None => {
             statements.push(db::stmt(
                 db,
                 "UPDATE webhook_deliveries SET status = 'failed', last_error = ?2, in_flight_until = 0, updated_at = ?3
-                 WHERE id = ?1 AND status = 'pending'",
-                &[text(&a.delivery_id), text(final_error), time(a.at)],
+                 WHERE id = ?1 AND status = 'pending' AND attempts = ?4",
+                &[text(&a.delivery_id), text(final_error), time(a.at), int(a.number)],
             )?);
             let data = json!({
                 "delivery_id": a.delivery_id, "event_id": subject.event_id, "endpoint_id": subject.endpoint_id,
@@ -593,7 +665,8 @@ pub async fn take_turn(
         return Ok(None);
     }
     let next: Option<Next> = results.get(1).map(db::rows).transpose()?.and_then(|rows| rows.into_iter().next());
-    Ok(Some(next.map_or(turn_interval(rate), |n| (n.rate_next_at - now.unix_millis() as f64).max(1.0))))
+    let next = next.ok_or_else(|| EdgeError::Unavailable("the endpoint was deleted".into()))?;
+    Ok(Some((next.rate_next_at - now.unix_millis() as f64).max(1.0)))
 }
 
 /// The milliseconds between two attempts under a limit of `rate` a second (1 to 1000).

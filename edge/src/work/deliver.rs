@@ -16,6 +16,8 @@
 //! delivery's attempt count before it is sent, so duplicate queue messages never send one
 //! attempt twice, and a delivery that succeeded is never sent again.
 
+use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -48,39 +50,68 @@ fn attempt_timeout(env: &Env) -> Duration {
 }
 
 /// While an attempt is in flight, other jobs for the delivery stand back this long, and it
-/// holds one of its endpoint's in-flight places.
+/// holds one of its endpoint's in-flight places. Renewed right before the attempt is sent.
 const ATTEMPT_LEASE_MILLIS: i64 = 60_000;
 /// Consecutive failed attempts that disable an endpoint.
 pub const DISABLE_AFTER_FAILURES: i64 = 100;
 /// An attempt that ends takes the next delivery in its endpoint's line, and so on, at most this
 /// many times or for this long; then a wake message carries the line on.
-const CHAIN_MAX: usize = 25;
-const CHAIN_MILLIS: i64 = 30_000;
+const CHAIN_MAX: usize = 8;
+const CHAIN_MILLIS: i64 = 15_000;
 /// A wake starts at most this many deliveries of a line (fewer when the endpoint fills up).
 const WAKE_MAX: usize = 50;
+
+/// An invocation keeps at most six connections open, and a fetch beyond them would wait inside
+/// the runtime while its timeout already runs (an attempt never sent recorded as timed out). So
+/// an attempt takes a place in a lane before its clock starts: the fast lane for first attempts
+/// to endpoints whose circuit counts no failure, the slow lane for retries, probes and attempts
+/// to endpoints that failed lately, so a first attempt to a healthy endpoint never waits behind
+/// an endpoint that hangs; and one endpoint holds at most one fast place at a time.
+const FAST_LANE: usize = 4;
+const SLOW_LANE: usize = 2;
+/// Attempts an invocation has claimed and not yet finished, beyond which a wake claims no more
+/// (the batch's own messages always may): each waits for a lane at most a few attempt timeouts,
+/// well inside its lease.
+const OUTSTANDING_MAX: usize = 8;
+/// Attempts an invocation runs in all, chains included: each costs about eight D1 queries, and
+/// an invocation may make a thousand.
+const ROUNDS_MAX: usize = 60;
+/// The longest an attempt waits for its rate-limit turn before it goes back into the line (a
+/// turn is at most a second away unless clocks disagree).
+const TURN_WAIT_MAX_MILLIS: f64 = 5_000.0;
+
+/// What the attempts that run beside one invocation's batch share.
+struct Invocation {
+    fast: Semaphore,
+    slow: Semaphore,
+    /// Endpoints with an attempt in the fast lane now: one each, so an endpoint that has just
+    /// begun to hang holds at most one fast place until its first timeout is counted.
+    in_fast: RefCell<HashSet<String>>,
+    outstanding: Cell<usize>,
+    rounds: Cell<usize>,
+}
+
+type Shared = Rc<Invocation>;
 
 /// Consumes the `deliveries` queue; each message is acked or retried by itself.
 ///
 /// A message only claims: its delivery goes through the endpoint's gates (paused, circuit,
-/// rate limit, in-flight limit) and its attempt is claimed by compare-and-swap, so two messages
+/// in-flight limit, its line) and its attempt is claimed by compare-and-swap, so two messages
 /// for one delivery never send one attempt twice, whatever their order. The claimed attempt then
 /// runs beside the batch (`wait_until`), so no message of the batch, and no later batch, waits
-/// for an endpoint to answer; its lease stands for it until its outcome is recorded.
+/// for an endpoint to answer; its lease stands for it, renewed right before it is sent.
 pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env, ctx: &Context) -> worker::Result<()> {
     let messages = batch.messages()?;
-    let connections = Rc::new(Semaphore::new(CONNECTIONS));
-    join_all(messages.iter().map(|message| consume_one(env, ctx, &connections, message))).await;
+    let shared = Rc::new(Invocation {
+        fast: Semaphore::new(FAST_LANE),
+        slow: Semaphore::new(SLOW_LANE),
+        in_fast: RefCell::default(),
+        outstanding: Cell::new(0),
+        rounds: Cell::new(0),
+    });
+    join_all(messages.iter().map(|message| consume_one(env, ctx, &shared, message))).await;
     Ok(())
 }
-
-/// How many attempts of one invocation are sent at once. An invocation keeps at most six
-/// connections open; a fetch beyond them would wait inside the runtime while its timeout already
-/// runs, so an attempt never sent could be recorded as timed out. An attempt takes a place here
-/// before its clock starts.
-const CONNECTIONS: usize = 6;
-
-/// The invocation's places for attempts in flight ([`CONNECTIONS`]).
-type Connections = Rc<Semaphore>;
 
 /// The bindings and database of the account database a delivery job names.
 fn scoped(env: &Env, job: &DeliveryJob) -> Result<(Env, D1Database), EdgeError> {
@@ -89,7 +120,7 @@ fn scoped(env: &Env, job: &DeliveryJob) -> Result<(Env, D1Database), EdgeError> 
     Ok((env, db))
 }
 
-async fn consume_one(env: &Env, ctx: &Context, connections: &Connections, message: &Message<serde_json::Value>) {
+async fn consume_one(env: &Env, ctx: &Context, shared: &Shared, message: &Message<serde_json::Value>) {
     let Ok(job) = serde_json::from_value::<DeliveryJob>(message.body().clone()) else {
         message.ack();
         return;
@@ -99,14 +130,14 @@ async fn consume_one(env: &Env, ctx: &Context, connections: &Connections, messag
         Err(e) => return crate::error::settle(message, Err(e), |line| tag(line, &job)),
     };
     if let Some(endpoint) = &job.wake {
-        let result = wake(&env, &db, ctx, connections, endpoint).await.map(Outcome::Done);
+        let result = wake(&env, &db, ctx, shared, endpoint).await.map(Outcome::Done);
         return crate::error::settle(message, result, |line| tag(line, &job));
     }
     match gate(&env, &db, &job.delivery_id).await {
         Ok(Gate::Claimed(claimed)) => {
             // Its outcome is logged when it is recorded.
             message.ack();
-            ctx.wait_until(run(env, *claimed, Rc::clone(connections)));
+            start(ctx, &env, *claimed, shared);
         }
         Ok(Gate::Done(done)) => crate::error::settle(message, Ok(Outcome::Done(done)), |line| tag(line, &job)),
         Ok(Gate::LookAgain) => {
@@ -207,9 +238,21 @@ struct Claimed {
     admission: breaker::Admission,
 }
 
+impl Claimed {
+    /// Whether it goes in the fast lane: a first attempt, through a closed circuit that counts no
+    /// failure.
+    fn fast(&self) -> bool {
+        self.number == 1
+            && self.admission == breaker::Admission::Send
+            && matches!(self.due.circuit.state(), breaker::State::Closed { failed: 0, .. })
+    }
+}
+
 /// Takes delivery `id` through its endpoint's gates, in order: settled or deleted; paused or
-/// disabled (held untouched); early; the circuit (open: into the line); the in-flight limit
-/// (full: into the line; under a rate limit, at most the rate); then claims the attempt.
+/// disabled (held untouched); early; the circuit (open: into the line); then the claim, which
+/// also checks the in-flight limit (under a rate limit, at most the rate), the line (older
+/// deliveries go first) and that the circuit has not changed (else into the line). A probe's
+/// turn is taken after its claim, so a turn is never taken for an attempt that does not go.
 async fn gate(env: &Env, db: &D1Database, id: &str) -> Result<Gate, EdgeError> {
     for _ in 0..3 {
         let Some(due) = deliveries::due(db, id).await? else { return Ok(Gate::Done(Done::NoSuchDelivery)) };
@@ -231,15 +274,27 @@ async fn gate(env: &Env, db: &D1Database, id: &str) -> Result<Gate, EdgeError> {
             return Ok(Gate::Done(Done::NotDue));
         }
         let attempts = due.attempts as i64;
+        let version = due.circuit.version();
         let policy = crate::faults::breaker_policy(env, due.url.as_deref().unwrap_or_default());
         let (admission, probe) = breaker::admit(&policy, due.circuit.state(), started.unix_millis());
         if let breaker::Admission::Hold(_) = admission {
-            if deliveries::wait_for_circuit(db, &due.id, &due.endpoint_id, attempts, due.circuit.version(), started)
-                .await?
-            {
+            if deliveries::wait_for_circuit(db, &due.id, &due.endpoint_id, attempts, version, started).await? {
                 return Ok(Gate::Done(Done::WaitingForCircuit));
             }
             continue;
+        }
+        let number = attempts + 1;
+        let lease = Timestamp::from_unix_millis(started.unix_millis() + ATTEMPT_LEASE_MILLIS);
+        // A rate-limited endpoint has no more in flight than it takes in a second: each waits at
+        // most a second for its turn ([`attempt`]), and the rest wait in line.
+        let rate = due.rate_limit_per_second.filter(|r| *r >= 1.0).map(|r| r as i64);
+        let most = due.max_in_flight.map_or(i64::from(DEFAULT_MAX_IN_FLIGHT), |m| m as i64);
+        let most = most.min(rate.unwrap_or(i64::MAX)).max(1);
+        let claim = deliveries::claim_attempt(db, &due.id, &due.endpoint_id, number, lease, started, most, version);
+        match claim.await? {
+            Claim::Claimed => {}
+            Claim::Full => return Ok(Gate::Done(Done::WaitingForEndpoint)),
+            Claim::Elsewhere => return Ok(Gate::Done(Done::ClaimedElsewhere)),
         }
         if let Some(probe) = probe {
             let about = circuit::About {
@@ -247,37 +302,34 @@ async fn gate(env: &Env, db: &D1Database, id: &str) -> Result<Gate, EdgeError> {
                 account_id: &due.account_id,
                 url: due.url.as_deref().unwrap_or_default(),
             };
-            // Whoever swaps first sends the probe; the other looks again and waits.
-            if circuit::swap(db, &about, due.circuit.version(), probe, None, started).await?.is_none() {
-                continue;
+            // Whoever swaps first sends the probe; the other gives its claim back and waits.
+            if circuit::swap(db, &about, version, probe, None, started).await?.is_none() {
+                deliveries::unclaim(db, &due.id, number, started).await?;
+                return Ok(Gate::Done(Done::WaitingForCircuit));
             }
         }
-        let number = attempts + 1;
-        let lease = Timestamp::from_unix_millis(started.unix_millis() + ATTEMPT_LEASE_MILLIS);
-        // A rate-limited endpoint has no more in flight than it takes in a second: each waits at
-        // most a second for its turn ([`attempt`]), and the rest wait in line.
-        let rate = due.rate_limit_per_second.filter(|r| *r >= 1.0).map(|r| r as i64);
-        let most = due
-            .max_in_flight
-            .map_or(i64::from(DEFAULT_MAX_IN_FLIGHT), |m| m as i64)
-            .min(rate.unwrap_or(i64::MAX))
-            .max(1);
-        return Ok(
-            match deliveries::claim_attempt(db, &due.id, &due.endpoint_id, number, lease, started, most).await? {
-                Claim::Claimed => Gate::Claimed(Box::new(Claimed { due, number, admission })),
-                Claim::Full => Gate::Done(Done::WaitingForEndpoint),
-                Claim::Elsewhere => Gate::Done(Done::ClaimedElsewhere),
-            },
-        );
+        return Ok(Gate::Claimed(Box::new(Claimed { due, number, admission })));
     }
     Ok(Gate::LookAgain)
 }
 
+/// Starts a claimed attempt beside the batch.
+fn start(ctx: &Context, env: &Env, claimed: Claimed, shared: &Shared) {
+    shared.outstanding.set(shared.outstanding.get() + 1);
+    ctx.wait_until(run(env.clone(), claimed, Rc::clone(shared)));
+}
+
 /// Runs a claimed attempt, then, while the endpoint has a line, the next delivery in it: an
 /// attempt that ends hands its in-flight place to the oldest waiting, with no queue message
-/// between (at most [`CHAIN_MAX`] in a row, then a wake carries on).
-async fn run(env: Env, first: Claimed, connections: Connections) {
-    let db = match crate::store::database(&env) {
+/// between (at most [`CHAIN_MAX`] in a row and [`ROUNDS_MAX`] in the invocation, then a wake
+/// carries the line on).
+async fn run(env: Env, first: Claimed, shared: Shared) {
+    chain(&env, first, &shared).await;
+    shared.outstanding.set(shared.outstanding.get().saturating_sub(1));
+}
+
+async fn chain(env: &Env, first: Claimed, shared: &Invocation) {
+    let db = match crate::store::database(env) {
         Ok(db) => db,
         // The lease runs out and the sweeper finds the delivery.
         Err(e) => return log(&first.due.id, &Err(e)),
@@ -285,11 +337,13 @@ async fn run(env: Env, first: Claimed, connections: Connections) {
     let began = now();
     let mut claimed = first;
     for round in 1.. {
+        shared.rounds.set(shared.rounds.get() + 1);
         let endpoint = claimed.due.endpoint_id.clone();
         let id = claimed.due.id.clone();
-        log(&id, &attempt(&env, &db, claimed, &connections).await);
-        if round >= CHAIN_MAX || now().unix_millis() - began.unix_millis() > CHAIN_MILLIS {
-            if let Err(e) = queues::wake_later(&env, &endpoint, 0).await {
+        log(&id, &attempt(env, &db, claimed, shared).await);
+        let spent = round >= CHAIN_MAX || shared.rounds.get() >= ROUNDS_MAX;
+        if spent || now().unix_millis() - began.unix_millis() > CHAIN_MILLIS {
+            if let Err(e) = queues::wake_later(env, &endpoint, 0).await {
                 log(&id, &Err(e));
             }
             return;
@@ -299,7 +353,7 @@ async fn run(env: Env, first: Claimed, connections: Connections) {
             Ok(None) => return,
             Err(e) => return log(&id, &Err(e)),
         };
-        claimed = match gate(&env, &db, &next).await {
+        claimed = match gate(env, &db, &next).await {
             Ok(Gate::Claimed(c)) => *c,
             Ok(Gate::Done(done)) => return log(&next, &Ok(done)),
             // Out of line and due: the sweeper finds it.
@@ -311,18 +365,17 @@ async fn run(env: Env, first: Claimed, connections: Connections) {
 
 /// Wakes an endpoint's line: its oldest deliveries go through their gates again until one goes
 /// back into line (the endpoint is full, or its circuit holds) or the line is empty; each
-/// claimed attempt runs beside the batch as [`run`].
-async fn wake(
-    env: &Env,
-    db: &D1Database,
-    ctx: &Context,
-    connections: &Connections,
-    endpoint: &str,
-) -> Result<Done, EdgeError> {
+/// claimed attempt runs beside the batch as [`run`]. An invocation that has as many attempts
+/// outstanding as it should hold wakes the line again a second later instead.
+async fn wake(env: &Env, db: &D1Database, ctx: &Context, shared: &Shared, endpoint: &str) -> Result<Done, EdgeError> {
     for _ in 0..WAKE_MAX {
+        if shared.outstanding.get() >= OUTSTANDING_MAX {
+            queues::wake_later(env, endpoint, 1).await?;
+            break;
+        }
         let Some(id) = deliveries::next_in_line(db, endpoint, now()).await? else { break };
         match gate(env, db, &id).await {
-            Ok(Gate::Claimed(claimed)) => ctx.wait_until(run(env.clone(), *claimed, Rc::clone(connections))),
+            Ok(Gate::Claimed(claimed)) => start(ctx, env, *claimed, shared),
             Ok(Gate::Done(done)) => {
                 log(&id, &Ok(done));
                 if matches!(done, Done::WaitingForEndpoint | Done::WaitingForCircuit | Done::Held) {
@@ -339,17 +392,32 @@ async fn wake(
     Ok(Done::Woke)
 }
 
-/// Sends a claimed attempt and records its outcome.
-async fn attempt(env: &Env, db: &D1Database, claimed: Claimed, connections: &Semaphore) -> Result<Done, EdgeError> {
-    let Claimed { due, number, admission } = claimed;
-    // Under a rate limit the attempt starts at its turn, never before.
-    if let Some(rate) = due.rate_limit_per_second.filter(|r| *r >= 1.0) {
-        while let Some(wait) = deliveries::take_turn(db, &due.endpoint_id, rate as u32, now()).await? {
-            worker::Delay::from(Duration::from_millis(wait.ceil() as u64)).await;
-        }
+/// Sends a claimed attempt and records its outcome. Before it is sent it takes a place in its
+/// lane, renews its lease, then takes its rate-limit turn, so the turn is the time it starts; if
+/// it cannot, its claim was lost to a later attempt or is given back (into the line, no attempt
+/// spent), and nothing is sent.
+async fn attempt(env: &Env, db: &D1Database, claimed: Claimed, shared: &Invocation) -> Result<Done, EdgeError> {
+    let endpoint = claimed.due.endpoint_id.clone();
+    let fast = claimed.fast() && shared.in_fast.borrow_mut().insert(endpoint.clone());
+    let _place = if fast { shared.fast.acquire().await } else { shared.slow.acquire().await };
+    let result = attempt_in_lane(env, db, claimed).await;
+    if fast {
+        shared.in_fast.borrow_mut().remove(&endpoint);
     }
-    let _connection = connections.acquire().await;
-    let started = now();
+    result
+}
+
+/// [`attempt`], with its place in a lane taken.
+async fn attempt_in_lane(env: &Env, db: &D1Database, claimed: Claimed) -> Result<Done, EdgeError> {
+    let (circuit_now, started) = match ready(env, db, &claimed).await {
+        Ok(Some(ready)) => ready,
+        Ok(None) => return Ok(Done::ClaimedElsewhere),
+        Err(e) => {
+            deliveries::unclaim(db, &claimed.due.id, claimed.number, now()).await?;
+            return Err(e);
+        }
+    };
+    let Claimed { due, number, admission } = claimed;
     let (Some(url), Some(secret)) = (due.url.as_deref(), due.secret.as_deref()) else {
         deliveries::fail(db, &due.id, "the endpoint was deleted", started).await?;
         return Ok(Done::EndpointDisabled);
@@ -377,32 +445,71 @@ async fn attempt(env: &Env, db: &D1Database, claimed: Claimed, connections: &Sem
     let latency_ms = ended.unix_millis() - started.unix_millis();
     let outcome = answer.outcome();
     let done = record(env, db, &due, number, started, latency_ms, answer, reply).await?;
-    feed_breaker(env, db, &due, admission, outcome, ended).await?;
+    feed_breaker(env, db, &due, &circuit_now, admission, outcome, ended).await?;
     Ok(done)
 }
 
-/// Counts an attempt's outcome in its endpoint's circuit breaker. The swap is retried against
-/// the state another attempt wrote meanwhile; an opening schedules the wake at the probe time,
-/// a closing wakes the line now.
+/// Everything an attempt needs before it is sent: a renewed lease, then its rate-limit turn.
+/// `Ok(None)` when the attempt is no longer this job's (a later attempt was claimed after its
+/// lease lapsed, or its turn was too far off and it went back into line); else the endpoint's
+/// circuit as it is now and the time the attempt starts (its turn, under a rate limit).
+async fn ready(
+    env: &Env,
+    db: &D1Database,
+    claimed: &Claimed,
+) -> Result<Option<(circuit::Columns, Timestamp)>, EdgeError> {
+    let due = &claimed.due;
+    config::get(env)?;
+    let lease = Timestamp::from_unix_millis(now().unix_millis() + ATTEMPT_LEASE_MILLIS);
+    let Some(columns) = deliveries::renew(db, &due.id, &due.endpoint_id, claimed.number, lease).await? else {
+        return Ok(None);
+    };
+    let Some(rate) = due.rate_limit_per_second.filter(|r| *r >= 1.0) else { return Ok(Some((columns, now()))) };
+    let mut waited = 0.0;
+    loop {
+        let at = now();
+        let Some(wait) = deliveries::take_turn(db, &due.endpoint_id, rate as u32, at).await? else {
+            return Ok(Some((columns, at)));
+        };
+        if waited + wait > TURN_WAIT_MAX_MILLIS {
+            deliveries::unclaim(db, &due.id, claimed.number, now()).await?;
+            return Ok(None);
+        }
+        worker::Delay::from(Duration::from_millis(wait.ceil() as u64)).await;
+        waited += wait;
+    }
+}
+
+/// Counts an attempt's outcome in its endpoint's circuit breaker. `sent_under` is the circuit
+/// as the attempt was sent. The swap is retried against the state another attempt wrote
+/// meanwhile; an opening schedules the wake at the probe time, a closing wakes the line now.
 async fn feed_breaker(
     env: &Env,
     db: &D1Database,
     due: &Due,
+    sent_under: &circuit::Columns,
     admission: breaker::Admission,
     outcome: breaker::Outcome,
     at: Timestamp,
 ) -> Result<(), EdgeError> {
     // A success sent through a closed circuit that held no failures changes nothing: a healthy
     // endpoint's row is never written.
-    let clean = matches!(due.circuit.state(), breaker::State::Closed { failed: 0, .. });
+    let clean = matches!(sent_under.state(), breaker::State::Closed { failed: 0, .. });
     if admission == breaker::Admission::Send && outcome == breaker::Outcome::Success && clean {
         return Ok(());
     }
     let url = due.url.as_deref().unwrap_or_default();
     let about = circuit::About { endpoint_id: &due.endpoint_id, account_id: &due.account_id, url };
     let policy = crate::faults::breaker_policy(env, url);
+    let mut known = Some(sent_under.clone());
     for _ in 0..8 {
-        let Some(columns) = circuit::read(db, &due.endpoint_id).await? else { return Ok(()) };
+        let columns = match known.take() {
+            Some(columns) => columns,
+            None => match circuit::read(db, &due.endpoint_id).await? {
+                Some(columns) => columns,
+                None => return Ok(()),
+            },
+        };
         let state = columns.state();
         let (next, transition) = breaker::record(&policy, state, admission, outcome, at.unix_millis());
         if next == state {
@@ -411,7 +518,6 @@ async fn feed_breaker(
         let Some(signals) = circuit::swap(db, &about, columns.version(), next, transition, at).await? else {
             continue;
         };
-        queues::announce_events(env, db, &signals).await?;
         match next {
             breaker::State::Open { probe_at, .. } => {
                 let secs = (probe_at - at.unix_millis()).max(0).div_euclid(1000) + 1;
@@ -420,6 +526,7 @@ async fn feed_breaker(
             breaker::State::Closed { .. } => queues::wake_later(env, &due.endpoint_id, 0).await?,
             breaker::State::HalfOpen { .. } => {}
         }
+        queues::announce_events(env, db, &signals).await?;
         return Ok(());
     }
     Ok(())
@@ -586,17 +693,19 @@ async fn record(
                 DISABLE_AFTER_FAILURES,
             )
             .await?;
-            queues::announce_events(env, db, &signals).await?;
-            match next {
-                // If this send fails the sweeper finds the delivery once it is overdue.
+            // The retry first: a signal whose enqueue fails is found by the sweeper, and so is a
+            // retry whose enqueue fails, once it is overdue.
+            let done = match next {
                 Some(delay) => {
                     if let Err(e) = queues::deliver_later(env, &due.id, delay).await {
                         worker::console_error!("{}", serde_json::json!({"delivery": due.id, "error": e.to_string()}));
                     }
-                    Ok(Done::RetryScheduled)
+                    Done::RetryScheduled
                 }
-                None => Ok(Done::DeliveryGaveUp),
-            }
+                None => Done::DeliveryGaveUp,
+            };
+            queues::announce_events(env, db, &signals).await?;
+            Ok(done)
         }
     }
 }
