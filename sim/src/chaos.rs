@@ -65,6 +65,11 @@ pub struct Config {
     pub progress: bool,
     /// Which kinds of facts.
     pub mix: Mix,
+    /// With a customer endpoint: three more endpoints of the account, subscribed to inbound
+    /// messages, misbehave beside the one that counts: one hangs, one closes every connection
+    /// unanswered, one flaps between failing and answering. The counted endpoint's webhooks
+    /// must come as fast as without them.
+    pub misbehaving_endpoints: bool,
 }
 
 /// The kinds of facts a run sends.
@@ -94,6 +99,7 @@ impl Default for Config {
             seed: 7,
             progress: false,
             mix: Mix::All,
+            misbehaving_endpoints: true,
         }
     }
 }
@@ -156,6 +162,14 @@ pub struct Report {
     pub duplicate_effects: usize,
     /// Facts whose effect never appeared (or appeared wrong).
     pub missing: usize,
+    /// Time to webhook at the counted endpoint (from the first accepted delivery of an inbound
+    /// message to its `message.received` arriving), percentiles in milliseconds, when counted.
+    pub ttw_p50_ms: Option<f64>,
+    /// See [`Report::ttw_p50_ms`].
+    pub ttw_p99_ms: Option<f64>,
+    /// The misbehaving endpoints at the end of the run: what each did, and its circuit and held
+    /// count as the API shows them.
+    pub misbehaving: Vec<String>,
     /// Ingest latency percentiles, milliseconds.
     pub p50_ms: f64,
     /// Ingest latency percentiles, milliseconds.
@@ -187,6 +201,8 @@ pub struct Created {
     pub endpoint_path: Option<String>,
     /// The webhook endpoint's id.
     pub endpoint_id: Option<String>,
+    /// The misbehaving endpoints: (what it does, id, path).
+    pub misbehaving: Vec<(&'static str, String, String)>,
 }
 
 impl Report {
@@ -235,6 +251,15 @@ impl Report {
         out.push_str(&format!("duplicate effects:    {}\n", self.duplicate_effects));
         out.push_str(&format!("events missing:       {}\n", self.missing));
         out.push_str(&format!("ingest latency:       p50 {:.1} ms, p99 {:.1} ms\n", self.p50_ms, self.p99_ms));
+        if let (Some(p50), Some(p99)) = (self.ttw_p50_ms, self.ttw_p99_ms) {
+            out.push_str(&format!(
+                "time to webhook:      p50 {p50:.0} ms, p99 {p99:.0} ms (the counted endpoint{})\n",
+                if self.misbehaving.is_empty() { "" } else { ", beside the misbehaving ones" }
+            ));
+        }
+        for m in &self.misbehaving {
+            out.push_str(&format!("misbehaving endpoint: {m}\n"));
+        }
         for p in &self.problems {
             out.push_str(&format!("problem: {p}\n"));
         }
@@ -436,6 +461,22 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
             report.created.endpoint_id = a.json()["id"].as_str().map(str::to_owned);
         } else {
             report.problem(format!("customer events not counted: endpoint refused ({} {})", a.status, a.body));
+        }
+        if config.misbehaving_endpoints {
+            for kind in ["hangs", "resets connections", "flaps"] {
+                let path = format!("/chaos/{tag}/{}", kind.split(' ').next().unwrap_or(kind));
+                match kind {
+                    "hangs" => customer.hang(&path),
+                    "resets connections" => customer.reset(&path),
+                    _ => customer.flap(&path, Duration::from_secs(1)),
+                }
+                let body = json!({"url": format!("{}{path}", customer.base), "event_types": ["message.received"]});
+                let a = api.call("POST", "/v1/webhook_endpoints", &key, Some(&body));
+                match a.json()["id"].as_str() {
+                    Some(id) if a.status == 201 => report.created.misbehaving.push((kind, id.to_owned(), path)),
+                    _ => report.problem(format!("the endpoint that {kind} was refused ({} {})", a.status, a.body)),
+                }
+            }
         }
     }
 
@@ -700,7 +741,8 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     }
     progress(config, &format!("delivering {} copies of {} facts", deliveries.len(), config.facts));
     let mut latencies = Vec::with_capacity(deliveries.len());
-    deliver(target, &key, config, &deliveries, &mut report, &mut latencies);
+    let first_accepted = Mutex::new(HashMap::new());
+    deliver(target, &key, config, &deliveries, &mut report, &mut latencies, &first_accepted);
 
     // Read back the effects, waiting for processing to settle (and firing the cron, which
     // sweeps and reconciles, as the minutes would).
@@ -742,7 +784,7 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
         progress(config, &format!("delivering {} late webhooks", late.len()));
         thread::scope(|s| {
             let cron = target.cron.then(|| s.spawn(|| fire_cron_once(api)));
-            deliver(target, &key, config, &late, &mut report, &mut latencies);
+            deliver(target, &key, config, &late, &mut report, &mut latencies, &first_accepted);
             if let Some(status) = cron.and_then(|c| c.join().ok()) {
                 report.crons += 1;
                 if status != 200 {
@@ -782,7 +824,11 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     }
     report.missing += pending.len() + failed.len();
 
-    let events = api.all("/v1/events", &key)?;
+    // The customer events of the facts: the operational signals about the account's own
+    // endpoints (a misbehaving endpoint's circuit opening and closing, as often as it does) are
+    // not effects of a fact, and the counted endpoint does not subscribe to them.
+    let mut events = api.all("/v1/events", &key)?;
+    events.retain(|e| !e["type"].as_str().is_some_and(|t| t.starts_with("endpoint.")));
     let mut by_effect: HashMap<(String, String), usize> = HashMap::new();
     for e in &events {
         let data_key = e["data"]["carrier_message_id"]
@@ -1078,6 +1124,39 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
             report.missing += want - received.len();
             report.problem(format!("{} of {want} customer events received", received.len()));
         }
+        let first_accepted = first_accepted.into_inner().unwrap_or_default();
+        let mut seen = HashSet::new();
+        let mut waits: Vec<f64> = received
+            .iter()
+            .filter_map(|r| {
+                let body: Value = serde_json::from_str(&r.body).ok()?;
+                let sent = first_accepted.get(body["data"]["carrier_message_id"].as_str()?)?;
+                let first = body["type"] == "message.received" && seen.insert(body["id"].as_str()?.to_owned());
+                first.then(|| r.arrived.saturating_duration_since(*sent).as_secs_f64() * 1000.0)
+            })
+            .collect();
+        waits.sort_by(|a, b| a.total_cmp(b));
+        if !waits.is_empty() {
+            report.ttw_p50_ms = Some(percentile(&waits, 0.50));
+            report.ttw_p99_ms = Some(percentile(&waits, 0.99));
+        }
+    }
+    // The misbehaving endpoints: none ever got one event twice with a 2xx, and each shows where
+    // its circuit stands.
+    for (kind, id, _) in report.created.misbehaving.clone() {
+        for (event, (_, succeeded)) in endpoint_attempts(api, &key, &id) {
+            if succeeded > 1 {
+                report.duplicate_effects += succeeded - 1;
+                report.problem(format!("the endpoint that {kind} got {event} {succeeded} times with a 2xx"));
+            }
+        }
+        let shown = api.call("GET", &format!("/v1/webhook_endpoints/{id}"), &key, None).json();
+        report.misbehaving.push(format!(
+            "{kind}: circuit {}, {} held, {} attempts in flight",
+            shown["circuit"].as_str().unwrap_or("?"),
+            shown["held_count"],
+            shown["in_flight"]
+        ));
     }
     Ok(report)
 }
@@ -1223,7 +1302,8 @@ fn add_form(
 }
 
 /// Sends `deliveries` in parallel bursts, retrying a 5xx or no answer as a carrier does, and
-/// records the answers and the webhooks' ingest latencies.
+/// records the answers, the webhooks' ingest latencies and, per inbound message (its carrier
+/// id), when a delivery of it was first accepted.
 fn deliver(
     target: &Target<'_>,
     key: &str,
@@ -1231,6 +1311,7 @@ fn deliver(
     deliveries: &[Delivery],
     report: &mut Report,
     latencies: &mut Vec<f64>,
+    first_accepted: &Mutex<HashMap<String, Instant>>,
 ) {
     let measured = Mutex::new(Vec::with_capacity(deliveries.len()));
     let answers = Mutex::new(std::mem::take(&mut report.answers));
@@ -1244,6 +1325,11 @@ fn deliver(
                     for attempt in 0..5 {
                         let started = Instant::now();
                         let (a, ok) = send(target, key, d);
+                        if let (200, Some(message)) = (a.status, inbound_id(d)) {
+                            if let Ok(mut first) = first_accepted.lock() {
+                                first.entry(message).or_insert(started);
+                            }
+                        }
                         if !matches!(d, Delivery::Cancel { .. }) {
                             if let Ok(mut l) = measured.lock() {
                                 l.push(started.elapsed().as_secs_f64() * 1000.0)
@@ -1282,6 +1368,13 @@ fn deliver(
         report.problem(u);
     }
     latencies.extend(measured.into_inner().unwrap_or_default());
+}
+
+/// The carrier id of the inbound message a delivery carries, if it is one.
+fn inbound_id(d: &Delivery) -> Option<String> {
+    let Delivery::Telnyx { body, .. } = d else { return None };
+    let v: Value = serde_json::from_str(body).ok()?;
+    (v["data"]["event_type"] == "message.received").then(|| v["data"]["payload"]["id"].as_str().map(str::to_owned))?
 }
 
 /// Sends one delivery, signed now; its answer and whether it is the one expected.

@@ -1,6 +1,7 @@
 //! A customer webhook endpoint on loopback: records every delivery, answers as scripted per
 //! path (fail, answer 410, redirect elsewhere with a `Location`, stall before answering, hang,
-//! ...), and otherwise answers 200. Each connection is served on its own thread from the moment
+//! close the connection unanswered, flap between failing and answering, ...), and otherwise
+//! answers 200. Each connection is served on its own thread from the moment
 //! it is accepted, so a stalled or hung path keeps no other waiting, and the time a request
 //! arrives is the time it came (no pool of threads to wait for).
 
@@ -47,6 +48,10 @@ struct State {
     stalls: HashMap<String, VecDeque<Duration>>,
     /// Paths whose requests hang, unanswered, until the path is let go.
     hung: HashSet<String>,
+    /// Paths whose connections are closed on each request, with no answer.
+    resets: HashSet<String>,
+    /// Paths that alternate, every period, between answering 500 and answering as scripted.
+    flaps: HashMap<String, (Instant, Duration)>,
 }
 
 /// One request as it came off a connection.
@@ -92,7 +97,11 @@ fn serve(stream: TcpStream, shared: &Shared) {
     let mut reader = BufReader::new(stream);
     while let Some(request) = read_request(&mut reader) {
         let close = request.headers.get("connection").is_some_and(|c| c.eq_ignore_ascii_case("close"));
-        let (status, extra) = answer(request, shared);
+        let Some((status, extra)) = answer(request, shared) else {
+            // Dropped: the connection closes with no answer.
+            let _ = writer.shutdown(std::net::Shutdown::Both);
+            return;
+        };
         let mut response = format!("HTTP/1.1 {status} {}\r\ncontent-length: 0\r\n", reason(status));
         for (name, value) in extra {
             response.push_str(&format!("{name}: {value}\r\n"));
@@ -115,18 +124,25 @@ fn reason(status: u16) -> &'static str {
 }
 
 /// Records one request and decides its answer as scripted for its path: the status and extra
-/// headers, after any stall or hang.
-fn answer(request: Request, shared: &Shared) -> (u16, Vec<(String, String)>) {
+/// headers, after any stall or hang; `None` to close the connection without one.
+fn answer(request: Request, shared: &Shared) -> Option<(u16, Vec<(String, String)>)> {
     let (state, let_go) = (&shared.0, &shared.1);
     let Request { path, headers, body } = request;
     let (status, extra, stall) = {
         let mut s = lock(state);
+        let arrived = Instant::now();
         let scripted = s.scripts.get_mut(&path).and_then(VecDeque::pop_front);
-        let status = scripted.or_else(|| s.always.get(&path).copied()).unwrap_or(200);
+        let mut status = scripted.or_else(|| s.always.get(&path).copied()).unwrap_or(200);
+        if let Some((since, period)) = s.flaps.get(&path) {
+            let periods = arrived.duration_since(*since).as_millis() / period.as_millis().max(1);
+            if periods % 2 == 0 {
+                status = 500;
+            }
+        }
         let extra = s.headers.get(&path).cloned().unwrap_or_default();
         let stall = s.stalls.get_mut(&path).and_then(VecDeque::pop_front);
         let received_at = crate::unix_now();
-        let arrived = Instant::now();
+        let reset = s.resets.contains(&path);
         s.received.push(Received {
             path: path.clone(),
             headers,
@@ -136,6 +152,9 @@ fn answer(request: Request, shared: &Shared) -> (u16, Vec<(String, String)>) {
             received_at,
             arrived,
         });
+        if reset {
+            return None;
+        }
         (status, extra, stall)
     };
     if let Some(stall) = stall {
@@ -145,7 +164,7 @@ fn answer(request: Request, shared: &Shared) -> (u16, Vec<(String, String)>) {
     while s.hung.contains(&path) {
         s = let_go.wait(s).unwrap_or_else(|poisoned| poisoned.into_inner());
     }
-    (status, extra)
+    Some((status, extra))
 }
 
 /// The state, and the signal that a hung path was let go.
@@ -212,6 +231,17 @@ impl CustomerEndpoint {
     pub fn let_go(&self, path: &str) {
         lock(&self.state.0).hung.remove(path);
         self.state.1.notify_all();
+    }
+
+    /// Every request on `path` has its connection closed with no answer (recorded all the same).
+    pub fn reset(&self, path: &str) {
+        lock(&self.state.0).resets.insert(path.to_owned());
+    }
+
+    /// `path` flaps from now on: it answers 500 for `period`, then as scripted (200 unless told
+    /// otherwise) for `period`, and so on.
+    pub fn flap(&self, path: &str, period: Duration) {
+        lock(&self.state.0).flaps.insert(path.to_owned(), (Instant::now(), period));
     }
 
     /// Everything received, on every path, in order.

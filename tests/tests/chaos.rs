@@ -36,6 +36,7 @@ fn five_hundred_facts_misdelivered_change_each_thing_once(_shared: &Worker) {
         seed: 11,
         progress: false,
         mix: Mix::All,
+        misbehaving_endpoints: true,
     };
     let target = Target {
         api: sim::api::Client::new(&w.base),
@@ -67,6 +68,10 @@ fn five_hundred_facts_misdelivered_change_each_thing_once(_shared: &Worker) {
     assert_eq!(report.missing, 0, "{text}");
     assert_eq!(report.applied, facts, "{text}");
     assert!(report.events_received.values().sum::<usize>() > 0, "{text}");
+    // Beside an endpoint that hangs, one that resets every connection and one that flaps, the
+    // counted endpoint got everything once (above) and each misbehaving one shows its state.
+    assert_eq!(report.misbehaving.len(), 3, "{text}");
+    assert!(report.ttw_p50_ms.is_some() && report.ttw_p99_ms.is_some(), "{text}");
 
     // Beneath the API (this database holds only the run): every accepted event settled,
     // charges and dials exactly once.
