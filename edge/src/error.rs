@@ -24,6 +24,8 @@ pub enum EdgeError {
     MethodNotAllowed,
     /// The request body is not JSON of the expected shape (400).
     BadRequest(String),
+    /// The request body is longer than the route takes (413).
+    BodyTooLarge { max: usize },
     /// A field failed validation (422), named.
     Invalid { field: &'static str, message: String },
     /// The request conflicts with the state of a resource (409).
@@ -71,6 +73,9 @@ impl EdgeError {
             }
             EdgeError::MethodNotAllowed => (405, "method_not_allowed", "method not allowed on this route".into(), None),
             EdgeError::BadRequest(message) => (400, "bad_request", message.clone(), None),
+            EdgeError::BodyTooLarge { max } => {
+                (413, "body_too_large", format!("the request body is larger than {max} bytes"), None)
+            }
             EdgeError::Invalid { field, message } => (422, "invalid_field", format!("{field}: {message}"), Some(field)),
             EdgeError::Conflict { code, message } => (409, code, message.clone(), None),
             EdgeError::Config { variable, problem } => {

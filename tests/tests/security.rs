@@ -11,6 +11,7 @@ use crate::TestFn;
 pub const TESTS: &[(&str, TestFn)] = &[
     ("security::every_route_is_in_the_authorization_table", every_route_is_in_the_authorization_table),
     ("security::plivo_requires_v3_unless_v2_is_accepted", plivo_requires_v3_unless_v2_is_accepted),
+    ("security::every_json_body_is_capped", every_json_body_is_capped),
 ];
 
 /// Who may call a route.
@@ -281,6 +282,40 @@ mod plivo_sdk {
     ];
     pub const V3_SIGNATURE: &str = "8SEV10pekgSdR/FSPVR0kaCEbvRyDd4YHFQHs1HnpP0=";
     pub const V2_SIGNATURE: &str = "+Ir0SU7V0yIqtjbUgAhKIBnx1krdLanb2jkJ+KKE3Gg=";
+}
+
+/// The routes that read a JSON body, with who may call them.
+const JSON_BODIES: &[(&str, &str, Access)] = &[
+    ("POST", "/admin/accounts", Access::Admin),
+    ("POST", "/admin/numbers", Access::Admin),
+    ("POST", "/admin/event_shards/move", Access::Admin),
+    ("POST", "/v1/messages", Access::Account),
+    ("POST", "/v1/webhook_endpoints", Access::Account),
+    ("PATCH", "/v1/webhook_endpoints/{id}", Access::Owned(Resource::Endpoint)),
+    ("POST", "/v1/webhook_endpoints/{id}/recover", Access::Owned(Resource::Endpoint)),
+    ("POST", "/v1/events/{id}/replay", Access::Owned(Resource::Event)),
+];
+
+/// Every route that reads a JSON body refuses one over 64 KiB with 413 before it holds more or
+/// looks anything up (seen: replay read its body whole, uncapped, so any API key could run the
+/// isolate out of memory), with the caller's own credential and resource, so nothing but the
+/// size can refuse it; a route still answers a body within the cap.
+fn every_json_body_is_capped(w: &Worker) {
+    let a = account_with_resources(w);
+    let big = json!({"padding": "x".repeat(70 * 1024)});
+    for (method, pattern, access) in JSON_BODIES {
+        assert!(TABLE.contains(&(*method, *pattern, *access)), "{method} {pattern} is a route of the table");
+        let (path, token) = match access {
+            Access::Owned(resource) => (pattern.replace("{id}", a.id(*resource)), a.key.as_str()),
+            Access::Admin => (pattern.to_string(), ADMIN_TOKEN),
+            _ => (pattern.to_string(), a.key.as_str()),
+        };
+        let answer = w.call(method, &path, token, Some(&big), &[]);
+        assert_eq!(answer.status, 413, "{method} {pattern} with 70 KiB: {}", answer.body);
+        assert_eq!(answer.json()["error"]["code"], "body_too_large", "{method} {pattern}: {}", answer.body);
+        let small = w.call(method, &path, token, Some(&json!({"padding": "x"})), &[]);
+        assert_ne!(small.status, 413, "{method} {pattern} with a small body: {}", small.body);
+    }
 }
 
 fn form(params: &[(&str, &str)]) -> String {

@@ -79,13 +79,8 @@ struct ReplayRequest {
 pub async fn replay(mut req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
     let account = auth::account(&req, &db).await?;
-    let bytes = req.bytes().await.map_err(|e| EdgeError::platform("read body", e))?;
-    let body: ReplayRequest = if bytes.iter().all(u8::is_ascii_whitespace) {
-        ReplayRequest::default()
-    } else {
-        serde_json::from_slice(&bytes)
-            .map_err(|e| EdgeError::BadRequest(format!("body is not valid JSON for this request: {e}")))?
-    };
+    // Capped like every JSON body, before anything is looked up.
+    let body: ReplayRequest = http::optional_json_body(&mut req).await?;
     let event = find(&db, &account.id, id).await?;
     let event_type = serde_json::from_slice::<Value>(event.payload.as_bytes())
         .ok()

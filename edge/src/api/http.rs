@@ -12,12 +12,25 @@ pub const MAX_DRAIN_BYTES: usize = 1024 * 1024;
 /// The largest JSON body the API accepts.
 const MAX_JSON_BYTES: usize = 64 * 1024;
 
-/// Reads a JSON body into `T`; 400 when it is not JSON of that shape or larger than 64 KiB.
+/// Reads a JSON body into `T`; 413 when it is larger than 64 KiB (refused before more is held),
+/// 400 when it is not JSON of that shape.
 pub async fn json_body<T: DeserializeOwned>(req: &mut Request) -> Result<T, EdgeError> {
-    let bytes =
-        body_capped(req, MAX_JSON_BYTES, || EdgeError::BadRequest(format!("body larger than {MAX_JSON_BYTES} bytes")))
-            .await?;
-    serde_json::from_slice(&bytes)
+    let bytes = body_capped(req, MAX_JSON_BYTES, || EdgeError::BodyTooLarge { max: MAX_JSON_BYTES }).await?;
+    parse_json(&bytes)
+}
+
+/// Like [`json_body`], for a route whose body is optional: an empty (or blank) body is `T`'s
+/// default.
+pub async fn optional_json_body<T: DeserializeOwned + Default>(req: &mut Request) -> Result<T, EdgeError> {
+    let bytes = body_capped(req, MAX_JSON_BYTES, || EdgeError::BodyTooLarge { max: MAX_JSON_BYTES }).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    parse_json(&bytes)
+}
+
+fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, EdgeError> {
+    serde_json::from_slice(bytes)
         .map_err(|e| EdgeError::BadRequest(format!("body is not valid JSON for this request: {e}")))
 }
 
