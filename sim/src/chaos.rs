@@ -389,6 +389,18 @@ fn progress(config: &Config, text: &str) {
     }
 }
 
+/// The customer events of the facts, which the counted endpoint subscribes to.
+const COUNTED_TYPES: [&str; 8] = [
+    "message.received",
+    "message.sent",
+    "message.delivered",
+    "message.failed",
+    "call.initiated",
+    "call.answered",
+    "call.completed",
+    "call.missed",
+];
+
 /// Runs the scenario.
 pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     let mut report = Report::default();
@@ -440,21 +452,11 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     }
     if let Some(customer) = target.customer {
         let path = format!("/chaos/{tag}");
-        let all = [
-            "message.received",
-            "message.sent",
-            "message.delivered",
-            "message.failed",
-            "call.initiated",
-            "call.answered",
-            "call.completed",
-            "call.missed",
-        ];
         let a = api.call(
             "POST",
             "/v1/webhook_endpoints",
             &key,
-            Some(&json!({"url": format!("{}{path}", customer.base), "event_types": all})),
+            Some(&json!({"url": format!("{}{path}", customer.base), "event_types": COUNTED_TYPES})),
         );
         if a.status == 201 {
             report.created.endpoint_path = Some(path);
@@ -825,10 +827,11 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     report.missing += pending.len() + failed.len();
 
     // The customer events of the facts: the operational signals about the account's own
-    // endpoints (a misbehaving endpoint's circuit opening and closing, as often as it does) are
-    // not effects of a fact, and the counted endpoint does not subscribe to them.
+    // endpoints and deliveries (a misbehaving endpoint's circuit opening and closing, as often as
+    // it does, its deliveries running out of attempts) are not effects of a fact, and the counted
+    // endpoint does not subscribe to them.
     let mut events = api.all("/v1/events", &key)?;
-    events.retain(|e| !e["type"].as_str().is_some_and(|t| t.starts_with("endpoint.")));
+    events.retain(|e| e["type"].as_str().is_some_and(|t| COUNTED_TYPES.contains(&t)));
     let mut by_effect: HashMap<(String, String), usize> = HashMap::new();
     for e in &events {
         let data_key = e["data"]["carrier_message_id"]
