@@ -20,6 +20,8 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SKIP = set(filter(None, os.environ.get("BENCH_SKIP", "").split(",")))
 GROWTH = [int(n) for n in os.environ.get("BENCH_GROWTH", "1000,1000000").split(",")]
 E2E_EVENTS = int(os.environ.get("BENCH_E2E_EVENTS", "600"))
+# Deliveries pending for the dead neighbour's endpoint before the end-to-end burst starts.
+DEAD_BACKLOG = int(os.environ.get("BENCH_DEAD_BACKLOG", "200"))
 # Ingest with the dedupe log in 1, 2 and 4 D1 databases (docs/scaling.md).
 SHARDS = [int(n) for n in os.environ.get("BENCH_SHARDS", "1,2,4").split(",")]
 MIGRATIONS = os.path.join(ROOT, "migrations")
@@ -278,10 +280,37 @@ class Customer(BaseHTTPRequestHandler):
         pass
 
 
-def end_to_end(public_key, seed, round_no):
+class Hung:
+    """An endpoint that accepts connections and never answers, as a black-holed customer URL."""
+
+    def __init__(self):
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(256)
+        self.port = self.listener.getsockname()[1]
+        self.held = []
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def close(self):
+        self.listener.close()
+        for conn in self.held:
+            conn.close()
+
+
+def end_to_end(public_key, seed, round_no, dead=False):
     """Inbound messages from the carrier's POST to the customer's endpoint, with one endpoint
     subscribed and every queue consumer running: the rate at which a burst is delivered, then
-    time-to-webhook of a paced load at half that rate."""
+    time-to-webhook of a paced load at half that rate. With `dead`, another account's endpoint
+    beside it accepts connections and never answers, with DEAD_BACKLOG deliveries pending
+    before the burst starts."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     key = Ed25519PrivateKey.from_private_bytes(base64.b64decode(seed))
     ThreadingHTTPServer.request_queue_size = 256  # bursts of deliveries; the default backlog is 5
@@ -290,9 +319,10 @@ def end_to_end(public_key, seed, round_no):
     threading.Thread(target=customer.serve_forever, daemon=True).start()
     Customer.arrived = {}
     directory, path = config("exactly-e2e", public_key, consumers=True, extra_vars={"ALLOW_PRIVATE_ENDPOINTS": "true"}, main=WORKERS["exactly"])
-    state = os.path.join(directory, f"state-{round_no}")
+    state = os.path.join(directory, f"state-{round_no}{'-dead' if dead else ''}")
     migrated(path, state)
     number = "+1555000" + f"{round_no:04d}"
+    hung = Hung() if dead else None
 
     def call(base, method, route, token, body):
         req = urllib.request.Request(base + route, method=method, data=json.dumps(body).encode(),
@@ -321,9 +351,18 @@ def end_to_end(public_key, seed, round_no):
             time.sleep(0.05)
         return False
 
-    log_path = os.path.join(directory, f"wrangler-{round_no}.log")
+    log_path = os.path.join(directory, f"wrangler-{round_no}{'-dead' if dead else ''}.log")
+    neighbour = None
     with Served(path, state, log_path) as served:
         base = served.base
+        if hung:
+            other = call(base, "POST", "/admin/accounts", ADMIN_TOKEN, {"name": "dead neighbour"})
+            endpoint = call(base, "POST", "/v1/webhook_endpoints", other["api_key"],
+                            {"url": f"http://127.0.0.1:{hung.port}/hook", "event_types": ["message.received"]})
+            with ThreadPoolExecutor(CONCURRENCY) as pool:
+                list(pool.map(lambda _: call(base, "POST", f"/v1/webhook_endpoints/{endpoint['id']}/test", other["api_key"], {}),
+                              range(DEAD_BACKLOG)))
+            neighbour = (other["api_key"], endpoint["id"])
         account = call(base, "POST", "/admin/accounts", ADMIN_TOKEN, {"name": "bench"})
         call(base, "POST", "/admin/numbers", ADMIN_TOKEN, {"account_id": account["id"], "phone_number": number, "ring_targets": []})
         call(base, "POST", "/v1/webhook_endpoints", account["api_key"],
@@ -359,12 +398,19 @@ def end_to_end(public_key, seed, round_no):
         paced_complete = wait_for(paced, 300)
         with Customer.lock:
             latencies = sorted(Customer.arrived[i] - sent_at[i] for i in paced if i in Customer.arrived)
+        if neighbour:
+            req = urllib.request.Request(f"{base}/v1/webhook_endpoints/{neighbour[1]}", headers={"authorization": f"Bearer {neighbour[0]}"})
+            shown = json.loads(urllib.request.urlopen(req, timeout=30).read())
+            neighbour = {"circuit": shown.get("circuit"), "held_count": shown.get("held_count"), "connections_held": len(hung.held)}
     customer.shutdown()
+    if hung:
+        hung.close()
     shutil.rmtree(state, ignore_errors=True)
     errors = sum(1 for s in sent.values() if s[1] != 200)
     return {"facts_per_s": rate, "delivered": delivered, "sent": len(burst), "complete": complete and paced_complete, "errors": errors,
             "paced_rate": 1 / interval, "ttw_p50_s": statistics.median(latencies) if latencies else None,
-            "ttw_p99_s": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else None}
+            "ttw_p99_s": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else None,
+            "neighbour": neighbour}
 
 
 def criterion():
@@ -404,6 +450,7 @@ def main():
         for round_no in range(ROUNDS):
             if only == "e2e":
                 print(json.dumps(end_to_end(public_key, seed, round_no)), flush=True)
+                print(json.dumps(end_to_end(public_key, seed, round_no, dead=True)), flush=True)
             elif only == "shards":
                 print(json.dumps({n: sharded(public_key, keys, n, round_no) for n in SHARDS}), flush=True)
             elif only == "growth":
@@ -415,7 +462,7 @@ def main():
     load_before = os.getloadavg()[0]
     runs = {name: [] for name in WORKERS}
     grown = {n: [] for n in GROWTH}
-    e2e = []
+    e2e, e2e_dead = [], []
     spread_over = {n: [] for n in SHARDS}
     for round_no in range(ROUNDS):
         for name in WORKERS:
@@ -433,10 +480,13 @@ def main():
             print(f"bench: end to end, round {round_no + 1} of {ROUNDS}", flush=True)
             e2e.append(end_to_end(public_key, seed, round_no))
             print(json.dumps(e2e[-1]), flush=True)
+            print(f"bench: end to end beside a dead endpoint, round {round_no + 1} of {ROUNDS}", flush=True)
+            e2e_dead.append(end_to_end(public_key, seed, round_no, dead=True))
+            print(json.dumps(e2e_dead[-1]), flush=True)
 
     failed = [(name, kind) for name in WORKERS for kind in ("new", "duplicate") for r in runs[name] if r[kind]["errors"]]
     failed += [("growth", n) for n in GROWTH for r in grown[n] if r["new"]["errors"]]
-    failed += [("e2e", r["errors"]) for r in e2e if r["errors"] or not r["complete"]]
+    failed += [("e2e", r["errors"]) for r in e2e + e2e_dead if r["errors"] or not r["complete"]]
     failed += [("shards", n) for n in SHARDS for r in spread_over[n] if r["new"]["errors"]]
     if failed:
         # A worker that answers errors measures nothing; keep the document as it was.
@@ -470,13 +520,18 @@ def main():
     if e2e:
         e2e_result = {f: spread([r[f] for r in e2e]) for f in ("facts_per_s", "paced_rate", "ttw_p50_s", "ttw_p99_s")}
         ratios["e2e_vs_floor"] = spread([r["facts_per_s"] / f["new"]["throughput_rps"] for r, f in zip(e2e, runs["floor"])])
+    e2e_dead_result = None
+    if e2e_dead:
+        e2e_dead_result = {f: spread([r[f] for r in e2e_dead]) for f in ("facts_per_s", "paced_rate", "ttw_p50_s", "ttw_p99_s")}
+        e2e_dead_result["neighbour"] = [r["neighbour"] for r in e2e_dead]
+        ratios["e2e_dead_vs_clean"] = spread([d["facts_per_s"] / c["facts_per_s"] for c, d in zip(e2e, e2e_dead)])
     wasm = open(os.path.join(ROOT, "edge", "build", "index_bg.wasm"), "rb").read()
     sizes = {"raw_bytes": len(wasm), "gzip_bytes": len(gzip.compress(wasm, 9))}
     print("bench: core (criterion)", flush=True)
     core = criterion()
     results = {"date": started.strftime("%Y-%m-%d"), "requests": REQUESTS, "concurrency": CONCURRENCY, "rounds": ROUNDS,
                "minutes": (datetime.now(timezone.utc) - started).total_seconds() / 60, "load_average": [load_before, os.getloadavg()[0]],
-               "ingest": ingest, "ratios": ratios, "rows_written": rows, "growth": growth_result, "shards": shards_result, "e2e": e2e_result, "wasm": sizes, "core": core}
+               "ingest": ingest, "ratios": ratios, "rows_written": rows, "growth": growth_result, "shards": shards_result, "e2e": e2e_result, "e2e_dead": e2e_dead_result, "wasm": sizes, "core": core}
     json.dump(results, open(os.path.join(OUT, "results.json"), "w"), indent=1)
     write_doc(results)
     print(open(os.path.join(OUT, "results.md")).read())
@@ -517,6 +572,13 @@ def write_doc(r):
     if e:
         lines += ["", f"End to end (inbound message, one subscribed endpoint, every consumer running): a burst delivered at {fmt(e['facts_per_s'], 1)} facts/s; "
                   f"paced at {fmt(e['paced_rate'], 1)}/s, time-to-webhook p50 {fmt(e['ttw_p50_s'], 2, ' s')}, p99 {fmt(e['ttw_p99_s'], 2, ' s')}."]
+    d = r.get("e2e_dead")
+    if d:
+        states = ", ".join(f"circuit {n['circuit']}, {n['held_count']} held" for n in d["neighbour"] if n)
+        lines += ["", f"The same beside a dead endpoint (another account's, which accepts connections and never answers, with {DEAD_BACKLOG} "
+                  f"deliveries pending before the burst): a burst delivered at {fmt(d['facts_per_s'], 1)} facts/s; paced at "
+                  f"{fmt(d['paced_rate'], 1)}/s, time-to-webhook p50 {fmt(d['ttw_p50_s'], 2, ' s')}, p99 {fmt(d['ttw_p99_s'], 2, ' s')}. "
+                  f"The dead endpoint at the end of each round: {states}."]
     core = r["core"]
     bare, full = core.get("telnyx/bare_verify_strict", {}).get("ns"), core.get("telnyx/verify_and_parse", {}).get("ns")
     lines += [
@@ -530,6 +592,8 @@ def write_doc(r):
         f"| (with the log line) ingest throughput, exactly+log / JavaScript, new / duplicates | {fmt(x['log_throughput_vs_js_new'], 2, 'x')} / {fmt(x['log_throughput_vs_js_dup'], 2, 'x')} | |",
         f"| end-to-end facts/s / floor's ingest rate | {fmt(x.get('e2e_vs_floor'), 2, 'x')} | >= 0.25x |",
         f"| time-to-webhook p99 at half the sustained end-to-end rate | {fmt(e['ttw_p99_s'] if e else None, 2, ' s')} | <= 2 s |",
+        f"| end-to-end facts/s beside a dead endpoint / without it | {fmt(x.get('e2e_dead_vs_clean'), 2, 'x')} | >= 0.80x |",
+        f"| time-to-webhook p99 beside a dead endpoint | {fmt(d['ttw_p99_s'] if d else None, 2, ' s')} | <= 2 s |",
         f"| ingest p50 at {GROWTH[-1]:,} stored events / at {GROWTH[0]:,} | {fmt(x.get('p50_growth'), 2, 'x')} | <= 1.10x |",
         f"| D1 rows written: new event / duplicate | {r['rows_written']['new']:.1f} / {r['rows_written']['duplicate']:.1f} | <= 3 / 0 |",
         f"| wasm bundle raw / gzip -9 | {r['wasm']['raw_bytes'] / 1024:.0f} KiB / {r['wasm']['gzip_bytes'] / 1024:.0f} KiB | <= 1024 KiB / <= 400 KiB |",
