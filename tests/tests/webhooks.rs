@@ -38,6 +38,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("webhooks::paused_endpoint_holds_and_resume_delivers", paused_endpoint_holds_and_resume_delivers),
     ("webhooks::sequence_increases_per_resource", sequence_increases_per_resource),
     ("webhooks::test_event_attempts_and_history_are_visible", test_event_attempts_and_history_are_visible),
+    ("webhooks::test_events_sent_at_once_are_each_delivered", test_events_sent_at_once_are_each_delivered),
     ("webhooks::operational_signals_fire_once", operational_signals_fire_once),
     ("webhooks::rate_limit_spreads_deliveries_and_drops_none", rate_limit_spreads_deliveries_and_drops_none),
     ("webhooks::every_event_type_matches_its_openapi_schema", every_event_type_matches_its_openapi_schema),
@@ -865,6 +866,26 @@ fn rate_limit_spreads_deliveries_and_drops_none(w: &Worker) {
         &[],
     );
     assert!(cleared.json()["rate_limit_per_second"].is_null(), "{}", cleared.body);
+}
+
+/// Test events asked for at once are each their own event, delivered once (seen: two in the
+/// same millisecond shared a resource id, and the second answered 503).
+fn test_events_sent_at_once_are_each_delivered(w: &Worker) {
+    let c = w.new_customer("hooks");
+    let (id, path, _) = endpoint(w, &c, &["message.received"]);
+    let answers: Vec<Answer> = thread::scope(|s| {
+        let calls: Vec<_> = (0..24)
+            .map(|_| s.spawn(|| w.call("POST", &format!("/v1/webhook_endpoints/{id}/test"), &c.key, None, &[])))
+            .collect();
+        calls.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
+    assert!(statuses.iter().all(|s| *s == 202), "every test event accepted: {statuses:?}");
+    let events: BTreeSet<String> = answers.iter().map(|a| a.json()["event_id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(events.len(), 24, "each its own event");
+    wait_received(w, &path, 24);
+    wait_deliveries_to(w, &id, 1);
+    assert_eq!(w.sent_as_recorded(&id, &path), 24, "each delivered once");
 }
 
 /// The `type` of each body received on `path`.

@@ -117,7 +117,7 @@ pub async fn swap(
             int(i64::from(opens)),
         ],
     )?];
-    let signal = transition.map(|t| signal(about, t, next, now)).transpose()?;
+    let signal = transition.map(|t| signal(about, t, next, version + 1, now)).transpose()?;
     if let Some(signal) = &signal {
         statements.extend(signal.statements(db, now)?);
     }
@@ -128,7 +128,13 @@ pub async fn swap(
     Ok(Some(signal.map(|s| s.event_ids()).unwrap_or_default()))
 }
 
-fn signal(about: &About<'_>, transition: Transition, next: State, now: Timestamp) -> Result<Signal, EdgeError> {
+fn signal(
+    about: &About<'_>,
+    transition: Transition,
+    next: State,
+    version: i64,
+    now: Timestamp,
+) -> Result<Signal, EdgeError> {
     let (kind, data) = match (transition, next) {
         (Transition::Opened, State::Open { probe_at, .. }) => (
             "endpoint.circuit_opened",
@@ -140,8 +146,8 @@ fn signal(about: &About<'_>, transition: Transition, next: State, now: Timestamp
             json!({"endpoint_id": about.endpoint_id, "url": about.url, "closed_at": now.to_rfc3339()}),
         ),
     };
-    // One signal per transition: the swap that makes it happens once.
-    let resource = format!("{}@{}", about.endpoint_id, now.unix_millis());
+    // One signal per transition: the swap that makes it happens once, and writes this version.
+    let resource = format!("{}@v{version}", about.endpoint_id);
     Signal::new(kind, &resource, Some(about.account_id), data, now)
 }
 

@@ -248,8 +248,8 @@ pub async fn test_event(
     endpoint_id: &str,
     now: Timestamp,
 ) -> Result<(Event, String), EdgeError> {
-    // Each test is its own resource, so every test is a new event.
-    let resource = format!("{endpoint_id}@{}", now.unix_millis());
+    // Each test is its own resource, so every test is a new event, however many come at once.
+    let resource = format!("{endpoint_id}@{}", new_id("test")?);
     let event = Event::new(account_id, "endpoint.test", &resource, json!({ "endpoint_id": endpoint_id }), now)?;
     let delivery = new_id("dlv")?;
     db::batch(
