@@ -4,7 +4,7 @@
 use std::thread;
 use std::time::Duration;
 
-use exactly_tests::{fresh_number, lit, Customer, Worker, PLIVO_TOKEN, TWILIO_TOKEN};
+use exactly_tests::{fresh_number, lit, Customer, Worker, OPERATOR_PATH, PLIVO_TOKEN, TWILIO_TOKEN};
 use serde_json::{json, Value};
 
 use crate::TestFn;
@@ -377,10 +377,9 @@ fn parked_receipts_expire_or_are_recovered_once(w: &Worker) {
     // Never: parked, then 25 hours old.
     let never = uid("never-msg");
     let never_event = uid("never-rcpt");
-    assert_eq!(
-        w.deliver_telnyx(&receipt(&never_event, "message.finalized", &never, "delivered", json!([]))).status,
-        200
-    );
+    let stored = w.deliver_telnyx(&receipt(&never_event, "message.finalized", &never, "delivered", json!([])));
+    assert_eq!(stored.status, 200, "{}", stored.body);
+    let stored = stored.json()["id"].as_str().unwrap().to_owned();
     let parked = w.eventually(Duration::from_secs(30), || {
         w.count(&format!("SELECT COUNT(*) AS n FROM parked_receipts WHERE carrier_message_id = {}", lit(&never))) == 1
     });
@@ -408,6 +407,28 @@ fn parked_receipts_expire_or_are_recovered_once(w: &Worker) {
         w.count(&format!("SELECT COUNT(*) AS n FROM parked_receipts WHERE carrier_message_id = {}", lit(&never))),
         0
     );
+    // The operator is told, once however many sweeps ran (seen: a receipt given up after 24 hours
+    // raised no signal at all).
+    let failed_signals = || {
+        w.customer
+            .received(OPERATOR_PATH)
+            .iter()
+            .filter_map(|r| serde_json::from_str::<Value>(&r.body).ok())
+            .filter(|v| v["type"] == "carrier_event.failed" && v["data"]["carrier_event_id"] == stored.as_str())
+            .map(|v| v["id"].as_str().unwrap_or_default().to_owned())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    };
+    assert!(
+        w.eventually(Duration::from_secs(30), || failed_signals() == 1),
+        "carrier_event.failed reached the operator"
+    );
+    assert_eq!(w.cron().status, 200);
+    let written = w.count(&format!(
+        "SELECT COUNT(*) AS n FROM outbound_events WHERE type = 'carrier_event.failed' AND resource_id = {}",
+        lit(&format!("op:{stored}"))
+    ));
+    assert_eq!(written, 1, "one signal, however many sweeps");
 
     // Woken, job lost: the send is recorded (here: the message takes the carrier id the receipt
     // waits on) and the receipt marked woken, but nothing was enqueued.

@@ -532,21 +532,26 @@ impl Log {
         Ok(all)
     }
 
-    /// Records a receipt that waited past the horizon without its message as failed, visibly;
-    /// its parked record is removed after. Returns whether this call recorded it.
+    /// Records a receipt that waited past the horizon (`parked_before`) without its message as
+    /// failed, visibly: the event's error, then the operator's `carrier_event.failed` in `root`
+    /// (once: its resource is the event), and only then its parked record is removed.
     ///
     /// The park is claimed for expiry first, in the statement that checks it was never woken
     /// (`woken_at = -1`, which no wake, fresh park or re-enqueue of woken receipts touches): a
     /// wake that comes after finds nothing to wake (the receipt waited past its horizon), and
     /// one that came between [`expired_parks`] and here leaves nothing to claim, so a receipt
     /// woken in time is never failed. A claim whose expiry was interrupted is found again by
-    /// [`expired_parks`] and finished.
+    /// [`expired_parks`] and finished. A park whose event is not found, or found neither failed
+    /// by this expiry nor settled (a shard move between the read and the write), is kept,
+    /// claimed, for the next sweep: a receipt is never left neither applied, failed nor parked.
     pub async fn expire_park(
         &self,
         resources: &D1Database,
+        root: &D1Database,
         park: &Woken,
         parked_before: Timestamp,
-    ) -> Result<bool, EdgeError> {
+    ) -> Result<Failed, EdgeError> {
+        let unchanged = Failed { changed: false, signals: Vec::new() };
         let claimed = db::run(db::stmt(
             resources,
             "UPDATE parked_receipts SET woken_at = -1
@@ -556,24 +561,36 @@ impl Log {
         )?)
         .await?;
         if claimed == 0 {
-            return Ok(false);
+            return Ok(unchanged);
         }
-        let changed = match self.load(&park.id).await? {
-            Some(row) => {
-                let db = self.database(&row.binding)?;
-                db::run(db::stmt(
-                    &db,
-                    "UPDATE carrier_events
-                     SET error = 'no message with carrier id ' || ?2 || ' appeared within 24 hours', waiting_for = NULL
-                     WHERE id = ?1 AND processed_at IS NULL AND error IS NULL",
-                    &[key(&row.id), text(&park.carrier_message_id)],
-                )?)
-                .await?
+        let error = format!("no message with carrier id {} appeared within 24 hours", park.carrier_message_id);
+        let Some(row) = self.load(&park.id).await? else { return Ok(unchanged) };
+        let db = self.database(&row.binding)?;
+        let changed = db::run(db::stmt(
+            &db,
+            "UPDATE carrier_events SET error = ?2, waiting_for = NULL
+             WHERE id = ?1 AND processed_at IS NULL AND error IS NULL",
+            &[key(&row.id), text(&error)],
+        )?)
+        .await?
+            == 1;
+        let failed_here = changed || row.error.as_deref() == Some(error.as_str());
+        if !failed_here && !row.settled() {
+            // Not where it was read (moved meanwhile): the next sweep finds it again.
+            return Ok(unchanged);
+        }
+        let mut signals = Vec::new();
+        if failed_here {
+            let now = crate::platform::now();
+            let data = serde_json::json!({ "carrier_event_id": row.id, "error": error });
+            let signal = crate::store::signals::Signal::new("carrier_event.failed", &row.id, None, data, now)?;
+            let written = db::batch(root, signal.statements_once(root, now)?).await?;
+            if written.first().map(db::changes) == Some(1) {
+                signals = signal.event_ids();
             }
-            None => 0,
-        };
+        }
         drop_park(resources, park).await?;
-        Ok(changed == 1)
+        Ok(Failed { changed, signals })
     }
 
     /// A page of carrier events in one state, newest first, across every database.

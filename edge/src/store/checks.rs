@@ -248,8 +248,8 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
             );
             let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
             for _ in 0..2 {
-                let expired = log.expire_park(db, &park, now()).await?;
-                r.runs.push((json!(expired), rows(db, &show).await?));
+                let expired = log.expire_park(db, db, &park, now()).await?;
+                r.runs.push((json!(expired.changed), rows(db, &show).await?));
             }
             r
         }

@@ -88,11 +88,20 @@ async fn sweep_database(env: &Env, log: &carrier_events::Log, cutoff: Timestamp)
     let woken = carrier_events::still_woken(&db, cutoff, BATCH).await?;
     let parked_horizon = Timestamp::from_unix_millis(now().unix_millis() - carrier_events::PARK_HORIZON_MILLIS);
     let mut expired = 0;
+    // The operator's signals are written, and their deliveries enqueued, where the operator's
+    // account is.
+    let root = crate::store::d1(env, crate::bindings::DB)?;
+    let root_env = crate::store::root_env(env);
     // One park whose expiry fails (its event's database unreachable) is logged and retried next
     // run; it holds up neither the other parks nor the rest of this sweep.
     for park in carrier_events::expired_parks(&db, parked_horizon, BATCH).await? {
-        match log.expire_park(&db, &park, parked_horizon).await {
-            Ok(failed) => expired += usize::from(failed),
+        match log.expire_park(&db, &root, &park, parked_horizon).await {
+            Ok(failed) => {
+                expired += usize::from(failed.changed);
+                if let Err(e) = crate::queues::announce_events(&root_env, &root, &failed.signals).await {
+                    skipped("park expiry signal", &park.id, &e);
+                }
+            }
             Err(e) => skipped("park expiry", &park.id, &e),
         }
     }
