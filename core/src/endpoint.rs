@@ -101,6 +101,13 @@ pub fn parse_whatwg(text: &str) -> Option<Parsed> {
     })
 }
 
+/// `reference` (a redirect's `Location`) resolved against `base` with the `url` crate, as the
+/// runtime's `new URL(reference, base)` does.
+#[cfg(feature = "url")]
+pub fn resolve_whatwg(base: &str, reference: &str) -> Option<String> {
+    Some(url::Url::parse(base).ok()?.join(reference).ok()?.as_str().to_owned())
+}
+
 /// An endpoint URL that passed the check: only [`EndpointUrl::parse_with`] builds one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EndpointUrl(String);

@@ -182,3 +182,16 @@ fn parse_url(text: &str) -> Option<Parsed> {
 fn parse_url(text: &str) -> Option<Parsed> {
     exactly_core::endpoint::parse_whatwg(text)
 }
+
+/// A redirect's `Location` resolved against the URL that answered it, with the runtime's `URL`
+/// (`None` when it is no URL).
+#[cfg(target_arch = "wasm32")]
+pub fn resolve_url(base: &str, reference: &str) -> Option<String> {
+    web_sys::Url::new_with_base(reference, base).ok().map(|u| u.href())
+}
+
+/// Native builds resolve with the `url` crate, which implements the same standard.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn resolve_url(base: &str, reference: &str) -> Option<String> {
+    exactly_core::endpoint::resolve_whatwg(base, reference)
+}

@@ -10,7 +10,8 @@
 //! says otherwise. Dials to
 //! a number ending in `0000` are refused (`422`).
 //!
-//! Media: `GET /media/{name}` serves [`media_bytes`] of the name with a content type taken from
+//! Media: `GET /media/{name}` serves [`media_bytes`] (or redirects, for the names [`redirect`]
+//! knows) of the name with a content type taken from
 //! its extension (`.jpg`, `.png`, `.gif`, `.mp4`), as a carrier's media link does; a name that
 //! starts with `gone` answers 404 (an expired link), one that starts with `slow` answers
 //! after 3 s, and one that starts with `stuck` answers at once with its first 8 bytes and then
@@ -214,6 +215,9 @@ fn serve(mut request: tiny_http::Request, state: &Mutex<State>) {
     if let ("GET", Some(name)) = (recorded.method.as_str(), recorded.path.strip_prefix("/media/")) {
         if name.starts_with("stuck") {
             stuck(request, name);
+        } else if let Some(location) = redirect(name) {
+            let header = tiny_http::Header::from_bytes("location", location.as_bytes()).expect("a valid header");
+            let _ = request.respond(tiny_http::Response::empty(302).with_header(header));
         } else {
             let _ = request.respond(media(name));
         }
@@ -285,6 +289,18 @@ fn stuck(request: tiny_http::Request, name: &str) {
     }
     thread::sleep(std::time::Duration::from_secs(STUCK_BODY_SECS));
     let _ = writer.write_all(rest).and_then(|()| writer.flush());
+}
+
+/// Where a redirecting media link sends its fetcher: `loop-*` to itself, `bounce-*` to a
+/// `file:` URL, `hop-<rest>` to `landed-<rest>` (a relative `Location`).
+fn redirect(name: &str) -> Option<String> {
+    if name.starts_with("loop-") {
+        Some(format!("/media/{name}"))
+    } else if name.starts_with("bounce-") {
+        Some("file:///etc/passwd".to_owned())
+    } else {
+        name.strip_prefix("hop-").map(|rest| format!("landed-{rest}"))
+    }
 }
 
 /// The bytes the fake serves for the media item `name`.

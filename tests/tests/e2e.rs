@@ -30,6 +30,7 @@ pub type TestFn = fn(&Worker);
 /// Tests of configuration, validation and policy: what they check happens before, or apart
 /// from, any database the layout spreads, so they run in the one-database pass only.
 const LAYOUT_FREE: &[&str] = &[
+    "mms::private_media_links_are_refused_in_production",
     "security::every_json_body_is_capped",
     "ingest::rejected_deliveries_store_nothing",
     "ingest::chunked_bodies_are_capped",

@@ -22,6 +22,8 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("mms::a_body_that_stops_coming_is_abandoned_in_time", a_body_that_stops_coming_is_abandoned_in_time),
     ("mms::outbound_mms_carries_its_media_and_is_one_mms_unit", outbound_mms_carries_its_media_and_is_one_mms_unit),
     ("mms::media_urls_are_validated", media_urls_are_validated),
+    ("mms::media_links_are_checked_on_every_hop", media_links_are_checked_on_every_hop),
+    ("mms::private_media_links_are_refused_in_production", private_media_links_are_refused_in_production),
 ];
 
 fn uid(tag: &str) -> String {
@@ -347,6 +349,62 @@ fn an_expired_carrier_link_is_given_up_visibly(w: &Worker) {
     let (status, _, body, _) = fetch(&format!("{}/v1/messages/{id}/media/0", w.base), Some(&c.key));
     assert_eq!(status, 404);
     assert_eq!(serde_json::from_slice::<Value>(&body).expect("JSON")["error"]["code"], "media_not_stored");
+}
+
+/// The copy follows a carrier's redirects by hand, each hop checked like the link: a link that
+/// redirects to a relative path is stored from where it landed; one that redirects to a `file:`
+/// URL is refused without that hop being fetched; one that redirects forever is given up after
+/// five hops (seen: redirects were followed by the runtime, to any address and scheme).
+fn media_links_are_checked_on_every_hop(w: &Worker) {
+    let c = w.new_customer("mms-hops");
+    let tag = uid("hops");
+    let items =
+        [item(w, format!("hop-{tag}.jpg")), item(w, format!("bounce-{tag}.jpg")), item(w, format!("loop-{tag}.jpg"))];
+    let carrier_id = uid("tlx-hops");
+    let event_id = uid("tlx-hops-evt");
+    assert_eq!(w.deliver_telnyx(&telnyx_body(&event_id, &carrier_id, &c.number, &items)).status, 200);
+    wait_settled(w, &[event_id]);
+    let id = one_message(w, "telnyx", &carrier_id);
+    let settled = w.eventually(Duration::from_secs(60), || {
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM message_media WHERE message_id = {}
+               AND (stored_at IS NOT NULL OR copy_error IS NOT NULL)",
+            lit(&id)
+        )) == 3
+    });
+    let rows = w.sql(&format!(
+        "SELECT position, stored_at, copy_error FROM message_media WHERE message_id = {} ORDER BY position",
+        lit(&id)
+    ));
+    assert!(settled, "every item stored or given up: {rows:?}");
+    assert!(rows[0]["stored_at"].is_number(), "the hop landed and was stored: {rows:?}");
+    assert_eq!(w.carrier.media_fetches(&format!("landed-{tag}.jpg")), 1);
+    let error = |position: usize| rows[position]["copy_error"].as_str().unwrap_or_default().to_owned();
+    assert!(error(1).contains("redirect of the carrier's media link is refused"), "{rows:?}");
+    assert_eq!(w.carrier.media_fetches(&items[1].name), 1, "the bounce was asked once, its target never");
+    assert!(error(2).contains("redirected more than 5 times"), "{rows:?}");
+    assert_eq!(w.carrier.media_fetches(&items[2].name), 6, "the link and five hops, no more");
+}
+
+/// In production (no `ALLOW_PRIVATE_ENDPOINTS`) a media link to a private address is refused and
+/// never fetched, as a customer endpoint there would be.
+fn private_media_links_are_refused_in_production(_shared: &Worker) {
+    let w = Worker::start_with(&[("ALLOW_PRIVATE_ENDPOINTS", "false")]);
+    let c = w.new_customer("mms-private");
+    let items = [item(&w, format!("{}.jpg", uid("private")))];
+    let carrier_id = uid("tlx-private");
+    let event_id = uid("tlx-private-evt");
+    assert_eq!(w.deliver_telnyx(&telnyx_body(&event_id, &carrier_id, &c.number, &items)).status, 200);
+    wait_settled(&w, &[event_id]);
+    let id = one_message(&w, "telnyx", &carrier_id);
+    let refused = w.eventually(Duration::from_secs(60), || {
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM message_media WHERE message_id = {} AND copy_error LIKE '%is refused%'",
+            lit(&id)
+        )) == 1
+    });
+    assert!(refused, "the private link is refused: {:?}", w.sql("SELECT copy_error FROM message_media"));
+    assert_eq!(w.carrier.media_fetches(&items[0].name), 0, "and never fetched");
 }
 
 /// A link whose server sends the head and then stops mid-body: the copy job gives up on the body

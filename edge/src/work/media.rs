@@ -12,7 +12,7 @@ use exactly_core::Timestamp;
 use worker::{D1Database, Env};
 
 use crate::error::{Done, EdgeError, Outcome, Wait};
-use crate::platform::{fetch, now, Cut};
+use crate::platform::{endpoint_url, fetch, now, resolve_url, Cut};
 use crate::store::media::{self, Claimed};
 
 /// How long a claim holds: longer than a fetch and a put may take.
@@ -88,14 +88,47 @@ enum Fetched {
     Unavailable(String),
 }
 
+/// The most redirects a carrier's media link may take.
+const MAX_HOPS: usize = 5;
+
+/// Fetches the item's link, following at most [`MAX_HOPS`] redirects by hand: the link and every
+/// hop must pass the rule customer endpoints pass (`core::endpoint`: `https` to a public address
+/// unless `ALLOW_PRIVATE_ENDPOINTS`), so a forged or leaked carrier body cannot make the worker
+/// read a private address and serve what it answered through signed links.
 async fn fetch_and_put(env: &Env, item: &Claimed) -> Result<Fetched, EdgeError> {
-    let Ok(request) = crate::platform::request("GET", &item.url, None, None, true) else {
-        return Ok(Fetched::Refused("the carrier's media link is not a URL fetch accepts".into()));
-    };
+    let allow_private = crate::config::get(env)?.allow_private_endpoints;
     let max_body = usize::try_from(MAX_ITEM_BYTES).unwrap_or(usize::MAX);
-    let answer = match fetch(request, fetch_timeout(env), max_body).await {
-        Ok(answer) => answer,
-        Err(reason) => return Ok(Fetched::Unavailable(reason)),
+    let mut url = item.url.clone();
+    let mut hops = 0;
+    let answer = loop {
+        let checked = match endpoint_url(&url, allow_private) {
+            Ok(checked) => checked,
+            Err(problem) => {
+                let what =
+                    if hops == 0 { "the carrier's media link" } else { "a redirect of the carrier's media link" };
+                return Ok(Fetched::Refused(format!("{what} is refused: {}", problem.message())));
+            }
+        };
+        let Ok(request) = crate::platform::request("GET", checked.as_str(), None, None, false) else {
+            return Ok(Fetched::Refused("the carrier's media link is not a URL fetch accepts".into()));
+        };
+        let answer = match fetch(request, fetch_timeout(env), max_body).await {
+            Ok(answer) => answer,
+            Err(reason) => return Ok(Fetched::Unavailable(reason)),
+        };
+        if !(300..400).contains(&answer.status) {
+            break answer;
+        }
+        hops += 1;
+        if hops > MAX_HOPS {
+            return Ok(Fetched::Refused(format!("the carrier's media link redirected more than {MAX_HOPS} times")));
+        }
+        let location = answer.headers.get("location").ok().flatten();
+        let Some(next) = location.and_then(|l| resolve_url(checked.as_str(), &l)) else {
+            let status = answer.status;
+            return Ok(Fetched::Refused(format!("the carrier's media link answered {status} with no usable Location")));
+        };
+        url = next;
     };
     let status = answer.status;
     let answered = format!("the carrier's media link answered {status}");
