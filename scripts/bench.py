@@ -38,6 +38,10 @@ WORKERS = {
 # `exactly+log` is the default configuration, and reports D1's rows written through that line.
 VARS = {"exactly": {"LOG_WEBHOOK_REQUESTS": "false"}}
 ADMIN_TOKEN = "bench-admin-token-0123456789"
+# The compatibility date and flags of the project's own wrangler.toml, so every worker here runs
+# as it is deployed (the flag that settles a delivery batch before its attempts end, above all).
+COMPATIBILITY = "\n".join(line for line in open(os.path.join(ROOT, "wrangler.toml")).read().splitlines()
+                           if line.startswith(("compatibility_date", "compatibility_flags")))
 
 
 def sh(*args, **kw):
@@ -92,7 +96,7 @@ def config(name, public_key, consumers=False, extra_vars=None, main=None, databa
     with open(path, "w") as f:
         f.write(f'''name = "bench-{name.replace("+", "-")}"
 main = "{main or WORKERS[name]}"
-compatibility_date = "2026-04-20"
+{COMPATIBILITY}
 
 [vars]
 TELNYX_PUBLIC_KEY = "{public_key}"
