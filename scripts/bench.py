@@ -71,7 +71,7 @@ queue = "exactly-deliveries"
 [[queues.consumers]]
 queue = "exactly-deliveries"
 max_batch_size = 10
-max_batch_timeout = 1
+max_batch_timeout = 0
 max_retries = 20
 retry_delay = 5
 """
