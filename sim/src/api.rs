@@ -62,6 +62,29 @@ impl Client {
         })
     }
 
+    /// [`Client::call`] with an `Idempotency-Key`, asked again (at most three more times, half a
+    /// second apart) when no answer came or the answer was 503: what a client does with a keyed
+    /// request, which the worker then runs at most once.
+    pub fn call_keyed(&self, method: &str, path: &str, token: &str, body: &Value, key: &str) -> Answer {
+        let send = || {
+            let req = self
+                .agent
+                .request(method, &format!("{}{path}", self.base))
+                .set("authorization", &format!("Bearer {token}"))
+                .set("idempotency-key", key);
+            Answer::from_result(req.send_json(body.clone()))
+        };
+        let mut answer = send();
+        for _ in 0..3 {
+            if answer.status != 0 && answer.status != 503 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            answer = send();
+        }
+        answer
+    }
+
     /// A POST of raw bytes with headers.
     pub fn post(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
         let mut req = self.agent.post(&format!("{}{path}", self.base));

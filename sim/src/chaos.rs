@@ -1179,9 +1179,10 @@ fn endpoint_attempts(api: &Client, key: &str, endpoint: &str) -> HashMap<String,
     by_event
 }
 
-/// `POST /v1/messages`; the new message's id.
+/// `POST /v1/messages` with an Idempotency-Key; the new message's id.
 fn create_message(api: &Client, key: &str, body: &Value) -> Result<String, String> {
-    let a = api.call("POST", "/v1/messages", key, Some(body));
+    // Keyed, so a request whose answer wrangler's proxy dropped is asked again safely.
+    let a = api.call_keyed("POST", "/v1/messages", key, body, &crate::random_hex());
     if a.status != 201 {
         return Err(format!("POST /v1/messages: {} {}", a.status, a.body));
     }
