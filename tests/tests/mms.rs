@@ -31,12 +31,12 @@ fn uid(tag: &str) -> String {
 }
 
 /// One media item the fake carrier serves: its name under `/media/` and its link.
-struct Item {
-    name: String,
-    url: String,
+pub(crate) struct Item {
+    pub(crate) name: String,
+    pub(crate) url: String,
 }
 
-fn item(w: &Worker, name: String) -> Item {
+pub(crate) fn item(w: &Worker, name: String) -> Item {
     Item { url: format!("{}/media/{name}", w.carrier.base), name }
 }
 
@@ -72,7 +72,7 @@ fn wait_settled(w: &Worker, carrier_event_ids: &[String]) {
 }
 
 /// The one message a carrier message id made, and its id.
-fn one_message(w: &Worker, carrier: &str, carrier_message_id: &str) -> String {
+pub(crate) fn one_message(w: &Worker, carrier: &str, carrier_message_id: &str) -> String {
     let rows = w.sql(&format!(
         "SELECT id FROM messages WHERE carrier = {} AND carrier_message_id = {}",
         lit(carrier),
@@ -82,7 +82,7 @@ fn one_message(w: &Worker, carrier: &str, carrier_message_id: &str) -> String {
     rows[0]["id"].as_str().expect("id").to_owned()
 }
 
-fn wait_stored(w: &Worker, message_id: &str, items: usize) {
+pub(crate) fn wait_stored(w: &Worker, message_id: &str, items: usize) {
     let ok = w.eventually(Duration::from_secs(60), || {
         w.count(&format!(
             "SELECT COUNT(*) AS n FROM message_media WHERE message_id = {} AND stored_at IS NOT NULL",
@@ -199,7 +199,7 @@ fn check_media(w: &Worker, c: &Customer, message_id: &str, items: &[Item], conte
     assert_eq!(payload["data"]["type"], "mms");
 }
 
-fn telnyx_body(event_id: &str, carrier_message_id: &str, to: &str, items: &[Item]) -> String {
+pub(crate) fn telnyx_body(event_id: &str, carrier_message_id: &str, to: &str, items: &[Item]) -> String {
     let media: Vec<Value> = items
         .iter()
         .map(|i| {

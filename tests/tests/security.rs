@@ -34,7 +34,10 @@ enum Access {
 /// The kinds of `/v1` resource a route with `{id}` names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Resource {
+    /// A scheduled MMS: the one kind of message a cancel changes.
     Message,
+    /// An inbound MMS with its item stored: the one kind whose media route answers 200 to its owner.
+    Media,
     Call,
     Endpoint,
     Event,
@@ -61,7 +64,7 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("GET", "/v1/messages/{id}", Access::Owned(Resource::Message)),
     ("GET", "/v1/messages/{id}/history", Access::Owned(Resource::Message)),
     ("POST", "/v1/messages/{id}/cancel", Access::Owned(Resource::Message)),
-    ("GET", "/v1/messages/{id}/media/{position}", Access::Owned(Resource::Message)),
+    ("GET", "/v1/messages/{id}/media/{position}", Access::Owned(Resource::Media)),
     ("GET", "/v1/media/{id}/{position}", Access::Signed),
     ("GET", "/v1/calls", Access::Account),
     ("GET", "/v1/calls/{id}", Access::Owned(Resource::Call)),
@@ -86,6 +89,7 @@ const TABLE: &[(&str, &str, Access)] = &[
 struct Owned {
     key: String,
     message: String,
+    media: String,
     call: String,
     endpoint: String,
     event: String,
@@ -95,6 +99,7 @@ impl Owned {
     fn id(&self, resource: Resource) -> &str {
         match resource {
             Resource::Message => &self.message,
+            Resource::Media => &self.media,
             Resource::Call => &self.call,
             Resource::Endpoint => &self.endpoint,
             Resource::Event => &self.event,
@@ -115,9 +120,31 @@ fn account_with_resources(w: &Worker) -> Owned {
         &[],
     );
     assert_eq!(endpoint.status, 201, "{}", endpoint.body);
-    let sent =
-        w.call("POST", "/v1/messages", &key, Some(&json!({"from": number, "to": "+15559990000", "text": "mine"})), &[]);
+    // A scheduled MMS: a cancel without the account in its WHERE would cancel it for anyone.
+    let send_at = exactly_core::Timestamp::from_unix_seconds(sim::unix_now() + 3600).to_rfc3339();
+    let sent = w.call(
+        "POST",
+        "/v1/messages",
+        &key,
+        Some(&json!({"from": number, "to": "+15559990000", "text": "mine", "send_at": send_at,
+                     "media_urls": ["https://media.example.com/a.jpg"]})),
+        &[],
+    );
     assert_eq!(sent.status, 201, "{}", sent.body);
+    assert_eq!(sent.json()["status"], "scheduled", "{}", sent.body);
+    // An inbound MMS with its item stored: a media route without the account would serve it.
+    let items = [crate::mms::item(w, format!("authz-{}.jpg", sim::random_hex()))];
+    let carrier_id = format!("authz-mms-{}", sim::random_hex());
+    let event_id = format!("authz-mms-evt-{}", sim::random_hex());
+    assert_eq!(w.deliver_telnyx(&crate::mms::telnyx_body(&event_id, &carrier_id, &number, &items)).status, 200);
+    let found = w.eventually(Duration::from_secs(30), || {
+        !w.sql(&format!("SELECT id FROM messages WHERE carrier_message_id = {}", lit(&carrier_id))).is_empty()
+    });
+    assert!(found, "account A's inbound MMS is recorded");
+    let media = crate::mms::one_message(w, "telnyx", &carrier_id);
+    crate::mms::wait_stored(w, &media, 1);
+    let own = w.call("GET", &format!("/v1/messages/{media}/media/0"), &key, None, &[]).status;
+    assert!(matches!(own, 200 | 302), "account A reaches its stored item: {own}");
     // An inbound message makes a customer event.
     let body = sim::telnyx::envelope(
         &format!("authz-{}", sim::random_hex()),
@@ -161,6 +188,7 @@ fn account_with_resources(w: &Worker) -> Owned {
     Owned {
         key,
         message: sent.json()["id"].as_str().unwrap().to_owned(),
+        media,
         call,
         endpoint: endpoint.json()["id"].as_str().unwrap().to_owned(),
         event,
@@ -180,7 +208,19 @@ fn every_route_is_in_the_authorization_table(w: &Worker) {
     assert!(stale.is_empty(), "rows for routes the router does not serve: {stale:?}");
 
     let a = account_with_resources(w);
-    let (_, b_key) = w.create_account("intruder");
+    // B lives in A's account database, so only each statement's account filter tells them apart
+    // (in the sharded run an account in another database would get 404 whatever the SQL says).
+    let a_account = w.sql(&format!("SELECT account_id FROM messages WHERE id = {}", lit(&a.message)))[0]["account_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut b_key = String::new();
+    let same = (0..20).any(|_| {
+        let (b, key) = w.create_account("intruder");
+        b_key = key;
+        w.database_of(&b) == w.database_of(&a_account)
+    });
+    assert!(same, "an intruder in account A's database");
     let body = |method: &str| (method == "POST" || method == "PATCH").then(|| json!({}));
     for (method, pattern, access) in TABLE {
         let path = match access {
@@ -232,8 +272,11 @@ fn every_route_is_in_the_authorization_table(w: &Worker) {
         }
     }
     // Nothing B tried changed A's resources, and B's lists show none of them.
+    let still_scheduled = w.call("GET", &format!("/v1/messages/{}", a.message), &a.key, None, &[]).json();
+    assert_eq!(still_scheduled["status"], "scheduled", "B's cancel changed nothing: {still_scheduled}");
     for (path, id) in [
         ("/v1/messages", &a.message),
+        ("/v1/messages", &a.media),
         ("/v1/calls", &a.call),
         ("/v1/webhook_endpoints", &a.endpoint),
         ("/v1/events", &a.event),
