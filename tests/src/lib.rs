@@ -383,8 +383,10 @@ impl Worker {
     /// Fires the cron trigger once.
     pub fn cron(&self) -> Answer {
         // `--test-scheduled`'s route: the assets in front of the worker do not pass
-        // `/cdn-cgi/handler/scheduled` on.
-        self.get("/__scheduled?cron=*+*+*+*+*")
+        // `/cdn-cgi/handler/scheduled` on. A cron run is safe to run again (every step is
+        // guarded), so one whose connection wrangler's proxy dropped is asked again.
+        let lost = |a: &Answer| dropped_by_proxy(a) || a.status == 0;
+        sent_again(|| self.get("/__scheduled?cron=*+*+*+*+*"), 3, Duration::from_millis(200), lost)
     }
 
     /// Runs SQL in every account database of the worker (`DB`, and in the sharded layout each
