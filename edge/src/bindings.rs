@@ -22,6 +22,9 @@ pub mod queues {
     pub const JOBS: &str = "exactly-jobs";
     /// Jobs that failed on every retry.
     pub const JOBS_DEAD_LETTER: &str = "exactly-jobs-dlq";
+    /// How many times the jobs dead-letter consumer is given a message: its `max_retries` in
+    /// wrangler.toml, plus one.
+    pub const JOBS_DEAD_LETTER_ATTEMPTS: u32 = 4;
     /// Customer webhook deliveries.
     pub const DELIVERIES: &str = "exactly-deliveries";
     /// Customer webhook deliveries that exhausted the queue's retries.

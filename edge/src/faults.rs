@@ -97,6 +97,19 @@ fn seconds(env: &worker::Env, name: &str) -> Option<std::time::Duration> {
     (secs > 0).then(|| std::time::Duration::from_secs(secs))
 }
 
+/// Another move of the same shards, to the binding `E2E_RIVAL_MOVE_TO`, whose claim lands
+/// between a move call's checks and its own claim, as a concurrent call's can.
+#[cfg(feature = "fault-injection")]
+pub fn rival_move(env: &worker::Env) -> Option<String> {
+    crate::config::optional(env, "E2E_RIVAL_MOVE_TO")
+}
+
+/// Production builds never inject a rival move.
+#[cfg(not(feature = "fault-injection"))]
+pub fn rival_move(_env: &worker::Env) -> Option<String> {
+    None
+}
+
 /// Storing a carrier event fails (the D1 write does not happen) the first time an event id
 /// with the marker arrives: the carrier sees 503 and retries.
 pub fn d1_write_fails_once(carrier_event_id: &str) -> bool {
@@ -119,6 +132,49 @@ pub fn d1_write_after_dial_fails(target: &str, call_id: &str) -> bool {
 pub fn delivery_message_lost(endpoint_url: &str) -> bool {
     armed(endpoint_url, "fault-lose-delivery")
 }
+
+/// The dedupe database is out for a receipt marked `fault-dedupe-outage` from the moment its
+/// message is found (a woken receipt's job) until the jobs dead-letter consumer has spent its
+/// `attempts` on it too: every job run and every dead-letter write fails meanwhile, so the
+/// queue gives the job up for good, and only what the sweeper does can still apply it.
+pub fn dedupe_outage(carrier_event_id: &str, attempts: u32) -> bool {
+    armed(carrier_event_id, "fault-dedupe-outage") && dead_letters_failed(carrier_event_id, false) < attempts
+}
+
+/// The dead-letter write of a receipt under [`dedupe_outage`] fails, on each of the dead-letter
+/// consumer's `attempts`; the last ends the outage.
+pub fn dead_letter_outage(carrier_event_id: &str, attempts: u32) -> bool {
+    armed(carrier_event_id, "fault-dedupe-outage") && dead_letters_failed(carrier_event_id, false) < attempts && {
+        dead_letters_failed(carrier_event_id, true);
+        true
+    }
+}
+
+/// How many dead-letter writes of `key` failed so far in this isolate; `count` counts one more
+/// first.
+#[cfg(feature = "fault-injection")]
+fn dead_letters_failed(key: &str, count: bool) -> u32 {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    thread_local! {
+        static FAILED: RefCell<HashMap<String, u32>> = RefCell::new(HashMap::new());
+    }
+    FAILED.with(|failed| {
+        let mut failed = failed.borrow_mut();
+        let n = failed.entry(key.to_owned()).or_insert(0);
+        *n += u32::from(count);
+        *n
+    })
+}
+
+#[cfg(not(feature = "fault-injection"))]
+fn dead_letters_failed(_key: &str, _count: bool) -> u32 {
+    0
+}
+
+/// Whether this build injects faults at all: a fault that needs a read to decide is checked
+/// only where it can fire.
+pub const ENABLED: bool = cfg!(feature = "fault-injection");
 
 #[cfg(feature = "fault-injection")]
 fn armed(key: &str, marker: &str) -> bool {

@@ -33,6 +33,9 @@
 //!   `message.finalized` (delivered) webhooks, as a carrier whose handset answered does. Without
 //!   a marker no receipt comes (tests and `sim chaos` send their own).
 //!
+//! - a word of the text that starts with `fault-` is carried in the message's carrier id, so the
+//!   receipts of the message (whose event ids contain it) arm that fault of the worker.
+//!
 //! Twilio and Plivo sends take `[refuse]`, `[flaky]` (keyed by from, to and text: they have no
 //! idempotency key), `[deliver]` (status callbacks to the request's `StatusCallback` / `url`,
 //! signed with the auth token as each carrier signs) and `[lost-answer]`: the message is taken
@@ -341,7 +344,7 @@ fn send_message(req: &Recorded, state: &Mutex<State>) -> (u16, Value) {
         let n = s.attempts.entry(key.clone()).or_insert(0);
         *n += 1;
         let attempt = *n;
-        let id = s.carrier_ids.entry(key.clone()).or_insert_with(|| format!("tlx-{}", crate::random_hex())).clone();
+        let id = s.carrier_ids.entry(key.clone()).or_insert_with(|| carrier_id_for(&text)).clone();
         (attempt, id)
     };
     if text.contains("[refuse]") {
@@ -629,6 +632,14 @@ fn rfc2822_now() -> String {
     let month = month.parse::<usize>().ok().and_then(|m| MONTHS.get(m.wrapping_sub(1))).unwrap_or(&"Jan");
     let weekday = DAYS[usize::try_from(secs.div_euclid(86_400).rem_euclid(7)).unwrap_or(0)];
     format!("{weekday}, {day} {month} {year} {clock} +0000")
+}
+
+/// A Telnyx message id: random, with the text's `fault-` marker if it has one.
+fn carrier_id_for(text: &str) -> String {
+    match text.split_whitespace().find(|word| word.starts_with("fault-")) {
+        Some(marker) => format!("tlx-{marker}-{}", crate::random_hex()),
+        None => format!("tlx-{}", crate::random_hex()),
+    }
 }
 
 #[cfg(test)]

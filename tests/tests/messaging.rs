@@ -36,6 +36,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
         crash_before_the_processed_mark_changes_nothing_twice,
     ),
     ("messaging::parked_receipts_expire_or_are_recovered_once", parked_receipts_expire_or_are_recovered_once),
+    (
+        "messaging::a_woken_receipt_the_queue_gave_up_is_applied_by_the_sweeper",
+        a_woken_receipt_the_queue_gave_up_is_applied_by_the_sweeper,
+    ),
     ("messaging::idempotency_key_means_one_message_and_one_send", idempotency_key_means_one_message_and_one_send),
     ("messaging::accounts_see_only_their_own_messages", accounts_see_only_their_own_messages),
     ("messaging::carrier_refusal_fails_the_message_without_charge", carrier_refusal_fails_the_message_without_charge),
@@ -464,10 +468,86 @@ fn parked_receipts_expire_or_are_recovered_once(w: &Worker) {
     assert!(applied, "the sweeper enqueued the woken receipt again");
     wait_settled(w, std::slice::from_ref(&lost_event));
     assert_eq!(events(w, &id, "message.delivered"), 1);
+    // The next sweep that looks at it finds it settled and forgets it.
+    w.sql(&format!(
+        "UPDATE parked_receipts SET woken_at = woken_at - 180000 WHERE carrier_message_id = {} AND woken_at > 0",
+        lit(&lost)
+    ));
+    assert_eq!(w.cron().status, 200);
     assert_eq!(
         w.count(&format!("SELECT COUNT(*) AS n FROM parked_receipts WHERE carrier_message_id = {}", lit(&lost))),
         0
     );
+}
+
+/// A receipt waits for its send (the carrier delivers it, once, before it answers the send);
+/// the send wakes it, and then the dedupe database is out for
+/// longer than the woken job's every retry and the dead-letter consumer's every attempt
+/// (`fault-dedupe-outage` in the text: the carrier's id, and so the receipt's event id, carry
+/// it). The queue has given the receipt up, and nothing recorded it as failed: the sweeper
+/// must still apply it, once, and only then forget it.
+///
+/// Seen before: the woken record was removed as soon as the job was enqueued, and the receipt
+/// stayed pending for good, skipped by every sweep.
+fn a_woken_receipt_the_queue_gave_up_is_applied_by_the_sweeper(w: &Worker) {
+    let c = w.new_customer("outage");
+    // The receipt must have waited for the send for its wake to be what is tested: up to three
+    // messages, as whether the receipt's first job runs before the send is recorded is the
+    // local queue's choice under load.
+    for _ in 0..3 {
+        let (_, sent) = send(w, &c, &format!("[receipt-first] fault-dedupe-outage {}", sim::random_hex()), None);
+        let id = sent["id"].as_str().unwrap().to_owned();
+        let carrier_id = wait_status(w, &c, &id, "sent")["carrier_message_id"].as_str().unwrap().to_owned();
+        let event = format!("{carrier_id}-delivered");
+        let rows = w.events_sql(&format!(
+            "SELECT 'cev_' || printf('%016x', id) AS id FROM carrier_events WHERE carrier_event_id = {}",
+            lit(&event)
+        ));
+        assert_eq!(rows.len(), 1, "one row for the receipt: {rows:?}");
+        let row = rows[0]["id"].as_str().unwrap().to_owned();
+        let waited = w.log_lines(&[&format!("\"id\":\"{row}\""), "\"outcome\":\"parked\""]) >= 1;
+        // Every dead-letter attempt failed: the queue holds nothing of the receipt any more.
+        let given_up = w.eventually(Duration::from_secs(240), || {
+            w.log_lines(&[&row, "\"job\":\"dead_letter\"", "injected outage"]) >= 4
+        });
+        assert!(given_up, "the woken job and its dead letter failed on every attempt");
+        if !waited {
+            // Not woken (its job ran after the send): the sweeper finds it as any pending event.
+            continue;
+        }
+        assert_eq!(message(w, &c, &id)["status"], "sent", "nothing applied the receipt yet");
+        let pending = w.events_sql(&format!(
+            "SELECT processed_at, error FROM carrier_events WHERE carrier_event_id = {}",
+            lit(&event)
+        ));
+        assert!(pending[0]["processed_at"].is_null() && pending[0]["error"].is_null(), "{pending:?}");
+        // A sweep interval later (the clock of its wake moved back), the sweeper applies it.
+        let earlier = |minutes: i64| {
+            w.sql(&format!(
+                "UPDATE parked_receipts SET woken_at = woken_at - {} WHERE carrier_event = {} AND woken_at > 0",
+                minutes * 60_000,
+                lit(&row)
+            ));
+        };
+        earlier(3);
+        let applied = w.eventually(Duration::from_secs(60), || {
+            w.cron();
+            message(w, &c, &id)["status"] == "delivered"
+        });
+        assert!(applied, "the sweeper enqueued the woken receipt again and it applied");
+        wait_settled(w, std::slice::from_ref(&event));
+        assert_eq!(events(w, &id, "message.delivered"), 1);
+        // Applied: the next sweep that looks forgets it.
+        let parked =
+            || w.count(&format!("SELECT COUNT(*) AS n FROM parked_receipts WHERE carrier_event = {}", lit(&row)));
+        assert_eq!(parked(), 1, "kept until a sweep finds it settled");
+        earlier(3);
+        assert_eq!(w.cron().status, 200);
+        assert_eq!(parked(), 0, "forgotten once settled");
+        assert_eq!(events(w, &id, "message.delivered"), 1);
+        return;
+    }
+    panic!("in three messages, no receipt arrived before the send result");
 }
 
 fn idempotency_key_means_one_message_and_one_send(w: &Worker) {

@@ -17,6 +17,7 @@ use crate::TestFn;
 pub const TESTS: &[(&str, TestFn)] = &[
     ("shards::moving_shards_while_duplicates_arrive_applies_nothing_twice", moving_shards_while_duplicates_arrive),
     ("shards::accounts_across_databases_apply_everything_once", accounts_across_databases_apply_everything_once),
+    ("shards::one_move_at_a_time_copies_every_row_and_prunes_it_on_time", one_move_at_a_time),
 ];
 
 /// The shards that move: the upper half of `EVENTS_0`'s.
@@ -191,6 +192,115 @@ fn moving_shards_while_duplicates_arrive(_shared: &Worker) {
     let health = w.get("/healthz");
     assert_eq!(health.status, 503, "{}", health.body);
     assert_eq!(health.json()["checks"]["d1"], "EVENTS_7: binding missing", "{}", health.body);
+}
+
+/// `n` fresh event ids whose virtual shards are in `shards`.
+fn ids_in(n: usize, shards: std::ops::RangeInclusive<u16>) -> Vec<String> {
+    std::iter::repeat_with(|| format!("one-move-{}", sim::random_hex()))
+        .filter(|id| shards.contains(&virtual_shard("telnyx", id)))
+        .take(n)
+        .collect()
+}
+
+/// One move of a shard at a time, copied whole, pruned like the rows around it:
+/// - a move whose claim on the source comes after another call's claim of the same shards for
+///   another database (`E2E_RIVAL_MOVE_TO`) is refused, and leaves nothing in its target;
+/// - a first call that names a later `after` than the move reached still copies every row;
+/// - rows copied in under ids below the target's payload watermark lose their payloads after
+///   the payload retention, like the target's own.
+///
+/// Seen before: the second move overwrote the source's record and both copied; a first call
+/// with `after` skipped rows and marked the move copied (so a duplicate of a skipped key was
+/// new in the target); copied rows kept their payloads for the whole event retention.
+fn one_move_at_a_time(_shared: &Worker) {
+    let w =
+        Worker::start_sharded(&[("E2E_RIVAL_MOVE_TO", "DB")], &["EVENTS_0", "EVENTS_1"], "DB=0-511 EVENTS_0=512-1023");
+    // Inbound messages to a number no account owns: each event fails visibly, and is settled.
+    let nobody = exactly_tests::fresh_number();
+    let body = |id: &str| exactly_tests::telnyx_inbound(id, &format!("{id}-msg"), &nobody, "one move");
+    let (native, moving, staying) = (ids_in(30, 0..=511), ids_in(20, 512..=767), ids_in(5, 768..=1023));
+    let all: Vec<String> = [native.clone(), moving.clone(), staying.clone()].concat();
+    for id in &all {
+        assert_eq!(w.deliver_telnyx(&body(id)).status, 200);
+    }
+    let quoted = |ids: &[String]| ids.iter().map(|id| lit(id)).collect::<Vec<_>>().join(", ");
+    let settled = w.eventually(Duration::from_secs(60), || {
+        w.events_count(&format!(
+            "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id IN ({}) AND error IS NOT NULL",
+            quoted(&all)
+        )) == all.len() as i64
+    });
+    assert!(settled, "every event failed visibly");
+    // DB's own rows are past the payload retention, and the retention's watermark past them.
+    let month = 31 * 86_400_000_i64;
+    w.sql_at("DB", &format!("UPDATE carrier_events SET created_at = created_at - {month}"));
+    let payloads_in = |binding: &str, ids: &[String]| {
+        let sql = format!(
+            "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id IN ({}) AND payload IS NOT NULL",
+            quoted(ids)
+        );
+        w.sql_at(binding, &sql)[0]["n"].as_i64().unwrap_or(-1)
+    };
+    let pruned = w.eventually(Duration::from_secs(30), || {
+        w.cron();
+        payloads_in("DB", &native) == 0
+    });
+    assert!(pruned, "DB's own payloads pruned");
+    assert_eq!(payloads_in("EVENTS_0", &moving), moving.len() as i64, "EVENTS_0's are younger: kept");
+
+    // A move to EVENTS_1 whose claim comes after a rival's for DB: refused, nothing left behind.
+    let move_to = |to: &str, after: i64| {
+        w.call(
+            "POST",
+            "/admin/event_shards/move",
+            ADMIN_TOKEN,
+            Some(&json!({"first": 512, "last": 767, "to": to, "after": after})),
+            &[],
+        )
+    };
+    let lost = move_to("EVENTS_1", 0);
+    assert_eq!(lost.status, 409, "{}", lost.body);
+    assert_eq!(lost.json()["error"]["code"], "shard_move_conflict", "{}", lost.body);
+    let claims = w.sql_at("EVENTS_0", "SELECT moved_to, COUNT(*) AS n FROM shard_moves GROUP BY moved_to");
+    assert_eq!(claims, vec![json!({"moved_to": "DB", "n": 256})], "the rival's claim stands, whole");
+    let arriving = w.sql_at("EVENTS_1", "SELECT COUNT(*) AS n FROM shard_moves");
+    assert_eq!(arriving[0]["n"], 0, "the refused move left no record in its target");
+    assert!(stored_in(&w, "EVENTS_1", &all).is_empty(), "nothing copied to the refused target");
+
+    // The rival's move, its first call naming a later `after` than any row: every row moves.
+    let moved = move_to("DB", 1 << 60);
+    assert_eq!(moved.status, 200, "{}", moved.body);
+    let moved = moved.json();
+    assert_eq!((moved["copied"].as_u64(), moved["done"].as_bool()), (Some(moving.len() as u64), Some(true)), "{moved}");
+    assert_eq!(stored_in(&w, "DB", &moving).len(), moving.len(), "every moving row is in DB");
+    assert!(stored_in(&w, "EVENTS_0", &moving).is_empty(), "none left in EVENTS_0");
+    assert_eq!(stored_in(&w, "EVENTS_0", &staying).len(), staying.len(), "the others stay");
+    for id in &moving {
+        let again = w.deliver_telnyx(&body(id));
+        assert_eq!((again.status, again.json()["outcome"].as_str()), (200, Some("duplicate")), "{}", again.body);
+    }
+    assert_eq!(
+        w.events_count(&format!(
+            "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id IN ({})",
+            quoted(&all)
+        )),
+        all.len() as i64,
+        "one row per event"
+    );
+
+    // The moved rows' ids are below DB's payload watermark; past the retention they are pruned.
+    w.sql_at(
+        "DB",
+        &format!(
+            "UPDATE carrier_events SET created_at = created_at - {month} WHERE carrier_event_id IN ({})",
+            quoted(&moving)
+        ),
+    );
+    let pruned = w.eventually(Duration::from_secs(30), || {
+        w.cron();
+        payloads_in("DB", &moving) == 0
+    });
+    assert!(pruned, "the moved rows' payloads are pruned like DB's own: {} kept", payloads_in("DB", &moving));
 }
 
 /// The account databases of the grown deployment.

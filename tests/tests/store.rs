@@ -19,6 +19,8 @@ fn expectations() -> Vec<(&'static str, Value, Value, bool)> {
         ("carrier_events.expire_park", json!(true), json!(false), true),
         // Woken between the cron's read and the expiry: neither run fails it.
         ("carrier_events.expire_after_wake", json!(false), json!(false), false),
+        // Its event gone from where the expiry read it: nothing failed, the park kept.
+        ("carrier_events.expire_moved_away", json!(false), json!(false), false),
         ("messages.claim", json!(true), json!(false), true),
         ("messages.record_sent", json!(true), json!(false), true),
         ("messages.apply_report", json!(true), json!(false), true),
@@ -52,6 +54,9 @@ fn every_guard_refuses_to_run_twice(w: &Worker) {
             "carrier_events.expire_park" => {
                 assert_eq!(r["before"], json!([{"failed": 0, "parked": 1, "woken": 0}]), "{check}: {r}");
                 assert_eq!(r["after_first"], json!([{"failed": 1, "parked": 0, "woken": 0}]), "{check}: {r}");
+            }
+            "carrier_events.expire_moved_away" => {
+                assert_eq!(r["after_second"], json!([{"parked": 1}]), "{check}: {r}");
             }
             "carrier_events.expire_after_wake" => {
                 assert_eq!(r["after_second"], json!([{"failed": 0, "parked": 1, "woken": 1}]), "{check}: {r}");

@@ -240,7 +240,8 @@ pub async fn move_event_shards(mut req: Request, env: &Env) -> Result<Response, 
         return Err(EdgeError::invalid("pages", "must be from 1 to 20"));
     }
     let log = carrier_events::Log::open(env)?;
-    let moved = log.move_shards(body.first, body.last, &body.to, body.after, pages).await?;
+    let rival = crate::faults::rival_move(env);
+    let moved = log.move_shards(body.first, body.last, &body.to, body.after, pages, rival.as_deref()).await?;
     worker::console_log!("{}", json!({"admin": "move event shards", "move": &moved}));
     http::json(200, &moved)
 }

@@ -593,6 +593,39 @@ impl Log {
         Ok(Failed { changed, signals })
     }
 
+    /// What the sweeper does with a receipt woken at least a sweep interval ago. A woken receipt
+    /// keeps its parked record until its event is settled (processed or failed), so it is never
+    /// left where nothing looks: its event still notes what it waited for, which keeps it out of
+    /// [`Log::unprocessed`], and its job may have been lost after the wake (an enqueue that
+    /// failed, retries spent and a dead-letter write that failed with them).
+    ///
+    /// Settled, or gone from the log (nothing left to apply): the record is removed. Otherwise
+    /// its job is to be enqueued again (true), and its wake is moved to `now`, so the next look
+    /// is an interval later and a receipt that cannot be applied yet never holds up the others
+    /// behind it. A receipt parked afresh meanwhile (its job found no message yet) is no longer
+    /// woken, and neither statement touches it.
+    pub async fn recheck_woken(&self, resources: &D1Database, park: &Woken, now: Timestamp) -> Result<bool, EdgeError> {
+        let pending = self.load(&park.id).await?.is_some_and(|row| !row.settled());
+        let key = [text(&park.carrier), text(&park.carrier_message_id), text(&park.id)];
+        let statement = if pending {
+            db::stmt(
+                resources,
+                "UPDATE parked_receipts SET woken_at = ?4
+                 WHERE carrier = ?1 AND carrier_message_id = ?2 AND carrier_event = ?3 AND woken_at > 0",
+                &[key[0].clone(), key[1].clone(), key[2].clone(), time(now)],
+            )?
+        } else {
+            db::stmt(
+                resources,
+                "DELETE FROM parked_receipts WHERE carrier = ?1 AND carrier_message_id = ?2 AND carrier_event = ?3
+                   AND woken_at > 0",
+                &key,
+            )?
+        };
+        db::run(statement).await?;
+        Ok(pending)
+    }
+
     /// A page of carrier events in one state, newest first, across every database.
     ///
     /// The order and the cursor both use the integer rowid, unique across databases (its tag
@@ -691,7 +724,11 @@ impl Log {
     /// the source refuses new rows and sends writers on, the target already looks keys up in the
     /// source), and every call copies up to `pages` pages of rows after `after`, removing each
     /// copied row from the source. Calling again with the answer's `after` goes on; repeating a
-    /// call is harmless.
+    /// call is harmless. One move of a shard at a time: a call whose claim on the source finds
+    /// any of the shards moving elsewhere is refused (409), and the move is marked copied only
+    /// once every row from the first on was visited, whatever `after` a call names.
+    /// `rival` (the tests' `E2E_RIVAL_MOVE_TO`) lands another move's claim just before this
+    /// call's own.
     pub async fn move_shards(
         &self,
         first: u16,
@@ -699,6 +736,7 @@ impl Log {
         to: &str,
         after: i64,
         pages: usize,
+        rival: Option<&str>,
     ) -> Result<Move, EdgeError> {
         if first > last || last >= shard::VIRTUAL_SHARDS {
             return Err(EdgeError::invalid(
@@ -750,36 +788,36 @@ impl Log {
             }
         }
         let now = crate::platform::now();
-        let range = "WITH RECURSIVE r(v) AS (SELECT ?1 UNION ALL SELECT v + 1 FROM r WHERE v < ?2)";
-        db::run(db::stmt(
+        if let Some(rival) = rival.filter(|r| *r != to && *r != from) {
+            // Another call, moving the same shards elsewhere, got its claim in first.
+            self.begin_move(&source, &self.database(rival)?, first, last, &from, rival, now).await?;
+        }
+        if !self.begin_move(&source, &target, first, last, &from, to, now).await? {
+            return Err(conflict(format!(
+                "virtual shards {first} to {last} of {from} are being moved by another call; finish that move first"
+            )));
+        }
+        // Never after a row this move has not copied: a call that names a later `after` than
+        // the move reached starts where it is, so no row is skipped and none is left behind.
+        #[derive(Deserialize)]
+        struct Progress {
+            through: Option<f64>,
+        }
+        let progress: Option<Progress> = db::first(db::stmt(
             &target,
-            &format!(
-                "{range} INSERT INTO shard_moves (vshard, moved_to, moved_from, copied_at, updated_at)
-                 SELECT v, NULL, ?3, NULL, ?4 FROM r WHERE true
-                 ON CONFLICT (vshard) DO UPDATE SET moved_to = NULL, moved_from = excluded.moved_from,
-                   copied_at = CASE WHEN shard_moves.moved_from = excluded.moved_from THEN shard_moves.copied_at END,
-                   updated_at = excluded.updated_at"
-            ),
-            &[int(i64::from(first)), int(i64::from(last)), text(&from), time(now)],
+            "SELECT MIN(copied_through) AS through FROM shard_moves WHERE vshard BETWEEN ?1 AND ?2 AND moved_from = ?3",
+            &[int(i64::from(first)), int(i64::from(last)), text(&from)],
         )?)
         .await?;
-        db::run(db::stmt(
-            &source,
-            &format!(
-                "{range} INSERT INTO shard_moves (vshard, moved_to, moved_from, copied_at, updated_at)
-                 SELECT v, ?3, NULL, NULL, ?4 FROM r WHERE true
-                 ON CONFLICT (vshard) DO UPDATE SET moved_to = excluded.moved_to, moved_from = NULL, copied_at = NULL,
-                   updated_at = excluded.updated_at"
-            ),
-            &[int(i64::from(first)), int(i64::from(last)), text(to), time(now)],
-        )?)
-        .await?;
-        let mut done = Move { from, to: to.to_owned(), first, last, copied: 0, after, done: false };
+        let reached = progress.and_then(|p| p.through).map_or(0, |t| t as i64);
+        let mut done =
+            Move { from, to: to.to_owned(), first, last, copied: 0, after: after.clamp(0, reached), done: false };
         for _ in 0..pages {
+            let start = done.after;
             let page: Vec<Copy> = db::all(db::stmt(
                 &source,
                 &format!("SELECT {COPY} FROM carrier_events WHERE id > ?1 ORDER BY id LIMIT ?2"),
-                &[int(done.after), int(i64::from(MOVE_PAGE))],
+                &[int(start), int(i64::from(MOVE_PAGE))],
             )?)
             .await?;
             let last_page = page.len() < MOVE_PAGE as usize;
@@ -793,19 +831,98 @@ impl Log {
                 .filter(|r| (first..=last).contains(&shard::virtual_shard(&r.carrier, &r.carrier_event_id)))
                 .collect();
             done.copied += self.copy_rows(&source, &target, moving).await?;
+            // The move's progress, only on from where it stood: the copied mark below needs
+            // every row from the first on to have been visited.
+            let reached = db::run(db::stmt(
+                &target,
+                "UPDATE shard_moves SET copied_through = MAX(copied_through, ?4),
+                   copied_at = CASE WHEN ?5 THEN COALESCE(copied_at, ?6) ELSE copied_at END, updated_at = ?6
+                 WHERE vshard BETWEEN ?1 AND ?2 AND moved_from = ?3 AND copied_through >= ?7",
+                &[
+                    int(i64::from(first)),
+                    int(i64::from(last)),
+                    text(&done.from),
+                    int(done.after),
+                    int(i64::from(last_page)),
+                    time(now),
+                    int(start),
+                ],
+            )?)
+            .await?;
+            if reached == 0 {
+                return Err(conflict(format!(
+                    "the move of virtual shards {first} to {last} changed while this call copied; call again"
+                )));
+            }
             if last_page {
-                db::run(db::stmt(
-                    &target,
-                    "UPDATE shard_moves SET copied_at = ?4, updated_at = ?4
-                     WHERE vshard BETWEEN ?1 AND ?2 AND moved_from = ?3 AND copied_at IS NULL",
-                    &[int(i64::from(first)), int(i64::from(last)), text(&done.from), time(now)],
-                )?)
-                .await?;
                 done.done = true;
                 break;
             }
         }
         Ok(done)
+    }
+
+    /// Records a move of shards `first..=last` from `source` (binding `from`) to `target`
+    /// (binding `to`): the target first, so that from the moment the source refuses new rows
+    /// and sends writers on, the target already looks keys up in the source; then the source,
+    /// claimed in one statement that writes nothing if any of the shards is moving anywhere else
+    /// or still arriving. Of two calls moving the same shards to different databases, one claims
+    /// them all and the other none (false): its arrival record in its target is removed again.
+    /// Calling again with the same target claims again (a no-op).
+    #[allow(clippy::too_many_arguments)]
+    async fn begin_move(
+        &self,
+        source: &D1Database,
+        target: &D1Database,
+        first: u16,
+        last: u16,
+        from: &str,
+        to: &str,
+        now: Timestamp,
+    ) -> Result<bool, EdgeError> {
+        let range = "WITH RECURSIVE r(v) AS (SELECT ?1 UNION ALL SELECT v + 1 FROM r WHERE v < ?2)";
+        let bounds = [int(i64::from(first)), int(i64::from(last))];
+        db::run(db::stmt(
+            target,
+            &format!(
+                "{range} INSERT INTO shard_moves (vshard, moved_to, moved_from, copied_at, updated_at)
+                 SELECT v, NULL, ?3, NULL, ?4 FROM r WHERE true
+                 ON CONFLICT (vshard) DO UPDATE SET moved_to = NULL, moved_from = excluded.moved_from,
+                   copied_at = CASE WHEN shard_moves.moved_from = excluded.moved_from THEN shard_moves.copied_at END,
+                   copied_through = CASE WHEN shard_moves.moved_from = excluded.moved_from
+                                         THEN shard_moves.copied_through ELSE 0 END,
+                   updated_at = excluded.updated_at"
+            ),
+            &[bounds[0].clone(), bounds[1].clone(), text(from), time(now)],
+        )?)
+        .await?;
+        // SQLite computes the SELECT of an INSERT that reads its own table in full before it
+        // writes a row, so the guard sees the shards as they were: all claimed, or none.
+        let claimed = db::run(db::stmt(
+            source,
+            &format!(
+                "{range} INSERT INTO shard_moves (vshard, moved_to, moved_from, copied_at, updated_at)
+                 SELECT v, ?3, NULL, NULL, ?4 FROM r
+                 WHERE NOT EXISTS (SELECT 1 FROM shard_moves s WHERE s.vshard BETWEEN ?1 AND ?2
+                                   AND ((s.moved_to IS NOT NULL AND s.moved_to != ?3)
+                                        OR (s.moved_to IS NULL AND s.moved_from IS NOT NULL AND s.copied_at IS NULL)))
+                 ON CONFLICT (vshard) DO UPDATE SET moved_to = excluded.moved_to, moved_from = NULL, copied_at = NULL,
+                   updated_at = excluded.updated_at"
+            ),
+            &[bounds[0].clone(), bounds[1].clone(), text(to), time(now)],
+        )?)
+        .await?;
+        if claimed > 0 {
+            return Ok(true);
+        }
+        db::run(db::stmt(
+            target,
+            "DELETE FROM shard_moves WHERE vshard BETWEEN ?1 AND ?2 AND moved_from = ?3 AND moved_to IS NULL
+               AND copied_at IS NULL AND updated_at = ?4",
+            &[bounds[0].clone(), bounds[1].clone(), text(from), time(now)],
+        )?)
+        .await?;
+        Ok(false)
     }
 
     /// Copies `rows` from `source` into `target` under their own ids, then removes each from
@@ -851,6 +968,16 @@ impl Log {
                     )
                 })
                 .collect::<Result<Vec<_>, _>>()?;
+            let mut copies = copies;
+            // Retention visits a database's rows from its payload watermark on: a row copied in
+            // under an id below it would keep its payload past the retention, so the watermark
+            // goes back below the lowest, in the same commit as the copies.
+            let lowest = rows.iter().map(|r| r.id as i64).min().unwrap_or(0);
+            copies.push(db::stmt(
+                target,
+                "UPDATE retention_marks SET last_id = MIN(last_id, ?1 - 1) WHERE name = 'payloads'",
+                &[int(lowest)],
+            )?);
             let results = db::batch(target, copies).await?;
             if let Some(clash) = results.iter().zip(&rows).find(|(r, _)| db::changes(r) != 1).map(|(_, row)| row) {
                 return Err(EdgeError::Unavailable(format!(
@@ -912,8 +1039,8 @@ impl Log {
 
 /// For the batch that records a send, after the statement that records it: wakes the receipts
 /// parked on its carrier id (`woken_at`), if the message with that id is recorded by now, and
-/// returns their event ids (`RETURNING`), to enqueue once the batch committed; [`forget_woken`]
-/// then removes them.
+/// returns their event ids (`RETURNING`), to enqueue once the batch committed. The records stay,
+/// woken, until the sweeper finds their events settled ([`Log::recheck_woken`]).
 pub fn wake_stmt(
     db: &D1Database,
     carrier: &str,
@@ -956,30 +1083,6 @@ pub fn woken(result: &worker::D1Result) -> Result<Vec<String>, EdgeError> {
     db::ids(result)
 }
 
-/// Removes these woken receipts of a carrier id once their jobs are enqueued.
-pub async fn forget_woken(
-    db: &D1Database,
-    carrier: &str,
-    carrier_message_id: &str,
-    events: &[String],
-) -> Result<(), EdgeError> {
-    let statements = events
-        .iter()
-        .map(|event| {
-            db::stmt(
-                db,
-                "DELETE FROM parked_receipts WHERE carrier = ?1 AND carrier_message_id = ?2 AND carrier_event = ?3
-                   AND woken_at > 0",
-                &[text(carrier), text(carrier_message_id), text(event)],
-            )
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    if !statements.is_empty() {
-        db::batch(db, statements).await?;
-    }
-    Ok(())
-}
-
 /// For the batch that records a send, in `DB`: wakes receipts parked by a version older than
 /// `parked_receipts` (on `carrier_events.waiting_for` alone, while that version still ran), and
 /// returns their ids like [`wake_stmt`].
@@ -1000,8 +1103,7 @@ pub fn wake_legacy_stmt(
     )
 }
 
-/// A receipt woken before `older_than` and still recorded: the enqueue after its send may have
-/// been lost.
+/// A parked receipt, as the sweeper finds it.
 #[derive(Debug, Deserialize)]
 pub struct Woken {
     pub id: String,
@@ -1009,7 +1111,8 @@ pub struct Woken {
     pub carrier_message_id: String,
 }
 
-/// Receipts woken before `older_than` whose removal never happened, at most `limit`.
+/// Receipts woken before `older_than` (or last looked at then, [`Log::recheck_woken`]) and still
+/// recorded, at most `limit`, the longest waiting first.
 pub async fn still_woken(db: &D1Database, older_than: Timestamp, limit: u32) -> Result<Vec<Woken>, EdgeError> {
     db::all(db::stmt(
         db,

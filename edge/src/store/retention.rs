@@ -8,7 +8,9 @@
 //!   attempts of failed deliveries stay for the dead-letter view.
 //!
 //! Rows are visited in insertion order (rowid) from a watermark kept in `retention_marks`, so
-//! no index is added to the hot tables and each run reads at most [`BATCH`] rows per step.
+//! no index is added to the hot tables and each run reads at most [`BATCH`] rows per step. A
+//! shard move that copies rows in under ids below a database's payload watermark moves the
+//! watermark back below them (`carrier_events::Log::move_shards`), so they are pruned too.
 
 use exactly_core::Timestamp;
 use serde::Deserialize;

@@ -190,9 +190,8 @@ pub async fn of_message(env: &Env, carrier: &str, carrier_message_id: &str) -> R
 
 /// Before a send of an account outside `DB` is recorded in its database: the route of its
 /// carrier id, written in `DB` in one batch with the wake of the receipts parked there on that
-/// id for want of a route. Returns their event ids, to enqueue and then forget
-/// ([`crate::store::carrier_events::forget_woken`] in `DB`); a crash between leaves them woken
-/// for the sweeper. A no-op for an account in `DB`, whose receipts park and wake beside its
+/// id for want of a route. Returns their event ids, to enqueue; they stay recorded as woken, in
+/// `DB`, until the sweeper finds them settled. A no-op for an account in `DB`, whose receipts park and wake beside its
 /// messages.
 pub async fn record_message(
     env: &Env,

@@ -114,30 +114,21 @@ async fn sent(
     // Nothing but these two commits stands between the carrier's acceptance and its record: the
     // woken receipts are enqueued after both, and a lost enqueue is the sweeper's.
     let (change, woken) = messages::record_sent(db, message, token, carrier_id, now()).await?;
-    wake(env, db, &message.carrier, carrier_id, &woken).await;
-    if !routed.is_empty() {
-        match crate::store::d1(env, crate::bindings::DB) {
-            Ok(root) => wake(env, &root, &message.carrier, carrier_id, &routed).await,
-            Err(error) => wake_later(carrier_id, &error),
-        }
-    }
+    wake(env, carrier_id, &[woken, routed].concat()).await;
     crate::queues::announce(env, db, &change).await?;
     Ok(Outcome::Done(if change.changed { Done::Sent } else { Done::NoOp }))
 }
 
 /// Enqueues receipts that arrived before this result, woken in `db`. They stay recorded as
-/// woken until their jobs are enqueued, so a failure here is logged and left to the sweeper,
-/// which enqueues still-woken receipts again: the send is recorded either way.
-async fn wake(env: &Env, db: &D1Database, carrier: &str, carrier_id: &str, woken: &[String]) {
+/// woken until the sweeper finds their events settled, so a failure here, or a job lost after
+/// it, is logged and left to the sweeper, which enqueues again every woken receipt not yet
+/// applied: the send is recorded either way.
+async fn wake(env: &Env, carrier_id: &str, woken: &[String]) {
     if woken.is_empty() {
         return;
     }
     let jobs = woken.iter().map(|id| crate::queues::Job::CarrierEvent { id: id.clone() }).collect();
-    let done = match crate::queues::enqueue_many(env, jobs).await {
-        Ok(()) => crate::store::carrier_events::forget_woken(db, carrier, carrier_id, woken).await,
-        Err(error) => Err(error),
-    };
-    if let Err(error) = done {
+    if let Err(error) = crate::queues::enqueue_many(env, jobs).await {
         wake_later(carrier_id, &error);
     }
 }

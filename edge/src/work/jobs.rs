@@ -76,6 +76,11 @@ async fn dead_dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<(
 }
 
 /// Consumes the jobs dead-letter queue: the failure is recorded where operators look.
+///
+/// A write that fails is retried ([`bindings::queues::JOBS_DEAD_LETTER_ATTEMPTS`] in all) and
+/// logged; after the last the message is gone, and what it would have recorded is the
+/// sweeper's to find: a carrier event neither processed nor failed, a woken receipt, a message
+/// still queued.
 pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
     for message in batch.messages()? {
         let recorded = match serde_json::from_value::<Job>(message.body().clone()) {
@@ -84,7 +89,14 @@ pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &
         };
         match recorded {
             Ok(()) => message.ack(),
-            Err(_) => message.retry(),
+            Err(e) => {
+                worker::console_error!(
+                    "{}",
+                    serde_json::json!({"job": "dead_letter", "body": message.body(), "outcome": "retried",
+                        "error": e.to_string()})
+                );
+                message.retry();
+            }
         }
     }
     Ok(())
@@ -97,7 +109,18 @@ async fn dead_letter(env: &Env, job: &Job) -> Result<(), EdgeError> {
             // The failure signal goes to the operator, whose account is in `DB`.
             let root = crate::store::d1(&env, bindings::DB)?;
             let problem = "processing failed on every retry (dead-lettered)";
-            match carrier_events::Log::open(&env)?.mark_failed_id(&root, id, problem).await? {
+            let log = carrier_events::Log::open(&env)?;
+            if crate::faults::ENABLED {
+                let attempts = bindings::queues::JOBS_DEAD_LETTER_ATTEMPTS;
+                let row = log.load(id).await?;
+                if let Some(row) = row.filter(|r| crate::faults::dead_letter_outage(&r.carrier_event_id, attempts)) {
+                    return Err(EdgeError::Unavailable(format!(
+                        "injected outage of the dedupe database at {}",
+                        row.id
+                    )));
+                }
+            }
+            match log.mark_failed_id(&root, id, problem).await? {
                 Some(failed) => crate::queues::announce_events(&env, &root, &failed.signals).await,
                 None => Ok(()),
             }

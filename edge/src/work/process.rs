@@ -116,6 +116,9 @@ async fn status_report(
             Outcome::RetryIn(1, Wait::MessageAppeared)
         });
     };
+    if crate::faults::dedupe_outage(&row.carrier_event_id, crate::bindings::queues::JOBS_DEAD_LETTER_ATTEMPTS) {
+        return Err(EdgeError::Unavailable(format!("injected outage of the dedupe database at {}", row.id)));
+    }
     let (current, Some(reported)) = (message.status, report.status) else {
         return Ok(Outcome::applied(log.mark_processed(row, now()).await?));
     };

@@ -83,9 +83,16 @@ struct Found {
 /// Sweeps one account database, with the bindings `env` scoped to it.
 async fn sweep_database(env: &Env, log: &carrier_events::Log, cutoff: Timestamp) -> Result<Found, EdgeError> {
     let db = crate::store::database(env)?;
-    // Receipts woken by a recorded send whose jobs may not have been enqueued: enqueued again,
-    // then forgotten.
-    let woken = carrier_events::still_woken(&db, cutoff, BATCH).await?;
+    // Receipts woken by a recorded send a while ago: removed once applied or failed, enqueued
+    // again otherwise (their job may have been lost, whatever became of its retries).
+    let mut woken = Vec::new();
+    for park in carrier_events::still_woken(&db, cutoff, BATCH).await? {
+        match log.recheck_woken(&db, &park, now()).await {
+            Ok(true) => woken.push(park),
+            Ok(false) => {}
+            Err(e) => skipped("woken receipt", &park.id, &e),
+        }
+    }
     let parked_horizon = Timestamp::from_unix_millis(now().unix_millis() - carrier_events::PARK_HORIZON_MILLIS);
     let mut expired = 0;
     // The operator's signals are written, and their deliveries enqueued, where the operator's
@@ -130,9 +137,6 @@ async fn sweep_database(env: &Env, log: &carrier_events::Log, cutoff: Timestamp)
     work.extend(dispatches.iter().map(|message_id| Job::dispatch(env, message_id)));
     work.extend(uncopied.iter().map(|m| Job::copy_media(env, &m.message_id, m.position)));
     jobs::enqueue_many(env, work).await?;
-    for w in &woken {
-        carrier_events::forget_woken(&db, &w.carrier, &w.carrier_message_id, std::slice::from_ref(&w.id)).await?;
-    }
     let threshold_secs = crate::config::get(env)?.backlog_alert_secs;
     let backlog_cutoff = Timestamp::from_unix_millis(now().unix_millis() - threshold_secs.saturating_mul(1000));
     let oldest_delivery = deliveries::overdue(&db, backlog_cutoff, 1).await?.pop().map(|id| (env.clone(), id));
