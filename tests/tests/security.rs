@@ -12,6 +12,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("security::every_route_is_in_the_authorization_table", every_route_is_in_the_authorization_table),
     ("security::plivo_requires_v3_unless_v2_is_accepted", plivo_requires_v3_unless_v2_is_accepted),
     ("security::every_json_body_is_capped", every_json_body_is_capped),
+    ("security::a_rotated_api_key_replaces_the_old_one_at_once", a_rotated_api_key_replaces_the_old_one_at_once),
 ];
 
 /// Who may call a route.
@@ -51,6 +52,7 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("POST", "/webhooks/plivo", Access::Carrier),
     ("POST", "/admin/accounts", Access::Admin),
     ("GET", "/admin/accounts", Access::Admin),
+    ("POST", "/admin/accounts/{id}/rotate_key", Access::Admin),
     ("POST", "/admin/numbers", Access::Admin),
     ("GET", "/admin/carrier_events", Access::Admin),
     ("POST", "/admin/carrier_events/{id}/retry", Access::Admin),
@@ -415,4 +417,70 @@ fn plivo_requires_v3_unless_v2_is_accepted(_shared: &Worker) {
     let a = w.post("/webhooks/plivo", &v3, body.as_bytes());
     assert_eq!(a.status, 503, "a switch that is neither true nor false is a configuration error: {}", a.body);
     assert!(a.json()["error"]["message"].as_str().unwrap_or_default().contains("PLIVO_ACCEPT_V2"), "{}", a.body);
+}
+
+/// An account's API key rotated by the operator: from the answer on, the new key works and the
+/// old one is refused, in whichever database the account lives, and a second rotation does the
+/// same again. Nothing else of the account changes: its resources are the new key's.
+///
+/// Seen before: no way to rotate a key at all; and a rotation that changed the account row but
+/// not the key's route in `DB` would refuse both keys of an account outside `DB`.
+fn a_rotated_api_key_replaces_the_old_one_at_once(w: &Worker) {
+    let (account, first) = w.create_account("rotated key");
+    let number = fresh_number();
+    w.create_number(&account, &number, &[]);
+    let list = |key: &str| w.call("GET", "/v1/messages", key, None, &[]);
+    assert_eq!(list(&first).status, 200);
+    let sent = w.call(
+        "POST",
+        "/v1/messages",
+        &first,
+        Some(&json!({"from": number, "to": "+15550001111", "text": "before the rotation"})),
+        &[("idempotency-key", &format!("rot-{}", sim::random_hex()))],
+    );
+    assert_eq!(sent.status, 201, "{}", sent.body);
+    let message = sent.json()["id"].as_str().unwrap().to_owned();
+
+    let rotate = |id: &str, token: &str| w.call("POST", &format!("/admin/accounts/{id}/rotate_key"), token, None, &[]);
+    let mut old = first;
+    for round in 0..2 {
+        let answer = rotate(&account, ADMIN_TOKEN);
+        assert_eq!(answer.status, 200, "round {round}: {}", answer.body);
+        let answer = answer.json();
+        assert_eq!(answer["id"], account.as_str());
+        let new = answer["api_key"].as_str().unwrap().to_owned();
+        assert!(new.starts_with("sk_") && new != old, "round {round}: a new key");
+        let refused = list(&old);
+        assert_eq!(refused.status, 401, "round {round}: the old key is refused: {}", refused.body);
+        let own = w.call("GET", &format!("/v1/messages/{message}"), &new, None, &[]);
+        assert_eq!(own.status, 200, "round {round}: the new key reads the account's message: {}", own.body);
+        assert_eq!(own.json()["id"], message.as_str());
+        // The key's route and the account row agree (each key is stored only as its hash).
+        let hash = sha256_hex(&new);
+        let routed =
+            w.sql_at("DB", &format!("SELECT COUNT(*) AS n FROM account_routes WHERE api_key_hash = {}", lit(&hash)));
+        assert_eq!(routed[0]["n"], 1, "round {round}: the route holds the new key");
+        let rows = w.count(&format!(
+            "SELECT COUNT(*) AS n FROM accounts WHERE id = {} AND api_key_hash = {}",
+            lit(&account),
+            lit(&hash)
+        ));
+        assert_eq!(rows, 1, "round {round}: the account row holds the new key");
+        old = new;
+    }
+    // Only the operator rotates, and only a customer account.
+    let (_, other_key) = w.create_account("not the operator");
+    for token in ["", old.as_str(), other_key.as_str()] {
+        assert_eq!(rotate(&account, token).status, 401, "with {token:?}");
+    }
+    assert_eq!(list(&old).status, 200, "refused rotations changed nothing");
+    for id in ["acct_nobody", "acct_operator"] {
+        let answer = rotate(id, ADMIN_TOKEN);
+        assert_eq!(answer.status, 404, "{id}: {}", answer.body);
+    }
+}
+
+fn sha256_hex(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -42,6 +42,19 @@ pub async fn create_account(mut req: Request, env: &Env) -> Result<Response, Edg
     http::json(201, &json!({ "id": id, "name": name, "api_key": api_key, "created_at": created.to_rfc3339() }))
 }
 
+/// `POST /admin/accounts/{id}/rotate_key` -> `{id, api_key}`: a new API key for the account,
+/// shown once; the previous key is refused from the moment this answers (docs/security.md,
+/// "Rotating each secret"). 404 for no such customer account.
+pub async fn rotate_account_key(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+    auth::admin(&req, env)?;
+    let api_key = format!("sk_{}", random_hex(32)?);
+    if !accounts::rotate_key(env, id, &auth::key_hash(&api_key)).await? {
+        return Err(EdgeError::NotFound);
+    }
+    worker::console_log!("{}", json!({"admin": "rotate account key", "account": id}));
+    http::json(200, &json!({ "id": id, "api_key": api_key }))
+}
+
 /// `GET /admin/accounts?limit=&cursor=`: the accounts with their numbers, newest first.
 pub async fn list_accounts(req: Request, env: &Env) -> Result<Response, EdgeError> {
     auth::admin(&req, env)?;

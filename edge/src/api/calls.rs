@@ -13,7 +13,7 @@ use crate::store::{calls, usage};
 /// minutes and the charge.
 pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     let call = calls::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     let legs = calls::legs(&db, &call.id).await?;
     let charge = usage::charge_of(&db, &account.id, usage::Kind::CallMinutes, &call.id).await?;
@@ -23,7 +23,7 @@ pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeErro
 /// `GET /v1/calls?status=&limit=&cursor=`, newest first.
 pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     let params = http::query(&req);
     let status = http::param(&params, "status");
     if status.is_some_and(|s| CallStatus::from_name(s).is_none()) {

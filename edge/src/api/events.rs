@@ -20,7 +20,7 @@ async fn find(db: &D1Database, account_id: &str, id: &str) -> Result<Stored, Edg
 /// webhook body itself.
 pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;
     let filter = outbox::Filter {
@@ -39,7 +39,7 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
 /// `GET /v1/events/{id}`: the event with its deliveries and every attempt.
 pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     let event = find(&db, &account.id, id).await?;
     let deliveries = deliveries::of_event(&db, &event.id).await?;
     let attempts = deliveries::attempts_of_event(&db, &event.id).await?;
@@ -78,7 +78,7 @@ struct ReplayRequest {
 /// `webhook-id`) to each enabled endpoint subscribed to its type, or to the one named.
 pub async fn replay(mut req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     // Capped like every JSON body, before anything is looked up.
     let body: ReplayRequest = http::optional_json_body(&mut req).await?;
     let event = find(&db, &account.id, id).await?;

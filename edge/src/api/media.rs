@@ -105,7 +105,7 @@ pub async fn serve(req: Request, env: &Env, message_id: &str, position_text: &st
 /// exist or is outbound (not copied), and while the copy is not stored.
 pub async fn redirect(req: Request, env: &Env, message_id: &str, position_text: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     let message = messages::get(&db, &account.id, message_id).await?.ok_or(EdgeError::NotFound)?;
     let position = position(position_text)?;
     let item = message.media.iter().find(|m| m.position == position).ok_or(EdgeError::NotFound)?;

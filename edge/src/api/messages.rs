@@ -38,7 +38,7 @@ struct NewMessage {
 /// (no second send). `media_urls` (1 to 10 `https` URLs) makes it an MMS, whose text may be empty.
 pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let Account { id: account_id } = auth::account(&req, &db).await?;
+    let Account { id: account_id } = auth::account(&req, env).await?;
     let key =
         req.headers().get("idempotency-key").ok().flatten().map(|k| k.trim().to_owned()).filter(|k| !k.is_empty());
     if key.as_ref().is_some_and(|k| k.len() > 255) {
@@ -148,7 +148,7 @@ fn schedule_window(at: Timestamp, now: Timestamp) -> Result<(), EdgeError> {
 /// message; again 200 once canceled). 409 once it is on its way or was never scheduled.
 pub async fn cancel(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     messages::cancel(&db, &account.id, id, now()).await?;
     let message = messages::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     if message.status != MessageStatus::Canceled {
@@ -163,7 +163,7 @@ pub async fn cancel(req: Request, env: &Env, id: &str) -> Result<Response, EdgeE
 /// `GET /v1/messages/{id}`; another account's message is 404.
 pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     let message = messages::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     let charge = usage::charge_of(&db, &account.id, message.charge().0, &message.id).await?;
     http::json(200, &with_charge(media::shown(&message, env)?, charge))
@@ -173,7 +173,7 @@ pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeErro
 /// carrier's own word for it.
 pub async fn history(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     let message = messages::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     let steps = messages::history(&db, &message.id).await?;
     let data: Vec<serde_json::Value> = steps
@@ -191,7 +191,7 @@ pub async fn history(req: Request, env: &Env, id: &str) -> Result<Response, Edge
 /// `GET /v1/messages?status=&direction=&limit=&cursor=`, newest first.
 pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     let params = http::query(&req);
     let status = http::param(&params, "status");
     if status.is_some_and(|s| MessageStatus::from_name(s).is_none()) {

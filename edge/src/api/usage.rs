@@ -15,7 +15,7 @@ use http::time_param;
 /// Totals of the caller's account over `[from, to)` (default: everything until now).
 pub async fn get(req: Request, env: &Env) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     let params = http::query(&req);
     let from = time_param(&params, "from")?.unwrap_or(Timestamp::from_unix_millis(0));
     let to = time_param(&params, "to")?.unwrap_or_else(|| Timestamp::from_unix_millis(now().unix_millis() + 1));

@@ -93,7 +93,7 @@ fn max_in_flight(value: Option<serde_json::Value>) -> Result<Option<u32>, EdgeEr
 /// (32 random bytes), shown here once.
 pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     let body: NewEndpoint = http::json_body(&mut req).await?;
     let url = check_url(env, &body.url.ok_or_else(|| EdgeError::invalid("url", "is required"))?)?;
     let types = check_types(&body.event_types.ok_or_else(|| EdgeError::invalid("event_types", "is required"))?)?;
@@ -122,7 +122,7 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
 /// `GET /v1/webhook_endpoints?limit=&cursor=`.
 pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;
     let rows = endpoints::list(&db, &account.id, Cursor::from_params(&params)?, limit).await?;
@@ -134,7 +134,7 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
 /// `GET /v1/webhook_endpoints/{id}` (without the secret).
 pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     let endpoint = find(&db, &account.id, id).await?;
     http::json(200, &shown(&db, &endpoint).await?)
 }
@@ -155,7 +155,7 @@ struct Patch {
 /// its deliveries; resuming or enabling it delivers everything held, oldest first.
 pub async fn update(mut req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     let patch: Patch = http::json_body(&mut req).await?;
     let current = find(&db, &account.id, id).await?;
     // An unchanged URL is checked again too: a row written before a rule cannot keep it.
@@ -207,7 +207,7 @@ async fn shown(db: &D1Database, endpoint: &Endpoint) -> Result<serde_json::Value
 /// `DELETE /v1/webhook_endpoints/{id}`: 204. Its pending deliveries fail at their next attempt.
 pub async fn delete(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     if !endpoints::delete(&db, &account.id, id).await? {
         return Err(EdgeError::NotFound);
     }
@@ -222,7 +222,7 @@ const ROTATION_WINDOW_MILLIS: i64 = 24 * 3600 * 1000;
 /// `webhook-signature`, as Standard Webhooks allows), so receivers switch without downtime.
 pub async fn rotate_secret(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     find(&db, &account.id, id).await?;
     let mut key = [0u8; 32];
     getrandom::getrandom(&mut key).map_err(|e| EdgeError::platform("random", e))?;
@@ -249,7 +249,7 @@ const MAX_RECOVER_MILLIS: i64 = 30 * 24 * 3600 * 1000;
 /// (nor has pending), oldest first. Running it twice queues nothing twice.
 pub async fn recover(mut req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     let body: Recover = http::json_body(&mut req).await?;
     // Another account's endpoint is 404 whatever the body says.
     let endpoint = find(&db, &account.id, id).await?;
@@ -279,7 +279,7 @@ pub async fn recover(mut req: Request, env: &Env, id: &str) -> Result<Response, 
 /// `POST /v1/webhook_endpoints/{id}/test` -> 202: a signed `endpoint.test` event to this endpoint.
 pub async fn test(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     let endpoint = find(&db, &account.id, id).await?;
     let (event, delivery) = crate::store::outbox::test_event(&db, &account.id, &endpoint.id, now()).await?;
     if endpoint.enabled == 1.0 && endpoint.paused == 0.0 {
@@ -296,7 +296,7 @@ fn headers(text: &str) -> Option<serde_json::Value> {
 /// newest first, with the status, latency, the first 1 KiB of the response and its headers.
 pub async fn attempts(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, &db).await?;
+    let account = auth::account(&req, env).await?;
     let endpoint = find(&db, &account.id, id).await?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;

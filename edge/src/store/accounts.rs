@@ -26,6 +26,43 @@ pub async fn create(
     Ok(())
 }
 
+/// Gives account `account_id` the API key that hashes to `api_key_hash`, in place of its
+/// previous one; false when there is no such customer account.
+///
+/// The key's route in `DB` is what authenticates a key once accounts may live outside `DB`
+/// (docs/scaling.md, "Accounts across databases"), and `accounts` is what does while every
+/// account is in `DB`. Both change in one batch when the account is in `DB`; for an account in
+/// another database the route changes first, in one statement, and that is the switch: from its
+/// commit the old key is refused and the new one accepted. The account row's copy is written
+/// after it, to the same value.
+pub async fn rotate_key(env: &worker::Env, account_id: &str, api_key_hash: &str) -> Result<bool, EdgeError> {
+    use crate::store::routes;
+    if account_id == OPERATOR_ACCOUNT {
+        return Ok(false);
+    }
+    let root = db::d1(env, crate::bindings::DB)?;
+    let binding = routes::of_account(env, account_id).await?;
+    let route = db::stmt(
+        &root,
+        "UPDATE account_routes SET api_key_hash = ?2 WHERE account_id = ?1",
+        &[text(account_id), text(api_key_hash)],
+    )?;
+    let row = "UPDATE accounts SET api_key_hash = ?2 WHERE id = ?1";
+    let args = [text(account_id), text(api_key_hash)];
+    match binding.filter(|b| b != crate::bindings::DB) {
+        None => {
+            let results = db::batch(&root, vec![route, db::stmt(&root, row, &args)?]).await?;
+            Ok(results.get(1).map(db::changes) == Some(1))
+        }
+        Some(binding) => {
+            let routed = db::run(route).await? == 1;
+            let (_, account_db) = routes::open(env, Some(binding))?;
+            let copied = db::run(db::stmt(&account_db, row, &args)?).await? == 1;
+            Ok(routed && copied)
+        }
+    }
+}
+
 #[derive(Deserialize)]
 struct Id {
     id: String,

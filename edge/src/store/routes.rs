@@ -97,14 +97,22 @@ pub async fn place_account(
     Ok(binding)
 }
 
-/// The database of the account whose API key hashes to `api_key_hash`; `None` when no route
-/// names it (an account from before routing, in `DB`, or no account).
-pub async fn of_key(env: &Env, api_key_hash: &str) -> Result<Option<String>, EdgeError> {
+/// Where an API key leads: its account, and the database the account lives in.
+#[derive(Debug, Deserialize)]
+pub struct KeyRoute {
+    pub account_id: String,
+    pub binding: String,
+}
+
+/// The account whose API key hashes to `api_key_hash`, and its database, when accounts may live
+/// outside `DB`; `None` when no route names the key (no account has it), or when every account
+/// is in `DB` (where `accounts` answers).
+pub async fn of_key(env: &Env, api_key_hash: &str) -> Result<Option<KeyRoute>, EdgeError> {
     if !sharded(env) {
         return Ok(None);
     }
-    let sql = "SELECT binding FROM account_routes WHERE api_key_hash = ?1";
-    binding_of(&db::d1(env, DB)?, sql, &[text(api_key_hash)]).await
+    let sql = "SELECT account_id, binding FROM account_routes WHERE api_key_hash = ?1";
+    db::first(db::stmt(&db::d1(env, DB)?, sql, &[text(api_key_hash)])?).await
 }
 
 /// The database of account `account_id`; `None` when no route names it (`DB`).
