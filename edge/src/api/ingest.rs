@@ -33,19 +33,20 @@ pub async fn webhook(provider: Provider, req: &Request, env: &Env) -> Result<Res
         return Err(EdgeError::Unavailable("injected D1 write failure".into()));
     }
     let (stored, rows_written) = log.store(&verified, payload, started).await?;
-    let (id, outcome) = match stored {
-        // If this send fails the row stays unprocessed: the carrier's retry re-enqueues it
-        // (below) and the sweeper finds it, so answering 503 loses nothing.
-        Stored::New { id } => (id, "accepted"),
-        Stored::PendingDuplicate { id } => (id, "duplicate-requeued"),
-        Stored::SettledDuplicate { id } => (id, "duplicate"),
-    };
-    if outcome != "duplicate" {
-        if crate::faults::queue_send_fails_once(&verified.event().event_id) {
-            return Err(EdgeError::Unavailable("injected queue send failure after the insert".into()));
+    let outcome = stored.outcome();
+    // A new row, or one not settled yet (its job may have been lost), gets a job. If this send
+    // fails the row stays unprocessed: the carrier's retry re-enqueues it and the sweeper finds
+    // it, so answering 503 loses nothing.
+    let id = match stored {
+        Stored::New { id } | Stored::PendingDuplicate { id } => {
+            if crate::faults::queue_send_fails_once(&verified.event().event_id) {
+                return Err(EdgeError::Unavailable("injected queue send failure after the insert".into()));
+            }
+            jobs::enqueue(env, Job::CarrierEvent { id: id.clone() }).await?;
+            id
         }
-        jobs::enqueue(env, Job::CarrierEvent { id: id.clone() }).await?;
-    }
+        Stored::SettledDuplicate { id } => id,
+    };
     if config.log_webhook_requests {
         // Serialized from borrowed fields into one string: no serde_json::Value tree per line.
         #[derive(serde::Serialize)]
