@@ -216,7 +216,8 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
     let bookmark = api::http::bookmark(&req)?;
     let scoped = api::auth::account_scope(&req, env).await?;
     let env = &scoped;
-    let session = store::Session::open(env, bookmark.as_deref(), method != "GET")?;
+    let writes = worker::Method::from(method.to_owned()) != worker::Method::Get;
+    let session = store::Session::open(env, bookmark.as_deref(), writes)?;
     let mut response = dispatch(matched, req.into(), session.as_ref().map_or(env, store::Session::env)).await?;
     if let Some(latest) = session.and_then(|s| s.bookmark()) {
         response.headers_mut().set(api::http::BOOKMARK, &latest).map_err(|e| EdgeError::platform("header", e))?;

@@ -1,7 +1,8 @@
 //! The house rules of the edge, checked on its source (docs/architecture.md draws the map):
 //! - no circle: the modules' references to each other form no cycle;
 //! - each wing imports only what its row in [`ALLOWED`] lists;
-//! - every SQL statement sits under `store/`.
+//! - every SQL statement sits under `store/`;
+//! - no decision compares a string: values are read into types where they arrive.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -179,6 +180,47 @@ fn every_sql_statement_sits_under_store() {
         }
     }
     assert!(outside.is_empty(), "SQL outside edge/src/store/:\n{}", outside.join("\n"));
+}
+
+/// The string comparisons production code may make, each with why: words of a request or a
+/// carrier that are read where they arrive, not values the product decides on.
+const STRING_WORDS: &[(&str, &str, &str)] = &[
+    ("lib.rs", "segments.first() == Some(&\"__e2e\")", "the test build's own routes"),
+    ("store/page.rs", "k == \"cursor\"", "a query parameter found by its name"),
+    ("work/reconcile.rs", "c != \"0\"", "Twilio's and Plivo's word for no error code"),
+];
+
+/// Files of the test build only, whose checks may compare anything.
+const TEST_BUILD_ONLY: &[&str] = &["store/checks.rs", "api/e2e.rs"];
+
+#[test]
+fn no_decision_compares_a_string() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut found = Vec::new();
+    let mut used = BTreeSet::new();
+    for path in &files {
+        let name = path.strip_prefix(&src).expect("under src").to_string_lossy().replace('\\', "/");
+        if TEST_BUILD_ONLY.contains(&name.as_str()) {
+            continue;
+        }
+        let text = fs::read_to_string(path).expect("read");
+        for (n, line) in code(&text).lines().enumerate() {
+            if !["== \"", "!= \"", "== Some(&\""].iter().any(|c| line.contains(c)) || line.contains("assert") {
+                continue;
+            }
+            match STRING_WORDS.iter().find(|(file, snippet, _)| *file == name && line.contains(snippet)) {
+                Some(allowed) => {
+                    used.insert(allowed.1);
+                }
+                None => found.push(format!("{name}:{}: {}", n + 1, line.trim())),
+            }
+        }
+    }
+    assert!(found.is_empty(), "decisions on strings (read the value into a type):\n{}", found.join("\n"));
+    let stale: Vec<_> = STRING_WORDS.iter().filter(|(_, s, _)| !used.contains(s)).collect();
+    assert!(stale.is_empty(), "STRING_WORDS lists comparisons that are gone: {stale:?}");
 }
 
 #[test]

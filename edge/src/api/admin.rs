@@ -215,7 +215,8 @@ pub async fn retry_carrier_event(req: Request, env: &Env, id: &str) -> Result<Re
 pub async fn retry_failed_carrier_events(req: Request, env: &Env) -> Result<Response, EdgeError> {
     auth::admin(&req, env)?;
     let params = http::query(&req);
-    if http::param(&params, "status").unwrap_or("failed") != "failed" {
+    let state = EventState::from_name(http::param(&params, "status").unwrap_or("failed"));
+    if state != Some(EventState::Failed) {
         return Err(EdgeError::invalid("status", "only failed events are re-driven in bulk"));
     }
     let log = carrier_events::Log::open(env)?;
@@ -267,10 +268,11 @@ pub async fn move_event_shards(mut req: Request, env: &Env) -> Result<Response, 
 pub async fn list_failed_deliveries(req: Request, env: &Env) -> Result<Response, EdgeError> {
     auth::admin(&req, env)?;
     let params = http::query(&req);
-    let status = http::param(&params, "status").unwrap_or("failed");
-    if !matches!(status, "failed" | "pending" | "succeeded") {
-        return Err(EdgeError::invalid("status", "must be failed, pending or succeeded"));
-    }
+    let status = match http::param(&params, "status") {
+        None => deliveries::DeliveryStatus::Failed,
+        Some(name) => deliveries::DeliveryStatus::from_name(name)
+            .ok_or_else(|| EdgeError::invalid("status", "must be failed, pending or succeeded"))?,
+    };
     let limit = http::limit(&params)?;
     let cursor = Cursor::from_params(&params)?;
     let mut rows = Vec::new();

@@ -49,7 +49,7 @@ pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeErro
             json!({
                 "id": d.id, "endpoint_id": d.endpoint_id, "kind": d.kind, "status": d.status,
                 "attempts_made": d.attempts as i64, "last_error": d.last_error,
-                "next_attempt_at": (d.status == "pending").then(|| db::millis(d.next_attempt_at).to_rfc3339()),
+                "next_attempt_at": (d.status == deliveries::DeliveryStatus::Pending).then(|| db::millis(d.next_attempt_at).to_rfc3339()),
                 "attempts": attempts.iter().filter(|a| a.delivery_id == d.id).map(|a| json!({
                     "attempt": a.attempt as i64,
                     "attempted_at": db::millis(a.attempted_at).to_rfc3339(),

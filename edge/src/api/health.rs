@@ -11,49 +11,47 @@ use crate::error::EdgeError;
 /// 200 when ready, 503 otherwise; the body says which check failed (naming a variable, never
 /// its value).
 pub async fn check(env: &Env) -> Result<Response, EdgeError> {
-    let config = match config::get(env) {
-        Ok(_) => "ok".to_owned(),
-        Err(e) => e.to_string(),
-    };
-    let mut d1 = match env.d1(bindings::DB) {
-        Ok(db) => match crate::store::ping(&db).await {
-            Ok(_) => "ok".to_owned(),
-            Err(_) => "unreachable".to_owned(),
-        },
-        Err(_) => "binding missing".to_owned(),
-    };
-    if d1 == "ok" {
-        // The other databases of the dedupe log and of the accounts, when the configuration names
-        // or binds any.
-        let log = crate::store::carrier_events::Log::open(env);
-        let mut problems = Vec::new();
-        let mut others: Vec<String> = log.as_ref().map(|l| l.bindings()).unwrap_or_default();
-        // And every account database.
-        for binding in crate::store::routes::databases(env) {
-            if !others.contains(&binding) {
-                others.push(binding);
-            }
-        }
-        for binding in others.iter().filter(|b| *b != bindings::DB) {
-            let answered = match crate::store::d1(env, binding) {
-                Ok(db) => match crate::store::ping(&db).await {
-                    Ok(_) => None,
-                    Err(_) => Some("unreachable"),
-                },
-                _ => Some("binding missing"),
-            };
-            problems.extend(answered.map(|p| format!("{binding}: {p}")));
-        }
-        if !problems.is_empty() {
-            d1 = problems.join("; ");
-        }
-    }
-    let ready = config == "ok" && d1 == "ok";
+    let config = config::get(env).err().map(|e| e.to_string());
+    let d1 = d1_problems(env).await;
+    let ready = config.is_none() && d1.is_none();
+    let shown = |problem: Option<String>| problem.unwrap_or_else(|| "ok".to_owned());
     crate::api::http::json(
         if ready { 200 } else { 503 },
         &json!({
             "status": if ready { "ok" } else { "unavailable" },
-            "checks": { "config": config, "d1": d1 },
+            "checks": { "config": shown(config), "d1": shown(d1) },
         }),
     )
+}
+
+/// What keeps D1 from answering, if anything: `DB` first; then the other databases of the
+/// dedupe log and of the accounts, when the configuration names or binds any.
+async fn d1_problems(env: &Env) -> Option<String> {
+    match env.d1(bindings::DB) {
+        Ok(db) => {
+            if crate::store::ping(&db).await.is_err() {
+                return Some("unreachable".to_owned());
+            }
+        }
+        Err(_) => return Some("binding missing".to_owned()),
+    }
+    let log = crate::store::carrier_events::Log::open(env);
+    let mut others: Vec<String> = log.as_ref().map(|l| l.bindings()).unwrap_or_default();
+    for binding in crate::store::routes::databases(env) {
+        if !others.contains(&binding) {
+            others.push(binding);
+        }
+    }
+    let mut problems = Vec::new();
+    for binding in others.iter().filter(|b| *b != bindings::DB) {
+        let answered = match crate::store::d1(env, binding) {
+            Ok(db) => match crate::store::ping(&db).await {
+                Ok(_) => None,
+                Err(_) => Some("unreachable"),
+            },
+            _ => Some("binding missing"),
+        };
+        problems.extend(answered.map(|p| format!("{binding}: {p}")));
+    }
+    (!problems.is_empty()).then(|| problems.join("; "))
 }

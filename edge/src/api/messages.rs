@@ -15,7 +15,7 @@ use crate::api::{e164, page, with_charge};
 use crate::error::EdgeError;
 use crate::platform::{new_id, now};
 use crate::queues::{self as jobs, Job};
-use crate::store::messages::{self as messages, ListFilter, NewOutbound};
+use crate::store::messages::{self as messages, Direction, ListFilter, NewOutbound};
 use crate::store::usage;
 
 /// The longest text one API call may send (10 concatenated GSM-7 segments).
@@ -193,14 +193,12 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
     let account = auth::account(&req, env).await?;
     let params = http::query(&req);
-    let status = http::param(&params, "status");
-    if status.is_some_and(|s| MessageStatus::from_name(s).is_none()) {
-        return Err(EdgeError::invalid("status", "is not a message status"));
-    }
-    let direction = http::param(&params, "direction");
-    if direction.is_some_and(|d| d != "inbound" && d != "outbound") {
-        return Err(EdgeError::invalid("direction", "must be inbound or outbound"));
-    }
+    let status = http::param(&params, "status")
+        .map(|s| MessageStatus::from_name(s).ok_or_else(|| EdgeError::invalid("status", "is not a message status")))
+        .transpose()?;
+    let direction = http::param(&params, "direction")
+        .map(|d| Direction::from_name(d).ok_or_else(|| EdgeError::invalid("direction", "must be inbound or outbound")))
+        .transpose()?;
     let limit = http::limit(&params)?;
     let rows = messages::list(
         &db,

@@ -9,6 +9,7 @@
 
 use exactly_core::call::CallStatus;
 use exactly_core::call_machine::{CallEnd, CallView, LegView};
+use exactly_core::Provider;
 use exactly_core::Timestamp;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -30,7 +31,7 @@ pub struct Call {
     pub from_number: String,
     pub to_number: String,
     pub status: CallStatus,
-    pub carrier: String,
+    pub carrier: Provider,
     pub call_session_id: String,
     pub call_control_id: String,
     pub call_leg_id: String,
@@ -144,7 +145,7 @@ fn rows_of(view: &CallView, now: Timestamp) -> (Call, Vec<Leg>) {
         from_number: info.from.clone(),
         to_number: info.to.clone(),
         status: view.status,
-        carrier: info.carrier.as_str().into(),
+        carrier: info.carrier,
         call_session_id: info.call_session_id.clone(),
         call_control_id: info.call_control_id.clone(),
         call_leg_id: info.call_leg_id.clone(),

@@ -17,6 +17,40 @@ use crate::store::circuit::{Columns, CIRCUIT};
 use crate::store::signals::Signal;
 use crate::store::{self as db, int, opt_text, text, time, Cursor};
 
+/// Where a delivery stands (`webhook_deliveries.status`); a row with any other value is an error
+/// where it is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryStatus {
+    /// Its next attempt is due at `next_attempt_at` (or it waits in its endpoint's line).
+    Pending,
+    /// An attempt was answered 2xx.
+    Succeeded,
+    /// Exhausted, or refused for good (`410`, a disabled endpoint).
+    Failed,
+}
+
+impl DeliveryStatus {
+    /// The status named `name` (its column and API value).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "pending" => Some(DeliveryStatus::Pending),
+            "succeeded" => Some(DeliveryStatus::Succeeded),
+            "failed" => Some(DeliveryStatus::Failed),
+            _ => None,
+        }
+    }
+
+    /// Its column and API value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::Pending => "pending",
+            DeliveryStatus::Succeeded => "succeeded",
+            DeliveryStatus::Failed => "failed",
+        }
+    }
+}
+
 /// A delivery as its attempt needs it: the delivery, its endpoint (absent when deleted) and the
 /// event's payload.
 #[derive(Debug, Deserialize)]
@@ -24,7 +58,7 @@ pub struct Due {
     pub id: String,
     pub event_id: String,
     pub account_id: String,
-    pub status: String,
+    pub status: DeliveryStatus,
     pub attempts: f64,
     pub next_attempt_at: f64,
     pub endpoint_id: String,
@@ -476,7 +510,12 @@ pub struct Listed {
 
 /// A page of deliveries in one status, newest first by (`created_at`, `id`), which never change
 /// (`updated_at` moves on every attempt, so a cursor on it would skip or repeat rows).
-pub async fn list(db: &D1Database, status: &str, cursor: Option<Cursor>, limit: u32) -> Result<Vec<Listed>, EdgeError> {
+pub async fn list(
+    db: &D1Database,
+    status: DeliveryStatus,
+    cursor: Option<Cursor>,
+    limit: u32,
+) -> Result<Vec<Listed>, EdgeError> {
     let (at, after) = Cursor::args(&cursor);
     db::all(db::stmt(
         db,
@@ -484,7 +523,7 @@ pub async fn list(db: &D1Database, status: &str, cursor: Option<Cursor>, limit: 
              webhook_deliveries
          WHERE status = ?1 AND (?2 IS NULL OR created_at < ?2 OR (created_at = ?2 AND id < ?3))
          ORDER BY created_at DESC, id DESC LIMIT ?4",
-        &[text(status), at, after, int(i64::from(limit))],
+        &[text(status.as_str()), at, after, int(i64::from(limit))],
     )?)
     .await
 }
@@ -522,7 +561,7 @@ pub struct OfEvent {
     pub id: String,
     pub endpoint_id: String,
     pub kind: String,
-    pub status: String,
+    pub status: DeliveryStatus,
     pub attempts: f64,
     pub next_attempt_at: f64,
     pub last_error: Option<String>,

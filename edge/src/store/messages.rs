@@ -32,7 +32,7 @@ pub struct Message {
     pub segments: f64,
     pub encoding: String,
     pub status: MessageStatus,
-    pub carrier: String,
+    pub carrier: Provider,
     pub carrier_message_id: Option<String>,
     pub error_code: Option<String>,
     pub error_title: Option<String>,
@@ -67,6 +67,25 @@ pub enum Direction {
     Inbound,
     /// Sent by an account.
     Outbound,
+}
+
+impl Direction {
+    /// The direction named `name` (its column and API value).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "inbound" => Some(Direction::Inbound),
+            "outbound" => Some(Direction::Outbound),
+            _ => None,
+        }
+    }
+
+    /// Its column and API value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Inbound => "inbound",
+            Direction::Outbound => "outbound",
+        }
+    }
 }
 
 impl Message {
@@ -226,15 +245,15 @@ pub async fn by_carrier_id(
 }
 
 /// Filters of a message list.
-pub struct ListFilter<'a> {
-    pub status: Option<&'a str>,
-    pub direction: Option<&'a str>,
+pub struct ListFilter {
+    pub status: Option<MessageStatus>,
+    pub direction: Option<Direction>,
     pub cursor: Option<Cursor>,
     pub limit: u32,
 }
 
 /// A page of an account's messages, newest first.
-pub async fn list(db: &D1Database, account_id: &str, filter: ListFilter<'_>) -> Result<Vec<Message>, EdgeError> {
+pub async fn list(db: &D1Database, account_id: &str, filter: ListFilter) -> Result<Vec<Message>, EdgeError> {
     let (cursor_at, cursor_id) = Cursor::args(&filter.cursor);
     db::all(db::stmt(
         db,
@@ -248,8 +267,8 @@ pub async fn list(db: &D1Database, account_id: &str, filter: ListFilter<'_>) -> 
         ),
         &[
             text(account_id),
-            opt_text(filter.status),
-            opt_text(filter.direction),
+            opt_text(filter.status.map(MessageStatus::as_str)),
+            opt_text(filter.direction.map(Direction::as_str)),
             cursor_at,
             cursor_id,
             int(i64::from(filter.limit)),
@@ -344,8 +363,8 @@ pub async fn record_sent(
                 now,
             )?,
             event.fan_out(db, now)?,
-            crate::store::carrier_events::wake_stmt(db, &message.carrier, carrier_message_id, now)?,
-            crate::store::carrier_events::wake_legacy_stmt(db, &message.carrier, carrier_message_id)?,
+            crate::store::carrier_events::wake_stmt(db, message.carrier.as_str(), carrier_message_id, now)?,
+            crate::store::carrier_events::wake_legacy_stmt(db, message.carrier.as_str(), carrier_message_id)?,
         ],
     )
     .await?;
@@ -471,7 +490,7 @@ pub async fn insert_inbound(
         segments: f64::from(segments.count),
         encoding: segments.encoding.as_str().into(),
         status: MessageStatus::Received,
-        carrier: carrier.as_str().into(),
+        carrier,
         carrier_message_id: Some(inbound.carrier_message_id.clone()),
         error_code: None,
         error_title: None,

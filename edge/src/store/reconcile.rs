@@ -1,6 +1,7 @@
 //! What reconciliation asks the carrier about: calls and messages whose next webhook is overdue,
 //! each claimed by a guarded UPDATE of `checked_at` so one run asks about it once per interval.
 
+use exactly_core::Provider;
 use exactly_core::Timestamp;
 use serde::Deserialize;
 use worker::D1Database;
@@ -12,7 +13,7 @@ use crate::store::{self as db, int, text, time};
 #[derive(Debug, Deserialize)]
 pub struct StaleCall {
     pub id: String,
-    pub carrier: String,
+    pub carrier: Provider,
     pub call_control_id: String,
     pub call_leg_id: String,
     pub call_session_id: String,
@@ -87,7 +88,7 @@ pub async fn claim_call(
 #[derive(Debug, Deserialize)]
 pub struct StaleMessage {
     pub id: String,
-    pub carrier: String,
+    pub carrier: Provider,
     pub carrier_message_id: String,
 }
 

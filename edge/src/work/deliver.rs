@@ -256,7 +256,7 @@ impl Claimed {
 async fn gate(env: &Env, db: &D1Database, id: &str) -> Result<Gate, EdgeError> {
     for _ in 0..3 {
         let Some(due) = deliveries::due(db, id).await? else { return Ok(Gate::Done(Done::NoSuchDelivery)) };
-        if due.status != "pending" {
+        if due.status != deliveries::DeliveryStatus::Pending {
             return Ok(Gate::Done(Done::AlreadySettled));
         }
         let started = now();

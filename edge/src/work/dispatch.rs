@@ -59,7 +59,7 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
         return Ok(Outcome::RetryIn(wait, Wait::ClaimedByAnotherDispatcher));
     }
     let attempt = message.send_attempts as u32 + 1;
-    let carrier = Provider::from_name(&message.carrier).unwrap_or(Provider::Telnyx);
+    let carrier = message.carrier;
     let media_urls: Vec<&str> = message.media.iter().map(|m| m.url.as_str()).collect();
     let outgoing = Outgoing {
         id: &message.id,
@@ -107,7 +107,8 @@ async fn sent(
     // The route of the carrier id first (docs/scaling.md, "Accounts across databases"): a
     // receipt that comes after the route waits beside the message, one before it in `DB`.
     let routed =
-        crate::store::routes::record_message(env, &message.carrier, carrier_id, &message.account_id, now()).await?;
+        crate::store::routes::record_message(env, message.carrier.as_str(), carrier_id, &message.account_id, now())
+            .await?;
     if crate::faults::crash_after_route(&message.text, &message.id) {
         return Err(EdgeError::Unavailable(format!("injected crash after the route of {}", message.id)));
     }

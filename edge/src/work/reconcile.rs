@@ -130,7 +130,7 @@ async fn ask_about_message(
 /// Asks whether the caller's leg is still up; if it is gone, stores its hangup as a Telnyx
 /// `call.hangup` under the key `reconciled:{call}:hangup`.
 async fn reconcile_call(env: &Env, call: &StaleCall, now: Timestamp) -> Result<Option<String>, EdgeError> {
-    if call.carrier != Provider::Telnyx.as_str() {
+    if call.carrier != Provider::Telnyx {
         return Ok(None);
     }
     let status = match telnyx::call_status(env, &call.call_control_id).await? {
@@ -164,7 +164,7 @@ async fn reconcile_call(env: &Env, call: &StaleCall, now: Timestamp) -> Result<O
 /// Asks what became of a sent message; a final word (delivered or failed) is stored as the
 /// carrier's own status report.
 async fn reconcile_message(env: &Env, message: &StaleMessage, now: Timestamp) -> Result<Option<String>, EdgeError> {
-    let Some(carrier) = Provider::from_name(&message.carrier) else { return Ok(None) };
+    let carrier = message.carrier;
     let id = &message.carrier_message_id;
     let answer = match carrier {
         Provider::Telnyx => telnyx::message_status(env, id).await?,

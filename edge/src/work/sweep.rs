@@ -177,7 +177,8 @@ async fn backlog(
         // A delivery's signal is written in its account's database, for the account and the
         // operator both.
         let db = crate::store::database(&scoped)?;
-        if let Some(due) = deliveries::due(&db, &id).await?.filter(|d| d.status == "pending") {
+        if let Some(due) = deliveries::due(&db, &id).await?.filter(|d| d.status == deliveries::DeliveryStatus::Pending)
+        {
             let delivery = Stuck::Delivery {
                 id: &due.id,
                 event_id: &due.event_id,
