@@ -17,7 +17,8 @@ use exactly_core::call_machine::{Action, CallMachine, DialResult, Input};
 use serde::{Deserialize, Serialize};
 use worker::{durable_object, DurableObject, Env, Request, Response, Result, SqlStorage, State};
 
-use crate::carrier::telnyx::{self as carrier_api, CallResult, Command};
+use crate::carrier::telnyx::{self as carrier_api, Command};
+use crate::carrier::CallResult;
 use crate::error::EdgeError;
 use crate::platform::now;
 use crate::store::ring as storage;

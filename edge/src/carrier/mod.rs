@@ -18,7 +18,29 @@ use serde_json::Value;
 use worker::{Env, Headers, Method};
 
 use crate::error::EdgeError;
-pub use telnyx::CallResult;
+
+/// The outcome of a carrier API call.
+#[derive(Debug)]
+pub enum CallResult<T> {
+    /// 2xx: what the carrier answered.
+    Ok(T),
+    /// 4xx: the carrier refused; retrying cannot help.
+    Refused(CarrierError),
+    /// 5xx, a timeout or a network error: safe to retry (the idempotency key holds).
+    Transient(String),
+}
+
+impl<T> CallResult<T> {
+    /// What a 2xx answer means, as `f` reads it (a 2xx without what it should carry is
+    /// transient); a refusal or a transient failure stays what it is.
+    pub fn and_then<U>(self, f: impl FnOnce(T) -> CallResult<U>) -> CallResult<U> {
+        match self {
+            CallResult::Ok(answer) => f(answer),
+            CallResult::Refused(e) => CallResult::Refused(e),
+            CallResult::Transient(e) => CallResult::Transient(e),
+        }
+    }
+}
 
 /// How long one carrier API call may take, answer read whole, before it counts as a transient
 /// failure.
@@ -43,15 +65,7 @@ pub async fn send_message(
     message: &Outgoing<'_>,
 ) -> Result<CallResult<String>, EdgeError> {
     match carrier {
-        Provider::Telnyx => {
-            let outgoing = telnyx::Outgoing {
-                from: message.from,
-                to: message.to,
-                text: message.text,
-                media_urls: message.media_urls,
-            };
-            telnyx::send_message(env, message.id, outgoing).await
-        }
+        Provider::Telnyx => telnyx::send_message(env, message).await,
         Provider::Twilio => twilio::send_message(env, message).await,
         Provider::Plivo => plivo::send_message(env, message).await,
     }

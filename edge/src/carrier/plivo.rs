@@ -49,14 +49,12 @@ pub async fn send_message(env: &Env, message: &Outgoing<'_>) -> Result<CallResul
         body["media_urls"] = json!(message.media_urls);
     }
     let url = messages_url(rest);
-    Ok(match basic_call(Method::Post, &url, &rest.account, &rest.token, Body::Json(body), CREDENTIALS, error).await? {
-        CallResult::Ok(answer) => match text_of(&answer["message_uuid"][0]) {
-            Some(uuid) => CallResult::Ok(uuid),
-            None => CallResult::Transient("Plivo answered 2xx without a message_uuid".into()),
-        },
-        CallResult::Refused(e) => CallResult::Refused(e),
-        CallResult::Transient(e) => CallResult::Transient(e),
-    })
+    let answer =
+        basic_call(Method::Post, &url, &rest.account, &rest.token, Body::Json(body), CREDENTIALS, error).await?;
+    Ok(answer.and_then(|answer| match text_of(&answer["message_uuid"][0]) {
+        Some(uuid) => CallResult::Ok(uuid),
+        None => CallResult::Transient("Plivo answered 2xx without a message_uuid".into()),
+    }))
 }
 
 /// The uuids of outbound messages from `from` to `to` since `since`, oldest first. Plivo's list
@@ -119,12 +117,9 @@ pub async fn message_status(env: &Env, uuid: &str) -> Result<CallResult<(String,
     let Some(rest) = &config.plivo_rest else { return Ok(unconfigured()) };
     let uuid: String = form_urlencoded::byte_serialize(uuid.as_bytes()).collect();
     let url = format!("{}{uuid}/", messages_url(rest));
-    Ok(match basic_call(Method::Get, &url, &rest.account, &rest.token, Body::Empty, CREDENTIALS, error).await? {
-        CallResult::Ok(answer) => {
-            let status = answer["message_state"].as_str().unwrap_or_default().to_owned();
-            CallResult::Ok((status, json!({"code": answer["error_code"]})))
-        }
-        CallResult::Refused(e) => CallResult::Refused(e),
-        CallResult::Transient(e) => CallResult::Transient(e),
-    })
+    let answer = basic_call(Method::Get, &url, &rest.account, &rest.token, Body::Empty, CREDENTIALS, error).await?;
+    Ok(answer.and_then(|answer| {
+        let status = answer["message_state"].as_str().unwrap_or_default().to_owned();
+        CallResult::Ok((status, json!({"code": answer["error_code"]})))
+    }))
 }

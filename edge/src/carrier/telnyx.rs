@@ -5,38 +5,13 @@ use exactly_core::event::CarrierError;
 use serde_json::{json, Value};
 use worker::{Env, Headers, Method};
 
+use crate::carrier::{CallResult, Outgoing};
 use crate::config;
 use crate::error::EdgeError;
 
-/// The outcome of a carrier API call.
-#[derive(Debug)]
-pub enum CallResult<T> {
-    /// 2xx: what the carrier answered.
-    Ok(T),
-    /// 4xx: the carrier refused; retrying cannot help.
-    Refused(CarrierError),
-    /// 5xx, a timeout or a network error: safe to retry (the idempotency key holds).
-    Transient(String),
-}
-
-/// What to send: an SMS, or an MMS when `media_urls` is not empty.
-#[derive(Clone, Copy, Debug)]
-pub struct Outgoing<'a> {
-    pub from: &'a str,
-    pub to: &'a str,
-    /// May be empty for an MMS.
-    pub text: &'a str,
-    /// Public `https` URLs the carrier fetches and attaches.
-    pub media_urls: &'a [&'a str],
-}
-
 /// `POST {TELNYX_API_BASE}/v2/messages`; on success, the carrier's message id. Media URLs make it
 /// an MMS (Telnyx's `media_urls`).
-pub async fn send_message(
-    env: &Env,
-    message_id: &str,
-    outgoing: Outgoing<'_>,
-) -> Result<CallResult<String>, EdgeError> {
+pub async fn send_message(env: &Env, outgoing: &Outgoing<'_>) -> Result<CallResult<String>, EdgeError> {
     let mut body = json!({ "from": outgoing.from, "to": outgoing.to });
     if !outgoing.text.is_empty() || outgoing.media_urls.is_empty() {
         body["text"] = json!(outgoing.text);
@@ -47,14 +22,10 @@ pub async fn send_message(
     if let Some(profile) = &config::get(env)?.telnyx_messaging_profile_id {
         body["messaging_profile_id"] = json!(profile);
     }
-    Ok(match post(env, "/v2/messages", message_id, &body).await? {
-        CallResult::Ok(answer) => match answer["data"]["id"].as_str() {
-            Some(id) if !id.is_empty() => CallResult::Ok(id.to_owned()),
-            _ => CallResult::Transient("carrier answered 2xx without data.id".into()),
-        },
-        CallResult::Refused(e) => CallResult::Refused(e),
-        CallResult::Transient(e) => CallResult::Transient(e),
-    })
+    Ok(post(env, "/v2/messages", outgoing.id, &body).await?.and_then(|answer| match answer["data"]["id"].as_str() {
+        Some(id) if !id.is_empty() => CallResult::Ok(id.to_owned()),
+        _ => CallResult::Transient("carrier answered 2xx without data.id".into()),
+    }))
 }
 
 /// POSTs JSON to the Telnyx API with the API key and an idempotency key.
@@ -144,19 +115,15 @@ pub async fn dial(
         "connection_id": connection_id, "to": to, "from": from, "timeout_secs": timeout_secs,
         "client_state": exactly_core::telnyx::encode_client_state(client_state),
     });
-    Ok(match post(env, "/v2/calls", idempotency_key, &body).await? {
-        CallResult::Ok(answer) => {
-            let data = &answer["data"];
-            match (data["call_control_id"].as_str(), data["call_leg_id"].as_str()) {
-                (Some(control), Some(leg)) => {
-                    CallResult::Ok(DialedLeg { call_control_id: control.to_owned(), call_leg_id: leg.to_owned() })
-                }
-                _ => CallResult::Transient("carrier answered 2xx without call ids".into()),
+    Ok(post(env, "/v2/calls", idempotency_key, &body).await?.and_then(|answer| {
+        let data = &answer["data"];
+        match (data["call_control_id"].as_str(), data["call_leg_id"].as_str()) {
+            (Some(control), Some(leg)) => {
+                CallResult::Ok(DialedLeg { call_control_id: control.to_owned(), call_leg_id: leg.to_owned() })
             }
+            _ => CallResult::Transient("carrier answered 2xx without call ids".into()),
         }
-        CallResult::Refused(e) => CallResult::Refused(e),
-        CallResult::Transient(e) => CallResult::Transient(e),
-    })
+    }))
 }
 
 /// A Call Control command on one leg.
@@ -185,11 +152,9 @@ pub async fn command(
     };
     body["command_id"] = json!(command_id);
     let id: String = form_urlencoded::byte_serialize(call_control_id.as_bytes()).collect();
-    Ok(match post(env, &format!("/v2/calls/{id}/actions/{action}"), command_id, &body).await? {
-        CallResult::Ok(_) => CallResult::Ok(()),
-        CallResult::Refused(e) => CallResult::Refused(e),
-        CallResult::Transient(e) => CallResult::Transient(e),
-    })
+    Ok(post(env, &format!("/v2/calls/{id}/actions/{action}"), command_id, &body)
+        .await?
+        .and_then(|_| CallResult::Ok(())))
 }
 
 /// What the carrier says of a call leg: whether it is still up, and when it ended if it says.
@@ -205,32 +170,24 @@ pub struct LegStatus {
 pub async fn call_status(env: &Env, call_control_id: &str) -> Result<CallResult<LegStatus>, EdgeError> {
     use exactly_core::Timestamp;
     let id: String = form_urlencoded::byte_serialize(call_control_id.as_bytes()).collect();
-    Ok(match get(env, &format!("/v2/calls/{id}")).await? {
-        CallResult::Ok(answer) => {
-            let data = &answer["data"];
-            let time = |field: &str| data[field].as_str().and_then(Timestamp::parse_rfc3339);
-            let ended_at = time("end_time").or_else(|| {
-                let (start, secs) = (time("start_time")?, data["call_duration"].as_i64()?);
-                Some(Timestamp::from_unix_millis(start.unix_millis() + secs.checked_mul(1000)?))
-            });
-            CallResult::Ok(LegStatus { alive: data["is_alive"].as_bool().unwrap_or(true), ended_at })
-        }
-        CallResult::Refused(e) => CallResult::Refused(e),
-        CallResult::Transient(e) => CallResult::Transient(e),
-    })
+    Ok(get(env, &format!("/v2/calls/{id}")).await?.and_then(|answer| {
+        let data = &answer["data"];
+        let time = |field: &str| data[field].as_str().and_then(Timestamp::parse_rfc3339);
+        let ended_at = time("end_time").or_else(|| {
+            let (start, secs) = (time("start_time")?, data["call_duration"].as_i64()?);
+            Some(Timestamp::from_unix_millis(start.unix_millis() + secs.checked_mul(1000)?))
+        });
+        CallResult::Ok(LegStatus { alive: data["is_alive"].as_bool().unwrap_or(true), ended_at })
+    }))
 }
 
 /// `GET /v2/messages/{id}`: the recipient's status as Telnyx words it (`delivered`, `sent`, ...)
 /// and the errors it lists.
 pub async fn message_status(env: &Env, carrier_message_id: &str) -> Result<CallResult<(String, Value)>, EdgeError> {
     let id: String = form_urlencoded::byte_serialize(carrier_message_id.as_bytes()).collect();
-    Ok(match get(env, &format!("/v2/messages/{id}")).await? {
-        CallResult::Ok(answer) => {
-            let data = &answer["data"];
-            let status = data["to"][0]["status"].as_str().unwrap_or_default().to_owned();
-            CallResult::Ok((status, data["errors"].clone()))
-        }
-        CallResult::Refused(e) => CallResult::Refused(e),
-        CallResult::Transient(e) => CallResult::Transient(e),
-    })
+    Ok(get(env, &format!("/v2/messages/{id}")).await?.and_then(|answer| {
+        let data = &answer["data"];
+        let status = data["to"][0]["status"].as_str().unwrap_or_default().to_owned();
+        CallResult::Ok((status, data["errors"].clone()))
+    }))
 }

@@ -46,14 +46,12 @@ pub async fn send_message(env: &Env, message: &Outgoing<'_>) -> Result<CallResul
     // An MMS: `MediaUrl` once per item.
     form.extend(message.media_urls.iter().map(|url| ("MediaUrl", (*url).to_owned())));
     let url = messages_url(rest);
-    Ok(match basic_call(Method::Post, &url, &rest.account, &rest.token, Body::Form(form), CREDENTIALS, error).await? {
-        CallResult::Ok(answer) => match text_of(&answer["sid"]) {
-            Some(sid) => CallResult::Ok(sid),
-            None => CallResult::Transient("Twilio answered 2xx without a sid".into()),
-        },
-        CallResult::Refused(e) => CallResult::Refused(e),
-        CallResult::Transient(e) => CallResult::Transient(e),
-    })
+    let answer =
+        basic_call(Method::Post, &url, &rest.account, &rest.token, Body::Form(form), CREDENTIALS, error).await?;
+    Ok(answer.and_then(|answer| match text_of(&answer["sid"]) {
+        Some(sid) => CallResult::Ok(sid),
+        None => CallResult::Transient("Twilio answered 2xx without a sid".into()),
+    }))
 }
 
 /// The sids of the latest messages from `from` to `to` whose body is the message's text and that
@@ -103,15 +101,9 @@ pub async fn message_status(env: &Env, sid: &str) -> Result<CallResult<(String, 
     let Some(rest) = &config.twilio_rest else { return Ok(unconfigured()) };
     let sid: String = form_urlencoded::byte_serialize(sid.as_bytes()).collect();
     let url = messages_url(rest).replace("/Messages.json", &format!("/Messages/{sid}.json"));
-    Ok(match basic_call(Method::Get, &url, &rest.account, &rest.token, Body::Empty, CREDENTIALS, error).await? {
-        CallResult::Ok(answer) => {
-            let status = answer["status"].as_str().unwrap_or_default().to_owned();
-            CallResult::Ok((
-                status,
-                serde_json::json!({"code": answer["error_code"], "message": answer["error_message"]}),
-            ))
-        }
-        CallResult::Refused(e) => CallResult::Refused(e),
-        CallResult::Transient(e) => CallResult::Transient(e),
-    })
+    let answer = basic_call(Method::Get, &url, &rest.account, &rest.token, Body::Empty, CREDENTIALS, error).await?;
+    Ok(answer.and_then(|answer| {
+        let status = answer["status"].as_str().unwrap_or_default().to_owned();
+        CallResult::Ok((status, serde_json::json!({"code": answer["error_code"], "message": answer["error_message"]})))
+    }))
 }
