@@ -61,6 +61,7 @@ pub mod number;
 pub mod plivo;
 pub mod reject;
 pub mod ring;
+pub mod rng;
 pub mod secret;
 pub mod segments;
 pub mod shard;

@@ -23,6 +23,7 @@ use exactly_core::call::CallStatus;
 use exactly_core::call_machine::{
     call_id, Action, CallEnd, CallInfo, CallMachine, DialResult, Fact, Input, LegOutcome, SETTLE_WAIT_MILLIS,
 };
+use exactly_core::rng::Deterministic as Rng;
 use exactly_core::{Provider, Timestamp};
 
 const BASE_MS: i64 = 1_796_032_800_000;
@@ -574,25 +575,10 @@ fn every_possible_order_ends_the_same() {
     }
 }
 
-/// A deterministic generator (xorshift64*) so every run tries the same orders.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 #[test]
 fn ten_thousand_random_orders_with_duplicates_and_resigned_copies_end_the_same() {
     let stories = stories();
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
     for round in 0..10_000u32 {
         let story = &stories[round as usize % stories.len()];
         let (expected, _) = causal(story);

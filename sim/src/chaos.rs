@@ -41,6 +41,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use exactly_core::ring::LegTag;
+use exactly_core::rng::Deterministic as Rng;
 use exactly_core::{Provider, Timestamp};
 use serde_json::{json, Value};
 
@@ -271,24 +272,6 @@ impl Report {
     }
 }
 
-/// Deterministic choices (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn chance(&mut self, p: f64) -> bool {
-        (self.next() % 1_000_000) as f64 / 1_000_000.0 < p
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 /// One request of the stream.
 #[derive(Clone)]
 enum Delivery {
@@ -408,7 +391,7 @@ const COUNTED_TYPES: [&str; 8] = [
 /// Runs the scenario.
 pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     let mut report = Report::default();
-    let mut rng = Rng(config.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::new(config.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let tag = crate::random_hex()[..8].to_owned();
     let api = &target.api;
 
