@@ -23,6 +23,8 @@ pub mod platform;
 pub mod queues;
 pub mod ring;
 pub mod store;
+#[cfg(feature = "fault-injection")]
+pub mod testing;
 pub mod work;
 
 use error::EdgeError;
@@ -188,7 +190,7 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     #[cfg(feature = "fault-injection")]
     if method == "POST" && segments.first() == Some(&"__e2e") {
-        return raw(api::e2e::route(req.into(), env, &segments[1..]).await?);
+        return raw(testing::e2e::route(req.into(), env, &segments[1..]).await?);
     }
     let matched = match find(method, &segments) {
         Ok(m) => m,

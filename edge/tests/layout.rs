@@ -17,9 +17,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("carrier", &["plumbing"]),
     ("store", &["plumbing"]),
     ("plumbing", &[]),
+    // The test build's own routes and store checks reach into every wing; nothing reaches them
+    // but the router's one gated line.
+    ("testing", &["api", "work", "store", "queues", "carrier", "ring", "plumbing"]),
 ];
 
-const WINGS: &[&str] = &["api", "work", "store", "carrier", "ring", "queues"];
+const WINGS: &[&str] = &["api", "work", "store", "carrier", "ring", "queues", "testing"];
 
 fn wing(module: &str) -> &str {
     let first = module.split("::").next().unwrap_or_default();
@@ -169,7 +172,8 @@ fn every_sql_statement_sits_under_store() {
     let mut outside = Vec::new();
     for path in &files {
         let module = module_of(&src, path);
-        if wing(&module) == "store" {
+        // The test build's store checks show rows with SQL of their own.
+        if wing(&module) == "store" || wing(&module) == "testing" {
             continue;
         }
         let text = fs::read_to_string(path).expect("read");
@@ -191,7 +195,7 @@ const STRING_WORDS: &[(&str, &str, &str)] = &[
 ];
 
 /// Files of the test build only, whose checks may compare anything.
-const TEST_BUILD_ONLY: &[&str] = &["store/checks.rs", "api/e2e.rs"];
+const TEST_BUILD_ONLY: &[&str] = &["testing/checks.rs", "testing/e2e.rs"];
 
 #[test]
 fn no_decision_compares_a_string() {

@@ -1,4 +1,4 @@
-//! The store's guards against real D1 inside workerd: each check (`edge/src/store/checks.rs`,
+//! The store's guards against real D1 inside workerd: each check (`edge/src/testing/checks.rs`,
 //! in the test build only) sets up fresh rows and runs one guarded statement twice. The first
 //! run does what it should, the second changes nothing, and the rows after the second run are
 //! the rows after the first.

@@ -3,8 +3,6 @@
 pub mod admin;
 pub mod auth;
 pub mod calls;
-#[cfg(feature = "fault-injection")]
-pub mod e2e;
 pub mod events;
 pub mod health;
 pub mod http;

@@ -13,8 +13,6 @@ use crate::error::EdgeError;
 pub mod accounts;
 pub mod calls;
 pub mod carrier_events;
-#[cfg(feature = "fault-injection")]
-pub mod checks;
 pub mod circuit;
 pub mod deliveries;
 pub mod endpoints;

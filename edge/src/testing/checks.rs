@@ -17,30 +17,6 @@ use crate::error::EdgeError;
 use crate::platform::{new_id, now};
 use crate::store::{self as db, accounts, calls, carrier_events, deliveries, media, messages, numbers};
 
-/// Every check, by name.
-pub const CHECKS: &[&str] = &[
-    "carrier_events.mark_processed",
-    "carrier_events.mark_failed",
-    "carrier_events.park_and_wake",
-    "carrier_events.expire_park",
-    "carrier_events.expire_after_wake",
-    "carrier_events.expire_moved_away",
-    "messages.claim",
-    "messages.record_sent",
-    "messages.apply_report",
-    "messages.insert_inbound",
-    "messages.fail_undispatched",
-    "media.claim",
-    "media.record_stored",
-    "calls.record",
-    "calls.record_answered",
-    "calls.record_end",
-    "calls.record_leg",
-    "deliveries.claim_attempt",
-    "deliveries.redrive",
-    "numbers.create",
-];
-
 /// Runs SQL the end-to-end tests send (counting rows); test build only.
 pub async fn raw(db: &D1Database, sql: &str) -> Result<Vec<Value>, String> {
     let result = db.prepare(sql).all().await.map_err(|e| e.to_string())?;

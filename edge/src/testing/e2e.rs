@@ -1,7 +1,7 @@
 //! Test-only routes of the end-to-end build (the `fault-injection` feature, which the
 //! production build never enables): `POST /__e2e/sql` lets the tests count rows through the
 //! worker's own D1 binding, `POST /__e2e/store/{check}` runs one store guard twice against
-//! real D1 ([`crate::store::checks`]), and `POST /__e2e/jobs` enqueues a job as a redelivered
+//! real D1 ([`crate::testing::checks`]), and `POST /__e2e/jobs` enqueues a job as a redelivered
 //! queue message would run it again.
 
 use worker::{Env, Request, Response};
@@ -12,7 +12,7 @@ use crate::error::EdgeError;
 pub async fn route(req: Request, env: &Env, segments: &[&str]) -> Result<Response, EdgeError> {
     match segments {
         ["sql"] => sql(req, env).await,
-        ["store", check] => crate::api::http::json(200, &crate::store::checks::run(env, check).await?),
+        ["store", check] => crate::api::http::json(200, &crate::testing::checks::run(env, check).await?),
         ["jobs"] => {
             let mut req = req;
             let job: crate::queues::Job = crate::api::http::json_body(&mut req).await?;
@@ -50,7 +50,7 @@ async fn sql(mut req: worker::Request, env: &worker::Env) -> Result<worker::Resp
     let mut rows = Vec::new();
     for db in &databases {
         rows.extend(
-            crate::store::checks::raw(db, &query.sql)
+            crate::testing::checks::raw(db, &query.sql)
                 .await
                 .map_err(|e| EdgeError::BadRequest(format!("sql failed: {e}")))?,
         );
