@@ -33,13 +33,25 @@ pub enum EdgeError {
     /// A required variable or secret is missing or malformed. Names the variable, never its value.
     Config { variable: &'static str, problem: String },
     /// D1, a queue, a carrier or the platform failed; nothing was half-done and a retry is safe.
-    Unavailable(String),
+    Unavailable {
+        /// Where it failed: `platform` (D1, a queue, R2, a Durable Object), `carrier`, `call
+        /// machine`, `store` (an answer the store's statements rule out), `injected fault` (the
+        /// test build's switches), `test build`.
+        what: &'static str,
+        /// What it said.
+        cause: String,
+    },
 }
 
 impl EdgeError {
     /// An error from a D1 call, a queue send or another platform binding.
     pub fn platform(context: &str, error: impl fmt::Display) -> Self {
-        EdgeError::Unavailable(format!("{context}: {error}"))
+        EdgeError::Unavailable { what: "platform", cause: format!("{context}: {error}") }
+    }
+
+    /// A failure at `what` (see [`EdgeError::Unavailable`]) that a retry may get past.
+    pub fn unavailable(what: &'static str, cause: impl fmt::Display) -> Self {
+        EdgeError::Unavailable { what, cause: cause.to_string() }
     }
 
     /// A validation failure of `field`.
@@ -82,7 +94,7 @@ impl EdgeError {
                 (503, "misconfigured", format!("configuration variable {variable} {problem}"), None)
             }
             // Internal detail goes to the log, not to the caller.
-            EdgeError::Unavailable(_) => (503, "unavailable", "temporarily unavailable, retry later".into(), None),
+            EdgeError::Unavailable { .. } => (503, "unavailable", "temporarily unavailable, retry later".into(), None),
         }
     }
 
@@ -109,7 +121,7 @@ impl EdgeError {
 impl fmt::Display for EdgeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EdgeError::Unavailable(detail) => write!(f, "unavailable: {detail}"),
+            EdgeError::Unavailable { what, cause } => write!(f, "unavailable: {what}: {cause}"),
             other => f.write_str(&other.parts().2),
         }
     }

@@ -205,7 +205,7 @@ impl CallRing {
                 );
                 Ok(false)
             }
-            CallResult::Transient(reason) => Err(EdgeError::Unavailable(format!("{what}: {reason}"))),
+            CallResult::Transient(reason) => Err(EdgeError::unavailable("carrier", format!("{what}: {reason}"))),
         };
         Ok(match action {
             Action::AnswerCaller { call_control_id, command_id } => {
@@ -218,7 +218,9 @@ impl CallRing {
                     match carrier_api::dial(env, idempotency_key, from, target, &tag.encode(), *timeout_secs).await? {
                         CallResult::Ok(leg) => DialResult::Placed { call_control_id: leg.call_control_id },
                         CallResult::Refused(e) => DialResult::Refused { code: e.code },
-                        CallResult::Transient(reason) => return Err(EdgeError::Unavailable(format!("dial: {reason}"))),
+                        CallResult::Transient(reason) => {
+                            return Err(EdgeError::unavailable("carrier", format!("dial: {reason}")))
+                        }
                     };
                 Some(Input::DialResult { position: *position, result })
             }
@@ -239,10 +241,10 @@ impl CallRing {
             }
             Action::RecordLeg { call_id, leg, version } => {
                 if crate::faults::d1_write_after_dial_fails(&leg.target, call_id) {
-                    return Err(EdgeError::Unavailable(format!(
-                        "injected D1 failure writing leg {} of {call_id}",
-                        leg.position
-                    )));
+                    return Err(EdgeError::unavailable(
+                        "injected fault",
+                        format!("injected D1 failure writing leg {} of {call_id}", leg.position),
+                    ));
                 }
                 crate::store::calls::record_leg(&db()?, call_id, leg, *version, now()).await?;
                 None
@@ -281,7 +283,10 @@ pub async fn send(env: &Env, call_id: &str, input: &Input) -> std::result::Resul
     let mut response = stub.fetch_with_request(request).await.map_err(|e| EdgeError::platform("call fetch", e))?;
     if response.status_code() != 200 {
         let text = response.text().await.unwrap_or_default();
-        return Err(EdgeError::Unavailable(format!("call machine answered {}: {text}", response.status_code())));
+        return Err(EdgeError::unavailable(
+            "call machine",
+            format!("call machine answered {}: {text}", response.status_code()),
+        ));
     }
     let body = response.bytes().await.map_err(|e| EdgeError::platform("call answer", e))?;
     serde_json::from_slice::<Answer>(&body).map_err(|e| EdgeError::platform("call answer", e))

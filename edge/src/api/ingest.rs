@@ -30,7 +30,7 @@ pub async fn webhook(provider: Provider, req: &Request, env: &Env) -> Result<Res
 
     let log = Log::open(env)?;
     if crate::faults::d1_write_fails_once(&verified.event().event_id) {
-        return Err(EdgeError::Unavailable("injected D1 write failure".into()));
+        return Err(EdgeError::unavailable("injected fault", "injected D1 write failure"));
     }
     let (stored, rows_written) = log.store(&verified, payload, started).await?;
     let outcome = stored.outcome();
@@ -40,7 +40,7 @@ pub async fn webhook(provider: Provider, req: &Request, env: &Env) -> Result<Res
     let id = match stored {
         Stored::New { id } | Stored::PendingDuplicate { id } => {
             if crate::faults::queue_send_fails_once(&verified.event().event_id) {
-                return Err(EdgeError::Unavailable("injected queue send failure after the insert".into()));
+                return Err(EdgeError::unavailable("injected fault", "injected queue send failure after the insert"));
             }
             jobs::enqueue(env, Job::CarrierEvent { id: id.clone() }).await?;
             id

@@ -704,7 +704,7 @@ pub async fn take_turn(
         return Ok(None);
     }
     let next: Option<Next> = results.get(1).map(db::rows).transpose()?.and_then(|rows| rows.into_iter().next());
-    let next = next.ok_or_else(|| EdgeError::Unavailable("the endpoint was deleted".into()))?;
+    let next = next.ok_or_else(|| EdgeError::unavailable("store", "the endpoint was deleted"))?;
     Ok(Some((next.rate_next_at - now.unix_millis() as f64).max(1.0)))
 }
 

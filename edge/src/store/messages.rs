@@ -201,7 +201,7 @@ pub async fn create_outbound(
         .map(db::rows::<Message>)
         .transpose()?
         .and_then(|rows| rows.into_iter().next())
-        .ok_or_else(|| EdgeError::Unavailable("message vanished after insert".into()))?;
+        .ok_or_else(|| EdgeError::unavailable("store", "message vanished after insert"))?;
     Ok((message, created))
 }
 

@@ -24,7 +24,7 @@ pub async fn raw(db: &D1Database, sql: &str) -> Result<Vec<Value>, String> {
 }
 
 async fn rows(db: &D1Database, sql: &str) -> Result<Value, EdgeError> {
-    Ok(Value::Array(raw(db, sql).await.map_err(EdgeError::Unavailable)?))
+    Ok(Value::Array(raw(db, sql).await.map_err(|e| EdgeError::unavailable("test build", e))?))
 }
 
 fn quote(text: &str) -> String {
@@ -61,7 +61,7 @@ async fn sent_as(db: &D1Database, carrier_id: &str) -> Result<(), EdgeError> {
         quote(carrier_id),
         quote(&m.id)
     );
-    raw(db, &recorded).await.map_err(EdgeError::Unavailable)?;
+    raw(db, &recorded).await.map_err(|e| EdgeError::unavailable("test build", e))?;
     Ok(())
 }
 
@@ -73,11 +73,11 @@ async fn carrier_event(db: &D1Database) -> Result<String, EdgeError> {
         quote(&event_id),
         now().unix_millis()
     );
-    let rows = raw(db, &sql).await.map_err(EdgeError::Unavailable)?;
+    let rows = raw(db, &sql).await.map_err(|e| EdgeError::unavailable("test build", e))?;
     rows.first()
         .and_then(|r| r["id"].as_str())
         .map(str::to_owned)
-        .ok_or_else(|| EdgeError::Unavailable("no carrier event".into()))
+        .ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))
 }
 
 async fn outbound(db: &D1Database, account_id: &str) -> Result<messages::Message, EdgeError> {
@@ -119,7 +119,7 @@ async fn inbound_mms(db: &D1Database) -> Result<String, EdgeError> {
 }
 
 fn number(text: &str) -> Result<PhoneNumber, EdgeError> {
-    PhoneNumber::parse(text).map_err(|e| EdgeError::Unavailable(e.to_string()))
+    PhoneNumber::parse(text).map_err(|e| EdgeError::unavailable("test build", e.to_string()))
 }
 
 fn view(
@@ -156,7 +156,7 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
                 quote(&id)
             );
             let log = carrier_events::Log::open(env)?;
-            let row = log.load(&id).await?.ok_or_else(|| EdgeError::Unavailable("no carrier event".into()))?;
+            let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
             let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
             for _ in 0..2 {
                 let changed = log.mark_processed(&row, now()).await?;
@@ -171,7 +171,7 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
                 quote(&id)
             );
             let log = carrier_events::Log::open(env)?;
-            let row = log.load(&id).await?.ok_or_else(|| EdgeError::Unavailable("no carrier event".into()))?;
+            let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
             let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
             for reason in ["first", "second"] {
                 let changed = log.mark_failed(db, &row, reason).await?.changed;
@@ -187,7 +187,7 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
                 quote(&id)
             );
             let log = carrier_events::Log::open(env)?;
-            let row = log.load(&id).await?.ok_or_else(|| EdgeError::Unavailable("no carrier event".into()))?;
+            let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
             log.park(db, &row, Provider::Telnyx, &carrier_id, now()).await?;
             // The send is recorded: a message now has the carrier id (the wake requires it).
             sent_as(db, &carrier_id).await?;
@@ -205,7 +205,7 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
             let id = carrier_event(db).await?;
             let carrier_id = new_id("tlx")?;
             let log = carrier_events::Log::open(env)?;
-            let row = log.load(&id).await?.ok_or_else(|| EdgeError::Unavailable("no carrier event".into()))?;
+            let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
             log.park(db, &row, Provider::Telnyx, &carrier_id, Timestamp::from_unix_millis(1)).await?;
             let park = carrier_events::Woken {
                 id: id.clone(),
@@ -237,7 +237,7 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
             let id = carrier_event(db).await?;
             let carrier_id = new_id("tlx")?;
             let log = carrier_events::Log::open(env)?;
-            let row = log.load(&id).await?.ok_or_else(|| EdgeError::Unavailable("no carrier event".into()))?;
+            let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
             log.park(db, &row, Provider::Telnyx, &carrier_id, Timestamp::from_unix_millis(1)).await?;
             let park =
                 carrier_events::Woken { id: id.clone(), carrier: "telnyx".into(), carrier_message_id: carrier_id };
@@ -246,7 +246,7 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
                 &format!("DELETE FROM carrier_events WHERE 'cev_' || printf('%016x', id) = {}", quote(&id)),
             )
             .await
-            .map_err(EdgeError::Unavailable)?;
+            .map_err(|e| EdgeError::unavailable("test build", e))?;
             let show = format!("SELECT COUNT(*) AS parked FROM parked_receipts WHERE carrier_event = {}", quote(&id));
             let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
             for _ in 0..2 {
@@ -477,7 +477,7 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
                 ),
             ];
             for sql in setup {
-                raw(db, &sql).await.map_err(EdgeError::Unavailable)?;
+                raw(db, &sql).await.map_err(|e| EdgeError::unavailable("test build", e))?;
             }
             let show = format!("SELECT status, attempts FROM webhook_deliveries WHERE id = {}", quote(&delivery));
             let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };

@@ -110,7 +110,10 @@ async fn sent(
         crate::store::routes::record_message(env, message.carrier.as_str(), carrier_id, &message.account_id, now())
             .await?;
     if crate::faults::crash_after_route(&message.text, &message.id) {
-        return Err(EdgeError::Unavailable(format!("injected crash after the route of {}", message.id)));
+        return Err(EdgeError::unavailable(
+            "injected fault",
+            format!("injected crash after the route of {}", message.id),
+        ));
     }
     // Nothing but these two commits stands between the carrier's acceptance and its record: the
     // woken receipts are enqueued after both, and a lost enqueue is the sweeper's.

@@ -114,10 +114,10 @@ async fn dead_letter(env: &Env, job: &Job) -> Result<(), EdgeError> {
                 let attempts = bindings::queues::JOBS_DEAD_LETTER_ATTEMPTS;
                 let row = log.load(id).await?;
                 if let Some(row) = row.filter(|r| crate::faults::dead_letter_outage(&r.carrier_event_id, attempts)) {
-                    return Err(EdgeError::Unavailable(format!(
-                        "injected outage of the dedupe database at {}",
-                        row.id
-                    )));
+                    return Err(EdgeError::unavailable(
+                        "injected fault",
+                        format!("injected outage of the dedupe database at {}", row.id),
+                    ));
                 }
             }
             match log.mark_failed_id(&root, id, problem).await? {

@@ -43,7 +43,10 @@ pub async fn process(env: &Env, db: &D1Database, id: &str) -> Result<Outcome, Ed
         EventKind::CallBridged(_) | EventKind::Unrecognized => Outcome::applied(log.mark_processed(&row, now()).await?),
     };
     if outcome == Outcome::Done(Done::Applied) && crate::faults::crash_after_commit(&row.carrier_event_id) {
-        return Err(EdgeError::Unavailable(format!("injected crash after commit of {}", row.carrier_event_id)));
+        return Err(EdgeError::unavailable(
+            "injected fault",
+            format!("injected crash after commit of {}", row.carrier_event_id),
+        ));
     }
     Ok(outcome)
 }
@@ -117,7 +120,10 @@ async fn status_report(
         });
     };
     if crate::faults::dedupe_outage(&row.carrier_event_id, crate::bindings::queues::JOBS_DEAD_LETTER_ATTEMPTS) {
-        return Err(EdgeError::Unavailable(format!("injected outage of the dedupe database at {}", row.id)));
+        return Err(EdgeError::unavailable(
+            "injected fault",
+            format!("injected outage of the dedupe database at {}", row.id),
+        ));
     }
     let (current, Some(reported)) = (message.status, report.status) else {
         return Ok(Outcome::applied(log.mark_processed(row, now()).await?));

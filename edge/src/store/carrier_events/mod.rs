@@ -249,7 +249,7 @@ impl Log {
         let mut rows_written = 0;
         for _ in 0..MAX_HOPS {
             let tag = shard::binding_tag(&binding)
-                .ok_or_else(|| EdgeError::Unavailable(format!("{binding} is not a dedupe binding")))?;
+                .ok_or_else(|| EdgeError::unavailable("store", format!("{binding} is not a dedupe binding")))?;
             let db = self.database(&binding)?;
             let insert = db::stmt(
                 &db,
@@ -286,11 +286,11 @@ impl Log {
             // store::batch_raw).
             let results = db::batch_raw(&db, &[insert, select]).await?;
             let [inserted, selected] = results.as_slice() else {
-                return Err(EdgeError::Unavailable("store carrier event: short batch".into()));
+                return Err(EdgeError::unavailable("store", "store carrier event: short batch"));
             };
             rows_written += db::meta_count(inserted, "rows_written") + db::meta_count(selected, "rows_written");
             let found = db::first_row(selected)
-                .ok_or_else(|| EdgeError::Unavailable("store carrier event: no answer".into()))?;
+                .ok_or_else(|| EdgeError::unavailable("store", "store carrier event: no answer"))?;
             if let Some(id) = db::field(&found, "id").as_string() {
                 let settled = !db::field(&found, "processed_at").is_null() || !db::field(&found, "error").is_null();
                 let stored = if db::meta_count(inserted, "changes") == 1 {
@@ -324,11 +324,15 @@ impl Log {
                         &[text(carrier), text(carrier_event_id), int(i64::from(vshard))],
                     )?)
                     .await?;
-                    let there = there.ok_or_else(|| EdgeError::Unavailable("store carrier event: no answer".into()))?;
+                    let there =
+                        there.ok_or_else(|| EdgeError::unavailable("store", "store carrier event: no answer"))?;
                     if there.moved_to.as_deref() != Some(binding.as_str()) {
-                        return Err(EdgeError::Unavailable(format!(
-                            "virtual shard {vshard} is arriving in {binding}, but {from} has not handed it over"
-                        )));
+                        return Err(EdgeError::unavailable(
+                            "store",
+                            format!(
+                                "virtual shard {vshard} is arriving in {binding}, but {from} has not handed it over"
+                            ),
+                        ));
                     }
                     if let Some(row) = there.row(&from) {
                         let id = row.id.clone();
@@ -343,10 +347,10 @@ impl Log {
                     }
                     checked = true;
                 }
-                _ => return Err(EdgeError::Unavailable("carrier event not stored and not refused".into())),
+                _ => return Err(EdgeError::unavailable("store", "carrier event not stored and not refused")),
             }
         }
-        Err(EdgeError::Unavailable(format!("virtual shard {vshard} moved more than {MAX_HOPS} times")))
+        Err(EdgeError::unavailable("store", format!("virtual shard {vshard} moved more than {MAX_HOPS} times")))
     }
 
     /// One stored event, wherever its shard is now.
@@ -380,9 +384,10 @@ impl Log {
                 None => return Ok(None),
             }
         }
-        Err(EdgeError::Unavailable(format!(
-            "carrier event {id}: virtual shard {vshard} moved more than {MAX_HOPS} times"
-        )))
+        Err(EdgeError::unavailable(
+            "store",
+            format!("carrier event {id}: virtual shard {vshard} moved more than {MAX_HOPS} times"),
+        ))
     }
 
     async fn load_in(&self, binding: &str, rowid: i64, vshard: Option<u16>) -> Result<Option<Found>, EdgeError> {
@@ -404,10 +409,10 @@ impl Log {
     /// whether this run applied it.
     pub async fn mark_processed(&self, row: &Row, now: Timestamp) -> Result<bool, EdgeError> {
         if crate::faults::crash_before_mark(&row.carrier_event_id) {
-            return Err(EdgeError::Unavailable(format!(
-                "injected crash between the effects and the processed mark of {}",
-                row.carrier_event_id
-            )));
+            return Err(EdgeError::unavailable(
+                "injected fault",
+                format!("injected crash between the effects and the processed mark of {}", row.carrier_event_id),
+            ));
         }
         let db = self.database(&row.binding)?;
         Ok(db::run(db::stmt(

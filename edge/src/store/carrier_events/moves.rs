@@ -314,10 +314,13 @@ impl Log {
             )?);
             let results = db::batch(target, copies).await?;
             if let Some(clash) = results.iter().zip(&rows).find(|(r, _)| db::changes(r) != 1).map(|(_, row)| row) {
-                return Err(EdgeError::Unavailable(format!(
-                    "moving carrier event {}: the target holds another event under its id",
-                    clash.carrier_event_id
-                )));
+                return Err(EdgeError::unavailable(
+                    "store",
+                    format!(
+                        "moving carrier event {}: the target holds another event under its id",
+                        clash.carrier_event_id
+                    ),
+                ));
             }
             // Only once the copies committed, and only rows as they were read: a crash between
             // leaves rows in both, and the next call copies them again and removes them.
@@ -366,7 +369,7 @@ impl Log {
         if rows.is_empty() {
             Ok(moved)
         } else {
-            Err(EdgeError::Unavailable("carrier events kept changing while they were moved; call again".into()))
+            Err(EdgeError::unavailable("store", "carrier events kept changing while they were moved; call again"))
         }
     }
 }
