@@ -97,6 +97,19 @@ fn seconds(env: &worker::Env, name: &str) -> Option<std::time::Duration> {
     (secs > 0).then(|| std::time::Duration::from_secs(secs))
 }
 
+/// How long after its wake (or the sweeper's last look) a woken receipt is looked at again in
+/// the tests (`E2E_WOKEN_RECHECK_SECS`, instead of the sweeper's 2 minutes).
+#[cfg(feature = "fault-injection")]
+pub fn woken_recheck(env: &worker::Env) -> Option<std::time::Duration> {
+    seconds(env, "E2E_WOKEN_RECHECK_SECS")
+}
+
+/// Production builds look again after the sweeper's 2 minutes.
+#[cfg(not(feature = "fault-injection"))]
+pub fn woken_recheck(_env: &worker::Env) -> Option<std::time::Duration> {
+    None
+}
+
 /// Another move of the same shards, to the binding `E2E_RIVAL_MOVE_TO`, whose claim lands
 /// between a move call's checks and its own claim, as a concurrent call's can.
 #[cfg(feature = "fault-injection")]
@@ -141,10 +154,12 @@ pub fn dedupe_outage(carrier_event_id: &str, attempts: u32) -> bool {
     armed(carrier_event_id, "fault-dedupe-outage") && dead_letters_failed(carrier_event_id, false) < attempts
 }
 
-/// The dead-letter write of a receipt under [`dedupe_outage`] fails, on each of the dead-letter
-/// consumer's `attempts`; the last ends the outage.
-pub fn dead_letter_outage(carrier_event_id: &str, attempts: u32) -> bool {
-    armed(carrier_event_id, "fault-dedupe-outage") && dead_letters_failed(carrier_event_id, false) < attempts && {
+/// Every dead-letter write of a receipt marked `fault-dedupe-outage` fails; the first
+/// `attempts` of them (one job's dead letter, given up for good) end the outage of its jobs.
+/// Whatever job of it the queue gives up on later is never recorded as failed either, so only
+/// the sweeper can still apply it.
+pub fn dead_letter_outage(carrier_event_id: &str) -> bool {
+    armed(carrier_event_id, "fault-dedupe-outage") && {
         dead_letters_failed(carrier_event_id, true);
         true
     }

@@ -815,8 +815,9 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
         api.all(&format!("/admin/carrier_events?status={status}"), &target.admin_token)
             .map(|all| all.into_iter().filter(|e| ours(e)).collect::<Vec<_>>())
     };
-    // A receipt the queue gave up on is the sweeper's: it looks again at a woken receipt two
-    // minutes after the wake, so the cron keeps firing while this waits.
+    // A receipt the queue gave up on is the sweeper's: it looks again at a woken receipt a while
+    // after the wake (2 minutes deployed, 20 s in the test worker), so the cron keeps firing
+    // while this waits.
     let mut last_cron: Option<Instant> = None;
     let pending = wait_for(Duration::from_secs(180), || {
         if target.cron && last_cron.is_none_or(|t| t.elapsed() >= CRON_EVERY) {

@@ -83,6 +83,10 @@ pub const TEST_MEDIA_FETCH_TIMEOUT_SECS: u64 = 10;
 /// An endpoint whose URL has `no-breaker` never opens its circuit there.
 pub const TEST_BREAKER_OPEN_SECS: u64 = 2;
 
+/// How long after its wake the test worker's sweeper looks again at a woken receipt
+/// (`E2E_WOKEN_RECHECK_SECS`; 2 minutes deployed).
+pub const TEST_WOKEN_RECHECK_SECS: u64 = 20;
+
 /// The repository root.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
@@ -222,6 +226,7 @@ impl Worker {
             ("E2E_ATTEMPT_TIMEOUT_SECS", TEST_ATTEMPT_TIMEOUT_SECS.to_string()),
             ("E2E_MEDIA_FETCH_TIMEOUT_SECS", TEST_MEDIA_FETCH_TIMEOUT_SECS.to_string()),
             ("E2E_BREAKER_OPEN_SECS", TEST_BREAKER_OPEN_SECS.to_string()),
+            ("E2E_WOKEN_RECHECK_SECS", TEST_WOKEN_RECHECK_SECS.to_string()),
             ("OPERATOR_WEBHOOK_URL", format!("{}{OPERATOR_PATH}", self.customer.base)),
             ("OPERATOR_WEBHOOK_SECRET", OPERATOR_SECRET.to_owned()),
         ];

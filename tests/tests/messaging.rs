@@ -484,8 +484,8 @@ fn parked_receipts_expire_or_are_recovered_once(w: &Worker) {
 /// the send wakes it, and then the dedupe database is out for
 /// longer than the woken job's every retry and the dead-letter consumer's every attempt
 /// (`fault-dedupe-outage` in the text: the carrier's id, and so the receipt's event id, carry
-/// it). The queue has given the receipt up, and nothing recorded it as failed: the sweeper
-/// must still apply it, once, and only then forget it.
+/// it; its dead-letter writes keep failing after). The queue has given the receipt up, and
+/// nothing recorded it as failed: the sweeper must still apply it, once, and then forget it.
 ///
 /// Seen before: the woken record was removed as soon as the job was enqueued, and the receipt
 /// stayed pending for good, skipped by every sweep.
@@ -515,13 +515,8 @@ fn a_woken_receipt_the_queue_gave_up_is_applied_by_the_sweeper(w: &Worker) {
             // Not woken (its job ran after the send): the sweeper finds it as any pending event.
             continue;
         }
-        assert_eq!(message(w, &c, &id)["status"], "sent", "nothing applied the receipt yet");
-        let pending = w.events_sql(&format!(
-            "SELECT processed_at, error FROM carrier_events WHERE carrier_event_id = {}",
-            lit(&event)
-        ));
-        assert!(pending[0]["processed_at"].is_null() && pending[0]["error"].is_null(), "{pending:?}");
-        // A sweep interval later (the clock of its wake moved back), the sweeper applies it.
+        // Its dead letters are never recorded: only the sweeper's next look can apply it (here
+        // soon: the clock of its wake moved back; the other tests' sweeps may look first).
         let earlier = |minutes: i64| {
             w.sql(&format!(
                 "UPDATE parked_receipts SET woken_at = woken_at - {} WHERE carrier_event = {} AND woken_at > 0",
@@ -540,7 +535,6 @@ fn a_woken_receipt_the_queue_gave_up_is_applied_by_the_sweeper(w: &Worker) {
         // Applied: the next sweep that looks forgets it.
         let parked =
             || w.count(&format!("SELECT COUNT(*) AS n FROM parked_receipts WHERE carrier_event = {}", lit(&row)));
-        assert_eq!(parked(), 1, "kept until a sweep finds it settled");
         earlier(3);
         assert_eq!(w.cron().status, 200);
         assert_eq!(parked(), 0, "forgotten once settled");

@@ -111,9 +111,8 @@ async fn dead_letter(env: &Env, job: &Job) -> Result<(), EdgeError> {
             let problem = "processing failed on every retry (dead-lettered)";
             let log = carrier_events::Log::open(&env)?;
             if crate::faults::ENABLED {
-                let attempts = bindings::queues::JOBS_DEAD_LETTER_ATTEMPTS;
                 let row = log.load(id).await?;
-                if let Some(row) = row.filter(|r| crate::faults::dead_letter_outage(&r.carrier_event_id, attempts)) {
+                if let Some(row) = row.filter(|r| crate::faults::dead_letter_outage(&r.carrier_event_id)) {
                     return Err(EdgeError::unavailable(
                         "injected fault",
                         format!("injected outage of the dedupe database at {}", row.id),
