@@ -867,7 +867,9 @@ fn scheduled_message_due_during_a_restart_is_sent_once(_shared: &Worker) {
 fn cancel_before_and_after_the_send(w: &Worker) {
     let c = w.new_customer("cancel");
     let cancel = |id: &str, key: &str| w.call("POST", &format!("/v1/messages/{id}/cancel"), key, None, &[]);
-    let (_, created) = schedule(w, &c, "never sent", &in_secs(3), None);
+    // Due far enough ahead that the cancels below come first on a loaded machine (seen: with 3 s,
+    // creating the other account and the two cancels took longer, and the message was sending).
+    let (_, created) = schedule(w, &c, "never sent", &in_secs(15), None);
     let id = created["id"].as_str().unwrap_or_default().to_owned();
     let other = w.new_customer("cancel-other");
     assert_eq!(cancel(&id, &other.key).status, 404, "another account's message");
