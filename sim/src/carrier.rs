@@ -162,6 +162,16 @@ impl FakeCarrier {
         self.requests("/v2/messages").iter().filter(|r| r.idempotency_key.as_deref() == Some(idempotency_key)).count()
     }
 
+    /// The idempotency keys of the Telnyx send requests that carried exactly this text: one
+    /// key however often a send whose answer was lost is tried again.
+    pub fn keys_with_text(&self, text: &str) -> std::collections::BTreeSet<Option<String>> {
+        self.requests("/v2/messages")
+            .into_iter()
+            .filter(|r| r.body["text"] == text)
+            .map(|r| r.idempotency_key)
+            .collect()
+    }
+
     /// How many send requests, to any of the three carriers, carried exactly this text. Twilio
     /// and Plivo take no idempotency key, so a message's sends are told apart by their text.
     pub fn sends_with_text(&self, text: &str) -> usize {

@@ -16,11 +16,15 @@
 //! - Answered calls whose caller's hangup is lost: the fake carrier says the call ended, the
 //!   cron's reconciliation must learn it, and for half of them the real hangup comes late. Likewise
 //!   one Twilio and one Plivo message whose final callback comes only after reconciliation asked.
+//! - With the fake carrier in this process, one Telnyx message whose receipts come before the
+//!   send's answer, which is lost: they wait for the send, and once it wakes them the dedupe
+//!   database is out for them (the test build's `fault-dedupe-outage`) until their jobs spent
+//!   every retry and their dead-letter writes every attempt. The sweeper must still apply them.
 //!
 //! # What it counts
 //! Per inbound message one message and one `message.received`; per outbound message its final
-//! status, one `message.sent` and one final event, one charge and one send request at the
-//! carrier; per scheduled message one send at its time, or none once canceled; per ringing call
+//! status, one `message.sent` and one final event, one charge and one idempotency key at the
+//! carrier (a send whose answer was lost is asked again under the same key); per scheduled message one send at its time, or none once canceled; per ringing call
 //! positions 1 and 2 dialled once each with the number's ring timeout and the caller answered
 //! once; per call whose hangup was lost one `call.completed` with its duration, billed once; the
 //! account's usage totals; every accepted carrier event processed; every customer event received
@@ -479,11 +483,20 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     progress(config, &format!("sending {} outbound messages", n_messages + n_rest));
     let mut outbound = Vec::new();
     for i in 0..n_messages {
-        // The first send is slow (7 s) while the carrier delivers its receipt 14 times.
-        let marker = if i == 0 { "[slow-receipts] " } else { "" };
+        // The first send is slow (7 s) while the carrier delivers its receipt 14 times. The
+        // second's receipts come before the carrier's answer, which is lost (the send is tried
+        // again): they wait for the send, which wakes them, and then the dedupe database is out
+        // for them (`fault-dedupe-outage`, in the test build) until their jobs have spent every
+        // retry and their dead-letter writes every attempt. Only the sweeper can still apply
+        // them.
+        let marker = match i {
+            0 => "[slow-receipts] ",
+            1 => "[receipt-first] fault-dedupe-outage ",
+            _ => "",
+        };
         let text = format!("{marker}chaos {tag} {i}");
         let id = create_message(api, &key, &json!({"from": inbound_number, "to": RECIPIENT, "text": text}))?;
-        let delivered = i == 0 || !rng.chance(0.2);
+        let delivered = i <= 1 || !rng.chance(0.2);
         outbound.push(Outbound {
             id,
             carrier: Provider::Telnyx,
@@ -787,19 +800,33 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
     // failed.
     let rest_ids: HashSet<&str> =
         outbound.iter().filter(|o| o.carrier != Provider::Telnyx).map(|o| o.carrier_id.as_str()).collect();
+    // The receipts the fake carrier itself sends (`{carrier id}-delivered` and `-sent`).
+    let telnyx_ids: HashSet<&str> =
+        outbound.iter().filter(|o| o.carrier == Provider::Telnyx).map(|o| o.carrier_id.as_str()).collect();
     let lost_ids: HashSet<&str> = lost.iter().map(|l| l.id.as_str()).collect();
     let ours = |event: &Value| {
         let id = event["carrier_event_id"].as_str().unwrap_or_default();
         id.contains(&tag)
             || id.split(':').next().is_some_and(|carrier_id| rest_ids.contains(carrier_id))
             || id.strip_prefix("reconciled:").and_then(|r| r.split(':').next()).is_some_and(|c| lost_ids.contains(c))
+            || id.rsplit_once('-').is_some_and(|(carrier_id, _)| telnyx_ids.contains(carrier_id))
     };
     let events_in = |status: &str| {
         api.all(&format!("/admin/carrier_events?status={status}"), &target.admin_token)
             .map(|all| all.into_iter().filter(|e| ours(e)).collect::<Vec<_>>())
     };
-    let pending = wait_for(Duration::from_secs(60), || events_in("pending").ok().filter(Vec::is_empty))
-        .map_or_else(|| events_in("pending").unwrap_or_default(), |_| Vec::new());
+    // A receipt the queue gave up on is the sweeper's: it looks again at a woken receipt a while
+    // after the wake (2 minutes deployed, 20 s in the test worker), so the cron keeps firing
+    // while this waits.
+    let mut last_cron: Option<Instant> = None;
+    let pending = wait_for(Duration::from_secs(180), || {
+        if target.cron && last_cron.is_none_or(|t| t.elapsed() >= CRON_EVERY) {
+            fire_cron(api, &mut report);
+            last_cron = Some(Instant::now());
+        }
+        events_in("pending").ok().filter(Vec::is_empty)
+    })
+    .map_or_else(|| events_in("pending").unwrap_or_default(), |_| Vec::new());
     for e in &pending {
         report.problem(format!("carrier event {} still pending", e["carrier_event_id"]));
     }
@@ -916,10 +943,18 @@ pub fn run(target: &Target<'_>, config: &Config) -> Result<Report, String> {
         let charged = usize::from(m["charge"]["quantity"] == 1);
         report.expect(|| format!("message {} charged", o.id), charged, 1);
         if let Some(carrier) = target.carrier {
-            // Telnyx: one request per idempotency key; Twilio and Plivo, which take no key: one
-            // request with its text.
+            // Telnyx: every request of the message under its id as the idempotency key (a send
+            // whose answer was lost is tried again under the same key: one message at the
+            // carrier); Twilio and Plivo, which take no key: one request with its text.
             let sends = match o.carrier {
-                Provider::Telnyx => carrier.sends_for(&o.id),
+                Provider::Telnyx => {
+                    let keys = carrier.keys_with_text(&o.text);
+                    if keys.iter().any(|k| k.as_deref() != Some(o.id.as_str())) {
+                        report.duplicate_effects += 1;
+                        report.problem(format!("telnyx message {} sent under keys {keys:?}", o.id));
+                    }
+                    keys.len()
+                }
                 Provider::Twilio | Provider::Plivo => carrier.sends_with_text(&o.text),
             };
             report.expect(|| format!("{} message {} sent", o.carrier.as_str(), o.id), sends, 1);

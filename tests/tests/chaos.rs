@@ -73,6 +73,11 @@ fn five_hundred_facts_misdelivered_change_each_thing_once(_shared: &Worker) {
     assert_eq!(report.misbehaving.len(), 3, "{text}");
     assert!(report.ttw_p50_ms.is_some() && report.ttw_p99_ms.is_some(), "{text}");
 
+    // The slow send's receipt met an outage of the dedupe database that outlasted its job's
+    // every retry and its dead-letter write's every attempt, and was still applied (above).
+    let given_up = w.log_lines(&["\"job\":\"dead_letter\"", "injected outage of the dedupe database"]);
+    assert!(given_up >= 4, "every dead-letter attempt met the outage: {given_up} lines");
+
     // Beneath the API (this database holds only the run): every accepted event settled,
     // charges and dials exactly once.
     assert_eq!(

@@ -791,8 +791,8 @@ fn now_millis() -> i64 {
 
 /// How many dispatch jobs the sweeps of `w` enqueued, as their log lines count them.
 fn swept_dispatches(w: &Worker) -> usize {
-    let log = std::fs::read_to_string(w.dir.join("wrangler.log")).unwrap_or_default();
-    log.lines()
+    w.log()
+        .lines()
         .filter(|line| line.starts_with('{') && line.contains("\"cron\":\"sweep\""))
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .filter_map(|v| v["dispatches"].as_u64())
