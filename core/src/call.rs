@@ -9,6 +9,7 @@
 //! minutes. Which status a call reaches, and when, is the call machine's decision
 //! ([`crate::call_machine`]).
 
+use crate::webhook::EventType;
 use crate::Timestamp;
 
 /// Where a call stands.
@@ -46,12 +47,12 @@ impl CallStatus {
     }
 
     /// The customer event announcing this status.
-    pub fn event_type(self) -> &'static str {
+    pub fn event_type(self) -> EventType {
         match self {
-            CallStatus::Ringing => "call.initiated",
-            CallStatus::InProgress => "call.answered",
-            CallStatus::Completed => "call.completed",
-            CallStatus::Missed => "call.missed",
+            CallStatus::Ringing => EventType::CallInitiated,
+            CallStatus::InProgress => EventType::CallAnswered,
+            CallStatus::Completed => EventType::CallCompleted,
+            CallStatus::Missed => EventType::CallMissed,
         }
     }
 }

@@ -12,6 +12,8 @@
 //! The edge turns [`MessageStatus::predecessors`] into the guard of its `UPDATE ... WHERE status
 //! IN (...)`, so the database enforces exactly this lattice even under races.
 
+use crate::webhook::EventType;
+
 /// Where an outbound (or inbound) message stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MessageStatus {
@@ -114,12 +116,12 @@ impl MessageStatus {
     }
 
     /// The customer event type announcing a move to this status, if the product announces it.
-    pub fn event_type(self) -> Option<&'static str> {
+    pub fn event_type(self) -> Option<EventType> {
         match self {
-            MessageStatus::Sent => Some("message.sent"),
-            MessageStatus::Delivered => Some("message.delivered"),
-            MessageStatus::Failed => Some("message.failed"),
-            MessageStatus::Received => Some("message.received"),
+            MessageStatus::Sent => Some(EventType::MessageSent),
+            MessageStatus::Delivered => Some(EventType::MessageDelivered),
+            MessageStatus::Failed => Some(EventType::MessageFailed),
+            MessageStatus::Received => Some(EventType::MessageReceived),
             MessageStatus::Queued | MessageStatus::Scheduled | MessageStatus::Sending | MessageStatus::Canceled => None,
         }
     }

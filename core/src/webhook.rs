@@ -14,23 +14,103 @@ use sha2::Sha256;
 
 use crate::Timestamp;
 
-/// The customer event types an endpoint may subscribe to (docs/contract.md §6). The last five
-/// are operational signals about the account's own endpoints and deliveries.
-pub const EVENT_TYPES: [&str; 13] = [
-    "message.received",
-    "message.sent",
-    "message.delivered",
-    "message.failed",
-    "call.initiated",
-    "call.answered",
-    "call.completed",
-    "call.missed",
-    "endpoint.disabled",
-    "delivery.exhausted",
-    "backlog.high",
-    "endpoint.circuit_opened",
-    "endpoint.circuit_closed",
-];
+/// A customer event's type (docs/contract.md §6): the `type` of its webhook body, by its wire
+/// name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum EventType {
+    MessageReceived,
+    MessageSent,
+    MessageDelivered,
+    MessageFailed,
+    CallInitiated,
+    CallAnswered,
+    CallCompleted,
+    CallMissed,
+    EndpointDisabled,
+    DeliveryExhausted,
+    BacklogHigh,
+    EndpointCircuitOpened,
+    EndpointCircuitClosed,
+    /// A carrier event that failed for good: the operator's only.
+    CarrierEventFailed,
+    /// The event `POST /v1/webhook_endpoints/{id}/test` sends, to that endpoint only.
+    EndpointTest,
+}
+
+impl EventType {
+    /// The types an endpoint may subscribe to. The last five are operational signals about the
+    /// account's own endpoints and deliveries.
+    pub const SUBSCRIBABLE: [EventType; 13] = [
+        EventType::MessageReceived,
+        EventType::MessageSent,
+        EventType::MessageDelivered,
+        EventType::MessageFailed,
+        EventType::CallInitiated,
+        EventType::CallAnswered,
+        EventType::CallCompleted,
+        EventType::CallMissed,
+        EventType::EndpointDisabled,
+        EventType::DeliveryExhausted,
+        EventType::BacklogHigh,
+        EventType::EndpointCircuitOpened,
+        EventType::EndpointCircuitClosed,
+    ];
+
+    /// Every type the product sends: the subscribable ones, then the operator's own and the test.
+    pub const ALL: [EventType; 15] = {
+        let mut all = [EventType::EndpointTest; 15];
+        let mut i = 0;
+        while i < Self::SUBSCRIBABLE.len() {
+            all[i] = Self::SUBSCRIBABLE[i];
+            i += 1;
+        }
+        all[13] = EventType::CarrierEventFailed;
+        all
+    };
+
+    /// The wire name (`message.delivered`, ...).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EventType::MessageReceived => "message.received",
+            EventType::MessageSent => "message.sent",
+            EventType::MessageDelivered => "message.delivered",
+            EventType::MessageFailed => "message.failed",
+            EventType::CallInitiated => "call.initiated",
+            EventType::CallAnswered => "call.answered",
+            EventType::CallCompleted => "call.completed",
+            EventType::CallMissed => "call.missed",
+            EventType::EndpointDisabled => "endpoint.disabled",
+            EventType::DeliveryExhausted => "delivery.exhausted",
+            EventType::BacklogHigh => "backlog.high",
+            EventType::EndpointCircuitOpened => "endpoint.circuit_opened",
+            EventType::EndpointCircuitClosed => "endpoint.circuit_closed",
+            EventType::CarrierEventFailed => "carrier_event.failed",
+            EventType::EndpointTest => "endpoint.test",
+        }
+    }
+
+    /// The type whose wire name is `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+}
+
+impl fmt::Display for EventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The wire names of [`EventType::SUBSCRIBABLE`], in its order.
+pub const EVENT_TYPES: [&str; 13] = {
+    let mut names = [""; 13];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = EventType::SUBSCRIBABLE[i].as_str();
+        i += 1;
+    }
+    names
+};
 
 /// How far a receiver accepts a `webhook-timestamp` from its clock, per the specification.
 pub const TOLERANCE_SECS: i64 = 5 * 60;
@@ -120,6 +200,16 @@ mod tests {
     use super::*;
 
     const VECTORS: &str = include_str!("../tests/vectors/signatures.json");
+
+    #[test]
+    fn every_event_type_reads_back_from_its_wire_name() {
+        for t in EventType::ALL {
+            assert_eq!(EventType::from_name(t.as_str()), Some(t));
+        }
+        assert_eq!(EventType::from_name("message.deliverd"), None);
+        assert!(EventType::SUBSCRIBABLE.iter().all(|t| EventType::ALL.contains(t)));
+        assert_eq!(EVENT_TYPES[2], "message.delivered");
+    }
 
     #[test]
     fn standard_webhooks_vector() {

@@ -364,9 +364,9 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     }
 }
 
-async fn prune(env: &Env) -> Result<store::retention::Pruned, EdgeError> {
+async fn prune(env: &Env) -> Result<work::retention::Pruned, EdgeError> {
     let config = config::get(env)?;
-    store::retention::run(env, config.retention, platform::now()).await
+    work::retention::run(env, config.retention, platform::now()).await
 }
 
 #[cfg(test)]
@@ -429,8 +429,10 @@ mod tests {
         use crate::store::signals::OPERATOR_TYPES;
 
         let doc: serde_json::Value = serde_json::from_str(OPENAPI).expect("docs/openapi.json is JSON");
-        let mut sent: BTreeSet<&str> = EVENT_TYPES.into_iter().chain(OPERATOR_TYPES).collect();
-        sent.insert("endpoint.test");
+        let sent: BTreeSet<&str> = exactly_core::webhook::EventType::ALL.map(|t| t.as_str()).into_iter().collect();
+        let subscribed_or_operator: BTreeSet<&str> =
+            EVENT_TYPES.into_iter().chain(OPERATOR_TYPES.map(|t| t.as_str())).chain(["endpoint.test"]).collect();
+        assert_eq!(sent, subscribed_or_operator, "every type sent is subscribable, an operator signal or the test");
         let webhooks = doc["webhooks"].as_object().expect("a webhooks section");
         let documented: BTreeSet<&str> = webhooks.keys().map(String::as_str).collect();
         assert_eq!(documented, sent);

@@ -29,15 +29,14 @@ pub fn random_hex(len: usize) -> Result<String, EdgeError> {
 
 /// A request built on the runtime's own `RequestInit`: the worker crate's carries Cloudflare's
 /// image-resizing options, whose conversion the bundle would hold for requests that never set
-/// them. `follow_redirects: false` is `redirect: "manual"`. `Err` is the runtime's reason (an
-/// invalid URL, say).
+/// them. `follow_redirects: false` is `redirect: "manual"`.
 pub fn request(
     method: &str,
     url: &str,
     headers: Option<&worker::Headers>,
     body: Option<&str>,
     follow_redirects: bool,
-) -> Result<worker::Request, String> {
+) -> Result<worker::Request, InvalidRequest> {
     let init = web_sys::RequestInit::new();
     init.set_method(method);
     if let Some(headers) = headers {
@@ -51,7 +50,35 @@ pub fn request(
     }
     web_sys::Request::new_with_str_and_init(url, &init)
         .map(worker::Request::from)
-        .map_err(|e| e.as_string().unwrap_or_else(|| "invalid URL or options for Request".to_owned()))
+        .map_err(|e| InvalidRequest(e.as_string().unwrap_or_else(|| "invalid URL or options for Request".to_owned())))
+}
+
+/// Why the runtime would not build a request (an invalid URL, say), in its own words.
+#[derive(Debug)]
+pub struct InvalidRequest(String);
+
+impl std::fmt::Display for InvalidRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why [`fetch`] got no answer: no status came.
+#[derive(Debug)]
+pub enum NoAnswer {
+    /// The connection failed, or broke before a status came.
+    Network(String),
+    /// No status within the deadline.
+    Timeout(std::time::Duration),
+}
+
+impl std::fmt::Display for NoAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoAnswer::Network(e) => write!(f, "network: {e}"),
+            NoAnswer::Timeout(after) => write!(f, "no answer within {}s", after.as_secs()),
+        }
+    }
 }
 
 #[wasm_bindgen::prelude::wasm_bindgen(inline_js = "
@@ -86,17 +113,20 @@ pub enum Cut {
 }
 
 /// Sends `request` and reads the answer, status to last byte (at most `max_body` bytes of
-/// body), all within `timeout`. `Err` when no status came (network error or timeout); a body
+/// body), all within `timeout`. [`NoAnswer`] when no status came; a body
 /// that did not come whole is an [`Answer`] with its [`Cut`].
 ///
 /// Nothing of the exchange outlives the call: whatever did not finish (the request, a body
 /// longer than `max_body`, a body still arriving at the deadline) is aborted before it returns,
 /// so no connection is left open and no late answer arrives afterwards, and the timer is
 /// cleared.
-pub async fn fetch(request: worker::Request, timeout: std::time::Duration, max_body: usize) -> Result<Answer, String> {
+pub async fn fetch(
+    request: worker::Request,
+    timeout: std::time::Duration,
+    max_body: usize,
+) -> Result<Answer, NoAnswer> {
     use futures_util::future::{select, Either};
     use futures_util::StreamExt as _;
-    let late = || format!("no answer within {}s", timeout.as_secs());
     let controller = worker::AbortController::default();
     let signal = controller.signal();
     let timer = worker::Delay::from(timeout);
@@ -106,10 +136,10 @@ pub async fn fetch(request: worker::Request, timeout: std::time::Duration, max_b
     futures_util::pin_mut!(sent);
     let mut response = match select(sent, timer.as_mut()).await {
         Either::Left((Ok(response), _)) => response,
-        Either::Left((Err(e), _)) => return Err(format!("network: {e}")),
+        Either::Left((Err(e), _)) => return Err(NoAnswer::Network(e.to_string())),
         Either::Right(_) => {
             controller.abort();
-            return Err(late());
+            return Err(NoAnswer::Timeout(timeout));
         }
     };
     let status = response.status_code();

@@ -2,7 +2,9 @@
 //! - no circle: the modules' references to each other form no cycle;
 //! - each wing imports only what its row in [`ALLOWED`] lists;
 //! - every SQL statement sits under `store/`;
-//! - no decision compares a string: values are read into types where they arrive.
+//! - no decision compares a string: values are read into types where they arrive;
+//! - each table is written from one store module (a file or a folder of `store/`);
+//! - no production file over [`MAX_FILE_LINES`] lines, no function over [`MAX_FN_LINES`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -51,8 +53,7 @@ fn module_of(src: &Path, path: &Path) -> String {
 /// The code of a file: without its `#[cfg(test)]` module and without comments (a doc link to a
 /// module is not a use of it).
 fn code(text: &str) -> String {
-    let text = text.find("#[cfg(test)]\nmod tests").map_or(text, |i| &text[..i]);
-    text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
+    production(text).lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
 }
 
 fn ident(text: &str) -> &str {
@@ -234,4 +235,116 @@ fn the_checker_sees_references_and_groups() {
     let text = "use crate::store::{self as db, messages, int};\nlet x = crate::queues::announce(env);";
     let found: Vec<String> = references(text, &modules).into_iter().collect();
     assert_eq!(found, ["queues", "store", "store::messages"]);
+}
+
+/// The most lines a production file of `edge/src` or `sim/src` may have (its tests excluded).
+const MAX_FILE_LINES: usize = 700;
+/// The most lines a production function there may have, signature to closing brace.
+const MAX_FN_LINES: usize = 90;
+
+/// The production part of a source file: everything before its `#[cfg(test)]` module.
+fn production(text: &str) -> &str {
+    text.find("#[cfg(test)]\nmod tests").map_or(text, |end| &text[..end])
+}
+
+/// Each function of `text` with its length in lines, found by its `fn` line and the closing
+/// brace at the same indentation (the house's rustfmt writes every function that way).
+fn functions(text: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    for (start, line) in lines.iter().enumerate() {
+        let body = line.trim_start();
+        let indent = &line[..line.len() - body.len()];
+        let signature = ["pub(crate) ", "pub(super) ", "pub ", "async ", "const "]
+            .iter()
+            .fold(body, |rest, prefix| rest.strip_prefix(prefix).unwrap_or(rest));
+        let Some(name) = signature.strip_prefix("fn ").map(ident).filter(|n| !n.is_empty()) else { continue };
+        if body.ends_with('}') || body.ends_with(';') {
+            continue; // one line, or a declaration without a body
+        }
+        let close = format!("{indent}}}");
+        if let Some(end) = lines[start..].iter().position(|l| *l == close) {
+            found.push((name.to_owned(), end + 1));
+        }
+    }
+    found
+}
+
+#[test]
+fn no_file_or_function_grows_past_its_limit() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in [root.join("src"), root.join("../sim/src")] {
+        sources(&dir, &mut files);
+    }
+    let mut sizes = Vec::new();
+    let mut lengths = Vec::new();
+    for path in &files {
+        let name = path.strip_prefix(root).unwrap_or(path).display().to_string();
+        let text = fs::read_to_string(path).expect("read");
+        let text = production(&text);
+        sizes.push((text.lines().count(), name.clone()));
+        lengths.extend(functions(text).into_iter().map(|(f, n)| (n, format!("{name}: {f}"))));
+    }
+    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    lengths.sort_unstable_by(|a, b| b.cmp(a));
+    let largest =
+        |list: &[(usize, String)]| list.iter().take(5).map(|(n, w)| format!("  {n:>4} {w}")).collect::<Vec<_>>();
+    eprintln!("largest files:\n{}", largest(&sizes).join("\n"));
+    eprintln!("longest functions:\n{}", largest(&lengths).join("\n"));
+    let big: Vec<_> = sizes.iter().filter(|(n, _)| *n > MAX_FILE_LINES).collect();
+    assert!(big.is_empty(), "files over {MAX_FILE_LINES} lines (split them by concept): {big:?}");
+    let long: Vec<_> = lengths.iter().filter(|(n, _)| *n > MAX_FN_LINES).collect();
+    assert!(long.is_empty(), "functions over {MAX_FN_LINES} lines (split them into steps): {long:?}");
+}
+
+#[test]
+fn the_size_checker_finds_functions_and_leaves_tests_out() {
+    let text = "fn a() {\n    x();\n}\nfn one() -> u8 { 1 }\n\nimpl S {\n    pub async fn b(\n        y: u8,\n    ) {\n    }\n}\n#[cfg(test)]\nmod tests {\n    fn c() {\n    }\n}\n";
+    let found = functions(production(text));
+    assert_eq!(found, [("a".to_owned(), 3), ("b".to_owned(), 4)]);
+}
+
+/// The tables the SQL of `text` writes: `INSERT INTO t`, `UPDATE t SET`, `DELETE FROM t`.
+fn tables_written(text: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for verb in ["INSERT INTO ", "INSERT OR IGNORE INTO ", "INSERT OR REPLACE INTO ", "UPDATE ", "DELETE FROM "] {
+        for (at, _) in text.match_indices(verb) {
+            let table = ident(text[at + verb.len()..].trim_start());
+            // `ON CONFLICT ... DO UPDATE SET` names no table.
+            if !table.is_empty() && table != "SET" {
+                found.insert(table.to_owned());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn each_table_is_written_from_one_store_module() {
+    let store = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store");
+    let mut files = Vec::new();
+    sources(&store, &mut files);
+    let mut writers: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for path in &files {
+        // `store/carrier_events/moves.rs` is module `carrier_events`; `store/mod.rs` is `store`.
+        let rel = path.strip_prefix(&store).expect("under store").with_extension("");
+        let first = rel.components().next().map(|c| c.as_os_str().to_string_lossy().into_owned()).unwrap_or_default();
+        let module = if first == "mod" { "store".to_owned() } else { first };
+        for table in tables_written(&code(&fs::read_to_string(path).expect("read"))) {
+            writers.entry(table).or_default().insert(module.clone());
+        }
+    }
+    assert!(writers.contains_key("carrier_events") && writers.contains_key("messages"), "found no writes: {writers:?}");
+    let shared: Vec<_> = writers.iter().filter(|(_, modules)| modules.len() > 1).collect();
+    assert!(
+        shared.is_empty(),
+        "tables written from more than one store module (move the statement to its table's module): {shared:?}"
+    );
+}
+
+#[test]
+fn the_writer_checker_reads_each_verb() {
+    let sql = "INSERT INTO a (x) VALUES (1) ON CONFLICT (x) DO UPDATE SET x = 2; UPDATE b SET y = 1; DELETE FROM c";
+    assert_eq!(tables_written(sql).into_iter().collect::<Vec<_>>(), ["a", "b", "c"]);
 }

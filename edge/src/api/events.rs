@@ -87,7 +87,7 @@ pub async fn replay(mut req: Request, env: &Env, id: &str) -> Result<Response, E
         .and_then(|v| v["type"].as_str().map(str::to_owned))
         .unwrap_or_default();
     let at = now();
-    let ids = outbox::replay(&db, &event.id, &account.id, &event_type, body.endpoint_id.as_deref(), at).await?;
+    let ids = deliveries::replay(&db, &event.id, &account.id, &event_type, body.endpoint_id.as_deref(), at).await?;
     if ids.is_empty() {
         return Err(EdgeError::Conflict {
             code: "no_endpoint",

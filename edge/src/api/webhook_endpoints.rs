@@ -266,7 +266,7 @@ pub async fn recover(mut req: Request, env: &Env, id: &str) -> Result<Response, 
     if until.unix_millis() - since.unix_millis() > MAX_RECOVER_MILLIS {
         return Err(EdgeError::invalid("since", "the window is at most 30 days"));
     }
-    let ids = crate::store::outbox::recover(&db, &account.id, &endpoint.id, since, until, at).await?;
+    let ids = crate::store::deliveries::recover(&db, &account.id, &endpoint.id, since, until, at).await?;
     // Held by a paused or disabled endpoint until it is resumed or enabled.
     if endpoint.enabled == 1.0 && endpoint.paused == 0.0 {
         for chunk in ids.chunks(100) {

@@ -101,16 +101,37 @@ pub enum Body {
 const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
 
 /// Sends one carrier API request and reads its answer whole within [`TIMEOUT`]: the status and
-/// the JSON body (`Null` when the body is not JSON). `Err` says why there is no such answer; an
-/// answer that broke off or ran past [`MAX_ANSWER_BYTES`] says nothing reliable and is one.
-pub async fn answered(request: worker::Request) -> Result<(u16, Value), String> {
-    let answer = crate::platform::fetch(request, TIMEOUT, MAX_ANSWER_BYTES).await?;
+/// the JSON body (`Null` when the body is not JSON). An answer that broke off or ran past
+/// [`MAX_ANSWER_BYTES`] says nothing reliable and is [`Unanswered`] too.
+pub async fn answered(request: worker::Request) -> Result<(u16, Value), Unanswered> {
+    let answer = crate::platform::fetch(request, TIMEOUT, MAX_ANSWER_BYTES).await.map_err(Unanswered::NoAnswer)?;
     match answer.cut {
         None => Ok((answer.status, serde_json::from_slice(&answer.body).unwrap_or(Value::Null))),
-        Some(crate::platform::Cut::OverLimit) => {
-            Err(format!("carrier answered {} with more than {MAX_ANSWER_BYTES} bytes", answer.status))
+        Some(crate::platform::Cut::OverLimit) => Err(Unanswered::OverLimit { status: answer.status }),
+        Some(crate::platform::Cut::Broken(reason)) => Err(Unanswered::Broken { status: answer.status, reason }),
+    }
+}
+
+/// Why a carrier request has no answer to act on.
+#[derive(Debug)]
+pub enum Unanswered {
+    /// No status came.
+    NoAnswer(crate::platform::NoAnswer),
+    /// The answer ran past [`MAX_ANSWER_BYTES`].
+    OverLimit { status: u16 },
+    /// The answer broke off.
+    Broken { status: u16, reason: String },
+}
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unanswered::NoAnswer(why) => write!(f, "{why}"),
+            Unanswered::OverLimit { status } => {
+                write!(f, "carrier answered {status} with more than {MAX_ANSWER_BYTES} bytes")
+            }
+            Unanswered::Broken { status, reason } => write!(f, "carrier answered {status}: {reason}"),
         }
-        Some(crate::platform::Cut::Broken(reason)) => Err(format!("carrier answered {}: {reason}", answer.status)),
     }
 }
 
@@ -149,7 +170,7 @@ pub async fn basic_call(
         .map_err(|e| EdgeError::platform("carrier request", e))?;
     let (status, answer) = match answered(request).await {
         Ok(answered) => answered,
-        Err(reason) => return Ok(CallResult::Transient(reason)),
+        Err(reason) => return Ok(CallResult::Transient(reason.to_string())),
     };
     Ok(match status {
         200..=299 => CallResult::Ok(answer),

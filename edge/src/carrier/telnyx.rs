@@ -60,7 +60,7 @@ async fn call(
 
     let (status, answer) = match super::answered(request).await {
         Ok(answered) => answered,
-        Err(reason) => return Ok(CallResult::Transient(reason)),
+        Err(reason) => return Ok(CallResult::Transient(reason.to_string())),
     };
     Ok(match status {
         200..=299 => CallResult::Ok(answer),

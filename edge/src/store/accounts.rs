@@ -42,11 +42,7 @@ pub async fn rotate_key(env: &worker::Env, account_id: &str, api_key_hash: &str)
     }
     let root = db::d1(env, crate::bindings::DB)?;
     let binding = routes::of_account(env, account_id).await?;
-    let route = db::stmt(
-        &root,
-        "UPDATE account_routes SET api_key_hash = ?2 WHERE account_id = ?1",
-        &[text(account_id), text(api_key_hash)],
-    )?;
+    let route = routes::rekey(&root, account_id, api_key_hash)?;
     let row = "UPDATE accounts SET api_key_hash = ?2 WHERE id = ?1";
     let args = [text(account_id), text(api_key_hash)];
     match binding.filter(|b| b != crate::bindings::DB) {

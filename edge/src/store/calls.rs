@@ -312,3 +312,20 @@ pub async fn record_end(db: &D1Database, view: &CallView, end: CallEnd, now: Tim
     let results = db::batch(db, statements).await?;
     Ok(Change::of(&results, Some(&event)))
 }
+
+/// Claims reconciliation's check of one call: whether this run asks the carrier (no other run
+/// did since `checked_before`).
+pub async fn claim_check(
+    db: &D1Database,
+    id: &str,
+    checked_before: Timestamp,
+    now: Timestamp,
+) -> Result<bool, EdgeError> {
+    let changed = db::run(db::stmt(
+        db,
+        "UPDATE calls SET checked_at = ?3 WHERE id = ?1 AND checked_at < ?2 AND status IN ('ringing', 'in_progress')",
+        &[text(id), time(checked_before), time(now)],
+    )?)
+    .await?;
+    Ok(changed == 1)
+}

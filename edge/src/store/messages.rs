@@ -8,6 +8,7 @@ use exactly_core::event::{CarrierError, StatusReport};
 use exactly_core::media::MediaItem;
 use exactly_core::message::MessageStatus;
 use exactly_core::number::PhoneNumber;
+use exactly_core::webhook::EventType;
 use exactly_core::{Provider, Timestamp};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -341,7 +342,7 @@ pub async fn record_sent(
     let mut after = message.moved(MessageStatus::Sent, now);
     after.carrier_message_id = Some(carrier_message_id.to_owned());
     after.sent_at = Some(now.unix_millis() as f64);
-    let event = Event::new(&message.account_id, "message.sent", &message.id, after.to_json(), now)?;
+    let event = Event::new(&message.account_id, EventType::MessageSent, &message.id, after.to_json(), now)?;
     let results = db::batch(
         db,
         vec![
@@ -386,7 +387,7 @@ pub async fn record_send_failed(
     let mut after = message.moved(MessageStatus::Failed, now);
     after.error_code = Some(error.code.clone());
     after.error_title = error.title.clone();
-    let event = Event::new(&message.account_id, "message.failed", &message.id, after.to_json(), now)?;
+    let event = Event::new(&message.account_id, EventType::MessageFailed, &message.id, after.to_json(), now)?;
     let results = db::batch(
         db,
         vec![
@@ -504,7 +505,7 @@ pub async fn insert_inbound(
         send_at: None,
         media: Media::new_items(id, &inbound.media, true),
     };
-    let event = Event::new(account_id, "message.received", id, message.to_json(), now)?;
+    let event = Event::new(account_id, EventType::MessageReceived, id, message.to_json(), now)?;
     let results = db::batch(
         db,
         vec![
@@ -521,12 +522,7 @@ pub async fn insert_inbound(
         event.insert_if_changed(db, now)?,
         media::insert_if_message(db, id, &message.media, now)?,
         event.fan_out(db, now)?,
-        // The number's carrier, unless set: the one its messages come from.
-        db::stmt(
-            db,
-            "UPDATE phone_numbers SET carrier = ?2 WHERE phone_number = ?1 AND carrier IS NULL",
-            &[text(&inbound.to), text(carrier.as_str())],
-        )?,
+        crate::store::numbers::learn_carrier(db, &inbound.to, carrier)?,
     ],
     )
     .await?;
@@ -619,7 +615,7 @@ pub async fn fail_undispatched(
     let mut after = message.moved(MessageStatus::Failed, now);
     after.error_code = Some("dispatch_failed".into());
     after.error_title = Some("the message could not be handed to the carrier".into());
-    let event = Event::new(&message.account_id, "message.failed", &message.id, after.to_json(), now)?;
+    let event = Event::new(&message.account_id, EventType::MessageFailed, &message.id, after.to_json(), now)?;
     let results = db::batch(
         db,
         vec![
@@ -657,4 +653,21 @@ pub async fn history(db: &D1Database, message_id: &str) -> Result<Vec<HistorySte
         &[text(message_id)],
     )?)
     .await
+}
+
+/// Claims reconciliation's check of one message: whether this run asks the carrier (no other
+/// run did since `checked_before`).
+pub async fn claim_check(
+    db: &D1Database,
+    id: &str,
+    checked_before: Timestamp,
+    now: Timestamp,
+) -> Result<bool, EdgeError> {
+    let changed = db::run(db::stmt(
+        db,
+        "UPDATE messages SET checked_at = ?3 WHERE id = ?1 AND checked_at < ?2 AND status = 'sent'",
+        &[text(id), time(checked_before), time(now)],
+    )?)
+    .await?;
+    Ok(changed == 1)
 }

@@ -2,6 +2,13 @@
 //!
 //! D1 rejects BigInt and `undefined`: integers are bound as f64 (exact to 2^53) and NULL as
 //! `JsValue::NULL`. Duplicates are detected by `meta.changes`, never by error text.
+//!
+//! # Layout
+//! One module (a file, or a folder for a table with several concepts) per table or concept, and
+//! every SQL statement of the worker under `store/`. Each table is written from one module: a
+//! batch that spans tables takes the other tables' statements from their modules (the outbox's
+//! fan-out from `deliveries`, a move's watermark from `retention`), so every guard on a table is
+//! in one place. `edge/tests/layout.rs` checks both rules.
 
 use exactly_core::Timestamp;
 use serde::de::DeserializeOwned;
@@ -13,7 +20,6 @@ use crate::error::EdgeError;
 pub mod accounts;
 pub mod calls;
 pub mod carrier_events;
-pub mod circuit;
 pub mod deliveries;
 pub mod endpoints;
 mod page;

@@ -3,7 +3,7 @@
 
 use exactly_core::number::PhoneNumber;
 use exactly_core::ring::RingPlan;
-use exactly_core::Timestamp;
+use exactly_core::{Provider, Timestamp};
 use serde::Deserialize;
 use worker::{D1Database, D1PreparedStatement};
 
@@ -45,6 +45,15 @@ pub async fn owner(db: &D1Database, number: &str) -> Result<Option<Owner>, EdgeE
             ring_timeout_secs: r.ring_timeout_secs as u32,
         }
     }))
+}
+
+/// The statement that sets a number's carrier, unless it is set: the one its messages come from.
+pub fn learn_carrier(db: &D1Database, number: &str, carrier: Provider) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        "UPDATE phone_numbers SET carrier = ?2 WHERE phone_number = ?1 AND carrier IS NULL",
+        &[text(number), text(carrier.as_str())],
+    )
 }
 
 /// Whether `account_id` owns `number`.

@@ -2,8 +2,10 @@
 //! change it announces, conditioned on that change having happened (`WHERE changes() = 1`, the
 //! statement just before it in the batch being the guarded UPDATE or INSERT). The same batch
 //! fans the event out: one `webhook_deliveries` row per enabled endpoint of the account
-//! subscribed to its type, written only if the event row was (its id is new in this batch).
+//! subscribed to its type, written only if the event row was (its id is new in this batch). The
+//! deliveries' statements are `store::deliveries`'s, which alone writes that table.
 
+use exactly_core::webhook::EventType;
 use exactly_core::Timestamp;
 use serde_json::{json, Value};
 use wasm_bindgen::JsValue;
@@ -13,7 +15,8 @@ use crate::store::Cursor;
 
 use crate::error::EdgeError;
 use crate::platform::new_id;
-use crate::store as db;
+use crate::store::deliveries::fanout;
+use crate::store::{self as db};
 
 /// A customer event about to be written.
 #[derive(Clone, Debug)]
@@ -23,7 +26,7 @@ pub struct Event {
     /// The account it belongs to.
     pub account_id: String,
     /// `message.delivered`, `call.completed`, ...
-    pub event_type: &'static str,
+    pub event_type: EventType,
     /// The message or call it is about.
     pub resource_id: String,
     /// The whole webhook body (docs/contract.md §6).
@@ -34,14 +37,14 @@ impl Event {
     /// A new event whose `data` is the resource as the API shows it after the change.
     pub fn new(
         account_id: &str,
-        event_type: &'static str,
+        event_type: EventType,
         resource_id: &str,
         data: Value,
         now: Timestamp,
     ) -> Result<Self, EdgeError> {
         let id = new_id("evt")?;
         let payload = json!({
-            "id": id, "type": event_type, "created_at": now.to_rfc3339(), "account_id": account_id, "data": data,
+            "id": id, "type": event_type.as_str(), "created_at": now.to_rfc3339(), "account_id": account_id, "data": data,
         })
         .to_string();
         Ok(Event { id, account_id: account_id.to_owned(), event_type, resource_id: resource_id.to_owned(), payload })
@@ -62,7 +65,7 @@ impl Event {
             &[
                 db::text(&self.id),
                 db::text(&self.account_id),
-                db::text(self.event_type),
+                db::text(self.event_type.as_str()),
                 db::text(&self.resource_id),
                 db::text(&self.payload),
                 db::time(now),
@@ -87,7 +90,7 @@ impl Event {
             &[
                 db::text(&self.id),
                 db::text(&self.account_id),
-                db::text(self.event_type),
+                db::text(self.event_type.as_str()),
                 db::text(&self.resource_id),
                 db::text(&self.payload),
                 db::time(now),
@@ -101,53 +104,8 @@ impl Event {
     /// this event's type, only if this batch inserted the event. It does not use `changes()`,
     /// so it may stand anywhere after the event's INSERT.
     pub fn fan_out(&self, db: &D1Database, now: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
-        db::stmt(
-            db,
-            &format!(
-                "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status, attempts,
-                     next_attempt_at, created_at, updated_at)
-                 SELECT 'dlv_' || lower(hex(randomblob(16))), ?1, e.id, e.account_id, 'initial', 'pending', 0, ?3,
-                     ?3, ?3
-                 {SUBSCRIBED} AND ?5 IS NULL
-                   AND EXISTS (SELECT 1 FROM outbound_events WHERE id = ?1)
-                 ON CONFLICT DO NOTHING"
-            ),
-            &[db::text(&self.id), db::text(&self.account_id), db::time(now), db::text(self.event_type), JsValue::NULL],
-        )
+        fanout::fan_out(db, &self.id, &self.account_id, self.event_type, now)
     }
-}
-
-/// The endpoints a delivery of an event goes to: the account's endpoints subscribed to its type
-/// (`?4`), or only the one named (`?5`, when not NULL). The fan-out and a replay share it, so
-/// they can never disagree on who is subscribed. The fan-out records a delivery for every
-/// subscribed endpoint whatever its state: a paused or disabled endpoint holds it until it is
-/// resumed or enabled, so nothing is lost.
-const SUBSCRIBED: &str = "FROM webhook_endpoints e
-     WHERE e.account_id = ?2 AND (?5 IS NULL OR e.id = ?5)
-       AND EXISTS (SELECT 1 FROM json_each(e.event_types) WHERE value = ?4)";
-
-/// A replay: a new delivery (`kind = 'replay'`, same event, so the same `webhook-id`) to every
-/// subscribed endpoint, or to `endpoint_id` only. Returns the new deliveries' ids.
-pub async fn replay(
-    db: &D1Database,
-    event_id: &str,
-    account_id: &str,
-    event_type: &str,
-    endpoint_id: Option<&str>,
-    now: Timestamp,
-) -> Result<Vec<String>, EdgeError> {
-    db::all_ids(db::stmt(
-        db,
-        &format!(
-            "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status, attempts,
-                 next_attempt_at, created_at, updated_at)
-             SELECT 'dlv_' || lower(hex(randomblob(16))), ?1, e.id, e.account_id, 'replay', 'pending', 0, ?3, ?3, ?3
-             {SUBSCRIBED} AND e.enabled = 1
-             RETURNING id"
-        ),
-        &[db::text(event_id), db::text(account_id), db::time(now), db::text(event_type), db::opt_text(endpoint_id)],
-    )?)
-    .await
 }
 
 /// A stored customer event: its id, the webhook body, when it was written.
@@ -211,35 +169,6 @@ pub async fn list(
     .await
 }
 
-/// Recovery: a new delivery to `endpoint_id` of every event of the account written in
-/// [`since`, `until`) that the endpoint is subscribed to and has neither received successfully
-/// nor has pending, oldest first. Running it again finds those pending or received and adds
-/// nothing. Returns the new deliveries' ids.
-pub async fn recover(
-    db: &D1Database,
-    account_id: &str,
-    endpoint_id: &str,
-    since: Timestamp,
-    until: Timestamp,
-    now: Timestamp,
-) -> Result<Vec<String>, EdgeError> {
-    db::all_ids(db::stmt(
-        db,
-        "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status, attempts, next_attempt_at,
-                                         created_at, updated_at)
-         SELECT 'dlv_' || lower(hex(randomblob(16))), o.id, e.id, e.account_id, 'replay', 'pending', 0, ?5, ?5, ?5
-         FROM outbound_events o JOIN webhook_endpoints e ON e.id = ?2 AND e.account_id = o.account_id
-         WHERE o.account_id = ?1 AND o.created_at >= ?3 AND o.created_at < ?4
-           AND EXISTS (SELECT 1 FROM json_each(e.event_types) WHERE value = o.type)
-           AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
-                           WHERE d.event_id = o.id AND d.endpoint_id = e.id AND d.status IN ('succeeded', 'pending'))
-         ORDER BY o.created_at, o.id
-         RETURNING id",
-        &[db::text(account_id), db::text(endpoint_id), db::time(since), db::time(until), db::time(now)],
-    )?)
-    .await
-}
-
 /// The `endpoint.test` event for one endpoint and its one delivery, in one batch. Returns the
 /// event and the delivery's id.
 pub async fn test_event(
@@ -250,7 +179,7 @@ pub async fn test_event(
 ) -> Result<(Event, String), EdgeError> {
     // Each test is its own resource, so every test is a new event, however many come at once.
     let resource = format!("{endpoint_id}@{}", new_id("test")?);
-    let event = Event::new(account_id, "endpoint.test", &resource, json!({ "endpoint_id": endpoint_id }), now)?;
+    let event = Event::new(account_id, EventType::EndpointTest, &resource, json!({ "endpoint_id": endpoint_id }), now)?;
     let delivery = new_id("dlv")?;
     db::batch(
         db,
@@ -262,20 +191,13 @@ pub async fn test_event(
                 &[
                     db::text(&event.id),
                     db::text(account_id),
-                    db::text(event.event_type),
+                    db::text(event.event_type.as_str()),
                     db::text(&resource),
                     db::text(&event.payload),
                     db::time(now),
                 ],
             )?,
-            db::stmt(
-                db,
-                "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status, attempts,
-                next_attempt_at,
-                                             created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, 'initial', 'pending', 0, ?5, ?5, ?5)",
-                &[db::text(&delivery), db::text(&event.id), db::text(endpoint_id), db::text(account_id), db::time(now)],
-            )?,
+            fanout::insert_initial(db, &delivery, &event.id, endpoint_id, account_id, now)?,
         ],
     )
     .await?;

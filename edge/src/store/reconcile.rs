@@ -1,5 +1,10 @@
-//! What reconciliation asks the carrier about: calls and messages whose next webhook is overdue,
-//! each claimed by a guarded UPDATE of `checked_at` so one run asks about it once per interval.
+//! What reconciliation asks the carrier about: calls and messages whose next webhook is overdue.
+//! Each is claimed by a guarded UPDATE of its `checked_at` ([`calls::claim_check`],
+//! [`messages::claim_check`]: each table is written from its own module) so one run asks about it
+//! once per interval.
+//!
+//! [`calls::claim_check`]: crate::store::calls::claim_check
+//! [`messages::claim_check`]: crate::store::messages::claim_check
 
 use exactly_core::Provider;
 use exactly_core::Timestamp;
@@ -7,7 +12,7 @@ use serde::Deserialize;
 use worker::D1Database;
 
 use crate::error::EdgeError;
-use crate::store::{self as db, int, text, time};
+use crate::store::{self as db, int, time};
 
 /// A call that may have ended without its hangup reaching the platform.
 #[derive(Debug, Deserialize)]
@@ -67,23 +72,6 @@ pub async fn ringing_calls(
 const CALL_COLUMNS: &str =
     "c.id, c.carrier, c.call_control_id, c.call_leg_id, c.call_session_id, c.from_number, c.to_number";
 
-/// Claims the check of one call: whether this run asks the carrier (no other run did since
-/// `checked_before`).
-pub async fn claim_call(
-    db: &D1Database,
-    id: &str,
-    checked_before: Timestamp,
-    now: Timestamp,
-) -> Result<bool, EdgeError> {
-    let changed = db::run(db::stmt(
-        db,
-        "UPDATE calls SET checked_at = ?3 WHERE id = ?1 AND checked_at < ?2 AND status IN ('ringing', 'in_progress')",
-        &[text(id), time(checked_before), time(now)],
-    )?)
-    .await?;
-    Ok(changed == 1)
-}
-
 /// A message the carrier took whose final word has not come.
 #[derive(Debug, Deserialize)]
 pub struct StaleMessage {
@@ -110,20 +98,4 @@ pub async fn stale_messages(
         &[time(since), time(before), time(checked_before), int(i64::from(limit))],
     )?)
     .await
-}
-
-/// Claims the check of one message, like [`claim_call`].
-pub async fn claim_message(
-    db: &D1Database,
-    id: &str,
-    checked_before: Timestamp,
-    now: Timestamp,
-) -> Result<bool, EdgeError> {
-    let changed = db::run(db::stmt(
-        db,
-        "UPDATE messages SET checked_at = ?3 WHERE id = ?1 AND checked_at < ?2 AND status = 'sent'",
-        &[text(id), time(checked_before), time(now)],
-    )?)
-    .await?;
-    Ok(changed == 1)
 }

@@ -115,6 +115,16 @@ pub async fn of_key(env: &Env, api_key_hash: &str) -> Result<Option<KeyRoute>, E
     db::first(db::stmt(&db::d1(env, DB)?, sql, &[text(api_key_hash)])?).await
 }
 
+/// The statement that gives an account's route in `DB` a new key hash: the switch of a key
+/// rotation (docs/scaling.md, "Accounts across databases").
+pub fn rekey(root: &D1Database, account_id: &str, api_key_hash: &str) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
+        root,
+        "UPDATE account_routes SET api_key_hash = ?2 WHERE account_id = ?1",
+        &[text(account_id), text(api_key_hash)],
+    )
+}
+
 /// The database of account `account_id`; `None` when no route names it (`DB`).
 pub async fn of_account(env: &Env, account_id: &str) -> Result<Option<String>, EdgeError> {
     if !sharded(env) {

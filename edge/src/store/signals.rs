@@ -9,13 +9,14 @@
 //! `OPERATOR_WEBHOOK_URL`, registered by the cron with [`register_operator`]) and, when it
 //! concerns an account, for that account, whose own endpoints may subscribe to it.
 
+use exactly_core::webhook::EventType;
 use exactly_core::Timestamp;
 use serde_json::{json, Value};
 use worker::{D1Database, D1PreparedStatement};
 
 use crate::error::EdgeError;
+use crate::store as db;
 use crate::store::outbox::Event;
-use crate::store::{self as db, text, time};
 
 /// The reserved account operator signals belong to (created by the migrations; no API key can
 /// reach it).
@@ -23,13 +24,13 @@ pub const OPERATOR_ACCOUNT: &str = "acct_operator";
 /// The endpoint of `OPERATOR_WEBHOOK_URL`.
 pub const OPERATOR_ENDPOINT: &str = "ep_operator";
 /// Every signal the operator receives.
-pub const OPERATOR_TYPES: [&str; 6] = [
-    "endpoint.disabled",
-    "delivery.exhausted",
-    "carrier_event.failed",
-    "backlog.high",
-    "endpoint.circuit_opened",
-    "endpoint.circuit_closed",
+pub const OPERATOR_TYPES: [EventType; 6] = [
+    EventType::EndpointDisabled,
+    EventType::DeliveryExhausted,
+    EventType::CarrierEventFailed,
+    EventType::BacklogHigh,
+    EventType::EndpointCircuitOpened,
+    EventType::EndpointCircuitClosed,
 ];
 
 /// One signal: the operator's copy and, when it concerns an account, the account's.
@@ -41,7 +42,7 @@ impl Signal {
     /// A signal of `event_type` about `resource`; `account` is the account it concerns, if any
     /// (the operator's own account gets one copy, not two).
     pub fn new(
-        event_type: &'static str,
+        event_type: EventType,
         resource: &str,
         account: Option<&str>,
         data: Value,
@@ -92,20 +93,9 @@ impl Signal {
 /// Registers (or updates) the operator's endpoint: `url` (already checked) signed with
 /// `secret`, subscribed to every operator signal.
 pub async fn register_operator(db: &D1Database, url: &str, secret: &str, now: Timestamp) -> Result<(), EdgeError> {
-    let types = serde_json::to_string(&OPERATOR_TYPES).map_err(|e| EdgeError::platform("encode", e))?;
-    db::run(db::stmt(
-        db,
-        "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
-         ON CONFLICT (id) DO UPDATE SET url = excluded.url, secret = excluded.secret,
-             event_types = excluded.event_types,
-             updated_at = excluded.updated_at
-           WHERE webhook_endpoints.url IS NOT excluded.url OR webhook_endpoints.secret IS NOT excluded.secret
-              OR webhook_endpoints.event_types IS NOT excluded.event_types",
-        &[text(OPERATOR_ENDPOINT), text(OPERATOR_ACCOUNT), text(url), text(&types), text(secret), time(now)],
-    )?)
-    .await?;
-    Ok(())
+    let types =
+        serde_json::to_string(&OPERATOR_TYPES.map(EventType::as_str)).map_err(|e| EdgeError::platform("encode", e))?;
+    crate::store::endpoints::put_operator(db, (OPERATOR_ENDPOINT, OPERATOR_ACCOUNT), url, &types, secret, now).await
 }
 
 /// The oldest work of one kind that has waited longer than the backlog threshold.
@@ -146,7 +136,7 @@ pub async fn backlog_high(
             }),
         ),
     };
-    let signal = Signal::new("backlog.high", &format!("backlog:{id}"), account, data, now)?;
+    let signal = Signal::new(EventType::BacklogHigh, &format!("backlog:{id}"), account, data, now)?;
     let results = db::batch(db, signal.statements_once(db, now)?).await?;
     Ok(if results.first().map(db::changes) == Some(1) { signal.event_ids() } else { Vec::new() })
 }

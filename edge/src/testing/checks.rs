@@ -145,377 +145,395 @@ fn view(
 
 /// Runs the check named `name`.
 pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
-    let db = db::database(env)?;
-    let db = &db;
-    let report = match name {
-        "carrier_events.mark_processed" => {
-            let id = carrier_event(db).await?;
-            let show = format!(
-                "SELECT processed_at IS NOT NULL AS processed, attempts FROM carrier_events
-                 WHERE 'cev_' || printf('%016x', id) = {}",
-                quote(&id)
-            );
-            let log = carrier_events::Log::open(env)?;
-            let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
-            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
-            for _ in 0..2 {
-                let changed = log.mark_processed(&row, now()).await?;
-                r.runs.push((json!(changed), rows(db, &show).await?));
-            }
-            r
-        }
-        "carrier_events.mark_failed" => {
-            let id = carrier_event(db).await?;
-            let show = format!(
-                "SELECT error, attempts FROM carrier_events WHERE 'cev_' || printf('%016x', id) = {}",
-                quote(&id)
-            );
-            let log = carrier_events::Log::open(env)?;
-            let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
-            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
-            for reason in ["first", "second"] {
-                let changed = log.mark_failed(db, &row, reason).await?.changed;
-                r.runs.push((json!(changed), rows(db, &show).await?));
-            }
-            r
-        }
-        "carrier_events.park_and_wake" => {
-            let id = carrier_event(db).await?;
-            let carrier_id = new_id("tlx")?;
-            let show = format!(
-                "SELECT woken_at IS NOT NULL AS woken FROM parked_receipts WHERE carrier_event = {}",
-                quote(&id)
-            );
-            let log = carrier_events::Log::open(env)?;
-            let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
-            log.park(db, &row, Provider::Telnyx, &carrier_id, now()).await?;
-            // The send is recorded: a message now has the carrier id (the wake requires it).
-            sent_as(db, &carrier_id).await?;
-            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
-            for _ in 0..2 {
-                let results = db::batch(db, vec![carrier_events::wake_stmt(db, "telnyx", &carrier_id, now())?]).await?;
-                let woken = results.first().map(carrier_events::woken).transpose()?.unwrap_or_default();
-                r.runs.push((json!(woken), rows(db, &show).await?));
-            }
-            r
-        }
-        // A receipt parked past its horizon is failed once. One the cron found unwoken but whose
-        // message was recorded (and woke it) before the expiry ran is not failed at all.
+    let db = &db::database(env)?;
+    match name {
+        "carrier_events.mark_processed" => carrier_events_mark_processed(env, db).await,
+        "carrier_events.mark_failed" => carrier_events_mark_failed(env, db).await,
+        "carrier_events.park_and_wake" => carrier_events_park_and_wake(env, db).await,
         "carrier_events.expire_park" | "carrier_events.expire_after_wake" => {
-            let id = carrier_event(db).await?;
-            let carrier_id = new_id("tlx")?;
-            let log = carrier_events::Log::open(env)?;
-            let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
-            log.park(db, &row, Provider::Telnyx, &carrier_id, Timestamp::from_unix_millis(1)).await?;
-            let park = carrier_events::Woken {
-                id: id.clone(),
-                carrier: "telnyx".into(),
-                carrier_message_id: carrier_id.clone(),
-            };
-            if name == "carrier_events.expire_after_wake" {
-                sent_as(db, &carrier_id).await?;
-                db::batch(db, vec![carrier_events::wake_stmt(db, "telnyx", &carrier_id, now())?]).await?;
-            }
-            let show = format!(
-                "SELECT (SELECT COUNT(*) FROM carrier_events WHERE 'cev_' || printf('%016x', id) = {id} AND error IS NOT NULL)
-                          AS failed,
-                        (SELECT COUNT(*) FROM parked_receipts WHERE carrier_event = {id}) AS parked,
-                        (SELECT COUNT(*) FROM parked_receipts WHERE carrier_event = {id} AND woken_at > 0) AS woken",
-                id = quote(&id)
-            );
-            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
-            for _ in 0..2 {
-                let expired = log.expire_park(db, db, &park, now()).await?;
-                r.runs.push((json!(expired.changed), rows(db, &show).await?));
-            }
-            r
+            carrier_events_expire_park(env, db, name).await
         }
-        // A park whose event is not where the expiry looks (a shard move removed the row from
-        // the database it was read in): nothing is failed, and the park is kept for a later
-        // sweep, which finds the event where it went.
-        "carrier_events.expire_moved_away" => {
-            let id = carrier_event(db).await?;
-            let carrier_id = new_id("tlx")?;
-            let log = carrier_events::Log::open(env)?;
-            let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
-            log.park(db, &row, Provider::Telnyx, &carrier_id, Timestamp::from_unix_millis(1)).await?;
-            let park =
-                carrier_events::Woken { id: id.clone(), carrier: "telnyx".into(), carrier_message_id: carrier_id };
-            raw(
-                &log.database(&row.binding)?,
-                &format!("DELETE FROM carrier_events WHERE 'cev_' || printf('%016x', id) = {}", quote(&id)),
-            )
-            .await
-            .map_err(|e| EdgeError::unavailable("test build", e))?;
-            let show = format!("SELECT COUNT(*) AS parked FROM parked_receipts WHERE carrier_event = {}", quote(&id));
-            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
-            for _ in 0..2 {
-                let expired = log.expire_park(db, db, &park, now()).await?;
-                r.runs.push((json!(expired.changed), rows(db, &show).await?));
-            }
-            r
-        }
-        "messages.claim" => {
-            let m = outbound(db, &account(db).await?).await?;
-            let show =
-                format!("SELECT status, dispatch_token, send_attempts FROM messages WHERE id = {}", quote(&m.id));
-            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
-            let lease = Timestamp::from_unix_millis(now().unix_millis() + 30_000);
-            for token in ["dsp_first", "dsp_second"] {
-                let claimed = messages::claim(db, &m.id, token, now(), lease).await?;
-                r.runs.push((json!(claimed), rows(db, &show).await?));
-            }
-            r
-        }
-        "messages.record_sent" => {
-            let m = outbound(db, &account(db).await?).await?;
-            let lease = Timestamp::from_unix_millis(now().unix_millis() + 30_000);
-            messages::claim(db, &m.id, "dsp_check", now(), lease).await?;
-            let show = format!(
-                "SELECT (SELECT status FROM messages WHERE id = {id}) AS status,
-                        (SELECT COUNT(*) FROM outbound_events WHERE resource_id = {id}) AS events,
-                        (SELECT COUNT(*) FROM usage WHERE resource_id = {id}) AS charges,
-                        (SELECT COUNT(*) FROM message_status_history WHERE message_id = {id}) AS history",
-                id = quote(&m.id)
-            );
-            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
-            let carrier_id = new_id("tlx")?;
-            for _ in 0..2 {
-                let (change, _) = messages::record_sent(db, &m, "dsp_check", &carrier_id, now()).await?;
-                r.runs.push((json!(change.changed), rows(db, &show).await?));
-            }
-            r
-        }
-        "messages.apply_report" => {
-            let m = outbound(db, &account(db).await?).await?;
-            let lease = Timestamp::from_unix_millis(now().unix_millis() + 30_000);
-            messages::claim(db, &m.id, "dsp_check", now(), lease).await?;
-            let carrier_id = new_id("tlx")?;
-            messages::record_sent(db, &m, "dsp_check", &carrier_id, now()).await?;
-            let event = carrier_event(db).await?;
-            let show = format!(
-                "SELECT (SELECT status FROM messages WHERE id = {id}) AS status,
-                        (SELECT COUNT(*) FROM outbound_events WHERE resource_id = {id} AND type =
-                            'message.delivered') AS events,
-                        (SELECT COUNT(*) FROM message_status_history WHERE message_id = {id}) AS history",
-                id = quote(&m.id)
-            );
-            let report = StatusReport {
-                carrier_message_id: carrier_id,
-                status: Some(MessageStatus::Delivered),
-                carrier_status: "delivered".into(),
-                errors: vec![],
-                cost: None,
-            };
-            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
-            for _ in 0..2 {
-                let change = messages::apply_report(db, &m, MessageStatus::Delivered, &report, &event, now()).await?;
-                r.runs.push((json!(change.changed), rows(db, &show).await?));
-            }
-            r
-        }
-        "messages.insert_inbound" => {
-            let account_id = account(db).await?;
-            let carrier_id = new_id("tlx")?;
-            let show = format!(
-                "SELECT (SELECT COUNT(*) FROM messages WHERE carrier_message_id = {c}) AS messages,
-                        (SELECT COUNT(*) FROM outbound_events e JOIN messages m ON m.id = e.resource_id WHERE
-                            m.carrier_message_id = {c}) AS events,
-                        (SELECT COUNT(*) FROM message_media i JOIN messages m ON m.id = i.message_id WHERE
-                            m.carrier_message_id = {c}) AS media",
-                c = quote(&carrier_id)
-            );
-            let inbound = InboundMessage {
-                carrier_message_id: carrier_id.clone(),
-                from: "+15550000005".into(),
-                to: "+15550000006".into(),
-                text: "hi".into(),
-                media: two_items(),
-            };
-            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
-            for _ in 0..2 {
-                let change =
-                    messages::insert_inbound(db, &new_id("msg")?, &account_id, Provider::Telnyx, &inbound, now())
-                        .await?;
-                r.runs.push((json!(change.changed), rows(db, &show).await?));
-            }
-            r
-        }
-        "media.claim" => {
-            let id = inbound_mms(db).await?;
-            let show = format!(
-                "SELECT copying_until > 0 AS claimed, copy_attempts FROM message_media
-                 WHERE message_id = {} AND position = 1",
-                quote(&id)
-            );
-            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
-            let lease = Timestamp::from_unix_millis(now().unix_millis() + 90_000);
-            for _ in 0..2 {
-                let claimed = media::claim(db, &id, 1, now(), lease).await?;
-                r.runs.push((json!(claimed.is_some()), rows(db, &show).await?));
-            }
-            r
-        }
-        "media.record_stored" => {
-            let id = inbound_mms(db).await?;
-            let show = format!(
-                "SELECT stored_at IS NOT NULL AS stored, stored_size, copying_until FROM message_media
-                 WHERE message_id = {} AND position = 0",
-                quote(&id)
-            );
-            let lease = Timestamp::from_unix_millis(now().unix_millis() + 90_000);
-            media::claim(db, &id, 0, now(), lease).await?;
-            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
-            for size in [10, 99] {
-                let recorded = media::record_stored(db, &id, 0, size, None, now()).await?;
-                r.runs.push((json!(recorded), rows(db, &show).await?));
-            }
-            r
-        }
-        "messages.fail_undispatched" => {
-            let m = outbound(db, &account(db).await?).await?;
-            let show = format!(
-                "SELECT (SELECT status FROM messages WHERE id = {id}) AS status,
-                        (SELECT COUNT(*) FROM outbound_events WHERE resource_id = {id} AND type =
-                            'message.failed') AS events",
-                id = quote(&m.id)
-            );
-            // The carrier was never called (no claim yet): failing is safe, once.
-            let horizon = Timestamp::from_unix_millis(now().unix_millis() - 86_400_000);
-            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
-            for _ in 0..2 {
-                let change = messages::fail_undispatched(db, &m.id, now(), horizon).await?;
-                r.runs.push((json!(change.changed), rows(db, &show).await?));
-            }
-            r
-        }
+        "carrier_events.expire_moved_away" => carrier_events_expire_moved_away(env, db).await,
+        "messages.claim" => messages_claim(db).await,
+        "messages.record_sent" => messages_record_sent(db).await,
+        "messages.apply_report" => messages_apply_report(db).await,
+        "messages.insert_inbound" => messages_insert_inbound(db).await,
+        "media.claim" => media_claim(db).await,
+        "media.record_stored" => media_record_stored(db).await,
+        "messages.fail_undispatched" => messages_fail_undispatched(db).await,
         "calls.record" | "calls.record_answered" | "calls.record_end" | "calls.record_leg" => {
-            let account_id = account(db).await?;
-            let session = new_id("sess")?;
-            let ringing = view(&account_id, &session, CallStatus::Ringing, None, None);
-            let id = ringing.info.id.clone();
-            let show = format!(
-                "SELECT (SELECT status FROM calls WHERE id = {id}) AS status,
-                        (SELECT billed_minutes FROM calls WHERE id = {id}) AS billed,
-                        (SELECT COUNT(*) FROM outbound_events WHERE resource_id = {id}) AS events,
-                        (SELECT COUNT(*) FROM usage WHERE resource_id = {id}) AS charges,
-                        (SELECT group_concat(outcome || '@' || version) FROM call_legs WHERE call_id = {id}) AS legs",
-                id = quote(&id)
-            );
-            if name != "calls.record" {
-                calls::record(db, &ringing, now()).await?;
-            }
-            let answered_at = now();
-            let answered = view(&account_id, &session, CallStatus::InProgress, Some(answered_at), None);
-            if name == "calls.record_end" {
-                calls::record_answered(db, &answered, answered_at, now()).await?;
-            }
-            let leg = |outcome| LegView {
-                position: 1,
-                target: "+15550000007".into(),
-                outcome,
-                cause: None,
-                call_control_id: Some("cc-leg".into()),
-                answered_at: None,
-                ended_at: None,
-            };
-            if name == "calls.record_leg" {
-                calls::record_leg(db, &id, &leg(LegOutcome::NoAnswer), 2, now()).await?;
-            }
-            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
-            for _ in 0..2 {
-                let did = match name {
-                    "calls.record" => json!(calls::record(db, &ringing, now()).await?.changed),
-                    "calls.record_answered" => {
-                        json!(calls::record_answered(db, &answered, answered_at, now()).await?.changed)
-                    }
-                    "calls.record_end" => {
-                        let end = CallEnd {
-                            status: CallStatus::Completed,
-                            ended_at: now(),
-                            duration_secs: 61,
-                            billable_minutes: 2,
-                        };
-                        json!(calls::record_end(db, &answered, end, now()).await?.changed)
-                    }
-                    // An older write (version 1, still dialing) after the newer one changes nothing.
-                    _ => json!(calls::record_leg(db, &id, &leg(LegOutcome::Dialing), 1, now()).await?),
-                };
-                r.runs.push((did, rows(db, &show).await?));
-            }
-            r
+            calls_record(db, name).await
         }
-        "deliveries.claim_attempt" | "deliveries.redrive" => {
-            let account_id = account(db).await?;
-            let (endpoint, event, delivery) = (new_id("ep")?, new_id("evt")?, new_id("dlv")?);
-            let at = now().unix_millis();
-            let status = if name == "deliveries.redrive" { "failed" } else { "pending" };
-            let setup = [
-                format!(
-                    "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, created_at,
-                    updated_at) VALUES ({}, {}, 'https://example.com/hook', '[\"message.received\"]', 'whsec_x',
-                        {at}, {at})",
-                    quote(&endpoint),
-                    quote(&account_id)
-                ),
-                format!(
-                    "INSERT INTO outbound_events (id, account_id, type, resource_id, payload, created_at)
-                     VALUES ({}, {}, 'message.received', {}, '{{}}', {at})",
-                    quote(&event),
-                    quote(&account_id),
-                    quote(&event)
-                ),
-                format!(
-                    "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status,
-                     attempts, next_attempt_at, created_at, updated_at) VALUES ({}, {}, {}, {}, 'initial',
-                         '{status}', 0, {at}, {at},
-                         {at})",
-                    quote(&delivery),
-                    quote(&event),
-                    quote(&endpoint),
-                    quote(&account_id)
-                ),
-            ];
-            for sql in setup {
-                raw(db, &sql).await.map_err(|e| EdgeError::unavailable("test build", e))?;
-            }
-            let show = format!("SELECT status, attempts FROM webhook_deliveries WHERE id = {}", quote(&delivery));
-            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
-            for _ in 0..2 {
-                let did = if name == "deliveries.redrive" {
-                    json!(format!("{:?}", deliveries::redrive(db, &delivery, now()).await?))
-                } else {
-                    let lease = Timestamp::from_unix_millis(now().unix_millis() + 60_000);
-                    let claim = deliveries::claim_attempt(db, &delivery, &endpoint, 1, lease, now(), 4, 0).await?;
-                    json!(claim == deliveries::Claim::Claimed)
-                };
-                r.runs.push((did, rows(db, &show).await?));
-            }
-            r
-        }
-        "numbers.create" => {
-            let (first, second) = (account(db).await?, account(db).await?);
-            let number = number(&format!("+1555{}", now().unix_millis() % 10_000_000))?;
-            let show = format!("SELECT account_id FROM phone_numbers WHERE phone_number = {}", quote(number.as_str()));
-            let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
-            for account_id in [&first, &second] {
-                let id = new_id("num")?;
-                let new = numbers::NewNumber {
-                    id: &id,
-                    account_id,
-                    number: &number,
-                    targets: &[],
-                    ring_timeout_secs: 30,
-                    carrier: None,
-                };
-                let created = numbers::create(db, new, now()).await?;
-                r.runs.push((json!(created), rows(db, &show).await?));
-            }
-            let mut report = r.into_json();
-            report["first_account"] = json!(first);
-            return Ok(report);
-        }
-        _ => return Err(EdgeError::NotFound),
+        "deliveries.claim_attempt" | "deliveries.redrive" => deliveries_claim_attempt(db, name).await,
+        "numbers.create" => numbers_create(db).await,
+        _ => Err(EdgeError::NotFound),
+    }
+}
+
+async fn carrier_events_mark_processed(env: &Env, db: &D1Database) -> Result<Value, EdgeError> {
+    let id = carrier_event(db).await?;
+    let show = format!(
+        "SELECT processed_at IS NOT NULL AS processed, attempts FROM carrier_events
+         WHERE 'cev_' || printf('%016x', id) = {}",
+        quote(&id)
+    );
+    let log = carrier_events::Log::open(env)?;
+    let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
+    let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+    for _ in 0..2 {
+        let changed = log.mark_processed(&row, now()).await?;
+        r.runs.push((json!(changed), rows(db, &show).await?));
+    }
+    Ok(r.into_json())
+}
+
+async fn carrier_events_mark_failed(env: &Env, db: &D1Database) -> Result<Value, EdgeError> {
+    let id = carrier_event(db).await?;
+    let show =
+        format!("SELECT error, attempts FROM carrier_events WHERE 'cev_' || printf('%016x', id) = {}", quote(&id));
+    let log = carrier_events::Log::open(env)?;
+    let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
+    let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+    for reason in ["first", "second"] {
+        let changed = log.mark_failed(db, &row, reason).await?.changed;
+        r.runs.push((json!(changed), rows(db, &show).await?));
+    }
+    Ok(r.into_json())
+}
+
+async fn carrier_events_park_and_wake(env: &Env, db: &D1Database) -> Result<Value, EdgeError> {
+    let id = carrier_event(db).await?;
+    let carrier_id = new_id("tlx")?;
+    let show =
+        format!("SELECT woken_at IS NOT NULL AS woken FROM parked_receipts WHERE carrier_event = {}", quote(&id));
+    let log = carrier_events::Log::open(env)?;
+    let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
+    log.park(db, &row, Provider::Telnyx, &carrier_id, now()).await?;
+    // The send is recorded: a message now has the carrier id (the wake requires it).
+    sent_as(db, &carrier_id).await?;
+    let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+    for _ in 0..2 {
+        let results = db::batch(db, vec![carrier_events::wake_stmt(db, "telnyx", &carrier_id, now())?]).await?;
+        let woken = results.first().map(carrier_events::woken).transpose()?.unwrap_or_default();
+        r.runs.push((json!(woken), rows(db, &show).await?));
+    }
+    Ok(r.into_json())
+}
+
+/// A receipt parked past its horizon is failed once. One the cron found unwoken but whose
+/// message was recorded (and woke it) before the expiry ran is not failed at all.
+async fn carrier_events_expire_park(env: &Env, db: &D1Database, name: &str) -> Result<Value, EdgeError> {
+    let id = carrier_event(db).await?;
+    let carrier_id = new_id("tlx")?;
+    let log = carrier_events::Log::open(env)?;
+    let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
+    log.park(db, &row, Provider::Telnyx, &carrier_id, Timestamp::from_unix_millis(1)).await?;
+    let park =
+        carrier_events::Woken { id: id.clone(), carrier: "telnyx".into(), carrier_message_id: carrier_id.clone() };
+    if name == "carrier_events.expire_after_wake" {
+        sent_as(db, &carrier_id).await?;
+        db::batch(db, vec![carrier_events::wake_stmt(db, "telnyx", &carrier_id, now())?]).await?;
+    }
+    let show = format!(
+        "SELECT (SELECT COUNT(*) FROM carrier_events WHERE 'cev_' || printf('%016x', id) = {id} AND error IS NOT NULL)
+                  AS failed,
+                (SELECT COUNT(*) FROM parked_receipts WHERE carrier_event = {id}) AS parked,
+                (SELECT COUNT(*) FROM parked_receipts WHERE carrier_event = {id} AND woken_at > 0) AS woken",
+        id = quote(&id)
+    );
+    let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+    for _ in 0..2 {
+        let expired = log.expire_park(db, db, &park, now()).await?;
+        r.runs.push((json!(expired.changed), rows(db, &show).await?));
+    }
+    Ok(r.into_json())
+}
+
+/// A park whose event is not where the expiry looks (a shard move removed the row from
+/// the database it was read in): nothing is failed, and the park is kept for a later
+/// sweep, which finds the event where it went.
+async fn carrier_events_expire_moved_away(env: &Env, db: &D1Database) -> Result<Value, EdgeError> {
+    let id = carrier_event(db).await?;
+    let carrier_id = new_id("tlx")?;
+    let log = carrier_events::Log::open(env)?;
+    let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
+    log.park(db, &row, Provider::Telnyx, &carrier_id, Timestamp::from_unix_millis(1)).await?;
+    let park = carrier_events::Woken { id: id.clone(), carrier: "telnyx".into(), carrier_message_id: carrier_id };
+    raw(
+        &log.database(&row.binding)?,
+        &format!("DELETE FROM carrier_events WHERE 'cev_' || printf('%016x', id) = {}", quote(&id)),
+    )
+    .await
+    .map_err(|e| EdgeError::unavailable("test build", e))?;
+    let show = format!("SELECT COUNT(*) AS parked FROM parked_receipts WHERE carrier_event = {}", quote(&id));
+    let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+    for _ in 0..2 {
+        let expired = log.expire_park(db, db, &park, now()).await?;
+        r.runs.push((json!(expired.changed), rows(db, &show).await?));
+    }
+    Ok(r.into_json())
+}
+
+async fn messages_claim(db: &D1Database) -> Result<Value, EdgeError> {
+    let m = outbound(db, &account(db).await?).await?;
+    let show = format!("SELECT status, dispatch_token, send_attempts FROM messages WHERE id = {}", quote(&m.id));
+    let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+    let lease = Timestamp::from_unix_millis(now().unix_millis() + 30_000);
+    for token in ["dsp_first", "dsp_second"] {
+        let claimed = messages::claim(db, &m.id, token, now(), lease).await?;
+        r.runs.push((json!(claimed), rows(db, &show).await?));
+    }
+    Ok(r.into_json())
+}
+
+async fn messages_record_sent(db: &D1Database) -> Result<Value, EdgeError> {
+    let m = outbound(db, &account(db).await?).await?;
+    let lease = Timestamp::from_unix_millis(now().unix_millis() + 30_000);
+    messages::claim(db, &m.id, "dsp_check", now(), lease).await?;
+    let show = format!(
+        "SELECT (SELECT status FROM messages WHERE id = {id}) AS status,
+                (SELECT COUNT(*) FROM outbound_events WHERE resource_id = {id}) AS events,
+                (SELECT COUNT(*) FROM usage WHERE resource_id = {id}) AS charges,
+                (SELECT COUNT(*) FROM message_status_history WHERE message_id = {id}) AS history",
+        id = quote(&m.id)
+    );
+    let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+    let carrier_id = new_id("tlx")?;
+    for _ in 0..2 {
+        let (change, _) = messages::record_sent(db, &m, "dsp_check", &carrier_id, now()).await?;
+        r.runs.push((json!(change.changed), rows(db, &show).await?));
+    }
+    Ok(r.into_json())
+}
+
+async fn messages_apply_report(db: &D1Database) -> Result<Value, EdgeError> {
+    let m = outbound(db, &account(db).await?).await?;
+    let lease = Timestamp::from_unix_millis(now().unix_millis() + 30_000);
+    messages::claim(db, &m.id, "dsp_check", now(), lease).await?;
+    let carrier_id = new_id("tlx")?;
+    messages::record_sent(db, &m, "dsp_check", &carrier_id, now()).await?;
+    let event = carrier_event(db).await?;
+    let show = format!(
+        "SELECT (SELECT status FROM messages WHERE id = {id}) AS status,
+                (SELECT COUNT(*) FROM outbound_events WHERE resource_id = {id} AND type =
+                    'message.delivered') AS events,
+                (SELECT COUNT(*) FROM message_status_history WHERE message_id = {id}) AS history",
+        id = quote(&m.id)
+    );
+    let report = StatusReport {
+        carrier_message_id: carrier_id,
+        status: Some(MessageStatus::Delivered),
+        carrier_status: "delivered".into(),
+        errors: vec![],
+        cost: None,
     };
-    Ok(report.into_json())
+    let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+    for _ in 0..2 {
+        let change = messages::apply_report(db, &m, MessageStatus::Delivered, &report, &event, now()).await?;
+        r.runs.push((json!(change.changed), rows(db, &show).await?));
+    }
+    Ok(r.into_json())
+}
+
+async fn messages_insert_inbound(db: &D1Database) -> Result<Value, EdgeError> {
+    let account_id = account(db).await?;
+    let carrier_id = new_id("tlx")?;
+    let show = format!(
+        "SELECT (SELECT COUNT(*) FROM messages WHERE carrier_message_id = {c}) AS messages,
+                (SELECT COUNT(*) FROM outbound_events e JOIN messages m ON m.id = e.resource_id WHERE
+                    m.carrier_message_id = {c}) AS events,
+                (SELECT COUNT(*) FROM message_media i JOIN messages m ON m.id = i.message_id WHERE
+                    m.carrier_message_id = {c}) AS media",
+        c = quote(&carrier_id)
+    );
+    let inbound = InboundMessage {
+        carrier_message_id: carrier_id.clone(),
+        from: "+15550000005".into(),
+        to: "+15550000006".into(),
+        text: "hi".into(),
+        media: two_items(),
+    };
+    let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+    for _ in 0..2 {
+        let change =
+            messages::insert_inbound(db, &new_id("msg")?, &account_id, Provider::Telnyx, &inbound, now()).await?;
+        r.runs.push((json!(change.changed), rows(db, &show).await?));
+    }
+    Ok(r.into_json())
+}
+
+async fn media_claim(db: &D1Database) -> Result<Value, EdgeError> {
+    let id = inbound_mms(db).await?;
+    let show = format!(
+        "SELECT copying_until > 0 AS claimed, copy_attempts FROM message_media
+         WHERE message_id = {} AND position = 1",
+        quote(&id)
+    );
+    let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+    let lease = Timestamp::from_unix_millis(now().unix_millis() + 90_000);
+    for _ in 0..2 {
+        let claimed = media::claim(db, &id, 1, now(), lease).await?;
+        r.runs.push((json!(claimed.is_some()), rows(db, &show).await?));
+    }
+    Ok(r.into_json())
+}
+
+async fn media_record_stored(db: &D1Database) -> Result<Value, EdgeError> {
+    let id = inbound_mms(db).await?;
+    let show = format!(
+        "SELECT stored_at IS NOT NULL AS stored, stored_size, copying_until FROM message_media
+         WHERE message_id = {} AND position = 0",
+        quote(&id)
+    );
+    let lease = Timestamp::from_unix_millis(now().unix_millis() + 90_000);
+    media::claim(db, &id, 0, now(), lease).await?;
+    let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+    for size in [10, 99] {
+        let recorded = media::record_stored(db, &id, 0, size, None, now()).await?;
+        r.runs.push((json!(recorded), rows(db, &show).await?));
+    }
+    Ok(r.into_json())
+}
+
+async fn messages_fail_undispatched(db: &D1Database) -> Result<Value, EdgeError> {
+    let m = outbound(db, &account(db).await?).await?;
+    let show = format!(
+        "SELECT (SELECT status FROM messages WHERE id = {id}) AS status,
+                (SELECT COUNT(*) FROM outbound_events WHERE resource_id = {id} AND type =
+                    'message.failed') AS events",
+        id = quote(&m.id)
+    );
+    // The carrier was never called (no claim yet): failing is safe, once.
+    let horizon = Timestamp::from_unix_millis(now().unix_millis() - 86_400_000);
+    let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+    for _ in 0..2 {
+        let change = messages::fail_undispatched(db, &m.id, now(), horizon).await?;
+        r.runs.push((json!(change.changed), rows(db, &show).await?));
+    }
+    Ok(r.into_json())
+}
+
+async fn calls_record(db: &D1Database, name: &str) -> Result<Value, EdgeError> {
+    let account_id = account(db).await?;
+    let session = new_id("sess")?;
+    let ringing = view(&account_id, &session, CallStatus::Ringing, None, None);
+    let id = ringing.info.id.clone();
+    let show = format!(
+        "SELECT (SELECT status FROM calls WHERE id = {id}) AS status,
+                (SELECT billed_minutes FROM calls WHERE id = {id}) AS billed,
+                (SELECT COUNT(*) FROM outbound_events WHERE resource_id = {id}) AS events,
+                (SELECT COUNT(*) FROM usage WHERE resource_id = {id}) AS charges,
+                (SELECT group_concat(outcome || '@' || version) FROM call_legs WHERE call_id = {id}) AS legs",
+        id = quote(&id)
+    );
+    if name != "calls.record" {
+        calls::record(db, &ringing, now()).await?;
+    }
+    let answered_at = now();
+    let answered = view(&account_id, &session, CallStatus::InProgress, Some(answered_at), None);
+    if name == "calls.record_end" {
+        calls::record_answered(db, &answered, answered_at, now()).await?;
+    }
+    let leg = |outcome| LegView {
+        position: 1,
+        target: "+15550000007".into(),
+        outcome,
+        cause: None,
+        call_control_id: Some("cc-leg".into()),
+        answered_at: None,
+        ended_at: None,
+    };
+    if name == "calls.record_leg" {
+        calls::record_leg(db, &id, &leg(LegOutcome::NoAnswer), 2, now()).await?;
+    }
+    let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+    for _ in 0..2 {
+        let did = match name {
+            "calls.record" => json!(calls::record(db, &ringing, now()).await?.changed),
+            "calls.record_answered" => {
+                json!(calls::record_answered(db, &answered, answered_at, now()).await?.changed)
+            }
+            "calls.record_end" => {
+                let end =
+                    CallEnd { status: CallStatus::Completed, ended_at: now(), duration_secs: 61, billable_minutes: 2 };
+                json!(calls::record_end(db, &answered, end, now()).await?.changed)
+            }
+            // An older write (version 1, still dialing) after the newer one changes nothing.
+            _ => json!(calls::record_leg(db, &id, &leg(LegOutcome::Dialing), 1, now()).await?),
+        };
+        r.runs.push((did, rows(db, &show).await?));
+    }
+    Ok(r.into_json())
+}
+
+async fn deliveries_claim_attempt(db: &D1Database, name: &str) -> Result<Value, EdgeError> {
+    let account_id = account(db).await?;
+    let (endpoint, event, delivery) = (new_id("ep")?, new_id("evt")?, new_id("dlv")?);
+    let at = now().unix_millis();
+    let status = if name == "deliveries.redrive" { "failed" } else { "pending" };
+    let setup = [
+        format!(
+            "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, created_at,
+            updated_at) VALUES ({}, {}, 'https://example.com/hook', '[\"message.received\"]', 'whsec_x',
+                {at}, {at})",
+            quote(&endpoint),
+            quote(&account_id)
+        ),
+        format!(
+            "INSERT INTO outbound_events (id, account_id, type, resource_id, payload, created_at)
+             VALUES ({}, {}, 'message.received', {}, '{{}}', {at})",
+            quote(&event),
+            quote(&account_id),
+            quote(&event)
+        ),
+        format!(
+            "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status,
+             attempts, next_attempt_at, created_at, updated_at) VALUES ({}, {}, {}, {}, 'initial',
+                 '{status}', 0, {at}, {at},
+                 {at})",
+            quote(&delivery),
+            quote(&event),
+            quote(&endpoint),
+            quote(&account_id)
+        ),
+    ];
+    for sql in setup {
+        raw(db, &sql).await.map_err(|e| EdgeError::unavailable("test build", e))?;
+    }
+    let show = format!("SELECT status, attempts FROM webhook_deliveries WHERE id = {}", quote(&delivery));
+    let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+    for _ in 0..2 {
+        let did = if name == "deliveries.redrive" {
+            json!(format!("{:?}", deliveries::redrive(db, &delivery, now()).await?))
+        } else {
+            let lease = Timestamp::from_unix_millis(now().unix_millis() + 60_000);
+            let claim = deliveries::claim_attempt(db, &delivery, &endpoint, 1, lease, now(), 4, 0).await?;
+            json!(claim == deliveries::Claim::Claimed)
+        };
+        r.runs.push((did, rows(db, &show).await?));
+    }
+    Ok(r.into_json())
+}
+
+async fn numbers_create(db: &D1Database) -> Result<Value, EdgeError> {
+    let (first, second) = (account(db).await?, account(db).await?);
+    let number = number(&format!("+1555{}", now().unix_millis() % 10_000_000))?;
+    let show = format!("SELECT account_id FROM phone_numbers WHERE phone_number = {}", quote(number.as_str()));
+    let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+    for account_id in [&first, &second] {
+        let id = new_id("num")?;
+        let new = numbers::NewNumber {
+            id: &id,
+            account_id,
+            number: &number,
+            targets: &[],
+            ring_timeout_secs: 30,
+            carrier: None,
+        };
+        let created = numbers::create(db, new, now()).await?;
+        r.runs.push((json!(created), rows(db, &show).await?));
+    }
+    let mut report = r.into_json();
+    report["first_account"] = json!(first);
+    Ok(report)
 }

@@ -114,7 +114,7 @@ async fn fetch_and_put(env: &Env, item: &Claimed) -> Result<Fetched, EdgeError> 
         };
         let answer = match fetch(request, fetch_timeout(env), max_body).await {
             Ok(answer) => answer,
-            Err(reason) => return Ok(Fetched::Unavailable(reason)),
+            Err(reason) => return Ok(Fetched::Unavailable(reason.to_string())),
         };
         if !(300..400).contains(&answer.status) {
             break answer;

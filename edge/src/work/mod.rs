@@ -6,4 +6,5 @@ pub mod jobs;
 pub mod media;
 pub mod process;
 pub mod reconcile;
+pub mod retention;
 pub mod sweep;

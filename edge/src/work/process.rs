@@ -28,7 +28,7 @@ pub async fn process(env: &Env, db: &D1Database, id: &str) -> Result<Outcome, Ed
     let event = match parse(&row) {
         Ok(event) => event,
         Err(problem) => {
-            let failed = log.mark_failed(db, &row, &problem).await?;
+            let failed = log.mark_failed(db, &row, &problem.to_string()).await?;
             crate::queues::announce_events(env, db, &failed.signals).await?;
             return Ok(Outcome::Done(Done::Failed));
         }
@@ -51,10 +51,28 @@ pub async fn process(env: &Env, db: &D1Database, id: &str) -> Result<Outcome, Ed
     Ok(outcome)
 }
 
-fn parse(row: &Row) -> Result<CarrierEvent, String> {
-    let provider = Provider::from_name(&row.carrier).ok_or_else(|| format!("unknown carrier {}", row.carrier))?;
-    let payload = row.payload.as_deref().ok_or("the payload was pruned before processing")?;
-    exactly_core::parse_stored(provider, payload.as_bytes()).map_err(|e| format!("stored payload does not parse: {e}"))
+/// Why a stored carrier event can never be processed: it is failed at once, never retried.
+#[derive(Debug)]
+enum Unusable {
+    UnknownCarrier(String),
+    Pruned,
+    Unparsable(String),
+}
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unusable::UnknownCarrier(name) => write!(f, "unknown carrier {name}"),
+            Unusable::Pruned => f.write_str("the payload was pruned before processing"),
+            Unusable::Unparsable(why) => write!(f, "stored payload does not parse: {why}"),
+        }
+    }
+}
+
+fn parse(row: &Row) -> Result<CarrierEvent, Unusable> {
+    let provider = Provider::from_name(&row.carrier).ok_or_else(|| Unusable::UnknownCarrier(row.carrier.clone()))?;
+    let payload = row.payload.as_deref().ok_or(Unusable::Pruned)?;
+    exactly_core::parse_stored(provider, payload.as_bytes()).map_err(|e| Unusable::Unparsable(e.to_string()))
 }
 
 /// After a change committed: enqueue its event's deliveries, and say what happened.

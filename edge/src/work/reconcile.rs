@@ -15,7 +15,7 @@ use crate::error::EdgeError;
 use crate::platform::now;
 use crate::queues::{self as jobs, Job};
 use crate::store::reconcile::{self as stale, StaleCall, StaleMessage};
-use crate::store::{self as db, carrier_events};
+use crate::store::{self as db, calls, carrier_events, messages};
 
 /// At most this many calls and this many messages are asked about per run.
 const BATCH: u32 = 20;
@@ -108,7 +108,7 @@ async fn ask_about_call(
     cutoff: Timestamp,
     now: Timestamp,
 ) -> Result<(bool, Option<String>), EdgeError> {
-    if !stale::claim_call(db, &call.id, cutoff, now).await? {
+    if !calls::claim_check(db, &call.id, cutoff, now).await? {
         return Ok((false, None));
     }
     Ok((true, reconcile_call(env, call, now).await?))
@@ -121,7 +121,7 @@ async fn ask_about_message(
     cutoff: Timestamp,
     now: Timestamp,
 ) -> Result<(bool, Option<String>), EdgeError> {
-    if !stale::claim_message(db, &message.id, cutoff, now).await? {
+    if !messages::claim_check(db, &message.id, cutoff, now).await? {
         return Ok((false, None));
     }
     Ok((true, reconcile_message(env, message, now).await?))

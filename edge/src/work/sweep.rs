@@ -129,7 +129,7 @@ async fn sweep_database(env: &Env, log: &carrier_events::Log, cutoff: Timestamp)
     let uncopied = crate::store::media::uncopied(&db, cutoff, BATCH).await?;
     // A line whose wake was lost (an attempt's chain cut short, a wake message dropped) is woken
     // here; one that is still being drained, or whose circuit holds, is left as it is by its wake.
-    let lines = crate::store::circuit::with_line(&db, BATCH).await?;
+    let lines = crate::store::endpoints::circuit::with_line(&db, BATCH).await?;
     for endpoint in &lines {
         crate::queues::wake_later(env, endpoint, 0).await?;
     }

@@ -25,6 +25,7 @@
 use std::rc::Rc;
 
 use exactly_core::shard::{self, ShardMap};
+use exactly_core::webhook::EventType;
 use exactly_core::{Timestamp, VerifiedEvent};
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
@@ -36,12 +37,14 @@ use crate::store::{self as db, int, text, time};
 mod listing;
 mod moves;
 mod parked;
+mod prune;
 
 pub use listing::{EventState, Listed};
 pub use moves::Move;
 pub use parked::{
     expired_parks, still_woken, wake_legacy_stmt, wake_routed_stmt, wake_stmt, woken, Woken, PARK_HORIZON_MILLIS,
 };
+pub use prune::prune;
 
 /// The public form of an event's key: `cev_` and 16 hex digits of its rowid, opaque to clients.
 /// SQL writes it as `{ID}`; [`key`] reads it back.
@@ -49,19 +52,12 @@ pub const ID: &str = "('cev_' || printf('%016x', e.id))";
 
 /// The id a new row gets in its database (`exactly_core::shard`): the next sequence number of
 /// the database (after every id it holds, including ids written before sharding, and after
-/// every id it ever held: [`ID_FLOOR`]), the virtual shard (bound as `?6`) and the database's
+/// every id it ever held: `retention::raise_id_floor`), the virtual shard (bound as `?6`) and the database's
 /// tag (`?7`). Computed inside the INSERT, which D1 runs alone on its database, so two writers
 /// never take the same number.
 const NEXT_ID: &str = "(4503599627370496 + ((SELECT CASE WHEN m >= 4503599627370496 THEN ((m - 4503599627370496) >> 16) + 1 ELSE m + 1 END
        FROM (SELECT MAX(COALESCE((SELECT MAX(id) FROM carrier_events), 0),
                         COALESCE((SELECT last_id FROM retention_marks WHERE name = 'id_floor'), 0)) AS m)) << 16) + ?6 * 64 + ?7)";
-
-/// Raises the database's id floor to its highest id, for the batch that deletes rows (a move's
-/// removals, retention): an id once given out is never given out again, even after the rows
-/// above it are gone.
-pub const ID_FLOOR: &str = "INSERT INTO retention_marks (name, last_id)
-     SELECT 'id_floor', COALESCE(MAX(id), 0) FROM carrier_events WHERE true
-     ON CONFLICT (name) DO UPDATE SET last_id = MAX(last_id, excluded.last_id)";
 
 /// How many databases a lookup follows a moved shard through before giving up.
 const MAX_HOPS: usize = 4;
@@ -125,6 +121,16 @@ impl Row {
     pub fn settled(&self) -> bool {
         self.processed_at.is_some() || self.error.is_some()
     }
+}
+
+/// A carrier event to store, with its virtual shard.
+struct NewEvent<'a> {
+    carrier: &'a str,
+    carrier_event_id: &'a str,
+    event_type: &'a str,
+    payload: &'a str,
+    now: Timestamp,
+    vshard: u16,
 }
 
 /// A row read together with its shard's move record (every column optional: the row or the
@@ -244,56 +250,16 @@ impl Log {
         now: Timestamp,
     ) -> Result<(Stored, usize), EdgeError> {
         let vshard = shard::virtual_shard(carrier, carrier_event_id);
+        let event = NewEvent { carrier, carrier_event_id, event_type, payload, now, vshard };
         let mut binding = self.map.binding(vshard).to_owned();
         let mut checked = false;
         let mut rows_written = 0;
         for _ in 0..MAX_HOPS {
-            let tag = shard::binding_tag(&binding)
-                .ok_or_else(|| EdgeError::unavailable("store", format!("{binding} is not a dedupe binding")))?;
-            let db = self.database(&binding)?;
-            let insert = db::stmt(
-                &db,
-                &format!(
-                    "INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, attempts, created_at)
-                     SELECT {NEXT_ID}, ?1, ?2, ?3, ?4, 0, ?5
-                     WHERE NOT EXISTS (SELECT 1 FROM shard_moves WHERE vshard = ?6
-                        AND (moved_to IS NOT NULL OR (moved_from IS NOT NULL AND copied_at IS NULL AND ?8 = 0)))
-                     ON CONFLICT (carrier, carrier_event_id) DO NOTHING"
-                ),
-                &[
-                    text(carrier),
-                    text(carrier_event_id),
-                    text(event_type),
-                    text(payload),
-                    time(now),
-                    int(i64::from(vshard)),
-                    int(i64::from(tag)),
-                    int(i64::from(checked)),
-                ],
-            )?;
-            let select = db::stmt(
-                &db,
-                &format!(
-                    "SELECT CASE WHEN e.id IS NULL THEN NULL ELSE {ID} END AS id, e.processed_at, e.error, m.moved_to,
-                        m.moved_from, m.copied_at
-                     FROM (SELECT ?3 AS v) AS k
-                     LEFT JOIN carrier_events e ON e.carrier = ?1 AND e.carrier_event_id = ?2
-                     LEFT JOIN shard_moves m ON m.vshard = k.v"
-                ),
-                &[text(carrier), text(carrier_event_id), int(i64::from(vshard))],
-            )?;
-            // Read field by field from D1's own objects: this runs on every delivery (see
-            // store::batch_raw).
-            let results = db::batch_raw(&db, &[insert, select]).await?;
-            let [inserted, selected] = results.as_slice() else {
-                return Err(EdgeError::unavailable("store", "store carrier event: short batch"));
-            };
-            rows_written += db::meta_count(inserted, "rows_written") + db::meta_count(selected, "rows_written");
-            let found = db::first_row(selected)
-                .ok_or_else(|| EdgeError::unavailable("store", "store carrier event: no answer"))?;
+            let (inserted, found, written) = self.insert_in(&binding, &event, checked).await?;
+            rows_written += written;
             if let Some(id) = db::field(&found, "id").as_string() {
                 let settled = !db::field(&found, "processed_at").is_null() || !db::field(&found, "error").is_null();
-                let stored = if db::meta_count(inserted, "changes") == 1 {
+                let stored = if inserted {
                     Stored::New { id }
                 } else if settled {
                     Stored::SettledDuplicate { id }
@@ -310,40 +276,8 @@ impl Log {
             let arriving = db::field(&found, "copied_at").is_null();
             match db::field(&found, "moved_from").as_string() {
                 Some(from) if arriving && !checked => {
-                    // Still being copied here: the source holds the keys not copied yet. It
-                    // takes no new rows of this shard once it records the move, so a key it
-                    // lacks now it never gets, and this database may take it.
-                    let source = self.database(&from)?;
-                    let there: Option<Found> = db::first(db::stmt(
-                        &source,
-                        &format!(
-                            "SELECT {FOUND} FROM (SELECT ?3 AS v) AS k
-                             LEFT JOIN carrier_events e ON e.carrier = ?1 AND e.carrier_event_id = ?2
-                             LEFT JOIN shard_moves m ON m.vshard = k.v"
-                        ),
-                        &[text(carrier), text(carrier_event_id), int(i64::from(vshard))],
-                    )?)
-                    .await?;
-                    let there =
-                        there.ok_or_else(|| EdgeError::unavailable("store", "store carrier event: no answer"))?;
-                    if there.moved_to.as_deref() != Some(binding.as_str()) {
-                        return Err(EdgeError::unavailable(
-                            "store",
-                            format!(
-                                "virtual shard {vshard} is arriving in {binding}, but {from} has not handed it over"
-                            ),
-                        ));
-                    }
-                    if let Some(row) = there.row(&from) {
-                        let id = row.id.clone();
-                        return Ok((
-                            if row.settled() {
-                                Stored::SettledDuplicate { id }
-                            } else {
-                                Stored::PendingDuplicate { id }
-                            },
-                            rows_written,
-                        ));
+                    if let Some(stored) = self.in_source(&from, &binding, &event).await? {
+                        return Ok((stored, rows_written));
                     }
                     checked = true;
                 }
@@ -351,6 +285,94 @@ impl Log {
             }
         }
         Err(EdgeError::unavailable("store", format!("virtual shard {vshard} moved more than {MAX_HOPS} times")))
+    }
+
+    /// Inserts `event` into the database of `binding` unless its shard left or is arriving
+    /// there unchecked (`checked`: the source was asked and lacks the key), and reads the key's
+    /// row and shard state after: whether it inserted, that row (D1's own object), and the rows
+    /// written.
+    async fn insert_in(
+        &self,
+        binding: &str,
+        event: &NewEvent<'_>,
+        checked: bool,
+    ) -> Result<(bool, JsValue, usize), EdgeError> {
+        let tag = shard::binding_tag(binding)
+            .ok_or_else(|| EdgeError::unavailable("store", format!("{binding} is not a dedupe binding")))?;
+        let db = self.database(binding)?;
+        let insert = db::stmt(
+            &db,
+            &format!(
+                "INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, attempts, created_at)
+                 SELECT {NEXT_ID}, ?1, ?2, ?3, ?4, 0, ?5
+                 WHERE NOT EXISTS (SELECT 1 FROM shard_moves WHERE vshard = ?6
+                    AND (moved_to IS NOT NULL OR (moved_from IS NOT NULL AND copied_at IS NULL AND ?8 = 0)))
+                 ON CONFLICT (carrier, carrier_event_id) DO NOTHING"
+            ),
+            &[
+                text(event.carrier),
+                text(event.carrier_event_id),
+                text(event.event_type),
+                text(event.payload),
+                time(event.now),
+                int(i64::from(event.vshard)),
+                int(i64::from(tag)),
+                int(i64::from(checked)),
+            ],
+        )?;
+        let select = db::stmt(
+            &db,
+            &format!(
+                "SELECT CASE WHEN e.id IS NULL THEN NULL ELSE {ID} END AS id, e.processed_at, e.error, m.moved_to,
+                    m.moved_from, m.copied_at
+                 FROM (SELECT ?3 AS v) AS k
+                 LEFT JOIN carrier_events e ON e.carrier = ?1 AND e.carrier_event_id = ?2
+                 LEFT JOIN shard_moves m ON m.vshard = k.v"
+            ),
+            &[text(event.carrier), text(event.carrier_event_id), int(i64::from(event.vshard))],
+        )?;
+        // Read field by field from D1's own objects: this runs on every delivery (see
+        // store::batch_raw).
+        let results = db::batch_raw(&db, &[insert, select]).await?;
+        let [inserted, selected] = results.as_slice() else {
+            return Err(EdgeError::unavailable("store", "store carrier event: short batch"));
+        };
+        let written = db::meta_count(inserted, "rows_written") + db::meta_count(selected, "rows_written");
+        let found =
+            db::first_row(selected).ok_or_else(|| EdgeError::unavailable("store", "store carrier event: no answer"))?;
+        Ok((db::meta_count(inserted, "changes") == 1, found, written))
+    }
+
+    /// The key of `event`, whose shard is still being copied into `binding` from `from`: the
+    /// source holds the keys not copied yet. It takes no new rows of the shard once it records
+    /// the move, so a key it lacks now it never gets, and `binding` may take it (`None`).
+    async fn in_source(&self, from: &str, binding: &str, event: &NewEvent<'_>) -> Result<Option<Stored>, EdgeError> {
+        let source = self.database(from)?;
+        let there: Option<Found> = db::first(db::stmt(
+            &source,
+            &format!(
+                "SELECT {FOUND} FROM (SELECT ?3 AS v) AS k
+                 LEFT JOIN carrier_events e ON e.carrier = ?1 AND e.carrier_event_id = ?2
+                 LEFT JOIN shard_moves m ON m.vshard = k.v"
+            ),
+            &[text(event.carrier), text(event.carrier_event_id), int(i64::from(event.vshard))],
+        )?)
+        .await?;
+        let there = there.ok_or_else(|| EdgeError::unavailable("store", "store carrier event: no answer"))?;
+        if there.moved_to.as_deref() != Some(binding) {
+            return Err(EdgeError::unavailable(
+                "store",
+                format!("virtual shard {} is arriving in {binding}, but {from} has not handed it over", event.vshard),
+            ));
+        }
+        Ok(there.row(from).map(|row| {
+            let id = row.id.clone();
+            if row.settled() {
+                Stored::SettledDuplicate { id }
+            } else {
+                Stored::PendingDuplicate { id }
+            }
+        }))
     }
 
     /// One stored event, wherever its shard is now.
@@ -440,10 +462,7 @@ impl Log {
         if row.settled() {
             return Ok(Failed { changed: false, signals: Vec::new() });
         }
-        let now = crate::platform::now();
-        let data = serde_json::json!({ "carrier_event_id": row.id, "error": error });
-        let signal = crate::store::signals::Signal::new("carrier_event.failed", &row.id, None, data, now)?;
-        let written = db::batch(resources, signal.statements_once(resources, now)?).await?;
+        let signals = signal_failed(resources, row, error).await?;
         let db = self.database(&row.binding)?;
         let changed = db::run(db::stmt(
             &db,
@@ -453,7 +472,6 @@ impl Log {
         )?)
         .await?
             == 1;
-        let signals = if written.first().map(db::changes) == Some(1) { signal.event_ids() } else { Vec::new() };
         Ok(Failed { changed, signals })
     }
 
@@ -512,6 +530,16 @@ impl Log {
         all.truncate(limit as usize);
         Ok(all)
     }
+}
+
+/// Writes the operator's `carrier_event.failed` signal about `row` into `resources`, at most once
+/// per event; the ids of the events written (none when it was written before).
+async fn signal_failed(resources: &D1Database, row: &Row, error: &str) -> Result<Vec<String>, EdgeError> {
+    let now = crate::platform::now();
+    let data = serde_json::json!({ "carrier_event_id": row.id, "error": error });
+    let signal = crate::store::signals::Signal::new(EventType::CarrierEventFailed, &row.id, None, data, now)?;
+    let written = db::batch(resources, signal.statements_once(resources, now)?).await?;
+    Ok(if written.first().map(db::changes) == Some(1) { signal.event_ids() } else { Vec::new() })
 }
 
 /// A failure recorded (or found recorded before), with the `carrier_event.failed` signal's

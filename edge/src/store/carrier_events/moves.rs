@@ -7,9 +7,9 @@ use serde::Deserialize;
 use wasm_bindgen::JsValue;
 use worker::D1Database;
 
-use super::{Log, ID_FLOOR};
+use super::Log;
 use crate::error::EdgeError;
-use crate::store::{self as db, int, text, time};
+use crate::store::{self as db, int, retention, text, time};
 
 /// A move of virtual shards `first..=last` to another database (docs/scaling.md, "Moving virtual
 /// shards"), as far as one call took it.
@@ -72,55 +72,9 @@ impl Log {
         pages: usize,
         rival: Option<&str>,
     ) -> Result<Move, EdgeError> {
-        if first > last || last >= shard::VIRTUAL_SHARDS {
-            return Err(EdgeError::invalid(
-                "first",
-                "first and last must be virtual shards (0 to 1023), first <= last",
-            ));
-        }
-        if shard::binding_tag(to).is_none() {
-            return Err(EdgeError::invalid("to", "must be DB or EVENTS_<n> (n from 0 to 62)"));
-        }
-        let from = self.map.binding(first).to_owned();
-        if (first..=last).any(|v| self.map.binding(v) != from) {
-            return Err(EdgeError::invalid("first", "the shards of one move must all be in one database"));
-        }
-        if from == to {
-            return Err(EdgeError::invalid("to", "the shards are in that database already"));
-        }
+        let from = self.move_source(first, last, to)?;
         let (source, target) = (self.database(&from)?, self.database(to)?);
-        // The shards must be where this isolate's map says, and not on their way anywhere else:
-        // a call from an isolate on an older map, or one overlapping another move, is refused
-        // before it writes anything.
-        #[derive(Deserialize)]
-        struct State {
-            vshard: f64,
-            moved_to: Option<String>,
-            moved_from: Option<String>,
-            copied_at: Option<f64>,
-        }
-        let states = "SELECT vshard, moved_to, moved_from, copied_at FROM shard_moves WHERE vshard BETWEEN ?1 AND ?2";
-        let bounds = [int(i64::from(first)), int(i64::from(last))];
-        let conflict = |message: String| EdgeError::Conflict { code: "shard_move_conflict", message };
-        for s in db::all::<State>(db::stmt(&source, states, &bounds)?).await? {
-            let holds = s.moved_to.is_none() && (s.moved_from.is_none() || s.copied_at.is_some());
-            if !holds && s.moved_to.as_deref() != Some(to) {
-                return Err(conflict(format!(
-                    "virtual shard {} is not held by {from} (moving to {:?}, arriving from {:?}); is the map deployed?",
-                    s.vshard, s.moved_to, s.moved_from
-                )));
-            }
-        }
-        for s in db::all::<State>(db::stmt(&target, states, &bounds)?).await? {
-            let elsewhere = s.moved_to.as_deref().is_some_and(|t| t != from)
-                || (s.moved_from.as_deref().is_some_and(|f| f != from) && s.copied_at.is_none());
-            if elsewhere {
-                return Err(conflict(format!(
-                    "virtual shard {} is moving between other databases in {to} (to {:?}, from {:?})",
-                    s.vshard, s.moved_to, s.moved_from
-                )));
-            }
-        }
+        check_holders(&source, &target, first, last, &from, to).await?;
         let now = crate::platform::now();
         if let Some(rival) = rival.filter(|r| *r != to && *r != from) {
             // Another call, moving the same shards elsewhere, got its claim in first.
@@ -147,53 +101,88 @@ impl Log {
         let mut done =
             Move { from, to: to.to_owned(), first, last, copied: 0, after: after.clamp(0, reached), done: false };
         for _ in 0..pages {
-            let start = done.after;
-            let page: Vec<Copy> = db::all(db::stmt(
-                &source,
-                &format!("SELECT {COPY} FROM carrier_events WHERE id > ?1 ORDER BY id LIMIT ?2"),
-                &[int(start), int(i64::from(MOVE_PAGE))],
-            )?)
-            .await?;
-            let last_page = page.len() < MOVE_PAGE as usize;
-            if let Some(row) = page.last() {
-                done.after = row.id as i64;
-            }
-            // By key, not by id: the row's key is at hand, and an id written by an older version
-            // during its rollout does not carry its shard.
-            let moving: Vec<&Copy> = page
-                .iter()
-                .filter(|r| (first..=last).contains(&shard::virtual_shard(&r.carrier, &r.carrier_event_id)))
-                .collect();
-            done.copied += self.copy_rows(&source, &target, moving).await?;
-            // The move's progress, only on from where it stood: the copied mark below needs
-            // every row from the first on to have been visited.
-            let reached = db::run(db::stmt(
-                &target,
-                "UPDATE shard_moves SET copied_through = MAX(copied_through, ?4),
-                   copied_at = CASE WHEN ?5 THEN COALESCE(copied_at, ?6) ELSE copied_at END, updated_at = ?6
-                 WHERE vshard BETWEEN ?1 AND ?2 AND moved_from = ?3 AND copied_through >= ?7",
-                &[
-                    int(i64::from(first)),
-                    int(i64::from(last)),
-                    text(&done.from),
-                    int(done.after),
-                    int(i64::from(last_page)),
-                    time(now),
-                    int(start),
-                ],
-            )?)
-            .await?;
-            if reached == 0 {
-                return Err(conflict(format!(
-                    "the move of virtual shards {first} to {last} changed while this call copied; call again"
-                )));
-            }
-            if last_page {
+            if self.copy_page(&source, &target, &mut done, now).await? {
                 done.done = true;
                 break;
             }
         }
         Ok(done)
+    }
+
+    /// The binding shards `first..=last` leave for `to`: all of them in one database by this
+    /// isolate's map, and not `to`.
+    fn move_source(&self, first: u16, last: u16, to: &str) -> Result<String, EdgeError> {
+        if first > last || last >= shard::VIRTUAL_SHARDS {
+            return Err(EdgeError::invalid(
+                "first",
+                "first and last must be virtual shards (0 to 1023), first <= last",
+            ));
+        }
+        if shard::binding_tag(to).is_none() {
+            return Err(EdgeError::invalid("to", "must be DB or EVENTS_<n> (n from 0 to 62)"));
+        }
+        let from = self.map.binding(first).to_owned();
+        if (first..=last).any(|v| self.map.binding(v) != from) {
+            return Err(EdgeError::invalid("first", "the shards of one move must all be in one database"));
+        }
+        if from == to {
+            return Err(EdgeError::invalid("to", "the shards are in that database already"));
+        }
+        Ok(from)
+    }
+
+    /// Copies the page of `source` after `done.after` (the rows of the moving shards) and
+    /// records how far the move reached. True once that page was the last.
+    async fn copy_page(
+        &self,
+        source: &D1Database,
+        target: &D1Database,
+        done: &mut Move,
+        now: Timestamp,
+    ) -> Result<bool, EdgeError> {
+        let (first, last) = (done.first, done.last);
+        let start = done.after;
+        let page: Vec<Copy> = db::all(db::stmt(
+            source,
+            &format!("SELECT {COPY} FROM carrier_events WHERE id > ?1 ORDER BY id LIMIT ?2"),
+            &[int(start), int(i64::from(MOVE_PAGE))],
+        )?)
+        .await?;
+        let last_page = page.len() < MOVE_PAGE as usize;
+        if let Some(row) = page.last() {
+            done.after = row.id as i64;
+        }
+        // By key, not by id: the row's key is at hand, and an id written by an older version
+        // during its rollout does not carry its shard.
+        let moving: Vec<&Copy> = page
+            .iter()
+            .filter(|r| (first..=last).contains(&shard::virtual_shard(&r.carrier, &r.carrier_event_id)))
+            .collect();
+        done.copied += self.copy_rows(source, target, moving).await?;
+        // The move's progress, only on from where it stood: the copied mark below needs
+        // every row from the first on to have been visited.
+        let reached = db::run(db::stmt(
+            target,
+            "UPDATE shard_moves SET copied_through = MAX(copied_through, ?4),
+               copied_at = CASE WHEN ?5 THEN COALESCE(copied_at, ?6) ELSE copied_at END, updated_at = ?6
+             WHERE vshard BETWEEN ?1 AND ?2 AND moved_from = ?3 AND copied_through >= ?7",
+            &[
+                int(i64::from(first)),
+                int(i64::from(last)),
+                text(&done.from),
+                int(done.after),
+                int(i64::from(last_page)),
+                time(now),
+                int(start),
+            ],
+        )?)
+        .await?;
+        if reached == 0 {
+            return Err(conflict(format!(
+                "the move of virtual shards {first} to {last} changed while this call copied; call again"
+            )));
+        }
+        Ok(last_page)
     }
 
     /// Records a move of shards `first..=last` from `source` (binding `from`) to `target`
@@ -275,43 +264,7 @@ impl Log {
             if rows.is_empty() {
                 return Ok(moved);
             }
-            let copies = rows
-                .iter()
-                .map(|r| {
-                    db::stmt(
-                        target,
-                        "INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, processed_at,
-                             error, attempts, created_at, waiting_for)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-                         ON CONFLICT (id) DO UPDATE SET payload = excluded.payload, processed_at = excluded.processed_at,
-                           error = excluded.error, attempts = excluded.attempts, waiting_for = excluded.waiting_for
-                         WHERE carrier_events.carrier = excluded.carrier
-                           AND carrier_events.carrier_event_id = excluded.carrier_event_id",
-                        &[
-                            int(r.id as i64),
-                            text(&r.carrier),
-                            text(&r.carrier_event_id),
-                            text(&r.event_type),
-                            db::opt_text(r.payload.as_deref()),
-                            r.processed_at.map_or(JsValue::NULL, JsValue::from_f64),
-                            db::opt_text(r.error.as_deref()),
-                            JsValue::from_f64(r.attempts),
-                            JsValue::from_f64(r.created_at),
-                            db::opt_text(r.waiting_for.as_deref()),
-                        ],
-                    )
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let mut copies = copies;
-            // Retention visits a database's rows from its payload watermark on: a row copied in
-            // under an id below it would keep its payload past the retention, so the watermark
-            // goes back below the lowest, in the same commit as the copies.
-            let lowest = rows.iter().map(|r| r.id as i64).min().unwrap_or(0);
-            copies.push(db::stmt(
-                target,
-                "UPDATE retention_marks SET last_id = MIN(last_id, ?1 - 1) WHERE name = 'payloads'",
-                &[int(lowest)],
-            )?);
+            let copies = copy_stmts(target, &rows)?;
             let results = db::batch(target, copies).await?;
             if let Some(clash) = results.iter().zip(&rows).find(|(r, _)| db::changes(r) != 1).map(|(_, row)| row) {
                 return Err(EdgeError::unavailable(
@@ -324,33 +277,7 @@ impl Log {
             }
             // Only once the copies committed, and only rows as they were read: a crash between
             // leaves rows in both, and the next call copies them again and removes them.
-            let removals = rows
-                .iter()
-                .map(|r| {
-                    db::stmt(
-                        source,
-                        "DELETE FROM carrier_events WHERE id = ?1 AND processed_at IS ?2 AND error IS ?3
-                             AND waiting_for IS ?4 AND attempts = ?5 AND payload IS ?6",
-                        &[
-                            int(r.id as i64),
-                            r.processed_at.map_or(JsValue::NULL, JsValue::from_f64),
-                            db::opt_text(r.error.as_deref()),
-                            db::opt_text(r.waiting_for.as_deref()),
-                            JsValue::from_f64(r.attempts),
-                            db::opt_text(r.payload.as_deref()),
-                        ],
-                    )
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let mut batch = vec![db::stmt(source, ID_FLOOR, &[])?];
-            batch.extend(removals);
-            let results = db::batch(source, batch).await?;
-            let changed: Vec<i64> = results[1..]
-                .iter()
-                .zip(&rows)
-                .filter(|(r, _)| db::changes(r) != 1)
-                .map(|(_, row)| row.id as i64)
-                .collect();
+            let changed = remove_unchanged(source, &rows).await?;
             moved += rows.len() - changed.len();
             // Changed since they were read: read again (a row gone meanwhile needs nothing more).
             owned = Vec::new();
@@ -372,4 +299,113 @@ impl Log {
             Err(EdgeError::unavailable("store", "carrier events kept changing while they were moved; call again"))
         }
     }
+}
+
+/// A refused move (409).
+fn conflict(message: String) -> EdgeError {
+    EdgeError::Conflict { code: "shard_move_conflict", message }
+}
+
+/// The shards must be where this isolate's map says, and not on their way anywhere else: a call
+/// from an isolate on an older map, or one overlapping another move, is refused before it
+/// writes anything.
+async fn check_holders(
+    source: &D1Database,
+    target: &D1Database,
+    first: u16,
+    last: u16,
+    from: &str,
+    to: &str,
+) -> Result<(), EdgeError> {
+    #[derive(Deserialize)]
+    struct State {
+        vshard: f64,
+        moved_to: Option<String>,
+        moved_from: Option<String>,
+        copied_at: Option<f64>,
+    }
+    let states = "SELECT vshard, moved_to, moved_from, copied_at FROM shard_moves WHERE vshard BETWEEN ?1 AND ?2";
+    let bounds = [int(i64::from(first)), int(i64::from(last))];
+    for s in db::all::<State>(db::stmt(source, states, &bounds)?).await? {
+        let holds = s.moved_to.is_none() && (s.moved_from.is_none() || s.copied_at.is_some());
+        if !holds && s.moved_to.as_deref() != Some(to) {
+            return Err(conflict(format!(
+                "virtual shard {} is not held by {from} (moving to {:?}, arriving from {:?}); is the map deployed?",
+                s.vshard, s.moved_to, s.moved_from
+            )));
+        }
+    }
+    for s in db::all::<State>(db::stmt(target, states, &bounds)?).await? {
+        let elsewhere = s.moved_to.as_deref().is_some_and(|t| t != from)
+            || (s.moved_from.as_deref().is_some_and(|f| f != from) && s.copied_at.is_none());
+        if elsewhere {
+            return Err(conflict(format!(
+                "virtual shard {} is moving between other databases in {to} (to {:?}, from {:?})",
+                s.vshard, s.moved_to, s.moved_from
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The statements that write `rows` into `target` under their own ids (a row already there
+/// under the same key is brought up to date), and lower the target's payload retention
+/// watermark below the lowest of them in the same commit: retention visits a database's rows
+/// from that watermark on, so a row copied in under an id below it would keep its payload past
+/// the retention.
+fn copy_stmts(target: &D1Database, rows: &[&Copy]) -> Result<Vec<worker::D1PreparedStatement>, EdgeError> {
+    let mut copies = rows
+        .iter()
+        .map(|r| {
+            db::stmt(
+                target,
+                "INSERT INTO carrier_events (id, carrier, carrier_event_id, event_type, payload, processed_at,
+                     error, attempts, created_at, waiting_for)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                 ON CONFLICT (id) DO UPDATE SET payload = excluded.payload, processed_at = excluded.processed_at,
+                   error = excluded.error, attempts = excluded.attempts, waiting_for = excluded.waiting_for
+                 WHERE carrier_events.carrier = excluded.carrier
+                   AND carrier_events.carrier_event_id = excluded.carrier_event_id",
+                &[
+                    int(r.id as i64),
+                    text(&r.carrier),
+                    text(&r.carrier_event_id),
+                    text(&r.event_type),
+                    db::opt_text(r.payload.as_deref()),
+                    r.processed_at.map_or(JsValue::NULL, JsValue::from_f64),
+                    db::opt_text(r.error.as_deref()),
+                    JsValue::from_f64(r.attempts),
+                    JsValue::from_f64(r.created_at),
+                    db::opt_text(r.waiting_for.as_deref()),
+                ],
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let lowest = rows.iter().map(|r| r.id as i64).min().unwrap_or(0);
+    copies.push(retention::lower_payload_mark(target, lowest)?);
+    Ok(copies)
+}
+
+/// Removes `rows` from `source`, each only if it is unchanged since it was read; returns the
+/// ids of those that changed (or went) meanwhile.
+async fn remove_unchanged(source: &D1Database, rows: &[&Copy]) -> Result<Vec<i64>, EdgeError> {
+    let mut batch = vec![retention::raise_id_floor(source)?];
+    for r in rows {
+        batch.push(db::stmt(
+            source,
+            "DELETE FROM carrier_events WHERE id = ?1 AND processed_at IS ?2 AND error IS ?3
+                 AND waiting_for IS ?4 AND attempts = ?5 AND payload IS ?6",
+            &[
+                int(r.id as i64),
+                r.processed_at.map_or(JsValue::NULL, JsValue::from_f64),
+                db::opt_text(r.error.as_deref()),
+                db::opt_text(r.waiting_for.as_deref()),
+                JsValue::from_f64(r.attempts),
+                db::opt_text(r.payload.as_deref()),
+            ],
+        )?);
+    }
+    let results = db::batch(source, batch).await?;
+    // The first result is the id floor's.
+    Ok(results.iter().skip(1).zip(rows).filter(|(r, _)| db::changes(r) != 1).map(|(_, row)| row.id as i64).collect())
 }

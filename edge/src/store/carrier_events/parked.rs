@@ -111,16 +111,7 @@ impl Log {
             // Not where it was read (moved meanwhile): the next sweep finds it again.
             return Ok(unchanged);
         }
-        let mut signals = Vec::new();
-        if failed_here {
-            let now = crate::platform::now();
-            let data = serde_json::json!({ "carrier_event_id": row.id, "error": error });
-            let signal = crate::store::signals::Signal::new("carrier_event.failed", &row.id, None, data, now)?;
-            let written = db::batch(root, signal.statements_once(root, now)?).await?;
-            if written.first().map(db::changes) == Some(1) {
-                signals = signal.event_ids();
-            }
-        }
+        let signals = if failed_here { super::signal_failed(root, &row, &error).await? } else { Vec::new() };
         drop_park(resources, park).await?;
         Ok(Failed { changed, signals })
     }

@@ -5,17 +5,26 @@
 //! (`WHERE status = 'pending' AND attempts = <seen>`), so duplicate queue messages never send one
 //! attempt twice; a delivery leaves `pending` once (`WHERE status = 'pending'`).
 
+use exactly_core::webhook::EventType;
 use exactly_core::Timestamp;
 use serde::Deserialize;
+use serde_json::json;
 use wasm_bindgen::JsValue;
 use worker::D1Database;
 
 use crate::error::EdgeError;
-use serde_json::json;
-
-use crate::store::circuit::{Columns, CIRCUIT};
+use crate::store::endpoints::{self, Columns, CIRCUIT};
 use crate::store::signals::Signal;
-use crate::store::{self as db, int, opt_text, text, time, Cursor};
+use crate::store::{self as db, int, opt_text, text, time};
+
+pub mod fanout;
+mod listing;
+mod prune;
+pub use fanout::{recover, replay};
+pub use listing::{
+    attempts_of_endpoint, attempts_of_event, list, of_event, pending_count, EndpointAttempt, Listed, OfEvent, Recorded,
+};
+pub use prune::prune_attempts;
 
 /// Where a delivery stands (`webhook_deliveries.status`); a row with any other value is an error
 /// where it is read.
@@ -349,11 +358,7 @@ pub async fn record_success(db: &D1Database, a: &Attempt, endpoint_id: &str) -> 
                  WHERE id = ?1 AND status = 'pending'",
                 &[text(&a.delivery_id), time(a.at), int(a.number)],
             )?,
-            db::stmt(
-                db,
-                "UPDATE webhook_endpoints SET consecutive_failures = 0, updated_at = ?2 WHERE id = ?1",
-                &[text(endpoint_id), time(a.at)],
-            )?,
+            endpoints::reset_failures(db, endpoint_id, a.at)?,
         ],
     )
     .await?;
@@ -380,7 +385,7 @@ fn disabled(subject: &Subject<'_>, a: &Attempt, reason: &str) -> Result<Signal, 
     });
     // One signal per time the endpoint is disabled.
     let resource = format!("{}@{}", subject.endpoint_id, a.at.unix_millis());
-    Signal::new("endpoint.disabled", &resource, Some(subject.account_id), data, a.at)
+    Signal::new(EventType::EndpointDisabled, &resource, Some(subject.account_id), data, a.at)
 }
 
 /// A 410: the attempt, the delivery failed, the endpoint disabled (once: `enabled = 1`), and
@@ -396,12 +401,7 @@ pub async fn record_gone(db: &D1Database, a: &Attempt, subject: &Subject<'_>) ->
              WHERE id = ?1 AND status = 'pending'",
             &[text(&a.delivery_id), time(a.at), int(a.number)],
         )?,
-        db::stmt(
-            db,
-            "UPDATE webhook_endpoints SET enabled = 0, disabled_reason = 'answered 410 Gone', updated_at = ?2
-             WHERE id = ?1 AND enabled = 1",
-            &[text(subject.endpoint_id), time(a.at)],
-        )?,
+        endpoints::disable(db, subject.endpoint_id, 0, "answered 410 Gone", a.at)?,
     ];
     statements.extend(signal.statements(db, a.at)?);
     db::batch(db, statements).await?;
@@ -441,23 +441,15 @@ pub async fn record_failure(
                 "delivery_id": a.delivery_id, "event_id": subject.event_id, "endpoint_id": subject.endpoint_id,
                 "url": subject.url, "attempts": a.number, "last_error": error,
             });
-            let exhausted = Signal::new("delivery.exhausted", &a.delivery_id, Some(subject.account_id), data, a.at)?;
+            let exhausted =
+                Signal::new(EventType::DeliveryExhausted, &a.delivery_id, Some(subject.account_id), data, a.at)?;
             statements.extend(exhausted.statements(db, a.at)?);
             ids.extend(exhausted.event_ids());
         }
     }
-    statements.push(db::stmt(
-        db,
-        "UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1, updated_at = ?2 WHERE id = ?1",
-        &[text(subject.endpoint_id), time(a.at)],
-    )?);
+    statements.push(endpoints::count_failure(db, subject.endpoint_id, a.at)?);
     let reason = format!("disabled after {disable_after} consecutive failed attempts");
-    statements.push(db::stmt(
-        db,
-        "UPDATE webhook_endpoints SET enabled = 0, disabled_reason = ?3
-         WHERE id = ?1 AND enabled = 1 AND consecutive_failures >= ?2",
-        &[text(subject.endpoint_id), int(disable_after), text(&reason)],
-    )?);
+    statements.push(endpoints::disable(db, subject.endpoint_id, disable_after, &reason, a.at)?);
     let signal = disabled(subject, a, &reason)?;
     statements.extend(signal.statements(db, a.at)?);
     ids.extend(signal.event_ids());
@@ -495,39 +487,6 @@ pub async fn overdue(db: &D1Database, before: Timestamp, limit: u32) -> Result<V
     .await
 }
 
-/// A delivery as `/admin/webhook_deliveries` lists it.
-#[derive(Debug, Deserialize)]
-pub struct Listed {
-    pub id: String,
-    pub event_id: String,
-    pub endpoint_id: String,
-    pub account_id: String,
-    pub attempts: f64,
-    pub last_error: Option<String>,
-    pub created_at: f64,
-    pub updated_at: f64,
-}
-
-/// A page of deliveries in one status, newest first by (`created_at`, `id`), which never change
-/// (`updated_at` moves on every attempt, so a cursor on it would skip or repeat rows).
-pub async fn list(
-    db: &D1Database,
-    status: DeliveryStatus,
-    cursor: Option<Cursor>,
-    limit: u32,
-) -> Result<Vec<Listed>, EdgeError> {
-    let (at, after) = Cursor::args(&cursor);
-    db::all(db::stmt(
-        db,
-        "SELECT id, event_id, endpoint_id, account_id, attempts, last_error, created_at, updated_at FROM
-             webhook_deliveries
-         WHERE status = ?1 AND (?2 IS NULL OR created_at < ?2 OR (created_at = ?2 AND id < ?3))
-         ORDER BY created_at DESC, id DESC LIMIT ?4",
-        &[text(status.as_str()), at, after, int(i64::from(limit))],
-    )?)
-    .await
-}
-
 /// What re-driving a delivery found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Redrive {
@@ -555,56 +514,6 @@ pub async fn redrive(db: &D1Database, id: &str, now: Timestamp) -> Result<Redriv
     Ok(if found.is_empty() { Redrive::Missing } else { Redrive::NotFailed })
 }
 
-/// A delivery as `/v1/events/{id}` shows it.
-#[derive(Debug, Deserialize)]
-pub struct OfEvent {
-    pub id: String,
-    pub endpoint_id: String,
-    pub kind: String,
-    pub status: DeliveryStatus,
-    pub attempts: f64,
-    pub next_attempt_at: f64,
-    pub last_error: Option<String>,
-}
-
-/// A recorded attempt.
-#[derive(Debug, Deserialize)]
-pub struct Recorded {
-    pub delivery_id: String,
-    pub attempt: f64,
-    pub attempted_at: f64,
-    pub webhook_timestamp: f64,
-    pub status_code: Option<f64>,
-    pub latency_ms: f64,
-    pub error: Option<String>,
-    pub next_attempt_at: Option<f64>,
-    pub response_body: Option<String>,
-}
-
-/// The deliveries of an event, oldest first.
-pub async fn of_event(db: &D1Database, event_id: &str) -> Result<Vec<OfEvent>, EdgeError> {
-    db::all(db::stmt(
-        db,
-        "SELECT id, endpoint_id, kind, status, attempts, next_attempt_at, last_error FROM webhook_deliveries
-         WHERE event_id = ?1 ORDER BY created_at, id",
-        &[text(event_id)],
-    )?)
-    .await
-}
-
-/// Every attempt of every delivery of an event.
-pub async fn attempts_of_event(db: &D1Database, event_id: &str) -> Result<Vec<Recorded>, EdgeError> {
-    db::all(db::stmt(
-        db,
-        "SELECT a.delivery_id, a.attempt, a.attempted_at, a.webhook_timestamp, a.status_code, a.latency_ms,
-             a.error, a.next_attempt_at, a.response_body
-         FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
-         WHERE d.event_id = ?1 ORDER BY a.delivery_id, a.attempt",
-        &[text(event_id)],
-    )?)
-    .await
-}
-
 /// Releases what a paused or disabled endpoint held: its pending deliveries go into its line,
 /// due now, oldest first, except one whose attempt is in flight (claimed, its lease not over,
 /// its outcome not yet recorded): its lease stands, so the attempt is never sent a second time
@@ -617,118 +526,4 @@ pub async fn release(db: &D1Database, endpoint_id: &str, now: Timestamp) -> Resu
         &[text(endpoint_id), time(now)],
     )?)
     .await
-}
-
-/// How many deliveries an endpoint holds (pending, not attempted while paused or disabled).
-pub async fn pending_count(db: &D1Database, endpoint_id: &str) -> Result<u64, EdgeError> {
-    #[derive(Deserialize)]
-    struct N {
-        n: f64,
-    }
-    let row: Option<N> = db::first(db::stmt(
-        db,
-        "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ?1 AND status = 'pending'",
-        &[text(endpoint_id)],
-    )?)
-    .await?;
-    Ok(row.map_or(0, |r| r.n as u64))
-}
-
-/// An attempt as `/v1/webhook_endpoints/{id}/attempts` lists it.
-#[derive(Debug, Deserialize)]
-pub struct EndpointAttempt {
-    pub id: f64,
-    pub delivery_id: String,
-    pub event_id: String,
-    pub attempt: f64,
-    pub attempted_at: f64,
-    pub status_code: Option<f64>,
-    pub latency_ms: f64,
-    pub error: Option<String>,
-    pub response_body: Option<String>,
-    pub response_headers: Option<String>,
-}
-
-/// A page of an endpoint's attempts, newest first, by (`attempted_at`, attempt id).
-pub async fn attempts_of_endpoint(
-    db: &D1Database,
-    endpoint_id: &str,
-    cursor: Option<Cursor>,
-    limit: u32,
-) -> Result<Vec<EndpointAttempt>, EdgeError> {
-    let (at, after) = match &cursor {
-        Some(c) => (int(c.created_at), c.id.parse::<i64>().map_or(JsValue::NULL, int)),
-        None => (JsValue::NULL, JsValue::NULL),
-    };
-    db::all(db::stmt(
-        db,
-        "SELECT a.id, a.delivery_id, d.event_id, a.attempt, a.attempted_at, a.status_code, a.latency_ms, a.error,
-                a.response_body, a.response_headers
-         FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
-         WHERE d.endpoint_id = ?1 AND (?2 IS NULL OR a.attempted_at < ?2 OR (a.attempted_at = ?2 AND a.id < ?3))
-         ORDER BY a.attempted_at DESC, a.id DESC LIMIT ?4",
-        &[text(endpoint_id), at, after, int(i64::from(limit))],
-    )?)
-    .await
-}
-
-/// Takes the endpoint's next turn under its rate limit of `rate` a second: attempts start at
-/// least `1000 / rate` ms apart (fractional milliseconds kept, so every limit from 1 to 1000 is
-/// exact), whatever their order: a guarded UPDATE moves the endpoint's next free time on, so
-/// two attempts never take one turn. `Ok(None)` when taken, else how many milliseconds until the
-/// next turn.
-pub async fn take_turn(
-    db: &D1Database,
-    endpoint_id: &str,
-    rate: u32,
-    now: Timestamp,
-) -> Result<Option<f64>, EdgeError> {
-    #[derive(Deserialize)]
-    struct Next {
-        rate_next_at: f64,
-    }
-    let interval = JsValue::from_f64(turn_interval(rate));
-    let results = db::batch(
-        db,
-        vec![
-            db::stmt(
-                db,
-                "UPDATE webhook_endpoints SET rate_next_at = ?2 + ?3 WHERE id = ?1 AND rate_next_at <= ?2",
-                &[text(endpoint_id), time(now), interval],
-            )?,
-            db::stmt(db, "SELECT rate_next_at FROM webhook_endpoints WHERE id = ?1", &[text(endpoint_id)])?,
-        ],
-    )
-    .await?;
-    if results.first().map(db::changes) == Some(1) {
-        return Ok(None);
-    }
-    let next: Option<Next> = results.get(1).map(db::rows).transpose()?.and_then(|rows| rows.into_iter().next());
-    let next = next.ok_or_else(|| EdgeError::unavailable("store", "the endpoint was deleted"))?;
-    Ok(Some((next.rate_next_at - now.unix_millis() as f64).max(1.0)))
-}
-
-/// The milliseconds between two attempts under a limit of `rate` a second (1 to 1000).
-pub fn turn_interval(rate: u32) -> f64 {
-    1000.0 / f64::from(rate.clamp(1, 1000))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::turn_interval;
-
-    /// Every limit from 1 to 1000 a second is kept exactly: `rate` turns span less than a
-    /// second and one more spans at least a second (integer division made 501 to 999 behave as
-    /// 1000).
-    #[test]
-    fn every_rate_from_1_to_1000_is_exact() {
-        for rate in 1..=1000_u32 {
-            let interval = turn_interval(rate);
-            let span = |turns: u32| f64::from(turns) * interval;
-            assert!(span(rate - 1) < 1000.0, "{rate}");
-            assert!(span(rate) >= 1000.0 - 1e-9, "{rate}: {}", span(rate));
-        }
-        assert_eq!(turn_interval(0), 1000.0);
-        assert_eq!(turn_interval(5000), 1.0);
-    }
 }

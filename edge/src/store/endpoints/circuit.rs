@@ -7,61 +7,15 @@
 //! its batch: each is written only if the swap happened, once per transition.
 
 use exactly_core::breaker::{State, Transition};
+use exactly_core::webhook::EventType;
 use exactly_core::Timestamp;
-use serde::Deserialize;
 use serde_json::json;
 use worker::D1Database;
 
+use super::{Columns, CIRCUIT};
 use crate::error::EdgeError;
 use crate::store::signals::Signal;
 use crate::store::{self as db, int, text};
-
-/// The circuit columns as a row holds them (also read with a delivery, see
-/// [`crate::store::deliveries::Due`]).
-#[derive(Clone, Debug, Deserialize)]
-pub struct Columns {
-    pub circuit: Option<String>,
-    pub circuit_at: Option<f64>,
-    pub circuit_attempts: Option<f64>,
-    pub circuit_failed: Option<f64>,
-    pub circuit_succeeded: Option<f64>,
-    pub circuit_opens: Option<f64>,
-    pub circuit_version: Option<f64>,
-}
-
-/// The SELECT list of [`Columns`] for the endpoint aliased `e`.
-pub const CIRCUIT: &str = "e.circuit, e.circuit_at, e.circuit_attempts, e.circuit_failed, e.circuit_succeeded,
-    e.circuit_opens, e.circuit_version";
-
-fn count(value: Option<f64>) -> u32 {
-    value.map_or(0, |v| v.clamp(0.0, f64::from(u32::MAX)) as u32)
-}
-
-impl Columns {
-    /// The breaker's state (closed when the row has none, as an endpoint stored before the
-    /// breaker existed).
-    pub fn state(&self) -> State {
-        let at = self.circuit_at.unwrap_or(0.0) as i64;
-        let opens = count(self.circuit_opens);
-        match self.circuit.as_deref() {
-            Some("open") => State::Open { probe_at: at, opens },
-            Some("half_open") => {
-                State::HalfOpen { probe: (at != 0).then_some(at), succeeded: count(self.circuit_succeeded), opens }
-            }
-            _ => State::Closed {
-                since: at,
-                attempts: count(self.circuit_attempts),
-                failed: count(self.circuit_failed),
-                succeeded: count(self.circuit_succeeded),
-            },
-        }
-    }
-
-    /// The version a swap must find.
-    pub fn version(&self) -> i64 {
-        self.circuit_version.unwrap_or(0.0) as i64
-    }
-}
 
 /// The columns of `state`: (circuit, at, attempts, failed, succeeded, opens).
 fn columns(state: State) -> (&'static str, i64, u32, u32, u32, u32) {
@@ -137,12 +91,12 @@ fn signal(
 ) -> Result<Signal, EdgeError> {
     let (kind, data) = match (transition, next) {
         (Transition::Opened, State::Open { probe_at, .. }) => (
-            "endpoint.circuit_opened",
+            EventType::EndpointCircuitOpened,
             json!({"endpoint_id": about.endpoint_id, "url": about.url, "opened_at": now.to_rfc3339(),
                    "next_probe_at": Timestamp::from_unix_millis(probe_at).to_rfc3339()}),
         ),
         _ => (
-            "endpoint.circuit_closed",
+            EventType::EndpointCircuitClosed,
             json!({"endpoint_id": about.endpoint_id, "url": about.url, "closed_at": now.to_rfc3339()}),
         ),
     };

@@ -2,16 +2,17 @@
 //! statement names the account in its `WHERE`, so one account never reads or changes
 //! another's endpoint.
 
+pub mod circuit;
+
 use exactly_core::Timestamp;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use wasm_bindgen::JsValue;
-use worker::D1Database;
+use worker::{D1Database, D1PreparedStatement};
 
-use exactly_core::breaker;
+use exactly_core::breaker::{self, State};
 
 use crate::error::EdgeError;
-use crate::store::circuit::{Columns, CIRCUIT};
 use crate::store::{self as db, int, text, time, Cursor};
 
 /// An endpoint as the API shows it (never its secret).
@@ -215,4 +216,174 @@ pub async fn rotate_secret(
     )?)
     .await?;
     Ok(())
+}
+
+/// The circuit columns as a row holds them (also read with a delivery, see
+/// [`crate::store::deliveries::Due`]).
+#[derive(Clone, Debug, Deserialize)]
+pub struct Columns {
+    pub circuit: Option<String>,
+    pub circuit_at: Option<f64>,
+    pub circuit_attempts: Option<f64>,
+    pub circuit_failed: Option<f64>,
+    pub circuit_succeeded: Option<f64>,
+    pub circuit_opens: Option<f64>,
+    pub circuit_version: Option<f64>,
+}
+
+/// The SELECT list of [`Columns`] for the endpoint aliased `e`.
+pub const CIRCUIT: &str = "e.circuit, e.circuit_at, e.circuit_attempts, e.circuit_failed, e.circuit_succeeded,
+    e.circuit_opens, e.circuit_version";
+
+fn count(value: Option<f64>) -> u32 {
+    value.map_or(0, |v| v.clamp(0.0, f64::from(u32::MAX)) as u32)
+}
+
+impl Columns {
+    /// The breaker's state (closed when the row has none, as an endpoint stored before the
+    /// breaker existed).
+    pub fn state(&self) -> State {
+        let at = self.circuit_at.unwrap_or(0.0) as i64;
+        let opens = count(self.circuit_opens);
+        match self.circuit.as_deref() {
+            Some("open") => State::Open { probe_at: at, opens },
+            Some("half_open") => {
+                State::HalfOpen { probe: (at != 0).then_some(at), succeeded: count(self.circuit_succeeded), opens }
+            }
+            _ => State::Closed {
+                since: at,
+                attempts: count(self.circuit_attempts),
+                failed: count(self.circuit_failed),
+                succeeded: count(self.circuit_succeeded),
+            },
+        }
+    }
+
+    /// The version a swap must find.
+    pub fn version(&self) -> i64 {
+        self.circuit_version.unwrap_or(0.0) as i64
+    }
+}
+
+/// The statement that ends an endpoint's failure streak (an attempt succeeded).
+pub fn reset_failures(db: &D1Database, id: &str, at: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        "UPDATE webhook_endpoints SET consecutive_failures = 0, updated_at = ?2 WHERE id = ?1",
+        &[text(id), time(at)],
+    )
+}
+
+/// The statement that counts one more failed attempt in an endpoint's streak.
+pub fn count_failure(db: &D1Database, id: &str, at: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        "UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1, updated_at = ?2 WHERE id = ?1",
+        &[text(id), time(at)],
+    )
+}
+
+/// The statement that disables an endpoint for `reason`, once (`enabled = 1`), and only when
+/// its failure streak reached `streak` (0 for at once). The `endpoint.disabled` signal stands
+/// right after it in the batch.
+pub fn disable(
+    db: &D1Database,
+    id: &str,
+    streak: i64,
+    reason: &str,
+    at: Timestamp,
+) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        "UPDATE webhook_endpoints SET enabled = 0, disabled_reason = ?3, updated_at = ?4
+         WHERE id = ?1 AND enabled = 1 AND consecutive_failures >= ?2",
+        &[text(id), int(streak), text(reason), time(at)],
+    )
+}
+
+/// Writes the operator's endpoint `id` of account `account_id` (or brings it up to date):
+/// `url`, signed with `secret`, subscribed to `event_types` (a JSON array).
+pub async fn put_operator(
+    db: &D1Database,
+    ids: (&str, &str),
+    url: &str,
+    event_types: &str,
+    secret: &str,
+    now: Timestamp,
+) -> Result<(), EdgeError> {
+    let (id, account_id) = ids;
+    db::run(db::stmt(
+        db,
+        "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+         ON CONFLICT (id) DO UPDATE SET url = excluded.url, secret = excluded.secret,
+             event_types = excluded.event_types,
+             updated_at = excluded.updated_at
+           WHERE webhook_endpoints.url IS NOT excluded.url OR webhook_endpoints.secret IS NOT excluded.secret
+              OR webhook_endpoints.event_types IS NOT excluded.event_types",
+        &[text(id), text(account_id), text(url), text(event_types), text(secret), time(now)],
+    )?)
+    .await?;
+    Ok(())
+}
+
+/// Takes the endpoint's next turn under its rate limit of `rate` a second: attempts start at
+/// least `1000 / rate` ms apart (fractional milliseconds kept, so every limit from 1 to 1000 is
+/// exact), whatever their order: a guarded UPDATE moves the endpoint's next free time on, so
+/// two attempts never take one turn. `Ok(None)` when taken, else how many milliseconds until the
+/// next turn.
+pub async fn take_turn(
+    db: &D1Database,
+    endpoint_id: &str,
+    rate: u32,
+    now: Timestamp,
+) -> Result<Option<f64>, EdgeError> {
+    #[derive(Deserialize)]
+    struct Next {
+        rate_next_at: f64,
+    }
+    let interval = JsValue::from_f64(turn_interval(rate));
+    let results = db::batch(
+        db,
+        vec![
+            db::stmt(
+                db,
+                "UPDATE webhook_endpoints SET rate_next_at = ?2 + ?3 WHERE id = ?1 AND rate_next_at <= ?2",
+                &[text(endpoint_id), time(now), interval],
+            )?,
+            db::stmt(db, "SELECT rate_next_at FROM webhook_endpoints WHERE id = ?1", &[text(endpoint_id)])?,
+        ],
+    )
+    .await?;
+    if results.first().map(db::changes) == Some(1) {
+        return Ok(None);
+    }
+    let next: Option<Next> = results.get(1).map(db::rows).transpose()?.and_then(|rows| rows.into_iter().next());
+    let next = next.ok_or_else(|| EdgeError::unavailable("store", "the endpoint was deleted"))?;
+    Ok(Some((next.rate_next_at - now.unix_millis() as f64).max(1.0)))
+}
+
+/// The milliseconds between two attempts under a limit of `rate` a second (1 to 1000).
+pub fn turn_interval(rate: u32) -> f64 {
+    1000.0 / f64::from(rate.clamp(1, 1000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::turn_interval;
+
+    /// Every limit from 1 to 1000 a second is kept exactly: `rate` turns span less than a
+    /// second and one more spans at least a second (integer division made 501 to 999 behave as
+    /// 1000).
+    #[test]
+    fn every_rate_from_1_to_1000_is_exact() {
+        for rate in 1..=1000_u32 {
+            let interval = turn_interval(rate);
+            let span = |turns: u32| f64::from(turns) * interval;
+            assert!(span(rate - 1) < 1000.0, "{rate}");
+            assert!(span(rate) >= 1000.0 - 1e-9, "{rate}: {}", span(rate));
+        }
+        assert_eq!(turn_interval(0), 1000.0);
+        assert_eq!(turn_interval(5000), 1.0);
+    }
 }

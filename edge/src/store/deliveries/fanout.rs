@@ -1,0 +1,116 @@
+//! The deliveries a customer event gets: its fan-out in the batch that writes it (the outbox's),
+//! a replay, a recovery, and the one delivery of an endpoint's test event. Apart from the rest
+//! of `deliveries`, so the outbox reaches these statements without what attempts need.
+
+use exactly_core::webhook::EventType;
+use exactly_core::Timestamp;
+use wasm_bindgen::JsValue;
+use worker::{D1Database, D1PreparedStatement};
+
+use crate::error::EdgeError;
+use crate::store::{self as db, opt_text, text, time};
+
+/// The fan-out of event `event_id`, for the batch that writes it: one pending delivery per
+/// endpoint of the account subscribed to its type, only if this batch inserted the event. It does
+/// not use `changes()`, so it may stand anywhere after the event's INSERT.
+pub fn fan_out(
+    db: &D1Database,
+    event_id: &str,
+    account_id: &str,
+    event_type: EventType,
+    now: Timestamp,
+) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        &format!(
+            "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status, attempts,
+                 next_attempt_at, created_at, updated_at)
+             SELECT 'dlv_' || lower(hex(randomblob(16))), ?1, e.id, e.account_id, 'initial', 'pending', 0, ?3,
+                 ?3, ?3
+             {SUBSCRIBED} AND ?5 IS NULL
+               AND EXISTS (SELECT 1 FROM outbound_events WHERE id = ?1)
+             ON CONFLICT DO NOTHING"
+        ),
+        &[text(event_id), text(account_id), time(now), text(event_type.as_str()), JsValue::NULL],
+    )
+}
+
+/// The statement that writes one pending delivery of event `event_id` to `endpoint_id`.
+pub fn insert_initial(
+    db: &D1Database,
+    id: &str,
+    event_id: &str,
+    endpoint_id: &str,
+    account_id: &str,
+    now: Timestamp,
+) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status, attempts, next_attempt_at,
+             created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, 'initial', 'pending', 0, ?5, ?5, ?5)",
+        &[text(id), text(event_id), text(endpoint_id), text(account_id), time(now)],
+    )
+}
+
+/// The endpoints a delivery of an event goes to: the account's endpoints subscribed to its type
+/// (`?4`), or only the one named (`?5`, when not NULL). The fan-out and a replay share it, so
+/// they can never disagree on who is subscribed. The fan-out records a delivery for every
+/// subscribed endpoint whatever its state: a paused or disabled endpoint holds it until it is
+/// resumed or enabled, so nothing is lost.
+const SUBSCRIBED: &str = "FROM webhook_endpoints e
+     WHERE e.account_id = ?2 AND (?5 IS NULL OR e.id = ?5)
+       AND EXISTS (SELECT 1 FROM json_each(e.event_types) WHERE value = ?4)";
+
+/// A replay: a new delivery (`kind = 'replay'`, same event, so the same `webhook-id`) to every
+/// subscribed endpoint, or to `endpoint_id` only. Returns the new deliveries' ids.
+pub async fn replay(
+    db: &D1Database,
+    event_id: &str,
+    account_id: &str,
+    event_type: &str,
+    endpoint_id: Option<&str>,
+    now: Timestamp,
+) -> Result<Vec<String>, EdgeError> {
+    db::all_ids(db::stmt(
+        db,
+        &format!(
+            "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status, attempts,
+                 next_attempt_at, created_at, updated_at)
+             SELECT 'dlv_' || lower(hex(randomblob(16))), ?1, e.id, e.account_id, 'replay', 'pending', 0, ?3, ?3, ?3
+             {SUBSCRIBED} AND e.enabled = 1
+             RETURNING id"
+        ),
+        &[text(event_id), text(account_id), time(now), text(event_type), opt_text(endpoint_id)],
+    )?)
+    .await
+}
+
+/// Recovery: a new delivery to `endpoint_id` of every event of the account written in
+/// [`since`, `until`) that the endpoint is subscribed to and has neither received successfully
+/// nor has pending, oldest first. Running it again finds those pending or received and adds
+/// nothing. Returns the new deliveries' ids.
+pub async fn recover(
+    db: &D1Database,
+    account_id: &str,
+    endpoint_id: &str,
+    since: Timestamp,
+    until: Timestamp,
+    now: Timestamp,
+) -> Result<Vec<String>, EdgeError> {
+    db::all_ids(db::stmt(
+        db,
+        "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status, attempts, next_attempt_at,
+                                         created_at, updated_at)
+         SELECT 'dlv_' || lower(hex(randomblob(16))), o.id, e.id, e.account_id, 'replay', 'pending', 0, ?5, ?5, ?5
+         FROM outbound_events o JOIN webhook_endpoints e ON e.id = ?2 AND e.account_id = o.account_id
+         WHERE o.account_id = ?1 AND o.created_at >= ?3 AND o.created_at < ?4
+           AND EXISTS (SELECT 1 FROM json_each(e.event_types) WHERE value = o.type)
+           AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
+                           WHERE d.event_id = o.id AND d.endpoint_id = e.id AND d.status IN ('succeeded', 'pending'))
+         ORDER BY o.created_at, o.id
+         RETURNING id",
+        &[text(account_id), text(endpoint_id), time(since), time(until), time(now)],
+    )?)
+    .await
+}

@@ -1,0 +1,146 @@
+//! What the API and the console read of deliveries and attempts: pages, an event's deliveries,
+//! an endpoint's attempts. Nothing here writes.
+
+use serde::Deserialize;
+use wasm_bindgen::JsValue;
+use worker::D1Database;
+
+use super::DeliveryStatus;
+use crate::error::EdgeError;
+use crate::store::{self as db, int, text, Cursor};
+
+/// A delivery as `/admin/webhook_deliveries` lists it.
+#[derive(Debug, Deserialize)]
+pub struct Listed {
+    pub id: String,
+    pub event_id: String,
+    pub endpoint_id: String,
+    pub account_id: String,
+    pub attempts: f64,
+    pub last_error: Option<String>,
+    pub created_at: f64,
+    pub updated_at: f64,
+}
+
+/// A page of deliveries in one status, newest first by (`created_at`, `id`), which never change
+/// (`updated_at` moves on every attempt, so a cursor on it would skip or repeat rows).
+pub async fn list(
+    db: &D1Database,
+    status: DeliveryStatus,
+    cursor: Option<Cursor>,
+    limit: u32,
+) -> Result<Vec<Listed>, EdgeError> {
+    let (at, after) = Cursor::args(&cursor);
+    db::all(db::stmt(
+        db,
+        "SELECT id, event_id, endpoint_id, account_id, attempts, last_error, created_at, updated_at FROM
+             webhook_deliveries
+         WHERE status = ?1 AND (?2 IS NULL OR created_at < ?2 OR (created_at = ?2 AND id < ?3))
+         ORDER BY created_at DESC, id DESC LIMIT ?4",
+        &[text(status.as_str()), at, after, int(i64::from(limit))],
+    )?)
+    .await
+}
+
+/// A delivery as `/v1/events/{id}` shows it.
+#[derive(Debug, Deserialize)]
+pub struct OfEvent {
+    pub id: String,
+    pub endpoint_id: String,
+    pub kind: String,
+    pub status: DeliveryStatus,
+    pub attempts: f64,
+    pub next_attempt_at: f64,
+    pub last_error: Option<String>,
+}
+
+/// A recorded attempt.
+#[derive(Debug, Deserialize)]
+pub struct Recorded {
+    pub delivery_id: String,
+    pub attempt: f64,
+    pub attempted_at: f64,
+    pub webhook_timestamp: f64,
+    pub status_code: Option<f64>,
+    pub latency_ms: f64,
+    pub error: Option<String>,
+    pub next_attempt_at: Option<f64>,
+    pub response_body: Option<String>,
+}
+
+/// The deliveries of an event, oldest first.
+pub async fn of_event(db: &D1Database, event_id: &str) -> Result<Vec<OfEvent>, EdgeError> {
+    db::all(db::stmt(
+        db,
+        "SELECT id, endpoint_id, kind, status, attempts, next_attempt_at, last_error FROM webhook_deliveries
+         WHERE event_id = ?1 ORDER BY created_at, id",
+        &[text(event_id)],
+    )?)
+    .await
+}
+
+/// Every attempt of every delivery of an event.
+pub async fn attempts_of_event(db: &D1Database, event_id: &str) -> Result<Vec<Recorded>, EdgeError> {
+    db::all(db::stmt(
+        db,
+        "SELECT a.delivery_id, a.attempt, a.attempted_at, a.webhook_timestamp, a.status_code, a.latency_ms,
+             a.error, a.next_attempt_at, a.response_body
+         FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+         WHERE d.event_id = ?1 ORDER BY a.delivery_id, a.attempt",
+        &[text(event_id)],
+    )?)
+    .await
+}
+
+/// How many deliveries an endpoint holds (pending, not attempted while paused or disabled).
+pub async fn pending_count(db: &D1Database, endpoint_id: &str) -> Result<u64, EdgeError> {
+    #[derive(Deserialize)]
+    struct N {
+        n: f64,
+    }
+    let row: Option<N> = db::first(db::stmt(
+        db,
+        "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ?1 AND status = 'pending'",
+        &[text(endpoint_id)],
+    )?)
+    .await?;
+    Ok(row.map_or(0, |r| r.n as u64))
+}
+
+/// An attempt as `/v1/webhook_endpoints/{id}/attempts` lists it.
+#[derive(Debug, Deserialize)]
+pub struct EndpointAttempt {
+    pub id: f64,
+    pub delivery_id: String,
+    pub event_id: String,
+    pub attempt: f64,
+    pub attempted_at: f64,
+    pub status_code: Option<f64>,
+    pub latency_ms: f64,
+    pub error: Option<String>,
+    pub response_body: Option<String>,
+    pub response_headers: Option<String>,
+}
+
+/// A page of an endpoint's attempts, newest first, by (`attempted_at`, attempt id).
+pub async fn attempts_of_endpoint(
+    db: &D1Database,
+    endpoint_id: &str,
+    cursor: Option<Cursor>,
+    limit: u32,
+) -> Result<Vec<EndpointAttempt>, EdgeError> {
+    let (at, after) = match &cursor {
+        Some(c) => (int(c.created_at), c.id.parse::<i64>().map_or(JsValue::NULL, int)),
+        None => (JsValue::NULL, JsValue::NULL),
+    };
+    db::all(db::stmt(
+        db,
+        "SELECT a.id, a.delivery_id, d.event_id, a.attempt, a.attempted_at, a.status_code, a.latency_ms, a.error,
+                a.response_body, a.response_headers
+         FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+         WHERE d.endpoint_id = ?1 AND (?2 IS NULL OR a.attempted_at < ?2 OR (a.attempted_at = ?2 AND a.id < ?3))
+         ORDER BY a.attempted_at DESC, a.id DESC LIMIT ?4",
+        &[text(endpoint_id), at, after, int(i64::from(limit))],
+    )?)
+    .await
+}

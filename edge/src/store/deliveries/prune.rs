@@ -1,0 +1,50 @@
+//! Retention of webhook attempts, run by `store::retention` from the watermark it keeps.
+
+use exactly_core::Timestamp;
+use serde::Deserialize;
+use worker::D1Database;
+
+use crate::config::Retention;
+use crate::error::EdgeError;
+use crate::store::{self as db, int, retention};
+
+/// Retention of webhook attempts (run by `store::retention`): the attempts of delivered
+/// webhooks after `RETENTION_ATTEMPT_DAYS`; returns how many were deleted.
+pub async fn prune_attempts(db: &D1Database, limits: Retention, now: Timestamp) -> Result<usize, EdgeError> {
+    let mut attempts = 0;
+
+    // Attempts of delivered webhooks: the window after the watermark, up to the cutoff.
+    #[derive(Deserialize)]
+    struct Attempt {
+        id: f64,
+        attempted_at: f64,
+    }
+    let from = retention::mark(db, "attempts").await?;
+    let window: Vec<Attempt> = db::all(db::stmt(
+        db,
+        "SELECT id, attempted_at FROM webhook_attempts WHERE id > ?1 ORDER BY id LIMIT ?2",
+        &[int(from), int(retention::BATCH)],
+    )?)
+    .await?;
+    let cutoff = now.unix_millis() - limits.attempt_days * retention::DAY_MILLIS;
+    if let Some(upto) = window.iter().take_while(|a| (a.attempted_at as i64) < cutoff).last().map(|a| a.id as i64) {
+        let results = db::batch(
+            db,
+            vec![
+                db::stmt(
+                    db,
+                    // A lookup per attempt of the window, not `IN (SELECT ...)`, which would read
+                    // every succeeded delivery (edge/tests/query_plans.rs).
+                    "DELETE FROM webhook_attempts WHERE id > ?1 AND id <= ?2
+                   AND EXISTS (SELECT 1 FROM webhook_deliveries d
+                               WHERE d.id = webhook_attempts.delivery_id AND d.status = 'succeeded')",
+                    &[int(from), int(upto)],
+                )?,
+                retention::set_mark(db, "attempts", upto)?,
+            ],
+        )
+        .await?;
+        attempts = results.first().map(db::changes).unwrap_or(0);
+    }
+    Ok(attempts)
+}

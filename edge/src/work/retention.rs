@@ -1,0 +1,47 @@
+//! The cron's retention step (docs/architecture.md, "Retention"): the carrier events of every
+//! database of the dedupe log, and the webhook attempts of every account database, each pruned by
+//! its own store module from the watermarks `store::retention` keeps.
+
+use exactly_core::Timestamp;
+
+use crate::config::Retention;
+use crate::error::EdgeError;
+use crate::store::{carrier_events, deliveries};
+
+/// What one run pruned.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Pruned {
+    /// Carrier event payloads cleared.
+    pub payloads: usize,
+    /// Carrier event rows deleted.
+    pub events: usize,
+    /// Webhook attempts deleted.
+    pub attempts: usize,
+}
+
+/// One retention run: the carrier event steps in every database of the dedupe log (each keeps
+/// its own watermarks), the attempts step in every account database.
+pub async fn run(env: &worker::Env, retention: Retention, now: Timestamp) -> Result<Pruned, EdgeError> {
+    let mut pruned = Pruned::default();
+    let log = crate::store::carrier_events::Log::open(env)?;
+    for binding in log.bindings() {
+        let (payloads, events) = carrier_events::prune(&log.database(&binding)?, retention, now).await?;
+        pruned.payloads += payloads;
+        pruned.events += events;
+    }
+    // One account database that fails is logged and skipped; the others are still pruned.
+    for binding in crate::store::routes::databases(env) {
+        let attempts = match crate::store::routes::open(env, Some(binding.clone())) {
+            Ok((_, db)) => deliveries::prune_attempts(&db, retention, now).await,
+            Err(e) => Err(e),
+        };
+        match attempts {
+            Ok(n) => pruned.attempts += n,
+            Err(e) => worker::console_error!(
+                "{}",
+                serde_json::json!({"cron": "retention", "database": binding, "error": e.to_string()})
+            ),
+        }
+    }
+    Ok(pruned)
+}
