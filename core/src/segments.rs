@@ -24,11 +24,23 @@ impl Encoding {
         }
     }
 
+    /// The encoding stored as `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Encoding::Gsm7, Encoding::Ucs2].into_iter().find(|e| e.as_str() == name)
+    }
+
     fn limits(self) -> (u32, u32) {
         match self {
             Encoding::Gsm7 => (160, 153),
             Encoding::Ucs2 => (70, 67),
         }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Encoding {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        Encoding::from_name(&name).ok_or_else(|| serde::de::Error::custom(format!("unknown encoding {name}")))
     }
 }
 
@@ -95,6 +107,14 @@ mod tests {
     fn seg(text: &str) -> (Encoding, u32, u32) {
         let s = count(text);
         (s.encoding, s.units, s.count)
+    }
+
+    #[test]
+    fn an_encoding_reads_back_from_its_stored_name() {
+        for e in [Encoding::Gsm7, Encoding::Ucs2] {
+            assert_eq!(Encoding::from_name(e.as_str()), Some(e));
+        }
+        assert_eq!(Encoding::from_name("gsm-7"), None);
     }
 
     #[test]

@@ -114,7 +114,7 @@ impl CallRing {
         storage::save(&self.sql(), &state, &actions)
     }
 
-    fn next_action(&self) -> std::result::Result<Option<(f64, Action)>, EdgeError> {
+    fn next_action(&self) -> std::result::Result<Option<(i64, Action)>, EdgeError> {
         let Some((seq, text)) = storage::next_action(&self.sql())? else { return Ok(None) };
         let action =
             serde_json::from_slice(text.as_bytes()).map_err(|e| EdgeError::platform("stored call action", e))?;

@@ -3,6 +3,7 @@
 
 use exactly_core::event::Provider;
 use exactly_core::ring::{RingPlan, DEFAULT_RING_TIMEOUT_SECS, RING_TIMEOUT_SECS};
+use exactly_core::Timestamp;
 use serde::Deserialize;
 use serde_json::json;
 use worker::{Env, Request, Response};
@@ -14,7 +15,7 @@ use crate::error::EdgeError;
 use crate::platform::{new_id, now, random_hex};
 use crate::store::carrier_events::EventState;
 use crate::store::deliveries::{self, Redrive};
-use crate::store::{self as db, accounts, carrier_events, numbers, routes};
+use crate::store::{accounts, carrier_events, numbers, routes};
 
 #[derive(Deserialize)]
 struct NewAccount {
@@ -73,7 +74,7 @@ pub async fn list_accounts(req: Request, env: &Env) -> Result<Response, EdgeErro
             let numbers: serde_json::Value = serde_json::from_slice(a.numbers.as_bytes()).unwrap_or_else(|_| json!([]));
             json!({
                 "id": a.id, "name": a.name, "numbers": numbers,
-                "created_at": db::millis(a.created_at).to_rfc3339(),
+                "created_at": a.created_at.to_rfc3339(),
             })
         })
         .collect();
@@ -187,9 +188,9 @@ pub async fn list_carrier_events(req: Request, env: &Env) -> Result<Response, Ed
                     (None, Some(_)) => "processed",
                     (None, None) => "pending",
                 },
-                "error": r.error, "attempts": r.attempts as i64,
-                "processed_at": r.processed_at.map(|t| db::millis(t).to_rfc3339()),
-                "created_at": db::millis(r.created_at).to_rfc3339(),
+                "error": r.error, "attempts": r.attempts,
+                "processed_at": r.processed_at.map(|t| t.to_rfc3339()),
+                "created_at": r.created_at.to_rfc3339(),
             })
         })
         .collect();
@@ -283,11 +284,13 @@ pub async fn list_failed_deliveries(req: Request, env: &Env) -> Result<Response,
     let next = Cursor::after(&rows, limit, |d| (d.created_at, &d.id));
     let data = rows
         .iter()
-        .map(|d| json!({
-            "id": d.id, "event_id": d.event_id, "endpoint_id": d.endpoint_id, "account_id": d.account_id,
-            "attempts": d.attempts as i64, "last_error": d.last_error,
-            "created_at": db::millis(d.created_at).to_rfc3339(), "updated_at": db::millis(d.updated_at).to_rfc3339(),
-        }))
+        .map(|d| {
+            json!({
+                "id": d.id, "event_id": d.event_id, "endpoint_id": d.endpoint_id, "account_id": d.account_id,
+                "attempts": d.attempts, "last_error": d.last_error,
+                "created_at": d.created_at.to_rfc3339(), "updated_at": d.updated_at.to_rfc3339(),
+            })
+        })
         .collect();
     http::json(200, &page(data, next))
 }
@@ -321,8 +324,8 @@ pub async fn metrics(req: Request, env: &Env) -> Result<Response, EdgeError> {
     auth::admin(&req, env)?;
     let f = crate::store::metrics::figures(env).await?;
     let at = now().unix_millis();
-    let age = |oldest: Option<f64>| seconds(oldest.map_or(0, |t| at - t as i64));
-    let ingested = f.events_ingested.unwrap_or(0.0);
+    let age = |oldest: Option<Timestamp>| seconds(oldest.map_or(0, |t| at - t.unix_millis()));
+    let ingested = f.events_ingested.unwrap_or(0);
     let mut out = String::new();
     let mut metric = |name: &str, kind: &str, help: &str, samples: &[(&str, String)]| {
         out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
@@ -356,7 +359,7 @@ pub async fn metrics(req: Request, env: &Env) -> Result<Response, EdgeError> {
             ("{outcome=\"failed\"}", count(f.deliveries_failed)),
             (
                 "{outcome=\"succeeded\"}",
-                count(f.deliveries_created.unwrap_or(0.0) - f.deliveries_pending - f.deliveries_failed),
+                count(f.deliveries_created.unwrap_or(0) - f.deliveries_pending - f.deliveries_failed),
             ),
         ],
     );
@@ -394,10 +397,9 @@ fn wasm_memory_bytes() -> usize {
     0
 }
 
-/// A count as the text format writes it (D1 hands integers over as numbers): whole, never
-/// below zero.
-fn count(value: f64) -> String {
-    (value.max(0.0) as i64).to_string()
+/// A count as the text format writes it: never below zero.
+fn count(value: i64) -> String {
+    value.max(0).to_string()
 }
 
 /// An age in milliseconds as seconds, to the millisecond and without trailing zeros (`12`,
@@ -410,11 +412,8 @@ fn seconds(millis: i64) -> String {
 
 /// One page, newest first, from the pages each account database answered for the same cursor:
 /// the `limit` newest of them by (`created_at`, `id`).
-fn newest_first<T>(mut rows: Vec<T>, limit: u32, key: impl Fn(&T) -> (f64, &String)) -> Vec<T> {
-    rows.sort_by(|a, b| {
-        let (a, b) = (key(a), key(b));
-        b.0.total_cmp(&a.0).then_with(|| b.1.cmp(a.1))
-    });
+fn newest_first<T>(mut rows: Vec<T>, limit: u32, key: impl Fn(&T) -> (Timestamp, &String)) -> Vec<T> {
+    rows.sort_by(|a, b| key(b).cmp(&key(a)));
     rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
     rows
 }
@@ -432,9 +431,9 @@ mod tests {
             assert_eq!(seconds(ms), format!("{}", ms as f64 / 1000.0), "{ms} ms");
         }
         assert_eq!(seconds(-5), "0");
-        for n in [0.0, 1.0, 42.0, 1_000_000.0, 9_007_199_254_740_991.0] {
-            assert_eq!(count(n), format!("{n}"));
+        for n in [0_i64, 1, 42, 1_000_000, 9_007_199_254_740_991] {
+            assert_eq!(count(n), format!("{}", n as f64));
         }
-        assert_eq!(count(-3.0), "0");
+        assert_eq!(count(-3), "0");
     }
 }

@@ -9,8 +9,8 @@ use crate::api::http::{self as http, Cursor};
 use crate::api::page;
 use crate::error::EdgeError;
 use crate::platform::now;
+use crate::store::deliveries;
 use crate::store::outbox::{self, Stored};
-use crate::store::{self as db, deliveries};
 
 async fn find(db: &D1Database, account_id: &str, id: &str) -> Result<Stored, EdgeError> {
     outbox::get(db, account_id, id).await?.ok_or(EdgeError::NotFound)
@@ -48,17 +48,17 @@ pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeErro
         .map(|d| {
             json!({
                 "id": d.id, "endpoint_id": d.endpoint_id, "kind": d.kind, "status": d.status,
-                "attempts_made": d.attempts as i64, "last_error": d.last_error,
-                "next_attempt_at": (d.status == deliveries::DeliveryStatus::Pending).then(|| db::millis(d.next_attempt_at).to_rfc3339()),
+                "attempts_made": d.attempts, "last_error": d.last_error,
+                "next_attempt_at": (d.status == deliveries::DeliveryStatus::Pending).then(|| d.next_attempt_at.to_rfc3339()),
                 "attempts": attempts.iter().filter(|a| a.delivery_id == d.id).map(|a| json!({
-                    "attempt": a.attempt as i64,
-                    "attempted_at": db::millis(a.attempted_at).to_rfc3339(),
-                    "webhook_timestamp": a.webhook_timestamp as i64,
-                    "status_code": a.status_code.map(|s| s as i64),
-                    "latency_ms": a.latency_ms as i64,
+                    "attempt": a.attempt,
+                    "attempted_at": a.attempted_at.to_rfc3339(),
+                    "webhook_timestamp": a.webhook_timestamp,
+                    "status_code": a.status_code,
+                    "latency_ms": a.latency_ms,
                     "error": a.error,
                     "response_snippet": a.response_body,
-                    "next_attempt_at": a.next_attempt_at.map(|t| db::millis(t).to_rfc3339()),
+                    "next_attempt_at": a.next_attempt_at.map(|t| t.to_rfc3339()),
                 })).collect::<Vec<_>>(),
             })
         })

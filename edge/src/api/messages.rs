@@ -84,13 +84,13 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
         to: &to,
         text: &text,
         segments: i64::from(count.count),
-        encoding: count.encoding.as_str(),
+        encoding: count.encoding,
         idempotency_key: key.as_deref(),
         send_at,
         media_urls: &media_urls,
     };
     let (message, created) = messages::create_outbound(&db, new, created_at).await?;
-    let same_time = message.send_at.map(|t| t as i64) == send_at.map(|t| t.unix_millis());
+    let same_time = message.send_at == send_at;
     if !created
         && (message.from_number != from.as_str()
             || message.to_number != to.as_str()
@@ -108,7 +108,9 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
     match (message.status, message.send_at) {
         (MessageStatus::Queued, _) => jobs::enqueue(env, Job::dispatch(env, &message.id)).await?,
         // Due then; if this job is lost, the sweeper enqueues the send once due.
-        (MessageStatus::Scheduled, Some(at)) if created => jobs::dispatch_at(env, &message.id, at as i64).await?,
+        (MessageStatus::Scheduled, Some(at)) if created => {
+            jobs::dispatch_at(env, &message.id, at.unix_millis()).await?
+        }
         _ => {}
     }
     http::json(if created { 201 } else { 200 }, &media::shown(&message, env)?)
@@ -181,7 +183,7 @@ pub async fn history(req: Request, env: &Env, id: &str) -> Result<Response, Edge
         .map(|h| {
             serde_json::json!({
                 "status": h.status, "carrier_status": h.carrier_status,
-                "at": crate::store::millis(h.created_at).to_rfc3339(),
+                "at": h.created_at.to_rfc3339(),
             })
         })
         .collect();

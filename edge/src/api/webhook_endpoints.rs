@@ -174,7 +174,7 @@ pub async fn update(mut req: Request, env: &Env, id: &str) -> Result<Response, E
     };
     endpoints::update(&db, &account.id, id, &change, now()).await?;
     let after = find(&db, &account.id, id).await?;
-    if after.enabled == 1.0 && after.paused == 0.0 && (patch.enabled == Some(true) || patch.paused == Some(false)) {
+    if after.enabled && !after.paused && (patch.enabled == Some(true) || patch.paused == Some(false)) {
         release(env, &db, id).await?;
     }
     shown(&db, &after).await.and_then(|v| http::json(200, &v))
@@ -196,11 +196,15 @@ async fn release(env: &Env, db: &D1Database, id: &str) -> Result<(), EdgeError> 
 async fn shown(db: &D1Database, endpoint: &Endpoint) -> Result<serde_json::Value, EdgeError> {
     let at = now();
     let mut v = endpoint.to_json(at);
-    let active = endpoint.enabled == 1.0 && endpoint.paused == 0.0;
+    let active = endpoint.enabled && !endpoint.paused;
     let load = deliveries::load(db, &endpoint.id, at).await?;
-    let held = if active { load.waiting as u64 } else { deliveries::pending_count(db, &endpoint.id).await? };
+    let held = if active {
+        u64::try_from(load.waiting).unwrap_or(0)
+    } else {
+        deliveries::pending_count(db, &endpoint.id).await?
+    };
     v["held_count"] = json!(held);
-    v["in_flight"] = json!(load.in_flight as u64);
+    v["in_flight"] = json!(load.in_flight);
     Ok(v)
 }
 
@@ -268,7 +272,7 @@ pub async fn recover(mut req: Request, env: &Env, id: &str) -> Result<Response, 
     }
     let ids = crate::store::deliveries::recover(&db, &account.id, &endpoint.id, since, until, at).await?;
     // Held by a paused or disabled endpoint until it is resumed or enabled.
-    if endpoint.enabled == 1.0 && endpoint.paused == 0.0 {
+    if endpoint.enabled && !endpoint.paused {
         for chunk in ids.chunks(100) {
             crate::queues::deliver_many(env, chunk.to_vec()).await?;
         }
@@ -282,7 +286,7 @@ pub async fn test(req: Request, env: &Env, id: &str) -> Result<Response, EdgeErr
     let account = auth::account(&req, env).await?;
     let endpoint = find(&db, &account.id, id).await?;
     let (event, delivery) = crate::store::outbox::test_event(&db, &account.id, &endpoint.id, now()).await?;
-    if endpoint.enabled == 1.0 && endpoint.paused == 0.0 {
+    if endpoint.enabled && !endpoint.paused {
         crate::queues::deliver_many(env, vec![delivery.clone()]).await?;
     }
     http::json(202, &json!({ "event_id": event.id, "delivery_id": delivery }))
@@ -302,7 +306,7 @@ pub async fn attempts(req: Request, env: &Env, id: &str) -> Result<Response, Edg
     let limit = http::limit(&params)?;
     let rows = deliveries::attempts_of_endpoint(&db, &endpoint.id, Cursor::from_params(&params)?, limit).await?;
     let next = if rows.len() == limit as usize {
-        rows.last().map(|a| Cursor { created_at: a.attempted_at as i64, id: (a.id as i64).to_string() })
+        rows.last().map(|a| Cursor { created_at: a.attempted_at.unix_millis(), id: a.id.to_string() })
     } else {
         None
     };
@@ -310,9 +314,9 @@ pub async fn attempts(req: Request, env: &Env, id: &str) -> Result<Response, Edg
         .iter()
         .map(|a| {
             json!({
-                "delivery_id": a.delivery_id, "event_id": a.event_id, "attempt": a.attempt as i64,
-                "attempted_at": crate::store::millis(a.attempted_at).to_rfc3339(),
-                "status_code": a.status_code.map(|s| s as i64), "latency_ms": a.latency_ms as i64, "error": a.error,
+                "delivery_id": a.delivery_id, "event_id": a.event_id, "attempt": a.attempt,
+                "attempted_at": a.attempted_at.to_rfc3339(),
+                "status_code": a.status_code, "latency_ms": a.latency_ms, "error": a.error,
                 "response_body": a.response_body,
                 "response_headers": a.response_headers.as_deref().and_then(headers),
             })

@@ -82,7 +82,8 @@ pub async fn by_key_hash(db: &D1Database, api_key_hash: &str) -> Result<Option<S
 pub struct Listed {
     pub id: String,
     pub name: String,
-    pub created_at: f64,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub created_at: Timestamp,
     /// The account's numbers, a JSON array.
     pub numbers: String,
 }

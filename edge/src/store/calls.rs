@@ -8,7 +8,7 @@
 //! changed a row.
 
 use exactly_core::call::CallStatus;
-use exactly_core::call_machine::{CallEnd, CallView, LegView};
+use exactly_core::call_machine::{CallEnd, CallView, LegOutcome, LegView};
 use exactly_core::Provider;
 use exactly_core::Timestamp;
 use serde::Deserialize;
@@ -35,27 +35,34 @@ pub struct Call {
     pub call_session_id: String,
     pub call_control_id: String,
     pub call_leg_id: String,
-    pub answered_at: Option<f64>,
-    pub ended_at: Option<f64>,
-    pub duration_secs: Option<f64>,
-    pub billed_minutes: Option<f64>,
-    pub created_at: f64,
-    pub updated_at: f64,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    pub answered_at: Option<Timestamp>,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    pub ended_at: Option<Timestamp>,
+    pub duration_secs: Option<i64>,
+    pub billed_minutes: Option<i64>,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub created_at: Timestamp,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub updated_at: Timestamp,
 }
 
 /// A leg row.
 #[derive(Clone, Debug, Deserialize)]
 pub struct Leg {
-    pub position: f64,
+    pub position: i64,
     pub target: String,
     pub call_control_id: Option<String>,
     pub call_leg_id: Option<String>,
-    pub outcome: String,
+    pub outcome: LegOutcome,
     pub hangup_cause: Option<String>,
     /// When the leg was dialled (its row's first write); unknown in a change not yet written.
-    pub created_at: Option<f64>,
-    pub answered_at: Option<f64>,
-    pub ended_at: Option<f64>,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    pub created_at: Option<Timestamp>,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    pub answered_at: Option<Timestamp>,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    pub ended_at: Option<Timestamp>,
 }
 
 const COLUMNS: &str =
@@ -65,7 +72,7 @@ const COLUMNS: &str =
 impl Call {
     /// The call as the API (and every customer event) shows it.
     pub fn to_json(&self, legs: &[Leg]) -> Value {
-        let at = |t: Option<f64>| t.map(|t| db::millis(t).to_rfc3339());
+        let at = |t: Option<Timestamp>| t.map(|t| t.to_rfc3339());
         json!({
             "id": self.id,
             "direction": self.direction,
@@ -74,21 +81,21 @@ impl Call {
             "status": self.status,
             "answered_at": at(self.answered_at),
             "ended_at": at(self.ended_at),
-            "duration_secs": self.duration_secs.map(|d| d as i64),
-            "billed_minutes": self.billed_minutes.map(|m| m as i64),
+            "duration_secs": self.duration_secs,
+            "billed_minutes": self.billed_minutes,
             "legs": legs.iter().map(|l| {
                 let mut leg = json!({
-                    "position": l.position as i64, "target": l.target, "outcome": l.outcome,
+                    "position": l.position, "target": l.target, "outcome": l.outcome.as_str(),
                     "hangup_cause": l.hangup_cause, "call_control_id": l.call_control_id,
                     "answered_at": at(l.answered_at), "ended_at": at(l.ended_at),
                 });
                 if let (Some(dialed), Some(fields)) = (l.created_at, leg.as_object_mut()) {
-                    fields.insert("dialed_at".into(), json!(db::millis(dialed).to_rfc3339()));
+                    fields.insert("dialed_at".into(), json!(dialed.to_rfc3339()));
                 }
                 leg
             }).collect::<Vec<_>>(),
-            "created_at": db::millis(self.created_at).to_rfc3339(),
-            "updated_at": db::millis(self.updated_at).to_rfc3339(),
+            "created_at": self.created_at.to_rfc3339(),
+            "updated_at": self.updated_at.to_rfc3339(),
         })
     }
 }
@@ -149,12 +156,12 @@ fn rows_of(view: &CallView, now: Timestamp) -> (Call, Vec<Leg>) {
         call_session_id: info.call_session_id.clone(),
         call_control_id: info.call_control_id.clone(),
         call_leg_id: info.call_leg_id.clone(),
-        answered_at: view.answered_at.map(|t| t.unix_millis() as f64),
-        ended_at: view.end.map(|e| e.ended_at.unix_millis() as f64),
-        duration_secs: view.end.map(|e| e.duration_secs as f64),
-        billed_minutes: view.end.map(|e| e.billable_minutes as f64),
-        created_at: info.created_at.unix_millis() as f64,
-        updated_at: now.unix_millis() as f64,
+        answered_at: view.answered_at,
+        ended_at: view.end.map(|e| e.ended_at),
+        duration_secs: view.end.map(|e| i64::try_from(e.duration_secs).unwrap_or(i64::MAX)),
+        billed_minutes: view.end.map(|e| i64::try_from(e.billable_minutes).unwrap_or(i64::MAX)),
+        created_at: info.created_at,
+        updated_at: now,
     };
     let legs = view.legs.iter().map(leg_row).collect();
     (call, legs)
@@ -162,15 +169,15 @@ fn rows_of(view: &CallView, now: Timestamp) -> (Call, Vec<Leg>) {
 
 fn leg_row(leg: &LegView) -> Leg {
     Leg {
-        position: f64::from(leg.position),
+        position: i64::from(leg.position),
         target: leg.target.clone(),
         call_control_id: leg.call_control_id.clone(),
         call_leg_id: None,
-        outcome: leg.outcome.as_str().into(),
+        outcome: leg.outcome,
         hangup_cause: leg.cause.clone(),
         created_at: None,
-        answered_at: leg.answered_at.map(|t| t.unix_millis() as f64),
-        ended_at: leg.ended_at.map(|t| t.unix_millis() as f64),
+        answered_at: leg.answered_at,
+        ended_at: leg.ended_at,
     }
 }
 

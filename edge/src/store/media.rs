@@ -133,9 +133,11 @@ pub async fn claim(
 #[derive(Clone, Debug, Deserialize)]
 pub struct CopyState {
     pub r2_key: Option<String>,
-    pub stored_at: Option<f64>,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    pub stored_at: Option<Timestamp>,
     pub copy_error: Option<String>,
-    pub copying_until: f64,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub copying_until: Timestamp,
 }
 
 /// The copy state of one item.

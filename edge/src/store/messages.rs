@@ -8,6 +8,7 @@ use exactly_core::event::{CarrierError, StatusReport};
 use exactly_core::media::MediaItem;
 use exactly_core::message::MessageStatus;
 use exactly_core::number::PhoneNumber;
+use exactly_core::segments::Encoding;
 use exactly_core::webhook::EventType;
 use exactly_core::{Provider, Timestamp};
 use serde::Deserialize;
@@ -30,8 +31,8 @@ pub struct Message {
     pub from_number: String,
     pub to_number: String,
     pub text: String,
-    pub segments: f64,
-    pub encoding: String,
+    pub segments: i64,
+    pub encoding: Encoding,
     pub status: MessageStatus,
     pub carrier: Provider,
     pub carrier_message_id: Option<String>,
@@ -39,13 +40,18 @@ pub struct Message {
     pub error_title: Option<String>,
     pub idempotency_key: Option<String>,
     pub dispatch_token: Option<String>,
-    pub claimed_until: f64,
-    pub send_attempts: f64,
-    pub created_at: f64,
-    pub updated_at: f64,
-    pub sent_at: Option<f64>,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub claimed_until: Timestamp,
+    pub send_attempts: i64,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub created_at: Timestamp,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub updated_at: Timestamp,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    pub sent_at: Option<Timestamp>,
     /// When a scheduled message becomes due (Unix ms).
-    pub send_at: Option<f64>,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    pub send_at: Option<Timestamp>,
     /// Its media (an MMS), in position order; empty for an SMS.
     #[serde(deserialize_with = "media::from_column")]
     pub media: Vec<Media>,
@@ -107,7 +113,7 @@ impl Message {
         if self.is_mms() {
             (usage::Kind::Mms, 1)
         } else {
-            (usage::Kind::SmsSegments, self.segments as i64)
+            (usage::Kind::SmsSegments, self.segments)
         }
     }
 
@@ -120,22 +126,22 @@ impl Message {
             "from": self.from_number,
             "to": self.to_number,
             "text": self.text,
-            "segments": self.segments as i64,
-            "encoding": self.encoding,
+            "segments": self.segments,
+            "encoding": self.encoding.as_str(),
             "status": self.status,
             "carrier": self.carrier,
             "carrier_message_id": self.carrier_message_id,
             "error": self.error_code.as_ref().map(|code| json!({"code": code, "title": self.error_title})),
-            "created_at": db::millis(self.created_at).to_rfc3339(),
-            "updated_at": db::millis(self.updated_at).to_rfc3339(),
-            "sent_at": self.sent_at.map(|t| db::millis(t).to_rfc3339()),
-            "send_at": self.send_at.map(|t| db::millis(t).to_rfc3339()),
+            "created_at": self.created_at.to_rfc3339(),
+            "updated_at": self.updated_at.to_rfc3339(),
+            "sent_at": self.sent_at.map(|t| t.to_rfc3339()),
+            "send_at": self.send_at.map(|t| t.to_rfc3339()),
             "media": self.media.iter().map(|m| m.to_json(&self.id)).collect::<Vec<_>>(),
         })
     }
 
     fn moved(&self, status: MessageStatus, now: Timestamp) -> Message {
-        Message { status, updated_at: now.unix_millis() as f64, ..self.clone() }
+        Message { status, updated_at: now, ..self.clone() }
     }
 }
 
@@ -147,7 +153,7 @@ pub struct NewOutbound<'a> {
     pub to: &'a PhoneNumber,
     pub text: &'a str,
     pub segments: i64,
-    pub encoding: &'a str,
+    pub encoding: Encoding,
     pub idempotency_key: Option<&'a str>,
     /// When to send it; `None` sends it now.
     pub send_at: Option<Timestamp>,
@@ -178,7 +184,7 @@ pub async fn create_outbound(
             text(new.to.as_str()),
             text(new.text),
             int(new.segments),
-            text(new.encoding),
+            text(new.encoding.as_str()),
             opt_time(new.send_at),
             opt_text(new.idempotency_key),
             time(now),
@@ -341,7 +347,7 @@ pub async fn record_sent(
 ) -> Result<(Change, Vec<String>), EdgeError> {
     let mut after = message.moved(MessageStatus::Sent, now);
     after.carrier_message_id = Some(carrier_message_id.to_owned());
-    after.sent_at = Some(now.unix_millis() as f64);
+    after.sent_at = Some(now);
     let event = Event::new(&message.account_id, EventType::MessageSent, &message.id, after.to_json(), now)?;
     let results = db::batch(
         db,
@@ -488,8 +494,8 @@ pub async fn insert_inbound(
         from_number: inbound.from.clone(),
         to_number: inbound.to.clone(),
         text: inbound.text.clone(),
-        segments: f64::from(segments.count),
-        encoding: segments.encoding.as_str().into(),
+        segments: i64::from(segments.count),
+        encoding: segments.encoding,
         status: MessageStatus::Received,
         carrier,
         carrier_message_id: Some(inbound.carrier_message_id.clone()),
@@ -497,10 +503,10 @@ pub async fn insert_inbound(
         error_title: None,
         idempotency_key: None,
         dispatch_token: None,
-        claimed_until: 0.0,
-        send_attempts: 0.0,
-        created_at: now.unix_millis() as f64,
-        updated_at: now.unix_millis() as f64,
+        claimed_until: Timestamp::from_unix_millis(0),
+        send_attempts: 0,
+        created_at: now,
+        updated_at: now,
         sent_at: None,
         send_at: None,
         media: Media::new_items(id, &inbound.media, true),
@@ -642,7 +648,8 @@ pub async fn fail_undispatched(
 pub struct HistoryStep {
     pub status: MessageStatus,
     pub carrier_status: Option<String>,
-    pub created_at: f64,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub created_at: Timestamp,
 }
 
 /// A message's status history, oldest first: one row per move that happened.

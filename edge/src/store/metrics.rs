@@ -1,6 +1,7 @@
 //! What `/admin/metrics` reports, each figure from an indexed query (a partial index, a rowid
 //! bound or an index's first entry), so the cost stays flat as the tables grow.
 
+use exactly_core::Timestamp;
 use serde::Deserialize;
 
 use crate::error::EdgeError;
@@ -13,45 +14,49 @@ pub struct Figures {
     /// id floor; retention does not lower it). Rows copied by a shard move count in the
     /// sequence of the database they came from and move the target's on too, so after a move
     /// the figure runs ahead of the true count.
-    pub events_ingested: Option<f64>,
+    pub events_ingested: Option<i64>,
     /// Carrier events neither processed nor failed.
-    pub events_pending: f64,
+    pub events_pending: i64,
     /// Carrier events recorded as failed (and not pruned).
-    pub events_failed: f64,
+    pub events_failed: i64,
     /// Receipts waiting for their message's send result.
-    pub events_parked: f64,
+    pub events_parked: i64,
     /// When the oldest pending carrier event was stored (Unix ms).
-    pub oldest_pending_event: Option<f64>,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    pub oldest_pending_event: Option<Timestamp>,
     /// Deliveries ever created (the sum of each account database's highest rowid).
-    pub deliveries_created: Option<f64>,
+    pub deliveries_created: Option<i64>,
     /// Deliveries pending (due, scheduled or held).
-    pub deliveries_pending: f64,
+    pub deliveries_pending: i64,
     /// Deliveries failed.
-    pub deliveries_failed: f64,
+    pub deliveries_failed: i64,
     /// The earliest next attempt of a pending delivery (Unix ms).
-    pub oldest_pending_delivery: Option<f64>,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    pub oldest_pending_delivery: Option<Timestamp>,
 }
 
 /// The dedupe log's figures of one database.
 #[derive(Debug, Default, Deserialize)]
 struct EventFigures {
-    events_ingested: Option<f64>,
-    events_pending: f64,
-    events_failed: f64,
-    oldest_pending_event: Option<f64>,
+    events_ingested: Option<i64>,
+    events_pending: i64,
+    events_failed: i64,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    oldest_pending_event: Option<Timestamp>,
 }
 
 /// The delivery and parking figures of one account database.
 #[derive(Debug, Default, Deserialize)]
 struct AccountFigures {
-    events_parked: f64,
-    deliveries_created: Option<f64>,
-    deliveries_pending: f64,
-    deliveries_failed: f64,
-    oldest_pending_delivery: Option<f64>,
+    events_parked: i64,
+    deliveries_created: Option<i64>,
+    deliveries_pending: i64,
+    deliveries_failed: i64,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    oldest_pending_delivery: Option<Timestamp>,
 }
 
-fn earliest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -78,7 +83,7 @@ pub async fn figures(env: &worker::Env) -> Result<Figures, EdgeError> {
         .unwrap_or_default();
         figures.events_parked += a.events_parked;
         if let Some(created) = a.deliveries_created {
-            figures.deliveries_created = Some(figures.deliveries_created.unwrap_or(0.0) + created);
+            figures.deliveries_created = Some(figures.deliveries_created.unwrap_or(0) + created);
         }
         figures.deliveries_pending += a.deliveries_pending;
         figures.deliveries_failed += a.deliveries_failed;
@@ -104,7 +109,7 @@ pub async fn figures(env: &worker::Env) -> Result<Figures, EdgeError> {
         )?)
         .await?
         .unwrap_or_default();
-        figures.events_ingested = Some(figures.events_ingested.unwrap_or(0.0) + e.events_ingested.unwrap_or(0.0));
+        figures.events_ingested = Some(figures.events_ingested.unwrap_or(0) + e.events_ingested.unwrap_or(0));
         figures.events_pending += e.events_pending;
         figures.events_failed += e.events_failed;
         figures.oldest_pending_event = earliest(figures.oldest_pending_event, e.oldest_pending_event);

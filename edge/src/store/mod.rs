@@ -9,6 +9,10 @@
 //! batch that spans tables takes the other tables' statements from their modules (the outbox's
 //! fan-out from `deliveries`, a move's watermark from `retention`), so every guard on a table is
 //! in one place. `edge/tests/layout.rs` checks both rules.
+//!
+//! Rows are read into types at this boundary, once: times as [`Timestamp`], counts as integers,
+//! flags as `bool` ([`read`]), carriers, statuses, encodings and event types as their enums. A
+//! stored value that is none of them is an error where the row is read, never a default.
 
 use exactly_core::Timestamp;
 use serde::de::DeserializeOwned;
@@ -346,7 +350,40 @@ pub fn rows<T: DeserializeOwned>(result: &D1Result) -> Result<Vec<T>, EdgeError>
     result.results::<T>().map_err(|e| EdgeError::platform("d1 rows", e))
 }
 
-/// A time column (D1 returns numbers as f64).
-pub fn millis(value: f64) -> Timestamp {
-    Timestamp::from_unix_millis(value as i64)
+/// Readers for row fields (`#[serde(deserialize_with = ...)]`): D1 returns every number as a
+/// JavaScript number, and SQLite has no booleans. Integers read as Rust integers directly; these
+/// read times (Unix milliseconds) into [`Timestamp`] and flags (0 or 1) into `bool`. A value that
+/// is neither is an error where the row is read, never a default.
+pub mod read {
+    use exactly_core::Timestamp;
+    use serde::{de, Deserialize, Deserializer};
+
+    /// A time column.
+    pub fn at<'de, D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
+        i64::deserialize(d).map(Timestamp::from_unix_millis)
+    }
+
+    /// A time column that may be NULL.
+    pub fn opt_at<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Timestamp>, D::Error> {
+        Ok(Option::<i64>::deserialize(d)?.map(Timestamp::from_unix_millis))
+    }
+
+    /// A 0-or-1 column.
+    pub fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        match i64::deserialize(d)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            n => Err(de::Error::custom(format!("a flag column holds {n}, not 0 or 1"))),
+        }
+    }
+
+    /// A 0-or-1 column that may be NULL.
+    pub fn opt_flag<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+        match Option::<i64>::deserialize(d)? {
+            None => Ok(None),
+            Some(0) => Ok(Some(false)),
+            Some(1) => Ok(Some(true)),
+            Some(n) => Err(de::Error::custom(format!("a flag column holds {n}, not 0 or 1"))),
+        }
+    }
 }

@@ -27,7 +27,7 @@ pub async fn owner(db: &D1Database, number: &str) -> Result<Option<Owner>, EdgeE
     struct Row {
         account_id: String,
         ring_targets: String,
-        ring_timeout_secs: f64,
+        ring_timeout_secs: i64,
     }
     let row: Option<Row> = db::first(db::stmt(
         db,

@@ -113,7 +113,8 @@ impl Event {
 pub struct Stored {
     pub id: String,
     pub payload: String,
-    pub created_at: f64,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub created_at: Timestamp,
 }
 
 /// One event of one account.

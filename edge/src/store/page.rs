@@ -2,6 +2,7 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
+use exactly_core::Timestamp;
 
 use crate::error::EdgeError;
 use crate::store::{int, text};
@@ -31,13 +32,13 @@ impl Cursor {
     }
 
     /// The cursor of the next page: after the last of `rows` when the page was full.
-    pub fn after<T>(rows: &[T], limit: u32, key: impl Fn(&T) -> (f64, &str)) -> Option<Cursor> {
+    pub fn after<T>(rows: &[T], limit: u32, key: impl Fn(&T) -> (Timestamp, &str)) -> Option<Cursor> {
         if rows.len() != limit as usize {
             return None;
         }
         rows.last().map(|last| {
             let (created_at, id) = key(last);
-            Cursor { created_at: created_at as i64, id: id.to_owned() }
+            Cursor { created_at: created_at.unix_millis(), id: id.to_owned() }
         })
     }
 

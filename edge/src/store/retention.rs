@@ -32,11 +32,11 @@ pub const DAY_MILLIS: i64 = 86_400_000;
 pub async fn mark(db: &D1Database, name: &str) -> Result<i64, EdgeError> {
     #[derive(Deserialize)]
     struct Mark {
-        last_id: f64,
+        last_id: i64,
     }
     let row: Option<Mark> =
         db::first(db::stmt(db, "SELECT last_id FROM retention_marks WHERE name = ?1", &[text(name)])?).await?;
-    Ok(row.map_or(0, |m| m.last_id as i64))
+    Ok(row.map_or(0, |m| m.last_id))
 }
 
 /// The statement that records `last_id` as where the step `name` goes on from.

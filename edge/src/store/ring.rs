@@ -46,10 +46,10 @@ pub fn save(sql: &SqlStorage, state: &str, actions: &[String]) -> Result<(), Edg
 }
 
 /// The first queued action: its sequence number and JSON.
-pub fn next_action(sql: &SqlStorage) -> Result<Option<(f64, String)>, EdgeError> {
+pub fn next_action(sql: &SqlStorage) -> Result<Option<(i64, String)>, EdgeError> {
     #[derive(Deserialize)]
     struct Row {
-        seq: f64,
+        seq: i64,
         action: String,
     }
     let rows: Vec<Row> = sql
@@ -60,17 +60,18 @@ pub fn next_action(sql: &SqlStorage) -> Result<Option<(f64, String)>, EdgeError>
 }
 
 /// Removes a done action.
-pub fn remove_action(sql: &SqlStorage, seq: f64) -> Result<(), EdgeError> {
-    sql.exec("DELETE FROM actions WHERE seq = ?", vec![seq.into()]).map(|_| ()).map_err(failed)
+pub fn remove_action(sql: &SqlStorage, seq: i64) -> Result<(), EdgeError> {
+    // Bound as a number, as the row handed it over (exact below 2^53).
+    sql.exec("DELETE FROM actions WHERE seq = ?", vec![(seq as f64).into()]).map(|_| ()).map_err(failed)
 }
 
 /// How many actions are queued.
 pub fn pending(sql: &SqlStorage) -> Result<u32, EdgeError> {
     #[derive(Deserialize)]
     struct Row {
-        n: f64,
+        n: i64,
     }
     let rows: Vec<Row> =
         sql.exec("SELECT COUNT(*) AS n FROM actions", None).and_then(|c| c.to_array()).map_err(failed)?;
-    Ok(rows.first().map_or(0, |r| r.n as u32))
+    Ok(rows.first().map_or(0, |r| u32::try_from(r.n).unwrap_or(u32::MAX)))
 }

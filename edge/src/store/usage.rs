@@ -61,9 +61,9 @@ pub struct Totals {
 
 #[derive(Deserialize)]
 struct TotalRow {
-    sms_segments: Option<f64>,
-    mms: Option<f64>,
-    call_minutes: Option<f64>,
+    sms_segments: Option<i64>,
+    mms: Option<i64>,
+    call_minutes: Option<i64>,
 }
 
 /// Sums the ledger for `account_id` over `[from, to)`.
@@ -79,17 +79,18 @@ pub async fn totals(db: &D1Database, account_id: &str, from: Timestamp, to: Time
     .await?;
     Ok(row
         .map(|r| Totals {
-            sms_segments: r.sms_segments.unwrap_or(0.0) as i64,
-            mms: r.mms.unwrap_or(0.0) as i64,
-            call_minutes: r.call_minutes.unwrap_or(0.0) as i64,
+            sms_segments: r.sms_segments.unwrap_or(0),
+            mms: r.mms.unwrap_or(0),
+            call_minutes: r.call_minutes.unwrap_or(0),
         })
         .unwrap_or_default())
 }
 
 #[derive(Deserialize)]
 struct ChargeRow {
-    quantity: f64,
-    created_at: f64,
+    quantity: i64,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    created_at: Timestamp,
 }
 
 /// What one resource of an account was charged, if it was: `{kind, quantity, charged_at}`.
@@ -107,8 +108,8 @@ pub async fn charge_of(
     .await?;
     Ok(row.map(|r| {
         serde_json::json!({
-            "kind": kind.as_str(), "quantity": r.quantity as i64,
-            "charged_at": db::millis(r.created_at).to_rfc3339(),
+            "kind": kind.as_str(), "quantity": r.quantity,
+            "charged_at": r.created_at.to_rfc3339(),
         })
     }))
 }

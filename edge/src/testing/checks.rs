@@ -89,7 +89,7 @@ async fn outbound(db: &D1Database, account_id: &str) -> Result<messages::Message
         to: &number("+15550000002")?,
         text: "store check",
         segments: 1,
-        encoding: "GSM-7",
+        encoding: exactly_core::segments::Encoding::Gsm7,
         idempotency_key: None,
         send_at: None,
         media_urls: &[],

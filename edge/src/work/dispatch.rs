@@ -44,10 +44,10 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
     }
     let started = now();
     if let (MessageStatus::Scheduled, Some(at)) = (message.status, message.send_at) {
-        if at as i64 > started.unix_millis() {
+        if at > started {
             // Early (the queue delays 12 hours at most): again when due. Should this enqueue be
             // lost, the sweeper enqueues it once it is due.
-            crate::queues::dispatch_at(env, &message.id, at as i64).await?;
+            crate::queues::dispatch_at(env, &message.id, at.unix_millis()).await?;
             return Ok(Outcome::Done(Done::NotDue));
         }
     }
@@ -55,7 +55,7 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
     let lease_until = Timestamp::from_unix_millis(started.unix_millis() + LEASE_MILLIS);
     if !messages::claim(db, message_id, &token, started, lease_until).await? {
         // Another dispatcher holds the claim; look again once it has had time to finish.
-        let wait = ((message.claimed_until as i64 - started.unix_millis()) / 1000).clamp(1, 30) as u32;
+        let wait = ((message.claimed_until.unix_millis() - started.unix_millis()) / 1000).clamp(1, 30) as u32;
         return Ok(Outcome::RetryIn(wait, Wait::ClaimedByAnotherDispatcher));
     }
     let attempt = message.send_attempts as u32 + 1;
@@ -69,8 +69,8 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
         media_urls: &media_urls,
     };
     // An earlier claim may have reached a carrier that takes no idempotency key: ask it first.
-    if carrier != Provider::Telnyx && message.send_attempts > 0.0 {
-        let since = message.send_at.unwrap_or(message.created_at) as i64 - LOOKUP_SKEW_MILLIS;
+    if carrier != Provider::Telnyx && message.send_attempts > 0 {
+        let since = message.send_at.unwrap_or(message.created_at).unix_millis() - LOOKUP_SKEW_MILLIS;
         match carrier_api::sent_since(env, carrier, &outgoing, Timestamp::from_unix_millis(since)).await? {
             CallResult::Ok(candidates) => {
                 if let Some(found) = messages::first_unowned(db, carrier.as_str(), &candidates).await? {
@@ -156,7 +156,7 @@ async fn retry_or_fail(
     reason: &str,
 ) -> Result<Outcome, EdgeError> {
     // Counted from when it could first be sent: a scheduled message waited by design.
-    let age = now().unix_millis() - message.send_at.unwrap_or(message.created_at) as i64;
+    let age = now().unix_millis() - message.send_at.unwrap_or(message.created_at).unix_millis();
     if age < SEND_HORIZON_MILLIS {
         messages::release(db, &message.id, token).await?;
         let delay = backoff::not_yet_delay(attempt).unwrap_or(MAX_RETRY_SECS).min(MAX_RETRY_SECS);

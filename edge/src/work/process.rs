@@ -6,7 +6,7 @@
 
 use exactly_core::event::EventKind;
 use exactly_core::message::{transition, Transition};
-use exactly_core::{CarrierEvent, Provider};
+use exactly_core::CarrierEvent;
 use worker::{D1Database, Env};
 
 use crate::error::EdgeError;
@@ -54,7 +54,6 @@ pub async fn process(env: &Env, db: &D1Database, id: &str) -> Result<Outcome, Ed
 /// Why a stored carrier event can never be processed: it is failed at once, never retried.
 #[derive(Debug)]
 enum Unusable {
-    UnknownCarrier(String),
     Pruned,
     Unparsable(String),
 }
@@ -62,7 +61,6 @@ enum Unusable {
 impl std::fmt::Display for Unusable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Unusable::UnknownCarrier(name) => write!(f, "unknown carrier {name}"),
             Unusable::Pruned => f.write_str("the payload was pruned before processing"),
             Unusable::Unparsable(why) => write!(f, "stored payload does not parse: {why}"),
         }
@@ -70,9 +68,8 @@ impl std::fmt::Display for Unusable {
 }
 
 fn parse(row: &Row) -> Result<CarrierEvent, Unusable> {
-    let provider = Provider::from_name(&row.carrier).ok_or_else(|| Unusable::UnknownCarrier(row.carrier.clone()))?;
     let payload = row.payload.as_deref().ok_or(Unusable::Pruned)?;
-    exactly_core::parse_stored(provider, payload.as_bytes()).map_err(|e| Unusable::Unparsable(e.to_string()))
+    exactly_core::parse_stored(row.carrier, payload.as_bytes()).map_err(|e| Unusable::Unparsable(e.to_string()))
 }
 
 /// After a change committed: enqueue its event's deliveries, and say what happened.

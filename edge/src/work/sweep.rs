@@ -166,7 +166,7 @@ async fn backlog(
     if let Some((id, _)) = log.unprocessed(cutoff, 1).await?.pop() {
         // Settled between the two reads: nothing is waiting any more.
         if let Some(row) = log.load(&id).await?.filter(|r| !r.settled()) {
-            let since = crate::store::millis(row.created_at);
+            let since = row.created_at;
             stuck.push(
                 signals::backlog_high(&root, &Stuck::CarrierEvent { id: &row.id, since }, threshold_secs, at).await?,
             );
@@ -186,7 +186,7 @@ async fn backlog(
                 event_id: &due.event_id,
                 endpoint_id: &due.endpoint_id,
                 account_id: &due.account_id,
-                since: crate::store::millis(due.next_attempt_at),
+                since: due.next_attempt_at,
             };
             let written = signals::backlog_high(&db, &delivery, threshold_secs, at).await?;
             raised += usize::from(!written.is_empty());

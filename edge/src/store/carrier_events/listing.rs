@@ -1,5 +1,6 @@
 //! The operator's pages of carrier events in one state (`/admin/carrier_events`).
 
+use exactly_core::Timestamp;
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
 
@@ -53,7 +54,7 @@ impl Log {
                 .await?,
             );
         }
-        all.sort_by(|a, b| b.created_at.total_cmp(&a.created_at).then(b.rid.total_cmp(&a.rid)));
+        all.sort_by_key(|r| std::cmp::Reverse((r.created_at, r.rid)));
         all.truncate(limit as usize);
         Ok(all)
     }
@@ -64,14 +65,16 @@ impl Log {
 pub struct Listed {
     pub id: String,
     /// The integer behind `id`, for ordering across databases.
-    rid: f64,
+    rid: i64,
     pub carrier: String,
     pub carrier_event_id: String,
     pub event_type: String,
-    pub processed_at: Option<f64>,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    pub processed_at: Option<Timestamp>,
     pub error: Option<String>,
-    pub attempts: f64,
-    pub created_at: f64,
+    pub attempts: i64,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub created_at: Timestamp,
 }
 
 /// Where a carrier event stands, as `/admin/carrier_events?status=` filters it.

@@ -26,7 +26,7 @@ use std::rc::Rc;
 
 use exactly_core::shard::{self, ShardMap};
 use exactly_core::webhook::EventType;
-use exactly_core::{Timestamp, VerifiedEvent};
+use exactly_core::{Provider, Timestamp, VerifiedEvent};
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, Env};
@@ -103,15 +103,15 @@ impl Stored {
 #[derive(Debug)]
 pub struct Row {
     pub id: String,
-    pub carrier: String,
+    pub carrier: Provider,
     pub carrier_event_id: String,
     pub event_type: String,
     pub payload: Option<String>,
-    pub processed_at: Option<f64>,
+    pub processed_at: Option<Timestamp>,
     pub error: Option<String>,
-    pub attempts: f64,
-    /// When the first delivery was stored (Unix ms).
-    pub created_at: f64,
+    pub attempts: i64,
+    /// When the first delivery was stored.
+    pub created_at: Timestamp,
     /// The binding of the database the row was read from, where its marks go.
     pub binding: String,
 }
@@ -138,17 +138,20 @@ struct NewEvent<'a> {
 #[derive(Debug, Deserialize)]
 struct Found {
     id: Option<String>,
-    carrier: Option<String>,
+    carrier: Option<Provider>,
     carrier_event_id: Option<String>,
     event_type: Option<String>,
     payload: Option<String>,
-    processed_at: Option<f64>,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    processed_at: Option<Timestamp>,
     error: Option<String>,
-    attempts: Option<f64>,
-    created_at: Option<f64>,
+    attempts: Option<i64>,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    created_at: Option<Timestamp>,
     moved_to: Option<String>,
     moved_from: Option<String>,
-    copied_at: Option<f64>,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    copied_at: Option<Timestamp>,
 }
 
 impl Found {
@@ -161,8 +164,8 @@ impl Found {
             payload: self.payload,
             processed_at: self.processed_at,
             error: self.error,
-            attempts: self.attempts.unwrap_or(0.0),
-            created_at: self.created_at.unwrap_or(0.0),
+            attempts: self.attempts.unwrap_or(0),
+            created_at: self.created_at.unwrap_or(Timestamp::from_unix_millis(0)),
             binding: binding.to_owned(),
         })
     }
@@ -505,11 +508,12 @@ impl Log {
 
     /// Events stored before `older_than` that are neither processed nor failed nor parked: their
     /// job was lost or is stuck. Oldest first, at most `limit`, across every database.
-    pub async fn unprocessed(&self, older_than: Timestamp, limit: u32) -> Result<Vec<(String, f64)>, EdgeError> {
+    pub async fn unprocessed(&self, older_than: Timestamp, limit: u32) -> Result<Vec<(String, Timestamp)>, EdgeError> {
         #[derive(Deserialize)]
         struct Pending {
             id: String,
-            created_at: f64,
+            #[serde(deserialize_with = "crate::store::read::at")]
+            created_at: Timestamp,
         }
         let mut all = Vec::new();
         for binding in self.bindings() {
@@ -526,7 +530,7 @@ impl Log {
             .await?;
             all.extend(rows.into_iter().map(|r| (r.id, r.created_at)));
         }
-        all.sort_by(|a, b| a.1.total_cmp(&b.1));
+        all.sort_by_key(|a| a.1);
         all.truncate(limit as usize);
         Ok(all)
     }

@@ -4,7 +4,6 @@
 use exactly_core::shard;
 use exactly_core::Timestamp;
 use serde::Deserialize;
-use wasm_bindgen::JsValue;
 use worker::D1Database;
 
 use super::Log;
@@ -36,15 +35,17 @@ const MOVE_PAGE: u32 = 100;
 /// A carrier event row as a move copies it.
 #[derive(Clone, Deserialize)]
 struct Copy {
-    id: f64,
+    id: i64,
     carrier: String,
     carrier_event_id: String,
     event_type: String,
     payload: Option<String>,
-    processed_at: Option<f64>,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    processed_at: Option<Timestamp>,
     error: Option<String>,
-    attempts: f64,
-    created_at: f64,
+    attempts: i64,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    created_at: Timestamp,
     waiting_for: Option<String>,
 }
 
@@ -89,7 +90,7 @@ impl Log {
         // the move reached starts where it is, so no row is skipped and none is left behind.
         #[derive(Deserialize)]
         struct Progress {
-            through: Option<f64>,
+            through: Option<i64>,
         }
         let progress: Option<Progress> = db::first(db::stmt(
             &target,
@@ -97,7 +98,7 @@ impl Log {
             &[int(i64::from(first)), int(i64::from(last)), text(&from)],
         )?)
         .await?;
-        let reached = progress.and_then(|p| p.through).map_or(0, |t| t as i64);
+        let reached = progress.and_then(|p| p.through).unwrap_or(0);
         let mut done =
             Move { from, to: to.to_owned(), first, last, copied: 0, after: after.clamp(0, reached), done: false };
         for _ in 0..pages {
@@ -150,7 +151,7 @@ impl Log {
         .await?;
         let last_page = page.len() < MOVE_PAGE as usize;
         if let Some(row) = page.last() {
-            done.after = row.id as i64;
+            done.after = row.id;
         }
         // By key, not by id: the row's key is at hand, and an id written by an older version
         // during its rollout does not carry its shard.
@@ -319,10 +320,11 @@ async fn check_holders(
 ) -> Result<(), EdgeError> {
     #[derive(Deserialize)]
     struct State {
-        vshard: f64,
+        vshard: u16,
         moved_to: Option<String>,
         moved_from: Option<String>,
-        copied_at: Option<f64>,
+        #[serde(deserialize_with = "crate::store::read::opt_at")]
+        copied_at: Option<Timestamp>,
     }
     let states = "SELECT vshard, moved_to, moved_from, copied_at FROM shard_moves WHERE vshard BETWEEN ?1 AND ?2";
     let bounds = [int(i64::from(first)), int(i64::from(last))];
@@ -367,21 +369,21 @@ fn copy_stmts(target: &D1Database, rows: &[&Copy]) -> Result<Vec<worker::D1Prepa
                  WHERE carrier_events.carrier = excluded.carrier
                    AND carrier_events.carrier_event_id = excluded.carrier_event_id",
                 &[
-                    int(r.id as i64),
+                    int(r.id),
                     text(&r.carrier),
                     text(&r.carrier_event_id),
                     text(&r.event_type),
                     db::opt_text(r.payload.as_deref()),
-                    r.processed_at.map_or(JsValue::NULL, JsValue::from_f64),
+                    db::opt_time(r.processed_at),
                     db::opt_text(r.error.as_deref()),
-                    JsValue::from_f64(r.attempts),
-                    JsValue::from_f64(r.created_at),
+                    int(r.attempts),
+                    time(r.created_at),
                     db::opt_text(r.waiting_for.as_deref()),
                 ],
             )
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let lowest = rows.iter().map(|r| r.id as i64).min().unwrap_or(0);
+    let lowest = rows.iter().map(|r| r.id).min().unwrap_or(0);
     copies.push(retention::lower_payload_mark(target, lowest)?);
     Ok(copies)
 }
@@ -396,16 +398,16 @@ async fn remove_unchanged(source: &D1Database, rows: &[&Copy]) -> Result<Vec<i64
             "DELETE FROM carrier_events WHERE id = ?1 AND processed_at IS ?2 AND error IS ?3
                  AND waiting_for IS ?4 AND attempts = ?5 AND payload IS ?6",
             &[
-                int(r.id as i64),
-                r.processed_at.map_or(JsValue::NULL, JsValue::from_f64),
+                int(r.id),
+                db::opt_time(r.processed_at),
                 db::opt_text(r.error.as_deref()),
                 db::opt_text(r.waiting_for.as_deref()),
-                JsValue::from_f64(r.attempts),
+                int(r.attempts),
                 db::opt_text(r.payload.as_deref()),
             ],
         )?);
     }
     let results = db::batch(source, batch).await?;
     // The first result is the id floor's.
-    Ok(results.iter().skip(1).zip(rows).filter(|(r, _)| db::changes(r) != 1).map(|(_, row)| row.id as i64).collect())
+    Ok(results.iter().skip(1).zip(rows).filter(|(r, _)| db::changes(r) != 1).map(|(_, row)| row.id).collect())
 }

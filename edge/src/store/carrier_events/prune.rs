@@ -11,17 +11,16 @@ use crate::store::{self as db, int, retention};
 
 #[derive(Deserialize)]
 struct Visit {
-    rid: f64,
-    created_at: f64,
-    settled: f64,
+    rid: i64,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    created_at: Timestamp,
+    #[serde(deserialize_with = "crate::store::read::flag")]
+    settled: bool,
 }
 
 /// The last rowid of the leading run of `rows` that are older than `cutoff` and settled.
 fn prefix_end(rows: &[Visit], cutoff: Timestamp) -> Option<i64> {
-    rows.iter()
-        .take_while(|r| (r.created_at as i64) < cutoff.unix_millis() && r.settled == 1.0)
-        .last()
-        .map(|r| r.rid as i64)
+    rows.iter().take_while(|r| r.created_at < cutoff && r.settled).last().map(|r| r.rid)
 }
 
 /// Retention of one database's carrier events: the payloads of settled events after

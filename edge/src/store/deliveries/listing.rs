@@ -1,6 +1,7 @@
 //! What the API and the console read of deliveries and attempts: pages, an event's deliveries,
 //! an endpoint's attempts. Nothing here writes.
 
+use exactly_core::Timestamp;
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
 use worker::D1Database;
@@ -16,10 +17,12 @@ pub struct Listed {
     pub event_id: String,
     pub endpoint_id: String,
     pub account_id: String,
-    pub attempts: f64,
+    pub attempts: i64,
     pub last_error: Option<String>,
-    pub created_at: f64,
-    pub updated_at: f64,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub created_at: Timestamp,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub updated_at: Timestamp,
 }
 
 /// A page of deliveries in one status, newest first by (`created_at`, `id`), which never change
@@ -49,8 +52,9 @@ pub struct OfEvent {
     pub endpoint_id: String,
     pub kind: String,
     pub status: DeliveryStatus,
-    pub attempts: f64,
-    pub next_attempt_at: f64,
+    pub attempts: i64,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub next_attempt_at: Timestamp,
     pub last_error: Option<String>,
 }
 
@@ -58,13 +62,15 @@ pub struct OfEvent {
 #[derive(Debug, Deserialize)]
 pub struct Recorded {
     pub delivery_id: String,
-    pub attempt: f64,
-    pub attempted_at: f64,
-    pub webhook_timestamp: f64,
-    pub status_code: Option<f64>,
-    pub latency_ms: f64,
+    pub attempt: i64,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub attempted_at: Timestamp,
+    pub webhook_timestamp: i64,
+    pub status_code: Option<u16>,
+    pub latency_ms: i64,
     pub error: Option<String>,
-    pub next_attempt_at: Option<f64>,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    pub next_attempt_at: Option<Timestamp>,
     pub response_body: Option<String>,
 }
 
@@ -96,7 +102,7 @@ pub async fn attempts_of_event(db: &D1Database, event_id: &str) -> Result<Vec<Re
 pub async fn pending_count(db: &D1Database, endpoint_id: &str) -> Result<u64, EdgeError> {
     #[derive(Deserialize)]
     struct N {
-        n: f64,
+        n: i64,
     }
     let row: Option<N> = db::first(db::stmt(
         db,
@@ -104,19 +110,20 @@ pub async fn pending_count(db: &D1Database, endpoint_id: &str) -> Result<u64, Ed
         &[text(endpoint_id)],
     )?)
     .await?;
-    Ok(row.map_or(0, |r| r.n as u64))
+    Ok(row.map_or(0, |r| u64::try_from(r.n).unwrap_or(0)))
 }
 
 /// An attempt as `/v1/webhook_endpoints/{id}/attempts` lists it.
 #[derive(Debug, Deserialize)]
 pub struct EndpointAttempt {
-    pub id: f64,
+    pub id: i64,
     pub delivery_id: String,
     pub event_id: String,
-    pub attempt: f64,
-    pub attempted_at: f64,
-    pub status_code: Option<f64>,
-    pub latency_ms: f64,
+    pub attempt: i64,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub attempted_at: Timestamp,
+    pub status_code: Option<u16>,
+    pub latency_ms: i64,
     pub error: Option<String>,
     pub response_body: Option<String>,
     pub response_headers: Option<String>,

@@ -68,18 +68,22 @@ pub struct Due {
     pub event_id: String,
     pub account_id: String,
     pub status: DeliveryStatus,
-    pub attempts: f64,
-    pub next_attempt_at: f64,
+    pub attempts: i64,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub next_attempt_at: Timestamp,
     pub endpoint_id: String,
     pub url: Option<String>,
     pub secret: Option<String>,
-    pub enabled: Option<f64>,
-    pub paused: Option<f64>,
-    pub rate_limit_per_second: Option<f64>,
+    #[serde(deserialize_with = "crate::store::read::opt_flag")]
+    pub enabled: Option<bool>,
+    #[serde(deserialize_with = "crate::store::read::opt_flag")]
+    pub paused: Option<bool>,
+    pub rate_limit_per_second: Option<i64>,
     pub previous_secret: Option<String>,
-    pub previous_secret_expires_at: Option<f64>,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    pub previous_secret_expires_at: Option<Timestamp>,
     /// The most attempts to the endpoint in flight at once.
-    pub max_in_flight: Option<f64>,
+    pub max_in_flight: Option<i64>,
     pub payload: String,
     /// The endpoint's circuit breaker.
     #[serde(flatten)]
@@ -304,9 +308,9 @@ pub async fn next_in_line(db: &D1Database, endpoint_id: &str, now: Timestamp) ->
 #[derive(Debug, Default, Deserialize)]
 pub struct Load {
     /// Deliveries in line.
-    pub waiting: f64,
+    pub waiting: i64,
     /// Attempts in flight.
-    pub in_flight: f64,
+    pub in_flight: i64,
 }
 
 /// How many deliveries wait in an endpoint's line, and how many attempts are in flight.

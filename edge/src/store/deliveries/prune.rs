@@ -16,8 +16,9 @@ pub async fn prune_attempts(db: &D1Database, limits: Retention, now: Timestamp) 
     // Attempts of delivered webhooks: the window after the watermark, up to the cutoff.
     #[derive(Deserialize)]
     struct Attempt {
-        id: f64,
-        attempted_at: f64,
+        id: i64,
+        #[serde(deserialize_with = "crate::store::read::at")]
+        attempted_at: Timestamp,
     }
     let from = retention::mark(db, "attempts").await?;
     let window: Vec<Attempt> = db::all(db::stmt(
@@ -27,7 +28,7 @@ pub async fn prune_attempts(db: &D1Database, limits: Retention, now: Timestamp) 
     )?)
     .await?;
     let cutoff = now.unix_millis() - limits.attempt_days * retention::DAY_MILLIS;
-    if let Some(upto) = window.iter().take_while(|a| (a.attempted_at as i64) < cutoff).last().map(|a| a.id as i64) {
+    if let Some(upto) = window.iter().take_while(|a| a.attempted_at.unix_millis() < cutoff).last().map(|a| a.id) {
         let results = db::batch(
             db,
             vec![

@@ -22,14 +22,18 @@ pub struct Endpoint {
     pub url: String,
     /// JSON array of event types.
     pub event_types: String,
-    pub enabled: f64,
-    pub paused: f64,
-    pub rate_limit_per_second: Option<f64>,
+    #[serde(deserialize_with = "crate::store::read::flag")]
+    pub enabled: bool,
+    #[serde(deserialize_with = "crate::store::read::flag")]
+    pub paused: bool,
+    pub rate_limit_per_second: Option<i64>,
     pub disabled_reason: Option<String>,
-    pub consecutive_failures: f64,
-    pub max_in_flight: Option<f64>,
-    pub created_at: f64,
-    pub updated_at: f64,
+    pub consecutive_failures: i64,
+    pub max_in_flight: Option<i64>,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub created_at: Timestamp,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub updated_at: Timestamp,
     /// Its circuit breaker.
     #[serde(flatten)]
     pub circuit: Columns,
@@ -51,16 +55,16 @@ impl Endpoint {
             "id": self.id,
             "url": self.url,
             "event_types": serde_json::from_slice::<Value>(self.event_types.as_bytes()).unwrap_or(Value::Null),
-            "enabled": self.enabled == 1.0,
-            "paused": self.paused == 1.0,
-            "rate_limit_per_second": self.rate_limit_per_second.map(|r| r as i64),
+            "enabled": self.enabled,
+            "paused": self.paused,
+            "rate_limit_per_second": self.rate_limit_per_second,
             "disabled_reason": self.disabled_reason,
-            "consecutive_failures": self.consecutive_failures as i64,
-            "max_in_flight": self.max_in_flight.map_or(i64::from(DEFAULT_MAX_IN_FLIGHT), |m| m as i64),
+            "consecutive_failures": self.consecutive_failures,
+            "max_in_flight": self.max_in_flight.unwrap_or(i64::from(DEFAULT_MAX_IN_FLIGHT)),
             "circuit": state.name(),
             "next_probe_at": probe.map(|at| Timestamp::from_unix_millis(at).to_rfc3339()),
-            "created_at": db::millis(self.created_at).to_rfc3339(),
-            "updated_at": db::millis(self.updated_at).to_rfc3339(),
+            "created_at": self.created_at.to_rfc3339(),
+            "updated_at": self.updated_at.to_rfc3339(),
         })
     }
 }
@@ -223,27 +227,27 @@ pub async fn rotate_secret(
 #[derive(Clone, Debug, Deserialize)]
 pub struct Columns {
     pub circuit: Option<String>,
-    pub circuit_at: Option<f64>,
-    pub circuit_attempts: Option<f64>,
-    pub circuit_failed: Option<f64>,
-    pub circuit_succeeded: Option<f64>,
-    pub circuit_opens: Option<f64>,
-    pub circuit_version: Option<f64>,
+    pub circuit_at: Option<i64>,
+    pub circuit_attempts: Option<i64>,
+    pub circuit_failed: Option<i64>,
+    pub circuit_succeeded: Option<i64>,
+    pub circuit_opens: Option<i64>,
+    pub circuit_version: Option<i64>,
 }
 
 /// The SELECT list of [`Columns`] for the endpoint aliased `e`.
 pub const CIRCUIT: &str = "e.circuit, e.circuit_at, e.circuit_attempts, e.circuit_failed, e.circuit_succeeded,
     e.circuit_opens, e.circuit_version";
 
-fn count(value: Option<f64>) -> u32 {
-    value.map_or(0, |v| v.clamp(0.0, f64::from(u32::MAX)) as u32)
+fn count(value: Option<i64>) -> u32 {
+    value.map_or(0, |v| u32::try_from(v.max(0)).unwrap_or(u32::MAX))
 }
 
 impl Columns {
     /// The breaker's state (closed when the row has none, as an endpoint stored before the
     /// breaker existed).
     pub fn state(&self) -> State {
-        let at = self.circuit_at.unwrap_or(0.0) as i64;
+        let at = self.circuit_at.unwrap_or(0);
         let opens = count(self.circuit_opens);
         match self.circuit.as_deref() {
             Some("open") => State::Open { probe_at: at, opens },
@@ -261,7 +265,7 @@ impl Columns {
 
     /// The version a swap must find.
     pub fn version(&self) -> i64 {
-        self.circuit_version.unwrap_or(0.0) as i64
+        self.circuit_version.unwrap_or(0)
     }
 }
 

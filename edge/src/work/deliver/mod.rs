@@ -240,14 +240,14 @@ async fn gate(env: &Env, db: &D1Database, id: &str) -> Result<Gate, EdgeError> {
         }
         // A paused or disabled endpoint holds its deliveries, untouched, until it is resumed or
         // enabled (which puts them in its line); the sweeper does not pick them up meanwhile.
-        if due.enabled != Some(1.0) || due.paused != Some(0.0) {
+        if due.enabled != Some(true) || due.paused != Some(false) {
             return Ok(Gate::Done(Done::Held));
         }
         // An early or duplicate job: the scheduled one (or the sweeper) will come.
-        if due.next_attempt_at as i64 > started.unix_millis() + 1000 {
+        if due.next_attempt_at.unix_millis() > started.unix_millis() + 1000 {
             return Ok(Gate::Done(Done::NotDue));
         }
-        let attempts = due.attempts as i64;
+        let attempts = due.attempts;
         let version = due.circuit.version();
         let policy = crate::faults::breaker_policy(env, due.url.as_deref().unwrap_or_default());
         let (admission, probe) = breaker::admit(&policy, due.circuit.state(), started.unix_millis());
@@ -261,8 +261,8 @@ async fn gate(env: &Env, db: &D1Database, id: &str) -> Result<Gate, EdgeError> {
         let lease = Timestamp::from_unix_millis(started.unix_millis() + ATTEMPT_LEASE_MILLIS);
         // A rate-limited endpoint has no more in flight than it takes in a second: each waits at
         // most a second for its turn ([`attempt`]), and the rest wait in line.
-        let rate = due.rate_limit_per_second.filter(|r| *r >= 1.0).map(|r| r as i64);
-        let most = due.max_in_flight.map_or(i64::from(DEFAULT_MAX_IN_FLIGHT), |m| m as i64);
+        let rate = due.rate_limit_per_second.filter(|r| *r >= 1);
+        let most = due.max_in_flight.unwrap_or(i64::from(DEFAULT_MAX_IN_FLIGHT));
         let most = most.min(rate.unwrap_or(i64::MAX)).max(1);
         let claim = deliveries::claim_attempt(db, &due.id, &due.endpoint_id, number, lease, started, most, version);
         match claim.await? {
@@ -407,7 +407,7 @@ async fn attempt_in_lane(env: &Env, db: &D1Database, claimed: Claimed) -> Result
         (Ok(url), Ok(secret)) => {
             // During a rotation window the previous secret signs too.
             let previous = match (&due.previous_secret, due.previous_secret_expires_at) {
-                (Some(old), Some(until)) if until as i64 > started.unix_millis() => SigningSecret::parse(old).ok(),
+                (Some(old), Some(until)) if until > started => SigningSecret::parse(old).ok(),
                 _ => None,
             };
             let timeout = attempt_timeout(env);
@@ -438,7 +438,7 @@ async fn ready(
     let Some(columns) = deliveries::renew(db, &due.id, &due.endpoint_id, claimed.number, lease).await? else {
         return Ok(None);
     };
-    let Some(rate) = due.rate_limit_per_second.filter(|r| *r >= 1.0) else { return Ok(Some((columns, now()))) };
+    let Some(rate) = due.rate_limit_per_second.filter(|r| *r >= 1) else { return Ok(Some((columns, now()))) };
     let mut waited = 0.0;
     loop {
         let at = now();
