@@ -372,30 +372,25 @@ fn send_message(req: &Recorded, state: &Mutex<State>) -> (u16, Value) {
     if text.contains("[slow-receipts]") && attempt == 1 {
         let target = lock(state).target.clone();
         if let Some(target) = target {
-            let (carrier_id, req) = (carrier_id.clone(), req.clone());
-            thread::spawn(move || repeat_receipt(&target, &carrier_id, &req, 14));
+            let carrier_id = carrier_id.clone();
+            thread::spawn(move || repeat_receipt(&target, &carrier_id, 14));
         }
         thread::sleep(std::time::Duration::from_secs(7));
     }
     if text.contains("[receipt-first]") && attempt == 1 {
         let target = lock(state).target.clone();
         if let Some(target) = target {
-            fire_receipts(&target, &carrier_id, req, &[("message.finalized", "delivered"), ("message.sent", "sent")]);
+            fire_receipts(&target, &carrier_id, &["delivered", "sent"]);
         }
         thread::sleep(std::time::Duration::from_secs(12));
     }
     if text.contains("[deliver]") {
         let target = lock(state).target.clone();
         if let Some(target) = target {
-            let (carrier_id, req) = (carrier_id.clone(), req.clone());
+            let carrier_id = carrier_id.clone();
             thread::spawn(move || {
                 thread::sleep(std::time::Duration::from_secs(1));
-                fire_receipts(
-                    &target,
-                    &carrier_id,
-                    &req,
-                    &[("message.sent", "sent"), ("message.finalized", "delivered")],
-                );
+                fire_receipts(&target, &carrier_id, &["sent", "delivered"]);
             });
         }
     }
@@ -442,13 +437,10 @@ pub fn client_state(req: &Recorded) -> Option<String> {
     String::from_utf8(bytes).ok()
 }
 
-/// Fires `receipts` ((event type, recipient status), in that order) for a message.
-fn fire_receipts(target: &WebhookTarget, carrier_id: &str, req: &Recorded, receipts: &[(&str, &str)]) {
-    for &(event_type, status) in receipts {
-        let payload = json!({"id": carrier_id, "direction": "outbound", "to": [{"phone_number": req.body["to"],
-            "status": status}], "errors": []});
-        let body =
-            crate::telnyx::envelope(&format!("{carrier_id}-{status}"), event_type, "2026-11-30T10:00:00Z", payload, 1);
+/// Fires the receipts of a message with these recipient statuses, in that order.
+fn fire_receipts(target: &WebhookTarget, carrier_id: &str, statuses: &[&str]) {
+    for &status in statuses {
+        let body = crate::telnyx::receipt(&format!("{carrier_id}-{status}"), carrier_id, status, json!([]));
         // Like the carrier, retry until the worker answers 2xx (a few times, a second apart).
         for _ in 0..10 {
             let (status, _) = crate::telnyx::deliver(&target.base, &target.signer, &body, crate::unix_now());
@@ -462,16 +454,8 @@ fn fire_receipts(target: &WebhookTarget, carrier_id: &str, req: &Recorded, recei
 
 /// Delivers the same `message.finalized` (delivered) `times` times under one event id, a few
 /// hundred milliseconds apart, while the send is still unanswered.
-fn repeat_receipt(target: &WebhookTarget, carrier_id: &str, req: &Recorded, times: usize) {
-    let payload = json!({"id": carrier_id, "direction": "outbound", "to": [{"phone_number": req.body["to"],
-        "status": "delivered"}], "errors": []});
-    let body = crate::telnyx::envelope(
-        &format!("{carrier_id}-delivered"),
-        "message.finalized",
-        "2026-11-30T10:00:00Z",
-        payload,
-        1,
-    );
+fn repeat_receipt(target: &WebhookTarget, carrier_id: &str, times: usize) {
+    let body = crate::telnyx::receipt(&format!("{carrier_id}-delivered"), carrier_id, "delivered", json!([]));
     for _ in 0..times {
         let _ = crate::telnyx::deliver(&target.base, &target.signer, &body, crate::unix_now());
         thread::sleep(std::time::Duration::from_millis(300));

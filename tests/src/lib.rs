@@ -661,17 +661,9 @@ pub fn webhook_schema_problems(bodies: &[&str]) -> Vec<Option<String>> {
     lines.iter().map(|l| l.strip_prefix("FAILED ").map(str::to_owned)).collect()
 }
 
-/// A Telnyx `message.received` webhook body: an SMS with `text` to `to`.
+/// A Telnyx `message.received` webhook body: an SMS with `text` to `to` ([`sim::telnyx::inbound`]).
 pub fn telnyx_inbound(event_id: &str, carrier_message_id: &str, to: &str, text: &str) -> String {
-    sim::telnyx::envelope(
-        event_id,
-        "message.received",
-        "2026-11-30T10:00:00Z",
-        json!({"id": carrier_message_id, "direction": "inbound", "type": "SMS", "text": text,
-               "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": to,
-                   "status": "webhook_delivered"}], "media": []}),
-        1,
-    )
+    sim::telnyx::inbound(event_id, carrier_message_id, to, text)
 }
 
 /// A fresh E.164 number for one test: unique within a run.

@@ -139,16 +139,7 @@ fn five_hundred_facts_misdelivered_change_each_thing_once(_shared: &Worker) {
 }
 
 fn inbound(event_id: &str, number: &str) -> String {
-    sim::telnyx::envelope(
-        event_id,
-        "message.received",
-        "2026-11-30T10:00:00Z",
-        json!({
-            "id": format!("msg-{event_id}"), "from": {"phone_number": "+15559990000"},
-                "to": [{"phone_number": number}], "text": "fault",
-        }),
-        1,
-    )
+    sim::telnyx::inbound(event_id, &format!("msg-{event_id}"), number, "fault")
 }
 
 fn settled(w: &Worker, event_id: &str) -> bool {

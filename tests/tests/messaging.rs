@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use exactly_tests::{fresh_number, lit, Customer, Worker, OPERATOR_PATH, PLIVO_TOKEN, TWILIO_TOKEN};
 use serde_json::{json, Value};
+use sim::telnyx::receipt;
 
 use crate::TestFn;
 
@@ -67,18 +68,6 @@ fn uid(tag: &str) -> String {
 
 fn inbound(event_id: &str, carrier_message_id: &str, to: &str) -> String {
     exactly_tests::telnyx_inbound(event_id, carrier_message_id, to, "hello there")
-}
-
-fn receipt(event_id: &str, event_type: &str, carrier_message_id: &str, status: &str, errors: Value) -> String {
-    sim::telnyx::envelope(
-        event_id,
-        event_type,
-        "2026-11-30T10:00:05Z",
-        json!({"id": carrier_message_id, "direction": "outbound", "to": [{"phone_number": "+15559990000",
-            "status": status}],
-               "errors": errors, "cost": {"amount": "0.0040", "currency": "USD"}}),
-        1,
-    )
 }
 
 /// Sends a message as a client does: with an Idempotency-Key (a fresh one unless `key`), so a
@@ -169,15 +158,13 @@ fn outbound_receipts_duplicated_resigned_and_reversed(w: &Worker) {
     let mut ids = Vec::new();
     let finalized = uid("fin");
     let sent_receipt = uid("sent");
-    for (event_id, event_type, status) in
-        [(&finalized, "message.finalized", "delivered"), (&sent_receipt, "message.sent", "sent")]
-    {
-        let body = receipt(event_id, event_type, &carrier_id, status, json!([]));
+    for (event_id, status) in [(&finalized, "delivered"), (&sent_receipt, "sent")] {
+        let body = receipt(event_id, &carrier_id, status, json!([]));
         for _ in 0..3 {
             assert_eq!(w.deliver_telnyx(&body).status, 200);
         }
         let resigned = format!("{event_id}-resigned");
-        assert_eq!(w.deliver_telnyx(&receipt(&resigned, event_type, &carrier_id, status, json!([]))).status, 200);
+        assert_eq!(w.deliver_telnyx(&receipt(&resigned, &carrier_id, status, json!([]))).status, 200);
         ids.push(event_id.clone());
         ids.push(resigned);
     }
@@ -209,18 +196,15 @@ fn failure_receipt_twice_and_resigned_then_late_delivered(w: &Worker) {
 
     let failed = uid("failed");
     let errors = json!([{"code": "40300", "title": "Blocked as spam"}]);
-    let body = receipt(&failed, "message.finalized", &carrier_id, "delivery_failed", errors.clone());
+    let body = receipt(&failed, &carrier_id, "delivery_failed", errors.clone());
     assert_eq!(w.deliver_telnyx(&body).status, 200);
     assert_eq!(w.deliver_telnyx(&body).status, 200);
     let resigned = uid("failed-resigned");
-    assert_eq!(
-        w.deliver_telnyx(&receipt(&resigned, "message.finalized", &carrier_id, "delivery_failed", errors)).status,
-        200
-    );
+    assert_eq!(w.deliver_telnyx(&receipt(&resigned, &carrier_id, "delivery_failed", errors)).status, 200);
     wait_settled(w, &[failed.clone(), resigned.clone()]);
     // A late delivered after failed changes nothing.
     let late = uid("late-delivered");
-    assert_eq!(w.deliver_telnyx(&receipt(&late, "message.finalized", &carrier_id, "delivered", json!([]))).status, 200);
+    assert_eq!(w.deliver_telnyx(&receipt(&late, &carrier_id, "delivered", json!([]))).status, 200);
     wait_settled(w, &[late]);
 
     let shown = message(w, &c, &id);
@@ -337,7 +321,7 @@ fn crash_before_the_processed_mark_changes_nothing_twice(w: &Worker) {
     let receipt_event = uid("fault-crash-before-mark-rcpt");
     let bodies = [
         inbound(&inbound_event, &in_carrier_id, &c.number),
-        receipt(&receipt_event, "message.finalized", &out_carrier_id, "delivered", json!([])),
+        receipt(&receipt_event, &out_carrier_id, "delivered", json!([])),
     ];
     for body in &bodies {
         assert_eq!(w.deliver_telnyx(body).status, 200);
@@ -381,7 +365,7 @@ fn parked_receipts_expire_or_are_recovered_once(w: &Worker) {
     // Never: parked, then 25 hours old.
     let never = uid("never-msg");
     let never_event = uid("never-rcpt");
-    let stored = w.deliver_telnyx(&receipt(&never_event, "message.finalized", &never, "delivered", json!([])));
+    let stored = w.deliver_telnyx(&receipt(&never_event, &never, "delivered", json!([])));
     assert_eq!(stored.status, 200, "{}", stored.body);
     let stored = stored.json()["id"].as_str().unwrap().to_owned();
     let parked = w.eventually(Duration::from_secs(30), || {
@@ -441,7 +425,7 @@ fn parked_receipts_expire_or_are_recovered_once(w: &Worker) {
     wait_status(w, &c, &id, "sent");
     let lost = uid("lost-msg");
     let lost_event = uid("lost-rcpt");
-    assert_eq!(w.deliver_telnyx(&receipt(&lost_event, "message.finalized", &lost, "delivered", json!([]))).status, 200);
+    assert_eq!(w.deliver_telnyx(&receipt(&lost_event, &lost, "delivered", json!([]))).status, 200);
     let parked = w.eventually(Duration::from_secs(30), || {
         w.count(&format!("SELECT COUNT(*) AS n FROM parked_receipts WHERE carrier_message_id = {}", lit(&lost))) == 1
     });

@@ -180,16 +180,7 @@ fn healthz_reports_readiness_without_secrets(w: &Worker) {
 }
 
 fn inbound(event_id: &str, number: &str) -> String {
-    sim::telnyx::envelope(
-        event_id,
-        "message.received",
-        "2026-11-30T10:00:00Z",
-        json!({
-            "id": format!("msg-{event_id}"), "from": {"phone_number": "+15559990000"},
-                "to": [{"phone_number": number}], "text": "again",
-        }),
-        1,
-    )
+    sim::telnyx::inbound(event_id, &format!("msg-{event_id}"), number, "again")
 }
 
 fn state(w: &Worker, event_id: &str) -> serde_json::Value {

@@ -307,15 +307,7 @@ fn one_move_at_a_time(_shared: &Worker) {
 const ACCOUNT_DATABASES: [&str; 2] = ["ACCOUNTS_0", "ACCOUNTS_1"];
 
 fn receipt(event_id: &str, carrier_message_id: &str, status: &str) -> String {
-    let type_ = if status == "sent" { "message.sent" } else { "message.finalized" };
-    sim::telnyx::envelope(
-        event_id,
-        type_,
-        "2026-11-30T10:00:05Z",
-        json!({"id": carrier_message_id, "direction": "outbound",
-               "to": [{"phone_number": "+15559990000", "status": status}], "errors": []}),
-        1,
-    )
+    sim::telnyx::receipt(event_id, carrier_message_id, status, json!([]))
 }
 
 /// Sends `text` from the customer's number; returns the message id.

@@ -74,24 +74,14 @@ impl Run<'_, '_> {
         for (i, o) in story.outbound.iter().enumerate() {
             match o.carrier {
                 Provider::Telnyx => {
-                    for (kind, status) in [
-                        ("message.sent", "sent"),
-                        ("message.finalized", if o.delivered { "delivered" } else { "delivery_failed" }),
-                    ] {
+                    for status in ["sent", if o.delivered { "delivered" } else { "delivery_failed" }] {
                         let id = format!("chaos-{tag}-rcpt-{i}-{status}");
                         let errors = if status == "delivery_failed" {
                             json!([{"code": "40300", "title": "Blocked"}])
                         } else {
                             json!([])
                         };
-                        let body = envelope(
-                            &id,
-                            kind,
-                            "2026-11-30T10:00:05Z",
-                            json!({"id": o.carrier_id, "direction": "outbound", "to": [{"phone_number": RECIPIENT,
-                                "status": status}], "errors": errors}),
-                            1,
-                        );
+                        let body = crate::telnyx::receipt(&id, &o.carrier_id, status, errors);
                         self.add_telnyx(stream, body, &id);
                     }
                     *self.report.facts.entry("receipt").or_default() += 2;

@@ -278,7 +278,7 @@ const TARGETS: [&str; 3] = ["+15557770001", "+15557770002", "+15557770003"];
 /// The ringing number's ring timeout (the number whose dials are refused keeps the default).
 const RING_TIMEOUT_SECS: u32 = 20;
 /// Where outbound messages go.
-const RECIPIENT: &str = "+15559990000";
+const RECIPIENT: &str = crate::telnyx::CUSTOMER_PHONE;
 /// When the calls of the run start and, for those answered, when their first leg answers.
 const INITIATED_AT: &str = "2026-11-30T10:00:00Z";
 const LEG_ANSWERED_AT: &str = "2026-11-30T10:00:20Z";
