@@ -18,7 +18,7 @@ echo "test: check passed after $(elapsed)"
 
 echo "test: building the end-to-end harness and the simulator"
 cargo test -p exactly-tests --test e2e --no-run --quiet
-cargo build -p sim --quiet
+cargo build -p sim -p exactly-tests --bins --quiet
 # The databases every worker starts from, migrated once for both passes (docs/testing.md).
 E2E_PREPARE=1 cargo test -q -p exactly-tests --test e2e
 

@@ -33,11 +33,13 @@ enum Delivery {
     Twilio { body: String },
 }
 
+/// The simulator's fact builders, the ones every test sends with.
+#[path = "../../sim/src/facts.rs"]
+#[allow(dead_code)]
+mod facts;
+
 fn telnyx_event(id: &str, event_type: &str, occurred: &str, payload: serde_json::Value, signed_at: i64) -> Delivery {
-    let body = json!({"data": {"id": id, "event_type": event_type, "occurred_at": occurred, "payload": payload},
-        "meta": {"attempt": 1}})
-    .to_string();
-    Delivery::Telnyx { body, signed_at }
+    Delivery::Telnyx { body: facts::envelope(id, event_type, occurred, payload, 1), signed_at }
 }
 
 fn twilio_status(sid: &str, status: &str) -> Delivery {

@@ -18,6 +18,7 @@ pub mod carrier;
 pub mod chaos;
 pub mod customer;
 pub mod devkeys;
+pub mod facts;
 pub mod load;
 pub mod plivo;
 pub mod telnyx;

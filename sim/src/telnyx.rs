@@ -4,7 +4,6 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use ed25519_dalek::{Signer as _, SigningKey};
-use serde_json::{json, Value};
 
 /// The headers of one signed delivery.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,52 +66,7 @@ impl Signer {
     }
 }
 
-/// A Telnyx v2 webhook envelope.
-pub fn envelope(id: &str, event_type: &str, occurred_at: &str, payload: Value, attempt: u32) -> String {
-    json!({
-        "data": {
-            "record_type": "event",
-            "id": id,
-            "event_type": event_type,
-            "occurred_at": occurred_at,
-            "payload": payload,
-        },
-        "meta": { "attempt": attempt, "delivered_to": "https://example.invalid/webhooks/telnyx" }
-    })
-    .to_string()
-}
-
-/// Where the facts of the simulator and the tests come from, and where their sends go.
-pub const CUSTOMER_PHONE: &str = "+15559990000";
-
-/// A `message.received` webhook: an SMS of `text` from [`CUSTOMER_PHONE`] to `to`, carrier id
-/// `carrier_message_id`. The one builder of inbound facts for the simulator and the tests.
-pub fn inbound(event_id: &str, carrier_message_id: &str, to: &str, text: &str) -> String {
-    envelope(
-        event_id,
-        "message.received",
-        "2026-11-30T10:00:00Z",
-        json!({"id": carrier_message_id, "direction": "inbound", "type": "SMS", "text": text,
-               "from": {"phone_number": CUSTOMER_PHONE}, "to": [{"phone_number": to,
-                   "status": "webhook_delivered"}], "media": []}),
-        1,
-    )
-}
-
-/// The receipt of an outbound message to [`CUSTOMER_PHONE`]: `message.sent` for `sent`, else
-/// `message.finalized` with the carrier's `status` word (`delivered`, `delivery_failed`, ...) and
-/// `errors`. The one builder of receipts for the simulator and the tests.
-pub fn receipt(event_id: &str, carrier_message_id: &str, status: &str, errors: Value) -> String {
-    let event_type = if status == "sent" { "message.sent" } else { "message.finalized" };
-    envelope(
-        event_id,
-        event_type,
-        "2026-11-30T10:00:05Z",
-        json!({"id": carrier_message_id, "direction": "outbound",
-               "to": [{"phone_number": CUSTOMER_PHONE, "status": status}], "errors": errors}),
-        1,
-    )
-}
+pub use crate::facts::{envelope, inbound, receipt, CUSTOMER_PHONE};
 
 /// Posts a signed delivery to `{base}/webhooks/telnyx`; returns (status, body), status 0 when no
 /// HTTP answer came back.
@@ -130,6 +84,7 @@ pub fn deliver(base: &str, signer: &Signer, body: &str, unix_seconds: i64) -> (u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn signs_like_the_shared_vector() {

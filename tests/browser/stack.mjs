@@ -42,24 +42,6 @@ export async function eventually(check, timeoutMs, what) {
   }
 }
 
-/** The project's wrangler.toml for this run: test bundle, absolute paths, no build step, the console as assets. */
-function writeConfig(dir) {
-  const source = fs.readFileSync(path.join(ROOT, 'wrangler.toml'), 'utf8');
-  const bundle = fs.existsSync(path.join(ROOT, 'edge/build-e2e/worker/shim.mjs')) ? 'edge/build-e2e' : 'edge/build';
-  const out = [];
-  let skipping = false;
-  for (const line of source.split('\n')) {
-    const trimmed = line.trim();
-    if (trimmed.startsWith('[')) skipping = trimmed === '[build]' || trimmed === '[assets]';
-    if (skipping) continue;
-    if (trimmed.startsWith('main =')) out.push(`main = ${JSON.stringify(path.join(ROOT, bundle, 'worker/shim.mjs'))}`);
-    else if (trimmed.startsWith('migrations_dir =')) out.push(`migrations_dir = ${JSON.stringify(path.join(ROOT, 'migrations'))}`);
-    else out.push(line);
-  }
-  out.push('', '[assets]', `directory = ${JSON.stringify(path.join(ROOT, 'console/dist'))}`, '');
-  fs.writeFileSync(path.join(dir, 'wrangler.toml'), out.join('\n'));
-}
-
 /** Signs Telnyx webhooks (Ed25519 over `timestamp|body`) with this run's key. */
 class TelnyxSigner {
   constructor() {
@@ -106,7 +88,6 @@ export class Stack {
     });
     await new Promise((resolve) => this.hookServer.listen(hookPort, '127.0.0.1', resolve));
 
-    writeConfig(this.dir);
     fs.writeFileSync(path.join(this.dir, 'dev.keys'), `TELNYX_PRIVATE_SEED=${this.signer.seedBase64}\n`, { mode: 0o600 });
     const env = {
       TELNYX_PUBLIC_KEY: this.signer.publicBase64,
@@ -123,14 +104,15 @@ export class Stack {
     };
     fs.writeFileSync(path.join(this.dir, 'test.env'), Object.entries(env).map(([k, v]) => `${k}=${v}\n`).join(''), { mode: 0o600 });
 
+    // The run's wrangler.toml and migrated local state, made by the Rust harness's own code
+    // (`exactly_tests::stage`), so both start the worker from the same config.
+    const targetDir = process.env.CARGO_TARGET_DIR || path.join(ROOT, 'target');
+    const built = spawnSync('cargo', ['build', '-q', '-p', 'sim', '-p', 'exactly-tests', '--bins'], { cwd: ROOT, stdio: 'inherit' });
+    if (built.status !== 0) throw new Error('cargo build -p sim -p exactly-tests --bins failed');
+    const staged = spawnSync(path.join(targetDir, 'debug/stage'), [this.dir], { cwd: ROOT, env: { ...process.env, ...QUIET_ENV }, encoding: 'utf8' });
+    if (staged.status !== 0) throw new Error(`staging the worker failed:\n${staged.stdout}\n${staged.stderr}`);
     const wrangler = path.join(ROOT, 'node_modules/.bin/wrangler');
     const config = ['--config', path.join(this.dir, 'wrangler.toml'), '--persist-to', path.join(this.dir, 'state')];
-    const migrated = spawnSync(wrangler, ['d1', 'migrations', 'apply', 'DB', '--local', ...config], { cwd: ROOT, env: { ...process.env, ...QUIET_ENV }, encoding: 'utf8' });
-    if (migrated.status !== 0) throw new Error(`applying migrations failed:\n${migrated.stdout}\n${migrated.stderr}`);
-
-    const targetDir = process.env.CARGO_TARGET_DIR || path.join(ROOT, 'target');
-    const built = spawnSync('cargo', ['build', '-q', '-p', 'sim'], { cwd: ROOT, stdio: 'inherit' });
-    if (built.status !== 0) throw new Error('cargo build -p sim failed');
     this.spawn('sim', path.join(targetDir, 'debug/sim'),
       ['carrier', '--listen', `127.0.0.1:${carrierPort}`, '--worker', this.base, '--keys', path.join(this.dir, 'dev.keys')]);
     this.spawn('wrangler', wrangler, ['dev', '--local', '--ip', '127.0.0.1', '--port', String(port), '--inspector-port', String(inspectorPort),

@@ -162,10 +162,7 @@ impl Worker {
             sim::unix_now(),
             &sim::random_hex()[..6]
         ));
-        fs::create_dir_all(&dir).expect("create the run directory");
-        write_config(&dir, databases);
-        copy_dir(&migrated_template().join("state"), &dir.join("state"));
-        migrate(&dir, databases);
+        stage(&dir, databases);
         let mut overrides: Vec<(&str, &str)> = overrides.to_vec();
         if !map.is_empty() && !overrides.iter().any(|(k, _)| *k == "EVENT_SHARDS") {
             overrides.push(("EVENT_SHARDS", map));
@@ -723,6 +720,17 @@ pub fn migrated_template() -> PathBuf {
             dir
         })
         .clone()
+}
+
+/// Prepares `dir` for a worker as every test run starts one (the Rust harness, and the console's
+/// browser test through the `stage` binary): its `wrangler.toml` (the test bundle, absolute
+/// paths, the console as static assets, `DB` and each of `databases`) and its local state, copied
+/// from the migrated template.
+pub fn stage(dir: &Path, databases: &[&str]) {
+    fs::create_dir_all(dir).expect("create the run directory");
+    write_config(dir, databases);
+    copy_dir(&migrated_template().join("state"), &dir.join("state"));
+    migrate(dir, databases);
 }
 
 /// Copies the directory tree `from` to `to`.
