@@ -196,7 +196,8 @@ def wait_ready(base):
 
 
 def load(base, keys, prefix, requests, duplicate):
-    out = subprocess.run([SIM, "load", base, keys, prefix, str(requests), str(CONCURRENCY), "duplicate" if duplicate else "new"],
+    out = subprocess.run([SIM, "load", "--url", base, "--keys", keys, "--prefix", prefix, "--requests", str(requests),
+                          "--concurrency", str(CONCURRENCY)] + (["--duplicate"] if duplicate else []),
                          cwd=ROOT, env=ENV, check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 

@@ -1,171 +1,244 @@
-//! `sim`: the carrier simulator's command line.
-//!
-//! ```text
-//! sim sign telnyx BODY [--keys FILE] [--at UNIX_SECONDS]
-//!     prints curl header arguments that sign BODY like Telnyx
-//! sim carrier [--listen ADDR] [--worker URL] [--keys FILE] [--twilio-token T] [--plivo-token T]
-//!     serves fake Telnyx, Twilio and Plivo REST APIs (point the *_API_BASE variables at it)
-//! sim {chaos|sms-inbound|sms-outbound|ring} [options]
-//!     runs a scenario against a worker and prints what it made of it
-//! ```
+//! `sim`: the carrier simulator's command line. `sim --help`, and `--help` on every command,
+//! say what each does.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage:
-  sim sign telnyx BODY [--keys FILE] [--at UNIX_SECONDS]
-      Prints `-H name:value` arguments for curl that sign BODY with the development key
-      (default key file: .dev.keys, written by `make dev`).
-  sim carrier [--listen 127.0.0.1:8788] [--worker http://127.0.0.1:8787] [--keys FILE]
-              [--twilio-token T] [--plivo-token T]
-      Serves fake Telnyx, Twilio and Plivo REST APIs that record and answer sends (see
-      sim::carrier); the tokens sign Twilio and Plivo status callbacks.
-  sim keygen
-      Prints a new Telnyx-style key pair (TELNYX_PUBLIC_KEY=, TELNYX_PRIVATE_SEED=).
-  sim load URL KEYS PREFIX REQUESTS CONCURRENCY new|duplicate
-      Sends signed deliveries at fixed concurrency; prints p50/p99 and throughput as JSON.
-  sim chaos|sms-inbound|sms-outbound|ring [--url http://127.0.0.1:8787] [--facts 500]
-      [--duplicates 0.35] [--resigned 0.15] [--reorder 32] [--parallel 16] [--stale 0.05]
-      [--seed 7] [--keys .dev.keys] [--vars .dev.vars]
-      Sends a stream of carrier facts with duplicates, re-signed retries, reordering, parallel
-      bursts and stale timestamps, then reports duplicate effects and missing events (both
-      must be 0; the exit status is 1 otherwise). `chaos` also sends from a Twilio and a Plivo
-      number and delivers their signed status callbacks when TWILIO_AUTH_TOKEN and
-      PLIVO_AUTH_TOKEN are known (the worker's PUBLIC_BASE_URL must be --url), and schedules
-      messages and cancels some. ADMIN_TOKEN and the tokens come from the environment when
-      ADMIN_TOKEN is set there, else from --vars; customer events are counted on a local
-      endpoint, which the worker can reach when ALLOW_PRIVATE_ENDPOINTS=true.";
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("sim: {message}\n{USAGE}");
-            ExitCode::from(2)
-        }
-    }
+/// The carrier simulator: signs webhooks like Telnyx, Twilio and Plivo, plays their REST APIs,
+/// and sends streams of misbehaving carrier facts at a worker, counting what it made of them.
+#[derive(Parser)]
+#[command(name = "sim", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
 }
 
-fn run(args: &[String]) -> Result<(), String> {
-    match args {
-        [cmd, provider, body, rest @ ..] if cmd == "sign" && provider == "telnyx" => {
-            let mut keys = PathBuf::from(sim::devkeys::DEFAULT_PATH);
-            let mut at = sim::unix_now();
-            let mut rest = rest.iter();
-            while let Some(flag) = rest.next() {
-                let value = rest.next().ok_or_else(|| format!("{flag} needs a value"))?;
-                match flag.as_str() {
-                    "--keys" => keys = PathBuf::from(value),
-                    "--at" => at = value.parse().map_err(|_| "--at takes Unix seconds".to_owned())?,
-                    other => return Err(format!("unknown option {other}")),
-                }
-            }
-            let signer = sim::devkeys::telnyx_signer(&keys)?;
-            let headers = signer.sign(body.as_bytes(), at);
-            println!("-H telnyx-timestamp:{} -H telnyx-signature-ed25519:{}", headers.timestamp, headers.signature);
-            Ok(())
-        }
-        [cmd, rest @ ..] if cmd == "carrier" => {
-            let mut listen = "127.0.0.1:8788".to_owned();
-            let mut worker = "http://127.0.0.1:8787".to_owned();
-            let mut keys = PathBuf::from(sim::devkeys::DEFAULT_PATH);
-            // The development tokens of .dev.vars.example, which sign Twilio and Plivo callbacks.
-            let mut twilio_token = "dev-twilio-auth-token".to_owned();
-            let mut plivo_token = "dev-plivo-auth-token".to_owned();
-            let mut rest = rest.iter();
-            while let Some(flag) = rest.next() {
-                let value = rest.next().ok_or_else(|| format!("{flag} needs a value"))?;
-                match flag.as_str() {
-                    "--listen" => listen = value.clone(),
-                    "--worker" => worker = value.clone(),
-                    "--keys" => keys = PathBuf::from(value),
-                    "--twilio-token" => twilio_token = value.clone(),
-                    "--plivo-token" => plivo_token = value.clone(),
-                    other => return Err(format!("unknown option {other}")),
-                }
-            }
-            let carrier =
-                sim::carrier::FakeCarrier::start_on(&listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-            if let Ok(signer) = sim::devkeys::telnyx_signer(&keys) {
-                carrier.set_webhook_target(sim::carrier::WebhookTarget {
-                    base: worker,
-                    signer,
-                    twilio_token: Some(twilio_token),
-                    plivo_token: Some(plivo_token),
-                });
-            }
-            println!("sim: fake Telnyx, Twilio and Plivo APIs on {}", carrier.base);
-            let mut seen = 0;
-            loop {
-                std::thread::sleep(std::time::Duration::from_millis(500));
-                let requests = carrier.requests("/v2/messages");
-                for r in &requests[seen..] {
-                    println!(
-                        "sim: {} {} key={} to={}",
-                        r.method,
-                        r.path,
-                        r.idempotency_key.as_deref().unwrap_or("-"),
-                        r.body["to"]
-                    );
-                }
-                seen = requests.len();
-            }
-        }
-        [cmd] if cmd == "keygen" => {
+#[derive(Subcommand)]
+enum Command {
+    /// Prints `-H name:value` arguments for curl that sign BODY as the carrier would.
+    Sign(Sign),
+    /// Serves fake Telnyx, Twilio and Plivo REST APIs that record and answer sends, and signs
+    /// their receipts back to the worker.
+    Carrier(CarrierArgs),
+    /// Prints a new Telnyx-style key pair (TELNYX_PUBLIC_KEY=, TELNYX_PRIVATE_SEED=).
+    Keygen,
+    /// Sends signed Telnyx deliveries at fixed concurrency; prints p50/p99 and throughput as JSON.
+    Load(Load),
+    /// Every kind of carrier fact, misdelivered; reports duplicate effects and missing events.
+    Chaos(Scenario),
+    /// Inbound messages only, misdelivered.
+    SmsInbound(Scenario),
+    /// Outbound messages' receipts only, misdelivered.
+    SmsOutbound(Scenario),
+    /// Sequential-ring calls only, misdelivered.
+    Ring(Scenario),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Carrier {
+    Telnyx,
+    Twilio,
+    Plivo,
+}
+
+#[derive(Args)]
+struct Sign {
+    /// The carrier whose signature to make.
+    carrier: Carrier,
+    /// The request body: Telnyx's JSON, or Twilio's and Plivo's form (`a=1&b=2`).
+    body: String,
+    /// Telnyx: the key file (written by `make dev`).
+    #[arg(long, default_value = sim::devkeys::DEFAULT_PATH)]
+    keys: PathBuf,
+    /// Telnyx: sign as sent at these Unix seconds (default: now).
+    #[arg(long)]
+    at: Option<i64>,
+    /// Twilio and Plivo: the URL the carrier posts to, which both sign (default: the carrier's
+    /// route on `make dev`'s worker, http://127.0.0.1:8787/webhooks/twilio or /plivo).
+    #[arg(long)]
+    url: Option<String>,
+    /// Twilio and Plivo: the auth token (the worker's TWILIO_AUTH_TOKEN or PLIVO_AUTH_TOKEN).
+    #[arg(long, env = "CARRIER_AUTH_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+#[derive(Args)]
+struct CarrierArgs {
+    /// Where to listen.
+    #[arg(long, default_value = "127.0.0.1:8788")]
+    listen: String,
+    /// The worker the receipts go to.
+    #[arg(long, default_value = "http://127.0.0.1:8787")]
+    worker: String,
+    /// The Telnyx key file that signs receipts.
+    #[arg(long, default_value = sim::devkeys::DEFAULT_PATH)]
+    keys: PathBuf,
+    /// Signs Twilio status callbacks (the development token of .dev.vars.example).
+    #[arg(long, default_value = "dev-twilio-auth-token")]
+    twilio_token: String,
+    /// Signs Plivo status callbacks (the development token of .dev.vars.example).
+    #[arg(long, default_value = "dev-plivo-auth-token")]
+    plivo_token: String,
+}
+
+#[derive(Args)]
+struct Load {
+    /// The worker's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:8787")]
+    url: String,
+    /// The Telnyx key file to sign with.
+    #[arg(long, default_value = sim::devkeys::DEFAULT_PATH)]
+    keys: PathBuf,
+    /// Event ids start with this.
+    #[arg(long, default_value = "load")]
+    prefix: String,
+    /// Deliveries in all.
+    #[arg(long, default_value_t = 2000)]
+    requests: usize,
+    /// Deliveries in flight at once.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Send one event again and again (the duplicate path) instead of new ones.
+    #[arg(long)]
+    duplicate: bool,
+}
+
+#[derive(Args)]
+struct Scenario {
+    /// The worker's base URL; its PUBLIC_BASE_URL, which Twilio and Plivo callbacks are signed for.
+    #[arg(long, default_value = "http://127.0.0.1:8787")]
+    url: String,
+    /// Facts in all (default 500 for chaos, 50 for one kind).
+    #[arg(long)]
+    facts: Option<usize>,
+    /// Share of facts delivered again under the same event id.
+    #[arg(long, default_value_t = 0.35)]
+    duplicates: f64,
+    /// Share of facts delivered again re-signed under a new event id.
+    #[arg(long, default_value_t = 0.15)]
+    resigned: f64,
+    /// Deliveries are shuffled within windows of this many.
+    #[arg(long, default_value_t = 32)]
+    reorder: usize,
+    /// Deliveries sent at once.
+    #[arg(long, default_value_t = 16)]
+    parallel: usize,
+    /// Share of Telnyx facts also sent with a stale signature (must be refused).
+    #[arg(long, default_value_t = 0.05)]
+    stale: f64,
+    /// Seed of the deterministic choices.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// The Telnyx key file to sign with.
+    #[arg(long, default_value = sim::devkeys::DEFAULT_PATH)]
+    keys: PathBuf,
+    /// Where ADMIN_TOKEN and the carriers' tokens come from unless ADMIN_TOKEN is in the
+    /// environment.
+    #[arg(long, default_value = ".dev.vars")]
+    vars: PathBuf,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let done = match cli.command {
+        Command::Sign(sign) => sign_body(&sign),
+        Command::Carrier(args) => serve_carrier(args),
+        Command::Keygen => {
             let signer = sim::telnyx::Signer::generate();
             println!("TELNYX_PUBLIC_KEY={}", signer.public_key_base64());
             println!("TELNYX_PRIVATE_SEED={}", signer.seed_base64());
             Ok(())
         }
-        [cmd, url, keys, prefix, requests, concurrency, mode] if cmd == "load" => {
-            let signer = sim::devkeys::telnyx_signer(std::path::Path::new(keys))?;
-            let requests = requests.parse().map_err(|_| "requests is a number")?;
-            let concurrency = concurrency.parse().map_err(|_| "concurrency is a number")?;
-            let measured = sim::load::run(url, &signer, prefix, requests, concurrency, mode == "duplicate");
-            println!("{}", serde_json::to_string(&measured).map_err(|e| e.to_string())?);
-            Ok(())
+        Command::Load(load) => run_load(&load),
+        Command::Chaos(s) => scenario(sim::chaos::Mix::All, &s),
+        Command::SmsInbound(s) => scenario(sim::chaos::Mix::Inbound, &s),
+        Command::SmsOutbound(s) => scenario(sim::chaos::Mix::Outbound, &s),
+        Command::Ring(s) => scenario(sim::chaos::Mix::Ring, &s),
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("sim: {message}");
+            ExitCode::FAILURE
         }
-        [cmd, rest @ ..] if matches!(cmd.as_str(), "chaos" | "sms-inbound" | "sms-outbound" | "ring") => {
-            scenario(cmd, rest)
-        }
-        _ => Err("unknown command".into()),
     }
 }
 
-fn scenario(name: &str, args: &[String]) -> Result<(), String> {
-    use sim::chaos::{Config, Mix};
-    let mut config = Config { progress: true, ..Config::default() };
-    config.mix = match name {
-        "sms-inbound" => Mix::Inbound,
-        "sms-outbound" => Mix::Outbound,
-        "ring" => Mix::Ring,
-        _ => Mix::All,
-    };
-    if config.mix != Mix::All {
-        config.facts = 50;
-    }
-    let mut url = "http://127.0.0.1:8787".to_owned();
-    let mut keys = PathBuf::from(sim::devkeys::DEFAULT_PATH);
-    let mut vars = PathBuf::from(".dev.vars");
-    let mut rest = args.iter();
-    let number = |v: &str, flag: &str| v.parse::<f64>().map_err(|_| format!("{flag} takes a number"));
-    while let Some(flag) = rest.next() {
-        let value = rest.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--url" => url = value.clone(),
-            "--facts" => config.facts = number(value, flag)? as usize,
-            "--duplicates" => config.duplicate_rate = number(value, flag)?,
-            "--resigned" => config.resign_rate = number(value, flag)?,
-            "--reorder" => config.reorder_window = number(value, flag)? as usize,
-            "--parallel" => config.parallelism = number(value, flag)? as usize,
-            "--stale" => config.stale_rate = number(value, flag)?,
-            "--seed" => config.seed = number(value, flag)? as u64,
-            "--keys" => keys = PathBuf::from(value),
-            "--vars" => vars = PathBuf::from(value),
-            other => return Err(format!("unknown option {other}")),
+fn sign_body(sign: &Sign) -> Result<(), String> {
+    let pairs = || -> Vec<(String, String)> { form_urlencoded::parse(sign.body.as_bytes()).into_owned().collect() };
+    let token = || sign.token.clone().ok_or("--token (or CARRIER_AUTH_TOKEN) is needed to sign for this carrier");
+    let url = |route: &str| sign.url.clone().unwrap_or_else(|| format!("http://127.0.0.1:8787/webhooks/{route}"));
+    let headers: Vec<(&str, String)> = match sign.carrier {
+        Carrier::Telnyx => {
+            let signer = sim::devkeys::telnyx_signer(&sign.keys)?;
+            let h = signer.sign(sign.body.as_bytes(), sign.at.unwrap_or_else(sim::unix_now));
+            vec![("telnyx-timestamp", h.timestamp), ("telnyx-signature-ed25519", h.signature)]
         }
+        Carrier::Twilio => {
+            let pairs = pairs();
+            let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            vec![("x-twilio-signature", sim::twilio::sign(&token()?, &url("twilio"), &pairs).1)]
+        }
+        Carrier::Plivo => {
+            let pairs = pairs();
+            let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let nonce = sim::random_hex();
+            let signature = sim::plivo::sign_v3(&token()?, &url("plivo"), &nonce, &pairs).1;
+            vec![("x-plivo-signature-v3", signature), ("x-plivo-signature-v3-nonce", nonce)]
+        }
+    };
+    let args: Vec<String> = headers.iter().map(|(name, value)| format!("-H {name}:{value}")).collect();
+    println!("{}", args.join(" "));
+    Ok(())
+}
+
+fn serve_carrier(args: CarrierArgs) -> Result<(), String> {
+    let listen = &args.listen;
+    let carrier = sim::carrier::FakeCarrier::start_on(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    if let Ok(signer) = sim::devkeys::telnyx_signer(&args.keys) {
+        carrier.set_webhook_target(sim::carrier::WebhookTarget {
+            base: args.worker,
+            signer,
+            twilio_token: Some(args.twilio_token),
+            plivo_token: Some(args.plivo_token),
+        });
     }
+    println!("sim: fake Telnyx, Twilio and Plivo APIs on {}", carrier.base);
+    let mut seen = 0;
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let requests = carrier.requests("/v2/messages");
+        for r in &requests[seen..] {
+            let key = r.idempotency_key.as_deref().unwrap_or("-");
+            println!("sim: {} {} key={key} to={}", r.method, r.path, r.body["to"]);
+        }
+        seen = requests.len();
+    }
+}
+
+fn run_load(load: &Load) -> Result<(), String> {
+    let signer = sim::devkeys::telnyx_signer(&load.keys)?;
+    let measured = sim::load::run(&load.url, &signer, &load.prefix, load.requests, load.concurrency, load.duplicate);
+    println!("{}", serde_json::to_string(&measured).map_err(|e| e.to_string())?);
+    Ok(())
+}
+
+fn scenario(mix: sim::chaos::Mix, s: &Scenario) -> Result<(), String> {
+    use sim::chaos::{Config, Mix};
+    let config = Config {
+        facts: s.facts.unwrap_or(if mix == Mix::All { 500 } else { 50 }),
+        duplicate_rate: s.duplicates,
+        resign_rate: s.resigned,
+        reorder_window: s.reorder,
+        parallelism: s.parallel,
+        stale_rate: s.stale,
+        seed: s.seed,
+        progress: true,
+        mix,
+        ..Config::default()
+    };
     // The worker's settings come from one place: the environment when ADMIN_TOKEN is set there
     // (a deployment's), else the vars file (`make dev`'s), so a run against a deployment never
     // signs with the development tokens of .dev.vars.
@@ -175,7 +248,7 @@ fn scenario(name: &str, args: &[String]) -> Result<(), String> {
             return std::env::var(name).ok();
         }
         let prefix = format!("{name}=");
-        std::fs::read_to_string(&vars)
+        std::fs::read_to_string(&s.vars)
             .ok()?
             .lines()
             .find_map(|l| l.trim().strip_prefix(prefix.as_str()).map(str::to_owned))
@@ -183,11 +256,11 @@ fn scenario(name: &str, args: &[String]) -> Result<(), String> {
     // A carrier's auth token: the first of a rotation's comma-separated list.
     let token = |name: &str| var(name)?.split(',').next().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
     let admin_token =
-        var("ADMIN_TOKEN").ok_or_else(|| format!("no ADMIN_TOKEN in the environment or in {}", vars.display()))?;
-    let signer = sim::devkeys::telnyx_signer(&keys)?;
+        var("ADMIN_TOKEN").ok_or_else(|| format!("no ADMIN_TOKEN in the environment or in {}", s.vars.display()))?;
+    let signer = sim::devkeys::telnyx_signer(&s.keys)?;
     let customer = sim::customer::CustomerEndpoint::start().map_err(|e| format!("customer endpoint: {e}"))?;
     let target = sim::chaos::Target {
-        api: sim::api::Client::new(&url),
+        api: sim::api::Client::new(&s.url),
         signer,
         admin_token,
         customer: Some(&customer),
