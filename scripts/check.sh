@@ -1,6 +1,7 @@
 #!/bin/sh
-# The quick inner loop (`make check`): formatting, lints, the native unit tests (with the query
-# plans and the layout test) and the core's tests on wasm32 under Node. No worker is started.
+# The quick inner loop (`make check`): formatting, lints (the Rust code and the OpenAPI document),
+# the native unit tests (with the query plans and the layout test) and the core's tests on wasm32
+# under Node. No worker is started.
 set -eu
 cd "$(dirname "$0")/.."
 [ -f .tools/wasm.env ] || sh scripts/setup.sh
@@ -19,6 +20,13 @@ else
     # Debian's rustc-web (the fallback toolchain) ships no clippy; the native run above covers
     # the edge's code, which is the same on both targets.
     echo "check: (the edge's wasm32 lint needs rustup's wasm32 target; linted natively above)"
+fi
+
+echo "check: docs/openapi.json (redocly lint, recommended rules: redocly.yaml)"
+if ! lint=$(REDOCLY_SUPPRESS_UPDATE_NOTICE=true REDOCLY_TELEMETRY=off node_modules/.bin/redocly lint docs/openapi.json 2>&1)
+then
+    echo "$lint"
+    exit 1
 fi
 
 echo "check: native unit tests"

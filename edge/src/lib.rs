@@ -422,6 +422,27 @@ mod tests {
     /// and `endpoint.test`) has its entry in the document's `webhooks`, whose body schema names
     /// that type (the end-to-end tests validate every body received against it), and no entry
     /// names a type never sent. The API's `EventType` is the list endpoints may subscribe to.
+    /// Every operation has an `operationId`, unique in the document, and tags the document lists:
+    /// what client generators name methods and group them by.
+    #[test]
+    fn openapi_names_and_tags_every_operation() {
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI).expect("docs/openapi.json is JSON");
+        let tags: BTreeSet<&str> =
+            doc["tags"].as_array().expect("a tags list").iter().filter_map(|t| t["name"].as_str()).collect();
+        let mut ids = BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            for (method, op) in item.as_object().expect("a path item") {
+                let id = op["operationId"].as_str().unwrap_or_else(|| panic!("{method} {path} has no operationId"));
+                assert!(ids.insert(id), "operationId {id} is used twice");
+                let op_tags = op["tags"].as_array().unwrap_or_else(|| panic!("{method} {path} has no tags"));
+                assert!(!op_tags.is_empty(), "{method} {path} has no tags");
+                for t in op_tags {
+                    assert!(t.as_str().is_some_and(|t| tags.contains(t)), "{method} {path}: tag {t} is not listed");
+                }
+            }
+        }
+    }
+
     #[test]
     fn openapi_documents_every_webhook() {
         use exactly_core::webhook::EVENT_TYPES;
