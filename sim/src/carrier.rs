@@ -30,14 +30,17 @@
 //!   worker's timeout) while it delivers the signed `message.finalized` (delivered) for that
 //!   message 14 times under one event id, as a carrier retrying a receipt does.
 //! - `[deliver]`: answers at once, then a second later fires the signed `message.sent` and
-//!   `message.finalized` (delivered) webhooks, as a carrier whose handset answered does. Without
-//!   a marker no receipt comes (tests and `sim chaos` send their own).
+//!   `message.finalized` (delivered) webhooks, as a carrier whose handset answered does; `[fail]`
+//!   likewise with a failure (`delivery_failed` and a Telnyx error). Without a marker no receipt
+//!   comes (tests and `sim chaos` send their own), unless the carrier delivers by default
+//!   ([`FakeCarrier::deliver_by_default`], what `sim carrier` does for `make dev`): then every
+//!   message without another marker is delivered, and `[no-receipt]` keeps its receipts back.
 //!
 //! - a word of the text that starts with `fault-` is carried in the message's carrier id, so the
 //!   receipts of the message (whose event ids contain it) arm that fault of the worker.
 //!
 //! Twilio and Plivo sends take `[refuse]`, `[flaky]` (keyed by from, to and text: they have no
-//! idempotency key), `[deliver]` (status callbacks to the request's `StatusCallback` / `url`,
+//! idempotency key), `[deliver]` and `[fail]` (status callbacks to the request's `StatusCallback` / `url`,
 //! signed with the auth token as each carrier signs) and `[lost-answer]`: the message is taken
 //! and listed, but the answer comes only after 12 s, past the worker's timeout.
 
@@ -94,6 +97,8 @@ struct State {
     ended_calls: HashMap<String, String>,
     /// What `GET` of a message reports as its status, by carrier message id.
     message_statuses: HashMap<String, String>,
+    /// Messages without a marker get their receipts too.
+    deliver_by_default: bool,
 }
 
 /// A running fake carrier.
@@ -127,6 +132,12 @@ impl FakeCarrier {
     /// Sets where scenario webhooks go (the worker under test).
     pub fn set_webhook_target(&self, target: WebhookTarget) {
         lock(&self.state).target = Some(target);
+    }
+
+    /// From now on every message without a marker is delivered (its receipts come a second
+    /// later) and `[no-receipt]` keeps them back: what a developer trying the product expects.
+    pub fn deliver_by_default(&self) {
+        lock(&self.state).deliver_by_default = true;
     }
 
     /// Every request received so far on `path`.
@@ -384,13 +395,16 @@ fn send_message(req: &Recorded, state: &Mutex<State>) -> (u16, Value) {
         }
         thread::sleep(std::time::Duration::from_secs(12));
     }
-    if text.contains("[deliver]") {
+    // The lock is taken and released before the `if let`: its temporary would live through the
+    // whole block, where the target is locked again.
+    let by_default = lock(state).deliver_by_default;
+    if let Some(delivered) = receipts_due(&text, by_default) {
         let target = lock(state).target.clone();
         if let Some(target) = target {
             let carrier_id = carrier_id.clone();
             thread::spawn(move || {
                 thread::sleep(std::time::Duration::from_secs(1));
-                fire_receipts(&target, &carrier_id, &["sent", "delivered"]);
+                fire_receipts(&target, &carrier_id, &["sent", if delivered { "delivered" } else { "delivery_failed" }]);
             });
         }
     }
@@ -437,10 +451,25 @@ pub fn client_state(req: &Recorded) -> Option<String> {
     String::from_utf8(bytes).ok()
 }
 
+/// Whether a message with `text` gets its receipts on its own, and if so whether they say
+/// delivered (`Some(true)`) or failed.
+fn receipts_due(text: &str, by_default: bool) -> Option<bool> {
+    let timed = ["[receipt-first]", "[slow-receipts]", "[no-receipt]", "[refuse]", "[lost-answer]"];
+    if text.contains("[fail]") {
+        Some(false)
+    } else if text.contains("[deliver]") || (by_default && !timed.iter().any(|m| text.contains(m))) {
+        Some(true)
+    } else {
+        None
+    }
+}
+
 /// Fires the receipts of a message with these recipient statuses, in that order.
 fn fire_receipts(target: &WebhookTarget, carrier_id: &str, statuses: &[&str]) {
     for &status in statuses {
-        let body = crate::telnyx::receipt(&format!("{carrier_id}-{status}"), carrier_id, status, json!([]));
+        let errors =
+            if status == "delivery_failed" { json!([{"code": "40300", "title": "Blocked"}]) } else { json!([]) };
+        let body = crate::telnyx::receipt(&format!("{carrier_id}-{status}"), carrier_id, status, errors);
         // Like the carrier, retry until the worker answers 2xx (a few times, a second apart).
         for _ in 0..10 {
             let (status, _) = crate::telnyx::deliver(&target.base, &target.signer, &body, crate::unix_now());
@@ -518,13 +547,19 @@ fn rest_send(req: &Recorded, state: &Mutex<State>, carrier: Rest) -> (u16, Value
             "message_time": format!("{}", crate::unix_now())}),
     };
     lock(state).taken.push((carrier.name(), listed.clone()));
-    if text.contains("[deliver]") {
+    let by_default = lock(state).deliver_by_default;
+    if let Some(delivered) = receipts_due(&text, by_default) {
         let target = lock(state).target.clone();
         if let Some(target) = target {
             let (id, from, to) = (id.clone(), from.clone(), to.clone());
+            let last = match (delivered, carrier) {
+                (true, _) => "delivered",
+                (false, Rest::Twilio) => "undelivered",
+                (false, Rest::Plivo) => "failed",
+            };
             thread::spawn(move || {
                 thread::sleep(std::time::Duration::from_secs(1));
-                for status in ["sent", "delivered"] {
+                for status in ["sent", last] {
                     rest_callback(&target, carrier, &callback, &id, &from, &to, status);
                 }
             });
@@ -638,6 +673,19 @@ fn carrier_id_for(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn receipts_come_when_marked_or_by_default() {
+        use super::receipts_due;
+        assert_eq!(receipts_due("hello", false), None, "the tests' carrier sends none unmarked");
+        assert_eq!(receipts_due("hello [deliver]", false), Some(true));
+        assert_eq!(receipts_due("hello [fail]", false), Some(false));
+        assert_eq!(receipts_due("hello", true), Some(true), "sim carrier delivers by default");
+        assert_eq!(receipts_due("hello [fail]", true), Some(false));
+        for held in ["[no-receipt]", "[receipt-first]", "[slow-receipts]", "[refuse]", "[lost-answer]"] {
+            assert_eq!(receipts_due(&format!("hello {held}"), true), None, "{held}");
+        }
+    }
+
     #[test]
     fn twilio_dates_read_back_as_now() {
         let written = super::rfc2822_now();

@@ -81,6 +81,10 @@ struct CarrierArgs {
     /// Signs Plivo status callbacks (the development token of .dev.vars.example).
     #[arg(long, default_value = "dev-plivo-auth-token")]
     plivo_token: String,
+    /// Send receipts only for messages marked `[deliver]` or `[fail]` (by default every message
+    /// without a marker is delivered, and `[no-receipt]` keeps its receipts back).
+    #[arg(long)]
+    no_receipts: bool,
 }
 
 #[derive(Args)]
@@ -204,6 +208,9 @@ fn serve_carrier(args: CarrierArgs) -> Result<(), String> {
             twilio_token: Some(args.twilio_token),
             plivo_token: Some(args.plivo_token),
         });
+    }
+    if !args.no_receipts {
+        carrier.deliver_by_default();
     }
     println!("sim: fake Telnyx, Twilio and Plivo APIs on {}", carrier.base);
     let mut seen = 0;
