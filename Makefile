@@ -1,15 +1,19 @@
 # The two commands of the README: `make dev` and `make test`. Both install what is missing first.
 # `make check` is the quick inner loop: formatting, lints, unit tests (native and wasm32), no worker.
-.PHONY: setup build dev test check bench profile fuzz clean
+.PHONY: setup setup-serve build dev test check bench profile fuzz clean
 
 # Cargo's build cache lives outside the clone, so another clone (or a fresh one) on the same machine
 # reuses what was built; set CARGO_TARGET_DIR to put it elsewhere.
 export CARGO_TARGET_DIR ?= $(or $(HOME),/tmp)/.cache/exactly/target
 
+# Everything the tests need; `setup-serve` only what building and serving need.
 setup:
 	@sh scripts/setup.sh
 
-build: setup
+setup-serve:
+	@sh scripts/setup.sh serve
+
+build: setup-serve
 	@sh scripts/build-worker.sh
 	@sh scripts/build-console.sh
 
@@ -19,7 +23,7 @@ dev: build
 check: setup
 	@sh scripts/check.sh
 
-test: build
+test: setup build
 	@sh scripts/build-worker.sh e2e
 	@sh scripts/test.sh
 

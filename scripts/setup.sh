@@ -1,8 +1,12 @@
 #!/bin/sh
 # Installs what building and testing need, skipping whatever is already there at the right
 # version. Safe to run again. One line per step.
+#   sh scripts/setup.sh          everything `make test` needs (what `make check` and `make test` run)
+#   sh scripts/setup.sh serve    only what building and serving need (what `make dev` runs): no
+#                                rustfmt, clippy, Chromium or sqlite3
 set -eu
 cd "$(dirname "$0")/.."
+MODE="${1:-test}"
 
 WORKER_BUILD_VERSION=0.8.7
 WRANGLER_VERSION=4.86.0
@@ -51,12 +55,14 @@ export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
 ENV
 fi
 
-# 1b. rustfmt and clippy for the formatting and lint steps of `make test`.
-if cargo fmt --version >/dev/null 2>&1 && cargo clippy --version >/dev/null 2>&1; then
-    step "rustfmt and clippy (installed)"
-else
-    step "rustfmt and clippy (installing)"
-    timeout 120 rustup component add rustfmt clippy >/dev/null
+# 1b. rustfmt and clippy for the formatting and lint steps of `make test` (not to serve).
+if [ "$MODE" != serve ]; then
+    if cargo fmt --version >/dev/null 2>&1 && cargo clippy --version >/dev/null 2>&1; then
+        step "rustfmt and clippy (installed)"
+    else
+        step "rustfmt and clippy (installing)"
+        timeout 120 rustup component add rustfmt clippy >/dev/null
+    fi
 fi
 
 # 2. worker-build, exactly this version. Both cargo installs build in one target directory, so
@@ -100,6 +106,10 @@ if [ console/node_modules/.package-lock.json -nt console/package-lock.json ]; th
 else
     step "console packages (npm ci in console/)"
     (cd console && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+
+if [ "$MODE" = serve ]; then
+    exit 0
 fi
 
 # 6. Chromium for the console's browser test (driven headless by playwright-core).
