@@ -38,9 +38,8 @@ pub enum EventType {
 }
 
 impl EventType {
-    /// The types an endpoint may subscribe to. The last five are operational signals about the
-    /// account's own endpoints and deliveries.
-    pub const SUBSCRIBABLE: [EventType; 13] = [
+    /// The types about a message or a call: the effects of carrier facts.
+    pub const OF_RESOURCES: [EventType; 8] = [
         EventType::MessageReceived,
         EventType::MessageSent,
         EventType::MessageDelivered,
@@ -49,12 +48,27 @@ impl EventType {
         EventType::CallAnswered,
         EventType::CallCompleted,
         EventType::CallMissed,
-        EventType::EndpointDisabled,
-        EventType::DeliveryExhausted,
-        EventType::BacklogHigh,
-        EventType::EndpointCircuitOpened,
-        EventType::EndpointCircuitClosed,
     ];
+
+    /// The types an endpoint may subscribe to: [`EventType::OF_RESOURCES`], then the five
+    /// operational signals about the account's own endpoints and deliveries.
+    pub const SUBSCRIBABLE: [EventType; 13] = {
+        let signals = [
+            EventType::EndpointDisabled,
+            EventType::DeliveryExhausted,
+            EventType::BacklogHigh,
+            EventType::EndpointCircuitOpened,
+            EventType::EndpointCircuitClosed,
+        ];
+        let mut all = [EventType::EndpointTest; 13];
+        let mut i = 0;
+        while i < all.len() {
+            let resources = Self::OF_RESOURCES.len();
+            all[i] = if i < resources { Self::OF_RESOURCES[i] } else { signals[i - resources] };
+            i += 1;
+        }
+        all
+    };
 
     /// Every type the product sends: the subscribable ones, then the operator's own and the test.
     pub const ALL: [EventType; 15] = {

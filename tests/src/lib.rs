@@ -15,6 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use sim::api::dropped_by_dev_proxy;
 use sim::carrier::{FakeCarrier, WebhookTarget};
 use sim::customer::{CustomerEndpoint, Received};
 use sim::telnyx::Signer;
@@ -354,7 +355,7 @@ impl Worker {
 
     /// `POST path` with raw bytes and the given headers.
     ///
-    /// A request wrangler dev's proxy dropped ([`dropped_by_proxy`]) is sent again, a few times,
+    /// A request wrangler dev's proxy dropped ([`dropped_by_dev_proxy`]) is sent again, a few times,
     /// as the proxy's answer asks.
     pub fn post(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
         let send = || {
@@ -364,7 +365,7 @@ impl Worker {
             }
             Answer::from_result(req.send_bytes(body))
         };
-        sent_again(send, 3, Duration::from_millis(200), dropped_by_proxy)
+        sent_again(send, 3, Duration::from_millis(200), dropped_by_dev_proxy)
     }
 
     /// Delivers `body` to `/webhooks/telnyx`, signed now with the worker's key.
@@ -387,7 +388,7 @@ impl Worker {
         // `--test-scheduled`'s route: the assets in front of the worker do not pass
         // `/cdn-cgi/handler/scheduled` on. A cron run is safe to run again (every step is
         // guarded), so one whose connection wrangler's proxy dropped is asked again.
-        let lost = |a: &Answer| dropped_by_proxy(a) || a.status == 0;
+        let lost = |a: &Answer| dropped_by_dev_proxy(a) || a.status == 0;
         sent_again(|| self.get("/__scheduled?cron=*+*+*+*+*"), 3, Duration::from_millis(200), lost)
     }
 
@@ -475,10 +476,10 @@ impl Worker {
             })
         };
         // A 503 asks the client to try again. A request the proxy dropped is sent again whatever
-        // it is ([`dropped_by_proxy`]); any other 503 only with an Idempotency-Key, which makes
+        // it is ([`dropped_by_dev_proxy`]); any other 503 only with an Idempotency-Key, which makes
         // that safe (local D1 and Queues now and then fail a request under load).
         let keyed = headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("idempotency-key"));
-        sent_again(send, 3, Duration::from_millis(500), |a| dropped_by_proxy(a) || (keyed && a.status == 503))
+        sent_again(send, 3, Duration::from_millis(500), |a| dropped_by_dev_proxy(a) || (keyed && a.status == 503))
     }
 
     /// Creates an account through the admin API; returns (id, api key).
@@ -827,12 +828,6 @@ fn sent_again(send: impl Fn() -> Answer, tries: usize, pause: Duration, again: i
         answer = send();
     }
     answer
-}
-
-/// wrangler dev's proxy could not reach the worker ([`sim::api::dropped_by_dev_proxy`]): the
-/// harness sends the request again.
-fn dropped_by_proxy(answer: &Answer) -> bool {
-    sim::api::dropped_by_dev_proxy(answer)
 }
 
 /// Quotes a string as an SQL literal.

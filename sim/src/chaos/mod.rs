@@ -289,16 +289,7 @@ const CANCELED_DUE_IN_SECS: i64 = 30;
 const CRON_EVERY: Duration = Duration::from_secs(5);
 
 /// The customer events of the facts, which the counted endpoint subscribes to.
-const COUNTED_TYPES: [EventType; 8] = [
-    EventType::MessageReceived,
-    EventType::MessageSent,
-    EventType::MessageDelivered,
-    EventType::MessageFailed,
-    EventType::CallInitiated,
-    EventType::CallAnswered,
-    EventType::CallCompleted,
-    EventType::CallMissed,
-];
+const COUNTED_TYPES: [EventType; 8] = EventType::OF_RESOURCES;
 
 /// One run: what it was asked, the account it made, and what it has seen so far.
 struct Run<'a, 't> {
@@ -358,21 +349,14 @@ impl Run<'_, '_> {
     /// Polls `check` like [`wait_for`], firing the cron every [`CRON_EVERY`] meanwhile when the
     /// run may, as the passing minutes would.
     fn wait_with_cron<T>(&mut self, timeout: Duration, mut check: impl FnMut(&Self) -> Option<T>) -> Option<T> {
-        let deadline = Instant::now() + timeout;
         let mut last_cron: Option<Instant> = None;
-        loop {
+        wait_for(timeout, || {
             if self.target.cron && last_cron.is_none_or(|t| t.elapsed() >= CRON_EVERY) {
                 self.fire_cron();
                 last_cron = Some(Instant::now());
             }
-            if let Some(v) = check(self) {
-                return Some(v);
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            thread::sleep(Duration::from_millis(500));
-        }
+            check(self)
+        })
     }
 }
 
