@@ -4,9 +4,9 @@
 //! without churning the queue.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use exactly_tests::{fresh_number, lit, Customer, Worker, TEST_ATTEMPT_TIMEOUT_SECS};
+use exactly_tests::{fresh_number, lit, Customer, Worker};
 use serde_json::{json, Value};
 use sim::customer::CustomerEndpoint;
 
@@ -106,6 +106,11 @@ fn signals(w: &Worker, path: &str, event_type: &str, about: &str) -> BTreeSet<St
         .collect()
 }
 
+/// Milliseconds since the Unix epoch, on the clock the worker records its attempts by (this machine's).
+fn unix_now_millis() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
 /// Account A's endpoint accepts connections and never answers, with 120 deliveries pending;
 /// account B's answers at once and gets a burst of inbound messages meanwhile. B's webhooks
 /// arrive without waiting for any of A's attempts (a batch that waited would hold them until
@@ -115,6 +120,14 @@ fn signals(w: &Worker, path: &str, event_type: &str, about: &str) -> BTreeSet<St
 fn a_hung_endpoint_never_slows_another_accounts_webhooks(w: &Worker) {
     const BACKLOG: usize = 120;
     const MOST: usize = 5;
+    const BURST: usize = 12;
+    let (healthy, healthy_key) = w.create_account("healthy");
+    let number = fresh_number();
+    w.create_number(&healthy, &number, &[]);
+    let healthy = Customer { account: healthy, key: healthy_key, number };
+    let healthy_path = format!("/hook/healthy-{}", sim::random_hex());
+    let healthy_id = endpoint(w, &healthy, &healthy_path, &["message.received"], json!({}));
+
     let hung = w.new_customer("hung");
     let watch_path = format!("/hook/watch-{}", sim::random_hex());
     endpoint(w, &hung, &watch_path, &["endpoint.circuit_opened", "endpoint.circuit_closed"], json!({}));
@@ -125,32 +138,32 @@ fn a_hung_endpoint_never_slows_another_accounts_webhooks(w: &Worker) {
         endpoint_on(w, &server.base, &hung, &hung_path, &["message.received"], json!({"max_in_flight": MOST}));
     assert_eq!(shown(w, &hung, &hung_id)["max_in_flight"], MOST);
     server.hang(&hung_path);
-    let backlog = test_events(w, &hung, &hung_id, BACKLOG);
-    // A's first attempts are hanging at its endpoint.
-    let hanging = w.eventually(Duration::from_secs(30), || server.received(&hung_path).len() >= MOST);
-    assert!(hanging, "A's first attempts reached its endpoint");
-
-    let (healthy, healthy_key) = w.create_account("healthy");
-    let number = fresh_number();
-    w.create_number(&healthy, &number, &[]);
-    let healthy = Customer { account: healthy, key: healthy_key, number };
-    let healthy_path = format!("/hook/healthy-{}", sim::random_hex());
-    let healthy_id = endpoint(w, &healthy, &healthy_path, &["message.received"], json!({}));
-    let mut sent: BTreeMap<String, Instant> = BTreeMap::new();
-    for _ in 0..12 {
-        let carrier_id = format!("m-{}", sim::random_hex());
-        let body = sim::telnyx::envelope(
-            &format!("e-{}", sim::random_hex()),
-            "message.received",
-            "2026-11-30T10:00:00Z",
-            json!({"id": carrier_id, "from": {"phone_number": "+15559990000"},
-                   "to": [{"phone_number": healthy.number}], "text": "beside a hung neighbour"}),
-            1,
-        );
-        sent.insert(carrier_id, Instant::now());
-        assert_eq!(w.deliver_telnyx(&body).status, 200);
-    }
-    let arrived = w.eventually(Duration::from_secs(60), || w.customer.received(&healthy_path).len() >= 12);
+    // B's burst goes as soon as A's first attempt hangs, while A's backlog is still growing.
+    let (backlog, (burst_at, sent)) = std::thread::scope(|scope| {
+        let burst = scope.spawn(|| {
+            let hanging = w.eventually(Duration::from_secs(30), || !server.received(&hung_path).is_empty());
+            assert!(hanging, "A's first attempt reached its endpoint");
+            let burst_at = unix_now_millis();
+            let mut sent: BTreeMap<String, Instant> = BTreeMap::new();
+            for _ in 0..BURST {
+                let carrier_id = format!("m-{}", sim::random_hex());
+                let body = sim::telnyx::envelope(
+                    &format!("e-{}", sim::random_hex()),
+                    "message.received",
+                    "2026-11-30T10:00:00Z",
+                    json!({"id": carrier_id, "from": {"phone_number": "+15559990000"},
+                           "to": [{"phone_number": healthy.number}], "text": "beside a hung neighbour"}),
+                    1,
+                );
+                sent.insert(carrier_id, Instant::now());
+                assert_eq!(w.deliver_telnyx(&body).status, 200);
+            }
+            (burst_at, sent)
+        });
+        let backlog = test_events(w, &hung, &hung_id, BACKLOG);
+        (backlog, burst.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+    });
+    let arrived = w.eventually(Duration::from_secs(60), || w.customer.received(&healthy_path).len() >= BURST);
     assert!(arrived, "B's webhooks arrived");
     let mut waits: Vec<Duration> = w
         .customer
@@ -164,14 +177,28 @@ fn a_hung_endpoint_never_slows_another_accounts_webhooks(w: &Worker) {
         .collect();
     waits.sort();
     eprintln!(
-        "isolation: B's time to webhook beside a hung endpoint: p50 {:.2} s, max {:.2} s (12 webhooks)",
+        "isolation: B's time to webhook beside a hung endpoint: p50 {:.2} s, max {:.2} s ({BURST} webhooks)",
         waits[waits.len() / 2].as_secs_f64(),
         waits[waits.len() - 1].as_secs_f64()
     );
-    // Waiting behind one of A's attempts would mean waiting until it timed out: most of
-    // TEST_ATTEMPT_TIMEOUT_SECS, since A's attempts were already hanging when B's burst began.
-    let bound = Duration::from_secs(TEST_ATTEMPT_TIMEOUT_SECS / 2);
-    assert!(waits.iter().all(|d| *d < bound), "each of B's webhooks arrived within {bound:?}: {waits:?}");
+    // Waiting behind one of A's attempts would mean starting only once it ended: at its timeout,
+    // TEST_ATTEMPT_TIMEOUT_SECS after it began. So each of B's attempts, in the worker's own
+    // record, started before the first of A's attempts that hung when B's burst was sent gave up.
+    let gave_up = w.eventually(Duration::from_secs(60), || !attempts(w, &hung_id).is_empty());
+    assert!(gave_up, "the worker gave up on A's first attempt");
+    let hanging_ended: Option<i64> = attempts(w, &hung_id)
+        .iter()
+        .filter(|(_, at, _, _)| *at <= burst_at)
+        .map(|(_, at, latency, _)| at + latency)
+        .min();
+    let hanging_ended = hanging_ended.expect("an attempt of A's began before B's burst");
+    eprintln!("isolation: A's first attempt gave up {} ms after B's burst began", hanging_ended - burst_at);
+    let starts: Vec<i64> = attempts(w, &healthy_id).iter().map(|(_, at, _, _)| *at).collect();
+    assert_eq!(starts.len(), BURST, "one attempt each for B's webhooks");
+    assert!(
+        starts.iter().all(|at| *at < hanging_ended),
+        "each of B's attempts started before A's hanging attempt ended at {hanging_ended}: {starts:?}"
+    );
 
     // A's circuit opens once its attempts time out; the backlog waits in its line, visibly.
     let mut seen = Value::Null;
@@ -241,7 +268,7 @@ fn a_hung_endpoint_never_slows_another_accounts_webhooks(w: &Worker) {
     }
     // B never noticed: its circuit stayed closed and each of its events arrived once.
     assert_eq!(shown(w, &healthy, &healthy_id)["circuit"], "closed");
-    assert_eq!(w.sent_as_recorded(&healthy_id, &healthy_path), 12);
+    assert_eq!(w.sent_as_recorded(&healthy_id, &healthy_path), BURST);
 }
 
 /// An endpoint limited to 3 a second (333⅓ ms apart, a rate that does not divide 1000) holds
