@@ -50,3 +50,18 @@ pub fn receipt(event_id: &str, carrier_message_id: &str, status: &str, errors: V
         1,
     )
 }
+
+/// A Telnyx `call.initiated` at `occurred_at`: a call from `from` to `to`, parked for the worker
+/// to ring.
+pub fn call_initiated(event_id: &str, occurred_at: &str, control: &str, session: &str, from: &str, to: &str) -> String {
+    envelope(
+        event_id,
+        "call.initiated",
+        occurred_at,
+        json!({
+            "call_control_id": control, "call_leg_id": format!("leg-{control}"), "call_session_id": session,
+            "from": from, "to": to, "direction": "incoming", "state": "parked",
+        }),
+        1,
+    )
+}

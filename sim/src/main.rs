@@ -17,6 +17,22 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Creates an account and keeps it, with its API key, in the profile file.
+    #[command(subcommand)]
+    Account(AccountCommand),
+    /// Gives the profile's account a phone number.
+    #[command(subcommand)]
+    Number(NumberCommand),
+    /// A local receiver for the account's webhooks: registers itself as an endpoint, verifies
+    /// and prints every delivery, removes the endpoint on Ctrl-C.
+    Listen(ListenArgs),
+    /// Sends a message from the account.
+    Send(SendArgs),
+    /// Makes the fake carrier deliver an inbound SMS or call, signed as Telnyx signs.
+    #[command(subcommand)]
+    Inbound(InboundCommand),
+    /// Prints the account's events, oldest first (`--follow`: then each new one).
+    Events(EventsArgs),
     /// Prints `-H name:value` arguments for curl that sign BODY as the carrier would.
     Sign(Sign),
     /// Serves fake Telnyx, Twilio and Plivo REST APIs that record and answer sends, and signs
@@ -34,6 +50,130 @@ enum Command {
     SmsOutbound(Scenario),
     /// Sequential-ring calls only, misdelivered.
     Ring(Scenario),
+}
+
+/// Where the worker is, and which account is asking.
+#[derive(Args)]
+struct Conn {
+    /// The worker's base URL.
+    #[arg(long, env = "EXACTLY_URL", default_value = "http://127.0.0.1:8787")]
+    url: String,
+    /// The profile file: `account create` writes the account and its API key there, the other
+    /// commands read them (`EXACTLY_API_KEY` overrides the key).
+    #[arg(long, env = "EXACTLY_PROFILE", default_value = ".dev.account.json")]
+    profile: PathBuf,
+    /// Where the admin token comes from unless ADMIN_TOKEN is in the environment.
+    #[arg(long, default_value = ".dev.vars")]
+    vars: PathBuf,
+}
+
+impl Conn {
+    fn target(&self) -> sim::dev::Target {
+        sim::dev::Target { url: self.url.clone(), profile: self.profile.clone(), vars: self.vars.clone() }
+    }
+}
+
+#[derive(Subcommand)]
+enum AccountCommand {
+    /// Creates an account named NAME and saves it as the profile.
+    Create {
+        name: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+#[derive(Subcommand)]
+enum NumberCommand {
+    /// Gives the account the number PHONE (E.164).
+    Add {
+        phone: String,
+        /// The carrier messages from the number go through (default: the worker's).
+        #[arg(long)]
+        carrier: Option<Carrier>,
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+#[derive(Args)]
+struct ListenArgs {
+    /// The loopback port to receive on (0: any free one).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// An event type to subscribe to; repeat for more (default: every type).
+    #[arg(long = "event-type")]
+    event_types: Vec<String>,
+    /// Serve this existing endpoint instead of creating one (with --secret); it is not removed.
+    #[arg(long, requires = "secret")]
+    endpoint: Option<String>,
+    /// The existing endpoint's signing secret (`whsec_...`).
+    #[arg(long, env = "EXACTLY_ENDPOINT_SECRET", hide_env_values = true, requires = "endpoint")]
+    secret: Option<String>,
+    /// Prints each delivery as a JSON object per line.
+    #[arg(long)]
+    json: bool,
+    /// Forwards each verified delivery to this URL and answers with its status.
+    #[arg(long)]
+    forward_to: Option<String>,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+#[derive(Args)]
+struct SendArgs {
+    /// One of the account's numbers.
+    #[arg(long)]
+    from: String,
+    #[arg(long)]
+    to: String,
+    /// The text; `[fail]` makes the fake carrier fail it, `[no-receipt]` keeps its receipts back.
+    #[arg(long)]
+    text: String,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+#[derive(Subcommand)]
+enum InboundCommand {
+    /// An SMS from FROM to one of the account's numbers.
+    Sms {
+        #[arg(long, default_value = sim::facts::CUSTOMER_PHONE)]
+        from: String,
+        #[arg(long)]
+        to: String,
+        #[arg(long, default_value = "hi")]
+        text: String,
+        /// The Telnyx key file to sign with (written by `make dev`).
+        #[arg(long, env = "EXACTLY_TELNYX_KEYS", default_value = sim::devkeys::DEFAULT_PATH)]
+        keys: PathBuf,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// A call from FROM to one of the account's numbers (rung through its ring targets).
+    Call {
+        #[arg(long, default_value = sim::facts::CUSTOMER_PHONE)]
+        from: String,
+        #[arg(long)]
+        to: String,
+        /// The Telnyx key file to sign with (written by `make dev`).
+        #[arg(long, env = "EXACTLY_TELNYX_KEYS", default_value = sim::devkeys::DEFAULT_PATH)]
+        keys: PathBuf,
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+#[derive(Args)]
+struct EventsArgs {
+    /// Keeps printing new events as they are written.
+    #[arg(long)]
+    follow: bool,
+    /// Prints each event as a JSON object per line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    conn: Conn,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -147,6 +287,21 @@ struct Scenario {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let done = match cli.command {
+        Command::Account(AccountCommand::Create { name, conn }) => {
+            print(sim::dev::create_account(&conn.target(), &name))
+        }
+        Command::Number(NumberCommand::Add { phone, carrier, conn }) => {
+            print(sim::dev::add_number(&conn.target(), &phone, carrier.map(Carrier::name)))
+        }
+        Command::Listen(args) => listen(args),
+        Command::Send(a) => print(sim::dev::send(&a.conn.target(), &a.from, &a.to, &a.text)),
+        Command::Inbound(InboundCommand::Sms { from, to, text, keys, conn }) => {
+            print(sim::dev::inbound_sms(&conn.target(), &keys, &from, &to, &text))
+        }
+        Command::Inbound(InboundCommand::Call { from, to, keys, conn }) => {
+            print(sim::dev::inbound_call(&conn.target(), &keys, &from, &to))
+        }
+        Command::Events(a) => sim::dev::events(&a.conn.target(), a.follow, a.json),
         Command::Sign(sign) => sign_body(&sign),
         Command::Carrier(args) => serve_carrier(args),
         Command::Keygen => {
@@ -168,6 +323,32 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+impl Carrier {
+    fn name(self) -> &'static str {
+        match self {
+            Carrier::Telnyx => "telnyx",
+            Carrier::Twilio => "twilio",
+            Carrier::Plivo => "plivo",
+        }
+    }
+}
+
+/// Prints what a command did.
+fn print(done: Result<String, String>) -> Result<(), String> {
+    done.map(|line| println!("sim: {line}"))
+}
+
+fn listen(args: ListenArgs) -> Result<(), String> {
+    sim::listen::run(sim::listen::Options {
+        target: args.conn.target(),
+        port: args.port,
+        event_types: args.event_types,
+        existing: args.endpoint.zip(args.secret),
+        json: args.json,
+        forward_to: args.forward_to,
+    })
 }
 
 fn sign_body(sign: &Sign) -> Result<(), String> {

@@ -13,16 +13,44 @@ fn sim(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// The commands a `--help` lists under `Commands:` (without `help`).
+fn listed(help: &str) -> Vec<String> {
+    let Some(section) = help.split("Commands:\n").nth(1) else { return Vec::new() };
+    section
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `--help` on `path` and, recursively, on every command it lists; returns how many answered.
+fn walk_help(path: &[String]) -> usize {
+    let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+    args.push("--help");
+    let (ok, help, err) = sim(&args);
+    assert!(ok && help.contains("Usage: sim"), "sim {}:\n{help}{err}", args.join(" "));
+    let mut answered = 1;
+    for command in listed(&help) {
+        let mut deeper = path.to_vec();
+        deeper.push(command);
+        answered += walk_help(&deeper);
+    }
+    answered
+}
+
 #[test]
 fn every_command_answers_help() {
     let (ok, top, _) = sim(&["--help"]);
     assert!(ok, "{top}");
-    let commands = ["sign", "carrier", "keygen", "load", "chaos", "sms-inbound", "sms-outbound", "ring"];
-    for command in commands {
-        assert!(top.contains(command), "`sim --help` lists {command}:\n{top}");
-        let (ok, help, err) = sim(&[command, "--help"]);
-        assert!(ok && help.contains("Usage: sim"), "sim {command} --help:\n{help}{err}");
+    let commands = ["account", "number", "listen", "send", "inbound", "events", "sign", "carrier", "keygen", "load"];
+    for command in commands.iter().chain(&["chaos", "sms-inbound", "sms-outbound", "ring"]) {
+        assert!(listed(&top).iter().any(|c| c == command), "`sim --help` lists {command}:\n{top}");
     }
+    // Every command and subcommand (`account create`, `inbound sms`, ...) answers its own.
+    let answered = walk_help(&[]);
+    assert!(answered >= 1 + 14 + 4, "{answered} commands answered --help");
     let (ok, _, err) = sim(&["help"]);
     assert!(ok, "sim help: {err}");
     let (ok, _, err) = sim(&["no-such-command"]);
@@ -48,4 +76,61 @@ fn sign_signs_for_each_carrier() {
 
     let (ok, _, err) = sim(&["sign", "twilio", body]);
     assert!(!ok && err.contains("--token"), "a carrier token is asked for: {err}");
+}
+
+/// `listen` with an endpoint given: a delivery signed with its secret is verified, forwarded
+/// with its headers and answered with the forward target's status; a tampered one is refused
+/// (401) and not forwarded; a second delivery of a webhook-id counts as attempt 2.
+#[test]
+fn listen_verifies_forwards_and_refuses_what_does_not_verify() {
+    use std::io::{BufRead as _, BufReader};
+    use std::process::Stdio;
+
+    let secret = exactly_core::webhook::SigningSecret::from_bytes(&[7u8; 24]);
+    let local = sim::customer::CustomerEndpoint::start().expect("the forward target");
+    local.always("/hooks", 202);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(["listen", "--json", "--endpoint", "ep_given", "--secret", &secret.to_whsec()])
+        .args(["--forward-to", &format!("{}/hooks", local.base)])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start listen");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines().map_while(Result::ok);
+    let first = lines.next().expect("listen's first line");
+    let url = first.strip_prefix("sim: listening on ").and_then(|r| r.split(' ').next()).expect(&first).to_owned();
+    assert!(first.ends_with("as endpoint ep_given"), "an endpoint given is not removed: {first}");
+
+    let body = r#"{"id":"evt_1","type":"message.received","sequence":1,"data":{"id":"msg_1"}}"#;
+    let now = exactly_core::Timestamp::from_unix_seconds(sim::unix_now());
+    let signature = secret.sign("evt_1", now, body.as_bytes());
+    let timestamp = now.unix_seconds().to_string();
+    let post = |body: &str| {
+        let answer = ureq::post(&url)
+            .set("webhook-id", "evt_1")
+            .set("webhook-timestamp", &timestamp)
+            .set("webhook-signature", &signature)
+            .set("content-type", "application/json")
+            .send_string(body);
+        match answer {
+            Ok(a) => a.status(),
+            Err(ureq::Error::Status(status, _)) => status,
+            Err(e) => panic!("post to listen: {e}"),
+        }
+    };
+    assert_eq!(post(body), 202, "answered with the forward target's status");
+    assert_eq!(post(&body.replace("msg_1", "msg_2")), 401, "a tampered body is refused");
+    assert_eq!(post(body), 202);
+    let printed: Vec<serde_json::Value> =
+        lines.by_ref().take(3).map(|l| serde_json::from_str(&l).expect("a JSON line")).collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    let summary: Vec<(bool, u64, Option<u64>)> = printed
+        .iter()
+        .map(|p| (p["verified"] == true, p["attempt"].as_u64().unwrap_or(0), p["forwarded_status"].as_u64()))
+        .collect();
+    assert_eq!(summary, [(true, 1, Some(202)), (false, 2, None), (true, 3, Some(202))]);
+    assert_eq!(printed[0]["event"]["data"]["id"], "msg_1");
+    let forwarded = local.received("/hooks");
+    assert_eq!(forwarded.len(), 2, "only what verified was forwarded");
+    assert!(forwarded.iter().all(|r| r.body == body && r.header("webhook-signature") == Some(signature.as_str())));
 }

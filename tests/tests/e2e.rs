@@ -19,6 +19,7 @@ mod isolation;
 mod messaging;
 mod mms;
 mod operations;
+mod quickstart;
 mod security;
 mod shards;
 mod store;
@@ -30,6 +31,7 @@ pub type TestFn = fn(&Worker);
 /// Tests of configuration, validation and policy: what they check happens before, or apart
 /// from, any database the layout spreads, so they run in the one-database pass only.
 const LAYOUT_FREE: &[&str] = &[
+    "quickstart::the_readmes_commands_end_in_a_verified_webhook",
     "mms::private_media_links_are_refused_in_production",
     "security::every_json_body_is_capped",
     "ingest::rejected_deliveries_store_nothing",
@@ -87,6 +89,7 @@ fn main() {
         isolation::TESTS,
         chaos::TESTS,
         operations::TESTS,
+        quickstart::TESTS,
         security::TESTS,
         store::TESTS,
         shards::TESTS,

@@ -397,16 +397,7 @@ fn create_message(api: &Client, key: &str, body: &Value) -> Result<String, Strin
 
 /// A `call.initiated` for a caller's leg parked at `to`.
 fn initiated(event_id: &str, control: &str, session: &str, to: &str) -> String {
-    envelope(
-        event_id,
-        "call.initiated",
-        INITIATED_AT,
-        json!({
-            "call_control_id": control, "call_leg_id": format!("leg-{control}"), "call_session_id": session,
-            "from": "+15551230000", "to": to, "direction": "incoming", "state": "parked",
-        }),
-        1,
-    )
+    crate::facts::call_initiated(event_id, INITIATED_AT, control, session, "+15551230000", to)
 }
 
 /// An event of a call's first ring leg, with the ids the fake carrier gives the leg it dials

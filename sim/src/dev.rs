@@ -1,0 +1,203 @@
+//! The commands a developer reaches for against a running worker: create an account (kept in a
+//! profile file, so no id or key is copied by hand), give it a number, send a message, make the
+//! fake carrier deliver an inbound SMS or call, and list or follow the account's events.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::api::{Answer, Client};
+
+/// The account the commands act for, as `account create` saved it.
+#[derive(Serialize, Deserialize)]
+pub struct Profile {
+    /// The worker it was created on.
+    pub url: String,
+    pub account_id: String,
+    /// The account's API key: a development secret, kept in a file only readable by its owner.
+    pub api_key: String,
+}
+
+impl std::fmt::Debug for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Profile").field("url", &self.url).field("account_id", &self.account_id).finish_non_exhaustive()
+    }
+}
+
+impl Profile {
+    /// Reads the profile at `path`.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            format!("cannot read {}: {e} (create an account first: `sim account create NAME`)", path.display())
+        })?;
+        serde_json::from_str(&text).map_err(|e| format!("{} is not a profile: {e}", path.display()))
+    }
+
+    /// Writes the profile to `path`, readable by its owner only.
+    pub fn save(&self, path: &Path) -> Result<(), String> {
+        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let write = |mut file: std::fs::File| std::io::Write::write_all(&mut file, format!("{text}\n").as_bytes());
+        options.open(path).and_then(write).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+}
+
+/// Where the worker is and who is asking.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub url: String,
+    pub profile: PathBuf,
+    /// `make dev`'s variables: where the admin token comes from when `ADMIN_TOKEN` is unset.
+    pub vars: PathBuf,
+}
+
+impl Target {
+    fn client(&self) -> Client {
+        Client::new(&self.url)
+    }
+
+    /// The admin token: `ADMIN_TOKEN` from the environment, else from the vars file.
+    fn admin_token(&self) -> Result<String, String> {
+        if let Ok(token) = std::env::var("ADMIN_TOKEN") {
+            return Ok(token);
+        }
+        std::fs::read_to_string(&self.vars)
+            .ok()
+            .and_then(|text| text.lines().find_map(|l| l.trim().strip_prefix("ADMIN_TOKEN=").map(str::to_owned)))
+            .ok_or_else(|| format!("no ADMIN_TOKEN in the environment or in {}", self.vars.display()))
+    }
+
+    /// The account's API key: `EXACTLY_API_KEY` from the environment, else the profile's.
+    pub fn api_key(&self) -> Result<String, String> {
+        match std::env::var("EXACTLY_API_KEY") {
+            Ok(key) => Ok(key),
+            Err(_) => Ok(Profile::load(&self.profile)?.api_key),
+        }
+    }
+}
+
+/// The answer's JSON when it has `status`, else an error naming the request and the answer.
+fn expect(answer: Answer, status: u16, what: &str) -> Result<Value, String> {
+    if answer.status == status {
+        return Ok(answer.json());
+    }
+    if answer.status == 0 {
+        return Err(format!("{what}: no answer ({}; is the worker running? `make dev`)", answer.body));
+    }
+    Err(format!("{what}: {} {}", answer.status, answer.body))
+}
+
+/// Creates an account named `name` and saves it, with its key, as the profile.
+pub fn create_account(target: &Target, name: &str) -> Result<String, String> {
+    let admin = target.admin_token()?;
+    let answer = target.client().call("POST", "/admin/accounts", &admin, Some(&json!({ "name": name })));
+    let account = expect(answer, 201, "POST /admin/accounts")?;
+    let field = |k: &str| account[k].as_str().map(str::to_owned).ok_or(format!("no {k} in {account}"));
+    let profile = Profile { url: target.url.clone(), account_id: field("id")?, api_key: field("api_key")? };
+    profile.save(&target.profile)?;
+    Ok(format!("account {} created; its API key is in {}", profile.account_id, target.profile.display()))
+}
+
+/// Gives the profile's account the number `phone` (messages from it go through `carrier`).
+pub fn add_number(target: &Target, phone: &str, carrier: Option<&str>) -> Result<String, String> {
+    let admin = target.admin_token()?;
+    let profile = Profile::load(&target.profile)?;
+    let mut body = json!({ "account_id": profile.account_id, "phone_number": phone });
+    if let Some(carrier) = carrier {
+        body["carrier"] = json!(carrier);
+    }
+    let answer = target.client().call("POST", "/admin/numbers", &admin, Some(&body));
+    let number = expect(answer, 201, "POST /admin/numbers")?;
+    Ok(format!("number {} belongs to {}", number["phone_number"].as_str().unwrap_or(phone), profile.account_id))
+}
+
+/// Sends a message from the account; prints its id and status.
+pub fn send(target: &Target, from: &str, to: &str, text: &str) -> Result<String, String> {
+    let key = target.api_key()?;
+    let body = json!({ "from": from, "to": to, "text": text });
+    let idempotency = format!("sim-{}", crate::random_hex());
+    let answer = target.client().call_keyed("POST", "/v1/messages", &key, &body, &idempotency);
+    let message = match answer.status {
+        200 => answer.json(),
+        _ => expect(answer, 201, "POST /v1/messages")?,
+    };
+    Ok(format!("message {} {}", message["id"].as_str().unwrap_or("?"), message["status"].as_str().unwrap_or("?")))
+}
+
+/// Delivers a signed Telnyx `message.received` for an SMS from `from` to `to`, as the carrier would.
+pub fn inbound_sms(target: &Target, keys: &Path, from: &str, to: &str, text: &str) -> Result<String, String> {
+    let id = crate::random_hex();
+    let body = crate::facts::envelope(
+        &format!("evt-{id}"),
+        "message.received",
+        &now_rfc3339(),
+        json!({"id": format!("sim-msg-{id}"), "direction": "inbound", "type": "SMS", "text": text,
+               "from": {"phone_number": from}, "to": [{"phone_number": to}], "media": []}),
+        1,
+    );
+    deliver_telnyx(target, keys, &body)
+}
+
+/// Delivers a signed Telnyx `call.initiated` for a call from `from` to `to`, as the carrier would.
+pub fn inbound_call(target: &Target, keys: &Path, from: &str, to: &str) -> Result<String, String> {
+    let id = crate::random_hex();
+    let (event, control, session) = (format!("evt-{id}"), format!("sim-cc-{id}"), format!("sim-sess-{id}"));
+    let body = crate::facts::call_initiated(&event, &now_rfc3339(), &control, &session, from, to);
+    deliver_telnyx(target, keys, &body)
+}
+
+fn deliver_telnyx(target: &Target, keys: &Path, body: &str) -> Result<String, String> {
+    let signer = crate::devkeys::telnyx_signer(keys)?;
+    let h = signer.sign(body.as_bytes(), crate::unix_now());
+    let headers = [("telnyx-timestamp", h.timestamp.as_str()), ("telnyx-signature-ed25519", h.signature.as_str())];
+    let answer = target.client().post("/webhooks/telnyx", &headers, body.as_bytes());
+    let stored = expect(answer, 200, "POST /webhooks/telnyx")?;
+    Ok(format!("carrier event {} {}", stored["id"].as_str().unwrap_or("?"), stored["outcome"].as_str().unwrap_or("?")))
+}
+
+/// The current time as RFC 3339, for the carrier's `occurred_at`.
+fn now_rfc3339() -> String {
+    exactly_core::Timestamp::from_unix_seconds(crate::unix_now()).to_rfc3339()
+}
+
+/// One line for an event: its type, resource and sequence.
+pub fn event_line(event: &Value) -> String {
+    let resource = event["data"]["id"].as_str().or(event["data"]["endpoint_id"].as_str()).unwrap_or("-");
+    let sequence = event["sequence"].as_i64().map(|s| format!("seq {s}")).unwrap_or_else(|| "-".into());
+    format!(
+        "{:<24} {:<38} {:<7} {}",
+        event["type"].as_str().unwrap_or("?"),
+        resource,
+        sequence,
+        event["id"].as_str().unwrap_or("?")
+    )
+}
+
+/// Prints the account's events, oldest first; with `follow`, then every new one as it is written.
+pub fn events(target: &Target, follow: bool, json_lines: bool) -> Result<(), String> {
+    let key = target.api_key()?;
+    let client = target.client();
+    let print = |event: &Value| println!("{}", if json_lines { event.to_string() } else { event_line(event) });
+    // The list is newest first: everything once, then the first page again and again.
+    let mut listed = client.all("/v1/events", &key)?;
+    let mut seen: std::collections::HashSet<String> =
+        listed.iter().filter_map(|e| e["id"].as_str().map(str::to_owned)).collect();
+    listed.reverse();
+    listed.iter().for_each(print);
+    if !follow {
+        return Ok(());
+    }
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let page = expect(client.call("GET", "/v1/events?limit=100", &key, None), 200, "GET /v1/events")?;
+        let mut new: Vec<Value> = page["data"].as_array().cloned().unwrap_or_default();
+        new.retain(|e| e["id"].as_str().is_some_and(|id| seen.insert(id.to_owned())));
+        new.reverse();
+        new.iter().for_each(print);
+    }
+}

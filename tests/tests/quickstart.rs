@@ -1,0 +1,126 @@
+//! The README's quickstart, run as written: its commands are read out of README.md (not copied
+//! here) and run in a shell against a worker of their own whose fake carrier sends receipts by
+//! default, as `make dev`'s does. `listen` runs beside the others, as in a second terminal.
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use exactly_tests::{root, Worker, ADMIN_TOKEN};
+
+use crate::TestFn;
+
+pub const TESTS: &[(&str, TestFn)] =
+    &[("quickstart::the_readmes_commands_end_in_a_verified_webhook", the_readmes_commands_end_in_a_verified_webhook)];
+
+/// The commands of the README's quickstart: the lines of the first `sh` block under its
+/// `## Quickstart` heading.
+fn quickstart_commands(readme: &str) -> Vec<String> {
+    let section = readme.split("\n## Quickstart").nth(1).expect("the README has a Quickstart section");
+    let block = section.split("```sh\n").nth(1).expect("the quickstart has an sh block");
+    let block = block.split("```").next().unwrap_or_default();
+    block.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_owned).collect()
+}
+
+/// A shell running `command` from the project's root with the quickstart's environment, in a
+/// process group of its own (so an interrupt reaches it as Ctrl-C in a terminal would).
+fn shell(command: &str, env: &[(&str, String)]) -> Command {
+    let mut sh = Command::new("sh");
+    sh.arg("-c").arg(command).current_dir(root()).envs(env.iter().map(|(k, v)| (k, v)));
+    std::os::unix::process::CommandExt::process_group(&mut sh, 0);
+    sh
+}
+
+/// Runs `command` in the background; returns it and the lines it prints, as they come.
+fn background(command: &str, env: &[(&str, String)]) -> (Child, Arc<Mutex<Vec<String>>>) {
+    let mut child = shell(command, env).stdout(Stdio::piped()).spawn().expect("start listen");
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let stdout = child.stdout.take().expect("listen's stdout");
+    let sink = Arc::clone(&lines);
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            eprintln!("quickstart: listen: {line}");
+            sink.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(line);
+        }
+    });
+    (child, lines)
+}
+
+/// The README's commands, in order: an account and a number, `listen`, an inbound message and a
+/// send. `listen` prints, verified with the endpoint's secret, the inbound message and the sent
+/// message reaching `delivered`; each command says what it did; `sim events` lists the same three;
+/// Ctrl-C removes the endpoint.
+fn the_readmes_commands_end_in_a_verified_webhook(_shared: &Worker) {
+    let w = Worker::start();
+    w.carrier.deliver_by_default();
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("read README.md");
+    let commands = quickstart_commands(&readme);
+    assert!((1..=5).contains(&commands.len()), "at most five commands: {commands:?}");
+    let dir = root().join("target/e2e").join(format!("quickstart-{}", sim::random_hex()));
+    std::fs::create_dir_all(&dir).expect("make the quickstart's directory");
+    let keys = dir.join("keys");
+    std::fs::write(&keys, format!("TELNYX_PRIVATE_SEED={}\n", w.telnyx.seed_base64())).expect("write keys");
+    // What `make dev` gives the commands by default: its worker, its admin token, its keys.
+    let env = [
+        ("EXACTLY_URL", w.base.clone()),
+        ("EXACTLY_PROFILE", dir.join("account.json").display().to_string()),
+        ("EXACTLY_TELNYX_KEYS", keys.display().to_string()),
+        ("ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
+    ];
+    let mut listen: Option<(Child, Arc<Mutex<Vec<String>>>)> = None;
+    let mut printed = Vec::new();
+    for command in &commands {
+        if command.contains(" listen") {
+            let (child, lines) = background(command, &env);
+            let ready = w.eventually(Duration::from_secs(120), || {
+                lines.lock().unwrap().iter().any(|l| l.starts_with("sim: listening on http://127.0.0.1:"))
+            });
+            assert!(ready, "listen registered its endpoint: {:?}", lines.lock().unwrap());
+            listen = Some((child, lines));
+            continue;
+        }
+        let out = shell(command, &env).output().expect("run a quickstart command");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        eprintln!("quickstart: {command}\n{stdout}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{command} failed: {}", String::from_utf8_lossy(&out.stderr));
+        printed.push(stdout);
+    }
+    let printed = printed.concat();
+    for said in ["sim: account acct_", "sim: number +", "sim: carrier event cev_", "sim: message msg_"] {
+        assert!(printed.contains(said), "a command printed {said:?}: {printed}");
+    }
+    let (mut child, lines) = listen.expect("the quickstart runs listen");
+    let seen = |kind: &str| {
+        lines.lock().unwrap().iter().any(|l| l.starts_with(&format!("{kind} ")) && l.ends_with("  verified"))
+    };
+    let all = w.eventually(Duration::from_secs(90), || {
+        ["message.received", "message.sent", "message.delivered"].iter().all(|k| seen(k))
+    });
+    assert!(all, "listen printed the three events, verified: {:?}", lines.lock().unwrap());
+    assert!(!lines.lock().unwrap().iter().any(|l| l.contains("NOT VERIFIED")), "every delivery verified");
+
+    // `sim events` lists the same events, oldest first.
+    let out = shell("cargo run -q -p sim -- events", &env).output().expect("run sim events");
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let kinds: Vec<&str> = listed.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(kinds, ["message.received", "message.sent", "message.delivered"], "{listed}");
+
+    // Ctrl-C: the endpoint listen created is deleted.
+    let endpoint =
+        lines.lock().unwrap()[0].split(" as endpoint ").nth(1).and_then(|r| r.split(' ').next()).map(str::to_owned);
+    let endpoint = endpoint.expect("listen named its endpoint");
+    let group = format!("-{}", child.id());
+    let _ = Command::new("kill").args(["-INT", "--", &group]).status();
+    let exited = w.eventually(Duration::from_secs(30), || matches!(child.try_wait(), Ok(Some(_))));
+    assert!(exited, "listen ended on Ctrl-C");
+    let removed = w.eventually(Duration::from_secs(10), || {
+        lines.lock().unwrap().iter().any(|l| l == &format!("sim: endpoint {endpoint} removed"))
+    });
+    assert!(removed, "listen said it removed {endpoint}: {:?}", lines.lock().unwrap());
+    let profile: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("account.json")).expect("the profile")).expect("json");
+    let key = profile["api_key"].as_str().expect("the profile's key");
+    let gone = w.call("GET", &format!("/v1/webhook_endpoints/{endpoint}"), key, None, &[]);
+    assert_eq!(gone.status, 404, "the endpoint is gone: {}", gone.body);
+}
