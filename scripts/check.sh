@@ -31,6 +31,19 @@ then
     exit 1
 fi
 
+echo "check: the TypeScript client (regenerated from docs/openapi.json, diffed, and type-checked with the console's use of it)"
+generated=$(mktemp "${TMPDIR:-/tmp}/exactly-schema.XXXXXX.d.ts")
+trap 'rm -f "$generated"' EXIT
+if ! made=$(node_modules/.bin/openapi-typescript docs/openapi.json --redocly clients/typescript/redocly.yaml -o "$generated" 2>&1); then
+    printf '%s\n' "$made"
+    exit 1
+fi
+if ! diff -u clients/typescript/schema.d.ts "$generated"; then
+    echo "check: clients/typescript/schema.d.ts is not what docs/openapi.json generates; regenerate it (clients/typescript/README.md)"
+    exit 1
+fi
+node_modules/.bin/tsc -p tsconfig.json
+
 echo "check: native unit tests"
 cargo test --workspace --exclude exactly-tests --exclude exactly-bench --quiet
 

@@ -1,6 +1,6 @@
 // Customer events: the list, one event with every delivery and attempt, and replay.
 import { useState } from 'preact/hooks';
-import { api, withQuery } from './api.js';
+import { getEvent, listEvents, replayEvent } from './client.ts';
 import {
   Badge, ErrorBox, EVENT_TYPES, Json, Loading, Notice, PageTitle, Pager, Select, Table, Time, html, useAction, useInterval, useLoad,
 } from './ui.js';
@@ -8,7 +8,7 @@ import { navigate } from './router.js';
 
 export function EventsPage({ query }) {
   const { type, cursor } = query;
-  const list = useLoad(() => api('GET', withQuery('/v1/events', { type, cursor, limit: 20 })), `${type}|${cursor}`);
+  const list = useLoad(() => listEvents({ type, cursor, limit: 20 }), `${type}|${cursor}`);
   return html`<section>
     <${PageTitle}>Events<//>
     <p class="muted">Each customer event is one real transition, delivered to every subscribed endpoint.</p>
@@ -40,7 +40,7 @@ function resourceLink(event) {
 }
 
 export function EventPage({ id }) {
-  const detail = useLoad(() => api('GET', `/v1/events/${encodeURIComponent(id)}`), id);
+  const detail = useLoad(() => getEvent(id), id);
   const [replay, runReplay] = useAction();
   const [target, setTarget] = useState('');
   const pending = detail.data && detail.data.deliveries.some((d) => d.status === 'pending');
@@ -52,7 +52,7 @@ export function EventPage({ id }) {
   const endpoints = [...new Set(deliveries.map((d) => d.endpoint_id))];
   const doReplay = async (e) => {
     e.preventDefault();
-    const done = await runReplay(() => api('POST', `/v1/events/${encodeURIComponent(event.id)}/replay`, { body: target ? { endpoint_id: target } : {} }));
+    const done = await runReplay(() => replayEvent(event.id, target || undefined));
     if (done) detail.reload(true);
   };
   return html`<section>

@@ -1,7 +1,8 @@
 // The console's shell: sign-in, navigation and the routes of each role.
 import { render } from 'preact';
 import { useState } from 'preact/hooks';
-import { ApiError, api, clearSession, currentSession, saveSession } from './api.js';
+import { ApiError, clearSession, currentSession, saveSession } from './api.js';
+import { probeAccount, probeAdmin } from './client.ts';
 import { ErrorBox, PageTitle, html } from './ui.js';
 import { useRoute } from './router.js';
 import { MessagePage, MessagesPage } from './messages.js';
@@ -21,12 +22,12 @@ const NAV = {
  */
 async function signIn(token) {
   try {
-    await api('GET', '/admin/carrier_events?limit=1', { token });
+    await probeAdmin(token);
     return 'operator';
   } catch (e) {
     if (!(e instanceof ApiError) || e.status !== 401) throw e;
   }
-  await api('GET', '/v1/messages?limit=1', { token });
+  await probeAccount(token);
   return 'customer';
 }
 

@@ -1,0 +1,97 @@
+// The console's only way to the worker: the generated, typed client of the public API
+// (clients/typescript), with the session's bearer token, exactly as any client calls it. Each
+// function here is one operation of docs/openapi.json; `tsc` checks every path, parameter and
+// body against it (`make check`), so the console breaks at build time, not in the browser, when
+// the API changes.
+import { createExactlyClient, type Exactly, type paths } from '../../clients/typescript/index';
+import { ApiError, currentSession } from './api.js';
+
+/** The query parameters of an operation. */
+type Query<P extends keyof paths, M extends 'get' | 'post'> = NonNullable<
+  NonNullable<paths[P][M]> extends { parameters: { query?: infer Q } } ? Q : never
+>;
+/** The JSON body of an operation. */
+type Body<P extends keyof paths, M extends 'post' | 'patch'> =
+  NonNullable<paths[P][M]> extends { requestBody?: { content: { 'application/json': infer B } } } ? B : never;
+
+/** A client for `token` (sign-in), else for the session's. */
+function client(token?: string): Exactly {
+  return createExactlyClient({ token: token ?? currentSession()?.token, cache: 'no-store', credentials: 'omit' });
+}
+
+/** An answer of openapi-fetch: the body when it succeeded, else the API's own error. */
+type Answer<D> = { data?: D; error?: unknown; response: Response };
+
+/** The answer's body, or an ApiError with the API's words (`{"error": {"code", "message", "field"}}`). */
+async function unwrap<D>(call: Promise<Answer<D>>): Promise<D> {
+  let answer: Answer<D>;
+  try {
+    answer = await call;
+  } catch (e) {
+    throw new ApiError(0, 'network', `The worker did not answer (${(e as Error).message}).`);
+  }
+  const { data, error, response } = answer;
+  if (response.ok) return data as D;
+  const body = (error as { error?: { code?: string; message?: string; field?: string } } | undefined)?.error;
+  throw new ApiError(
+    response.status,
+    body?.code || `http_${response.status}`,
+    body?.message || (typeof error === 'string' ? error.slice(0, 300) : '') || response.statusText || `HTTP ${response.status}`,
+    body?.field,
+  );
+}
+
+const path = (id: string) => ({ params: { path: { id } } });
+
+/** A query without its empty values (an unset filter is left out, not sent empty). */
+const q = <T extends object>(query: T): T =>
+  Object.fromEntries(Object.entries(query).filter(([, v]) => v !== undefined && v !== null && v !== '')) as T;
+
+// Sign-in: which kind of token this is, asked of the API itself.
+export const probeAdmin = (token: string) => unwrap(client(token).GET('/admin/carrier_events', { params: { query: { limit: 1 } } }));
+export const probeAccount = (token: string) => unwrap(client(token).GET('/v1/messages', { params: { query: { limit: 1 } } }));
+
+// Messages.
+export const listMessages = (query: Query<'/v1/messages', 'get'>) => unwrap(client().GET('/v1/messages', { params: { query: q(query) } }));
+export const getMessage = (id: string) => unwrap(client().GET('/v1/messages/{id}', path(id)));
+export const messageHistory = (id: string) => unwrap(client().GET('/v1/messages/{id}/history', path(id)));
+export const cancelMessage = (id: string) => unwrap(client().POST('/v1/messages/{id}/cancel', path(id)));
+export const sendMessage = (body: Body<'/v1/messages', 'post'>, idempotencyKey?: string) =>
+  unwrap(client().POST('/v1/messages', { body, params: { header: idempotencyKey ? { 'Idempotency-Key': idempotencyKey } : {} } }));
+
+// Calls.
+export const listCalls = (query: Query<'/v1/calls', 'get'>) => unwrap(client().GET('/v1/calls', { params: { query: q(query) } }));
+export const getCall = (id: string) => unwrap(client().GET('/v1/calls/{id}', path(id)));
+
+// Events.
+export const listEvents = (query: Query<'/v1/events', 'get'>) => unwrap(client().GET('/v1/events', { params: { query: q(query) } }));
+export const getEvent = (id: string) => unwrap(client().GET('/v1/events/{id}', path(id)));
+export const replayEvent = (id: string, endpointId?: string) =>
+  unwrap(client().POST('/v1/events/{id}/replay', { ...path(id), body: endpointId ? { endpoint_id: endpointId } : {} }));
+
+// Webhook endpoints.
+export const listEndpoints = (query: Query<'/v1/webhook_endpoints', 'get'>) =>
+  unwrap(client().GET('/v1/webhook_endpoints', { params: { query: q(query) } }));
+export const createEndpoint = (body: Body<'/v1/webhook_endpoints', 'post'>) => unwrap(client().POST('/v1/webhook_endpoints', { body }));
+export const getEndpoint = (id: string) => unwrap(client().GET('/v1/webhook_endpoints/{id}', path(id)));
+export const updateEndpoint = (id: string, body: Body<'/v1/webhook_endpoints/{id}', 'patch'>) =>
+  unwrap(client().PATCH('/v1/webhook_endpoints/{id}', { ...path(id), body }));
+export const deleteEndpoint = (id: string) => unwrap(client().DELETE('/v1/webhook_endpoints/{id}', path(id)));
+export const rotateSecret = (id: string) => unwrap(client().POST('/v1/webhook_endpoints/{id}/rotate_secret', path(id)));
+export const testEndpoint = (id: string) => unwrap(client().POST('/v1/webhook_endpoints/{id}/test', path(id)));
+export const recoverEndpoint = (id: string, since: string) =>
+  unwrap(client().POST('/v1/webhook_endpoints/{id}/recover', { ...path(id), body: { since } }));
+
+// The operator's.
+export const metricsText = () => unwrap(client().GET('/admin/metrics', { parseAs: 'text' }));
+export const listCarrierEvents = (query: Query<'/admin/carrier_events', 'get'>) =>
+  unwrap(client().GET('/admin/carrier_events', { params: { query: q(query) } }));
+export const retryCarrierEvent = (id: string) => unwrap(client().POST('/admin/carrier_events/{id}/retry', path(id)));
+export const retryFailedCarrierEvents = () =>
+  unwrap(client().POST('/admin/carrier_events/retry', { params: { query: { status: 'failed' } } }));
+export const listDeliveries = (query: Query<'/admin/webhook_deliveries', 'get'>) =>
+  unwrap(client().GET('/admin/webhook_deliveries', { params: { query: q(query) } }));
+export const retryDelivery = (id: string) => unwrap(client().POST('/admin/webhook_deliveries/{id}/retry', path(id)));
+export const listAccounts = (query: Query<'/admin/accounts', 'get'>) => unwrap(client().GET('/admin/accounts', { params: { query: q(query) } }));
+export const createAccount = (name: string) => unwrap(client().POST('/admin/accounts', { body: { name } }));
+export const assignNumber = (body: Body<'/admin/numbers', 'post'>) => unwrap(client().POST('/admin/numbers', { body }));
