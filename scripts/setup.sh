@@ -127,3 +127,16 @@ else
     step "sqlite3 (apt-get install)"
     apt_install sqlite3
 fi
+
+# 8. Python's official Standard Webhooks library, for the Python receiver snippet's test
+# (docs/receivers/receiver.py), into .tools/python: nothing is installed system-wide.
+PY_SW_VERSION=1.1.0
+if [ -d ".tools/python/standardwebhooks-$PY_SW_VERSION.dist-info" ]; then
+    step "python standardwebhooks $PY_SW_VERSION (installed)"
+else
+    python3 -m pip --version >/dev/null 2>&1 || apt_install python3 python3-pip
+    step "python standardwebhooks $PY_SW_VERSION (pip install --target .tools/python)"
+    rm -rf .tools/python
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --target .tools/python \
+        "standardwebhooks==$PY_SW_VERSION"
+fi

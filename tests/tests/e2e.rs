@@ -20,6 +20,7 @@ mod messaging;
 mod mms;
 mod operations;
 mod quickstart;
+mod receivers;
 mod security;
 mod shards;
 mod store;
@@ -32,6 +33,8 @@ pub type TestFn = fn(&Worker);
 /// from, any database the layout spreads, so they run in the one-database pass only.
 const LAYOUT_FREE: &[&str] = &[
     "quickstart::the_readmes_commands_end_in_a_verified_webhook",
+    "receivers::the_node_receiver_verifies_real_deliveries",
+    "receivers::the_python_receiver_verifies_real_deliveries",
     "mms::private_media_links_are_refused_in_production",
     "security::every_json_body_is_capped",
     "ingest::rejected_deliveries_store_nothing",
@@ -90,6 +93,7 @@ fn main() {
         chaos::TESTS,
         operations::TESTS,
         quickstart::TESTS,
+        receivers::TESTS,
         security::TESTS,
         store::TESTS,
         shards::TESTS,
