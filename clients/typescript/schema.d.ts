@@ -1404,6 +1404,80 @@ export interface components {
                 d1: string;
             };
         };
+        /** @description 400: the request is not JSON of the expected shape, or a header or query value cannot be what it names. */
+        BadRequestError: {
+            error: {
+                /** @enum {string} */
+                code: "bad_request";
+                message: string;
+            };
+        };
+        /** @description 401: the bearer token is missing or is not the key this route takes. */
+        UnauthorizedError: {
+            error: {
+                /** @enum {string} */
+                code: "unauthorized";
+                message: string;
+            };
+        };
+        /** @description 403: the media link's signature does not match (`invalid_link`) or its time is up (`link_expired`). */
+        ForbiddenError: {
+            error: {
+                /** @enum {string} */
+                code: "invalid_link" | "link_expired";
+                message: string;
+            };
+        };
+        /** @description 404: no such resource for this account. */
+        NotFoundError: {
+            error: {
+                /** @enum {string} */
+                code: "not_found";
+                message: string;
+            };
+        };
+        /** @description 404: no such media item (`not_found`), or its copy is not stored yet, or ever (`media_not_stored`). */
+        MediaNotFoundError: {
+            error: {
+                /** @enum {string} */
+                code: "not_found" | "media_not_stored";
+                message: string;
+            };
+        };
+        /** @description 413: the body is longer than the route takes; refused before more of it is read. */
+        BodyTooLargeError: {
+            error: {
+                /** @enum {string} */
+                code: "body_too_large";
+                message: string;
+            };
+        };
+        /** @description 422: a field failed validation; `field` names it. */
+        InvalidFieldError: {
+            error: {
+                /** @enum {string} */
+                code: "invalid_field";
+                message: string;
+                /** @description The field that failed validation, as named in the request. */
+                field: string;
+            };
+        };
+        /** @description 400: the delivery is signed but is not an event of the carrier's format; nothing is stored. */
+        CarrierMalformedError: {
+            error: {
+                /** @enum {string} */
+                code: "malformed_event";
+                message: string;
+            };
+        };
+        /** @description 401: the signature (or its timestamp) does not verify; nothing is stored. */
+        CarrierSignatureError: {
+            error: {
+                /** @enum {string} */
+                code: "invalid_signature";
+                message: string;
+            };
+        };
     };
     responses: {
         /** @description The worker cannot answer now. `error.code` is `unavailable` (a database or queue is out for a moment: retry later, with the same Idempotency-Key where the request has one) or `misconfigured` (a configuration variable is missing or invalid, named in `error.message`). */
@@ -1419,6 +1493,12 @@ export interface components {
     parameters: {
         /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
         Bookmark: string;
+        /** @description The event id (`evt_...`), the same on every attempt: a receiver keeps the ids it has handled and drops a repeat. */
+        WebhookId: string;
+        /** @description When this attempt was signed, in Unix seconds (fresh on every attempt); a receiver refuses one more than 5 minutes from its clock. */
+        WebhookTimestamp: string;
+        /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
+        WebhookSignature: string;
     };
     requestBodies: never;
     headers: {
@@ -1466,7 +1546,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -1475,7 +1555,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -1517,7 +1597,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
@@ -1526,7 +1606,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -1535,7 +1615,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -1571,7 +1651,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description No such customer account */
@@ -1580,7 +1660,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -1641,7 +1721,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description The number is already assigned */
@@ -1650,7 +1730,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": {
+                        error: {
+                            /** @enum {string} */
+                            code: "number_taken";
+                            message: string;
+                        };
+                    };
                 };
             };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
@@ -1659,7 +1745,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -1668,7 +1754,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -1707,7 +1793,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -1716,7 +1802,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -1760,7 +1846,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -1769,7 +1855,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -1778,7 +1864,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -1841,7 +1927,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -1850,7 +1936,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description The Idempotency-Key was used for a different message */
@@ -1859,7 +1945,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": {
+                        error: {
+                            /** @enum {string} */
+                            code: "idempotency_key_reused";
+                            message: string;
+                        };
+                    };
                 };
             };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
@@ -1868,7 +1960,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -1877,7 +1969,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -1913,7 +2005,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -1922,7 +2014,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description No such message in this account */
@@ -1931,7 +2023,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -1940,7 +2032,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -1983,7 +2075,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -1992,7 +2084,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -2001,7 +2093,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -2037,7 +2129,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -2046,7 +2138,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description No such call in this account */
@@ -2055,7 +2147,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -2064,7 +2156,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -2101,7 +2193,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -2110,7 +2202,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -2119,7 +2211,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -2161,7 +2253,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -2170,7 +2262,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -2179,7 +2271,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -2225,7 +2317,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -2234,7 +2326,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
@@ -2243,7 +2335,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -2252,7 +2344,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -2288,7 +2380,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -2297,7 +2389,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description No such endpoint in this account */
@@ -2306,7 +2398,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -2315,7 +2407,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -2349,7 +2441,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -2358,7 +2450,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description No such endpoint in this account */
@@ -2367,7 +2459,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -2376,7 +2468,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -2427,7 +2519,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -2436,7 +2528,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description No such endpoint in this account */
@@ -2445,7 +2537,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
@@ -2454,7 +2546,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -2463,7 +2555,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -2512,7 +2604,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -2521,7 +2613,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -2530,7 +2622,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -2569,7 +2661,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -2578,7 +2670,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description No such event in this account */
@@ -2587,7 +2679,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -2596,7 +2688,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -2642,7 +2734,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -2651,7 +2743,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description No such event in this account */
@@ -2660,7 +2752,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description No enabled endpoint is subscribed to the event's type */
@@ -2669,7 +2761,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": {
+                        error: {
+                            /** @enum {string} */
+                            code: "no_endpoint";
+                            message: string;
+                        };
+                    };
                 };
             };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
@@ -2678,7 +2776,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -2687,7 +2785,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -2732,7 +2830,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description No such carrier event */
@@ -2741,7 +2839,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -2776,7 +2874,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description status is not failed */
@@ -2785,7 +2883,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -2845,7 +2943,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -2854,7 +2952,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description The shards are not where this isolate's map says, or are moving between other databases (`shard_move_conflict`); nothing was written */
@@ -2863,7 +2961,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": {
+                        error: {
+                            /** @enum {string} */
+                            code: "shard_move_conflict";
+                            message: string;
+                        };
+                    };
                 };
             };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
@@ -2872,7 +2976,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
             /** @description Not shards of one database, or `to` is not a dedupe binding, or already holds them */
@@ -2881,7 +2985,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             /** @description A binding is missing, or D1 failed; call again */
@@ -2939,7 +3043,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description A field failed validation (status, limit or cursor); `error.field` names it */
@@ -2948,7 +3052,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -2980,7 +3084,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description No such delivery */
@@ -2989,7 +3093,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description The delivery has not failed */
@@ -2998,7 +3102,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_failed";
+                            message: string;
+                        };
+                    };
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -3034,7 +3144,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -3043,7 +3153,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description No such endpoint in this account */
@@ -3052,7 +3162,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -3103,7 +3213,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -3112,7 +3222,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description No such endpoint in this account */
@@ -3121,7 +3231,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
@@ -3130,7 +3240,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
             /** @description since or until is missing or malformed */
@@ -3139,7 +3249,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -3178,7 +3288,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -3187,7 +3297,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description No such endpoint in this account */
@@ -3196,7 +3306,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -3249,7 +3359,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -3258,7 +3368,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description No such endpoint in this account */
@@ -3267,7 +3377,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -3311,7 +3421,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -3320,7 +3430,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description No such message in this account */
@@ -3329,7 +3439,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -3359,7 +3469,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -3395,7 +3505,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -3404,7 +3514,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description No such message in this account */
@@ -3413,7 +3523,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description The message is not scheduled (it is on its way, sent, or was never scheduled): `not_scheduled` */
@@ -3422,7 +3532,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": {
+                        error: {
+                            /** @enum {string} */
+                            code: "not_scheduled";
+                            message: string;
+                        };
+                    };
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -3465,7 +3581,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description `invalid_link`: the signature is missing or not valid for this message, position and expiry; `link_expired`: the link's time is up */
@@ -3474,7 +3590,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description `media_not_stored`: the item's copy is not stored */
@@ -3483,7 +3599,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["MediaNotFoundError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -3526,7 +3642,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -3535,7 +3651,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description No such message in this account, no such item, an outbound item (not copied), or `media_not_stored`: the copy is not stored (yet, or the carrier's link had expired) */
@@ -3544,7 +3660,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["MediaNotFoundError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -3591,7 +3707,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["CarrierMalformedError"];
                 };
             };
             /** @description The signature does not verify, or its time is outside the tolerance; not stored. */
@@ -3600,7 +3716,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["CarrierSignatureError"];
                 };
             };
             /** @description The body is larger than 256 KiB; not stored. */
@@ -3609,7 +3725,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -3648,7 +3764,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["CarrierMalformedError"];
                 };
             };
             /** @description The signature does not verify, or its time is outside the tolerance; not stored. */
@@ -3657,7 +3773,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["CarrierSignatureError"];
                 };
             };
             /** @description The body is larger than 256 KiB; not stored. */
@@ -3666,7 +3782,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -3707,7 +3823,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["CarrierMalformedError"];
                 };
             };
             /** @description The signature does not verify, or its time is outside the tolerance; not stored. */
@@ -3716,7 +3832,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["CarrierSignatureError"];
                 };
             };
             /** @description The body is larger than 256 KiB; not stored. */
@@ -3725,7 +3841,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -3783,7 +3899,14 @@ export interface operations {
     onMessageReceived: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description The event id (`evt_...`), the same on every attempt: a receiver keeps the ids it has handled and drops a repeat. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in Unix seconds (fresh on every attempt); a receiver refuses one more than 5 minutes from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3808,7 +3931,14 @@ export interface operations {
     onMessageSent: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description The event id (`evt_...`), the same on every attempt: a receiver keeps the ids it has handled and drops a repeat. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in Unix seconds (fresh on every attempt); a receiver refuses one more than 5 minutes from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3833,7 +3963,14 @@ export interface operations {
     onMessageDelivered: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description The event id (`evt_...`), the same on every attempt: a receiver keeps the ids it has handled and drops a repeat. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in Unix seconds (fresh on every attempt); a receiver refuses one more than 5 minutes from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3858,7 +3995,14 @@ export interface operations {
     onMessageFailed: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description The event id (`evt_...`), the same on every attempt: a receiver keeps the ids it has handled and drops a repeat. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in Unix seconds (fresh on every attempt); a receiver refuses one more than 5 minutes from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3883,7 +4027,14 @@ export interface operations {
     onCallInitiated: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description The event id (`evt_...`), the same on every attempt: a receiver keeps the ids it has handled and drops a repeat. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in Unix seconds (fresh on every attempt); a receiver refuses one more than 5 minutes from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3908,7 +4059,14 @@ export interface operations {
     onCallAnswered: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description The event id (`evt_...`), the same on every attempt: a receiver keeps the ids it has handled and drops a repeat. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in Unix seconds (fresh on every attempt); a receiver refuses one more than 5 minutes from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3933,7 +4091,14 @@ export interface operations {
     onCallCompleted: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description The event id (`evt_...`), the same on every attempt: a receiver keeps the ids it has handled and drops a repeat. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in Unix seconds (fresh on every attempt); a receiver refuses one more than 5 minutes from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3958,7 +4123,14 @@ export interface operations {
     onCallMissed: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description The event id (`evt_...`), the same on every attempt: a receiver keeps the ids it has handled and drops a repeat. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in Unix seconds (fresh on every attempt); a receiver refuses one more than 5 minutes from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3983,7 +4155,14 @@ export interface operations {
     onEndpointTest: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description The event id (`evt_...`), the same on every attempt: a receiver keeps the ids it has handled and drops a repeat. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in Unix seconds (fresh on every attempt); a receiver refuses one more than 5 minutes from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4005,7 +4184,14 @@ export interface operations {
     onEndpointDisabled: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description The event id (`evt_...`), the same on every attempt: a receiver keeps the ids it has handled and drops a repeat. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in Unix seconds (fresh on every attempt); a receiver refuses one more than 5 minutes from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4027,7 +4213,14 @@ export interface operations {
     onDeliveryExhausted: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description The event id (`evt_...`), the same on every attempt: a receiver keeps the ids it has handled and drops a repeat. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in Unix seconds (fresh on every attempt); a receiver refuses one more than 5 minutes from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4049,7 +4242,14 @@ export interface operations {
     onBacklogHigh: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description The event id (`evt_...`), the same on every attempt: a receiver keeps the ids it has handled and drops a repeat. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in Unix seconds (fresh on every attempt); a receiver refuses one more than 5 minutes from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4071,7 +4271,14 @@ export interface operations {
     onCarrierEventFailed: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description The event id (`evt_...`), the same on every attempt: a receiver keeps the ids it has handled and drops a repeat. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in Unix seconds (fresh on every attempt); a receiver refuses one more than 5 minutes from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4093,7 +4300,14 @@ export interface operations {
     onEndpointCircuitOpened: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description The event id (`evt_...`), the same on every attempt: a receiver keeps the ids it has handled and drops a repeat. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in Unix seconds (fresh on every attempt); a receiver refuses one more than 5 minutes from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4115,7 +4329,14 @@ export interface operations {
     onEndpointCircuitClosed: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description The event id (`evt_...`), the same on every attempt: a receiver keeps the ids it has handled and drops a repeat. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in Unix seconds (fresh on every attempt); a receiver refuses one more than 5 minutes from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
             path?: never;
             cookie?: never;
         };

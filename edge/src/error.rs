@@ -29,7 +29,7 @@ pub enum EdgeError {
     /// A field failed validation (422), named.
     Invalid { field: &'static str, message: String },
     /// The request conflicts with the state of a resource (409).
-    Conflict { code: &'static str, message: String },
+    Conflict { code: Conflict, message: String },
     /// A required variable or secret is missing or malformed. Names the variable, never its value.
     Config { variable: &'static str, problem: String },
     /// D1, a queue, a carrier or the platform failed; nothing was half-done and a retry is safe.
@@ -41,6 +41,48 @@ pub enum EdgeError {
         /// What it said.
         cause: String,
     },
+}
+
+/// Why a request conflicts with a resource's state: its `error.code` (docs/openapi.json
+/// enumerates each operation's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conflict {
+    /// The Idempotency-Key was used for a different message.
+    IdempotencyKeyReused,
+    /// The message is no longer scheduled, so it cannot be canceled.
+    NotScheduled,
+    /// No enabled endpoint is subscribed to the event's type.
+    NoEndpoint,
+    /// The number belongs to an account already.
+    NumberTaken,
+    /// Only a failed delivery is re-driven.
+    NotFailed,
+    /// The shards are not where the map says, or are moving between other databases.
+    ShardMove,
+}
+
+impl Conflict {
+    /// Every conflict there is.
+    pub const ALL: [Conflict; 6] = [
+        Conflict::IdempotencyKeyReused,
+        Conflict::NotScheduled,
+        Conflict::NoEndpoint,
+        Conflict::NumberTaken,
+        Conflict::NotFailed,
+        Conflict::ShardMove,
+    ];
+
+    /// The wire code.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Conflict::IdempotencyKeyReused => "idempotency_key_reused",
+            Conflict::NotScheduled => "not_scheduled",
+            Conflict::NoEndpoint => "no_endpoint",
+            Conflict::NumberTaken => "number_taken",
+            Conflict::NotFailed => "not_failed",
+            Conflict::ShardMove => "shard_move_conflict",
+        }
+    }
 }
 
 impl EdgeError {
@@ -89,7 +131,7 @@ impl EdgeError {
                 (413, "body_too_large", format!("the request body is larger than {max} bytes"), None)
             }
             EdgeError::Invalid { field, message } => (422, "invalid_field", format!("{field}: {message}"), Some(field)),
-            EdgeError::Conflict { code, message } => (409, code, message.clone(), None),
+            EdgeError::Conflict { code, message } => (409, code.as_str(), message.clone(), None),
             EdgeError::Config { variable, problem } => {
                 (503, "misconfigured", format!("configuration variable {variable} {problem}"), None)
             }
@@ -312,5 +354,89 @@ pub fn settle<T>(
             worker::console_error!("{line}");
             retry(ERROR_RETRY_SECS);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use exactly_core::media::LinkError;
+    use exactly_core::{PayloadError, Rejection, SignatureError};
+
+    use super::{Conflict, EdgeError};
+
+    /// One error of each kind the edge answers with (a new variant fails to compile here until
+    /// it is added, and then must be in the document).
+    fn one_of_each() -> Vec<EdgeError> {
+        let mut all = vec![
+            EdgeError::Rejected(Rejection::Unauthenticated(SignatureError::Stale)),
+            EdgeError::Rejected(Rejection::Malformed(PayloadError::NotParseable)),
+            EdgeError::Rejected(Rejection::TooLarge { limit: 1 }),
+            EdgeError::Unauthorized,
+            EdgeError::NotFound,
+            EdgeError::Forbidden(LinkError::Expired),
+            EdgeError::Forbidden(LinkError::BadSignature),
+            EdgeError::MediaNotStored,
+            EdgeError::BadRequest(String::new()),
+            EdgeError::BodyTooLarge { max: 1 },
+            EdgeError::invalid("to", "x"),
+            EdgeError::Config { variable: "ADMIN_TOKEN", problem: String::new() },
+            EdgeError::unavailable("platform", "x"),
+        ];
+        all.extend(Conflict::ALL.map(|code| EdgeError::Conflict { code, message: String::new() }));
+        for e in &all {
+            // Exhaustive: the routing errors (no route, no such method) belong to no operation.
+            match e {
+                EdgeError::NoRoute | EdgeError::MethodNotAllowed => unreachable!(),
+                EdgeError::Rejected(_)
+                | EdgeError::Unauthorized
+                | EdgeError::NotFound
+                | EdgeError::Forbidden(_)
+                | EdgeError::MediaNotStored
+                | EdgeError::BadRequest(_)
+                | EdgeError::BodyTooLarge { .. }
+                | EdgeError::Invalid { .. }
+                | EdgeError::Conflict { .. }
+                | EdgeError::Config { .. }
+                | EdgeError::Unavailable { .. } => {}
+            }
+        }
+        all
+    }
+
+    /// The codes docs/openapi.json enumerates for each status, over every operation's answers.
+    fn documented() -> BTreeMap<String, BTreeSet<String>> {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../docs/openapi.json")).expect("docs/openapi.json is JSON");
+        let resolve = |v: &serde_json::Value| -> serde_json::Value {
+            let pointer = v["$ref"].as_str().map(|r| r.trim_start_matches('#').to_owned());
+            pointer.and_then(|p| doc.pointer(&p).cloned()).unwrap_or_else(|| v.clone())
+        };
+        let mut codes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for item in doc["paths"].as_object().expect("paths").values() {
+            for op in item.as_object().expect("a path item").values() {
+                for (status, answer) in op["responses"].as_object().into_iter().flatten() {
+                    let answer = resolve(answer);
+                    let schema = resolve(&answer["content"]["application/json"]["schema"]);
+                    let enumerated = &schema["properties"]["error"]["properties"]["code"]["enum"];
+                    for code in enumerated.as_array().into_iter().flatten() {
+                        codes.entry(status.clone()).or_default().insert(code.as_str().expect("a code").to_owned());
+                    }
+                }
+            }
+        }
+        codes
+    }
+
+    #[test]
+    fn every_error_code_is_documented_for_its_status_and_none_other() {
+        let documented = documented();
+        let mut answered: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for e in one_of_each() {
+            let (status, code, _, _) = e.parts();
+            answered.entry(status.to_string()).or_default().insert(code.to_owned());
+        }
+        assert_eq!(documented, answered, "docs/openapi.json's error codes, by status, against the edge's");
     }
 }

@@ -154,7 +154,7 @@ pub async fn create_number(mut req: Request, env: &Env) -> Result<Response, Edge
     };
     if !assigned {
         return Err(EdgeError::Conflict {
-            code: "number_taken",
+            code: crate::error::Conflict::NumberTaken,
             message: format!("{phone_number} is already assigned"),
         });
     }
@@ -308,7 +308,7 @@ pub async fn retry_delivery(req: Request, env: &Env, id: &str) -> Result<Respons
             Redrive::Missing => {}
             Redrive::NotFailed => {
                 return Err(EdgeError::Conflict {
-                    code: "not_failed",
+                    code: crate::error::Conflict::NotFailed,
                     message: "only a failed delivery is re-driven".into(),
                 })
             }

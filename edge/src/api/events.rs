@@ -90,7 +90,7 @@ pub async fn replay(mut req: Request, env: &Env, id: &str) -> Result<Response, E
     let ids = deliveries::replay(&db, &event.id, &account.id, &event_type, body.endpoint_id.as_deref(), at).await?;
     if ids.is_empty() {
         return Err(EdgeError::Conflict {
-            code: "no_endpoint",
+            code: crate::error::Conflict::NoEndpoint,
             message: "no enabled endpoint is subscribed to this event's type".into(),
         });
     }

@@ -99,7 +99,7 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
             || !message.media.iter().map(|m| &m.url).eq(media_urls.iter()))
     {
         return Err(EdgeError::Conflict {
-            code: "idempotency_key_reused",
+            code: crate::error::Conflict::IdempotencyKeyReused,
             message: "this Idempotency-Key was used for a different message".into(),
         });
     }
@@ -155,7 +155,7 @@ pub async fn cancel(req: Request, env: &Env, id: &str) -> Result<Response, EdgeE
     let message = messages::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     if message.status != MessageStatus::Canceled {
         return Err(EdgeError::Conflict {
-            code: "not_scheduled",
+            code: crate::error::Conflict::NotScheduled,
             message: format!("the message is {}, not scheduled: it can no longer be canceled", message.status.as_str()),
         });
     }

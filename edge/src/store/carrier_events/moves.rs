@@ -304,7 +304,7 @@ impl Log {
 
 /// A refused move (409).
 fn conflict(message: String) -> EdgeError {
-    EdgeError::Conflict { code: "shard_move_conflict", message }
+    EdgeError::Conflict { code: crate::error::Conflict::ShardMove, message }
 }
 
 /// The shards must be where this isolate's map says, and not on their way anywhere else: a call
