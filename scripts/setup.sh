@@ -137,6 +137,7 @@ else
     python3 -m pip --version >/dev/null 2>&1 || apt_install python3 python3-pip
     step "python standardwebhooks $PY_SW_VERSION (pip install --target .tools/python)"
     rm -rf .tools/python
-    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --target .tools/python \
+    # The variable, not the flag: a pip older than 22.1 would refuse the flag.
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-deps --target .tools/python \
         "standardwebhooks==$PY_SW_VERSION"
 fi

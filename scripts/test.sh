@@ -19,7 +19,7 @@ echo "test: check passed after $(elapsed)"
 echo "test: building the end-to-end harness and the simulator"
 cargo test -p exactly-tests --test e2e --no-run --quiet
 cargo build -p sim -p exactly-tests --bins --quiet
-# The README's quickstart test runs `cargo run -p sim` as the README does: built here, alone (the
+# The README's quickstart test runs bin/sim (`cargo run -p sim`) as the README does: built here, alone (the
 # features cargo picks for one package can differ from those for two), it starts at once there.
 cargo build -p sim --bins --quiet
 # The databases every worker starts from, migrated once for both passes (docs/testing.md).

@@ -19,6 +19,8 @@ export type ExactlyOptions = ClientOptions & {
 /** A client of the worker at `baseUrl` (the page's origin when left out, in a browser). */
 export function createExactlyClient(options: ExactlyOptions = {}): Exactly {
   const { token, headers, ...rest } = options;
-  const auth: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
-  return createClient<paths>({ ...rest, headers: { ...auth, ...(headers as Record<string, string> | undefined) } });
+  // Any form of headers openapi-fetch takes (an object, a Headers, pairs); the token's last.
+  const merged = new Headers(headers as HeadersInit | undefined);
+  if (token) merged.set("authorization", `Bearer ${token}`);
+  return createClient<paths>({ ...rest, headers: Object.fromEntries(merged.entries()) });
 }

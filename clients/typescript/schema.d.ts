@@ -917,13 +917,6 @@ export interface webhooks {
 }
 export interface components {
     schemas: {
-        Error: {
-            error: {
-                code: string;
-                message: string;
-                field?: string;
-            };
-        };
         Message: {
             /** @example msg_3f9a0c1e2d4b5a6978877665544332211 */
             id: string;
@@ -1591,6 +1584,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description The body is not JSON of the expected shape (`bad_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
             /** @description Missing or invalid bearer token */
             401: {
                 headers: {
@@ -1713,6 +1715,15 @@ export interface operations {
                         /** @enum {unknown} */
                         carrier?: "telnyx" | "twilio" | "plivo" | null;
                     };
+                };
+            };
+            /** @description The body is not JSON of the expected shape (`bad_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description Missing or invalid bearer token */
@@ -2994,7 +3005,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UnavailableError"];
                 };
             };
         };

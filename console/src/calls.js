@@ -1,5 +1,5 @@
 // Calls: the list, and one call's sequential ring drawn as a timeline.
-import { getCall, listCalls } from './client.ts';
+import * as api from './client.ts';
 import { Badge, ErrorBox, Facts, Json, Loading, PageTitle, Pager, Select, Table, Time, Timeline, html, useInterval, useLoad } from './ui.js';
 import { navigate } from './router.js';
 import { eventsAbout, tone } from './messages.js';
@@ -8,7 +8,7 @@ const STATUSES = ['ringing', 'in_progress', 'completed', 'missed'];
 
 export function CallsPage({ query }) {
   const { status, cursor } = query;
-  const list = useLoad(() => listCalls({ status, cursor, limit: 20 }), `${status}|${cursor}`);
+  const list = useLoad(() => api.listCalls({ status, cursor, limit: 20 }), `${status}|${cursor}`);
   return html`<section>
     <${PageTitle}>Calls<//>
     <form class="filters" aria-label="Filter calls" onSubmit=${(e) => e.preventDefault()}>
@@ -36,7 +36,7 @@ export function CallsPage({ query }) {
 
 export function CallPage({ id }) {
   const detail = useLoad(async () => {
-    const call = await getCall(id);
+    const call = await api.getCall(id);
     const about = await eventsAbout(call.id);
     return { call, about };
   }, id);

@@ -33,10 +33,12 @@ async function unwrap<D>(call: Promise<Answer<D>>): Promise<D> {
   const { data, error, response } = answer;
   if (response.ok) return data as D;
   const body = (error as { error?: { code?: string; message?: string; field?: string } } | undefined)?.error;
+  // An answer that is not the API's error shape (a proxy's page, say) is shown as it came.
+  const raw = typeof error === 'string' ? error : error === undefined ? '' : JSON.stringify(error);
   throw new ApiError(
     response.status,
     body?.code || `http_${response.status}`,
-    body?.message || (typeof error === 'string' ? error.slice(0, 300) : '') || response.statusText || `HTTP ${response.status}`,
+    body?.message || raw.slice(0, 300) || response.statusText || `HTTP ${response.status}`,
     body?.field,
   );
 }

@@ -1,9 +1,7 @@
 // Webhook endpoints: create, edit event types, enable/disable (or pause/resume where the API
 // has it), rotate the secret, and the controls that light up when their routes exist.
 import { useState } from 'preact/hooks';
-import {
-  createEndpoint, deleteEndpoint, getEndpoint, listEndpoints, recoverEndpoint, rotateSecret, testEndpoint, updateEndpoint,
-} from './client.ts';
+import * as api from './client.ts';
 import {
   Badge, ErrorBox, EVENT_TYPES, Facts, Loading, Notice, PageTitle, Pager, Table, Time, html, useAction, useLoad,
 } from './ui.js';
@@ -11,7 +9,7 @@ import { navigate } from './router.js';
 
 export function EndpointsPage({ query }) {
   const { cursor } = query;
-  const list = useLoad(() => listEndpoints({ cursor, limit: 20 }), cursor || '');
+  const list = useLoad(() => api.listEndpoints({ cursor, limit: 20 }), cursor || '');
   return html`<section>
     <${PageTitle}>Endpoints<//>
     <${CreateEndpoint} onCreated=${() => list.reload(true)} />
@@ -62,7 +60,7 @@ function CreateEndpoint({ onCreated }) {
   const [state, run] = useAction();
   const submit = async (e) => {
     e.preventDefault();
-    const created = await run(() => createEndpoint({ url: url.trim(), event_types: types }));
+    const created = await run(() => api.createEndpoint({ url: url.trim(), event_types: types }));
     if (created) {
       setUrl('');
       onCreated();
@@ -83,7 +81,7 @@ function CreateEndpoint({ onCreated }) {
 
 export function EndpointPage({ id }) {
   const detail = useLoad(async () => {
-    const endpoint = await getEndpoint(id);
+    const endpoint = await api.getEndpoint(id);
     return { endpoint };
   }, id);
   const [action, run] = useAction();
@@ -120,19 +118,19 @@ export function EndpointPage({ id }) {
     ${action.done ? html`<${Notice}>${action.done.label}.<//>` : null}
     ${action.done && action.done.answer && action.done.answer.secret ? html`<${Secret} secret=${action.done.answer.secret} />` : null}
     <div class="actions" role="group" aria-label="Endpoint actions">
-      <button type="button" disabled=${action.busy} onClick=${() => act(ep.paused ? 'Resumed' : 'Paused', () => updateEndpoint(id, { paused: !ep.paused }))}>${ep.paused ? 'Resume' : 'Pause'}</button>
-      ${ep.enabled ? null : html`<button type="button" disabled=${action.busy} onClick=${() => act('Enabled', () => updateEndpoint(id, { enabled: true }))}>Enable</button>`}
-      <button type="button" disabled=${action.busy} onClick=${() => confirm('Rotate the signing secret? The old one stops being used.') && act('Secret rotated', () => rotateSecret(id))}>Rotate secret</button>
-      <button type="button" disabled=${action.busy} onClick=${() => act('Test event sent', () => testEndpoint(id))}>Send test event</button>
+      <button type="button" disabled=${action.busy} onClick=${() => act(ep.paused ? 'Resumed' : 'Paused', () => api.updateEndpoint(id, { paused: !ep.paused }))}>${ep.paused ? 'Resume' : 'Pause'}</button>
+      ${ep.enabled ? null : html`<button type="button" disabled=${action.busy} onClick=${() => act('Enabled', () => api.updateEndpoint(id, { enabled: true }))}>Enable</button>`}
+      <button type="button" disabled=${action.busy} onClick=${() => confirm('Rotate the signing secret? The old one stops being used.') && act('Secret rotated', () => api.rotateSecret(id))}>Rotate secret</button>
+      <button type="button" disabled=${action.busy} onClick=${() => act('Test event sent', () => api.testEndpoint(id))}>Send test event</button>
       <button type="button" class="danger" disabled=${action.busy} onClick=${async () => {
         if (!confirm(`Delete ${ep.id}?`)) return;
-        const done = await run(() => deleteEndpoint(id));
+        const done = await run(() => api.deleteEndpoint(id));
         if (done) navigate('/endpoints');
       }}>Delete</button>
     </div>
     <form class="panel row" aria-label="Recover" onSubmit=${(e) => {
       e.preventDefault();
-      act('Recovery queued', () => recoverEndpoint(id, new Date(since).toISOString()));
+      act('Recovery queued', () => api.recoverEndpoint(id, new Date(since).toISOString()));
     }}>
       <div class="field"><label for="recover-since">Recover failed deliveries since</label>
         <input id="recover-since" type="datetime-local" required value=${since} onInput=${(e) => setSince(e.currentTarget.value)} /></div>
@@ -141,7 +139,7 @@ export function EndpointPage({ id }) {
     <h2>Edit</h2>
     <form class="stack" onSubmit=${(e) => {
       e.preventDefault();
-      act('Saved', () => updateEndpoint(id, { url: form.url.trim(), event_types: form.types }));
+      act('Saved', () => api.updateEndpoint(id, { url: form.url.trim(), event_types: form.types }));
     }}>
       <div class="field"><label for="edit-url">URL</label>
         <input id="edit-url" type="url" required value=${form.url} onInput=${(e) => setEdit({ ...form, url: e.currentTarget.value })} /></div>

@@ -1,6 +1,6 @@
 // Customer events: the list, one event with every delivery and attempt, and replay.
 import { useState } from 'preact/hooks';
-import { getEvent, listEvents, replayEvent } from './client.ts';
+import * as api from './client.ts';
 import {
   Badge, ErrorBox, EVENT_TYPES, Json, Loading, Notice, PageTitle, Pager, Select, Table, Time, html, useAction, useInterval, useLoad,
 } from './ui.js';
@@ -8,7 +8,7 @@ import { navigate } from './router.js';
 
 export function EventsPage({ query }) {
   const { type, cursor } = query;
-  const list = useLoad(() => listEvents({ type, cursor, limit: 20 }), `${type}|${cursor}`);
+  const list = useLoad(() => api.listEvents({ type, cursor, limit: 20 }), `${type}|${cursor}`);
   return html`<section>
     <${PageTitle}>Events<//>
     <p class="muted">Each customer event is one real transition, delivered to every subscribed endpoint.</p>
@@ -40,7 +40,7 @@ function resourceLink(event) {
 }
 
 export function EventPage({ id }) {
-  const detail = useLoad(() => getEvent(id), id);
+  const detail = useLoad(() => api.getEvent(id), id);
   const [replay, runReplay] = useAction();
   const [target, setTarget] = useState('');
   const pending = detail.data && detail.data.deliveries.some((d) => d.status === 'pending');
@@ -52,7 +52,7 @@ export function EventPage({ id }) {
   const endpoints = [...new Set(deliveries.map((d) => d.endpoint_id))];
   const doReplay = async (e) => {
     e.preventDefault();
-    const done = await runReplay(() => replayEvent(event.id, target || undefined));
+    const done = await runReplay(() => api.replayEvent(event.id, target || undefined));
     if (done) detail.reload(true);
   };
   return html`<section>

@@ -2,7 +2,7 @@
 import { render } from 'preact';
 import { useState } from 'preact/hooks';
 import { ApiError, clearSession, currentSession, saveSession } from './api.js';
-import { probeAccount, probeAdmin } from './client.ts';
+import * as api from './client.ts';
 import { ErrorBox, PageTitle, html } from './ui.js';
 import { useRoute } from './router.js';
 import { MessagePage, MessagesPage } from './messages.js';
@@ -22,12 +22,12 @@ const NAV = {
  */
 async function signIn(token) {
   try {
-    await probeAdmin(token);
+    await api.probeAdmin(token);
     return 'operator';
   } catch (e) {
     if (!(e instanceof ApiError) || e.status !== 401) throw e;
   }
-  await probeAccount(token);
+  await api.probeAccount(token);
   return 'customer';
 }
 

@@ -1,7 +1,7 @@
 // Messages: the list with its filters and paging, sending one, and one message's story.
 import { useState } from 'preact/hooks';
 import { collect } from './api.js';
-import { cancelMessage, getMessage, listEvents, listMessages, messageHistory, sendMessage } from './client.ts';
+import * as api from './client.ts';
 import {
   Badge, ErrorBox, Facts, Json, Loading, PageTitle, Pager, Select, Table, Time, Timeline, html, useAction, useInterval, useLoad,
 } from './ui.js';
@@ -12,7 +12,7 @@ const SETTLED = new Set(['delivered', 'failed', 'received', 'canceled']);
 
 export function MessagesPage({ query }) {
   const { status, direction, cursor } = query;
-  const list = useLoad(() => listMessages({ status, direction, cursor, limit: 20 }), `${status}|${direction}|${cursor}`);
+  const list = useLoad(() => api.listMessages({ status, direction, cursor, limit: 20 }), `${status}|${direction}|${cursor}`);
   const filter = (change) => navigate('/messages', { status, direction, ...change, cursor: undefined });
   return html`<section>
     <${PageTitle}>Messages<//>
@@ -46,7 +46,7 @@ function SendMessage() {
   const set = (field) => (e) => setForm({ ...form, [field]: e.currentTarget.value });
   const submit = async (e) => {
     e.preventDefault();
-    const sent = await run(() => sendMessage(
+    const sent = await run(() => api.sendMessage(
       { from: form.from.trim(), to: form.to.trim(), text: form.text, ...(form.sendAt ? { send_at: new Date(form.sendAt).toISOString() } : {}) },
       form.key || undefined,
     ));
@@ -79,15 +79,15 @@ function newKey() {
 
 /** The customer events about one resource (message or call), oldest first. */
 export async function eventsAbout(resourceId) {
-  const { items, complete } = await collect((cursor) => listEvents({ resource_id: resourceId, limit: 100, cursor }), 500);
+  const { items, complete } = await collect((cursor) => api.listEvents({ resource_id: resourceId, limit: 100, cursor }), 500);
   return { events: items.reverse(), complete };
 }
 
 export function MessagePage({ id }) {
   const detail = useLoad(async () => {
-    const message = await getMessage(id);
+    const message = await api.getMessage(id);
     const [history, about] = await Promise.all([
-      messageHistory(message.id),
+      api.messageHistory(message.id),
       eventsAbout(message.id),
     ]);
     return { message, history, about };
@@ -128,7 +128,7 @@ export function MessagePage({ id }) {
 function CancelScheduled({ message, onDone }) {
   const [state, run] = useAction();
   const cancel = async () => {
-    if (await run(() => cancelMessage(message.id))) onDone();
+    if (await run(() => api.cancelMessage(message.id))) onDone();
   };
   return html`<div class="actions" role="group" aria-label="Scheduled message">
     <button type="button" class="danger" disabled=${state.busy} onClick=${cancel}>Cancel the scheduled send</button>

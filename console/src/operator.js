@@ -1,10 +1,7 @@
 // The operator's pages (admin token): overview, failed carrier events with re-drive, failed
 // deliveries with retry, and accounts and numbers.
 import { useState } from 'preact/hooks';
-import {
-  assignNumber, createAccount, listAccounts, listCarrierEvents, listDeliveries, metricsText, retryCarrierEvent, retryDelivery,
-  retryFailedCarrierEvents,
-} from './client.ts';
+import * as api from './client.ts';
 import { Badge, ErrorBox, Facts, Loading, Notice, PageTitle, Pager, Select, Table, Time, ago, html, useAction, useLoad } from './ui.js';
 import { navigate } from './router.js';
 
@@ -17,7 +14,7 @@ function series(text, name) {
 /** Counts and backlog age, from `/admin/metrics`. */
 export function OverviewPage() {
   const overview = useLoad(async () => {
-    const text = await metricsText();
+    const text = await api.metricsText();
     const now = Date.now();
     const since = (secs) => (secs ? new Date(now - secs * 1000).toISOString() : null);
     const tile = (label, value, href, pending, age) => ({ label, count: value ?? 0, oldest: pending ? since(age) : null, href, pending });
@@ -48,13 +45,13 @@ export function OverviewPage() {
 export function CarrierEventsPage({ query }) {
   const status = query.status || 'failed';
   const { cursor } = query;
-  const list = useLoad(() => listCarrierEvents({ status, cursor, limit: 20 }), `${status}|${cursor}`);
+  const list = useLoad(() => api.listCarrierEvents({ status, cursor, limit: 20 }), `${status}|${cursor}`);
   const [action, run] = useAction();
   const redrive = async (id) => {
-    if (await run(() => retryCarrierEvent(id))) list.reload(true);
+    if (await run(() => api.retryCarrierEvent(id))) list.reload(true);
   };
   const redriveAll = async () => {
-    if (await run(() => retryFailedCarrierEvents())) list.reload(true);
+    if (await run(() => api.retryFailedCarrierEvents())) list.reload(true);
   };
   return html`<section>
     <${PageTitle}>Carrier events<//>
@@ -89,10 +86,10 @@ function redriveText(done) {
 export function DeliveriesPage({ query }) {
   const status = query.status || 'failed';
   const { cursor } = query;
-  const list = useLoad(() => listDeliveries({ status, cursor, limit: 20 }), `${status}|${cursor}`);
+  const list = useLoad(() => api.listDeliveries({ status, cursor, limit: 20 }), `${status}|${cursor}`);
   const [action, run] = useAction();
   const retry = async (id) => {
-    if (await run(() => retryDelivery(id))) list.reload(true);
+    if (await run(() => api.retryDelivery(id))) list.reload(true);
   };
   return html`<section>
     <${PageTitle}>Deliveries<//>
@@ -119,14 +116,14 @@ export function DeliveriesPage({ query }) {
 
 export function AccountsPage({ query }) {
   const { cursor } = query;
-  const list = useLoad(() => listAccounts({ cursor, limit: 20 }), `accounts|${cursor}`);
+  const list = useLoad(() => api.listAccounts({ cursor, limit: 20 }), `accounts|${cursor}`);
   const [name, setName] = useState('');
   const [account, runAccount] = useAction();
   const [number, setNumber] = useState({ account_id: '', phone_number: '', targets: '', timeout: '', carrier: '' });
   const [assigned, runNumber] = useAction();
   const createAccount = async (e) => {
     e.preventDefault();
-    const created = await runAccount(() => createAccount(name.trim()));
+    const created = await runAccount(() => api.createAccount(name.trim()));
     if (created) {
       setNumber((n) => ({ ...n, account_id: created.id }));
       list.reload(true);
@@ -138,7 +135,7 @@ export function AccountsPage({ query }) {
     const body = { account_id: number.account_id.trim(), phone_number: number.phone_number.trim(), ring_targets };
     if (number.timeout) body.ring_timeout_secs = Number(number.timeout);
     if (number.carrier) body.carrier = number.carrier;
-    runNumber(() => assignNumber(body))
+    runNumber(() => api.assignNumber(body))
       .then((done) => done && list.reload(true));
   };
   const setN = (field) => (e) => setNumber({ ...number, [field]: e.currentTarget.value });

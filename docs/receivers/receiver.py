@@ -11,16 +11,21 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from standardwebhooks import Webhook, WebhookVerificationError
 
 webhook = Webhook(os.environ["WEBHOOK_SECRET"])
+MAX_BODY = 1 << 20  # far more than any event
 
 
 class Receiver(BaseHTTPRequestHandler):
     def do_POST(self):
-        # Verify the raw body as it arrived: parsing and re-serialising would change the bytes.
-        body = self.rfile.read(int(self.headers.get("content-length", "0")))
         try:
-            # Raises unless a `webhook-signature` matches and `webhook-timestamp` is within 5 minutes.
+            length = int(self.headers.get("content-length", "0"))
+            if not 0 <= length <= MAX_BODY:
+                raise ValueError(f"a body of {length} bytes")
+            # Verify the raw body as it arrived: parsing and re-serialising would change the bytes.
+            body = self.rfile.read(length)
+            # Raises unless a `webhook-signature` matches and `webhook-timestamp` is within 5
+            # minutes; a malformed header or a body that is not UTF-8 raises a ValueError.
             event = webhook.verify(body, dict(self.headers))
-        except WebhookVerificationError as e:
+        except (WebhookVerificationError, ValueError) as e:
             print(f"refused: {e}", flush=True)
             self.send_response(400)
             self.end_headers()

@@ -45,8 +45,12 @@ pub struct Client {
 impl Client {
     /// A client with keep-alive connections and a 30 s timeout.
     pub fn new(base: &str) -> Self {
-        let agent =
-            ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).max_idle_connections_per_host(64).build();
+        Self::with_timeout(base, Duration::from_secs(30))
+    }
+
+    /// A client whose requests each wait at most `timeout`.
+    pub fn with_timeout(base: &str, timeout: Duration) -> Self {
+        let agent = ureq::AgentBuilder::new().timeout(timeout).max_idle_connections_per_host(64).build();
         Self { base: base.trim_end_matches('/').to_owned(), agent }
     }
 

@@ -92,12 +92,22 @@ fn expect(answer: Answer, status: u16, what: &str) -> Result<Value, String> {
     Err(format!("{what}: {} {}", answer.status, answer.body))
 }
 
-/// Creates an account named `name` and saves it, with its key, as the profile.
-pub fn create_account(target: &Target, name: &str) -> Result<String, String> {
+/// Creates an account named `name` and saves it, with its key, as the profile. A profile for the
+/// same worker whose key still works is kept instead (its key was shown once), unless `fresh`.
+pub fn create_account(target: &Target, name: &str, fresh: bool) -> Result<String, String> {
+    if let (false, Ok(kept)) = (fresh, Profile::load(&target.profile)) {
+        let works = kept.url == target.url
+            && target.client().call("GET", "/v1/messages?limit=1", &kept.api_key, None).status == 200;
+        if works {
+            let path = target.profile.display();
+            return Ok(format!("keeping account {} of {path} (--new makes another)", kept.account_id));
+        }
+    }
     let admin = target.admin_token()?;
     let answer = target.client().call("POST", "/admin/accounts", &admin, Some(&json!({ "name": name })));
     let account = expect(answer, 201, "POST /admin/accounts")?;
-    let field = |k: &str| account[k].as_str().map(str::to_owned).ok_or(format!("no {k} in {account}"));
+    // Never the answer itself in an error: it carries the key.
+    let field = |k: &str| account[k].as_str().map(str::to_owned).ok_or(format!("the new account's answer has no {k}"));
     let profile = Profile { url: target.url.clone(), account_id: field("id")?, api_key: field("api_key")? };
     profile.save(&target.profile)?;
     Ok(format!("account {} created; its API key is in {}", profile.account_id, target.profile.display()))
@@ -111,7 +121,18 @@ pub fn add_number(target: &Target, phone: &str, carrier: Option<&str>) -> Result
     if let Some(carrier) = carrier {
         body["carrier"] = json!(carrier);
     }
-    let answer = target.client().call("POST", "/admin/numbers", &admin, Some(&body));
+    let client = target.client();
+    let answer = client.call("POST", "/admin/numbers", &admin, Some(&body));
+    if answer.status == 409 {
+        // Assigned already: to this account (the same command run before) is what was asked.
+        let accounts = client.all("/admin/accounts", &admin)?;
+        let ours = accounts.iter().find(|a| a["id"] == profile.account_id.as_str());
+        let has = ours.is_some_and(|a| a["numbers"].as_array().is_some_and(|n| n.iter().any(|n| n == phone)));
+        if has {
+            return Ok(format!("number {phone} belongs to {} (already)", profile.account_id));
+        }
+        return Err(format!("{phone} belongs to another account; choose another number"));
+    }
     let number = expect(answer, 201, "POST /admin/numbers")?;
     Ok(format!("number {} belongs to {}", number["phone_number"].as_str().unwrap_or(phone), profile.account_id))
 }

@@ -30,12 +30,13 @@ pub struct Options {
 /// A delivery, as printed.
 struct Arrival {
     webhook_id: String,
-    /// The how-manyth delivery of this webhook-id this receiver has seen (1 the first time).
-    attempt: u32,
+    /// The how-manyth verified delivery of this webhook-id this receiver has seen (1 the first
+    /// time); none for one that did not verify.
+    attempt: Option<u32>,
     verified: Result<(), String>,
     event: Value,
-    /// The forward target's status (0: no answer), when forwarding.
-    forwarded: Option<u16>,
+    /// The forward target's status, or why it gave none, when forwarding.
+    forwarded: Option<Result<u16, String>>,
 }
 
 impl Arrival {
@@ -47,7 +48,8 @@ impl Arrival {
                 "attempt": self.attempt,
                 "verified": self.verified.is_ok(),
                 "error": self.verified.as_ref().err(),
-                "forwarded_status": self.forwarded,
+                "forwarded_status": self.forwarded.as_ref().and_then(|f| f.as_ref().ok()),
+                "forward_error": self.forwarded.as_ref().and_then(|f| f.as_ref().err()),
                 "event": event,
             })
             .to_string();
@@ -58,16 +60,28 @@ impl Arrival {
             Ok(()) => "verified".to_owned(),
             Err(e) => format!("NOT VERIFIED ({e})"),
         };
-        let forwarded = self.forwarded.map(|s| format!("  -> {s}")).unwrap_or_default();
+        let forwarded = match &self.forwarded {
+            Some(Ok(status)) => format!("  -> {status}"),
+            Some(Err(e)) => format!("  -> no answer ({e})"),
+            None => String::new(),
+        };
+        let attempt = self.attempt.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
         format!(
-            "{:<24} {:<38} {:<7} webhook-id {} attempt {}  {mark}{forwarded}",
-            event["type"].as_str().unwrap_or("?"),
-            resource,
+            "{:<24} {:<38} {:<7} webhook-id {} attempt {attempt}  {mark}{forwarded}",
+            printable(event["type"].as_str().unwrap_or("?")),
+            printable(resource),
             sequence,
-            self.webhook_id,
-            self.attempt
+            printable(&self.webhook_id),
         )
     }
+}
+
+/// The most of a delivery's body the receiver reads (the worker sends far less).
+const MAX_BODY: u64 = 1 << 20;
+
+/// `text` without control characters: what an unverified sender wrote reaches no terminal raw.
+fn printable(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
 
 /// Registers the endpoint (unless one was given), serves until interrupted, then removes it.
@@ -76,51 +90,134 @@ pub fn run(options: Options) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {e}", options.port))?;
     let port = server.server_addr().to_ip().map(|a| a.port()).ok_or("the receiver has no port")?;
     let url = format!("http://127.0.0.1:{port}/");
-    let (id, secret, created) = match &options.existing {
-        Some((id, secret)) => (id.clone(), secret.clone(), false),
+    let (id, secret) = match &options.existing {
+        Some((id, secret)) => {
+            ctrlc::set_handler(|| std::process::exit(0)).map_err(|e| format!("cannot handle Ctrl-C: {e}"))?;
+            (id.clone(), secret.clone())
+        }
         None => {
-            let key = options.target.api_key()?;
-            let client = Client::new(&options.target.url);
-            let (id, secret) = register(&client, &key, &url, &options.event_types)?;
-            remove_on_interrupt(client, key, id.clone())?;
-            (id, secret, true)
+            let cleanup = Cleanup::install(&options.target)?;
+            let (id, secret) = register(&cleanup.client, &cleanup.key, &url, &options.event_types)?;
+            cleanup.registered(&id);
+            (id, secret)
         }
     };
-    let webhook = standardwebhooks::Webhook::new(&secret).map_err(|e| format!("the endpoint's secret: {e}"))?;
-    let removal = if created { " (Ctrl-C removes it)" } else { "" };
-    println!("sim: listening on {url} as endpoint {id}{removal}");
+    let webhook = Arc::new(standardwebhooks::Webhook::new(&secret).map_err(|e| format!("the endpoint's secret: {e}"))?);
+    let removal = if options.existing.is_none() { " (Ctrl-C removes it)" } else { "" };
+    eprintln!("sim: listening on {url} as endpoint {id}{removal}");
     let forward = ureq::AgentBuilder::new().timeout(std::time::Duration::from_secs(10)).redirects(0).build();
-    let mut attempts: HashMap<String, u32> = HashMap::new();
-    for mut request in server.incoming_requests() {
-        let mut body = Vec::new();
-        if request.as_reader().read_to_end(&mut body).is_err() {
-            continue;
-        }
-        let headers: Vec<(String, String)> = request
-            .headers()
-            .iter()
-            .map(|h| (h.field.as_str().as_str().to_ascii_lowercase(), h.value.to_string()))
-            .collect();
-        let webhook_id = headers.iter().find(|(k, _)| k == "webhook-id").map(|(_, v)| v.clone()).unwrap_or_default();
-        let attempt = attempts.entry(webhook_id.clone()).or_default();
-        *attempt += 1;
-        let verified = verify(&webhook, &headers, &body);
-        let forwarded = match (&options.forward_to, &verified) {
-            (Some(to), Ok(())) => Some(forward_one(&forward, to, &headers, &body)),
-            _ => None,
-        };
-        let status = match (&verified, forwarded) {
-            (Err(_), _) => 401,
-            (Ok(()), Some(0)) => 502,
-            (Ok(()), Some(status)) => status,
-            (Ok(()), None) => 204,
-        };
-        let event = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let arrival = Arrival { webhook_id, attempt: *attempt, verified, event, forwarded };
-        println!("{}", arrival.render(options.json));
-        let _ = request.respond(tiny_http::Response::empty(status));
+    let attempts: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+    let options = Arc::new(options);
+    // Each delivery on a thread of its own: a slow forward target holds up no other delivery.
+    for request in server.incoming_requests() {
+        let (webhook, forward, attempts, options) =
+            (Arc::clone(&webhook), forward.clone(), Arc::clone(&attempts), Arc::clone(&options));
+        std::thread::spawn(move || serve(request, &webhook, &forward, &attempts, &options));
     }
     Ok(())
+}
+
+/// Verifies, forwards, prints and answers one delivery.
+fn serve(
+    mut request: tiny_http::Request,
+    webhook: &standardwebhooks::Webhook,
+    forward: &ureq::Agent,
+    attempts: &Mutex<HashMap<String, u32>>,
+    options: &Options,
+) {
+    let mut body = Vec::new();
+    let read = std::io::Read::read_to_end(&mut std::io::Read::take(request.as_reader(), MAX_BODY + 1), &mut body);
+    let headers: Vec<(String, String)> = request
+        .headers()
+        .iter()
+        .map(|h| (h.field.as_str().as_str().to_ascii_lowercase(), h.value.to_string()))
+        .collect();
+    let webhook_id = headers.iter().find(|(k, _)| k == "webhook-id").map(|(_, v)| v.clone()).unwrap_or_default();
+    let verified = match read {
+        Err(e) => Err(format!("unreadable body: {e}")),
+        Ok(_) if body.len() as u64 > MAX_BODY => Err(format!("body larger than {MAX_BODY} bytes")),
+        Ok(_) => verify(webhook, &headers, &body),
+    };
+    // Only a verified delivery counts as an attempt: a forged one is not the worker's.
+    let attempt = match verified {
+        Ok(()) => {
+            let mut seen = attempts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let n = seen.entry(webhook_id.clone()).or_default();
+            *n += 1;
+            Some(*n)
+        }
+        Err(_) => None,
+    };
+    let forwarded = match (&options.forward_to, &verified) {
+        (Some(to), Ok(())) => Some(forward_one(forward, to, &headers, &body)),
+        _ => None,
+    };
+    let status = match (&verified, &forwarded) {
+        (Err(_), _) => 401,
+        (Ok(()), Some(Err(_))) => 502,
+        (Ok(()), Some(Ok(status))) => *status,
+        (Ok(()), None) => 204,
+    };
+    let event = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let arrival = Arrival { webhook_id, attempt, verified, event, forwarded };
+    println!("{}", arrival.render(options.json));
+    let _ = request.respond(tiny_http::Response::empty(status));
+}
+
+/// Removes the endpoint `listen` created when it is interrupted: also when Ctrl-C comes while
+/// the endpoint is being created (it is removed as soon as it exists).
+struct Cleanup {
+    client: Client,
+    key: String,
+    state: Arc<Mutex<(Option<String>, bool)>>,
+}
+
+impl Cleanup {
+    /// Installs the Ctrl-C (and termination) handler before anything is created.
+    fn install(target: &Target) -> Result<Self, String> {
+        let key = target.api_key()?;
+        // A short wait for the removal: a second Ctrl-C cannot cut a handler short.
+        let client = Client::with_timeout(&target.url, std::time::Duration::from_secs(5));
+        let state: Arc<Mutex<(Option<String>, bool)>> = Arc::default();
+        let (handler_state, handler_client, handler_key) = (Arc::clone(&state), client.clone(), key.clone());
+        ctrlc::set_handler(move || {
+            let mut state = handler_state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            state.1 = true;
+            // Not created yet: the creating thread removes it once it is.
+            if let Some(id) = state.0.take() {
+                std::process::exit(remove(&handler_client, &handler_key, &id));
+            }
+        })
+        .map_err(|e| format!("cannot handle Ctrl-C: {e}"))?;
+        Ok(Self { client, key, state })
+    }
+
+    /// The endpoint exists: removed at once if Ctrl-C came meanwhile, else on the next one.
+    fn registered(&self, id: &str) {
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if state.1 {
+            std::process::exit(remove(&self.client, &self.key, id));
+        }
+        state.0 = Some(id.to_owned());
+    }
+}
+
+/// Deletes endpoint `id`; returns the exit status (1 when it could not be removed).
+fn remove(client: &Client, key: &str, id: &str) -> i32 {
+    let answer = client.call("DELETE", &format!("/v1/webhook_endpoints/{id}"), key, None);
+    match answer.status {
+        204 | 404 => {
+            eprintln!("sim: endpoint {id} removed");
+            0
+        }
+        status => {
+            eprintln!(
+                "sim: could not remove endpoint {id} ({status} {}); delete it with DELETE /v1/webhook_endpoints/{id}",
+                answer.body
+            );
+            1
+        }
+    }
 }
 
 /// Creates the endpoint at `url`; returns its id and secret.
@@ -144,26 +241,16 @@ fn register(client: &Client, key: &str, url: &str, types: &[String]) -> Result<(
     Ok((field("id")?, field("secret")?))
 }
 
-/// On Ctrl-C (or a termination signal), deletes the endpoint and exits.
-fn remove_on_interrupt(client: Client, key: String, id: String) -> Result<(), String> {
-    let once = Arc::new(Mutex::new(false));
-    ctrlc::set_handler(move || {
-        let mut removed = once.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !*removed {
-            *removed = true;
-            let answer = client.call("DELETE", &format!("/v1/webhook_endpoints/{id}"), &key, None);
-            match answer.status {
-                204 | 404 => println!("sim: endpoint {id} removed"),
-                status => eprintln!("sim: could not remove endpoint {id}: {status} {}", answer.body),
-            }
-        }
-        std::process::exit(0);
-    })
-    .map_err(|e| format!("cannot handle Ctrl-C: {e}"))
-}
-
 /// Verifies a delivery with the official Standard Webhooks library.
 fn verify(webhook: &standardwebhooks::Webhook, headers: &[(String, String)], body: &[u8]) -> Result<(), String> {
+    // The library subtracts the timestamp from its clock unchecked: anything that is not a time
+    // near now is refused before it gets there.
+    let timestamp = headers.iter().find(|(k, _)| k == "webhook-timestamp").map(|(_, v)| v.trim().parse::<i64>());
+    match timestamp {
+        Some(Ok(at)) if at.abs_diff(crate::unix_now()) <= exactly_core::webhook::TOLERANCE_SECS.unsigned_abs() => {}
+        Some(_) => return Err("webhook-timestamp is not within 5 minutes of now".into()),
+        None => return Err("no webhook-timestamp".into()),
+    }
     let mut map = http::HeaderMap::new();
     for (name, value) in headers {
         if let (Ok(name), Ok(value)) =
@@ -175,9 +262,9 @@ fn verify(webhook: &standardwebhooks::Webhook, headers: &[(String, String)], bod
     webhook.verify(body, &map).map_err(|e| e.to_string())
 }
 
-/// Posts the delivery to `to` with its `webhook-*` and content headers; returns the status (0:
-/// no answer).
-fn forward_one(agent: &ureq::Agent, to: &str, headers: &[(String, String)], body: &[u8]) -> u16 {
+/// Posts the delivery to `to` with its `webhook-*` and content headers; returns the status, or
+/// why there was none.
+fn forward_one(agent: &ureq::Agent, to: &str, headers: &[(String, String)], body: &[u8]) -> Result<u16, String> {
     let mut request = agent.post(to);
     for (name, value) in headers {
         if name.starts_with("webhook-") || name == "content-type" {
@@ -185,8 +272,8 @@ fn forward_one(agent: &ureq::Agent, to: &str, headers: &[(String, String)], body
         }
     }
     match request.send_bytes(body) {
-        Ok(answer) => answer.status(),
-        Err(ureq::Error::Status(status, _)) => status,
-        Err(_) => 0,
+        Ok(answer) => Ok(answer.status()),
+        Err(ureq::Error::Status(status, _)) => Ok(status),
+        Err(e) => Err(e.to_string()),
     }
 }

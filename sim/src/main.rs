@@ -75,9 +75,13 @@ impl Conn {
 
 #[derive(Subcommand)]
 enum AccountCommand {
-    /// Creates an account named NAME and saves it as the profile.
+    /// Creates an account named NAME and saves it as the profile (a profile for the same worker
+    /// whose key still works is kept, unless --new).
     Create {
         name: String,
+        /// Create another account even if the profile's still works (its file is overwritten).
+        #[arg(long)]
+        new: bool,
         #[command(flatten)]
         conn: Conn,
     },
@@ -107,10 +111,12 @@ struct ListenArgs {
     /// Serve this existing endpoint instead of creating one (with --secret); it is not removed.
     #[arg(long, requires = "secret")]
     endpoint: Option<String>,
-    /// The existing endpoint's signing secret (`whsec_...`).
-    #[arg(long, env = "EXACTLY_ENDPOINT_SECRET", hide_env_values = true, requires = "endpoint")]
+    /// The existing endpoint's signing secret (`whsec_...`); better in the environment than on
+    /// the command line, where other users' `ps` shows it.
+    #[arg(long, env = "EXACTLY_ENDPOINT_SECRET", hide_env_values = true)]
     secret: Option<String>,
-    /// Prints each delivery as a JSON object per line.
+    /// Prints each delivery as a JSON object per line on stdout (what listen says of itself goes
+    /// to stderr).
     #[arg(long)]
     json: bool,
     /// Forwards each verified delivery to this URL and answers with its status.
@@ -287,8 +293,8 @@ struct Scenario {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let done = match cli.command {
-        Command::Account(AccountCommand::Create { name, conn }) => {
-            print(sim::dev::create_account(&conn.target(), &name))
+        Command::Account(AccountCommand::Create { name, new, conn }) => {
+            print(sim::dev::create_account(&conn.target(), &name, new))
         }
         Command::Number(NumberCommand::Add { phone, carrier, conn }) => {
             print(sim::dev::add_number(&conn.target(), &phone, carrier.map(Carrier::name)))

@@ -80,7 +80,8 @@ fn sign_signs_for_each_carrier() {
 
 /// `listen` with an endpoint given: a delivery signed with its secret is verified, forwarded
 /// with its headers and answered with the forward target's status; a tampered one is refused
-/// (401) and not forwarded; a second delivery of a webhook-id counts as attempt 2.
+/// (401), not forwarded and not counted; a second verified delivery of a webhook-id is attempt 2;
+/// a timestamp no clock can subtract from is refused rather than crashing the listener.
 #[test]
 fn listen_verifies_forwards_and_refuses_what_does_not_verify() {
     use std::io::{BufRead as _, BufReader};
@@ -89,14 +90,27 @@ fn listen_verifies_forwards_and_refuses_what_does_not_verify() {
     let secret = exactly_core::webhook::SigningSecret::from_bytes(&[7u8; 24]);
     let local = sim::customer::CustomerEndpoint::start().expect("the forward target");
     local.always("/hooks", 202);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sim"))
-        .args(["listen", "--json", "--endpoint", "ep_given", "--secret", &secret.to_whsec()])
-        .args(["--forward-to", &format!("{}/hooks", local.base)])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start listen");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines().map_while(Result::ok);
-    let first = lines.next().expect("listen's first line");
+    /// Killed when the test ends, however it ends.
+    struct Running(std::process::Child);
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Running(
+        Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args(["listen", "--json", "--endpoint", "ep_given"])
+            .env("EXACTLY_ENDPOINT_SECRET", secret.to_whsec())
+            .args(["--forward-to", &format!("{}/hooks", local.base)])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start listen"),
+    );
+    let mut said = BufReader::new(child.0.stderr.take().expect("stderr")).lines().map_while(Result::ok);
+    let mut lines = BufReader::new(child.0.stdout.take().expect("stdout")).lines().map_while(Result::ok);
+    let first = said.next().expect("listen's first line, on stderr");
     let url = first.strip_prefix("sim: listening on ").and_then(|r| r.split(' ').next()).expect(&first).to_owned();
     assert!(first.ends_with("as endpoint ep_given"), "an endpoint given is not removed: {first}");
 
@@ -120,15 +134,21 @@ fn listen_verifies_forwards_and_refuses_what_does_not_verify() {
     assert_eq!(post(body), 202, "answered with the forward target's status");
     assert_eq!(post(&body.replace("msg_1", "msg_2")), 401, "a tampered body is refused");
     assert_eq!(post(body), 202);
+    let answer = ureq::post(&url)
+        .set("webhook-id", "evt_1")
+        .set("webhook-timestamp", "-9223372036854775808")
+        .set("webhook-signature", &signature)
+        .send_string(body);
+    assert!(matches!(answer, Err(ureq::Error::Status(401, _))), "an impossible timestamp is refused: {answer:?}");
     let printed: Vec<serde_json::Value> =
-        lines.by_ref().take(3).map(|l| serde_json::from_str(&l).expect("a JSON line")).collect();
-    let _ = child.kill();
-    let _ = child.wait();
+        lines.by_ref().take(4).map(|l| serde_json::from_str(&l).expect("a JSON line")).collect();
+    drop(child);
     let summary: Vec<(bool, u64, Option<u64>)> = printed
         .iter()
         .map(|p| (p["verified"] == true, p["attempt"].as_u64().unwrap_or(0), p["forwarded_status"].as_u64()))
         .collect();
-    assert_eq!(summary, [(true, 1, Some(202)), (false, 2, None), (true, 3, Some(202))]);
+    // A forged delivery is no attempt of the worker's: the third is the second verified one.
+    assert_eq!(summary, [(true, 1, Some(202)), (false, 0, None), (true, 2, Some(202)), (false, 0, None)]);
     assert_eq!(printed[0]["event"]["data"]["id"], "msg_1");
     let forwarded = local.received("/hooks");
     assert_eq!(forwarded.len(), 2, "only what verified was forwarded");

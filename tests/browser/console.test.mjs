@@ -139,6 +139,9 @@ test('messages: send one and watch it reach delivered', async () => {
   await assertFitsMobile('the message page');
 
   await nav('Messages').click();
+  // The list's own heading first: until it renders, the message page (whose facts have a
+  // "Status" too) is still on screen.
+  await page.getByRole('heading', { level: 1, name: 'Messages', exact: true }).waitFor();
   await page.getByLabel('Status').selectOption('delivered');
   await page.getByRole('region', { name: 'Messages' }).getByText(`Hello from the console [deliver] ${run}`).waitFor();
   await shot('messages');
@@ -167,6 +170,7 @@ test('messages: schedule one for later and cancel it before its time', async () 
 
 test('events: see the attempts of a delivery and replay the event', async () => {
   await nav('Events').click();
+  await page.getByRole('heading', { level: 1, name: 'Events', exact: true }).waitFor();
   await page.getByLabel('Type').selectOption('message.delivered');
   await page.getByRole('region', { name: 'Events' }).getByRole('link', { name: /^evt_/ }).first().click();
   await page.getByRole('heading', { level: 1, name: /Event evt_/ }).waitFor();
@@ -290,8 +294,17 @@ test('operator: overview, failed deliveries, and re-driving a failed carrier eve
   await failedRow.getByRole('button', { name: /^Retry / }).waitFor();
   await shot('operator-deliveries');
 
-  // The owner's number is assigned from the console, then the event is re-driven and applies.
+  // An account is created from the console: its id and key are shown once, and it is listed.
   await nav('Accounts').click();
+  const newName = `console-made-${run}`;
+  await page.getByLabel('Name').fill(newName);
+  await page.getByRole('button', { name: 'Create account' }).click();
+  const shownOnce = page.getByRole('status').filter({ hasText: 'API key (shown once)' });
+  await shownOnce.waitFor();
+  assert.match(await shownOnce.textContent(), /acct_[0-9a-f]+.*sk_/s);
+  await page.getByRole('region', { name: 'Accounts' }).locator('tr', { hasText: newName }).waitFor();
+
+  // The owner's number is assigned from the console, then the event is re-driven and applies.
   await page.getByLabel('Account id').fill(account.id);
   await page.getByLabel('Phone number').fill(UNOWNED);
   await page.getByRole('button', { name: 'Assign number' }).click();

@@ -32,19 +32,42 @@ fn shell(command: &str, env: &[(&str, String)]) -> Command {
     sh
 }
 
-/// Runs `command` in the background; returns it and the lines it prints, as they come.
-fn background(command: &str, env: &[(&str, String)]) -> (Child, Arc<Mutex<Vec<String>>>) {
-    let mut child = shell(command, env).stdout(Stdio::piped()).spawn().expect("start listen");
+/// A command running in the background, in a process group of its own: interrupted as Ctrl-C
+/// would, and killed with its group when the test ends however it ends.
+struct Background(Child);
+
+impl Background {
+    fn interrupt(&self) {
+        let _ = Command::new("kill").args(["-INT", "--", &format!("-{}", self.0.id())]).status();
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", self.0.id())]).status();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs `command` in the background; returns it and the lines it prints on stdout and stderr,
+/// as they come.
+fn background(command: &str, env: &[(&str, String)]) -> (Background, Arc<Mutex<Vec<String>>>) {
+    let mut child = shell(command, env).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start listen");
     let lines = Arc::new(Mutex::new(Vec::new()));
-    let stdout = child.stdout.take().expect("listen's stdout");
-    let sink = Arc::clone(&lines);
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            eprintln!("quickstart: listen: {line}");
-            sink.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(line);
-        }
-    });
-    (child, lines)
+    let outputs: [Box<dyn std::io::Read + Send>; 2] = [
+        Box::new(child.stdout.take().expect("listen's stdout")),
+        Box::new(child.stderr.take().expect("listen's stderr")),
+    ];
+    for output in outputs {
+        let sink = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(output).lines().map_while(Result::ok) {
+                eprintln!("quickstart: listen: {line}");
+                sink.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(line);
+            }
+        });
+    }
+    (Background(child), lines)
 }
 
 /// The README's commands, in order: an account and a number, `listen`, an inbound message and a
@@ -68,7 +91,7 @@ fn the_readmes_commands_end_in_a_verified_webhook(_shared: &Worker) {
         ("EXACTLY_TELNYX_KEYS", keys.display().to_string()),
         ("ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
     ];
-    let mut listen: Option<(Child, Arc<Mutex<Vec<String>>>)> = None;
+    let mut listen: Option<(Background, Arc<Mutex<Vec<String>>>)> = None;
     let mut printed = Vec::new();
     for command in &commands {
         if command.contains(" listen") {
@@ -90,7 +113,7 @@ fn the_readmes_commands_end_in_a_verified_webhook(_shared: &Worker) {
     for said in ["sim: account acct_", "sim: number +", "sim: carrier event cev_", "sim: message msg_"] {
         assert!(printed.contains(said), "a command printed {said:?}: {printed}");
     }
-    let (mut child, lines) = listen.expect("the quickstart runs listen");
+    let (child, lines) = listen.expect("the quickstart runs listen");
     let seen = |kind: &str| {
         lines.lock().unwrap().iter().any(|l| l.starts_with(&format!("{kind} ")) && l.ends_with("  verified"))
     };
@@ -103,16 +126,32 @@ fn the_readmes_commands_end_in_a_verified_webhook(_shared: &Worker) {
     // `sim events` lists the same events, oldest first.
     let out = shell("cargo run -q -p sim -- events", &env).output().expect("run sim events");
     let listed = String::from_utf8_lossy(&out.stdout).into_owned();
-    let kinds: Vec<&str> = listed.lines().filter_map(|l| l.split_whitespace().next()).collect();
-    assert_eq!(kinds, ["message.received", "message.sent", "message.delivered"], "{listed}");
+    // The inbound message's events and the sent one's may be written in either order.
+    let mut kinds: Vec<&str> = listed.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["message.delivered", "message.received", "message.sent"], "{listed}");
+
+    // Run again on the same state, the first two commands keep what they made.
+    for (command, said) in commands.iter().take(2).zip(["sim: keeping account acct_", "(already)"]) {
+        let out = shell(command, &env).output().expect("run a quickstart command again");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains(said),
+            "{command} again: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 
     // Ctrl-C: the endpoint listen created is deleted.
-    let endpoint =
-        lines.lock().unwrap()[0].split(" as endpoint ").nth(1).and_then(|r| r.split(' ').next()).map(str::to_owned);
+    let endpoint = lines
+        .lock()
+        .unwrap()
+        .iter()
+        .find_map(|l| l.split(" as endpoint ").nth(1).and_then(|r| r.split(' ').next()).map(str::to_owned));
     let endpoint = endpoint.expect("listen named its endpoint");
-    let group = format!("-{}", child.id());
-    let _ = Command::new("kill").args(["-INT", "--", &group]).status();
-    let exited = w.eventually(Duration::from_secs(30), || matches!(child.try_wait(), Ok(Some(_))));
+    child.interrupt();
+    let mut child = child;
+    let exited = w.eventually(Duration::from_secs(30), || matches!(child.0.try_wait(), Ok(Some(_))));
     assert!(exited, "listen ended on Ctrl-C");
     let removed = w.eventually(Duration::from_secs(10), || {
         lines.lock().unwrap().iter().any(|l| l == &format!("sim: endpoint {endpoint} removed"))
