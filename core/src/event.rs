@@ -183,6 +183,25 @@ pub struct VerifiedEvent {
     event: CarrierEvent,
 }
 
+impl CarrierEvent {
+    /// The lane of the jobs consumer this event is processed in: events with the same lane are
+    /// processed one after another in the order the queue gave them, events in different lanes
+    /// at once. An outbound message's receipts share a lane (its carrier id), an inbound message
+    /// its own, and every call event of a batch one lane: a ring's legs and its caller's leg
+    /// carry different ids, so a finer key could put two events of one call side by side.
+    pub fn lane(&self) -> String {
+        match &self.kind {
+            EventKind::MessageReceived(m) => format!("message:{}:{}", self.provider.as_str(), m.carrier_message_id),
+            EventKind::MessageStatus(r) => format!("message:{}:{}", self.provider.as_str(), r.carrier_message_id),
+            EventKind::CallInitiated(_)
+            | EventKind::CallAnswered(_)
+            | EventKind::CallBridged(_)
+            | EventKind::CallHangup(_) => "calls".to_owned(),
+            EventKind::Unrecognized => format!("event:{}:{}", self.provider.as_str(), self.event_id),
+        }
+    }
+}
+
 impl VerifiedEvent {
     pub(crate) fn new(event: CarrierEvent) -> Self {
         Self { event }
@@ -268,5 +287,53 @@ mod tests {
         for bad in ["", ".", "abc", "1e3", "1.2.3", "--1", "99999999999999999999"] {
             assert_eq!(Cost::parse_amount(bad), None, "{bad}");
         }
+    }
+
+    fn event(kind: EventKind, id: &str) -> CarrierEvent {
+        CarrierEvent {
+            provider: Provider::Telnyx,
+            event_id: id.to_owned(),
+            event_type: String::new(),
+            occurred_at: None,
+            attempt: None,
+            kind,
+        }
+    }
+
+    fn status(carrier_message_id: &str) -> EventKind {
+        EventKind::MessageStatus(StatusReport {
+            carrier_message_id: carrier_message_id.to_owned(),
+            status: None,
+            carrier_status: String::new(),
+            errors: Vec::new(),
+            cost: None,
+        })
+    }
+
+    #[test]
+    fn one_messages_receipts_share_a_lane_and_calls_share_one() {
+        // A message's receipts, however re-signed, in one lane; another message's in another.
+        assert_eq!(event(status("m1"), "e1").lane(), event(status("m1"), "e2").lane());
+        assert_ne!(event(status("m1"), "e1").lane(), event(status("m2"), "e1").lane());
+        let leg = |control: &str| CallLeg {
+            call_control_id: control.to_owned(),
+            call_leg_id: format!("leg-{control}"),
+            call_session_id: format!("sess-{control}"),
+        };
+        let hangup = EventKind::CallHangup(Hangup {
+            leg: leg("a"),
+            cause: String::new(),
+            source: String::new(),
+            client_state: None,
+        });
+        let initiated = EventKind::CallInitiated(CallLegEvent {
+            leg: leg("b"),
+            from: String::new(),
+            to: String::new(),
+            direction: CallDirection::Outgoing,
+            client_state: None,
+        });
+        assert_eq!(event(hangup, "e3").lane(), event(initiated, "e4").lane(), "every call event in one lane");
+        assert_ne!(event(EventKind::Unrecognized, "e5").lane(), event(EventKind::Unrecognized, "e6").lane());
     }
 }

@@ -15,8 +15,14 @@ use crate::store::outbox::Change;
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Job {
-    /// Process the stored carrier event with this id.
-    CarrierEvent { id: String },
+    /// Process the stored carrier event with this id, in lane `lane` of its batch
+    /// ([`exactly_core::CarrierEvent::lane`]; absent for an event enqueued again by a sweep or a
+    /// re-drive, which runs in the lane of such events).
+    CarrierEvent {
+        id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lane: Option<String>,
+    },
     /// Send the outbound message with this id, kept in account database `database` (absent:
     /// `DB`).
     Dispatch {
@@ -43,6 +49,22 @@ impl Job {
     /// The copy of a media item of a message of the account database `env` serves.
     pub fn copy_media(env: &Env, message_id: &str, position: u32) -> Self {
         Job::CopyMedia { message_id: message_id.to_owned(), position, database: database_of(env) }
+    }
+
+    /// A carrier event to process again (a sweep, a re-drive): its lane is not known.
+    pub fn carrier_event(id: &str) -> Self {
+        Job::CarrierEvent { id: id.to_owned(), lane: None }
+    }
+
+    /// The lane of the jobs consumer this job runs in: jobs of one lane run one after another in
+    /// the batch's order, lanes side by side (work::jobs).
+    pub fn lane(&self) -> String {
+        match self {
+            Job::CarrierEvent { lane: Some(lane), .. } => lane.clone(),
+            Job::CarrierEvent { lane: None, .. } => "again".to_owned(),
+            Job::Dispatch { message_id, .. } => format!("dispatch:{message_id}"),
+            Job::CopyMedia { message_id, .. } => format!("media:{message_id}"),
+        }
     }
 
     /// The account database the job's rows are in (`None`: `DB`, or found from the event).

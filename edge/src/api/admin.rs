@@ -208,7 +208,7 @@ pub async fn retry_carrier_event(req: Request, env: &Env, id: &str) -> Result<Re
         return http::json(200, &json!({ "id": row.id, "status": "processed", "requeued": false }));
     }
     log.clear_failure(std::slice::from_ref(&row)).await?;
-    crate::queues::enqueue(env, crate::queues::Job::CarrierEvent { id: row.id.clone() }).await?;
+    crate::queues::enqueue(env, crate::queues::Job::carrier_event(&row.id)).await?;
     http::json(202, &json!({ "id": row.id, "status": "pending", "requeued": true }))
 }
 
@@ -227,7 +227,7 @@ pub async fn retry_failed_carrier_events(req: Request, env: &Env) -> Result<Resp
     }
     log.clear_failure(&rows).await?;
     let ids: Vec<String> = rows.into_iter().map(|r| r.id).collect();
-    let jobs = ids.iter().map(|id| crate::queues::Job::CarrierEvent { id: id.clone() }).collect();
+    let jobs = ids.iter().map(|id| crate::queues::Job::carrier_event(id)).collect();
     crate::queues::enqueue_many(env, jobs).await?;
     http::json(202, &json!({ "requeued": ids.len(), "ids": ids }))
 }

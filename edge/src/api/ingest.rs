@@ -42,7 +42,7 @@ pub async fn webhook(provider: Provider, req: &Request, env: &Env) -> Result<Res
             if crate::faults::queue_send_fails_once(&verified.event().event_id) {
                 return Err(EdgeError::unavailable("injected fault", "injected queue send failure after the insert"));
             }
-            jobs::enqueue(env, Job::CarrierEvent { id: id.clone() }).await?;
+            jobs::enqueue(env, Job::CarrierEvent { id: id.clone(), lane: Some(verified.event().lane()) }).await?;
             id
         }
         Stored::SettledDuplicate { id } => id,

@@ -131,7 +131,7 @@ async fn wake(env: &Env, carrier_id: &str, woken: &[String]) {
     if woken.is_empty() {
         return;
     }
-    let jobs = woken.iter().map(|id| crate::queues::Job::CarrierEvent { id: id.clone() }).collect();
+    let jobs = woken.iter().map(|id| crate::queues::Job::carrier_event(id)).collect();
     if let Err(error) = crate::queues::enqueue_many(env, jobs).await {
         wake_later(carrier_id, &error);
     }

@@ -5,7 +5,8 @@
 //! twice: the guards make the second run a no-op. A message that fails on every retry goes to
 //! the dead-letter queue, whose consumer records the failure visibly.
 
-use worker::{D1Database, Env, MessageBatch, MessageExt};
+use futures_util::future::join_all;
+use worker::{D1Database, Env, Message, MessageBatch, MessageExt};
 
 use crate::bindings;
 use crate::error::{EdgeError, Outcome};
@@ -14,7 +15,12 @@ use crate::store::carrier_events;
 use crate::work::{dispatch, media, process};
 
 /// Consumes a batch from the `jobs` queue, acknowledging or retrying each message itself.
+///
+/// The batch's jobs run in lanes ([`Job::lane`]): the jobs of one lane (the receipts of one
+/// message, every call event) one after another in the batch's order, the lanes side by side, so
+/// a fact waits for the facts about its own resource only, not for the whole batch.
 pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
+    let mut lanes: Vec<(String, Lane)> = Vec::new();
     for message in batch.messages()? {
         let job = match serde_json::from_value::<Job>(message.body().clone()) {
             Ok(job) => job,
@@ -25,21 +31,39 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env) -> worke
                 continue;
             }
         };
-        let started = crate::platform::now();
-        let outcome = run(env, &job).await;
-        let latency_ms = crate::platform::now().unix_millis() - started.unix_millis();
-        let (kind, id) = match &job {
-            Job::CarrierEvent { id } => ("carrier_event", id.clone()),
-            Job::Dispatch { message_id, .. } => ("dispatch", message_id.clone()),
-            Job::CopyMedia { message_id, position, .. } => ("copy_media", format!("{message_id}/{position}")),
-        };
-        crate::error::settle(&message, outcome, |line| {
-            line["job"] = serde_json::json!(kind);
-            line["id"] = serde_json::json!(id);
-            line["latency_ms"] = serde_json::json!(latency_ms);
-        });
+        let lane = job.lane();
+        match lanes.iter_mut().find(|(name, _)| *name == lane) {
+            Some((_, jobs)) => jobs.push((message, job)),
+            None => lanes.push((lane, vec![(message, job)])),
+        }
     }
+    join_all(lanes.iter().map(|(_, jobs)| async move {
+        for (message, job) in jobs {
+            one(env, message, job).await;
+        }
+    }))
+    .await;
     Ok(())
+}
+
+/// One lane's jobs, in the batch's order, each with its message.
+type Lane = Vec<(Message<serde_json::Value>, Job)>;
+
+/// Runs one job and settles its message.
+async fn one(env: &Env, message: &Message<serde_json::Value>, job: &Job) {
+    let started = crate::platform::now();
+    let outcome = run(env, job).await;
+    let latency_ms = crate::platform::now().unix_millis() - started.unix_millis();
+    let (kind, id) = match job {
+        Job::CarrierEvent { id, .. } => ("carrier_event", id.clone()),
+        Job::Dispatch { message_id, .. } => ("dispatch", message_id.clone()),
+        Job::CopyMedia { message_id, position, .. } => ("copy_media", format!("{message_id}/{position}")),
+    };
+    crate::error::settle(message, outcome, |line| {
+        line["job"] = serde_json::json!(kind);
+        line["id"] = serde_json::json!(id);
+        line["latency_ms"] = serde_json::json!(latency_ms);
+    });
 }
 
 /// The bindings a job runs with: those of the account database it names.
@@ -52,7 +76,7 @@ fn scoped(env: &Env, job: &Job) -> Result<(Env, D1Database), EdgeError> {
 async fn run(env: &Env, job: &Job) -> Result<Outcome, EdgeError> {
     let (env, db) = scoped(env, job)?;
     match job {
-        Job::CarrierEvent { id } => process::process(&env, &db, id).await,
+        Job::CarrierEvent { id, .. } => process::process(&env, &db, id).await,
         Job::Dispatch { message_id, .. } => dispatch::dispatch(&env, &db, message_id).await,
         Job::CopyMedia { message_id, position, .. } => media::copy(&env, &db, message_id, *position).await,
     }
@@ -105,7 +129,7 @@ pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &
 async fn dead_letter(env: &Env, job: &Job) -> Result<(), EdgeError> {
     let (env, db) = scoped(env, job)?;
     match job {
-        Job::CarrierEvent { id } => {
+        Job::CarrierEvent { id, .. } => {
             // The failure signal goes to the operator, whose account is in `DB`.
             let root = crate::store::d1(&env, bindings::DB)?;
             let problem = "processing failed on every retry (dead-lettered)";

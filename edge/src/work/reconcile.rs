@@ -97,7 +97,7 @@ async fn run_database(env: &Env) -> Result<Report, EdgeError> {
         }
     }
     report.learned = learned.len();
-    jobs::enqueue_many(env, learned.into_iter().map(|id| Job::CarrierEvent { id }).collect()).await?;
+    jobs::enqueue_many(env, learned.iter().map(|id| Job::carrier_event(id)).collect()).await?;
     Ok(report)
 }
 

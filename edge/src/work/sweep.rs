@@ -40,7 +40,7 @@ pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
     let cutoff = Timestamp::from_unix_millis(now().unix_millis() - STALE_AFTER_MILLIS);
     let events: Vec<String> = log.unprocessed(cutoff, BATCH).await?.into_iter().map(|(id, _)| id).collect();
     let mut report = Report { events: events.len(), dispatches: 0, deliveries: 0, backlog_signals: 0, media: 0 };
-    jobs::enqueue_many(env, events.into_iter().map(|id| Job::CarrierEvent { id }).collect()).await?;
+    jobs::enqueue_many(env, events.iter().map(|id| Job::carrier_event(id)).collect()).await?;
     let mut oldest_deliveries = Vec::new();
     // One database that fails is logged and skipped: its outage stops no other's sweep, nor the
     // backlog signals that report it.
@@ -135,7 +135,7 @@ async fn sweep_database(env: &Env, log: &carrier_events::Log, cutoff: Timestamp)
     }
     let found_counts = (woken.len(), dispatches.len(), overdue.len() + lines.len(), uncopied.len());
     crate::queues::deliver_many(env, overdue).await?;
-    let mut work: Vec<Job> = woken.iter().map(|w| Job::CarrierEvent { id: w.id.clone() }).collect();
+    let mut work: Vec<Job> = woken.iter().map(|w| Job::carrier_event(&w.id)).collect();
     work.extend(dispatches.iter().map(|message_id| Job::dispatch(env, message_id)));
     work.extend(uncopied.iter().map(|m| Job::copy_media(env, &m.message_id, m.position)));
     jobs::enqueue_many(env, work).await?;
