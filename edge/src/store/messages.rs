@@ -423,6 +423,7 @@ pub async fn apply_report(
     report: &StatusReport,
     carrier_event: &str,
     now: Timestamp,
+    also: Option<D1PreparedStatement>,
 ) -> Result<Change, EdgeError> {
     let predecessors: Vec<String> = to.predecessors().iter().map(|s| format!("'{}'", s.as_str())).collect();
     let first_error = report.errors.first();
@@ -468,11 +469,15 @@ pub async fn apply_report(
             statements.push(e.fan_out(db, now)?);
         }
     }
-    if predecessors.is_empty() {
+    // The carrier event's processed mark, when it commits with the effects (alone when nothing
+    // may move to `to`).
+    let moves = !statements.is_empty();
+    statements.extend(also);
+    if statements.is_empty() {
         return Ok(Change::default());
     }
     let results = db::batch(db, statements).await?;
-    Ok(Change::of(&results, event.as_ref()))
+    Ok(if moves { Change::of(&results, event.as_ref()) } else { Change::default() })
 }
 
 /// An inbound message, once per carrier message id, with its media items and its
@@ -485,6 +490,7 @@ pub async fn insert_inbound(
     carrier: Provider,
     inbound: &exactly_core::event::InboundMessage,
     now: Timestamp,
+    also: Option<D1PreparedStatement>,
 ) -> Result<Change, EdgeError> {
     let segments = exactly_core::segments::count(&inbound.text);
     let message = Message {
@@ -512,8 +518,7 @@ pub async fn insert_inbound(
         media: Media::new_items(id, &inbound.media, true),
     };
     let event = Event::new(account_id, EventType::MessageReceived, id, message.to_json(), now)?;
-    let results = db::batch(
-        db,
+    let mut statements =
         vec![
         db::stmt(
             db,
@@ -529,9 +534,10 @@ pub async fn insert_inbound(
         media::insert_if_message(db, id, &message.media, now)?,
         event.fan_out(db, now)?,
         crate::store::numbers::learn_carrier(db, &inbound.to, carrier)?,
-    ],
-    )
-    .await?;
+    ];
+    // The carrier event's processed mark, when it commits with the effects.
+    statements.extend(also);
+    let results = db::batch(db, statements).await?;
     Ok(Change::of(&results, Some(&event)))
 }
 

@@ -1,8 +1,11 @@
 //! Processing one stored carrier event: decode (core), decide (core), apply (one D1 batch).
 //!
-//! Any job may run twice; every effect below is guarded on its own, and the event's processed
-//! mark is written after the effects committed (docs/scaling.md point 4): a run between the two
-//! commits changes nothing but the mark.
+//! Any job may run twice; every effect below is guarded on its own. With the event's dedupe row
+//! and the account in one database (the default layout) the processed mark is a statement of
+//! the effects' batch: one commit per fact. Otherwise the mark is written after the effects
+//! committed (docs/scaling.md point 4), and a run between the two commits changes nothing but
+//! the mark. Either way the announcement (the queue sends of the event's deliveries) follows the
+//! commit; a crash before it leaves deliveries that the sweeper sends.
 
 use exactly_core::event::EventKind;
 use exactly_core::message::{transition, Transition};
@@ -78,12 +81,31 @@ pub async fn announced(env: &Env, db: &D1Database, change: Change) -> Result<Out
     Ok(Outcome::applied(change.changed))
 }
 
-/// After the effects of carrier event `row` committed: announce them, then mark the event
-/// processed (a crash between the two commits reruns the job, which changes nothing but the
-/// mark).
-async fn settled(env: &Env, db: &D1Database, log: &Log, row: &Row, change: Change) -> Result<Outcome, EdgeError> {
+/// After the effects of carrier event `row` committed: announce them, and mark the event
+/// processed unless the mark committed with them (`marked`). Between the two commits a crash
+/// reruns the job, which changes nothing but the mark; after the one, the sweeper sends what was
+/// not announced.
+async fn settled(
+    env: &Env,
+    db: &D1Database,
+    log: &Log,
+    row: &Row,
+    change: Change,
+    marked: bool,
+) -> Result<Outcome, EdgeError> {
+    if marked && crate::faults::crash_before_mark(&row.carrier_event_id) {
+        return Err(EdgeError::unavailable(
+            "injected fault",
+            format!(
+                "injected crash between the effects (committed with the mark) and their announcement of {}",
+                row.carrier_event_id
+            ),
+        ));
+    }
     let outcome = announced(env, db, change).await?;
-    log.mark_processed(row, now()).await?;
+    if !marked {
+        log.mark_processed(row, now()).await?;
+    }
     Ok(outcome)
 }
 
@@ -96,7 +118,9 @@ async fn received(
     inbound: &exactly_core::event::InboundMessage,
 ) -> Result<Outcome, EdgeError> {
     // The number's account database (docs/scaling.md, "Accounts across databases").
-    let (scoped, resources) = routes::open(env, routes::of_number(env, &inbound.to).await?)?;
+    let binding = routes::of_number(env, &inbound.to).await?;
+    let account_binding = binding.clone();
+    let (scoped, resources) = routes::open(env, binding)?;
     let Some(owner) = crate::store::numbers::owner(&resources, &inbound.to).await? else {
         let problem = format!("no account owns the number {}", inbound.to);
         let failed = log.mark_failed(db, row, &problem).await?;
@@ -104,13 +128,16 @@ async fn received(
         return Ok(Outcome::Done(Done::Failed));
     };
     let id = new_id("msg")?;
-    let change = messages::insert_inbound(&resources, &id, &owner.account_id, event.provider, inbound, now()).await?;
+    let mark = log.mark_with_effects(&resources, account_binding.as_deref(), row, now())?;
+    let marked = mark.is_some();
+    let change =
+        messages::insert_inbound(&resources, &id, &owner.account_id, event.provider, inbound, now(), mark).await?;
     // Only the batch that recorded the message wrote its media rows. If this enqueue is lost,
     // the sweeper finds the items not copied.
     if change.changed && !inbound.media.is_empty() {
         crate::queues::copy_media(&scoped, &id, inbound.media.len()).await?;
     }
-    settled(&scoped, &resources, log, row, change).await
+    settled(&scoped, &resources, log, row, change, marked).await
 }
 
 async fn status_report(
@@ -122,6 +149,7 @@ async fn status_report(
 ) -> Result<Outcome, EdgeError> {
     // The sender's account database: where the route of the carrier id points, or `DB`.
     let route = routes::of_message(env, event.provider.as_str(), &report.carrier_message_id).await?;
+    let account_binding = route.clone();
     let (env, db) = &routes::open(env, route)?;
     let Some(message) = messages::by_carrier_id(db, event.provider, &report.carrier_message_id).await? else {
         // The receipt beat the send result. It waits, parked on the carrier's message id, and
@@ -145,8 +173,10 @@ async fn status_report(
     };
     match transition(current, reported) {
         Transition::Move { to, .. } => {
-            let change = messages::apply_report(db, &message, to, report, &row.id, now()).await?;
-            settled(env, db, log, row, change).await
+            let mark = log.mark_with_effects(db, account_binding.as_deref(), row, now())?;
+            let marked = mark.is_some();
+            let change = messages::apply_report(db, &message, to, report, &row.id, now(), mark).await?;
+            settled(env, db, log, row, change, marked).await
         }
         // Duplicate, late or after a terminal word: nothing moves, the event is done.
         Transition::Unchanged(_) => {

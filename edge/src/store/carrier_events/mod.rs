@@ -29,7 +29,7 @@ use exactly_core::webhook::EventType;
 use exactly_core::{Provider, Timestamp, VerifiedEvent};
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
-use worker::{D1Database, Env};
+use worker::{D1Database, D1PreparedStatement, Env};
 
 use crate::error::EdgeError;
 use crate::store::{self as db, int, text, time};
@@ -186,6 +186,10 @@ pub struct Log {
     env: Env,
     map: Rc<ShardMap>,
 }
+
+/// The processed mark: once, and never over a failure.
+const MARK_PROCESSED: &str = "UPDATE carrier_events SET processed_at = ?2, attempts = attempts + 1, waiting_for = NULL
+     WHERE id = ?1 AND processed_at IS NULL AND error IS NULL";
 
 impl Log {
     /// The log as configured (`EVENT_SHARDS`, default: everything in `DB`).
@@ -429,6 +433,24 @@ impl Log {
         .await
     }
 
+    /// The processed mark of `row` as a statement of `resources`' batch, when the two can commit
+    /// together: the event's row and the account's rows in the one database `DB` (the default
+    /// layout). With the dedupe log or the account in another database, `None`: the mark is a
+    /// commit of its own after the effects ([`Log::mark_processed`]).
+    pub fn mark_with_effects(
+        &self,
+        resources: &D1Database,
+        account_binding: Option<&str>,
+        row: &Row,
+        now: Timestamp,
+    ) -> Result<Option<D1PreparedStatement>, EdgeError> {
+        let together = row.binding == crate::bindings::DB && account_binding.is_none_or(|b| b == crate::bindings::DB);
+        if !together {
+            return Ok(None);
+        }
+        Ok(Some(db::stmt(resources, MARK_PROCESSED, &[key(&row.id), time(now)])?))
+    }
+
     /// Marks the event processed, once its effects committed. The guard `processed_at IS NULL`
     /// makes a second run change nothing; `attempts` counts the runs that did work. Returns
     /// whether this run applied it.
@@ -440,14 +462,7 @@ impl Log {
             ));
         }
         let db = self.database(&row.binding)?;
-        Ok(db::run(db::stmt(
-            &db,
-            "UPDATE carrier_events SET processed_at = ?2, attempts = attempts + 1, waiting_for = NULL WHERE id = ?1 AND processed_at IS
-                 NULL AND error IS NULL",
-            &[key(&row.id), time(now)],
-        )?)
-        .await?
-            == 1)
+        Ok(db::run(db::stmt(&db, MARK_PROCESSED, &[key(&row.id), time(now)])?).await? == 1)
     }
 
     /// [`Log::mark_processed`] by id.
