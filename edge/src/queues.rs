@@ -186,7 +186,7 @@ pub async fn wake_later(env: &Env, endpoint_id: &str, delay_secs: u64) -> Result
 /// they were written.
 pub async fn announce_events(env: &Env, db: &D1Database, event_ids: &[String]) -> Result<(), EdgeError> {
     for event_id in event_ids {
-        announce(env, db, &Change { changed: true, event: Some(event_id.clone()) }).await?;
+        announce(env, db, &Change { changed: true, event: Some(event_id.clone()), pending: None }).await?;
     }
     Ok(())
 }
@@ -195,7 +195,10 @@ pub async fn announce_events(env: &Env, db: &D1Database, event_ids: &[String]) -
 /// fails, the sweeper enqueues them once they are overdue.
 pub async fn announce(env: &Env, db: &D1Database, change: &Change) -> Result<(), EdgeError> {
     let Some(event_id) = &change.event else { return Ok(()) };
-    let pending = deliveries::pending_initial(db, event_id).await?;
+    let pending = match &change.pending {
+        Some(pending) => pending.clone(),
+        None => deliveries::pending_initial(db, event_id).await?,
+    };
     let ids =
         pending.into_iter().filter(|(_, url)| !crate::faults::delivery_message_lost(url)).map(|(id, _)| id).collect();
     deliver_many(env, ids).await

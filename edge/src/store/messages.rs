@@ -473,11 +473,19 @@ pub async fn apply_report(
     // may move to `to`).
     let moves = !statements.is_empty();
     statements.extend(also);
+    // The event's deliveries come back with the batch.
+    if let Some(e) = &event {
+        statements.extend(e.pending_deliveries(db)?);
+    }
     if statements.is_empty() {
         return Ok(Change::default());
     }
     let results = db::batch(db, statements).await?;
-    Ok(if moves { Change::of(&results, event.as_ref()) } else { Change::default() })
+    Ok(match (moves, &event) {
+        (true, Some(e)) => Change::announced(&results, e)?,
+        (true, None) => Change::of(&results, None),
+        (false, _) => Change::default(),
+    })
 }
 
 /// An inbound message, once per carrier message id, with its media items and its
@@ -535,10 +543,12 @@ pub async fn insert_inbound(
         event.fan_out(db, now)?,
         crate::store::numbers::learn_carrier(db, &inbound.to, carrier)?,
     ];
-    // The carrier event's processed mark, when it commits with the effects.
+    // The carrier event's processed mark, when it commits with the effects; then the event's
+    // deliveries come back with the batch.
     statements.extend(also);
+    statements.extend(event.pending_deliveries(db)?);
     let results = db::batch(db, statements).await?;
-    Ok(Change::of(&results, Some(&event)))
+    Change::announced(&results, &event)
 }
 
 /// Outbound messages not handed to the carrier whose last change is older than `before`: their

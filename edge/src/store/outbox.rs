@@ -106,6 +106,12 @@ impl Event {
     pub fn fan_out(&self, db: &D1Database, now: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
         fanout::fan_out(db, &self.id, &self.account_id, self.event_type, now)
     }
+
+    /// The statements that end a batch which fans the event out, so that the batch returns the
+    /// deliveries to enqueue ([`Change::announced`]) and announcing them needs no read.
+    pub fn pending_deliveries(&self, db: &D1Database) -> Result<[D1PreparedStatement; 2], EdgeError> {
+        fanout::pending_initial(db, &self.id)
+    }
 }
 
 /// A stored customer event: its id, the webhook body, when it was written.
@@ -212,12 +218,25 @@ pub struct Change {
     pub changed: bool,
     /// The event written with it, whose deliveries are now pending.
     pub event: Option<String>,
+    /// The event's deliveries to enqueue (id, endpoint URL), when the batch returned them
+    /// ([`Change::announced`]); `None`: read them before enqueueing.
+    pub pending: Option<Vec<(String, String)>>,
 }
 
 impl Change {
     /// The change of a batch whose first statement was the guard and which wrote `event`.
     pub fn of(results: &[worker::D1Result], event: Option<&Event>) -> Self {
         let changed = results.first().map(db::changes) == Some(1);
-        Change { changed, event: if changed { event.map(|e| e.id.clone()) } else { None } }
+        Change { changed, event: if changed { event.map(|e| e.id.clone()) } else { None }, pending: None }
+    }
+
+    /// [`Change::of`] a batch that ended with `event`'s [`Event::pending_deliveries`]: its
+    /// deliveries come with it.
+    pub fn announced(results: &[worker::D1Result], event: &Event) -> Result<Self, EdgeError> {
+        let mut change = Change::of(results, Some(event));
+        if change.changed {
+            change.pending = Some(fanout::pending_of(results)?);
+        }
+        Ok(change)
     }
 }

@@ -114,3 +114,36 @@ pub async fn recover(
     )?)
     .await
 }
+
+/// [`super::pending_initial`]'s two statements, to end the batch that wrote the event: its
+/// deliveries then come back with the batch's results ([`pending_of`]), with no read of their
+/// own.
+pub fn pending_initial(db: &D1Database, event_id: &str) -> Result<[D1PreparedStatement; 2], EdgeError> {
+    Ok([
+        db::stmt(
+            db,
+            "UPDATE webhook_deliveries SET waiting = 1 WHERE event_id = ?1 AND status = 'pending' AND attempts = 0
+               AND waiting = 0 AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE circuit != 'closed'
+                                                   AND enabled = 1 AND paused = 0)",
+            &[text(event_id)],
+        )?,
+        db::stmt(
+            db,
+            "SELECT d.id, e.url FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+             WHERE d.event_id = ?1 AND d.status = 'pending' AND d.attempts = 0 AND d.waiting = 0 AND e.enabled = 1
+               AND e.paused = 0",
+            &[text(event_id)],
+        )?,
+    ])
+}
+
+/// The pending deliveries of a batch that ended with [`pending_initial_statements`].
+pub fn pending_of(results: &[worker::D1Result]) -> Result<Vec<(String, String)>, EdgeError> {
+    #[derive(serde::Deserialize)]
+    struct Pending {
+        id: String,
+        url: String,
+    }
+    let rows: Vec<Pending> = results.last().map(db::rows).transpose()?.unwrap_or_default();
+    Ok(rows.into_iter().map(|p| (p.id, p.url)).collect())
+}

@@ -110,33 +110,8 @@ pub struct Attempt {
 /// its line in the same batch, with no queue message: while a circuit is open its deliveries
 /// take no consumer time (the probe, and the closing, wake the line).
 pub async fn pending_initial(db: &D1Database, event_id: &str) -> Result<Vec<(String, String)>, EdgeError> {
-    #[derive(Deserialize)]
-    struct Pending {
-        id: String,
-        url: String,
-    }
-    let results = db::batch(
-        db,
-        vec![
-            db::stmt(
-                db,
-                "UPDATE webhook_deliveries SET waiting = 1 WHERE event_id = ?1 AND status = 'pending' AND attempts = 0
-                   AND waiting = 0 AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE circuit != 'closed'
-                                                       AND enabled = 1 AND paused = 0)",
-                &[text(event_id)],
-            )?,
-            db::stmt(
-                db,
-                "SELECT d.id, e.url FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-                 WHERE d.event_id = ?1 AND d.status = 'pending' AND d.attempts = 0 AND d.waiting = 0 AND e.enabled = 1
-                   AND e.paused = 0",
-                &[text(event_id)],
-            )?,
-        ],
-    )
-    .await?;
-    let rows: Vec<Pending> = results.get(1).map(db::rows).transpose()?.unwrap_or_default();
-    Ok(rows.into_iter().map(|p| (p.id, p.url)).collect())
+    let results = db::batch(db, fanout::pending_initial(db, event_id)?.into()).await?;
+    fanout::pending_of(&results)
 }
 
 /// The delivery `id` with its endpoint and payload.
