@@ -11,9 +11,10 @@ pub fn crash_after_commit(carrier_event_id: &str) -> bool {
     armed(carrier_event_id, "fault-crash-after-commit")
 }
 
-/// The processor commits an event's effects and then fails before the processed mark is written
-/// (the two are separate commits, docs/scaling.md point 4), once per isolate: the queue runs the
-/// job again, and the rerun must change nothing but the mark.
+/// The processor commits an event's effects and then fails, once per isolate: where the mark is
+/// a commit of its own (docs/scaling.md point 4), before it, and the rerun must change nothing
+/// but the mark; where it commits with the effects, before their announcement, and the rerun
+/// must change nothing at all.
 pub fn crash_before_mark(carrier_event_id: &str) -> bool {
     armed(carrier_event_id, "fault-crash-before-mark") && first_time("before-mark", carrier_event_id)
 }

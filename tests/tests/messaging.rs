@@ -151,14 +151,24 @@ fn outbound_receipts_duplicated_resigned_and_reversed(w: &Worker) {
     assert_eq!(status, 201, "{sent}");
     assert_eq!(sent["segments"], 2);
     let id = sent["id"].as_str().unwrap().to_owned();
-    // Nothing is charged before the carrier accepts it: not in the answer to the send, nor
-    // while the message is not yet sent (the dispatch job may already have run by now).
-    assert_eq!(sent["charge"], Value::Null, "nothing is charged before the carrier accepts it: {sent}");
-    let shown = message(w, &c, &id);
-    if matches!(shown["status"].as_str(), Some("queued" | "sending")) {
-        assert_eq!(shown["charge"], Value::Null, "nothing is charged before the carrier accepts it: {shown}");
-    }
     let carrier_id = wait_status(w, &c, &id, "sent")["carrier_message_id"].as_str().unwrap().to_owned();
+    // Nothing is charged before the carrier accepts it: the charge is written with the send's
+    // result, never earlier (the dispatch job may have run before any read here could look).
+    let charged = w.sql_for(
+        &c.account,
+        &format!(
+            "SELECT u.created_at AS charged_at, m.created_at, m.sent_at FROM usage u JOIN messages m ON m.id = u.resource_id
+             WHERE m.id = {}",
+            lit(&id)
+        ),
+    );
+    assert_eq!(charged.len(), 1, "one charge: {charged:?}");
+    let (charged_at, created_at, sent_at) =
+        (charged[0]["charged_at"].as_i64(), charged[0]["created_at"].as_i64(), charged[0]["sent_at"].as_i64());
+    assert!(
+        charged_at >= sent_at && sent_at >= created_at,
+        "nothing is charged before the carrier accepts it: {charged:?}"
+    );
 
     // Finalized before sent, each duplicated, and both re-signed under new ids.
     let mut ids = Vec::new();
@@ -314,9 +324,11 @@ fn crash_after_commit_rerun_changes_nothing(w: &Worker) {
     assert_eq!(events(w, rows[0]["id"].as_str().unwrap(), "message.received"), 1);
 }
 
-/// The effects and the processed mark are two commits (in a sharded log, in two databases): a
-/// crash between them reruns the job, and the rerun changes nothing but the mark. For an inbound
-/// message and for a receipt, each also delivered twice more while the first run is retried.
+/// A crash right after the effects committed reruns the job. Where the mark is a commit of its
+/// own (an account outside `DB`, as the sharded layout has), the crash falls between the two and
+/// the rerun changes nothing but the mark; where it commits with the effects, the crash falls
+/// before their announcement and the rerun changes nothing. For an inbound message and for a
+/// receipt, each also delivered twice more while the first run is retried.
 fn crash_before_the_processed_mark_changes_nothing_twice(w: &Worker) {
     let c = w.new_customer("crash-mark");
     let (_, sent) = send(w, &c, "crash before the mark", None);

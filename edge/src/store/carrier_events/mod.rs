@@ -5,8 +5,8 @@
 //! A key's virtual shard (`exactly_core::shard`) and the shard map (`EVENT_SHARDS`) say which
 //! database holds its row; with no map every shard is in `DB`. Duplicates are told apart by
 //! rows changed (`meta.changes`), never by error text. An event is settled once: `processed_at`
-//! (written after its effects committed, which are guarded on their own: docs/scaling.md point
-//! 4) or `error` (a visible, permanent failure).
+//! (written with its effects or after they committed, which are guarded on their own:
+//! docs/scaling.md point 4) or `error` (a visible, permanent failure).
 //!
 //! Moving virtual shards: the database a shard leaves records `moved_to` in `shard_moves`, and
 //! from then on its insert for that shard changes nothing (the guard is in the same statement),

@@ -137,7 +137,7 @@ pub fn pending_initial(db: &D1Database, event_id: &str) -> Result<[D1PreparedSta
     ])
 }
 
-/// The pending deliveries of a batch that ended with [`pending_initial_statements`].
+/// The pending deliveries of a batch that ended with [`pending_initial`].
 pub fn pending_of(results: &[worker::D1Result]) -> Result<Vec<(String, String)>, EdgeError> {
     #[derive(serde::Deserialize)]
     struct Pending {
