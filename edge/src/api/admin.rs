@@ -182,7 +182,7 @@ pub async fn list_carrier_events(req: Request, env: &Env) -> Result<Response, Ed
         .iter()
         .map(|r| {
             json!({
-                "id": r.id, "carrier": r.carrier, "carrier_event_id": r.carrier_event_id, "event_type": r.event_type,
+                "id": r.id, "carrier": r.carrier.as_str(), "carrier_event_id": r.carrier_event_id, "event_type": r.event_type,
                 "status": match (&r.error, r.processed_at) {
                     (Some(_), _) => "failed",
                     (None, Some(_)) => "processed",

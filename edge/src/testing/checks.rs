@@ -229,7 +229,7 @@ async fn carrier_events_expire_park(env: &Env, db: &D1Database, name: &str) -> R
     let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
     log.park(db, &row, Provider::Telnyx, &carrier_id, Timestamp::from_unix_millis(1)).await?;
     let park =
-        carrier_events::Woken { id: id.clone(), carrier: "telnyx".into(), carrier_message_id: carrier_id.clone() };
+        carrier_events::Woken { id: id.clone(), carrier: Provider::Telnyx, carrier_message_id: carrier_id.clone() };
     if name == "carrier_events.expire_after_wake" {
         sent_as(db, &carrier_id).await?;
         db::batch(db, vec![carrier_events::wake_stmt(db, "telnyx", &carrier_id, now())?]).await?;
@@ -258,7 +258,7 @@ async fn carrier_events_expire_moved_away(env: &Env, db: &D1Database) -> Result<
     let log = carrier_events::Log::open(env)?;
     let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
     log.park(db, &row, Provider::Telnyx, &carrier_id, Timestamp::from_unix_millis(1)).await?;
-    let park = carrier_events::Woken { id: id.clone(), carrier: "telnyx".into(), carrier_message_id: carrier_id };
+    let park = carrier_events::Woken { id: id.clone(), carrier: Provider::Telnyx, carrier_message_id: carrier_id };
     raw(
         &log.database(&row.binding)?,
         &format!("DELETE FROM carrier_events WHERE 'cev_' || printf('%016x', id) = {}", quote(&id)),

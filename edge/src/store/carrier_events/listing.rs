@@ -1,6 +1,6 @@
 //! The operator's pages of carrier events in one state (`/admin/carrier_events`).
 
-use exactly_core::Timestamp;
+use exactly_core::{Provider, Timestamp};
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
 
@@ -66,7 +66,7 @@ pub struct Listed {
     pub id: String,
     /// The integer behind `id`, for ordering across databases.
     rid: i64,
-    pub carrier: String,
+    pub carrier: Provider,
     pub carrier_event_id: String,
     pub event_type: String,
     #[serde(deserialize_with = "crate::store::read::opt_at")]

@@ -89,7 +89,7 @@ impl Log {
             "UPDATE parked_receipts SET woken_at = -1
              WHERE carrier = ?1 AND carrier_message_id = ?2 AND carrier_event = ?3
                AND (woken_at = -1 OR (woken_at IS NULL AND parked_at < ?4))",
-            &[text(&park.carrier), text(&park.carrier_message_id), text(&park.id), time(parked_before)],
+            &[text(park.carrier.as_str()), text(&park.carrier_message_id), text(&park.id), time(parked_before)],
         )?)
         .await?;
         if claimed == 0 {
@@ -129,7 +129,7 @@ impl Log {
     /// woken, and neither statement touches it.
     pub async fn recheck_woken(&self, resources: &D1Database, park: &Woken, now: Timestamp) -> Result<bool, EdgeError> {
         let pending = self.load(&park.id).await?.is_some_and(|row| !row.settled());
-        let key = [text(&park.carrier), text(&park.carrier_message_id), text(&park.id)];
+        let key = [text(park.carrier.as_str()), text(&park.carrier_message_id), text(&park.id)];
         let statement = if pending {
             db::stmt(
                 resources,
@@ -220,7 +220,7 @@ pub fn wake_legacy_stmt(
 #[derive(Debug, Deserialize)]
 pub struct Woken {
     pub id: String,
-    pub carrier: String,
+    pub carrier: Provider,
     pub carrier_message_id: String,
 }
 
@@ -256,7 +256,7 @@ async fn drop_park(db: &D1Database, park: &Woken) -> Result<(), EdgeError> {
         db,
         "DELETE FROM parked_receipts WHERE carrier = ?1 AND carrier_message_id = ?2 AND carrier_event = ?3
            AND woken_at = -1",
-        &[text(&park.carrier), text(&park.carrier_message_id), text(&park.id)],
+        &[text(park.carrier.as_str()), text(&park.carrier_message_id), text(&park.id)],
     )?)
     .await
     .map(|_| ())
