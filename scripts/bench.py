@@ -126,9 +126,9 @@ class Served:
         self.path, self.state, self.log_path = path, state, log_path
 
     def __enter__(self):
-        port = free_port()
+        port, self.inspector = free_port(), free_port()
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(["npx", "wrangler", "dev", "--local", "--ip", "127.0.0.1", "--port", str(port), "--inspector-port", str(free_port()),
+        self.proc = subprocess.Popen(["npx", "wrangler", "dev", "--local", "--ip", "127.0.0.1", "--port", str(port), "--inspector-port", str(self.inspector),
                                       "--config", self.path, "--persist-to", self.state, "--show-interactive-dev-session=false"]
                                      + (["--log-level", os.environ["BENCH_LOG_LEVEL"]] if os.environ.get("BENCH_LOG_LEVEL") else []),
                                      cwd=ROOT, env=ENV, stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -331,13 +331,14 @@ def cpu_seconds(group):
     return spent
 
 
-def end_to_end(public_key, seed, round_no, dead=False, floor=False):
+def end_to_end(public_key, seed, round_no, dead=False, floor=False, profile=None):
     """Inbound messages from the carrier's POST to the customer's endpoint, with one endpoint
     subscribed and every queue consumer running: the rate at which a burst is delivered, then
     time-to-webhook of a paced load at half that rate. With `dead`, another account's endpoint
     beside it accepts connections and never answers, with DEAD_BACKLOG deliveries pending
     before the burst starts. With `floor`, the same load against the end-to-end floor
-    (`bench/floor/e2e.js`), which delivers every message to the customer's endpoint."""
+    (`bench/floor/e2e.js`), which delivers every message to the customer's endpoint. With
+    `profile` (a path), the worker's isolate is CPU-profiled over the burst (scripts/profile.mjs)."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     key = Ed25519PrivateKey.from_private_bytes(base64.b64decode(seed))
     ThreadingHTTPServer.request_queue_size = 256  # bursts of deliveries; the default backlog is 5
@@ -410,11 +411,20 @@ def end_to_end(public_key, seed, round_no, dead=False, floor=False):
         # The burst: as fast as the carrier side can send; the rate is what reaches the customer.
         burst = [f"e2e-burst-{round_no}-{i}" for i in range(E2E_EVENTS)]
         started = time.time()
+        recorder = None
+        if profile:
+            recorder = subprocess.Popen(["node", "scripts/profile.mjs", "record", str(served.inspector), profile, os.environ.get("PROFILE_INTERVAL_US", "200")],
+                                        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            if recorder.stdout.readline().strip() != "profiling":
+                raise SystemExit("bench: the inspector did not start profiling")
         cpu_before = cpu_seconds(served.proc.pid)
         with ThreadPoolExecutor(CONCURRENCY) as pool:
             sent = dict(zip(burst, pool.map(lambda i: send(base, i), burst)))
         complete = wait_for(burst, 300)
         cpu_after = cpu_seconds(served.proc.pid)
+        if recorder:
+            recorder.stdin.close()
+            recorder.wait(timeout=120)
         # The runtime's CPU time per delivered fact over the burst (its queue consumers' work on
         # warm-up messages is done by then).
         workerd_ms = 1000 * (cpu_after.get("workerd", 0) - cpu_before.get("workerd", 0)) / len(burst)

@@ -5,7 +5,8 @@ through wrangler dev's inspector (scripts/profile.mjs), and its top functions by
 The product is profiled from its own bundle in target/profile/build: the production build
 (release, wasm-opt -Oz) with the wasm name section kept (`wasm-opt -g`), so wasm frames have
 their Rust names. PROFILE_WORKERS picks the workers (default `exactly,javascript`),
-PROFILE_LOAD `new` or `duplicate`, PROFILE_INTERVAL_US the sampling interval (200),
+PROFILE_LOAD `new`, `duplicate` or `e2e` (the end-to-end burst of `make bench`: inbound messages
+from the carrier's POST to a subscribed endpoint, every consumer running), PROFILE_INTERVAL_US the sampling interval (200),
 BENCH_REQUESTS and BENCH_CONCURRENCY the load. Profiles and tables go to target/profile/."""
 
 import json, os, signal, subprocess, sys
@@ -94,7 +95,17 @@ def main():
     open(keys, "w").write(keygen)
     public_key = next(line.split("=", 1)[1] for line in keygen.splitlines() if line.startswith("TELNYX_PUBLIC_KEY="))
     report = []
-    for name in os.environ.get("PROFILE_WORKERS", "exactly,javascript").split(","):
+    if LOAD == "e2e":
+        seed = next(line.split("=", 1)[1] for line in keygen.splitlines() if line.startswith("TELNYX_PRIVATE_SEED="))
+        report = []
+        for name in os.environ.get("PROFILE_WORKERS", "exactly,floor").split(","):
+            print(f"profile: {name}, end to end, {bench.E2E_EVENTS} inbound messages", flush=True)
+            out = os.path.join(OUT, f"{name}-e2e.cpuprofile")
+            measured = bench.end_to_end(public_key, seed, 1, floor=name == "floor", profile=out)
+            table = subprocess.run(["node", "scripts/profile.mjs", "summarize", out, str(measured["delivered"]), os.environ.get("PROFILE_TOP", "25")],
+                                   cwd=ROOT, check=True, capture_output=True, text=True).stdout
+            report.append(f"### {name}, end to end ({measured['facts_per_s']:.1f} facts/s, workerd {measured['workerd_cpu_ms_per_fact']:.1f} ms CPU per fact while profiled)\n\n{table}")
+    for name in ([] if LOAD == "e2e" else os.environ.get("PROFILE_WORKERS", "exactly,javascript").split(",")):
         print(f"profile: {name}, {bench.REQUESTS} {LOAD} events at concurrency {bench.CONCURRENCY}", flush=True)
         measured, table = profile(name, public_key, keys)
         report.append(f"### {name}, {LOAD} events ({measured['throughput_rps']:.0f} req/s, p50 {measured['p50_ms']:.1f} ms while profiled)\n\n{table}")
