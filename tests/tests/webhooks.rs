@@ -1069,7 +1069,8 @@ fn stalled_endpoint_times_out_and_is_retried(w: &Worker) {
 /// job was never enqueued and a delivery whose queue message was lost wait past it. Three rounds
 /// of three concurrent sweeps, and two more, raise one signal about each: to the operator, and
 /// for the delivery also to its account's subscribed endpoint; signed, and matching the schema.
-/// Once the carrier's retry processes the event, the sweeps raise nothing new.
+/// Once the carrier's retry processes the event, the sweeps raise nothing new about it, and the
+/// oldest unsettled event is then a receipt parked for a message that never came: it is raised too.
 fn backlog_high_fires_once_per_stuck_item(_shared: &Worker) {
     let w = Worker::start_with(&[("BACKLOG_ALERT_SECS", "2")]);
     assert_eq!(w.cron().status, 200, "the cron registers the operator's endpoint");
@@ -1102,7 +1103,23 @@ fn backlog_high_fires_once_per_stuck_item(_shared: &Worker) {
         !delivery.is_empty()
     });
     assert!(lost, "the delivery to the lossy endpoint exists");
-    // A condition of time itself: both items must wait past the 2 s BACKLOG_ALERT_SECS.
+    // A receipt for a message no send recorded: it parks, waiting for the message, which never
+    // comes; stored after the stuck event, so it is the oldest only once that one is processed.
+    let orphan = format!("backlog-orphan-{}", sim::random_hex());
+    let receipt = sim::telnyx::receipt(&orphan, &format!("never-sent-{}", sim::random_hex()), "delivered", json!([]));
+    assert_eq!(w.deliver_telnyx(&receipt).status, 200);
+    let mut parked = String::new();
+    let waits = w.eventually(Duration::from_secs(30), || {
+        let rows = w.events_sql(&format!(
+            "SELECT 'cev_' || printf('%016x', id) AS id FROM carrier_events
+             WHERE carrier_event_id = {} AND waiting_for IS NOT NULL",
+            lit(&orphan)
+        ));
+        parked = rows.first().and_then(|r| r["id"].as_str()).unwrap_or_default().to_owned();
+        !parked.is_empty()
+    });
+    assert!(waits, "the orphan receipt is parked");
+    // A condition of time itself: the items must wait past the 2 s BACKLOG_ALERT_SECS.
     thread::sleep(Duration::from_secs(3));
 
     let sweep = || assert_eq!(w.cron().status, 200);
@@ -1167,5 +1184,9 @@ fn backlog_high_fires_once_per_stuck_item(_shared: &Worker) {
         .map(|r| serde_json::from_str::<Value>(&r.body).unwrap())
         .filter(|v| v["type"] == "backlog.high" && v["data"]["kind"] == "carrier_event")
         .collect();
-    assert!(after.is_empty(), "no carrier event is stuck any more: {after:?}");
+    // The parked receipt is the oldest carrier event left unsettled: waiting for its message
+    // does not hide it from the operator.
+    let about: Vec<&Value> = after.iter().map(|v| &v["data"]["carrier_event_id"]).collect();
+    assert_eq!(about, [&json!(parked)], "only the parked receipt is stuck now: {after:?}");
+    assert_eq!(backlog(OPERATOR_PATH, "carrier_event_id", &stored).len(), 1, "nothing more about the processed one");
 }

@@ -524,6 +524,36 @@ impl Log {
     /// Events stored before `older_than` that are neither processed nor failed nor parked: their
     /// job was lost or is stuck. Oldest first, at most `limit`, across every database.
     pub async fn unprocessed(&self, older_than: Timestamp, limit: u32) -> Result<Vec<(String, Timestamp)>, EdgeError> {
+        self.unsettled(
+            &format!(
+                "SELECT {ID} AS id, e.created_at FROM carrier_events e
+                 WHERE e.processed_at IS NULL AND e.error IS NULL AND e.created_at < ?1 AND e.waiting_for IS NULL
+                 ORDER BY e.created_at LIMIT ?2"
+            ),
+            older_than,
+            limit,
+        )
+        .await
+    }
+
+    /// The oldest event stored before `older_than` that is neither processed nor failed, parked
+    /// receipts included (one waits for its message's send to be recorded, which takes seconds;
+    /// one that waits longer is work the operator should know of), across every database.
+    pub async fn oldest_unsettled(&self, older_than: Timestamp) -> Result<Option<(String, Timestamp)>, EdgeError> {
+        let statement = format!(
+            "SELECT {ID} AS id, e.created_at FROM carrier_events e
+             WHERE e.processed_at IS NULL AND e.error IS NULL AND e.created_at < ?1
+             ORDER BY e.created_at LIMIT ?2"
+        );
+        Ok(self.unsettled(&statement, older_than, 1).await?.pop())
+    }
+
+    async fn unsettled(
+        &self,
+        statement: &str,
+        older_than: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<(String, Timestamp)>, EdgeError> {
         #[derive(Deserialize)]
         struct Pending {
             id: String,
@@ -533,16 +563,8 @@ impl Log {
         let mut all = Vec::new();
         for binding in self.bindings() {
             let db = self.database(&binding)?;
-            let rows: Vec<Pending> = db::all(db::stmt(
-                &db,
-                &format!(
-                    "SELECT {ID} AS id, e.created_at FROM carrier_events e
-                     WHERE e.processed_at IS NULL AND e.error IS NULL AND e.created_at < ?1 AND e.waiting_for IS NULL
-                     ORDER BY e.created_at LIMIT ?2"
-                ),
-                &[time(older_than), int(i64::from(limit))],
-            )?)
-            .await?;
+            let rows: Vec<Pending> =
+                db::all(db::stmt(&db, statement, &[time(older_than), int(i64::from(limit))])?).await?;
             all.extend(rows.into_iter().map(|r| (r.id, r.created_at)));
         }
         all.sort_by_key(|a| a.1);

@@ -106,12 +106,15 @@ impl Log {
         )?)
         .await?
             == 1;
-        let failed_here = changed || row.error.as_deref() == Some(error.as_str());
-        if !failed_here && !row.settled() {
+        // Failed by this expiry, by an earlier one that was interrupted, or otherwise: either
+        // way its `carrier_event.failed` is written once (the signal's resource is the event).
+        let failed = changed || row.error.is_some();
+        if !failed && !row.settled() {
             // Not where it was read (moved meanwhile): the next sweep finds it again.
             return Ok(unchanged);
         }
-        let signals = if failed_here { super::signal_failed(root, &row, &error).await? } else { Vec::new() };
+        let reason = row.error.as_deref().unwrap_or(&error);
+        let signals = if failed { super::signal_failed(root, &row, reason).await? } else { Vec::new() };
         drop_park(resources, park).await?;
         Ok(Failed { changed, signals })
     }
