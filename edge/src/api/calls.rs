@@ -25,10 +25,12 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
     let account = auth::account(&req, env).await?;
     let params = http::query(&req);
-    let status = http::param(&params, "status");
-    if status.is_some_and(|s| CallStatus::from_name(s).is_none()) {
-        return Err(EdgeError::invalid("status", "must be ringing, in_progress, completed or missed"));
-    }
+    let status = http::param(&params, "status")
+        .map(|s| {
+            CallStatus::from_name(s)
+                .ok_or_else(|| EdgeError::invalid("status", "must be ringing, in_progress, completed or missed"))
+        })
+        .transpose()?;
     let limit = http::limit(&params)?;
     let rows = calls::list(&db, &account.id, status, Cursor::from_params(&params)?, limit).await?;
     let next = Cursor::after(&rows, limit, |c| (c.created_at, &c.id));

@@ -82,12 +82,9 @@ pub async fn replay(mut req: Request, env: &Env, id: &str) -> Result<Response, E
     // Capped like every JSON body, before anything is looked up.
     let body: ReplayRequest = http::optional_json_body(&mut req).await?;
     let event = find(&db, &account.id, id).await?;
-    let event_type = serde_json::from_slice::<Value>(event.payload.as_bytes())
-        .ok()
-        .and_then(|v| v["type"].as_str().map(str::to_owned))
-        .unwrap_or_default();
     let at = now();
-    let ids = deliveries::replay(&db, &event.id, &account.id, &event_type, body.endpoint_id.as_deref(), at).await?;
+    let ids =
+        deliveries::replay(&db, &event.id, &account.id, event.event_type, body.endpoint_id.as_deref(), at).await?;
     if ids.is_empty() {
         return Err(EdgeError::Conflict {
             code: crate::error::Conflict::NoEndpoint,

@@ -1,6 +1,6 @@
 //! `/v1/webhook_endpoints`: where an account's customer events are delivered.
 
-use exactly_core::webhook::{SigningSecret, EVENT_TYPES};
+use exactly_core::webhook::{EventType, SigningSecret, EVENT_TYPES};
 use serde::Deserialize;
 use serde_json::json;
 use worker::{D1Database, Env, Request, Response};
@@ -24,20 +24,21 @@ fn check_url(env: &Env, url: &str) -> Result<String, EdgeError> {
         .map_err(|problem| EdgeError::invalid("url", problem.message()))
 }
 
-fn check_types(types: &[String]) -> Result<String, EdgeError> {
+fn check_types(types: &[String]) -> Result<Vec<EventType>, EdgeError> {
     if types.is_empty() {
         return Err(EdgeError::invalid("event_types", "must list at least one event type"));
     }
-    if let Some(unknown) = types.iter().find(|t| !EVENT_TYPES.contains(&t.as_str())) {
-        return Err(EdgeError::invalid(
-            "event_types",
-            format!("unknown event type {unknown}; known: {}", EVENT_TYPES.join(", ")),
-        ));
-    }
-    let mut unique = types.to_vec();
-    unique.sort();
-    unique.dedup();
-    serde_json::to_string(&unique).map_err(|e| EdgeError::platform("encode", e))
+    types
+        .iter()
+        .map(|name| {
+            EventType::from_name(name).filter(|t| EVENT_TYPES.contains(&t.as_str())).ok_or_else(|| {
+                EdgeError::invalid(
+                    "event_types",
+                    format!("unknown event type {name}; known: {}", EVENT_TYPES.join(", ")),
+                )
+            })
+        })
+        .collect()
 }
 
 async fn find(db: &D1Database, account_id: &str, id: &str) -> Result<Endpoint, EdgeError> {

@@ -17,6 +17,7 @@ use worker::D1Database;
 
 use crate::error::EdgeError;
 use crate::platform::new_id;
+use crate::store::messages::Direction;
 use crate::store::outbox::{Change, Event};
 use crate::store::usage;
 use crate::store::Cursor;
@@ -27,7 +28,7 @@ use crate::store::{self as db, int, opt_text, opt_time, text, time};
 pub struct Call {
     pub id: String,
     pub account_id: String,
-    pub direction: String,
+    pub direction: Direction,
     pub from_number: String,
     pub to_number: String,
     pub status: CallStatus,
@@ -75,7 +76,7 @@ impl Call {
         let at = |t: Option<Timestamp>| t.map(|t| t.to_rfc3339());
         json!({
             "id": self.id,
-            "direction": self.direction,
+            "direction": self.direction.as_str(),
             "from": self.from_number,
             "to": self.to_number,
             "status": self.status,
@@ -114,7 +115,7 @@ pub async fn get(db: &D1Database, account_id: &str, id: &str) -> Result<Option<C
 pub async fn list(
     db: &D1Database,
     account_id: &str,
-    status: Option<&str>,
+    status: Option<CallStatus>,
     cursor: Option<Cursor>,
     limit: u32,
 ) -> Result<Vec<Call>, EdgeError> {
@@ -126,7 +127,7 @@ pub async fn list(
                AND (?3 IS NULL OR created_at < ?3 OR (created_at = ?3 AND id < ?4))
              ORDER BY created_at DESC, id DESC LIMIT ?5"
         ),
-        &[text(account_id), opt_text(status), at, id, int(i64::from(limit))],
+        &[text(account_id), opt_text(status.map(CallStatus::as_str)), at, id, int(i64::from(limit))],
     )?)
     .await
 }
@@ -148,7 +149,7 @@ fn rows_of(view: &CallView, now: Timestamp) -> (Call, Vec<Leg>) {
     let call = Call {
         id: info.id.clone(),
         account_id: info.account_id.clone(),
-        direction: "inbound".into(),
+        direction: Direction::Inbound,
         from_number: info.from.clone(),
         to_number: info.to.clone(),
         status: view.status,

@@ -27,8 +27,9 @@ pub struct Media {
     pub size: Option<u64>,
     /// Where the copy goes (inbound only).
     pub r2_key: Option<String>,
-    /// When the copy was stored (Unix ms).
-    pub stored_at: Option<i64>,
+    /// When the copy was stored.
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    pub stored_at: Option<Timestamp>,
 }
 
 impl Media {

@@ -355,6 +355,7 @@ pub fn rows<T: DeserializeOwned>(result: &D1Result) -> Result<Vec<T>, EdgeError>
 /// read times (Unix milliseconds) into [`Timestamp`] and flags (0 or 1) into `bool`. A value that
 /// is neither is an error where the row is read, never a default.
 pub mod read {
+    use exactly_core::webhook::EventType;
     use exactly_core::Timestamp;
     use serde::{de, Deserialize, Deserializer};
 
@@ -375,6 +376,23 @@ pub mod read {
             1 => Ok(true),
             n => Err(de::Error::custom(format!("a flag column holds {n}, not 0 or 1"))),
         }
+    }
+
+    /// A column holding a customer event type's wire name.
+    pub fn event_type<'de, D: Deserializer<'de>>(d: D) -> Result<EventType, D::Error> {
+        let name = String::deserialize(d)?;
+        EventType::from_name(&name).ok_or_else(|| de::Error::custom(format!("no event type {name}")))
+    }
+
+    /// A column holding a JSON array of customer event types' wire names; a name no
+    /// [`EventType`] has is an error.
+    pub fn event_types<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<EventType>, D::Error> {
+        let column = String::deserialize(d)?;
+        let names: Vec<String> = serde_json::from_str(&column).map_err(de::Error::custom)?;
+        names
+            .iter()
+            .map(|name| EventType::from_name(name).ok_or_else(|| de::Error::custom(format!("no event type {name}"))))
+            .collect()
     }
 
     /// A 0-or-1 column that may be NULL.

@@ -35,15 +35,17 @@ pub async fn owner(db: &D1Database, number: &str) -> Result<Option<Owner>, EdgeE
         &[text(number)],
     )?)
     .await?;
-    Ok(row.map(|r| {
-        // Plans are checked when a number is saved; a stored plan that no longer parses rings
-        // nobody rather than guessing.
-        let targets: Vec<String> = serde_json::from_slice(r.ring_targets.as_bytes()).unwrap_or_default();
-        Owner {
-            account_id: r.account_id,
-            plan: RingPlan::new(targets).ok(),
-            ring_timeout_secs: r.ring_timeout_secs as u32,
-        }
+    let Some(r) = row else { return Ok(None) };
+    // A column that is not a JSON list of numbers is an error where it is read. Plans are checked
+    // when a number is saved; a stored list that a later rule refuses rings nobody rather than
+    // guessing whom.
+    let targets: Vec<String> = serde_json::from_str(&r.ring_targets)
+        .map_err(|e| EdgeError::unavailable("store", format!("the ring targets of {number} do not read: {e}")))?;
+    Ok(Some(Owner {
+        account_id: r.account_id,
+        plan: RingPlan::new(targets).ok(),
+        ring_timeout_secs: u32::try_from(r.ring_timeout_secs)
+            .map_err(|_| EdgeError::unavailable("store", format!("the ring timeout of {number} is out of range")))?,
     }))
 }
 

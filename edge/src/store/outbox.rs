@@ -118,6 +118,8 @@ impl Event {
 #[derive(Debug, serde::Deserialize)]
 pub struct Stored {
     pub id: String,
+    #[serde(rename = "type", deserialize_with = "crate::store::read::event_type")]
+    pub event_type: EventType,
     pub payload: String,
     #[serde(deserialize_with = "crate::store::read::at")]
     pub created_at: Timestamp,
@@ -127,7 +129,7 @@ pub struct Stored {
 pub async fn get(db: &D1Database, account_id: &str, id: &str) -> Result<Option<Stored>, EdgeError> {
     db::first(db::stmt(
         db,
-        "SELECT id, payload, created_at FROM outbound_events WHERE id = ?1 AND account_id = ?2",
+        "SELECT id, type, payload, created_at FROM outbound_events WHERE id = ?1 AND account_id = ?2",
         &[db::text(id), db::text(account_id)],
     )?)
     .await
@@ -158,7 +160,7 @@ pub async fn list(
     let time = |t: Option<Timestamp>| t.map_or(JsValue::NULL, db::time);
     db::all(db::stmt(
         db,
-        "SELECT id, payload, created_at FROM outbound_events WHERE account_id = ?1 AND (?2 IS NULL OR type = ?2)
+        "SELECT id, type, payload, created_at FROM outbound_events WHERE account_id = ?1 AND (?2 IS NULL OR type = ?2)
            AND (?6 IS NULL OR resource_id = ?6) AND (?7 IS NULL OR created_at >= ?7) AND (?8 IS NULL OR created_at < ?8)
            AND (?3 IS NULL OR created_at < ?3 OR (created_at = ?3 AND id < ?4))
          ORDER BY created_at DESC, id DESC LIMIT ?5",

@@ -93,9 +93,8 @@ impl Signal {
 /// Registers (or updates) the operator's endpoint: `url` (already checked) signed with
 /// `secret`, subscribed to every operator signal.
 pub async fn register_operator(db: &D1Database, url: &str, secret: &str, now: Timestamp) -> Result<(), EdgeError> {
-    let types =
-        serde_json::to_string(&OPERATOR_TYPES.map(EventType::as_str)).map_err(|e| EdgeError::platform("encode", e))?;
-    crate::store::endpoints::put_operator(db, (OPERATOR_ENDPOINT, OPERATOR_ACCOUNT), url, &types, secret, now).await
+    crate::store::endpoints::put_operator(db, (OPERATOR_ENDPOINT, OPERATOR_ACCOUNT), url, &OPERATOR_TYPES, secret, now)
+        .await
 }
 
 /// The oldest work of one kind that has waited longer than the backlog threshold.

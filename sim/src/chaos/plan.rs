@@ -74,6 +74,8 @@ pub(super) struct Outbound {
 /// A scheduled message of the run.
 pub(super) struct Scheduled {
     pub(super) id: String,
+    /// Its text, unique in the run.
+    pub(super) text: String,
     pub(super) send_at: Timestamp,
     pub(super) canceled: bool,
 }
@@ -304,7 +306,8 @@ impl Run<'_, '_> {
             let send_at = Timestamp::from_unix_seconds(crate::unix_now() + ahead);
             let body = json!({"from": numbers.inbound, "to": RECIPIENT, "text": format!("chaos {} later {i}", self.tag),
                 "send_at": send_at.to_rfc3339()});
-            scheduled.push(Scheduled { id: create_message(self.api, &self.key, &body)?, send_at, canceled });
+            let text = body["text"].as_str().unwrap_or_default().to_owned();
+            scheduled.push(Scheduled { id: create_message(self.api, &self.key, &body)?, text, send_at, canceled });
         }
         let created = &mut self.report.created;
         created.messages.extend(scheduled.iter().filter(|s| !s.canceled).map(|s| s.id.clone()));

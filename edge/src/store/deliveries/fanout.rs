@@ -68,7 +68,7 @@ pub async fn replay(
     db: &D1Database,
     event_id: &str,
     account_id: &str,
-    event_type: &str,
+    event_type: EventType,
     endpoint_id: Option<&str>,
     now: Timestamp,
 ) -> Result<Vec<String>, EdgeError> {
@@ -81,7 +81,7 @@ pub async fn replay(
              {SUBSCRIBED} AND e.enabled = 1
              RETURNING id"
         ),
-        &[text(event_id), text(account_id), time(now), text(event_type), opt_text(endpoint_id)],
+        &[text(event_id), text(account_id), time(now), text(event_type.as_str()), opt_text(endpoint_id)],
     )?)
     .await
 }

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use wasm_bindgen::JsValue;
 use worker::D1Database;
 
-use super::DeliveryStatus;
+use super::{DeliveryKind, DeliveryStatus};
 use crate::error::EdgeError;
 use crate::store::{self as db, int, text, Cursor};
 
@@ -50,7 +50,7 @@ pub async fn list(
 pub struct OfEvent {
     pub id: String,
     pub endpoint_id: String,
-    pub kind: String,
+    pub kind: DeliveryKind,
     pub status: DeliveryStatus,
     pub attempts: i64,
     #[serde(deserialize_with = "crate::store::read::at")]

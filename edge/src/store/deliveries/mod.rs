@@ -39,6 +39,15 @@ pub enum DeliveryStatus {
     Failed,
 }
 
+/// Why a delivery exists (`webhook_deliveries.kind`): its event's first fan-out, or a replay an
+/// account or the operator asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryKind {
+    Initial,
+    Replay,
+}
+
 impl DeliveryStatus {
     /// The status named `name` (its column and API value).
     pub fn from_name(name: &str) -> Option<Self> {

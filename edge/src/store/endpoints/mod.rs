@@ -4,6 +4,7 @@
 
 pub mod circuit;
 
+use exactly_core::webhook::EventType;
 use exactly_core::Timestamp;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -20,8 +21,9 @@ use crate::store::{self as db, int, text, time, Cursor};
 pub struct Endpoint {
     pub id: String,
     pub url: String,
-    /// JSON array of event types.
-    pub event_types: String,
+    /// What it subscribes to.
+    #[serde(deserialize_with = "crate::store::read::event_types")]
+    pub event_types: Vec<EventType>,
     #[serde(deserialize_with = "crate::store::read::flag")]
     pub enabled: bool,
     #[serde(deserialize_with = "crate::store::read::flag")]
@@ -42,6 +44,15 @@ pub struct Endpoint {
 const COLUMNS: &str = "e.id, e.url, e.event_types, e.enabled, e.paused, e.rate_limit_per_second, e.disabled_reason,
      e.consecutive_failures, e.max_in_flight, e.created_at, e.updated_at";
 
+/// The `event_types` column: a JSON array of wire names, sorted and each once, as the
+/// fan-out's `json_each` reads it.
+fn types_column(types: &[EventType]) -> Result<String, EdgeError> {
+    let mut names: Vec<&str> = types.iter().map(|t| t.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    serde_json::to_string(&names).map_err(|e| EdgeError::platform("encode", e))
+}
+
 /// The in-flight limit of an endpoint created without one.
 pub const DEFAULT_MAX_IN_FLIGHT: u32 = 4;
 
@@ -54,7 +65,7 @@ impl Endpoint {
         json!({
             "id": self.id,
             "url": self.url,
-            "event_types": serde_json::from_slice::<Value>(self.event_types.as_bytes()).unwrap_or(Value::Null),
+            "event_types": self.event_types.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
             "enabled": self.enabled,
             "paused": self.paused,
             "rate_limit_per_second": self.rate_limit_per_second,
@@ -79,7 +90,7 @@ pub async fn get(db: &D1Database, account_id: &str, id: &str) -> Result<Option<E
     .await
 }
 
-/// A new endpoint (`url` already checked, `event_types` a JSON array).
+/// A new endpoint (`url` already checked).
 pub async fn create(db: &D1Database, new: &New<'_>, now: Timestamp) -> Result<(), EdgeError> {
     db::run(db::stmt(
         db,
@@ -90,7 +101,7 @@ pub async fn create(db: &D1Database, new: &New<'_>, now: Timestamp) -> Result<()
             text(new.id),
             text(new.account_id),
             text(new.url),
-            text(new.event_types),
+            text(&types_column(new.event_types)?),
             text(new.secret),
             time(now),
             new.rate_limit.map_or(JsValue::NULL, |r| int(i64::from(r))),
@@ -107,8 +118,8 @@ pub struct New<'a> {
     pub account_id: &'a str,
     /// Already checked.
     pub url: &'a str,
-    /// A JSON array of event types.
-    pub event_types: &'a str,
+    /// What it subscribes to.
+    pub event_types: &'a [EventType],
     /// Its `whsec_` secret.
     pub secret: &'a str,
     /// At most this many deliveries a second.
@@ -142,8 +153,8 @@ pub async fn list(
 pub struct Update<'a> {
     /// The URL (already checked).
     pub url: &'a str,
-    /// The event types (a JSON array).
-    pub event_types: &'a str,
+    /// What it subscribes to.
+    pub event_types: &'a [EventType],
     /// Enable (clearing the failure count and the reason) or disable.
     pub enabled: Option<bool>,
     /// Pause (deliveries wait) or resume.
@@ -178,7 +189,7 @@ pub async fn update(
             text(id),
             text(account_id),
             text(change.url),
-            text(change.event_types),
+            text(&types_column(change.event_types)?),
             time(now),
             flag(change.enabled),
             flag(change.paused),
@@ -222,11 +233,23 @@ pub async fn rotate_secret(
     Ok(())
 }
 
+/// A circuit's state as its column holds it: [`breaker::State::name`].
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Circuit {
+    Closed,
+    Open,
+    HalfOpen,
+}
+
 /// The circuit columns as a row holds them (also read with a delivery, see
 /// [`crate::store::deliveries::Due`]).
 #[derive(Clone, Debug, Deserialize)]
 pub struct Columns {
-    pub circuit: Option<String>,
+    /// None for an endpoint stored before the breaker existed (closed); a name the breaker does
+    /// not know is an error where the row is read.
+    pub circuit: Option<Circuit>,
+    /// Unix milliseconds, as `core::breaker` counts time.
     pub circuit_at: Option<i64>,
     pub circuit_attempts: Option<i64>,
     pub circuit_failed: Option<i64>,
@@ -249,12 +272,12 @@ impl Columns {
     pub fn state(&self) -> State {
         let at = self.circuit_at.unwrap_or(0);
         let opens = count(self.circuit_opens);
-        match self.circuit.as_deref() {
-            Some("open") => State::Open { probe_at: at, opens },
-            Some("half_open") => {
+        match self.circuit {
+            Some(Circuit::Open) => State::Open { probe_at: at, opens },
+            Some(Circuit::HalfOpen) => {
                 State::HalfOpen { probe: (at != 0).then_some(at), succeeded: count(self.circuit_succeeded), opens }
             }
-            _ => State::Closed {
+            Some(Circuit::Closed) | None => State::Closed {
                 since: at,
                 attempts: count(self.circuit_attempts),
                 failed: count(self.circuit_failed),
@@ -306,12 +329,12 @@ pub fn disable(
 }
 
 /// Writes the operator's endpoint `id` of account `account_id` (or brings it up to date):
-/// `url`, signed with `secret`, subscribed to `event_types` (a JSON array).
+/// `url`, signed with `secret`, subscribed to `event_types`.
 pub async fn put_operator(
     db: &D1Database,
     ids: (&str, &str),
     url: &str,
-    event_types: &str,
+    event_types: &[EventType],
     secret: &str,
     now: Timestamp,
 ) -> Result<(), EdgeError> {
@@ -325,7 +348,7 @@ pub async fn put_operator(
              updated_at = excluded.updated_at
            WHERE webhook_endpoints.url IS NOT excluded.url OR webhook_endpoints.secret IS NOT excluded.secret
               OR webhook_endpoints.event_types IS NOT excluded.event_types",
-        &[text(id), text(account_id), text(url), text(event_types), text(secret), time(now)],
+        &[text(id), text(account_id), text(url), text(&types_column(event_types)?), text(secret), time(now)],
     )?)
     .await?;
     Ok(())
@@ -374,7 +397,27 @@ pub fn turn_interval(rate: u32) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::turn_interval;
+    use super::{turn_interval, Circuit, Columns};
+    use exactly_core::breaker::State;
+
+    /// The column holds what the breaker names its states, each read back as that state; a
+    /// name it does not know is an error, never a closed circuit.
+    #[test]
+    fn every_circuit_name_reads_back_and_no_other() {
+        let closed = State::Closed { since: 5, attempts: 1, failed: 0, succeeded: 1 };
+        let open = State::Open { probe_at: 9, opens: 2 };
+        let half = State::HalfOpen { probe: Some(9), succeeded: 0, opens: 2 };
+        for state in [closed, open, half] {
+            let columns: Columns = serde_json::from_value(serde_json::json!({
+                "circuit": state.name(), "circuit_at": 0, "circuit_attempts": 0, "circuit_failed": 0,
+                "circuit_succeeded": 0, "circuit_opens": 0, "circuit_version": 1,
+            }))
+            .unwrap_or_else(|e| panic!("{}: {e}", state.name()));
+            assert_eq!(columns.state().name(), state.name());
+        }
+        assert_eq!(serde_json::from_value::<Circuit>(serde_json::json!("half_open")).ok(), Some(Circuit::HalfOpen));
+        assert!(serde_json::from_value::<Circuit>(serde_json::json!("opened")).is_err());
+    }
 
     /// Every limit from 1 to 1000 a second is kept exactly: `rate` turns span less than a
     /// second and one more spans at least a second (integer division made 501 to 999 behave as
