@@ -40,7 +40,11 @@ WORKERS = {
 E2E_FLOOR = os.path.join(ROOT, "bench", "floor", "e2e.js")
 # `exactly` runs without its per-delivery log line, which the baselines do not write either;
 # `exactly+log` is the default configuration, and reports D1's rows written through that line.
-VARS = {"exactly": {"LOG_WEBHOOK_REQUESTS": "false"}}
+VARS = {"exactly": {"LOG_WEBHOOK_REQUESTS": "false", "LOG_JOB_OUTCOMES": "false"}}
+# The end-to-end runs write no log line per fact either (the floor writes none), unless
+# BENCH_E2E_LOGS=1: then the product runs in its default configuration, three or four lines
+# a fact (docs/benchmarks.md, "Reading the results").
+E2E_VARS = {} if os.environ.get("BENCH_E2E_LOGS") == "1" else VARS["exactly"]
 ADMIN_TOKEN = "bench-admin-token-0123456789"
 # The compatibility date and flags of the project's own wrangler.toml, so every worker here runs
 # as it is deployed (the flag that settles a delivery batch before its attempts end, above all).
@@ -350,7 +354,7 @@ def end_to_end(public_key, seed, round_no, dead=False, floor=False, profile=None
     if floor:
         directory, path = config("floor-e2e", public_key, consumers=True, extra_vars={"ENDPOINT_URL": hook}, main=E2E_FLOOR)
     else:
-        directory, path = config("exactly-e2e", public_key, consumers=True, extra_vars={"ALLOW_PRIVATE_ENDPOINTS": "true"}, main=WORKERS["exactly"])
+        directory, path = config("exactly-e2e", public_key, consumers=True, extra_vars={"ALLOW_PRIVATE_ENDPOINTS": "true", **E2E_VARS}, main=WORKERS["exactly"])
     state = os.path.join(directory, f"state-{round_no}{'-dead' if dead else ''}")
     migrated(path, state)
     if floor:

@@ -81,6 +81,10 @@ pub struct Config {
     /// `LOG_WEBHOOK_REQUESTS` (default `true`): one structured line per carrier delivery that
     /// was stored. Refusals and failures are logged whatever it says.
     pub log_webhook_requests: bool,
+    /// `LOG_JOB_OUTCOMES` (default `true`): one structured line per queue job that ended as
+    /// planned (an event applied, a delivery sent or waiting in its line, a no-op). Retries,
+    /// failures and dead letters are logged whatever it says.
+    pub log_job_outcomes: bool,
     /// `EVENT_SHARDS`: the database of every virtual shard of the dedupe log; unset, all of
     /// them are in `DB` (docs/scaling.md).
     pub event_shards: Rc<exactly_core::shard::ShardMap>,
@@ -92,6 +96,9 @@ pub struct Config {
 /// The switch for the per-delivery log line (see [`Config::log_webhook_requests`]): the line
 /// costs more than the rest of a delivery's JavaScript in `wrangler dev` (docs/benchmarks.md).
 pub const LOG_WEBHOOK_REQUESTS: &str = "LOG_WEBHOOK_REQUESTS";
+/// The switch for the line of each job that ended as planned ([`Config::log_job_outcomes`]):
+/// a fact's processing and delivery write two or three such lines (docs/benchmarks.md).
+pub const LOG_JOB_OUTCOMES: &str = "LOG_JOB_OUTCOMES";
 
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -110,6 +117,7 @@ impl fmt::Debug for Config {
             .field("reconcile_call_idle_secs", &self.reconcile_call_idle_secs)
             .field("reconcile_message_secs", &self.reconcile_message_secs)
             .field("log_webhook_requests", &self.log_webhook_requests)
+            .field("log_job_outcomes", &self.log_job_outcomes)
             .field("event_shards", &self.event_shards.bindings())
             .field("account_shards", &self.account_shards)
             .finish_non_exhaustive()
@@ -163,6 +171,7 @@ pub fn get(env: &Env) -> Result<Rc<Config>, EdgeError> {
         return Ok(config);
     }
     let config = Rc::new(load(env)?);
+    crate::error::log_job_outcomes(config.log_job_outcomes);
     CACHED.with(|c| *c.borrow_mut() = Some(Rc::clone(&config)));
     Ok(config)
 }
@@ -288,6 +297,7 @@ pub fn load(env: &impl Vars) -> Result<Config, EdgeError> {
     let reconcile_call_idle_secs = whole(env, vars::RECONCILE_CALL_IDLE_SECS, 7200, 1, "seconds")?;
     let reconcile_message_secs = whole(env, vars::RECONCILE_MESSAGE_SECS, 21600, 1, "seconds")?;
     let log_webhook_requests = flag_or(env, LOG_WEBHOOK_REQUESTS, true)?;
+    let log_job_outcomes = flag_or(env, LOG_JOB_OUTCOMES, true)?;
     let event_shards = match value(env, vars::EVENT_SHARDS) {
         None => exactly_core::shard::ShardMap::single(),
         Some(text) => exactly_core::shard::ShardMap::parse(&text).map_err(|e| invalid(vars::EVENT_SHARDS, e))?,
@@ -319,6 +329,7 @@ pub fn load(env: &impl Vars) -> Result<Config, EdgeError> {
         reconcile_call_idle_secs,
         reconcile_message_secs,
         log_webhook_requests,
+        log_job_outcomes,
         event_shards: Rc::new(event_shards),
         account_shards,
     })
@@ -408,6 +419,7 @@ mod tests {
             .with(vars::RECONCILE_CALL_IDLE_SECS, "3600")
             .with(vars::RECONCILE_MESSAGE_SECS, "7200")
             .with(LOG_WEBHOOK_REQUESTS, "false")
+            .with(LOG_JOB_OUTCOMES, "false")
             .with(vars::EVENT_SHARDS, "DB=0-511, EVENTS_0=512-1023")
             .with(vars::ACCOUNT_SHARDS, "DB ACCOUNTS_0");
         fake.bindings.extend(["EVENTS_0", "ACCOUNTS_0"]);
@@ -502,7 +514,7 @@ mod tests {
 
     #[test]
     fn switches_are_true_or_false_only() {
-        for name in [vars::PLIVO_ACCEPT_V2, vars::ALLOW_PRIVATE_ENDPOINTS, LOG_WEBHOOK_REQUESTS] {
+        for name in [vars::PLIVO_ACCEPT_V2, vars::ALLOW_PRIVATE_ENDPOINTS, LOG_WEBHOOK_REQUESTS, LOG_JOB_OUTCOMES] {
             for value in ["yes", "1", "TRUE", "off"] {
                 let shown = refused(&everything().with(name, value), name, Some(value));
                 assert!(shown.ends_with("must be true or false"), "{shown}");
@@ -557,7 +569,7 @@ mod tests {
             (config.backlog_alert_secs, config.reconcile_call_idle_secs, config.reconcile_message_secs),
             (120, 3600, 7200)
         );
-        assert!(!config.log_webhook_requests);
+        assert!(!config.log_webhook_requests && !config.log_job_outcomes);
         assert_eq!(config.event_shards.bindings(), ["DB", "EVENTS_0"]);
         assert_eq!((config.event_shards.binding(511), config.event_shards.binding(512)), ("DB", "EVENTS_0"));
         assert_eq!(
@@ -583,7 +595,7 @@ mod tests {
             (config.backlog_alert_secs, config.reconcile_call_idle_secs, config.reconcile_message_secs),
             (DEFAULT_BACKLOG_ALERT_SECS, 7200, 21600)
         );
-        assert!(config.log_webhook_requests);
+        assert!(config.log_webhook_requests && config.log_job_outcomes);
         assert_eq!(config.event_shards.bindings(), ["DB"]);
         assert!(config.account_shards.is_none());
         // A token without its account (or the reverse) verifies webhooks but sends nothing.

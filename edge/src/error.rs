@@ -320,17 +320,38 @@ impl Wait {
     }
 }
 
+thread_local! {
+    /// `LOG_JOB_OUTCOMES` of the isolate's configuration, set when it is loaded (every consumer
+    /// loads it before it settles a job); on until then.
+    static LOG_JOB_OUTCOMES: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Sets whether the line of a job that ended as planned is written (`crate::config`).
+pub fn log_job_outcomes(on: bool) {
+    LOG_JOB_OUTCOMES.with(|c| c.set(on));
+}
+
+/// Whether the line of a job that ended as planned is written.
+pub fn logs_job_outcomes() -> bool {
+    LOG_JOB_OUTCOMES.with(std::cell::Cell::get)
+}
+
 /// Seconds before a job that hit a platform error runs again.
 pub const ERROR_RETRY_SECS: u32 = 5;
 
-/// Acknowledges or retries one queue message by how its job ended, and logs one line; `tag`
-/// adds the job's own fields (kind, id) to the line.
+/// Acknowledges or retries one queue message by how its job ended, and logs one line (for a job
+/// that ended as planned, only with `LOG_JOB_OUTCOMES` on); `tag` adds the job's own fields
+/// (kind, id) to the line.
 pub fn settle<T>(
     message: &worker::Message<T>,
     result: Result<Outcome, EdgeError>,
     tag: impl FnOnce(&mut serde_json::Value),
 ) {
     use worker::{MessageExt as _, QueueRetryOptionsBuilder};
+    if matches!(result, Ok(Outcome::Done(_))) && !logs_job_outcomes() {
+        message.ack();
+        return;
+    }
     let retry =
         |secs: u32| message.retry_with_options(&QueueRetryOptionsBuilder::new().with_delay_seconds(secs).build());
     let mut line = serde_json::json!({});
