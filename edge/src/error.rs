@@ -250,6 +250,21 @@ pub enum Done {
 }
 
 impl Done {
+    /// Whether it records a failure (of the event, the send, an attempt or the delivery): its
+    /// line is written whatever `LOG_JOB_OUTCOMES` says.
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            Done::Failed
+                | Done::RefusedByCarrier
+                | Done::GaveUp
+                | Done::EndpointGone
+                | Done::RetryScheduled
+                | Done::DeliveryGaveUp
+                | Done::EndpointDisabled
+        )
+    }
+
     /// The name in the log line's `outcome`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -321,8 +336,8 @@ impl Wait {
 }
 
 thread_local! {
-    /// `LOG_JOB_OUTCOMES` of the isolate's configuration, set when it is loaded (every consumer
-    /// loads it before it settles a job); on until then.
+    /// `LOG_JOB_OUTCOMES` of the isolate's configuration, set when it is loaded (the queue
+    /// entry point loads it before any job runs); on until then.
     static LOG_JOB_OUTCOMES: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
 }
 
@@ -348,7 +363,7 @@ pub fn settle<T>(
     tag: impl FnOnce(&mut serde_json::Value),
 ) {
     use worker::{MessageExt as _, QueueRetryOptionsBuilder};
-    if matches!(result, Ok(Outcome::Done(_))) && !logs_job_outcomes() {
+    if matches!(result, Ok(Outcome::Done(done)) if !done.is_failure()) && !logs_job_outcomes() {
         message.ack();
         return;
     }

@@ -323,6 +323,9 @@ async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> worker::Result
 async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, ctx: Context) -> worker::Result<()> {
     // Returning Err would abort the isolate and retry the whole batch, so every consumer acks or
     // retries each message itself.
+    // The configuration first, so its log switches hold for every job (a consumer that needs it
+    // meets an invalid one again and answers for it).
+    let _ = config::get(&env);
     let queue = batch.queue();
     match queue.as_str() {
         bindings::queues::JOBS => work::jobs::consume(batch, &env).await,

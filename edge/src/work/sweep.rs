@@ -146,8 +146,8 @@ async fn sweep_database(env: &Env, log: &carrier_events::Log, cutoff: Timestamp)
     Ok(Found { woken, dispatches, deliveries, media, oldest_delivery })
 }
 
-/// Raises `backlog.high` about the oldest carrier event neither processed nor failed (a parked
-/// receipt too: it waits for its message's send to be recorded, seconds as a rule) and the oldest overdue
+/// Raises `backlog.high` about the oldest carrier event neither processed nor failed, the oldest
+/// receipt parked for its message (its send is recorded within seconds as a rule), and the oldest overdue
 /// delivery of an endpoint neither paused nor disabled (what such an endpoint holds waits for
 /// its owner) of each account database, each if it has waited longer than `BACKLOG_ALERT_SECS`. Each stuck item raises
 /// it once however many sweeps find it, so a backlog that drains raises one more signal for
@@ -163,7 +163,10 @@ async fn backlog(
     let at = now();
     let cutoff = Timestamp::from_unix_millis(at.unix_millis() - threshold_secs.saturating_mul(1000));
     let mut stuck = Vec::new();
-    if let Some((id, _)) = log.oldest_unsettled(cutoff).await? {
+    // The oldest event whose job is lost or stuck, and the oldest receipt parked for its
+    // message: each is raised, so a receipt that waits its 24 hours hides no stuck job.
+    let oldest = [log.unprocessed(cutoff, 1).await?.pop(), log.oldest_parked(cutoff).await?];
+    for (id, _) in oldest.into_iter().flatten() {
         // Settled between the two reads: nothing is waiting any more.
         if let Some(row) = log.load(&id).await?.filter(|r| !r.settled()) {
             let since = row.created_at;

@@ -536,13 +536,14 @@ impl Log {
         .await
     }
 
-    /// The oldest event stored before `older_than` that is neither processed nor failed, parked
-    /// receipts included (one waits for its message's send to be recorded, which takes seconds;
-    /// one that waits longer is work the operator should know of), across every database.
-    pub async fn oldest_unsettled(&self, older_than: Timestamp) -> Result<Option<(String, Timestamp)>, EdgeError> {
+    /// The oldest receipt stored before `older_than` and parked for its message, neither
+    /// processed nor failed, across every database. Its message's send is recorded within
+    /// seconds as a rule; one that waits longer is work the operator should know of, raised
+    /// beside the oldest unparked event so neither hides the other.
+    pub async fn oldest_parked(&self, older_than: Timestamp) -> Result<Option<(String, Timestamp)>, EdgeError> {
         let statement = format!(
             "SELECT {ID} AS id, e.created_at FROM carrier_events e
-             WHERE e.processed_at IS NULL AND e.error IS NULL AND e.created_at < ?1
+             WHERE e.processed_at IS NULL AND e.error IS NULL AND e.created_at < ?1 AND e.waiting_for IS NOT NULL
              ORDER BY e.created_at LIMIT ?2"
         );
         Ok(self.unsettled(&statement, older_than, 1).await?.pop())

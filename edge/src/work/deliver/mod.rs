@@ -160,7 +160,7 @@ fn tag(line: &mut serde_json::Value, job: &DeliveryJob) {
 /// endpoint's line), as [`crate::error::settle`] logs a message's.
 fn log(delivery_id: &str, result: &Result<Done, EdgeError>) {
     match result {
-        Ok(done) if crate::error::logs_job_outcomes() => {
+        Ok(done) if done.is_failure() || crate::error::logs_job_outcomes() => {
             worker::console_log!("{}", serde_json::json!({"delivery": delivery_id, "outcome": done.as_str()}))
         }
         Ok(_) => {}
