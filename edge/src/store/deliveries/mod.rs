@@ -10,7 +10,7 @@ use exactly_core::Timestamp;
 use serde::Deserialize;
 use serde_json::json;
 use wasm_bindgen::JsValue;
-use worker::D1Database;
+use worker::{D1Database, D1PreparedStatement};
 
 use crate::error::EdgeError;
 use crate::store::endpoints::{self, Columns, CIRCUIT};
@@ -276,16 +276,19 @@ pub async fn wait_for_circuit(
 /// Takes the oldest delivery out of an endpoint's line (it goes through the gates again: it
 /// may go back in). `None` when the line is empty.
 pub async fn next_in_line(db: &D1Database, endpoint_id: &str, now: Timestamp) -> Result<Option<String>, EdgeError> {
-    let ids = db::all_ids(db::stmt(
+    let ids = db::all_ids(next_in_line_stmt(db, endpoint_id, now)?).await?;
+    Ok(ids.into_iter().next())
+}
+
+fn next_in_line_stmt(db: &D1Database, endpoint_id: &str, now: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
         db,
         "UPDATE webhook_deliveries SET waiting = 0, updated_at = ?2 WHERE id = (
              SELECT id FROM webhook_deliveries WHERE endpoint_id = ?1 AND waiting = 1 AND status = 'pending'
              ORDER BY created_at, id LIMIT 1)
          RETURNING id",
         &[text(endpoint_id), time(now)],
-    )?)
-    .await?;
-    Ok(ids.into_iter().next())
+    )
 }
 
 /// An endpoint's line and in-flight attempts.
@@ -332,25 +335,36 @@ fn attempt_row(db: &D1Database, a: &Attempt) -> Result<worker::D1PreparedStateme
     )
 }
 
-/// A 2xx: the attempt, the delivery succeeded, the endpoint's failure streak reset.
-pub async fn record_success(db: &D1Database, a: &Attempt, endpoint_id: &str) -> Result<(), EdgeError> {
-    db::batch(
-        db,
-        vec![
-            attempt_row(db, a)?,
-            db::stmt(
-                db,
-                // Its in-flight place is freed only if no later attempt holds it.
-                "UPDATE webhook_deliveries SET status = 'succeeded', last_error = NULL, updated_at = ?2,
-                     in_flight_until = CASE WHEN attempts = ?3 THEN 0 ELSE in_flight_until END
-                 WHERE id = ?1 AND status = 'pending'",
-                &[text(&a.delivery_id), time(a.at), int(a.number)],
-            )?,
-            endpoints::reset_failures(db, endpoint_id, a.at)?,
-        ],
-    )
-    .await?;
-    Ok(())
+/// A 2xx: the attempt, the delivery succeeded, the endpoint's failure streak reset. With
+/// `take_next` (the time), the same batch takes the oldest delivery of the endpoint's line out of
+/// it, as [`next_in_line`] does after the place is freed, and returns it: `Some(None)` when the
+/// line is empty, `None` when it was not asked.
+pub async fn record_success(
+    db: &D1Database,
+    a: &Attempt,
+    endpoint_id: &str,
+    take_next: Option<Timestamp>,
+) -> Result<Option<Option<String>>, EdgeError> {
+    let mut statements = vec![
+        attempt_row(db, a)?,
+        db::stmt(
+            db,
+            // Its in-flight place is freed only if no later attempt holds it.
+            "UPDATE webhook_deliveries SET status = 'succeeded', last_error = NULL, updated_at = ?2,
+                 in_flight_until = CASE WHEN attempts = ?3 THEN 0 ELSE in_flight_until END
+             WHERE id = ?1 AND status = 'pending'",
+            &[text(&a.delivery_id), time(a.at), int(a.number)],
+        )?,
+        endpoints::reset_failures(db, endpoint_id, a.at)?,
+    ];
+    if let Some(now) = take_next {
+        statements.push(next_in_line_stmt(db, endpoint_id, now)?);
+    }
+    let results = db::batch(db, statements).await?;
+    match take_next {
+        Some(_) => Ok(Some(results.get(3).map(db::ids).transpose()?.and_then(|ids| ids.into_iter().next()))),
+        None => Ok(None),
+    }
 }
 
 /// What an endpoint's signals need to say about it.

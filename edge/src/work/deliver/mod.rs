@@ -52,8 +52,13 @@ fn attempt_timeout(env: &Env) -> Duration {
 }
 
 /// While an attempt is in flight, other jobs for the delivery stand back this long, and it
-/// holds one of its endpoint's in-flight places. Renewed right before the attempt is sent.
+/// holds one of its endpoint's in-flight places. Renewed right before the attempt is sent,
+/// unless it is sent within [`RENEW_AFTER_MILLIS`] of its claim.
 const ATTEMPT_LEASE_MILLIS: i64 = 60_000;
+/// An attempt sent this soon after its claim goes under the claim's own lease (59 s of it are
+/// left, four attempt timeouts) and the circuit it was claimed under: renewing would cost a
+/// round trip to learn nothing.
+const RENEW_AFTER_MILLIS: i64 = 1_000;
 /// Consecutive failed attempts that disable an endpoint.
 pub const DISABLE_AFTER_FAILURES: i64 = 100;
 /// An attempt that ends takes the next delivery in its endpoint's line, and so on, at most this
@@ -211,6 +216,8 @@ struct Claimed {
     due: Due,
     number: i64,
     admission: breaker::Admission,
+    /// When its claim was taken (with its lease and the circuit at `due.circuit`).
+    at: Timestamp,
 }
 
 impl Claimed {
@@ -283,7 +290,7 @@ async fn gate(env: &Env, db: &D1Database, id: &str) -> Result<Gate, EdgeError> {
                 return Ok(Gate::Done(Done::WaitingForCircuit));
             }
         }
-        return Ok(Gate::Claimed(Box::new(Claimed { due, number, admission })));
+        return Ok(Gate::Claimed(Box::new(Claimed { due, number, admission, at: started })));
     }
     Ok(Gate::LookAgain)
 }
@@ -315,19 +322,28 @@ async fn chain(env: &Env, first: Claimed, shared: &Invocation) {
         shared.rounds.set(shared.rounds.get() + 1);
         let endpoint = claimed.due.endpoint_id.clone();
         let id = claimed.due.id.clone();
-        log(&id, &attempt(env, &db, claimed, shared).await);
-        let spent = round >= CHAIN_MAX || shared.rounds.get() >= ROUNDS_MAX;
-        if spent || now().unix_millis() - began.unix_millis() > CHAIN_MILLIS {
-            if let Err(e) = queues::wake_later(env, &endpoint, 0).await {
-                log(&id, &Err(e));
-            }
-            return;
-        }
-        let next = match deliveries::next_in_line(&db, &endpoint, now()).await {
-            Ok(Some(next)) => next,
-            Ok(None) => return,
-            Err(e) => return log(&id, &Err(e)),
+        let goes_on = || {
+            let spent = round >= CHAIN_MAX || shared.rounds.get() >= ROUNDS_MAX;
+            !spent && now().unix_millis() - began.unix_millis() <= CHAIN_MILLIS
         };
+        // A success's record takes the next in line in its own batch when the chain goes on
+        // (one round trip fewer); a delivery taken so is gated even if the chain ran out meanwhile.
+        let (result, taken) = attempt(env, &db, claimed, shared, goes_on()).await;
+        log(&id, &result);
+        let next = match taken {
+            Some(next) => next,
+            None if !goes_on() => {
+                if let Err(e) = queues::wake_later(env, &endpoint, 0).await {
+                    log(&id, &Err(e));
+                }
+                return;
+            }
+            None => match deliveries::next_in_line(&db, &endpoint, now()).await {
+                Ok(next) => next,
+                Err(e) => return log(&id, &Err(e)),
+            },
+        };
+        let Some(next) = next else { return };
         claimed = match gate(env, &db, &next).await {
             Ok(Gate::Claimed(c)) => *c,
             Ok(Gate::Done(done)) => return log(&next, &Ok(done)),
@@ -371,19 +387,34 @@ async fn wake(env: &Env, db: &D1Database, ctx: &Context, shared: &Shared, endpoi
 /// lane, renews its lease, then takes its rate-limit turn, so the turn is the time it starts; if
 /// it cannot, its claim was lost to a later attempt or is given back (into the line, no attempt
 /// spent), and nothing is sent.
-async fn attempt(env: &Env, db: &D1Database, claimed: Claimed, shared: &Invocation) -> Result<Done, EdgeError> {
+///
+/// With `take_next`, a success's record also takes the next delivery in the endpoint's line:
+/// the second value is then what it took (`None` when nothing was taken).
+async fn attempt(
+    env: &Env,
+    db: &D1Database,
+    claimed: Claimed,
+    shared: &Invocation,
+    take_next: bool,
+) -> (Result<Done, EdgeError>, Option<Option<String>>) {
     let endpoint = claimed.due.endpoint_id.clone();
     let fast = claimed.fast() && shared.in_fast.borrow_mut().insert(endpoint.clone());
     let _place = if fast { shared.fast.acquire().await } else { shared.slow.acquire().await };
-    let result = attempt_in_lane(env, db, claimed).await;
+    let taken = Cell::new(None);
+    let result = attempt_in_lane(env, db, claimed, take_next.then_some(&taken)).await;
     if fast {
         shared.in_fast.borrow_mut().remove(&endpoint);
     }
-    result
+    (result, taken.take())
 }
 
 /// [`attempt`], with its place in a lane taken.
-async fn attempt_in_lane(env: &Env, db: &D1Database, claimed: Claimed) -> Result<Done, EdgeError> {
+async fn attempt_in_lane(
+    env: &Env,
+    db: &D1Database,
+    claimed: Claimed,
+    take_next: Option<&Cell<Option<Option<String>>>>,
+) -> Result<Done, EdgeError> {
     let (circuit_now, started) = match ready(env, db, &claimed).await {
         Ok(Some(ready)) => ready,
         Ok(None) => return Ok(Done::ClaimedElsewhere),
@@ -392,7 +423,7 @@ async fn attempt_in_lane(env: &Env, db: &D1Database, claimed: Claimed) -> Result
             return Err(e);
         }
     };
-    let Claimed { due, number, admission } = claimed;
+    let Claimed { due, number, admission, .. } = claimed;
     let (Some(url), Some(secret)) = (due.url.as_deref(), due.secret.as_deref()) else {
         deliveries::fail(db, &due.id, "the endpoint was deleted", started).await?;
         return Ok(Done::EndpointDisabled);
@@ -419,7 +450,7 @@ async fn attempt_in_lane(env: &Env, db: &D1Database, claimed: Claimed) -> Result
     let ended = now();
     let latency_ms = ended.unix_millis() - started.unix_millis();
     let outcome = answer.outcome();
-    let done = record(env, db, &due, number, started, latency_ms, answer, reply).await?;
+    let done = record(env, db, &due, (number, started, latency_ms), answer, reply, take_next).await?;
     feed_breaker(env, db, &due, &circuit_now, admission, outcome, ended).await?;
     Ok(done)
 }
@@ -435,11 +466,20 @@ async fn ready(
 ) -> Result<Option<(endpoints::Columns, Timestamp)>, EdgeError> {
     let due = &claimed.due;
     config::get(env)?;
+    let rate = due.rate_limit_per_second.filter(|r| *r >= 1);
+    // Sent right after its claim (no lane to wait for, no turn to take) through the circuit it
+    // was admitted by: the claim's lease and that circuit stand, and nobody else can have claimed
+    // it since. A probe is not: its gate swapped the circuit after reading it.
+    let sent_as_claimed = claimed.admission == breaker::Admission::Send
+        && now().unix_millis() - claimed.at.unix_millis() < RENEW_AFTER_MILLIS;
+    if rate.is_none() && sent_as_claimed {
+        return Ok(Some((due.circuit.clone(), now())));
+    }
     let lease = Timestamp::from_unix_millis(now().unix_millis() + ATTEMPT_LEASE_MILLIS);
     let Some(columns) = deliveries::renew(db, &due.id, &due.endpoint_id, claimed.number, lease).await? else {
         return Ok(None);
     };
-    let Some(rate) = due.rate_limit_per_second.filter(|r| *r >= 1) else { return Ok(Some((columns, now()))) };
+    let Some(rate) = rate else { return Ok(Some((columns, now()))) };
     let mut waited = 0.0;
     loop {
         let at = now();
@@ -516,16 +556,16 @@ fn delay_before(env: &Env, next: i64) -> Option<u64> {
     backoff::webhook_delay(next, random_u32())
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Records an attempt (`number`, when it started, its latency) and its answer. A success with
+/// `take_next` also takes the endpoint's next delivery in line, into `take_next`.
 async fn record(
     env: &Env,
     db: &D1Database,
     due: &Due,
-    number: i64,
-    started: Timestamp,
-    latency_ms: i64,
+    (number, started, latency_ms): (i64, Timestamp, i64),
     answer: Answer,
     reply: Reply,
+    take_next: Option<&Cell<Option<Option<String>>>>,
 ) -> Result<Done, EdgeError> {
     let attempt = |status: Option<u16>, error: Option<String>, next_attempt_at: Option<Timestamp>| Attempt {
         delivery_id: due.id.clone(),
@@ -546,7 +586,11 @@ async fn record(
     };
     match answer {
         Answer::Success(status) => {
-            deliveries::record_success(db, &attempt(Some(status), None, None), &due.endpoint_id).await?;
+            let attempt = attempt(Some(status), None, None);
+            let taken = deliveries::record_success(db, &attempt, &due.endpoint_id, take_next.map(|_| now())).await?;
+            if let Some(cell) = take_next {
+                cell.set(taken);
+            }
             Ok(Done::Delivered)
         }
         Answer::Gone => {
