@@ -16,7 +16,6 @@ use crate::error::EdgeError;
 use crate::platform::{new_id, now};
 use crate::queues::{self as jobs, Job};
 use crate::store::messages::{self as messages, Direction, ListFilter, NewOutbound};
-use crate::store::usage;
 
 /// The longest text one API call may send (10 concatenated GSM-7 segments).
 const MAX_TEXT_CHARS: usize = 1600;
@@ -166,8 +165,7 @@ pub async fn cancel(req: Request, env: &Env, id: &str) -> Result<Response, EdgeE
 pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
     let account = auth::account(&req, env).await?;
-    let message = messages::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
-    let charge = usage::charge_of(&db, &account.id, message.charge().0, &message.id).await?;
+    let (message, charge) = messages::get_charged(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     http::json(200, &with_charge(media::shown(&message, env)?, charge))
 }
 

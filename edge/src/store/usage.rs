@@ -93,6 +93,39 @@ struct ChargeRow {
     created_at: Timestamp,
 }
 
+/// A message's charge (SMS segments or one MMS unit, whichever it was charged as), for a batch
+/// that reads it with the message ([`message_charge_of`] reads its result).
+pub fn message_charge_stmt(
+    db: &D1Database,
+    account_id: &str,
+    message_id: &str,
+) -> Result<worker::D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        "SELECT kind, quantity, created_at FROM usage
+         WHERE kind IN ('sms_segments', 'mms') AND resource_id = ?1 AND account_id = ?2",
+        &[db::text(message_id), db::text(account_id)],
+    )
+}
+
+/// The charge [`message_charge_stmt`] read, shown as [`charge_of`] shows it.
+pub fn message_charge_of(result: &worker::D1Result) -> Result<Option<serde_json::Value>, EdgeError> {
+    #[derive(Deserialize)]
+    struct Row {
+        kind: String,
+        quantity: i64,
+        #[serde(deserialize_with = "crate::store::read::at")]
+        created_at: Timestamp,
+    }
+    let rows: Vec<Row> = db::rows(result)?;
+    Ok(rows.into_iter().next().map(|r| {
+        serde_json::json!({
+            "kind": r.kind, "quantity": r.quantity,
+            "charged_at": r.created_at.to_rfc3339(),
+        })
+    }))
+}
+
 /// What one resource of an account was charged, if it was: `{kind, quantity, charged_at}`.
 pub async fn charge_of(
     db: &D1Database,

@@ -19,8 +19,10 @@ use crate::error::EdgeError;
 use crate::store::media::{self, Media};
 use crate::store::outbox::{Change, Event};
 use crate::store::usage;
-use crate::store::Cursor;
 use crate::store::{self as db, int, opt_text, opt_time, text, time};
+
+mod read;
+pub use read::{by_carrier_id, by_id, by_idempotency_key, get, get_charged, history, list, HistoryStep, ListFilter};
 
 /// A message row.
 #[derive(Clone, Debug, Deserialize)]
@@ -59,7 +61,8 @@ pub struct Message {
 
 /// Every column of a message row, and its media as one JSON array in position order (read by
 /// [`media::from_column`]).
-const COLUMNS: &str = "id, account_id, direction, from_number, to_number, text, segments, encoding, status, carrier,
+pub const MESSAGE_COLUMNS: &str =
+    "id, account_id, direction, from_number, to_number, text, segments, encoding, status, carrier,
     carrier_message_id, error_code, error_title, idempotency_key, dispatch_token, claimed_until, send_attempts,
     created_at, updated_at, sent_at, send_at,
     (SELECT json_group_array(json_object('position', position, 'url', url, 'content_type', content_type,
@@ -196,10 +199,10 @@ pub async fn create_outbound(
     let select = match new.idempotency_key {
         Some(key) => db::stmt(
             db,
-            &format!("SELECT {COLUMNS} FROM messages WHERE account_id = ?1 AND idempotency_key = ?2"),
+            &format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE account_id = ?1 AND idempotency_key = ?2"),
             &[text(new.account_id), text(key)],
         )?,
-        None => db::stmt(db, &format!("SELECT {COLUMNS} FROM messages WHERE id = ?1"), &[text(new.id)])?,
+        None => db::stmt(db, &format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?1"), &[text(new.id)])?,
     };
     let results = db::batch(db, vec![insert, media, select]).await?;
     let created = results.first().map(db::changes) == Some(1);
@@ -210,78 +213,6 @@ pub async fn create_outbound(
         .and_then(|rows| rows.into_iter().next())
         .ok_or_else(|| EdgeError::unavailable("store", "message vanished after insert"))?;
     Ok((message, created))
-}
-
-/// One message of one account.
-pub async fn get(db: &D1Database, account_id: &str, id: &str) -> Result<Option<Message>, EdgeError> {
-    db::first(db::stmt(
-        db,
-        &format!("SELECT {COLUMNS} FROM messages WHERE id = ?1 AND account_id = ?2"),
-        &[text(id), text(account_id)],
-    )?)
-    .await
-}
-
-/// The account's message sent with this `Idempotency-Key`, if any.
-pub async fn by_idempotency_key(db: &D1Database, account_id: &str, key: &str) -> Result<Option<Message>, EdgeError> {
-    db::first(db::stmt(
-        db,
-        &format!("SELECT {COLUMNS} FROM messages WHERE account_id = ?1 AND idempotency_key = ?2"),
-        &[text(account_id), text(key)],
-    )?)
-    .await
-}
-
-/// One message by id, whatever its account (for jobs).
-pub async fn by_id(db: &D1Database, id: &str) -> Result<Option<Message>, EdgeError> {
-    db::first(db::stmt(db, &format!("SELECT {COLUMNS} FROM messages WHERE id = ?1"), &[text(id)])?).await
-}
-
-/// The message a carrier knows by `carrier_message_id`.
-pub async fn by_carrier_id(
-    db: &D1Database,
-    carrier: Provider,
-    carrier_message_id: &str,
-) -> Result<Option<Message>, EdgeError> {
-    db::first(db::stmt(
-        db,
-        &format!("SELECT {COLUMNS} FROM messages WHERE carrier = ?1 AND carrier_message_id = ?2"),
-        &[text(carrier.as_str()), text(carrier_message_id)],
-    )?)
-    .await
-}
-
-/// Filters of a message list.
-pub struct ListFilter {
-    pub status: Option<MessageStatus>,
-    pub direction: Option<Direction>,
-    pub cursor: Option<Cursor>,
-    pub limit: u32,
-}
-
-/// A page of an account's messages, newest first.
-pub async fn list(db: &D1Database, account_id: &str, filter: ListFilter) -> Result<Vec<Message>, EdgeError> {
-    let (cursor_at, cursor_id) = Cursor::args(&filter.cursor);
-    db::all(db::stmt(
-        db,
-        &format!(
-            "SELECT {COLUMNS} FROM messages
-             WHERE account_id = ?1
-               AND (?2 IS NULL OR status = ?2)
-               AND (?3 IS NULL OR direction = ?3)
-               AND (?4 IS NULL OR created_at < ?4 OR (created_at = ?4 AND id < ?5))
-             ORDER BY created_at DESC, id DESC LIMIT ?6"
-        ),
-        &[
-            text(account_id),
-            opt_text(filter.status.map(MessageStatus::as_str)),
-            opt_text(filter.direction.map(Direction::as_str)),
-            cursor_at,
-            cursor_id,
-            int(i64::from(filter.limit)),
-        ],
-    )?)
-    .await
 }
 
 /// Claims a message for sending: `queued -> sending`, `scheduled -> sending` once it is due, or
@@ -657,25 +588,6 @@ pub async fn fail_undispatched(
     )
     .await?;
     Ok(Change::of(&results, Some(&event)))
-}
-
-/// One step of a message's status history.
-#[derive(Debug, Deserialize)]
-pub struct HistoryStep {
-    pub status: MessageStatus,
-    pub carrier_status: Option<String>,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub created_at: Timestamp,
-}
-
-/// A message's status history, oldest first: one row per move that happened.
-pub async fn history(db: &D1Database, message_id: &str) -> Result<Vec<HistoryStep>, EdgeError> {
-    db::all(db::stmt(
-        db,
-        "SELECT status, carrier_status, created_at FROM message_status_history WHERE message_id = ?1 ORDER BY id",
-        &[text(message_id)],
-    )?)
-    .await
 }
 
 /// Claims reconciliation's check of one message: whether this run asks the carrier (no other
