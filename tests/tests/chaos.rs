@@ -64,7 +64,7 @@ fn five_hundred_facts_misdelivered_change_each_thing_once(_shared: &Worker) {
     assert!(report.copies.get("late").copied().unwrap_or(0) > 0, "{text}");
     assert!(report.crons > 0, "{text}");
     assert!(report.mms > 0, "inbound MMS in the mix: {text}");
-    assert_eq!(report.duplicate_effects, 0, "{text}");
+    assert_eq!(report.duplicate_effects, 0, "{text}\n{}", calls_out_that_went_again(&w));
     assert_eq!(report.missing, 0, "{text}");
     assert_eq!(report.applied, facts, "{text}");
     assert!(report.events_received.values().sum::<usize>() > 0, "{text}");
@@ -276,4 +276,23 @@ fn lost_delivery_message_is_swept_and_delivered(w: &Worker) {
         )),
         1
     );
+}
+
+/// The worker's lines about a call out (a carrier send, a media copy) that did not end at its
+/// first try, and any restart of the worker: what explains a carrier asked twice.
+fn calls_out_that_went_again(w: &Worker) -> String {
+    let log = w.log();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            let call_out = l.contains("\"job\":\"copy_media\"") || l.contains("\"job\":\"dispatch\"");
+            let again = ["retried", "error", "elsewhere", "claimed", "not recorded"].iter().any(|w| l.contains(w));
+            (call_out && again) || l.contains("restarted")
+        })
+        .collect();
+    format!(
+        "worker lines about calls out tried again ({}):\n{}",
+        lines.len(),
+        lines[lines.len().saturating_sub(60)..].join("\n")
+    )
 }
