@@ -118,12 +118,12 @@ pub fn message_charge_of(result: &worker::D1Result) -> Result<Option<serde_json:
         created_at: Timestamp,
     }
     let rows: Vec<Row> = db::rows(result)?;
-    Ok(rows.into_iter().next().map(|r| {
-        serde_json::json!({
-            "kind": r.kind, "quantity": r.quantity,
-            "charged_at": r.created_at.to_rfc3339(),
-        })
-    }))
+    Ok(rows.into_iter().next().map(|r| shown(&r.kind, r.quantity, r.created_at)))
+}
+
+/// A charge as the API shows it: `{kind, quantity, charged_at}`.
+fn shown(kind: &str, quantity: i64, charged_at: Timestamp) -> serde_json::Value {
+    serde_json::json!({ "kind": kind, "quantity": quantity, "charged_at": charged_at.to_rfc3339() })
 }
 
 /// What one resource of an account was charged, if it was: `{kind, quantity, charged_at}`.
@@ -139,10 +139,5 @@ pub async fn charge_of(
         &[db::text(kind.as_str()), db::text(resource_id), db::text(account_id)],
     )?)
     .await?;
-    Ok(row.map(|r| {
-        serde_json::json!({
-            "kind": kind.as_str(), "quantity": r.quantity,
-            "charged_at": r.created_at.to_rfc3339(),
-        })
-    }))
+    Ok(row.map(|r| shown(kind.as_str(), r.quantity, r.created_at)))
 }

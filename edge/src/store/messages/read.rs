@@ -5,7 +5,7 @@ use exactly_core::message::MessageStatus;
 use exactly_core::{Provider, Timestamp};
 use serde::Deserialize;
 use serde_json::Value;
-use worker::D1Database;
+use worker::{D1Database, D1PreparedStatement};
 
 use super::{Direction, Message, MESSAGE_COLUMNS};
 use crate::error::EdgeError;
@@ -15,12 +15,15 @@ use crate::store::{self as db, int, opt_text, text};
 
 /// One message of one account.
 pub async fn get(db: &D1Database, account_id: &str, id: &str) -> Result<Option<Message>, EdgeError> {
-    db::first(db::stmt(
+    db::first(get_stmt(db, account_id, id)?).await
+}
+
+fn get_stmt(db: &D1Database, account_id: &str, id: &str) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
         db,
         &format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?1 AND account_id = ?2"),
         &[text(id), text(account_id)],
-    )?)
-    .await
+    )
 }
 
 /// One message of one account with its charge, read in one batch (one transaction): a message
@@ -30,18 +33,8 @@ pub async fn get_charged(
     account_id: &str,
     id: &str,
 ) -> Result<Option<(Message, Option<Value>)>, EdgeError> {
-    let results = db::batch(
-        db,
-        vec![
-            db::stmt(
-                db,
-                &format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?1 AND account_id = ?2"),
-                &[text(id), text(account_id)],
-            )?,
-            usage::message_charge_stmt(db, account_id, id)?,
-        ],
-    )
-    .await?;
+    let results =
+        db::batch(db, vec![get_stmt(db, account_id, id)?, usage::message_charge_stmt(db, account_id, id)?]).await?;
     let message: Option<Message> = results.first().map(db::rows).transpose()?.and_then(|rows| rows.into_iter().next());
     let Some(message) = message else { return Ok(None) };
     let charge = results.get(1).map(usage::message_charge_of).transpose()?.flatten();
