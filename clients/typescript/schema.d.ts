@@ -1044,6 +1044,12 @@ export interface components {
              * @description While the circuit is not closed: when the next probe may go.
              */
             next_probe_at?: string | null;
+            /** @description The endpoint's filter, as given. */
+            filter?: string | null;
+            /** @description The names of the endpoint's custom headers (lower case), each with its value redacted. */
+            headers?: {
+                [key: string]: "[redacted]";
+            };
         };
         /** @description A customer event: the webhook body itself, as delivered and as `/v1/events` lists it. */
         Event: components["schemas"]["MessageEvent"] | components["schemas"]["CallEvent"] | components["schemas"]["EndpointTestEvent"] | components["schemas"]["EndpointDisabledEvent"] | components["schemas"]["DeliveryExhaustedEvent"] | components["schemas"]["BacklogHighEvent"] | components["schemas"]["CarrierEventFailedEvent"];
@@ -1063,8 +1069,11 @@ export interface components {
             endpoint_id?: string;
             /** @enum {unknown} */
             kind?: "initial" | "replay";
-            /** @enum {unknown} */
-            status?: "pending" | "succeeded" | "failed";
+            /**
+             * @description `filtered`: the endpoint's filter held it back and nothing was sent.
+             * @enum {unknown}
+             */
+            status?: "pending" | "succeeded" | "failed" | "filtered";
             attempts_made?: number;
             last_error?: string | null;
             /** Format: date-time */
@@ -2308,6 +2317,12 @@ export interface operations {
                     rate_limit_per_second?: number | null;
                     /** @description At most this many attempts to the endpoint in flight at once (default 4); beyond it deliveries wait in the endpoint's line, oldest first, never dropped. */
                     max_in_flight?: number;
+                    /** @description Only events whose body passes this filter are delivered to the endpoint (docs/contract.md §6, "Filters"), e.g. `data.direction = "inbound" and data.text exists`. A delivery it holds back is settled `filtered` on its event; nothing is sent. A filter that does not parse is answered 422 naming the position. null or "": no filter. */
+                    filter?: string | null;
+                    /** @description Up to 10 headers sent with every attempt (docs/contract.md §6, "Custom headers"); names are HTTP tokens, never `webhook-*`, `host`, `content-type`, `content-length`, `user-agent` or a hop-by-hop header; values are visible ASCII. Replaced as a whole; null clears them. Read back with their values redacted. */
+                    headers?: {
+                        [key: string]: string;
+                    } | null;
                 };
             };
         };
@@ -2510,6 +2525,12 @@ export interface operations {
                     rate_limit_per_second?: number | null;
                     /** @description At most this many attempts to the endpoint in flight at once (default 4); beyond it deliveries wait in the endpoint's line, oldest first, never dropped. */
                     max_in_flight?: number;
+                    /** @description Only events whose body passes this filter are delivered to the endpoint (docs/contract.md §6, "Filters"), e.g. `data.direction = "inbound" and data.text exists`. A delivery it holds back is settled `filtered` on its event; nothing is sent. A filter that does not parse is answered 422 naming the position. null or "": no filter. */
+                    filter?: string | null;
+                    /** @description Up to 10 headers sent with every attempt (docs/contract.md §6, "Custom headers"); names are HTTP tokens, never `webhook-*`, `host`, `content-type`, `content-length`, `user-agent` or a hop-by-hop header; values are visible ASCII. Replaced as a whole; null clears them. Read back with their values redacted. */
+                    headers?: {
+                        [key: string]: string;
+                    } | null;
                 };
             };
         };
@@ -3013,7 +3034,7 @@ export interface operations {
     listWebhookDeliveries: {
         parameters: {
             query?: {
-                status?: "failed" | "pending" | "succeeded";
+                status?: "failed" | "pending" | "succeeded" | "filtered";
                 limit?: number;
                 /** @description Opaque cursor from a previous page. */
                 cursor?: string;

@@ -38,6 +38,8 @@
 //! - [`breaker`]: the per-endpoint circuit breaker (closed, open, half-open with one probe).
 //! - [`webhook`]: customer webhook signatures (Standard Webhooks v1) and the event types.
 //! - [`endpoint`]: which customer endpoint URLs may receive webhooks.
+//! - [`filter`]: endpoint filters, a small predicate language over an event's body.
+//! - [`headers`]: the custom headers an endpoint sends with every attempt.
 //!
 //! Plumbing:
 //! - [`reject`]: why a delivery was refused: unauthenticated, malformed or too large.
@@ -53,7 +55,9 @@ pub mod call;
 pub mod call_machine;
 pub mod endpoint;
 pub mod event;
+pub mod filter;
 pub mod form;
+pub mod headers;
 pub mod id;
 pub mod media;
 pub mod message;

@@ -237,6 +237,8 @@ pub enum Done {
     Held,
     /// Another job holds the attempt.
     ClaimedElsewhere,
+    /// The endpoint's filter held the delivery back: nothing was sent.
+    Filtered,
     /// The endpoint has its most attempts in flight: the delivery waits in its line.
     WaitingForEndpoint,
     /// The endpoint's circuit is open (or its probe is in flight): the delivery waits in its line.
@@ -292,6 +294,7 @@ impl Done {
             Done::NotDue => "not due",
             Done::Held => "held: endpoint paused or disabled",
             Done::ClaimedElsewhere => "claimed by another job",
+            Done::Filtered => "filtered out",
             Done::Copied => "copied",
             Done::NoSuchMedia => "no such media",
         }

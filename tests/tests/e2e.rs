@@ -14,6 +14,7 @@ use libtest_mimic::{Arguments, Trial};
 mod calls;
 mod carriers;
 mod chaos;
+mod endpoint_options;
 mod ingest;
 mod isolation;
 mod messaging;
@@ -57,6 +58,7 @@ const LAYOUT_FREE: &[&str] = &[
     "webhooks::rate_limit_spreads_deliveries_and_drops_none",
     "webhooks::hundred_consecutive_failures_disable_the_endpoint",
     "webhooks::gone_disables_the_endpoint",
+    "endpoint_options::bad_filters_and_headers_are_refused_naming_the_problem",
 ];
 
 /// Tests that start workers of their own, in layouts they choose: they run once, in the sharded
@@ -89,6 +91,7 @@ fn main() {
         mms::TESTS,
         calls::TESTS,
         webhooks::TESTS,
+        endpoint_options::TESTS,
         isolation::TESTS,
         chaos::TESTS,
         operations::TESTS,

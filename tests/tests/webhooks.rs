@@ -118,7 +118,8 @@ fn wait_deliveries_about(w: &Worker, about: &[&str]) {
     w.wait_jobs(&caused);
 }
 
-fn wait_received(w: &Worker, path: &str, n: usize) -> Vec<Received> {
+/// Waits until `path` of the test customer server received at least `n` deliveries; returns them.
+pub fn wait_received(w: &Worker, path: &str, n: usize) -> Vec<Received> {
     let mut got = Vec::new();
     let ok = w.eventually(Duration::from_secs(60), || {
         got = w.customer.received(path);

@@ -1,5 +1,7 @@
 //! `/v1/webhook_endpoints`: where an account's customer events are delivered.
 
+use exactly_core::filter::Filter;
+use exactly_core::headers::CustomHeaders;
 use exactly_core::webhook::{EventType, SigningSecret, EVENT_TYPES};
 use serde::Deserialize;
 use serde_json::json;
@@ -52,6 +54,8 @@ struct NewEndpoint {
     #[serde(default, deserialize_with = "present")]
     rate_limit_per_second: Option<serde_json::Value>,
     max_in_flight: Option<serde_json::Value>,
+    filter: Option<serde_json::Value>,
+    headers: Option<serde_json::Value>,
 }
 
 /// A field that is present, even as `null`, is `Some`: `null` clears, absent changes nothing.
@@ -75,6 +79,38 @@ fn rate_limit(value: Option<serde_json::Value>) -> Result<Option<Option<u32>>, E
     }
 }
 
+/// Reads `filter`: absent (`None`), `null` or `""` (`Some(None)`: no filter) or a filter's text,
+/// parsed here so a filter that does not parse is never stored (422 naming its position).
+fn filter(value: Option<serde_json::Value>) -> Result<Option<Option<String>>, EdgeError> {
+    match value {
+        None => Ok(None),
+        Some(serde_json::Value::Null) => Ok(Some(None)),
+        Some(serde_json::Value::String(text)) if text.trim().is_empty() => Ok(Some(None)),
+        Some(serde_json::Value::String(text)) => match Filter::parse(&text) {
+            Ok(_) => Ok(Some(Some(text))),
+            Err(e) => Err(EdgeError::invalid("filter", e.to_string())),
+        },
+        Some(_) => Err(EdgeError::invalid("filter", "must be a string (see docs/contract.md), or null")),
+    }
+}
+
+/// Reads `headers`: absent (`None`), `null` (`Some` of none) or an object of name to string
+/// value, checked by `core::headers`.
+fn custom_headers(value: Option<serde_json::Value>) -> Result<Option<CustomHeaders>, EdgeError> {
+    let object = match value {
+        None => return Ok(None),
+        Some(serde_json::Value::Null) => return Ok(Some(CustomHeaders::default())),
+        Some(serde_json::Value::Object(object)) => object,
+        Some(_) => return Err(EdgeError::invalid("headers", "must be an object of header name to value, or null")),
+    };
+    let mut pairs = Vec::with_capacity(object.len());
+    for (name, value) in &object {
+        let value = value.as_str().ok_or_else(|| EdgeError::invalid("headers", "every value must be a string"))?;
+        pairs.push((name.as_str(), value));
+    }
+    CustomHeaders::new(pairs).map(Some).map_err(|e| EdgeError::invalid("headers", e.to_string()))
+}
+
 /// The most attempts in flight an endpoint may ask for.
 const MAX_IN_FLIGHT: u64 = 50;
 
@@ -90,7 +126,8 @@ fn max_in_flight(value: Option<serde_json::Value>) -> Result<Option<u32>, EdgeEr
         .transpose()
 }
 
-/// `POST /v1/webhook_endpoints` `{url, event_types}` -> the endpoint and its `whsec_` secret
+/// `POST /v1/webhook_endpoints` `{url, event_types, rate_limit_per_second?, max_in_flight?,
+/// filter?, headers?}` -> the endpoint and its `whsec_` secret
 /// (32 random bytes), shown here once.
 pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
@@ -100,6 +137,8 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
     let types = check_types(&body.event_types.ok_or_else(|| EdgeError::invalid("event_types", "is required"))?)?;
     let rate = rate_limit(body.rate_limit_per_second)?.flatten();
     let most = max_in_flight(body.max_in_flight)?;
+    let filter = filter(body.filter)?.flatten();
+    let headers = custom_headers(body.headers)?.unwrap_or_default();
     let mut key = [0u8; 32];
     getrandom::getrandom(&mut key).map_err(|e| EdgeError::platform("random", e))?;
     let secret = SigningSecret::from_bytes(&key).to_whsec();
@@ -113,6 +152,8 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
         secret: &secret,
         rate_limit: rate,
         max_in_flight: most,
+        filter: filter.as_deref(),
+        headers: &headers,
     };
     endpoints::create(&db, &new, created).await?;
     let mut shown = find(&db, &account.id, &id).await?.to_json(created);
@@ -149,9 +190,14 @@ struct Patch {
     #[serde(default, deserialize_with = "present")]
     rate_limit_per_second: Option<serde_json::Value>,
     max_in_flight: Option<serde_json::Value>,
+    #[serde(default, deserialize_with = "present")]
+    filter: Option<serde_json::Value>,
+    #[serde(default, deserialize_with = "present")]
+    headers: Option<serde_json::Value>,
 }
 
-/// `PATCH /v1/webhook_endpoints/{id}` `{url?, event_types?, enabled?, paused?}`. Enabling again
+/// `PATCH /v1/webhook_endpoints/{id}` `{url?, event_types?, enabled?, paused?, rate_limit_per_second?,
+/// max_in_flight?, filter?, headers?}` (`null` clears the last four's nullable ones). Enabling again
 /// clears the failure count and the reason it was disabled. A paused or disabled endpoint holds
 /// its deliveries; resuming or enabling it delivers everything held, oldest first.
 pub async fn update(mut req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
@@ -165,6 +211,8 @@ pub async fn update(mut req: Request, env: &Env, id: &str) -> Result<Response, E
         Some(types) => check_types(&types)?,
         None => current.event_types,
     };
+    let filter = filter(patch.filter)?;
+    let headers = custom_headers(patch.headers)?;
     let change = endpoints::Update {
         url: &url,
         event_types: &types,
@@ -172,6 +220,8 @@ pub async fn update(mut req: Request, env: &Env, id: &str) -> Result<Response, E
         paused: patch.paused,
         rate_limit: rate_limit(patch.rate_limit_per_second)?,
         max_in_flight: max_in_flight(patch.max_in_flight)?,
+        filter: filter.as_ref().map(Option::as_deref),
+        headers: headers.as_ref(),
     };
     endpoints::update(&db, &account.id, id, &change, now()).await?;
     let after = find(&db, &account.id, id).await?;

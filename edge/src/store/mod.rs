@@ -355,6 +355,7 @@ pub fn rows<T: DeserializeOwned>(result: &D1Result) -> Result<Vec<T>, EdgeError>
 /// read times (Unix milliseconds) into [`Timestamp`] and flags (0 or 1) into `bool`. A value that
 /// is neither is an error where the row is read, never a default.
 pub mod read {
+    use exactly_core::headers::CustomHeaders;
     use exactly_core::webhook::EventType;
     use exactly_core::Timestamp;
     use serde::{de, Deserialize, Deserializer};
@@ -393,6 +394,15 @@ pub mod read {
             .iter()
             .map(|name| EventType::from_name(name).ok_or_else(|| de::Error::custom(format!("no event type {name}"))))
             .collect()
+    }
+
+    /// A column holding an endpoint's custom headers as a JSON object (NULL for none); a set
+    /// the rules refuse is an error, never sent in part.
+    pub fn custom_headers<'de, D: Deserializer<'de>>(d: D) -> Result<CustomHeaders, D::Error> {
+        let Some(column) = Option::<String>::deserialize(d)? else { return Ok(CustomHeaders::default()) };
+        let pairs: std::collections::BTreeMap<String, String> =
+            serde_json::from_str(&column).map_err(de::Error::custom)?;
+        CustomHeaders::new(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(de::Error::custom)
     }
 
     /// A 0-or-1 column that may be NULL.

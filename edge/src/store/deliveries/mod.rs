@@ -5,6 +5,7 @@
 //! (`WHERE status = 'pending' AND attempts = <seen>`), so duplicate queue messages never send one
 //! attempt twice; a delivery leaves `pending` once (`WHERE status = 'pending'`).
 
+use exactly_core::headers::CustomHeaders;
 use exactly_core::webhook::EventType;
 use exactly_core::Timestamp;
 use serde::Deserialize;
@@ -37,6 +38,8 @@ pub enum DeliveryStatus {
     Succeeded,
     /// Exhausted, or refused for good (`410`, a disabled endpoint).
     Failed,
+    /// Its endpoint's filter held it back: nothing was sent.
+    Filtered,
 }
 
 /// Why a delivery exists (`webhook_deliveries.kind`): its event's first fan-out, or a replay an
@@ -55,6 +58,7 @@ impl DeliveryStatus {
             "pending" => Some(DeliveryStatus::Pending),
             "succeeded" => Some(DeliveryStatus::Succeeded),
             "failed" => Some(DeliveryStatus::Failed),
+            "filtered" => Some(DeliveryStatus::Filtered),
             _ => None,
         }
     }
@@ -65,6 +69,7 @@ impl DeliveryStatus {
             DeliveryStatus::Pending => "pending",
             DeliveryStatus::Succeeded => "succeeded",
             DeliveryStatus::Failed => "failed",
+            DeliveryStatus::Filtered => "filtered",
         }
     }
 }
@@ -93,6 +98,11 @@ pub struct Due {
     pub previous_secret_expires_at: Option<Timestamp>,
     /// The most attempts to the endpoint in flight at once.
     pub max_in_flight: Option<i64>,
+    /// The endpoint's filter's text, when it has one.
+    pub filter: Option<String>,
+    /// The endpoint's custom headers.
+    #[serde(deserialize_with = "crate::store::read::custom_headers")]
+    pub headers: CustomHeaders,
     pub payload: String,
     /// The endpoint's circuit breaker.
     #[serde(flatten)]
@@ -128,7 +138,7 @@ pub async fn due(db: &D1Database, id: &str) -> Result<Option<Due>, EdgeError> {
     let sql = format!(
         "SELECT d.id, d.event_id, d.account_id, d.status, d.attempts, d.next_attempt_at, d.endpoint_id,
              e.url, e.secret, e.enabled, e.paused, e.rate_limit_per_second, e.previous_secret,
-             e.previous_secret_expires_at, e.max_in_flight, {CIRCUIT}, o.payload
+             e.previous_secret_expires_at, e.max_in_flight, e.filter, e.headers, {CIRCUIT}, o.payload
          FROM webhook_deliveries d
          JOIN outbound_events o ON o.id = d.event_id
          LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
@@ -466,6 +476,20 @@ pub async fn fail(db: &D1Database, id: &str, reason: &str, now: Timestamp) -> Re
         "UPDATE webhook_deliveries SET status = 'failed', last_error = ?2, in_flight_until = 0, waiting = 0,
              updated_at = ?3 WHERE id = ?1 AND status = 'pending'",
         &[text(id), text(reason), time(now)],
+    )?)
+    .await?;
+    Ok(changed == 1)
+}
+
+/// Settles delivery `id` as held back by its endpoint's filter, unless another job claimed an
+/// attempt of it since the gate read `attempts` (or one is in flight). Whether this call did.
+pub async fn filter_out(db: &D1Database, id: &str, attempts: i64, now: Timestamp) -> Result<bool, EdgeError> {
+    let changed = db::run(db::stmt(
+        db,
+        "UPDATE webhook_deliveries SET status = 'filtered', last_error = 'held back by the endpoint''s filter',
+             waiting = 0, in_flight_until = 0, updated_at = ?3
+         WHERE id = ?1 AND status = 'pending' AND attempts = ?2 AND in_flight_until <= ?3",
+        &[text(id), int(attempts), time(now)],
     )?)
     .await?;
     Ok(changed == 1)

@@ -4,6 +4,7 @@
 
 pub mod circuit;
 
+use exactly_core::headers::CustomHeaders;
 use exactly_core::webhook::EventType;
 use exactly_core::Timestamp;
 use serde::Deserialize;
@@ -14,7 +15,7 @@ use worker::{D1Database, D1PreparedStatement};
 use exactly_core::breaker::{self, State};
 
 use crate::error::EdgeError;
-use crate::store::{self as db, int, text, time, Cursor};
+use crate::store::{self as db, int, opt_text, text, time, Cursor};
 
 /// An endpoint as the API shows it (never its secret).
 #[derive(Debug, Deserialize)]
@@ -32,6 +33,11 @@ pub struct Endpoint {
     pub disabled_reason: Option<String>,
     pub consecutive_failures: i64,
     pub max_in_flight: Option<i64>,
+    /// Its filter's text (`core::filter`), when it has one.
+    pub filter: Option<String>,
+    /// Its custom headers (`core::headers`), as the column holds them.
+    #[serde(deserialize_with = "crate::store::read::custom_headers")]
+    pub headers: CustomHeaders,
     #[serde(deserialize_with = "crate::store::read::at")]
     pub created_at: Timestamp,
     #[serde(deserialize_with = "crate::store::read::at")]
@@ -42,7 +48,7 @@ pub struct Endpoint {
 }
 
 const COLUMNS: &str = "e.id, e.url, e.event_types, e.enabled, e.paused, e.rate_limit_per_second, e.disabled_reason,
-     e.consecutive_failures, e.max_in_flight, e.created_at, e.updated_at";
+     e.consecutive_failures, e.max_in_flight, e.filter, e.headers, e.created_at, e.updated_at";
 
 /// The `event_types` column: a JSON array of wire names, sorted and each once, as the
 /// fan-out's `json_each` reads it.
@@ -52,6 +58,19 @@ fn types_column(types: &[EventType]) -> Result<String, EdgeError> {
     names.dedup();
     serde_json::to_string(&names).map_err(|e| EdgeError::platform("encode", e))
 }
+
+/// The `headers` column: a JSON object of lower-case name to value, NULL for none.
+pub fn headers_column(headers: &CustomHeaders) -> JsValue {
+    if headers.is_empty() {
+        return JsValue::NULL;
+    }
+    let object: serde_json::Map<String, Value> =
+        headers.iter().map(|(name, value)| (name.to_owned(), Value::String(value.to_owned()))).collect();
+    text(&Value::Object(object).to_string())
+}
+
+/// What an endpoint's custom header values show as when it is read back: they are often keys.
+pub const REDACTED: &str = "[redacted]";
 
 /// The in-flight limit of an endpoint created without one.
 pub const DEFAULT_MAX_IN_FLIGHT: u32 = 4;
@@ -72,6 +91,8 @@ impl Endpoint {
             "disabled_reason": self.disabled_reason,
             "consecutive_failures": self.consecutive_failures,
             "max_in_flight": self.max_in_flight.unwrap_or(i64::from(DEFAULT_MAX_IN_FLIGHT)),
+            "filter": self.filter,
+            "headers": self.headers.names().map(|name| (name.to_owned(), json!(REDACTED))).collect::<serde_json::Map<_, _>>(),
             "circuit": state.name(),
             "next_probe_at": probe.map(|at| Timestamp::from_unix_millis(at).to_rfc3339()),
             "created_at": self.created_at.to_rfc3339(),
@@ -95,8 +116,8 @@ pub async fn create(db: &D1Database, new: &New<'_>, now: Timestamp) -> Result<()
     db::run(db::stmt(
         db,
         "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, rate_limit_per_second, max_in_flight,
-                                        created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?7, ?8, ?6, ?6)",
+                                        filter, headers, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?7, ?8, ?9, ?10, ?6, ?6)",
         &[
             text(new.id),
             text(new.account_id),
@@ -106,6 +127,8 @@ pub async fn create(db: &D1Database, new: &New<'_>, now: Timestamp) -> Result<()
             time(now),
             new.rate_limit.map_or(JsValue::NULL, |r| int(i64::from(r))),
             int(i64::from(new.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT))),
+            opt_text(new.filter),
+            headers_column(new.headers),
         ],
     )?)
     .await?;
@@ -126,6 +149,10 @@ pub struct New<'a> {
     pub rate_limit: Option<u32>,
     /// At most this many attempts in flight ([`DEFAULT_MAX_IN_FLIGHT`] when absent).
     pub max_in_flight: Option<u32>,
+    /// Its filter's text, already parsed once.
+    pub filter: Option<&'a str>,
+    /// Its custom headers.
+    pub headers: &'a CustomHeaders,
 }
 
 /// A page of an account's endpoints, newest first.
@@ -163,6 +190,10 @@ pub struct Update<'a> {
     pub rate_limit: Option<Option<u32>>,
     /// Set the in-flight limit.
     pub max_in_flight: Option<u32>,
+    /// Set (`Some(Some(text))`, already parsed once) or clear (`Some(None)`) the filter.
+    pub filter: Option<Option<&'a str>>,
+    /// Replace the custom headers (empty clears them).
+    pub headers: Option<&'a CustomHeaders>,
 }
 
 /// Applies an [`Update`] to one endpoint of one account.
@@ -183,7 +214,9 @@ pub async fn update(
              enabled = COALESCE(?6, enabled),
              paused = COALESCE(?7, paused),
              rate_limit_per_second = CASE WHEN ?8 = 1 THEN ?9 ELSE rate_limit_per_second END,
-             max_in_flight = COALESCE(?10, max_in_flight)
+             max_in_flight = COALESCE(?10, max_in_flight),
+             filter = CASE WHEN ?11 = 1 THEN ?12 ELSE filter END,
+             headers = CASE WHEN ?13 = 1 THEN ?14 ELSE headers END
          WHERE id = ?1 AND account_id = ?2",
         &[
             text(id),
@@ -196,6 +229,10 @@ pub async fn update(
             flag(change.rate_limit.map(|_| true)),
             change.rate_limit.flatten().map_or(JsValue::NULL, |r| int(i64::from(r))),
             change.max_in_flight.map_or(JsValue::NULL, |m| int(i64::from(m))),
+            flag(change.filter.map(|_| true)),
+            opt_text(change.filter.flatten()),
+            flag(change.headers.map(|_| true)),
+            change.headers.map_or(JsValue::NULL, headers_column),
         ],
     )?)
     .await?;

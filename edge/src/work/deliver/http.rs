@@ -5,6 +5,7 @@ use std::time::Duration;
 use exactly_core::backoff;
 use exactly_core::breaker;
 use exactly_core::endpoint::EndpointUrl;
+use exactly_core::headers::CustomHeaders;
 use exactly_core::webhook::SigningSecret;
 use exactly_core::Timestamp;
 use worker::Headers;
@@ -39,16 +40,30 @@ impl Answer {
     }
 }
 
+/// How an attempt is signed, and the endpoint's own headers that go with it.
+pub(super) struct Signed<'a> {
+    pub(super) secret: &'a SigningSecret,
+    /// During a rotation window, the previous secret signs too.
+    pub(super) previous: Option<&'a SigningSecret>,
+    pub(super) headers: &'a CustomHeaders,
+}
+
 pub(super) async fn send(
     url: &EndpointUrl,
-    secret: &SigningSecret,
-    previous: Option<&SigningSecret>,
+    signed: &Signed<'_>,
     event_id: &str,
     payload: &str,
     at: Timestamp,
     timeout: Duration,
 ) -> (Answer, Reply) {
+    let Signed { secret, previous, .. } = *signed;
     let headers = Headers::new();
+    // The endpoint's own first: none of them can name a header set below (`core::headers`).
+    for (name, value) in signed.headers.iter() {
+        if headers.set(name, value).is_err() {
+            return (Answer::refused(format!("cannot set the custom header {name}")), Reply::default());
+        }
+    }
     let mut signature = secret.sign(event_id, at, payload.as_bytes());
     if let Some(previous) = previous {
         signature.push(' ');

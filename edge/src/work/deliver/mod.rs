@@ -23,7 +23,8 @@ use std::time::Duration;
 
 use async_lock::Semaphore;
 
-use exactly_core::webhook::SigningSecret;
+use exactly_core::filter::Filter;
+use exactly_core::webhook::{EventType, SigningSecret};
 use exactly_core::Timestamp;
 use exactly_core::{backoff, breaker};
 use futures_util::future::join_all;
@@ -255,6 +256,15 @@ async fn gate(env: &Env, db: &D1Database, id: &str) -> Result<Gate, EdgeError> {
         if due.next_attempt_at.unix_millis() > started.unix_millis() + 1000 {
             return Ok(Gate::Done(Done::NotDue));
         }
+        // The endpoint's filter as it is now decides, before any gate that would spend a place.
+        if let Some(held_back) = filtered(&due) {
+            if let Err(problem) = held_back {
+                deliveries::fail(db, &due.id, &problem, started).await?;
+                return Ok(Gate::Done(Done::Failed));
+            }
+            let settled = deliveries::filter_out(db, &due.id, due.attempts, started).await?;
+            return Ok(Gate::Done(if settled { Done::Filtered } else { Done::ClaimedElsewhere }));
+        }
         let attempts = due.attempts;
         let version = due.circuit.version();
         let policy = crate::faults::breaker_policy(env, due.url.as_deref().unwrap_or_default());
@@ -293,6 +303,23 @@ async fn gate(env: &Env, db: &D1Database, id: &str) -> Result<Gate, EdgeError> {
         return Ok(Gate::Claimed(Box::new(Claimed { due, number, admission, at: started })));
     }
     Ok(Gate::LookAgain)
+}
+
+/// Whether the endpoint's filter holds the delivery back: `None` to send it (no filter, the event
+/// passes, or it is a test event, which exists to reach the endpoint), `Some(Ok(()))` to hold it
+/// back, `Some(Err(why))` when the stored filter no longer parses (the delivery fails visibly
+/// rather than going out unfiltered).
+fn filtered(due: &Due) -> Option<Result<(), String>> {
+    let text = due.filter.as_deref()?;
+    let body: serde_json::Value = serde_json::from_str(&due.payload).unwrap_or(serde_json::Value::Null);
+    if body.get("type").and_then(serde_json::Value::as_str) == Some(EventType::EndpointTest.as_str()) {
+        return None;
+    }
+    match Filter::parse(text) {
+        Ok(filter) if filter.matches(&body) => None,
+        Ok(_) => Some(Ok(())),
+        Err(e) => Some(Err(format!("the endpoint's filter does not parse: {e}"))),
+    }
 }
 
 /// Starts a claimed attempt beside the batch.
@@ -343,15 +370,45 @@ async fn chain(env: &Env, first: Claimed, shared: &Invocation) {
                 Err(e) => return log(&id, &Err(e)),
             },
         };
-        let Some(next) = next else { return };
-        claimed = match gate(env, &db, &next).await {
-            Ok(Gate::Claimed(c)) => *c,
-            Ok(Gate::Done(done)) => return log(&next, &Ok(done)),
+        let Some(taken) = claim_next(env, &db, &endpoint, next).await else { return };
+        claimed = taken;
+    }
+}
+
+/// Takes `next` through its gates for the chain; one its endpoint's filter holds back gives its
+/// turn to the one behind it (a few times at most: a wake carries a long run of them on).
+async fn claim_next(env: &Env, db: &D1Database, endpoint: &str, mut next: Option<String>) -> Option<Claimed> {
+    for _ in 0..CHAIN_MAX {
+        let id = next?;
+        match gate(env, db, &id).await {
+            Ok(Gate::Claimed(c)) => return Some(*c),
+            Ok(Gate::Done(Done::Filtered)) => log(&id, &Ok(Done::Filtered)),
+            Ok(Gate::Done(done)) => {
+                log(&id, &Ok(done));
+                return None;
+            }
             // Out of line and due: the sweeper finds it.
-            Ok(Gate::LookAgain) => return log(&next, &Ok(Done::ClaimedElsewhere)),
-            Err(e) => return log(&next, &Err(e)),
+            Ok(Gate::LookAgain) => {
+                log(&id, &Ok(Done::ClaimedElsewhere));
+                return None;
+            }
+            Err(e) => {
+                log(&id, &Err(e));
+                return None;
+            }
+        }
+        next = match deliveries::next_in_line(db, endpoint, now()).await {
+            Ok(next) => next,
+            Err(e) => {
+                log(&id, &Err(e));
+                return None;
+            }
         };
     }
+    if let Err(e) = queues::wake_later(env, endpoint, 0).await {
+        log(endpoint, &Err(e));
+    }
+    None
 }
 
 /// Wakes an endpoint's line: its oldest deliveries go through their gates again until one goes
@@ -443,7 +500,8 @@ async fn attempt_in_lane(
                 _ => None,
             };
             let timeout = attempt_timeout(env);
-            send(&url, &secret, previous.as_ref(), &due.event_id, &due.payload, started, timeout).await
+            let signed = http::Signed { secret: &secret, previous: previous.as_ref(), headers: &due.headers };
+            send(&url, &signed, &due.event_id, &due.payload, started, timeout).await
         }
     };
     let (answer, reply) = answer;
