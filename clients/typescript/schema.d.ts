@@ -219,6 +219,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/event_types": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The event catalog
+         * @description Every customer event type with its summary, description, whether an endpoint may subscribe to it, the JSON Schema of its body and an example body (docs/contract.md §6, "Event catalog"). The same for every account.
+         */
+        get: operations["listEventTypes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events/{id}": {
         parameters: {
             query?: never;
@@ -392,7 +412,7 @@ export interface paths {
         put?: never;
         /**
          * Send a signed test event
-         * @description Writes an `endpoint.test` event (data: {endpoint_id}) and delivers it to this endpoint only, signed like every other event.
+         * @description Writes a test event and delivers it to this endpoint only, signed like every other event and marked `"test": true`: `endpoint.test` (data: {endpoint_id}), or, with `event_type`, that type's example from `GET /v1/event_types` (any type an endpoint may subscribe to, whether or not this one does). A test send is never held back by the endpoint's filter.
          */
         post: operations["testWebhookEndpoint"];
         delete?: never;
@@ -1183,6 +1203,11 @@ export interface components {
             /** @description 1, 2, 3, ... per resource in the order its events were written: keep the highest applied per `data.id` and drop lower ones. */
             sequence: number;
             data: components["schemas"]["Message"];
+            /**
+             * @description Present on a test send (`POST /v1/webhook_endpoints/{id}/test`): the body is the type's example from `GET /v1/event_types`, not a real fact.
+             * @constant
+             */
+            test?: true;
         };
         /** @description A call event: `data` is the call as the API shows it after the change. */
         CallEvent: {
@@ -1200,6 +1225,11 @@ export interface components {
             /** @description 1, 2, 3, ... per resource in the order its events were written: keep the highest applied per `data.id` and drop lower ones. */
             sequence: number;
             data: components["schemas"]["Call"];
+            /**
+             * @description Present on a test send (`POST /v1/webhook_endpoints/{id}/test`): the body is the type's example from `GET /v1/event_types`, not a real fact.
+             * @constant
+             */
+            test?: true;
         };
         /** @description An endpoint was disabled (a `410`, or 100 consecutive failed attempts). */
         EndpointDisabledEvent: {
@@ -1217,6 +1247,11 @@ export interface components {
             /** @description 1, 2, 3, ... per resource in the order its events were written: keep the highest applied per `data.id` and drop lower ones. */
             sequence: number;
             data: components["schemas"]["EndpointDisabled"];
+            /**
+             * @description Present on a test send (`POST /v1/webhook_endpoints/{id}/test`): the body is the type's example from `GET /v1/event_types`, not a real fact.
+             * @constant
+             */
+            test?: true;
         };
         /** @description A delivery failed its last attempt. */
         DeliveryExhaustedEvent: {
@@ -1234,6 +1269,11 @@ export interface components {
             /** @description 1, 2, 3, ... per resource in the order its events were written: keep the highest applied per `data.id` and drop lower ones. */
             sequence: number;
             data: components["schemas"]["DeliveryExhausted"];
+            /**
+             * @description Present on a test send (`POST /v1/webhook_endpoints/{id}/test`): the body is the type's example from `GET /v1/event_types`, not a real fact.
+             * @constant
+             */
+            test?: true;
         };
         /** @description A carrier event was recorded as failed (the operator's only). */
         CarrierEventFailedEvent: {
@@ -1251,6 +1291,11 @@ export interface components {
             /** @description 1, 2, 3, ... per resource in the order its events were written: keep the highest applied per `data.id` and drop lower ones. */
             sequence: number;
             data: components["schemas"]["CarrierEventFailed"];
+            /**
+             * @description Present on a test send (`POST /v1/webhook_endpoints/{id}/test`): the body is the type's example from `GET /v1/event_types`, not a real fact.
+             * @constant
+             */
+            test?: true;
         };
         /** @description Work has waited longer than `BACKLOG_ALERT_SECS`. */
         BacklogHighEvent: {
@@ -1268,6 +1313,11 @@ export interface components {
             /** @description 1, 2, 3, ... per resource in the order its events were written: keep the highest applied per `data.id` and drop lower ones. */
             sequence: number;
             data: components["schemas"]["BacklogHigh"];
+            /**
+             * @description Present on a test send (`POST /v1/webhook_endpoints/{id}/test`): the body is the type's example from `GET /v1/event_types`, not a real fact.
+             * @constant
+             */
+            test?: true;
         };
         /** @description Sent by `POST /v1/webhook_endpoints/{id}/test`. */
         EndpointTestEvent: {
@@ -1285,6 +1335,11 @@ export interface components {
             /** @description 1, 2, 3, ... per resource in the order its events were written: keep the highest applied per `data.id` and drop lower ones. */
             sequence: number;
             data: components["schemas"]["EndpointTest"];
+            /**
+             * @description Present on a test send (`POST /v1/webhook_endpoints/{id}/test`): the body is the type's example from `GET /v1/event_types`, not a real fact.
+             * @constant
+             */
+            test?: true;
         };
         /** @description What the resource was charged in the usage ledger; null until it is (an outbound message when the carrier accepts it: its segments, or one `mms` unit for an MMS; a call when it ends with billed minutes). Present when the resource is read one at a time. */
         Charge: {
@@ -1362,6 +1417,11 @@ export interface components {
             /** @description 1, 2, 3, ... per resource in the order its events were written: keep the highest applied per `data.id` and drop lower ones. */
             sequence: number;
             data: components["schemas"]["EndpointCircuitOpened"];
+            /**
+             * @description Present on a test send (`POST /v1/webhook_endpoints/{id}/test`): the body is the type's example from `GET /v1/event_types`, not a real fact.
+             * @constant
+             */
+            test?: true;
         };
         /** @description An endpoint's circuit closed again: its probes succeeded, and what it held is being delivered, oldest first. */
         EndpointCircuitClosedEvent: {
@@ -1379,6 +1439,11 @@ export interface components {
             /** @description 1, 2, 3, ... per resource in the order its events were written: keep the highest applied per `data.id` and drop lower ones. */
             sequence: number;
             data: components["schemas"]["EndpointCircuitClosed"];
+            /**
+             * @description Present on a test send (`POST /v1/webhook_endpoints/{id}/test`): the body is the type's example from `GET /v1/event_types`, not a real fact.
+             * @constant
+             */
+            test?: true;
         };
         UnavailableError: {
             error: {
@@ -1479,6 +1544,17 @@ export interface components {
                 code: "invalid_signature";
                 message: string;
             };
+        };
+        EventTypeEntry: {
+            type: string;
+            summary: string;
+            description: string;
+            /** @description Whether an endpoint may subscribe to it (`endpoint.test` is sent on request, `carrier_event.failed` to the operator only). */
+            subscribable: boolean;
+            /** @description The JSON Schema (2020-12) of the webhook body, self-contained: the same schema as this document's `webhooks` entry for the type. */
+            schema: Record<string, never>;
+            /** @description An example body; a test send of the type delivers its `data`. */
+            example: Record<string, never>;
         };
     };
     responses: {
@@ -2660,6 +2736,51 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    listEventTypes: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The catalog */
+            200: {
+                headers: {
+                    "x-d1-bookmark": components["headers"]["Bookmark"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["EventTypeEntry"][];
+                    };
+                };
+            };
+            /** @description A malformed request (here: an `x-d1-bookmark` that cannot be a bookmark) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
     getEvent: {
         parameters: {
             query?: never;
@@ -3299,7 +3420,14 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description A subscribable event type, or `endpoint.test` (the default). */
+                    event_type?: string;
+                };
+            };
+        };
         responses: {
             /** @description The test event and its delivery */
             202: {
@@ -3339,6 +3467,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            /** @description A field failed validation; `error.field` names it */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             503: components["responses"]["Unavailable"];

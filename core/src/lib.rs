@@ -37,6 +37,7 @@
 //! - [`backoff`]: retry schedules (customer webhooks, receipts that arrive too early).
 //! - [`breaker`]: the per-endpoint circuit breaker (closed, open, half-open with one probe).
 //! - [`webhook`]: customer webhook signatures (Standard Webhooks v1) and the event types.
+//! - [`catalog`]: every event type with its summary, description and an example body.
 //! - [`endpoint`]: which customer endpoint URLs may receive webhooks.
 //! - [`filter`]: endpoint filters, a small predicate language over an event's body.
 //! - [`headers`]: the custom headers an endpoint sends with every attempt.
@@ -53,6 +54,7 @@ pub mod backoff;
 pub mod breaker;
 pub mod call;
 pub mod call_machine;
+pub mod catalog;
 pub mod endpoint;
 pub mod event;
 pub mod filter;

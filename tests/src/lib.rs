@@ -581,7 +581,15 @@ impl Worker {
         }
         let mut problems = Vec::new();
         let bodies: Vec<&str> = all.iter().map(|r| r.body.as_str()).collect();
-        for (r, problem) in all.iter().zip(webhook_schema_problems(&bodies)) {
+        // Each body against docs/openapi.json and against the schema the worker serves for its
+        // type in its event catalog.
+        let reader = self.new_customer("audit");
+        let catalog = self.call("GET", "/v1/event_types", &reader.key, None, &[]);
+        if catalog.status != 200 {
+            return Err(format!("GET /v1/event_types answered {}: {}", catalog.status, catalog.body));
+        }
+        let catalog = catalog.json();
+        for (r, problem) in all.iter().zip(webhook_schema_problems_with(&bodies, Some(&catalog))) {
             if let Some(problem) = problem {
                 problems.push(format!("{} {}: schema: {problem}", r.path, r.header("webhook-id").unwrap_or("-")));
             }
@@ -613,7 +621,7 @@ impl Worker {
             return Err(problems.join("\n"));
         }
         Ok(format!(
-            "{} customer webhook bodies match docs/openapi.json; {verified} deliveries verify with the Standard \
+            "{} customer webhook bodies match docs/openapi.json and GET /v1/event_types; {verified} deliveries verify with the Standard \
              Webhooks library ({unverifiable} went to endpoints deleted since)",
             all.len()
         ))
@@ -653,7 +661,13 @@ pub fn verify_standard_webhooks(secrets: &[&str], deliveries: &[Received]) -> Re
 /// (Ajv, JSON Schema 2020-12, through tests/validate_webhook_bodies.mjs): `None` for a body that
 /// matches, else what is wrong with it.
 pub fn webhook_schema_problems(bodies: &[&str]) -> Vec<Option<String>> {
-    let (_, text) = node("validate_webhook_bodies.mjs", &json!({ "bodies": bodies }));
+    webhook_schema_problems_with(bodies, None)
+}
+
+/// Like [`webhook_schema_problems`], each body also checked against the schema that `catalog`
+/// (the answer of `GET /v1/event_types`) serves for its type.
+pub fn webhook_schema_problems_with(bodies: &[&str], catalog: Option<&Value>) -> Vec<Option<String>> {
+    let (_, text) = node("validate_webhook_bodies.mjs", &json!({ "bodies": bodies, "catalog": catalog }));
     let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("ok ") || l.starts_with("FAILED ")).collect();
     assert_eq!(lines.len(), bodies.len(), "the validator reports on every body:\n{text}");
     lines.iter().map(|l| l.strip_prefix("FAILED ").map(str::to_owned)).collect()

@@ -1,9 +1,11 @@
 //! What an endpoint may ask for beyond its event types (docs/contract.md §6): a filter over the
-//! event body, and custom headers sent with every attempt.
+//! event body, custom headers sent with every attempt, and test sends of any type in the event
+//! catalog.
 
 use std::time::Duration;
 
-use exactly_tests::{Customer, Worker};
+use exactly_core::webhook::EVENT_TYPES;
+use exactly_tests::{webhook_schema_problems_with, Customer, Worker};
 use serde_json::{json, Value};
 use sim::customer::Received;
 
@@ -22,6 +24,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
     (
         "endpoint_options::bad_filters_and_headers_are_refused_naming_the_problem",
         bad_filters_and_headers_are_refused_naming_the_problem,
+    ),
+    (
+        "endpoint_options::the_catalog_serves_every_type_and_a_test_send_delivers_its_example",
+        the_catalog_serves_every_type_and_a_test_send_delivers_its_example,
     ),
 ];
 
@@ -180,4 +186,48 @@ fn bad_filters_and_headers_are_refused_naming_the_problem(w: &Worker) {
     }
     let listed = w.call("GET", "/v1/webhook_endpoints", &c.key, None, &[]).json();
     assert_eq!(listed["data"], json!([]), "nothing refused was stored");
+}
+
+/// `GET /v1/event_types` serves every type with a schema that its own example passes (and
+/// docs/openapi.json's too); a test send of a type delivers that example, signed, marked as a
+/// test, past the endpoint's filter and whatever it subscribes to; an unknown or operator-only
+/// type is refused.
+fn the_catalog_serves_every_type_and_a_test_send_delivers_its_example(w: &Worker) {
+    let c = w.new_customer("catalog");
+    assert_eq!(w.call("GET", "/v1/event_types", "sk_not_a_key", None, &[]).status, 401);
+    let a = w.call("GET", "/v1/event_types", &c.key, None, &[]);
+    assert_eq!(a.status, 200, "{}", a.body);
+    let catalog = a.json();
+    let entries = catalog["data"].as_array().cloned().unwrap_or_default();
+    let subscribable: Vec<&str> =
+        entries.iter().filter(|e| e["subscribable"] == true).filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(subscribable, EVENT_TYPES, "{catalog}");
+    assert_eq!(entries.len(), EVENT_TYPES.len() + 2, "with endpoint.test and the operator's carrier_event.failed");
+    let examples: Vec<String> = entries.iter().map(|e| e["example"].to_string()).collect();
+    let texts: Vec<&str> = examples.iter().map(String::as_str).collect();
+    let problems: Vec<String> = webhook_schema_problems_with(&texts, Some(&catalog)).into_iter().flatten().collect();
+    assert!(problems.is_empty(), "examples that fail their own schema: {problems:?}");
+
+    let (id, path) = endpoint_with(w, &c, json!({"filter": "data.text = \"never sent\""}));
+    let secret = w.sql_for(&c.account, &format!("SELECT secret FROM webhook_endpoints WHERE id = '{id}'"));
+    let secret = secret.first().and_then(|r| r["secret"].as_str()).expect("a secret").to_owned();
+    let test =
+        |body: Option<Value>| w.call("POST", &format!("/v1/webhook_endpoints/{id}/test"), &c.key, body.as_ref(), &[]);
+    for refused in ["carrier_event.failed", "message.nope"] {
+        let a = test(Some(json!({ "event_type": refused })));
+        assert_eq!((a.status, a.json()["error"]["field"].as_str()), (422, Some("event_type")), "{refused}: {}", a.body);
+    }
+    let sent = test(Some(json!({"event_type": "call.completed"})));
+    assert_eq!(sent.status, 202, "{}", sent.body);
+    let plain = test(None);
+    assert_eq!(plain.status, 202, "{}", plain.body);
+    let got = wait_received(w, &path, 2);
+    let bodies: Vec<Value> = got.iter().map(|r| serde_json::from_str(&r.body).expect("JSON")).collect();
+    let completed = bodies.iter().find(|b| b["type"] == "call.completed").expect("the call.completed test");
+    let example = entries.iter().find(|e| e["type"] == "call.completed").map(|e| e["example"]["data"].clone());
+    assert_eq!(Some(completed["data"].clone()), example);
+    assert_eq!((completed["test"].clone(), completed["id"].clone()), (json!(true), sent.json()["event_id"].clone()));
+    let endpoint_test = bodies.iter().find(|b| b["type"] == "endpoint.test").expect("the endpoint.test");
+    assert_eq!((endpoint_test["test"].clone(), endpoint_test["data"]["endpoint_id"].clone()), (json!(true), json!(id)));
+    exactly_tests::verify_standard_webhooks(&[&secret], &got).unwrap_or_else(|report| panic!("{report}"));
 }

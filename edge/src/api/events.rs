@@ -16,6 +16,13 @@ async fn find(db: &D1Database, account_id: &str, id: &str) -> Result<Stored, Edg
     outbox::get(db, account_id, id).await?.ok_or(EdgeError::NotFound)
 }
 
+/// `GET /v1/event_types`: the event catalog, every type with its summary, description, whether
+/// an endpoint may subscribe to it, the JSON Schema of its body and an example body.
+pub async fn types(req: Request, env: &Env) -> Result<Response, EdgeError> {
+    auth::account(&req, env).await?;
+    crate::api::openapi::event_types()
+}
+
 /// `GET /v1/events?type=&resource_id=&since=&until=&limit=&cursor=`, newest first; each is the
 /// webhook body itself.
 pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {

@@ -331,12 +331,29 @@ pub async fn recover(mut req: Request, env: &Env, id: &str) -> Result<Response, 
     http::json(202, &json!({ "endpoint_id": endpoint.id, "queued": ids.len() }))
 }
 
-/// `POST /v1/webhook_endpoints/{id}/test` -> 202: a signed `endpoint.test` event to this endpoint.
-pub async fn test(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+#[derive(Deserialize, Default)]
+struct TestSend {
+    event_type: Option<String>,
+}
+
+/// `POST /v1/webhook_endpoints/{id}/test` `{event_type?}` -> 202: a test event to this endpoint
+/// only, signed like any delivery and marked `"test": true`: `endpoint.test`, or the catalog's
+/// example of `event_type` (any type an endpoint may subscribe to, subscribed or not).
+pub async fn test(mut req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
     let account = auth::account(&req, env).await?;
+    let body: TestSend = http::optional_json_body(&mut req).await?;
+    let event_type = match body.event_type {
+        None => EventType::EndpointTest,
+        Some(name) => EventType::from_name(&name)
+            .filter(|t| EventType::SUBSCRIBABLE.contains(t) || *t == EventType::EndpointTest)
+            .ok_or_else(|| {
+                EdgeError::invalid("event_type", format!("unknown event type {name}; see GET /v1/event_types"))
+            })?,
+    };
     let endpoint = find(&db, &account.id, id).await?;
-    let (event, delivery) = crate::store::outbox::test_event(&db, &account.id, &endpoint.id, now()).await?;
+    let test = crate::store::outbox::TestSend { account_id: &account.id, endpoint_id: &endpoint.id, event_type };
+    let (event, delivery) = crate::store::outbox::test_event(&db, &test, now()).await?;
     if endpoint.enabled && !endpoint.paused {
         crate::queues::deliver_many(env, vec![delivery.clone()]).await?;
     }

@@ -178,17 +178,32 @@ pub async fn list(
     .await
 }
 
-/// The `endpoint.test` event for one endpoint and its one delivery, in one batch. Returns the
-/// event and the delivery's id.
-pub async fn test_event(
-    db: &D1Database,
-    account_id: &str,
-    endpoint_id: &str,
-    now: Timestamp,
-) -> Result<(Event, String), EdgeError> {
+/// A test send an account asked for.
+pub struct TestSend<'a> {
+    pub account_id: &'a str,
+    /// The one endpoint it goes to.
+    pub endpoint_id: &'a str,
+    /// `endpoint.test`, or a type whose catalog example is sent.
+    pub event_type: EventType,
+}
+
+/// A test event for one endpoint and its one delivery, in one batch: marked `"test": true`, with
+/// `data` the endpoint (`endpoint.test`) or the catalog's example of its type. Returns the event
+/// and the delivery's id.
+pub async fn test_event(db: &D1Database, test: &TestSend<'_>, now: Timestamp) -> Result<(Event, String), EdgeError> {
+    let TestSend { account_id, endpoint_id, event_type } = *test;
     // Each test is its own resource, so every test is a new event, however many come at once.
     let resource = format!("{endpoint_id}@{}", new_id("test")?);
-    let event = Event::new(account_id, EventType::EndpointTest, &resource, json!({ "endpoint_id": endpoint_id }), now)?;
+    let data = match event_type {
+        EventType::EndpointTest => json!({ "endpoint_id": endpoint_id }),
+        other => {
+            let entry = exactly_core::catalog::entry(other)
+                .ok_or_else(|| EdgeError::invalid("event_type", format!("no example of {other}")))?;
+            serde_json::from_str(entry.example).map_err(|e| EdgeError::platform("catalog", e))?
+        }
+    };
+    let mut event = Event::new(account_id, event_type, &resource, data, now)?;
+    event.payload = mark_test(&event.payload)?;
     let delivery = new_id("dlv")?;
     db::batch(
         db,
@@ -211,6 +226,13 @@ pub async fn test_event(
     )
     .await?;
     Ok((event, delivery))
+}
+
+/// `payload` with `"test": true`.
+fn mark_test(payload: &str) -> Result<String, EdgeError> {
+    let mut body: Value = serde_json::from_str(payload).map_err(|e| EdgeError::platform("encode", e))?;
+    body["test"] = Value::Bool(true);
+    Ok(body.to_string())
 }
 
 /// What a guarded change committed: whether it happened, and the customer event it wrote.

@@ -24,7 +24,7 @@ use std::time::Duration;
 use async_lock::Semaphore;
 
 use exactly_core::filter::Filter;
-use exactly_core::webhook::{EventType, SigningSecret};
+use exactly_core::webhook::SigningSecret;
 use exactly_core::Timestamp;
 use exactly_core::{backoff, breaker};
 use futures_util::future::join_all;
@@ -306,13 +306,13 @@ async fn gate(env: &Env, db: &D1Database, id: &str) -> Result<Gate, EdgeError> {
 }
 
 /// Whether the endpoint's filter holds the delivery back: `None` to send it (no filter, the event
-/// passes, or it is a test event, which exists to reach the endpoint), `Some(Ok(()))` to hold it
+/// passes, or it is a test send, which exists to reach the endpoint), `Some(Ok(()))` to hold it
 /// back, `Some(Err(why))` when the stored filter no longer parses (the delivery fails visibly
 /// rather than going out unfiltered).
 fn filtered(due: &Due) -> Option<Result<(), String>> {
     let text = due.filter.as_deref()?;
     let body: serde_json::Value = serde_json::from_str(&due.payload).unwrap_or(serde_json::Value::Null);
-    if body.get("type").and_then(serde_json::Value::as_str) == Some(EventType::EndpointTest.as_str()) {
+    if body.get("test") == Some(&serde_json::Value::Bool(true)) {
         return None;
     }
     match Filter::parse(text) {
