@@ -1556,6 +1556,22 @@ export interface components {
             /** @description An example body; a test send of the type delivers its `data`. */
             example: Record<string, never>;
         };
+        /** @description 422: the Idempotency-Key was used for a different request (method, path or body) within 24 hours. */
+        IdempotencyKeyReusedError: {
+            error: {
+                /** @enum {string} */
+                code: "idempotency_key_reused";
+                message: string;
+            };
+        };
+        /** @description 409: a request with this Idempotency-Key is still running; retry after `Retry-After` seconds for its answer. */
+        IdempotencyKeyInUseError: {
+            error: {
+                /** @enum {string} */
+                code: "idempotency_key_in_use";
+                message: string;
+            };
+        };
     };
     responses: {
         /** @description The worker cannot answer now. `error.code` is `unavailable` (a database or queue is out for a moment: retry later, with the same Idempotency-Key where the request has one) or `misconfigured` (a configuration variable is missing or invalid, named in `error.message`). */
@@ -1577,6 +1593,8 @@ export interface components {
         WebhookTimestamp: string;
         /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
         WebhookSignature: string;
+        /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+        IdempotencyKey: string;
     };
     requestBodies: never;
     headers: {
@@ -1642,7 +1660,10 @@ export interface operations {
     createAccount: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1687,6 +1708,17 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before asking again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                };
+            };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
             413: {
                 headers: {
@@ -1696,13 +1728,13 @@ export interface operations {
                     "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
-            /** @description A field failed validation; `error.field` names it */
+            /** @description A field failed validation (`error.field` names it), or the Idempotency-Key was used for a different request */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["InvalidFieldError"];
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -1711,7 +1743,10 @@ export interface operations {
     rotateAccountKey: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -1750,13 +1785,36 @@ export interface operations {
                     "application/json": components["schemas"]["NotFoundError"];
                 };
             };
+            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before asking again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyReusedError"];
+                };
+            };
             503: components["responses"]["Unavailable"];
         };
     };
     assignNumber: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1832,7 +1890,7 @@ export interface operations {
                             code: "number_taken";
                             message: string;
                         };
-                    };
+                    } | components["schemas"]["IdempotencyKeyInUseError"];
                 };
             };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
@@ -1844,13 +1902,13 @@ export interface operations {
                     "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
-            /** @description A field failed validation; `error.field` names it */
+            /** @description A field failed validation (`error.field` names it), or the Idempotency-Key was used for a different request */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["InvalidFieldError"];
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -1970,9 +2028,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                "Idempotency-Key"?: string;
                 /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -1997,7 +2056,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The message this Idempotency-Key created before (no second send) */
+            /** @description The message this Idempotency-Key created more than 24 hours ago (its kept answer has expired; no second send) */
             200: {
                 headers: {
                     "x-d1-bookmark": components["headers"]["Bookmark"];
@@ -2007,7 +2066,7 @@ export interface operations {
                     "application/json": components["schemas"]["Message"];
                 };
             };
-            /** @description The queued message */
+            /** @description The queued message; with an Idempotency-Key used within 24 hours, the first answer again */
             201: {
                 headers: {
                     "x-d1-bookmark": components["headers"]["Bookmark"];
@@ -2035,19 +2094,13 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
-            /** @description The Idempotency-Key was used for a different message */
+            /** @description A request with this Idempotency-Key is still running */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /** @enum {string} */
-                            code: "idempotency_key_reused";
-                            message: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
                 };
             };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
@@ -2059,13 +2112,13 @@ export interface operations {
                     "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
-            /** @description A field failed validation; `error.field` names it */
+            /** @description A field failed validation (`error.field` names it), or the Idempotency-Key was used for a different request */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["InvalidFieldError"];
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -2379,6 +2432,8 @@ export interface operations {
             header?: {
                 /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -2431,6 +2486,17 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before asking again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                };
+            };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
             413: {
                 headers: {
@@ -2440,13 +2506,13 @@ export interface operations {
                     "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
-            /** @description A field failed validation; `error.field` names it */
+            /** @description A field failed validation (`error.field` names it), or the Idempotency-Key was used for a different request */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["InvalidFieldError"];
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -2582,6 +2648,8 @@ export interface operations {
             header?: {
                 /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 id: string;
@@ -2648,6 +2716,17 @@ export interface operations {
                     "application/json": components["schemas"]["NotFoundError"];
                 };
             };
+            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before asking again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                };
+            };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
             413: {
                 headers: {
@@ -2657,13 +2736,13 @@ export interface operations {
                     "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
-            /** @description A field failed validation; `error.field` names it */
+            /** @description A field failed validation (`error.field` names it), or the Idempotency-Key was used for a different request */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["InvalidFieldError"];
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -2853,6 +2932,8 @@ export interface operations {
             header?: {
                 /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 id: string;
@@ -2920,7 +3001,7 @@ export interface operations {
                             code: "no_endpoint";
                             message: string;
                         };
-                    };
+                    } | components["schemas"]["IdempotencyKeyInUseError"];
                 };
             };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
@@ -2932,13 +3013,13 @@ export interface operations {
                     "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
-            /** @description A field failed validation; `error.field` names it */
+            /** @description A field failed validation (`error.field` names it), or the Idempotency-Key was used for a different request */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["InvalidFieldError"];
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -2947,7 +3028,10 @@ export interface operations {
     retryCarrierEvent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -2995,6 +3079,26 @@ export interface operations {
                     "application/json": components["schemas"]["NotFoundError"];
                 };
             };
+            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before asking again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyReusedError"];
+                };
+            };
             503: components["responses"]["Unavailable"];
         };
     };
@@ -3003,7 +3107,10 @@ export interface operations {
             query?: {
                 status?: "failed";
             };
-            header?: never;
+            header?: {
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3030,13 +3137,24 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
-            /** @description status is not failed */
+            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before asking again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                };
+            };
+            /** @description A field failed validation (`error.field` names it), or the Idempotency-Key was used for a different request */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["InvalidFieldError"];
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -3045,7 +3163,10 @@ export interface operations {
     moveEventShards: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3120,7 +3241,7 @@ export interface operations {
                             code: "shard_move_conflict";
                             message: string;
                         };
-                    };
+                    } | components["schemas"]["IdempotencyKeyInUseError"];
                 };
             };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
@@ -3132,13 +3253,13 @@ export interface operations {
                     "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
-            /** @description Not shards of one database, or `to` is not a dedupe binding, or already holds them */
+            /** @description A field failed validation (`error.field` names it), or the Idempotency-Key was used for a different request */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["InvalidFieldError"];
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
             /** @description A binding is missing, or D1 failed; call again */
@@ -3214,7 +3335,10 @@ export interface operations {
     retryWebhookDelivery: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 id: string;
             };
@@ -3261,7 +3385,16 @@ export interface operations {
                             code: "not_failed";
                             message: string;
                         };
-                    };
+                    } | components["schemas"]["IdempotencyKeyInUseError"];
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -3273,6 +3406,8 @@ export interface operations {
             header?: {
                 /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 id: string;
@@ -3318,6 +3453,26 @@ export interface operations {
                     "application/json": components["schemas"]["NotFoundError"];
                 };
             };
+            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before asking again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyReusedError"];
+                };
+            };
             503: components["responses"]["Unavailable"];
         };
     };
@@ -3327,6 +3482,8 @@ export interface operations {
             header?: {
                 /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 id: string;
@@ -3387,6 +3544,17 @@ export interface operations {
                     "application/json": components["schemas"]["NotFoundError"];
                 };
             };
+            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before asking again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                };
+            };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
             413: {
                 headers: {
@@ -3396,13 +3564,13 @@ export interface operations {
                     "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
-            /** @description since or until is missing or malformed */
+            /** @description A field failed validation (`error.field` names it), or the Idempotency-Key was used for a different request */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["InvalidFieldError"];
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -3414,6 +3582,8 @@ export interface operations {
             header?: {
                 /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 id: string;
@@ -3469,13 +3639,24 @@ export interface operations {
                     "application/json": components["schemas"]["NotFoundError"];
                 };
             };
-            /** @description A field failed validation; `error.field` names it */
+            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before asking again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                };
+            };
+            /** @description A field failed validation (`error.field` names it), or the Idempotency-Key was used for a different request */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["InvalidFieldError"];
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
             503: components["responses"]["Unavailable"];
@@ -3650,6 +3831,8 @@ export interface operations {
             header?: {
                 /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 id: string;
@@ -3707,7 +3890,16 @@ export interface operations {
                             code: "not_scheduled";
                             message: string;
                         };
-                    };
+                    } | components["schemas"]["IdempotencyKeyInUseError"];
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
             503: components["responses"]["Unavailable"];

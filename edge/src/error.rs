@@ -47,8 +47,10 @@ pub enum EdgeError {
 /// enumerates each operation's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Conflict {
-    /// The Idempotency-Key was used for a different message.
+    /// The Idempotency-Key was used for a different request (answered 422, not 409).
     IdempotencyKeyReused,
+    /// A request with the Idempotency-Key is still running.
+    IdempotencyKeyInUse,
     /// The message is no longer scheduled, so it cannot be canceled.
     NotScheduled,
     /// No enabled endpoint is subscribed to the event's type.
@@ -63,8 +65,9 @@ pub enum Conflict {
 
 impl Conflict {
     /// Every conflict there is.
-    pub const ALL: [Conflict; 6] = [
+    pub const ALL: [Conflict; 7] = [
         Conflict::IdempotencyKeyReused,
+        Conflict::IdempotencyKeyInUse,
         Conflict::NotScheduled,
         Conflict::NoEndpoint,
         Conflict::NumberTaken,
@@ -76,6 +79,7 @@ impl Conflict {
     pub const fn as_str(self) -> &'static str {
         match self {
             Conflict::IdempotencyKeyReused => "idempotency_key_reused",
+            Conflict::IdempotencyKeyInUse => "idempotency_key_in_use",
             Conflict::NotScheduled => "not_scheduled",
             Conflict::NoEndpoint => "no_endpoint",
             Conflict::NumberTaken => "number_taken",
@@ -131,6 +135,10 @@ impl EdgeError {
                 (413, "body_too_large", format!("the request body is larger than {max} bytes"), None)
             }
             EdgeError::Invalid { field, message } => (422, "invalid_field", format!("{field}: {message}"), Some(field)),
+            // A key reused for another request is a fault of the request, as any invalid field.
+            EdgeError::Conflict { code: Conflict::IdempotencyKeyReused, message } => {
+                (422, Conflict::IdempotencyKeyReused.as_str(), message.clone(), None)
+            }
             EdgeError::Conflict { code, message } => (409, code.as_str(), message.clone(), None),
             EdgeError::Config { variable, problem } => {
                 (503, "misconfigured", format!("configuration variable {variable} {problem}"), None)
@@ -150,6 +158,9 @@ impl EdgeError {
         let mut response = Response::from_json(&serde_json::json!({ "error": error }))?.with_status(status);
         if status == 503 {
             response.headers_mut().set("retry-after", "5")?;
+        }
+        if code == Conflict::IdempotencyKeyInUse.as_str() {
+            response.headers_mut().set("retry-after", "1")?;
         }
         Ok(response)
     }
@@ -457,10 +468,15 @@ mod tests {
             for op in item.as_object().expect("a path item").values() {
                 for (status, answer) in op["responses"].as_object().into_iter().flatten() {
                     let answer = resolve(answer);
-                    let schema = resolve(&answer["content"]["application/json"]["schema"]);
-                    let enumerated = &schema["properties"]["error"]["properties"]["code"]["enum"];
-                    for code in enumerated.as_array().into_iter().flatten() {
-                        codes.entry(status.clone()).or_default().insert(code.as_str().expect("a code").to_owned());
+                    let schema = &answer["content"]["application/json"]["schema"];
+                    // One schema, or any of several.
+                    let alternatives = schema["anyOf"].as_array().cloned().unwrap_or_else(|| vec![schema.clone()]);
+                    for schema in alternatives.iter().map(resolve) {
+                        let enumerated = &schema["properties"]["error"]["properties"]["code"]["enum"];
+                        for code in enumerated.as_array().into_iter().flatten() {
+                            let code = code.as_str().expect("a code").to_owned();
+                            codes.entry(status.clone()).or_default().insert(code);
+                        }
                     }
                 }
             }

@@ -129,6 +129,8 @@ routes! {
 /// `{position}`), empty where the pattern has none.
 struct Matched<'a> {
     handler: Handler,
+    /// An `/admin` route.
+    admin: bool,
     id: &'a str,
     position: &'a str,
 }
@@ -140,6 +142,7 @@ struct Pattern {
     parts: Vec<&'static str>,
     wildcards: usize,
     handler: Handler,
+    admin: bool,
 }
 
 thread_local! {
@@ -149,7 +152,7 @@ thread_local! {
         .map(|(&(method, pattern), &handler)| {
             let parts: Vec<&'static str> = pattern.trim_matches('/').split('/').collect();
             let wildcards = parts.iter().filter(|p| p.starts_with('{')).count();
-            Pattern { method, parts, wildcards, handler }
+            Pattern { method, parts, wildcards, handler, admin: pattern.starts_with("/admin/") }
         })
         .collect();
 }
@@ -173,7 +176,8 @@ fn find<'a>(method: &str, segments: &[&'a str]) -> Result<Matched<'a>, bool> {
             let mut taken = parts.iter().zip(segments).filter(|(p, _)| p.starts_with('{')).map(|(_, s)| *s);
             let (id, position) = (taken.next().unwrap_or(""), taken.next().unwrap_or(""));
             if best.as_ref().is_none_or(|(w, _)| pattern.wildcards < *w) {
-                best = Some((pattern.wildcards, Matched { handler: pattern.handler, id, position }));
+                let (handler, admin) = (pattern.handler, pattern.admin);
+                best = Some((pattern.wildcards, Matched { handler, admin, id, position }));
             }
         }
         best.map(|(_, m)| m).ok_or(path_known)
@@ -211,7 +215,12 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
         return api::ingest::webhook(provider, &req, env).await;
     }
     if segments.first() != Some(&"v1") {
-        return raw(dispatch(matched, req.into(), env).await?);
+        let req: Request = req.into();
+        if matched.admin && api::idempotency::requested(method, &req) {
+            api::auth::admin(&req, env)?;
+            return raw(api::idempotency::once(req, env, "admin", |req| dispatch(matched, req, env)).await?);
+        }
+        return raw(dispatch(matched, req, env).await?);
     }
     // The customer API runs in a D1 session started from the bookmark the client sent back,
     // and answers with the session's latest, so the client reads its own writes.
@@ -222,7 +231,14 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
     let env = &scoped;
     let writes = worker::Method::from(method.to_owned()) != worker::Method::Get;
     let session = store::Session::open(env, bookmark.as_deref(), writes)?;
-    let mut response = dispatch(matched, req.into(), session.as_ref().map_or(env, store::Session::env)).await?;
+    let env = session.as_ref().map_or(env, store::Session::env);
+    let req: Request = req.into();
+    let mut response = if api::idempotency::requested(method, &req) {
+        let scope = api::auth::account(&req, env).await?.id;
+        api::idempotency::once(req, env, &scope, |req| dispatch(matched, req, env)).await?
+    } else {
+        dispatch(matched, req, env).await?
+    };
     if let Some(latest) = session.and_then(|s| s.bookmark()) {
         response.headers_mut().set(api::http::BOOKMARK, &latest).map_err(|e| EdgeError::platform("header", e))?;
     }
@@ -239,7 +255,7 @@ fn raw(response: Response) -> Result<web_sys::Response, EdgeError> {
 
 async fn dispatch(matched: Matched<'_>, req: Request, env: &Env) -> Result<Response, EdgeError> {
     use api::{admin, calls, events, media, messages, usage, webhook_endpoints as endpoints};
-    let Matched { handler, id, position } = matched;
+    let Matched { handler, id, position, .. } = matched;
     match handler {
         // `route` serves the carriers on the runtime's request before converting it, and never
         // reaches here with them: a second call of the ingest handler would be a second copy of

@@ -15,6 +15,7 @@ mod calls;
 mod carriers;
 mod chaos;
 mod endpoint_options;
+mod idempotency;
 mod ingest;
 mod isolation;
 mod messaging;
@@ -92,6 +93,7 @@ fn main() {
         calls::TESTS,
         webhooks::TESTS,
         endpoint_options::TESTS,
+        idempotency::TESTS,
         isolation::TESTS,
         chaos::TESTS,
         operations::TESTS,

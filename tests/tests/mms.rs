@@ -450,13 +450,14 @@ fn outbound_mms_carries_its_media_and_is_one_mms_unit(w: &Worker) {
         assert_eq!((m["position"].clone(), m["source_url"].clone()), (json!(position), json!(url)));
         assert_eq!((m["path"].clone(), m["url"].clone()), (Value::Null, Value::Null), "outbound media is not copied");
     }
-    // The same key again: the same message, no second send; another set of media is a conflict.
+    // The same key again: the first answer, no second send; another set of media is refused.
     let again = w.call("POST", "/v1/messages", &c.key, Some(&body), &[("idempotency-key", &key)]);
-    assert_eq!((again.status, again.json()["id"].clone()), (200, json!(id)), "{}", again.body);
+    assert_eq!((again.status, &again.body), (201, &a.body));
     let mut changed = body.clone();
     changed["media_urls"] = json!(["https://cdn.example.com/a.jpg"]);
     let conflict = w.call("POST", "/v1/messages", &c.key, Some(&changed), &[("idempotency-key", &key)]);
-    assert_eq!(conflict.status, 409, "{}", conflict.body);
+    assert_eq!(conflict.status, 422, "{}", conflict.body);
+    assert_eq!(conflict.json()["error"]["code"], "idempotency_key_reused");
 
     let ok = w.eventually(Duration::from_secs(40), || {
         w.call("GET", &format!("/v1/messages/{id}"), &c.key, None, &[]).json()["status"] == "sent"

@@ -81,6 +81,7 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("POST", "/v1/webhook_endpoints/{id}/test", Access::Owned(Resource::Endpoint)),
     ("GET", "/v1/webhook_endpoints/{id}/attempts", Access::Owned(Resource::Endpoint)),
     ("GET", "/v1/events", Access::Account),
+    ("GET", "/v1/event_types", Access::Account),
     ("GET", "/v1/events/{id}", Access::Owned(Resource::Event)),
     ("POST", "/v1/events/{id}/replay", Access::Owned(Resource::Event)),
     ("GET", "/openapi.json", Access::Public),

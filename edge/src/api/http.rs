@@ -10,7 +10,7 @@ use crate::error::EdgeError;
 pub const MAX_DRAIN_BYTES: usize = 1024 * 1024;
 
 /// The largest JSON body the API accepts.
-const MAX_JSON_BYTES: usize = 64 * 1024;
+pub const MAX_JSON_BYTES: usize = 64 * 1024;
 
 /// Reads a JSON body into `T`; 413 when it is larger than 64 KiB (refused before more is held),
 /// 400 when it is not JSON of that shape.

@@ -6,6 +6,7 @@ pub mod calls;
 pub mod events;
 pub mod health;
 pub mod http;
+pub mod idempotency;
 pub mod ingest;
 pub mod media;
 pub mod messages;

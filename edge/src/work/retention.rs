@@ -1,12 +1,14 @@
 //! The cron's retention step (docs/architecture.md, "Retention"): the carrier events of every
-//! database of the dedupe log, and the webhook attempts of every account database, each pruned by
+//! database of the dedupe log, and the webhook attempts and expired idempotency keys of every account
+//! database, each pruned by
 //! its own store module from the watermarks `store::retention` keeps.
 
 use exactly_core::Timestamp;
 
 use crate::config::Retention;
 use crate::error::EdgeError;
-use crate::store::{carrier_events, deliveries};
+use crate::store::retention::BATCH;
+use crate::store::{carrier_events, deliveries, idempotency};
 
 /// What one run pruned.
 #[derive(Debug, Default, serde::Serialize)]
@@ -17,6 +19,8 @@ pub struct Pruned {
     pub events: usize,
     /// Webhook attempts deleted.
     pub attempts: usize,
+    /// Idempotency keys past their 24 hours deleted.
+    pub idempotency_keys: usize,
 }
 
 /// One retention run: the carrier event steps in every database of the dedupe log (each keeps
@@ -31,12 +35,18 @@ pub async fn run(env: &worker::Env, retention: Retention, now: Timestamp) -> Res
     }
     // One account database that fails is logged and skipped; the others are still pruned.
     for binding in crate::store::routes::databases(env) {
-        let attempts = match crate::store::routes::open(env, Some(binding.clone())) {
-            Ok((_, db)) => deliveries::prune_attempts(&db, retention, now).await,
+        let pruning = match crate::store::routes::open(env, Some(binding.clone())) {
+            Ok((_, db)) => match deliveries::prune_attempts(&db, retention, now).await {
+                Ok(attempts) => idempotency::prune(&db, now, BATCH).await.map(|keys| (attempts, keys)),
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         };
-        match attempts {
-            Ok(n) => pruned.attempts += n,
+        match pruning {
+            Ok((attempts, keys)) => {
+                pruned.attempts += attempts;
+                pruned.idempotency_keys += keys;
+            }
             Err(e) => worker::console_error!(
                 "{}",
                 serde_json::json!({"cron": "retention", "database": binding, "error": e.to_string()})
