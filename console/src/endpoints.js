@@ -87,11 +87,12 @@ export function EndpointPage({ id }) {
   const [action, run] = useAction();
   const [edit, setEdit] = useState(null);
   const [since, setSince] = useState('');
+  const [testType, setTestType] = useState('endpoint.test');
   if (!detail.data) {
     return html`<section><${PageTitle}>Endpoint<//><${ErrorBox} error=${detail.error} />${detail.loading ? html`<${Loading} what="the endpoint" />` : null}</section>`;
   }
   const { endpoint: ep } = detail.data;
-  const form = edit || { url: ep.url, types: ep.event_types };
+  const form = edit || { url: ep.url, types: ep.event_types, filter: ep.filter || '' };
   const act = async (label, call) => {
     const done = await run(async () => ({ label, answer: await call() }));
     if (done) {
@@ -110,6 +111,8 @@ export function EndpointPage({ id }) {
       ['Held deliveries', String(ep.held_count)],
       ['Attempts in flight', `${ep.in_flight} of at most ${ep.max_in_flight}`],
       ['Rate limit', ep.rate_limit_per_second ? `${ep.rate_limit_per_second} per second` : 'none'],
+      ['Filter', ep.filter ? html`<code>${ep.filter}</code>` : 'none: every event of its types'],
+      ['Custom headers', Object.keys(ep.headers || {}).length ? Object.keys(ep.headers).join(', ') : 'none'],
       ['Consecutive failures', String(ep.consecutive_failures)],
       ['Created', html`<${Time} at=${ep.created_at} />`],
       ['Updated', html`<${Time} at=${ep.updated_at} />`],
@@ -121,7 +124,11 @@ export function EndpointPage({ id }) {
       <button type="button" disabled=${action.busy} onClick=${() => act(ep.paused ? 'Resumed' : 'Paused', () => api.updateEndpoint(id, { paused: !ep.paused }))}>${ep.paused ? 'Resume' : 'Pause'}</button>
       ${ep.enabled ? null : html`<button type="button" disabled=${action.busy} onClick=${() => act('Enabled', () => api.updateEndpoint(id, { enabled: true }))}>Enable</button>`}
       <button type="button" disabled=${action.busy} onClick=${() => confirm('Rotate the signing secret? The old one stops being used.') && act('Secret rotated', () => api.rotateSecret(id))}>Rotate secret</button>
-      <button type="button" disabled=${action.busy} onClick=${() => act('Test event sent', () => api.testEndpoint(id))}>Send test event</button>
+      <label class="visually-hidden" for="test-type">Test event type</label>
+      <select id="test-type" value=${testType} onChange=${(e) => setTestType(e.currentTarget.value)}>
+        ${['endpoint.test', ...EVENT_TYPES].map((t) => html`<option value=${t}>${t}</option>`)}
+      </select>
+      <button type="button" disabled=${action.busy} onClick=${() => act('Test event sent', () => api.testEndpoint(id, testType))}>Send test event</button>
       <button type="button" class="danger" disabled=${action.busy} onClick=${async () => {
         if (!confirm(`Delete ${ep.id}?`)) return;
         const done = await run(() => api.deleteEndpoint(id));
@@ -139,11 +146,13 @@ export function EndpointPage({ id }) {
     <h2>Edit</h2>
     <form class="stack" onSubmit=${(e) => {
       e.preventDefault();
-      act('Saved', () => api.updateEndpoint(id, { url: form.url.trim(), event_types: form.types }));
+      act('Saved', () => api.updateEndpoint(id, { url: form.url.trim(), event_types: form.types, filter: form.filter.trim() || null }));
     }}>
       <div class="field"><label for="edit-url">URL</label>
         <input id="edit-url" type="url" required value=${form.url} onInput=${(e) => setEdit({ ...form, url: e.currentTarget.value })} /></div>
       <${EventTypes} idPrefix="edit-type" selected=${form.types} onChange=${(types) => setEdit({ ...form, types })} />
+      <div class="field"><label for="edit-filter">Filter (only events that pass it are delivered; empty for all)</label>
+        <input id="edit-filter" type="text" spellcheck="false" placeholder='data.direction = "inbound"' value=${form.filter} onInput=${(e) => setEdit({ ...form, filter: e.currentTarget.value })} /></div>
       <div><button class="primary" type="submit" disabled=${action.busy}>Save</button></div>
     </form>
   </section>`;

@@ -9,10 +9,11 @@ import { MessagePage, MessagesPage } from './messages.js';
 import { CallPage, CallsPage } from './calls.js';
 import { EventPage, EventsPage } from './events.js';
 import { EndpointPage, EndpointsPage } from './endpoints.js';
+import { EventTypesPage } from './catalog.js';
 import { AccountsPage, CarrierEventsPage, DeliveriesPage, OverviewPage } from './operator.js';
 
 const NAV = {
-  customer: [['/messages', 'Messages'], ['/calls', 'Calls'], ['/events', 'Events'], ['/endpoints', 'Endpoints']],
+  customer: [['/messages', 'Messages'], ['/calls', 'Calls'], ['/events', 'Events'], ['/endpoints', 'Endpoints'], ['/event-types', 'Event types']],
   operator: [['/ops', 'Overview'], ['/ops/carrier-events', 'Carrier events'], ['/ops/deliveries', 'Deliveries'], ['/ops/accounts', 'Accounts']],
 };
 
@@ -67,6 +68,7 @@ function page(role, route) {
     if (first === 'messages') return second ? html`<${MessagePage} id=${second} key=${second} />` : html`<${MessagesPage} query=${query} />`;
     if (first === 'calls') return second ? html`<${CallPage} id=${second} key=${second} />` : html`<${CallsPage} query=${query} />`;
     if (first === 'events') return second ? html`<${EventPage} id=${second} key=${second} />` : html`<${EventsPage} query=${query} />`;
+    if (first === 'event-types') return html`<${EventTypesPage} />`;
     if (first === 'endpoints') return second ? html`<${EndpointPage} id=${second} key=${second} />` : html`<${EndpointsPage} query=${query} />`;
     if (!first) return html`<${MessagesPage} query=${query} />`;
   } else {

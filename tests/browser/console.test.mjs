@@ -254,8 +254,13 @@ test('endpoints: pause, see the held count, send a test event, resume', async ()
     await page.getByRole('heading', { level: 1, name: /Endpoint ep_/ }).waitFor();
     return /Held deliveries[1-9]/.test(await page.locator('.facts').textContent());
   }, 60_000, 'the held count to show a held delivery');
+  // A test send of a chosen type from the catalog, and the filter, saved and shown.
+  await page.getByLabel('Test event type').selectOption('message.delivered');
   await page.getByRole('button', { name: 'Send test event' }).click();
   await page.getByRole('status').filter({ hasText: 'Test event sent' }).waitFor();
+  await page.getByLabel(/^Filter/).fill('data.direction exists');
+  await page.getByRole('button', { name: 'Save' }).click();
+  await page.locator('.facts').getByText('data.direction exists').waitFor();
   await page.getByLabel('Recover failed deliveries since').waitFor();
   await shot('endpoint', { mobile: true });
   await assertFitsMobile('the endpoint page');
@@ -268,6 +273,17 @@ test('endpoints: pause, see the held count, send a test event, resume', async ()
   }, 60_000, 'the held deliveries to go out on resume');
 });
 
+
+test('event types: the catalog shows every type with an example body', async () => {
+  await nav('Event types').click();
+  const table = page.getByRole('region', { name: 'Event types' });
+  await table.getByText('message.delivered', { exact: true }).waitFor();
+  assert.equal(await table.locator('tbody tr').count(), 15);
+  await table.locator('tr', { hasText: 'call.completed' }).getByText('Example body').click();
+  assert.match(await table.locator('tr', { hasText: 'call.completed' }).locator('pre').textContent(), /"billed_minutes": 2/);
+  await shot('event-types');
+  await assertFitsMobile('the event types page');
+});
 
 test('operator: overview, failed deliveries, and re-driving a failed carrier event', async () => {
   // A message to a number nobody owns is a visible failed carrier event.
