@@ -1572,6 +1572,14 @@ export interface components {
                 message: string;
             };
         };
+        /** @description 429: the API key (on /v1) or the admin token (on /admin) is over its rate limit. */
+        RateLimitedError: {
+            error: {
+                /** @enum {string} */
+                code: "rate_limited";
+                message: string;
+            };
+        };
     };
     responses: {
         /** @description The worker cannot answer now. `error.code` is `unavailable` (a database or queue is out for a moment: retry later, with the same Idempotency-Key where the request has one) or `misconfigured` (a configuration variable is missing or invalid, named in `error.message`). */
@@ -1581,6 +1589,17 @@ export interface components {
             };
             content: {
                 "application/json": components["schemas"]["UnavailableError"];
+            };
+        };
+        /** @description Over the caller's rate limit (docs/contract.md §5, "Rate limits"); nothing was done */
+        RateLimited: {
+            headers: {
+                /** @description Seconds until the limit's next minute. */
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["RateLimitedError"];
             };
         };
     };
@@ -1654,6 +1673,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -1737,6 +1757,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -1805,6 +1826,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -1911,6 +1933,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -1959,6 +1982,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2021,6 +2045,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2121,6 +2146,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2184,6 +2210,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2245,6 +2272,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2308,6 +2336,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2363,6 +2392,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2423,6 +2453,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2515,6 +2546,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2578,6 +2610,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2639,6 +2672,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2745,6 +2779,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2812,6 +2847,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2857,6 +2893,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2923,6 +2960,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -3022,6 +3060,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -3099,6 +3138,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -3157,6 +3197,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -3262,6 +3303,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             /** @description A binding is missing, or D1 failed; call again */
             503: {
                 headers: {
@@ -3329,6 +3371,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -3397,6 +3440,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -3473,6 +3517,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -3573,6 +3618,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -3659,6 +3705,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -3730,6 +3777,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFoundError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -3792,6 +3840,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFoundError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -3822,6 +3871,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -3902,6 +3952,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -3963,6 +4014,7 @@ export interface operations {
                     "application/json": components["schemas"]["MediaNotFoundError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -4024,6 +4076,7 @@ export interface operations {
                     "application/json": components["schemas"]["MediaNotFoundError"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };

@@ -30,6 +30,9 @@ pub enum EdgeError {
     Invalid { field: &'static str, message: String },
     /// The request conflicts with the state of a resource (409).
     Conflict { code: Conflict, message: String },
+    /// The caller's API key or admin token is over its rate limit (429), until `retry_after`
+    /// seconds from now at most.
+    RateLimited { retry_after: u32 },
     /// A required variable or secret is missing or malformed. Names the variable, never its value.
     Config { variable: &'static str, problem: String },
     /// D1, a queue, a carrier or the platform failed; nothing was half-done and a retry is safe.
@@ -140,6 +143,9 @@ impl EdgeError {
                 (422, Conflict::IdempotencyKeyReused.as_str(), message.clone(), None)
             }
             EdgeError::Conflict { code, message } => (409, code.as_str(), message.clone(), None),
+            EdgeError::RateLimited { retry_after } => {
+                (429, "rate_limited", format!("too many requests; retry after {retry_after} s"), None)
+            }
             EdgeError::Config { variable, problem } => {
                 (503, "misconfigured", format!("configuration variable {variable} {problem}"), None)
             }
@@ -161,6 +167,9 @@ impl EdgeError {
         }
         if code == Conflict::IdempotencyKeyInUse.as_str() {
             response.headers_mut().set("retry-after", "1")?;
+        }
+        if let EdgeError::RateLimited { retry_after } = self {
+            response.headers_mut().set("retry-after", &retry_after.to_string())?;
         }
         Ok(response)
     }
@@ -433,6 +442,7 @@ mod tests {
             EdgeError::invalid("to", "x"),
             EdgeError::Config { variable: "ADMIN_TOKEN", problem: String::new() },
             EdgeError::unavailable("platform", "x"),
+            EdgeError::RateLimited { retry_after: 1 },
         ];
         all.extend(Conflict::ALL.map(|code| EdgeError::Conflict { code, message: String::new() }));
         for e in &all {
@@ -448,6 +458,7 @@ mod tests {
                 | EdgeError::BodyTooLarge { .. }
                 | EdgeError::Invalid { .. }
                 | EdgeError::Conflict { .. }
+                | EdgeError::RateLimited { .. }
                 | EdgeError::Config { .. }
                 | EdgeError::Unavailable { .. } => {}
             }

@@ -214,6 +214,11 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
         // crate's type, which would also read `request.cf` and copy the URL, method and headers.
         return api::ingest::webhook(provider, &req, env).await;
     }
+    // Every `/admin` and `/v1` request counts against its caller's rate limit, before it reads
+    // anything (the carriers' webhooks above never do).
+    if matched.handler != Handler::OpenApi {
+        api::limits::count(&req, env, matched.admin, platform::now()).await?;
+    }
     if segments.first() != Some(&"v1") {
         let req: Request = req.into();
         if matched.admin && api::idempotency::requested(method, &req) {

@@ -165,6 +165,9 @@ impl Worker {
         ));
         stage(&dir, databases);
         let mut overrides: Vec<(&str, &str)> = overrides.to_vec();
+        if let Some((_, limit)) = overrides.iter().find(|(k, _)| *k == RATE_LIMIT_VAR) {
+            write_config(&dir, databases, limit);
+        }
         if !map.is_empty() && !overrides.iter().any(|(k, _)| *k == "EVENT_SHARDS") {
             overrides.push(("EVENT_SHARDS", map));
         }
@@ -282,7 +285,8 @@ impl Worker {
     /// deployment that grows.
     pub fn rebind(&mut self, databases: &[&str]) {
         self.stop();
-        write_config(&self.dir, databases);
+        let limit = self.overrides.iter().find(|(k, _)| k == RATE_LIMIT_VAR).map(|(_, v)| v.clone());
+        write_config(&self.dir, databases, limit.as_deref().unwrap_or(UNLIMITED));
         migrate(&self.dir, databases);
         self.spawn();
     }
@@ -725,7 +729,7 @@ pub fn migrated_template() -> PathBuf {
             // Made aside and renamed into place, so a concurrent test process never sees half of it.
             let work = cache.join(format!("template-{key:016x}.{}", sim::random_hex()));
             fs::create_dir_all(&work).expect("create the template directory");
-            write_config(&work, &TEMPLATE_DATABASES);
+            write_config(&work, &TEMPLATE_DATABASES, UNLIMITED);
             migrate(&work, &TEMPLATE_DATABASES);
             if fs::rename(&work, &dir).is_err() {
                 // Another process made it first: use theirs.
@@ -743,7 +747,7 @@ pub fn migrated_template() -> PathBuf {
 /// from the migrated template.
 pub fn stage(dir: &Path, databases: &[&str]) {
     fs::create_dir_all(dir).expect("create the run directory");
-    write_config(dir, databases);
+    write_config(dir, databases, UNLIMITED);
     copy_dir(&migrated_template().join("state"), &dir.join("state"));
     migrate(dir, databases);
 }
@@ -782,9 +786,16 @@ fn migrate(dir: &Path, databases: &[&str]) {
     }
 }
 
+/// An override that sets both API rate limits of a worker of its own to this many requests a
+/// minute (the harness writes it into the run's wrangler config; the worker ignores the variable).
+pub const RATE_LIMIT_VAR: &str = "E2E_RATE_LIMIT";
+/// The API rate limits of every other test worker: a run makes hundreds of admin calls a minute.
+const UNLIMITED: &str = "1000000";
+
 /// Writes the run's wrangler config: the project's `wrangler.toml` with the test bundle as
-/// `main`, no build step, and absolute paths (the file lives in the run directory).
-fn write_config(dir: &Path, databases: &[&str]) {
+/// `main`, no build step, absolute paths (the file lives in the run directory) and API rate
+/// limits of `rate_limit` requests a minute.
+fn write_config(dir: &Path, databases: &[&str], rate_limit: &str) {
     let root = root();
     let source = fs::read_to_string(root.join("wrangler.toml")).expect("read wrangler.toml");
     let mut out = String::new();
@@ -801,6 +812,8 @@ fn write_config(dir: &Path, databases: &[&str]) {
             out.push_str(&format!("main = \"{}\"\n", root.join("edge/build-e2e/worker/shim.mjs").display()));
         } else if trimmed.starts_with("migrations_dir =") {
             out.push_str(&format!("migrations_dir = \"{}\"\n", root.join("migrations").display()));
+        } else if trimmed.starts_with("simple = { limit =") {
+            out.push_str(&format!("simple = {{ limit = {rate_limit}, period = 60 }}\n"));
         } else if trimmed.starts_with("directory =") {
             out.push_str(&format!("directory = \"{}\"\n", root.join("console/dist").display()));
         } else {

@@ -18,6 +18,7 @@ mod endpoint_options;
 mod idempotency;
 mod ingest;
 mod isolation;
+mod limits;
 mod messaging;
 mod mms;
 mod operations;
@@ -60,6 +61,7 @@ const LAYOUT_FREE: &[&str] = &[
     "webhooks::hundred_consecutive_failures_disable_the_endpoint",
     "webhooks::gone_disables_the_endpoint",
     "endpoint_options::bad_filters_and_headers_are_refused_naming_the_problem",
+    "limits::a_burst_over_the_limit_is_answered_429_and_slows_no_one_else",
 ];
 
 /// Tests that start workers of their own, in layouts they choose: they run once, in the sharded
@@ -69,6 +71,7 @@ const OWN_LAYOUT: &str = "shards::";
 /// Tests that take longest (most start workers of their own), started first so that the run
 /// does not end waiting on one of them.
 const LONGEST: &[&str] = &[
+    "limits::a_burst_over_the_limit_is_answered_429_and_slows_no_one_else",
     "isolation::a_hung_endpoint_never_slows_another_accounts_webhooks",
     "shards::accounts_across_databases_apply_everything_once",
     "shards::moving_shards_while_duplicates_arrive_applies_nothing_twice",
@@ -95,6 +98,7 @@ fn main() {
         endpoint_options::TESTS,
         idempotency::TESTS,
         isolation::TESTS,
+        limits::TESTS,
         chaos::TESTS,
         operations::TESTS,
         quickstart::TESTS,

@@ -8,6 +8,7 @@ pub mod health;
 pub mod http;
 pub mod idempotency;
 pub mod ingest;
+pub mod limits;
 pub mod media;
 pub mod messages;
 pub mod openapi;

@@ -1,0 +1,85 @@
+//! API rate limits (docs/contract.md §5, "Rate limits"): a key over its limit is answered 429
+//! with `Retry-After`, and only that key: another account's key, the carriers' webhooks and the
+//! work they cause go on.
+
+use std::time::Duration;
+
+use exactly_tests::{Worker, ADMIN_TOKEN, RATE_LIMIT_VAR};
+use serde_json::json;
+
+use crate::TestFn;
+
+pub const TESTS: &[(&str, TestFn)] = &[(
+    "limits::a_burst_over_the_limit_is_answered_429_and_slows_no_one_else",
+    a_burst_over_the_limit_is_answered_429_and_slows_no_one_else,
+)];
+
+/// The limit of the test's worker, requests a minute per key.
+const LIMIT: usize = 20;
+/// Requests in a burst: at most two of the limiter's minutes can hold them, so at most
+/// `2 * LIMIT` pass and at least `BURST - 2 * LIMIT` are refused, wherever the minute turns.
+const BURST: usize = 45;
+
+/// (status, Retry-After) of a GET.
+fn get(w: &Worker, path: &str, token: &str) -> (u16, Option<u64>) {
+    let answer = ureq::get(&format!("{}{path}", w.base)).set("authorization", &format!("Bearer {token}")).call();
+    match answer {
+        Ok(r) | Err(ureq::Error::Status(_, r)) => (r.status(), r.header("retry-after").and_then(|v| v.parse().ok())),
+        Err(e) => panic!("GET {path}: {e}"),
+    }
+}
+
+/// A burst from one key, then from the admin token: each passes between `LIMIT` and `2 * LIMIT`
+/// requests and refuses the rest with 429 `rate_limited` and a `Retry-After` of at most a minute.
+/// Meanwhile another account's key is answered, and every carrier webhook is accepted and its
+/// message delivered to the account's endpoint.
+fn a_burst_over_the_limit_is_answered_429_and_slows_no_one_else(_shared: &Worker) {
+    let w = Worker::start_with(&[(RATE_LIMIT_VAR, &LIMIT.to_string())]);
+    let noisy = w.new_customer("noisy");
+    let quiet = w.new_customer("quiet");
+    let (_, path) = {
+        let path = format!("/hook/{}", sim::random_hex());
+        (w.endpoint_at(&quiet, &path, &["message.received"]).0, path)
+    };
+    let mut passed = 0;
+    let mut refused = 0;
+    let mut carrier_ids = Vec::new();
+    for n in 0..BURST {
+        match get(&w, "/v1/usage", &noisy.key) {
+            (200, _) => passed += 1,
+            (429, Some(wait)) if (1..=60).contains(&wait) => refused += 1,
+            other => panic!("request {n}: {other:?}"),
+        }
+        // The carrier keeps delivering to the quiet account's number throughout.
+        if n % 5 == 0 {
+            let carrier_id = format!("m-{}", sim::random_hex());
+            let body =
+                exactly_tests::telnyx_inbound(&format!("e-{}", sim::random_hex()), &carrier_id, &quiet.number, "hi");
+            assert_eq!(w.deliver_telnyx(&body).status, 200, "carrier webhooks are never limited");
+            carrier_ids.push(carrier_id);
+        }
+    }
+    assert!((LIMIT..=2 * LIMIT).contains(&passed), "{passed} of {BURST} passed");
+    assert_eq!(passed + refused, BURST);
+    let a = w.call("GET", "/v1/usage", &noisy.key, None, &[]);
+    if a.status == 429 {
+        assert_eq!(a.json()["error"]["code"], "rate_limited", "{}", a.body);
+    }
+    // Another key is counted on its own.
+    assert_eq!(get(&w, "/v1/usage", &quiet.key).0, 200, "another account's key is not limited");
+    let got = w.eventually(Duration::from_secs(60), || w.customer.received(&path).len() >= carrier_ids.len());
+    assert!(got, "every inbound message reached the quiet account's endpoint");
+
+    let (mut passed, mut refused) = (0, 0);
+    for n in 0..BURST {
+        match get(&w, "/admin/accounts", ADMIN_TOKEN) {
+            (200, _) => passed += 1,
+            (429, Some(wait)) if (1..=60).contains(&wait) => refused += 1,
+            other => panic!("admin request {n}: {other:?}"),
+        }
+    }
+    // The admin token made a few calls (accounts, numbers) before the burst.
+    assert!(passed <= 2 * LIMIT && refused >= BURST - 2 * LIMIT, "admin: {passed} passed, {refused} refused");
+    let body = json!({"from": quiet.number, "to": "+15559990000", "text": "still served"});
+    assert_eq!(w.call("POST", "/v1/messages", &quiet.key, Some(&body), &[]).status, 201);
+}
