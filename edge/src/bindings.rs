@@ -86,6 +86,9 @@ pub mod vars {
     pub const RETENTION_EVENT_DAYS: &str = "RETENTION_EVENT_DAYS";
     /// Days before the attempts of a delivered customer webhook are deleted (default 30).
     pub const RETENTION_ATTEMPT_DAYS: &str = "RETENTION_ATTEMPT_DAYS";
+    /// Days before a customer event, with its deliveries and their attempts, is deleted once none
+    /// of its deliveries is pending (default 90).
+    pub const RETENTION_CUSTOMER_EVENT_DAYS: &str = "RETENTION_CUSTOMER_EVENT_DAYS";
     /// The dedupe log's shard map: `BINDING=first-last` entries naming the D1 binding (`DB` or
     /// `EVENTS_<n>`) of every virtual shard from 0 to 1023 (default: all in `DB`).
     pub const EVENT_SHARDS: &str = "EVENT_SHARDS";

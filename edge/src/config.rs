@@ -29,6 +29,9 @@ pub struct Retention {
     pub event_days: i64,
     /// Attempts of delivered customer webhooks are deleted after this many days.
     pub attempt_days: i64,
+    /// Customer events, with their deliveries and attempts, are deleted after this many days
+    /// (an event with a delivery still pending is kept).
+    pub customer_event_days: i64,
 }
 
 /// The least a dedupe key is kept: carriers retry for up to about three days.
@@ -69,7 +72,8 @@ pub struct Config {
     pub media_links: LinkSigner,
     /// `ALLOW_PRIVATE_ENDPOINTS=true` (development only).
     pub allow_private_endpoints: bool,
-    /// Retention (`RETENTION_PAYLOAD_DAYS`, `RETENTION_EVENT_DAYS`, `RETENTION_ATTEMPT_DAYS`).
+    /// Retention (`RETENTION_PAYLOAD_DAYS`, `RETENTION_EVENT_DAYS`, `RETENTION_ATTEMPT_DAYS`,
+    /// `RETENTION_CUSTOMER_EVENT_DAYS`).
     pub retention: Retention,
     /// `BACKLOG_ALERT_SECS` (default [`DEFAULT_BACKLOG_ALERT_SECS`]): work that has waited
     /// longer raises `backlog.high` ([`crate::work::sweep`]).
@@ -292,6 +296,7 @@ pub fn load(env: &impl Vars) -> Result<Config, EdgeError> {
         payload_days: days(env, vars::RETENTION_PAYLOAD_DAYS, 30, 1)?,
         event_days: days(env, vars::RETENTION_EVENT_DAYS, 90, MIN_EVENT_RETENTION_DAYS)?,
         attempt_days: days(env, vars::RETENTION_ATTEMPT_DAYS, 30, 1)?,
+        customer_event_days: days(env, vars::RETENTION_CUSTOMER_EVENT_DAYS, 90, 1)?,
     };
     let backlog_alert_secs = whole(env, vars::BACKLOG_ALERT_SECS, DEFAULT_BACKLOG_ALERT_SECS, 1, "seconds")?;
     let reconcile_call_idle_secs = whole(env, vars::RECONCILE_CALL_IDLE_SECS, 7200, 1, "seconds")?;
@@ -415,6 +420,7 @@ mod tests {
             .with(vars::RETENTION_PAYLOAD_DAYS, "7")
             .with(vars::RETENTION_EVENT_DAYS, "3")
             .with(vars::RETENTION_ATTEMPT_DAYS, "14")
+            .with(vars::RETENTION_CUSTOMER_EVENT_DAYS, "9")
             .with(vars::BACKLOG_ALERT_SECS, "120")
             .with(vars::RECONCILE_CALL_IDLE_SECS, "3600")
             .with(vars::RECONCILE_MESSAGE_SECS, "7200")
@@ -564,7 +570,10 @@ mod tests {
         assert_eq!(config.public_base_url, "https://exactly.example.com");
         assert_eq!(config.admin_token, ADMIN_TOKEN);
         assert!(!config.allow_private_endpoints);
-        assert_eq!(config.retention, Retention { payload_days: 7, event_days: 3, attempt_days: 14 });
+        assert_eq!(
+            config.retention,
+            Retention { payload_days: 7, event_days: 3, attempt_days: 14, customer_event_days: 9 }
+        );
         assert_eq!(
             (config.backlog_alert_secs, config.reconcile_call_idle_secs, config.reconcile_message_secs),
             (120, 3600, 7200)
@@ -590,7 +599,10 @@ mod tests {
         assert!(config.twilio.is_none() && config.plivo.is_none());
         assert!(config.twilio_rest.is_none() && config.plivo_rest.is_none());
         assert!(!config.allow_private_endpoints);
-        assert_eq!(config.retention, Retention { payload_days: 30, event_days: 90, attempt_days: 30 });
+        assert_eq!(
+            config.retention,
+            Retention { payload_days: 30, event_days: 90, attempt_days: 30, customer_event_days: 90 }
+        );
         assert_eq!(
             (config.backlog_alert_secs, config.reconcile_call_idle_secs, config.reconcile_message_secs),
             (DEFAULT_BACKLOG_ALERT_SECS, 7200, 21600)

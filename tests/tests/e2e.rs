@@ -81,6 +81,7 @@ const LONGEST: &[&str] = &[
     "messaging::scheduled_message_due_during_a_restart_is_sent_once",
     "calls::ring_cursor_survives_a_restart",
     "operations::retention_prunes_payloads_and_keeps_dedupe_keys",
+    "operations::retention_deletes_settled_customer_events_once_and_keeps_held_ones",
     "webhooks::backlog_high_fires_once_per_stuck_item",
     "webhooks::private_endpoints_are_refused_in_production",
     "operations::a_misconfigured_worker_answers_503_naming_the_variable",

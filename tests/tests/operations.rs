@@ -19,6 +19,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("operations::redriving_a_failed_event_twice_has_one_effect", redriving_a_failed_event_twice_has_one_effect),
     ("operations::retention_prunes_payloads_and_keeps_dedupe_keys", retention_prunes_payloads_and_keeps_dedupe_keys),
     (
+        "operations::retention_deletes_settled_customer_events_once_and_keeps_held_ones",
+        retention_deletes_settled_customer_events_once_and_keeps_held_ones,
+    ),
+    (
         "operations::rotated_endpoint_secret_signs_with_both_for_a_while",
         rotated_endpoint_secret_signs_with_both_for_a_while,
     ),
@@ -280,6 +284,64 @@ fn retention_prunes_payloads_and_keeps_dedupe_keys(_shared: &Worker) {
     assert!(gone, "the dedupe key is deleted after the event retention");
     let logged = w.eventually(Duration::from_secs(15), || w.log_lines(&["\"cron\":\"retention\""]) >= 2);
     assert!(logged, "each retention run logs what it pruned");
+}
+
+/// Customer events older than `RETENTION_CUSTOMER_EVENT_DAYS` (90) go with their deliveries and
+/// attempts; one whose delivery a paused endpoint still holds stays whole. A second run over the
+/// same rows with the same clock deletes nothing more.
+fn retention_deletes_settled_customer_events_once_and_keeps_held_ones(_shared: &Worker) {
+    // Its own worker: moving every event's clock back would disturb the other tests.
+    let w = Worker::start();
+    let (account, key) = w.create_account("retention-events");
+    let number = fresh_number();
+    w.create_number(&account, &number, &[]);
+    let path = format!("/hook/{}", sim::random_hex());
+    let body = json!({"url": format!("{}{path}", w.customer.base), "event_types": ["message.received"]});
+    assert_eq!(w.call("POST", "/v1/webhook_endpoints", &key, Some(&body), &[]).status, 201);
+    let count = |sql: &str| w.sql_for(&account, sql).first().and_then(|r| r["n"].as_u64()).unwrap_or(u64::MAX);
+    for n in 0..2 {
+        assert_eq!(w.deliver_telnyx(&inbound(&format!("kept-{n}-{}", sim::random_hex()), &number)).status, 200);
+    }
+    assert!(w.eventually(Duration::from_secs(60), || w.customer.received(&path).len() >= 2), "two delivered");
+    let held_path = format!("/hook/{}", sim::random_hex());
+    let held = json!({"url": format!("{}{held_path}", w.customer.base), "event_types": ["message.received"]});
+    let held = w.call("POST", "/v1/webhook_endpoints", &key, Some(&held), &[]).json();
+    let held = held["id"].as_str().expect("an endpoint").to_owned();
+    let paused = w.call("PATCH", &format!("/v1/webhook_endpoints/{held}"), &key, Some(&json!({"paused": true})), &[]);
+    assert_eq!(paused.status, 200, "{}", paused.body);
+    assert_eq!(w.deliver_telnyx(&inbound(&format!("held-{}", sim::random_hex()), &number)).status, 200);
+    assert!(w.eventually(Duration::from_secs(60), || w.customer.received(&path).len() >= 3), "three delivered");
+    let settled = "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'succeeded'";
+    assert!(w.eventually(Duration::from_secs(60), || count(settled) == 3), "every attempt recorded");
+    assert_eq!(count("SELECT COUNT(*) AS n FROM outbound_events"), 3);
+    // A hundred days on.
+    w.sql_for(&account, "UPDATE outbound_events SET created_at = created_at - 100 * 86400000");
+    let runs = |n: usize| w.log_lines(&["\"cron\":\"retention\""]) >= n;
+    assert_eq!(w.cron().status, 200);
+    assert!(w.eventually(Duration::from_secs(30), || runs(1)), "the retention step ran");
+    assert_eq!(count("SELECT COUNT(*) AS n FROM outbound_events"), 1, "the two settled events are gone");
+    assert_eq!(count("SELECT COUNT(*) AS n FROM webhook_deliveries"), 2, "the held event keeps both deliveries");
+    let pending = format!(
+        "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'pending' AND endpoint_id = {}",
+        lit(&held)
+    );
+    assert_eq!(count(&pending), 1);
+    let orphans = "SELECT COUNT(*) AS n FROM webhook_attempts a
+                   WHERE NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.id = a.delivery_id)";
+    assert_eq!((count(orphans), count("SELECT COUNT(*) AS n FROM webhook_attempts")), (0, 1));
+    assert_eq!(w.log_lines(&["\"cron\":\"retention\"", "\"customer_events\":2"]), 1);
+    // Again, on the same rows and clock: nothing more.
+    assert_eq!(w.cron().status, 200);
+    assert!(w.eventually(Duration::from_secs(30), || runs(2)), "the retention step ran again");
+    assert_eq!(count("SELECT COUNT(*) AS n FROM outbound_events"), 1);
+    assert_eq!(w.log_lines(&["\"cron\":\"retention\"", "\"customer_events\":0"]), 1);
+    // The held delivery still goes out when its endpoint resumes.
+    let resumed = w.call("PATCH", &format!("/v1/webhook_endpoints/{held}"), &key, Some(&json!({"paused": false})), &[]);
+    assert_eq!(resumed.status, 200, "{}", resumed.body);
+    assert!(
+        w.eventually(Duration::from_secs(60), || w.customer.received(&held_path).len() == 1),
+        "the held one is delivered"
+    );
 }
 
 fn rotated_endpoint_secret_signs_with_both_for_a_while(w: &Worker) {

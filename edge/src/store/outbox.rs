@@ -264,3 +264,44 @@ impl Change {
         Ok(change)
     }
 }
+
+/// Retention of customer events (run by the cron's retention step): the events written more than
+/// `RETENTION_CUSTOMER_EVENT_DAYS` ago, in rowid order from the watermark, with their deliveries and
+/// attempts, in one batch per run of at most [`crate::store::retention::BATCH`] rows. An event
+/// with a delivery still pending (held by a paused or disabled endpoint, in a line, behind a
+/// circuit) is kept. Returns how many events were deleted.
+pub async fn prune_events(
+    db: &D1Database,
+    limits: crate::config::Retention,
+    now: Timestamp,
+) -> Result<usize, EdgeError> {
+    use crate::store::retention;
+    #[derive(serde::Deserialize)]
+    struct Row {
+        id: i64,
+        #[serde(deserialize_with = "crate::store::read::at")]
+        created_at: Timestamp,
+    }
+    let from = retention::mark(db, "customer_events").await?;
+    let window: Vec<Row> = db::all(db::stmt(
+        db,
+        "SELECT rowid AS id, created_at FROM outbound_events WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+        &[db::int(from), db::int(retention::BATCH)],
+    )?)
+    .await?;
+    let cutoff = now.unix_millis() - limits.customer_event_days * retention::DAY_MILLIS;
+    let Some(upto) = window.iter().take_while(|r| r.created_at.unix_millis() < cutoff).last().map(|r| r.id) else {
+        return Ok(0);
+    };
+    let mut statements: Vec<D1PreparedStatement> =
+        crate::store::deliveries::prune::of_settled_events(db, from, upto)?.into();
+    statements.push(db::stmt(
+        db,
+        "DELETE FROM outbound_events WHERE rowid > ?1 AND rowid <= ?2
+           AND NOT EXISTS (SELECT 1 FROM webhook_deliveries p WHERE p.event_id = outbound_events.id)",
+        &[db::int(from), db::int(upto)],
+    )?);
+    statements.push(retention::set_mark(db, "customer_events", upto)?);
+    let results = db::batch(db, statements).await?;
+    Ok(results.get(2).map(db::changes).unwrap_or(0))
+}

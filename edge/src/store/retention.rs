@@ -6,10 +6,13 @@
 //!   longer than any carrier retries).
 //! - The attempts of delivered customer webhooks after `RETENTION_ATTEMPT_DAYS` (default 30);
 //!   attempts of failed deliveries stay for the dead-letter view.
+//! - Customer events after `RETENTION_CUSTOMER_EVENT_DAYS` (default 90), with their deliveries and
+//!   attempts, unless a delivery of theirs is still pending.
 //!
 //! This module keeps the steps' watermarks in `retention_marks`, which it alone writes; each
 //! table's own module prunes it ([`crate::store::carrier_events::prune`],
-//! [`crate::store::deliveries::prune_attempts`]), and the cron runs the steps
+//! [`crate::store::deliveries::prune_attempts`], [`crate::store::outbox::prune_events`]), and the
+//! cron runs the steps
 //! (`work::retention`).
 //!
 //! Rows are visited in insertion order (rowid) from a watermark kept in `retention_marks`, so

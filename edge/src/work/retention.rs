@@ -1,6 +1,6 @@
 //! The cron's retention step (docs/architecture.md, "Retention"): the carrier events of every
-//! database of the dedupe log, and the webhook attempts and expired idempotency keys of every account
-//! database, each pruned by
+//! database of the dedupe log, and the delivered attempts, old customer events and expired
+//! idempotency keys of every account database, each pruned by
 //! its own store module from the watermarks `store::retention` keeps.
 
 use exactly_core::Timestamp;
@@ -8,7 +8,7 @@ use exactly_core::Timestamp;
 use crate::config::Retention;
 use crate::error::EdgeError;
 use crate::store::retention::BATCH;
-use crate::store::{carrier_events, deliveries, idempotency};
+use crate::store::{carrier_events, deliveries, idempotency, outbox};
 
 /// What one run pruned.
 #[derive(Debug, Default, serde::Serialize)]
@@ -19,8 +19,20 @@ pub struct Pruned {
     pub events: usize,
     /// Webhook attempts deleted.
     pub attempts: usize,
+    /// Customer events deleted, with their deliveries and attempts.
+    pub customer_events: usize,
     /// Idempotency keys past their 24 hours deleted.
     pub idempotency_keys: usize,
+}
+
+/// The steps of one account database: delivered attempts, customer events, idempotency keys.
+async fn prune_accounts(db: &worker::D1Database, retention: Retention, now: Timestamp) -> Result<Pruned, EdgeError> {
+    Ok(Pruned {
+        attempts: deliveries::prune_attempts(db, retention, now).await?,
+        customer_events: outbox::prune_events(db, retention, now).await?,
+        idempotency_keys: idempotency::prune(db, now, BATCH).await?,
+        ..Pruned::default()
+    })
 }
 
 /// One retention run: the carrier event steps in every database of the dedupe log (each keeps
@@ -36,16 +48,14 @@ pub async fn run(env: &worker::Env, retention: Retention, now: Timestamp) -> Res
     // One account database that fails is logged and skipped; the others are still pruned.
     for binding in crate::store::routes::databases(env) {
         let pruning = match crate::store::routes::open(env, Some(binding.clone())) {
-            Ok((_, db)) => match deliveries::prune_attempts(&db, retention, now).await {
-                Ok(attempts) => idempotency::prune(&db, now, BATCH).await.map(|keys| (attempts, keys)),
-                Err(e) => Err(e),
-            },
+            Ok((_, db)) => prune_accounts(&db, retention, now).await,
             Err(e) => Err(e),
         };
         match pruning {
-            Ok((attempts, keys)) => {
-                pruned.attempts += attempts;
-                pruned.idempotency_keys += keys;
+            Ok(these) => {
+                pruned.attempts += these.attempts;
+                pruned.customer_events += these.customer_events;
+                pruned.idempotency_keys += these.idempotency_keys;
             }
             Err(e) => worker::console_error!(
                 "{}",

@@ -20,7 +20,7 @@ use crate::store::{self as db, int, opt_text, text, time};
 
 pub mod fanout;
 mod listing;
-mod prune;
+pub mod prune;
 pub use fanout::{recover, replay};
 pub use listing::{
     attempts_of_endpoint, attempts_of_event, list, of_event, pending_count, EndpointAttempt, Listed, OfEvent, Recorded,

@@ -49,3 +49,28 @@ pub async fn prune_attempts(db: &D1Database, limits: Retention, now: Timestamp) 
     }
     Ok(attempts)
 }
+
+/// The deliveries and attempts of the customer events with rowid in (`from`, `upto`] none of whose
+/// deliveries is pending (held, waiting in a line or behind a circuit all count as pending): the
+/// two statements that delete them, attempts first, for the batch that then deletes the events
+/// ([`crate::store::outbox::prune_events`]).
+pub fn of_settled_events(db: &D1Database, from: i64, upto: i64) -> Result<[worker::D1PreparedStatement; 2], EdgeError> {
+    Ok([
+        db::stmt(
+            db,
+            "DELETE FROM webhook_attempts WHERE delivery_id IN
+                 (SELECT d.id FROM outbound_events o JOIN webhook_deliveries d ON d.event_id = o.id
+                  WHERE o.rowid > ?1 AND o.rowid <= ?2
+                    AND NOT EXISTS (SELECT 1 FROM webhook_deliveries p WHERE p.event_id = o.id AND p.status = 'pending'))",
+            &[int(from), int(upto)],
+        )?,
+        db::stmt(
+            db,
+            "DELETE FROM webhook_deliveries WHERE event_id IN
+                 (SELECT o.id FROM outbound_events o
+                  WHERE o.rowid > ?1 AND o.rowid <= ?2
+                    AND NOT EXISTS (SELECT 1 FROM webhook_deliveries p WHERE p.event_id = o.id AND p.status = 'pending'))",
+            &[int(from), int(upto)],
+        )?,
+    ])
+}
