@@ -59,6 +59,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/erasures": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Erase one person's phone number
+         * @description Erases a phone number from everything the product keeps (docs/contract.md §5, "Erasure"): every message to or from it (of `account_id`, or of every account) loses its text, its media (rows and stored copies) and the number, which reads `[erased]`; so do its calls, each call's own storage, the bodies of their customer events and what endpoints answered to them; every carrier event payload that names the number is cleared in every database of the dedupe log. Dedupe keys stay, so a late carrier retry is still a duplicate. The erasure is recorded with the number only as an HMAC. Running it again erases nothing more.
+         */
+        post: operations["createErasure"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/carrier_events": {
         parameters: {
             query?: never;
@@ -1910,6 +1930,102 @@ export interface operations {
                         error: {
                             /** @enum {string} */
                             code: "number_taken";
+                            message: string;
+                        };
+                    } | components["schemas"]["IdempotencyKeyInUseError"];
+                };
+            };
+            /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BodyTooLargeError"];
+                };
+            };
+            /** @description A field failed validation (`error.field` names it), or the Idempotency-Key was used for a different request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createErasure: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description E.164; not a number an account owns */
+                    phone_number: string;
+                    /** @description Erase only this account's data of the number */
+                    account_id?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description What was erased */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        account_id: string | null;
+                        counts: {
+                            messages: number;
+                            media_copies: number;
+                            calls: number;
+                            call_states: number;
+                            customer_events: number;
+                            carrier_events: number;
+                        };
+                    };
+                };
+            };
+            /** @description The body is not JSON of the expected shape (`bad_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The number belongs to an account (`number_owned`), or a request with this Idempotency-Key is still running */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            /** @enum {string} */
+                            code: "number_owned";
                             message: string;
                         };
                     } | components["schemas"]["IdempotencyKeyInUseError"];

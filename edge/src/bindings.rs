@@ -13,6 +13,9 @@ pub const JOBS: &str = "JOBS";
 pub const DELIVERIES: &str = "DELIVERIES";
 /// The Durable Object namespace of the per-call ring owner.
 pub const CALL_RING: &str = "CALL_RING";
+/// The request header that asks a call's object to erase a number from its storage instead of
+/// taking an input (docs/contract.md §5, "Erasure").
+pub const ERASE_HEADER: &str = "x-erase-number";
 /// The R2 bucket holding the copy of every inbound media item.
 pub const MEDIA: &str = "MEDIA";
 

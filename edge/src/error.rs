@@ -60,6 +60,8 @@ pub enum Conflict {
     NoEndpoint,
     /// The number belongs to an account already.
     NumberTaken,
+    /// The number to erase belongs to an account.
+    NumberOwned,
     /// Only a failed delivery is re-driven.
     NotFailed,
     /// The shards are not where the map says, or are moving between other databases.
@@ -68,12 +70,13 @@ pub enum Conflict {
 
 impl Conflict {
     /// Every conflict there is.
-    pub const ALL: [Conflict; 7] = [
+    pub const ALL: [Conflict; 8] = [
         Conflict::IdempotencyKeyReused,
         Conflict::IdempotencyKeyInUse,
         Conflict::NotScheduled,
         Conflict::NoEndpoint,
         Conflict::NumberTaken,
+        Conflict::NumberOwned,
         Conflict::NotFailed,
         Conflict::ShardMove,
     ];
@@ -86,6 +89,7 @@ impl Conflict {
             Conflict::NotScheduled => "not_scheduled",
             Conflict::NoEndpoint => "no_endpoint",
             Conflict::NumberTaken => "number_taken",
+            Conflict::NumberOwned => "number_owned",
             Conflict::NotFailed => "not_failed",
             Conflict::ShardMove => "shard_move_conflict",
         }

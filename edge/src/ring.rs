@@ -51,6 +51,14 @@ impl DurableObject for CallRing {
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
+        // An erasure (docs/contract.md §5, "Erasure"): the number leaves the call's own storage.
+        if let Some(number) = req.headers().get(crate::bindings::ERASE_HEADER)? {
+            let erased = crate::store::messages::erase::ERASED;
+            return match storage::erase(&self.sql(), &number, erased) {
+                Ok(held) => Response::from_json(&serde_json::json!({ "erased": held })),
+                Err(e) => Ok(Response::from_json(&serde_json::json!({ "error": e.to_string() }))?.with_status(503)),
+            };
+        }
         // Every JSON the edge reads goes through `serde_json::from_slice`: one reader in the bundle.
         let input = match req.bytes().await.and_then(|body| Ok(serde_json::from_slice::<Input>(&body)?)) {
             Ok(input) => input,

@@ -15,6 +15,7 @@ mod calls;
 mod carriers;
 mod chaos;
 mod endpoint_options;
+mod erasure;
 mod idempotency;
 mod ingest;
 mod isolation;
@@ -71,6 +72,7 @@ const OWN_LAYOUT: &str = "shards::";
 /// Tests that take longest (most start workers of their own), started first so that the run
 /// does not end waiting on one of them.
 const LONGEST: &[&str] = &[
+    "erasure::an_erased_number_is_in_no_database_and_a_late_retry_is_still_a_duplicate",
     "limits::a_burst_over_the_limit_is_answered_429_and_slows_no_one_else",
     "isolation::a_hung_endpoint_never_slows_another_accounts_webhooks",
     "shards::accounts_across_databases_apply_everything_once",
@@ -97,6 +99,7 @@ fn main() {
         calls::TESTS,
         webhooks::TESTS,
         endpoint_options::TESTS,
+        erasure::TESTS,
         idempotency::TESTS,
         isolation::TESTS,
         limits::TESTS,

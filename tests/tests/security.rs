@@ -54,6 +54,7 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("GET", "/admin/accounts", Access::Admin),
     ("POST", "/admin/accounts/{id}/rotate_key", Access::Admin),
     ("POST", "/admin/numbers", Access::Admin),
+    ("POST", "/admin/erasures", Access::Admin),
     ("GET", "/admin/carrier_events", Access::Admin),
     ("POST", "/admin/carrier_events/{id}/retry", Access::Admin),
     ("POST", "/admin/carrier_events/retry", Access::Admin),
@@ -334,6 +335,7 @@ mod plivo_sdk {
 const JSON_BODIES: &[(&str, &str, Access)] = &[
     ("POST", "/admin/accounts", Access::Admin),
     ("POST", "/admin/numbers", Access::Admin),
+    ("POST", "/admin/erasures", Access::Admin),
     ("POST", "/admin/event_shards/move", Access::Admin),
     ("POST", "/v1/messages", Access::Account),
     ("POST", "/v1/webhook_endpoints", Access::Account),

@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod auth;
 pub mod calls;
+pub mod erasures;
 pub mod events;
 pub mod health;
 pub mod http;

@@ -13,7 +13,7 @@ use exactly_core::Provider;
 use exactly_core::Timestamp;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use worker::D1Database;
+use worker::{D1Database, D1PreparedStatement};
 
 use crate::error::EdgeError;
 use crate::platform::new_id;
@@ -336,4 +336,33 @@ pub async fn claim_check(
     )?)
     .await?;
     Ok(changed == 1)
+}
+
+/// The ids of the calls from or to `number` (of `account`, or of every account).
+pub async fn of_number(db: &D1Database, number: &str, account: Option<&str>) -> Result<Vec<String>, EdgeError> {
+    db::all_ids(db::stmt(
+        db,
+        "SELECT id FROM calls WHERE (from_number = ?1 OR to_number = ?1) AND (?2 IS NULL OR account_id = ?2)",
+        &[text(number), opt_text(account)],
+    )?)
+    .await
+}
+
+/// The statements that erase `number` from the calls `ids` (a JSON array) and from any leg that
+/// dialled it: it reads as `erased` from then on.
+pub fn redact(db: &D1Database, number: &str, ids: &str, erased: &str) -> Result<[D1PreparedStatement; 2], EdgeError> {
+    Ok([
+        db::stmt(
+            db,
+            "UPDATE calls SET from_number = CASE WHEN from_number = ?1 THEN ?3 ELSE from_number END,
+                 to_number = CASE WHEN to_number = ?1 THEN ?3 ELSE to_number END
+             WHERE id IN (SELECT value FROM json_each(?2))",
+            &[text(number), text(ids), text(erased)],
+        )?,
+        db::stmt(
+            db,
+            "UPDATE call_legs SET target = ?2 WHERE call_id IN (SELECT value FROM json_each(?3)) AND target = ?1",
+            &[text(number), text(erased), text(ids)],
+        )?,
+    ])
 }

@@ -254,3 +254,29 @@ pub async fn put_copy(env: &Env, key: &str, bytes: Vec<u8>, content_type: Option
 pub async fn open_copy(env: &Env, key: &str) -> Result<Option<Object>, EdgeError> {
     bucket(env)?.get(key).execute().await.map_err(|e| EdgeError::platform("r2 get", e))
 }
+
+/// The stored copies' keys of the media of the messages `ids` (a JSON array), to delete from the
+/// bucket before [`erase`] forgets them.
+pub async fn keys_of(db: &D1Database, ids: &str) -> Result<Vec<String>, EdgeError> {
+    #[derive(serde::Deserialize)]
+    struct Key {
+        r2_key: String,
+    }
+    let keys: Vec<Key> = db::all(db::stmt(
+        db,
+        "SELECT r2_key FROM message_media WHERE message_id IN (SELECT value FROM json_each(?1)) AND r2_key IS NOT NULL",
+        &[text(ids)],
+    )?)
+    .await?;
+    Ok(keys.into_iter().map(|k| k.r2_key).collect())
+}
+
+/// The statement that deletes the media rows of the messages `ids` (a JSON array): an erasure.
+pub fn erase(db: &D1Database, ids: &str) -> Result<worker::D1PreparedStatement, EdgeError> {
+    db::stmt(db, "DELETE FROM message_media WHERE message_id IN (SELECT value FROM json_each(?1))", &[text(ids)])
+}
+
+/// Deletes the stored copy under `key` (nothing when there is none).
+pub async fn delete_copy(env: &Env, key: &str) -> Result<(), EdgeError> {
+    bucket(env)?.delete(key).await.map_err(|e| EdgeError::platform("r2 delete", e))
+}

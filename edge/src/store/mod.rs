@@ -26,6 +26,7 @@ pub mod calls;
 pub mod carrier_events;
 pub mod deliveries;
 pub mod endpoints;
+pub mod erasures;
 pub mod idempotency;
 mod page;
 

@@ -305,3 +305,16 @@ pub async fn prune_events(
     let results = db::batch(db, statements).await?;
     Ok(results.get(2).map(db::changes).unwrap_or(0))
 }
+
+/// The statement that erases `number` from the bodies of the events about the resources `ids`
+/// (a JSON array): the number reads as `erased`, and a message's text and media are emptied.
+pub fn erase(db: &D1Database, number: &str, ids: &str, erased: &str) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        "UPDATE outbound_events SET payload = CASE
+             WHEN type LIKE 'message.%' THEN json_set(replace(payload, ?1, ?3), '$.data.text', '', '$.data.media', json('[]'))
+             ELSE replace(payload, ?1, ?3) END
+         WHERE resource_id IN (SELECT value FROM json_each(?2))",
+        &[db::text(number), db::text(ids), db::text(erased)],
+    )
+}

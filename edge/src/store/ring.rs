@@ -75,3 +75,27 @@ pub fn pending(sql: &SqlStorage) -> Result<u32, EdgeError> {
         sql.exec("SELECT COUNT(*) AS n FROM actions", None).and_then(|c| c.to_array()).map_err(failed)?;
     Ok(rows.first().map_or(0, |r| u32::try_from(r.n).unwrap_or(u32::MAX)))
 }
+
+/// Erasure: `number` reads as `erased` in the stored state and queued actions (both JSON, where
+/// a number is a plain string). Whether anything held it.
+pub fn erase(sql: &SqlStorage, number: &str, erased: &str) -> Result<bool, EdgeError> {
+    #[derive(Deserialize)]
+    struct Row {
+        held: i64,
+    }
+    let rows: Vec<Row> = sql
+        .exec(
+            "SELECT (SELECT COUNT(*) FROM machine WHERE instr(state, ?) > 0)
+                  + (SELECT COUNT(*) FROM actions WHERE instr(action, ?) > 0) AS held",
+            vec![number.into(), number.into()],
+        )
+        .and_then(|c| c.to_array())
+        .map_err(failed)?;
+    let held = rows.first().is_some_and(|r| r.held > 0);
+    for statement in
+        ["UPDATE machine SET state = replace(state, ?, ?)", "UPDATE actions SET action = replace(action, ?, ?)"]
+    {
+        sql.exec(statement, vec![number.into(), erased.into()]).map_err(failed)?;
+    }
+    Ok(held)
+}

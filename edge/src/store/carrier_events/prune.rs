@@ -82,3 +82,17 @@ pub async fn prune(db: &D1Database, limits: Retention, now: Timestamp) -> Result
     }
     Ok((payloads, events))
 }
+
+/// Erasure: clears the payload of every carrier event of this database whose body names `number`
+/// (as JSON writes it, or form-encoded as Twilio and Plivo send it); the rows, the dedupe keys,
+/// stay, so a late retry of one is still a duplicate. Returns how many payloads were cleared.
+pub async fn erase_payloads(db: &D1Database, number: &str) -> Result<usize, EdgeError> {
+    let encoded: String = form_urlencoded::byte_serialize(number.as_bytes()).collect();
+    db::run(db::stmt(
+        db,
+        "UPDATE carrier_events SET payload = NULL
+         WHERE payload IS NOT NULL AND (instr(payload, ?1) > 0 OR instr(payload, ?2) > 0)",
+        &[crate::store::text(number), crate::store::text(&encoded)],
+    )?)
+    .await
+}

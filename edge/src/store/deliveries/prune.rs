@@ -74,3 +74,15 @@ pub fn of_settled_events(db: &D1Database, from: i64, upto: i64) -> Result<[worke
         )?,
     ])
 }
+
+/// The statement that forgets what endpoints answered to the deliveries of the events about the
+/// resources `ids` (a JSON array): an answer may repeat the body it was sent. An erasure.
+pub fn erase_answers(db: &D1Database, ids: &str) -> Result<worker::D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        "UPDATE webhook_attempts SET response_body = NULL, response_headers = NULL
+         WHERE delivery_id IN (SELECT d.id FROM outbound_events o JOIN webhook_deliveries d ON d.event_id = o.id
+                               WHERE o.resource_id IN (SELECT value FROM json_each(?1)))",
+        &[crate::store::text(ids)],
+    )
+}

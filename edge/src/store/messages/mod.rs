@@ -21,6 +21,7 @@ use crate::store::outbox::{Change, Event};
 use crate::store::usage;
 use crate::store::{self as db, int, opt_text, opt_time, text, time};
 
+pub mod erase;
 mod read;
 pub use read::{by_carrier_id, by_id, by_idempotency_key, get, get_charged, history, list, HistoryStep, ListFilter};
 
