@@ -12,6 +12,9 @@ ALTER TABLE webhook_endpoints ADD COLUMN headers TEXT;
 PRAGMA defer_foreign_keys = ON;
 
 CREATE TABLE webhook_attempts_kept AS SELECT * FROM webhook_attempts;
+-- The AUTOINCREMENT counter goes with the table: kept too, so no id is ever given out twice (the
+-- retention watermark of attempts assumes ids only grow).
+CREATE TABLE webhook_attempts_seq AS SELECT seq FROM sqlite_sequence WHERE name = 'webhook_attempts';
 DROP TABLE webhook_attempts;
 
 CREATE TABLE webhook_deliveries_new (
@@ -69,3 +72,9 @@ SELECT id, delivery_id, attempt, attempted_at, webhook_timestamp, status_code, l
        response_body, response_headers
 FROM webhook_attempts_kept;
 DROP TABLE webhook_attempts_kept;
+UPDATE sqlite_sequence SET seq = MAX(seq, (SELECT seq FROM webhook_attempts_seq))
+WHERE name = 'webhook_attempts' AND EXISTS (SELECT 1 FROM webhook_attempts_seq);
+INSERT INTO sqlite_sequence (name, seq)
+SELECT 'webhook_attempts', seq FROM webhook_attempts_seq
+WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'webhook_attempts');
+DROP TABLE webhook_attempts_seq;

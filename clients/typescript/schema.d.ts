@@ -1632,7 +1632,7 @@ export interface components {
         WebhookTimestamp: string;
         /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
         WebhookSignature: string;
-        /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+        /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
         IdempotencyKey: string;
     };
     requestBodies: never;
@@ -1701,7 +1701,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -1785,7 +1785,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -1854,7 +1854,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -1961,7 +1961,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -2171,7 +2171,7 @@ export interface operations {
             header?: {
                 /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
-                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -2579,7 +2579,7 @@ export interface operations {
             header?: {
                 /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
-                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -2798,7 +2798,7 @@ export interface operations {
             header?: {
                 /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
-                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -3086,7 +3086,7 @@ export interface operations {
             header?: {
                 /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
-                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -3184,7 +3184,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -3264,7 +3264,7 @@ export interface operations {
                 status?: "failed";
             };
             header?: {
-                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -3321,7 +3321,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -3495,7 +3495,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -3566,7 +3566,7 @@ export interface operations {
             header?: {
                 /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
-                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -3643,7 +3643,7 @@ export interface operations {
             header?: {
                 /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
-                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -3744,7 +3744,7 @@ export interface operations {
             header?: {
                 /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
-                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -3997,7 +3997,7 @@ export interface operations {
             header?: {
                 /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
-                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first 2xx answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running, 409 `idempotency_key_in_use` with `Retry-After`. Error answers are not kept: the same request may run again. */
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {

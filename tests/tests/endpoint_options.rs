@@ -101,6 +101,17 @@ fn a_filter_passes_one_event_and_holds_back_another(w: &Worker) {
     let to_filtered = to_filtered.expect("the held-back delivery is listed on its event");
     assert_eq!(to_filtered["attempts"], json!([]), "nothing was sent: {shown}");
     assert!(to_filtered["last_error"].as_str().is_some_and(|e| e.contains("filter")), "{shown}");
+    // A recovery of the window finds nothing to deliver again: one event was received, the
+    // other was held back on purpose.
+    let since = exactly_core::Timestamp::from_unix_seconds(sim::unix_now() - 3600).to_rfc3339();
+    let a = w.call(
+        "POST",
+        &format!("/v1/webhook_endpoints/{filtered}/recover"),
+        &c.key,
+        Some(&json!({ "since": since })),
+        &[],
+    );
+    assert_eq!((a.status, a.json()["queued"].clone()), (202, json!(0)), "{}", a.body);
     // The filter now lets "hold me" through: a replay of the held event reaches it, once.
     let patch = json!({"filter": "not data.text = \"pass me\""});
     let a = w.call("PATCH", &format!("/v1/webhook_endpoints/{filtered}"), &c.key, Some(&patch), &[]);
@@ -230,4 +241,28 @@ fn the_catalog_serves_every_type_and_a_test_send_delivers_its_example(w: &Worker
     let endpoint_test = bodies.iter().find(|b| b["type"] == "endpoint.test").expect("the endpoint.test");
     assert_eq!((endpoint_test["test"].clone(), endpoint_test["data"]["endpoint_id"].clone()), (json!(true), json!(id)));
     exactly_tests::verify_standard_webhooks(&[&secret], &got).unwrap_or_else(|report| panic!("{report}"));
+    // A test send goes to its one endpoint only: never replayed, recovered into another endpoint
+    // subscribed to its type, or listed with that type's real events.
+    let test_event = sent.json()["event_id"].as_str().unwrap_or_default().to_owned();
+    let other = w.call(
+        "POST",
+        "/v1/webhook_endpoints",
+        &c.key,
+        Some(&json!({"url": format!("{}/hook/{}", w.customer.base, sim::random_hex()), "event_types": ["call.completed"]})),
+        &[],
+    );
+    let other = other.json()["id"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(w.call("POST", &format!("/v1/events/{test_event}/replay"), &c.key, None, &[]).status, 409);
+    let since = exactly_core::Timestamp::from_unix_seconds(sim::unix_now() - 3600).to_rfc3339();
+    let a = w.call(
+        "POST",
+        &format!("/v1/webhook_endpoints/{other}/recover"),
+        &c.key,
+        Some(&json!({ "since": since })),
+        &[],
+    );
+    assert_eq!((a.status, a.json()["queued"].clone()), (202, json!(0)), "{}", a.body);
+    let listed = w.call("GET", "/v1/events?type=call.completed", &c.key, None, &[]).json();
+    assert_eq!(listed["data"], json!([]), "{listed}");
+    assert_eq!(w.call("GET", &format!("/v1/events/{test_event}"), &c.key, None, &[]).status, 200);
 }

@@ -74,10 +74,21 @@ fn table<'a>(w: &'a Worker, c: &Customer) -> Vec<Row<'a>> {
     );
     assert_eq!(scheduled.status, 201, "{}", scheduled.body);
     let scheduled = scheduled.json()["id"].as_str().expect("an id").to_owned();
-    // An event of a type the endpoint subscribes to, to replay.
-    let example = json!({"event_type": "message.received"});
-    let test = w.call("POST", &format!("/v1/webhook_endpoints/{endpoint}/test"), &c.key, Some(&example), &[]);
-    let event = test.json()["event_id"].as_str().expect("an event").to_owned();
+    // An event of a type the endpoint subscribes to, to replay (a test send never is).
+    let inbound = exactly_tests::telnyx_inbound(
+        &format!("e-{}", sim::random_hex()),
+        &format!("m-{}", sim::random_hex()),
+        &c.number,
+        "to replay",
+    );
+    assert_eq!(w.deliver_telnyx(&inbound).status, 200);
+    let mut event = String::new();
+    let written = w.eventually(Duration::from_secs(30), || {
+        let listed = w.call("GET", "/v1/events?type=message.received", &c.key, None, &[]).json();
+        event = listed["data"][0]["id"].as_str().unwrap_or_default().to_owned();
+        !event.is_empty()
+    });
+    assert!(written, "the inbound message's event was written");
     let number = fresh_number();
     let sent_text = format!("once {}", sim::random_hex());
     let rows = |sql: String| Some(count_rows(w, &c.account, sql));
@@ -108,6 +119,15 @@ fn table<'a>(w: &'a Worker, c: &Customer) -> Vec<Row<'a>> {
             token: admin.clone(),
             body: Some(json!({"account_id": c.account, "phone_number": number, "ring_targets": []})),
             count: rows(format!("SELECT id FROM phone_numbers WHERE phone_number = {}", lit(&number))),
+        },
+        Row {
+            method: "POST",
+            pattern: "/admin/erasures",
+            path: "/admin/erasures".into(),
+            token: admin.clone(),
+            // A number nobody has used: the erasure finds nothing, and is recorded once.
+            body: Some(json!({ "phone_number": fresh_number() })),
+            count: None,
         },
         Row {
             method: "POST",

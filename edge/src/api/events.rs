@@ -95,7 +95,7 @@ pub async fn replay(mut req: Request, env: &Env, id: &str) -> Result<Response, E
     if ids.is_empty() {
         return Err(EdgeError::Conflict {
             code: crate::error::Conflict::NoEndpoint,
-            message: "no enabled endpoint is subscribed to this event's type".into(),
+            message: "no enabled endpoint is subscribed to this event's type (a test send is never replayed)".into(),
         });
     }
     crate::queues::deliver_many(env, ids.clone()).await?;

@@ -1,9 +1,11 @@
 //! `Idempotency-Key` on every POST and PATCH of `/v1` and `/admin` (docs/contract.md §5,
 //! "Idempotency"): for 24 hours the same key and the same request (method, path, body) answer the
-//! first 2xx answer again, status and body, without running twice; the same key with another
+//! first answer again, status and body, without running twice; the same key with another
 //! request answers 422 `idempotency_key_reused`; while the first still runs, 409
-//! `idempotency_key_in_use` with `Retry-After: 1`. Error answers are not kept: nothing was done,
-//! and the same request may run again.
+//! `idempotency_key_in_use` with `Retry-After: 1`. A refusal (4xx) is not kept: nothing was done,
+//! and the same request may run again. A 5xx answer is kept like a success, since its work may
+//! have been done (a batch committed, then a queue send failed); and a request that stopped
+//! without an answer leaves its key in use, its outcome unknown, until the key expires.
 //!
 //! The kept answer is sealed (ChaCha20-Poly1305) under a key derived from the Idempotency-Key
 //! and `ADMIN_TOKEN` (HMAC-SHA256): an answer that showed a secret once (an API key, an
@@ -86,6 +88,14 @@ where
                 message: "a request with this Idempotency-Key is still running; ask again shortly".into(),
             })
         }
+        Taken::Unknown => {
+            return Err(EdgeError::Conflict {
+                code: Conflict::IdempotencyKeyInUse,
+                message: "the first request with this Idempotency-Key stopped without an answer and may have \
+                          done its work; read the resource, and use a new key to try again"
+                    .into(),
+            })
+        }
     }
     let mut init = RequestInit::new();
     init.with_method(req.method()).with_headers(req.headers().clone());
@@ -94,15 +104,27 @@ where
     }
     let rebuilt = Request::new_with_init(url.as_str(), &init).map_err(|e| EdgeError::platform("request", e))?;
     let answered = handle(rebuilt).await;
+    let refused = match &answered {
+        Ok(response) => (400..500).contains(&response.status_code()),
+        Err(e) => (400..500).contains(&e.status()),
+    };
+    if refused {
+        // Not kept: nothing was done, so the same request may run again. A release that fails
+        // leaves the key in use until it expires.
+        if let Err(e) = idempotency::release(&db, scope, &key).await {
+            log_unkept(&e);
+        }
+        return answered;
+    }
     let mut response = match answered {
-        Ok(response) if (200..300).contains(&response.status_code()) => response,
-        other => {
-            // Not kept: the same request may run again. A release that fails leaves the key
-            // locked for a minute, then free.
-            if let Err(e) = idempotency::release(&db, scope, &key).await {
-                log_unkept(&e);
-            }
-            return other;
+        Ok(response) => response,
+        Err(e) => {
+            // Kept as the answer; the cause goes to the log, as the router logs any failure.
+            worker::console_error!(
+                "{}",
+                serde_json::json!({"idempotency": "failed answer kept", "error": e.to_string()})
+            );
+            e.to_response().map_err(|e| EdgeError::platform("respond", e))?
         }
     };
     let status = response.status_code();

@@ -3,7 +3,9 @@
 //!
 //! A key is taken by an INSERT that does nothing when the key exists, so of two requests with one
 //! key, however close, exactly one runs; the row then holds the request's fingerprint, whether
-//! it is still running (`status` NULL until `locked_until`) and, once it answered, the answer.
+//! it is still running (`status` NULL; `locked_until` says how long it may take) and, once it
+//! answered, the answer. Only an expired key is ever taken again: a request that stopped
+//! without an answer may have done its work, so nothing runs it a second time.
 
 use exactly_core::Timestamp;
 use serde::Deserialize;
@@ -14,8 +16,8 @@ use crate::store::{self as db, int, text, time};
 
 /// How long a key is kept, in milliseconds.
 pub const KEEP_MILLIS: i64 = 24 * 3600 * 1000;
-/// How long the first request holds its key before another with the key may take it over (it
-/// ended without a word: its isolate was stopped).
+/// How long the first request may take: past it, a key with no answer belongs to a request that
+/// stopped without one (its isolate was stopped), whose outcome is unknown.
 pub const LOCK_MILLIS: i64 = 60_000;
 
 /// What taking a key found.
@@ -29,10 +31,12 @@ pub enum Taken {
     Reused,
     /// The same request holds the key and is still running.
     Running,
+    /// The same request took the key and stopped without an answer: its outcome is unknown.
+    Unknown,
 }
 
-/// Takes `key` of `scope` for a request of `fingerprint`: a key unused, expired (older than
-/// [`KEEP_MILLIS`]) or left by a request that stopped (its lock over, no answer) is this one's.
+/// Takes `key` of `scope` for a request of `fingerprint`: a key unused or expired (older than
+/// [`KEEP_MILLIS`]) is this one's.
 pub async fn take(
     db: &D1Database,
     scope: &str,
@@ -45,6 +49,7 @@ pub async fn take(
         fingerprint: String,
         status: Option<i64>,
         answer: Option<String>,
+        locked_until: i64,
     }
     let results = db::batch(
         db,
@@ -55,14 +60,12 @@ pub async fn take(
                  VALUES (?1, ?2, ?3, ?4, ?4 + ?6)
                  ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, status = NULL,
                      answer = NULL, created_at = excluded.created_at, locked_until = excluded.locked_until
-                   WHERE idempotency_keys.created_at <= ?4 - ?5
-                      OR (idempotency_keys.status IS NULL AND idempotency_keys.locked_until <= ?4
-                          AND idempotency_keys.fingerprint = excluded.fingerprint)",
+                   WHERE idempotency_keys.created_at <= ?4 - ?5",
                 &[text(scope), text(key), text(fingerprint), time(now), int(KEEP_MILLIS), int(LOCK_MILLIS)],
             )?,
             db::stmt(
                 db,
-                "SELECT fingerprint, status, answer FROM idempotency_keys
+                "SELECT fingerprint, status, answer, locked_until FROM idempotency_keys
                  WHERE scope = ?1 AND key = ?2 AND changes() = 0",
                 &[text(scope), text(key)],
             )?,
@@ -81,10 +84,10 @@ pub async fn take(
     if row.fingerprint != fingerprint {
         return Ok(Taken::Reused);
     }
-    // No answer yet, and its lock not over (else the INSERT would have taken the key over).
     match (row.status.and_then(|s| u16::try_from(s).ok()), row.answer) {
         (Some(status), Some(sealed)) => Ok(Taken::Answered { status, sealed }),
-        _ => Ok(Taken::Running),
+        _ if row.locked_until > now.unix_millis() => Ok(Taken::Running),
+        _ => Ok(Taken::Unknown),
     }
 }
 
@@ -99,8 +102,8 @@ pub async fn finish(db: &D1Database, scope: &str, key: &str, status: u16, sealed
     Ok(())
 }
 
-/// Gives `key` back: the request answered an error, which is not kept, so the same request may
-/// run again.
+/// Gives `key` back: the request was refused (4xx) before it did anything, which is not kept,
+/// so the same request may run again.
 pub async fn release(db: &D1Database, scope: &str, key: &str) -> Result<(), EdgeError> {
     db::run(db::stmt(
         db,

@@ -160,7 +160,9 @@ pub async fn list(
     let time = |t: Option<Timestamp>| t.map_or(JsValue::NULL, db::time);
     db::all(db::stmt(
         db,
+        // A test send of a real type is listed only by its id (or with `endpoint.test`'s own).
         "SELECT id, type, payload, created_at FROM outbound_events WHERE account_id = ?1 AND (?2 IS NULL OR type = ?2)
+           AND (test = 0 OR type = 'endpoint.test')
            AND (?6 IS NULL OR resource_id = ?6) AND (?7 IS NULL OR created_at >= ?7) AND (?8 IS NULL OR created_at < ?8)
            AND (?3 IS NULL OR created_at < ?3 OR (created_at = ?3 AND id < ?4))
          ORDER BY created_at DESC, id DESC LIMIT ?5",
@@ -210,8 +212,8 @@ pub async fn test_event(db: &D1Database, test: &TestSend<'_>, now: Timestamp) ->
         vec![
             db::stmt(
                 db,
-                "INSERT INTO outbound_events (id, account_id, type, resource_id, payload, sequence, created_at)
-             VALUES (?1, ?2, ?3, ?4, json_set(?5, '$.sequence', 1), 1, ?6)",
+                "INSERT INTO outbound_events (id, account_id, type, resource_id, payload, sequence, created_at, test)
+             VALUES (?1, ?2, ?3, ?4, json_set(?5, '$.sequence', 1), 1, ?6, 1)",
                 &[
                     db::text(&event.id),
                     db::text(account_id),

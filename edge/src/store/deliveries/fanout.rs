@@ -63,7 +63,8 @@ const SUBSCRIBED: &str = "FROM webhook_endpoints e
        AND EXISTS (SELECT 1 FROM json_each(e.event_types) WHERE value = ?4)";
 
 /// A replay: a new delivery (`kind = 'replay'`, same event, so the same `webhook-id`) to every
-/// subscribed endpoint, or to `endpoint_id` only. Returns the new deliveries' ids.
+/// subscribed endpoint, or to `endpoint_id` only; none of a test send, which goes only to the
+/// endpoint it was sent to. Returns the new deliveries' ids.
 pub async fn replay(
     db: &D1Database,
     event_id: &str,
@@ -79,6 +80,7 @@ pub async fn replay(
                  next_attempt_at, created_at, updated_at)
              SELECT 'dlv_' || lower(hex(randomblob(16))), ?1, e.id, e.account_id, 'replay', 'pending', 0, ?3, ?3, ?3
              {SUBSCRIBED} AND e.enabled = 1
+               AND NOT EXISTS (SELECT 1 FROM outbound_events WHERE id = ?1 AND test = 1)
              RETURNING id"
         ),
         &[text(event_id), text(account_id), time(now), text(event_type.as_str()), opt_text(endpoint_id)],
@@ -104,10 +106,11 @@ pub async fn recover(
                                          created_at, updated_at)
          SELECT 'dlv_' || lower(hex(randomblob(16))), o.id, e.id, e.account_id, 'replay', 'pending', 0, ?5, ?5, ?5
          FROM outbound_events o JOIN webhook_endpoints e ON e.id = ?2 AND e.account_id = o.account_id
-         WHERE o.account_id = ?1 AND o.created_at >= ?3 AND o.created_at < ?4
+         WHERE o.account_id = ?1 AND o.created_at >= ?3 AND o.created_at < ?4 AND o.test = 0
            AND EXISTS (SELECT 1 FROM json_each(e.event_types) WHERE value = o.type)
            AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
-                           WHERE d.event_id = o.id AND d.endpoint_id = e.id AND d.status IN ('succeeded', 'pending'))
+                           WHERE d.event_id = o.id AND d.endpoint_id = e.id
+                             AND d.status IN ('succeeded', 'pending', 'filtered'))
          ORDER BY o.created_at, o.id
          RETURNING id",
         &[text(account_id), text(endpoint_id), time(since), time(until), time(now)],

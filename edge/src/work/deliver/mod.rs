@@ -23,7 +23,6 @@ use std::time::Duration;
 
 use async_lock::Semaphore;
 
-use exactly_core::filter::Filter;
 use exactly_core::webhook::SigningSecret;
 use exactly_core::Timestamp;
 use exactly_core::{backoff, breaker};
@@ -40,7 +39,9 @@ use crate::store::deliveries::{self, Attempt, Claim, Due, Subject};
 use crate::store::endpoints::DEFAULT_MAX_IN_FLIGHT;
 use crate::store::endpoints::{self, circuit};
 
+mod filtering;
 mod http;
+use filtering::filtered;
 use http::{send, Answer, Reply};
 
 /// Success is any 2xx within this long. Of the body, only the first [`http::MAX_REPLY_BYTES`]
@@ -305,23 +306,6 @@ async fn gate(env: &Env, db: &D1Database, id: &str) -> Result<Gate, EdgeError> {
     Ok(Gate::LookAgain)
 }
 
-/// Whether the endpoint's filter holds the delivery back: `None` to send it (no filter, the event
-/// passes, or it is a test send, which exists to reach the endpoint), `Some(Ok(()))` to hold it
-/// back, `Some(Err(why))` when the stored filter no longer parses (the delivery fails visibly
-/// rather than going out unfiltered).
-fn filtered(due: &Due) -> Option<Result<(), String>> {
-    let text = due.filter.as_deref()?;
-    let body: serde_json::Value = serde_json::from_str(&due.payload).unwrap_or(serde_json::Value::Null);
-    if body.get("test") == Some(&serde_json::Value::Bool(true)) {
-        return None;
-    }
-    match Filter::parse(text) {
-        Ok(filter) if filter.matches(&body) => None,
-        Ok(_) => Some(Ok(())),
-        Err(e) => Some(Err(format!("the endpoint's filter does not parse: {e}"))),
-    }
-}
-
 /// Starts a claimed attempt beside the batch.
 fn start(ctx: &Context, env: &Env, claimed: Claimed, shared: &Shared) {
     shared.outstanding.set(shared.outstanding.get() + 1);
@@ -370,15 +354,25 @@ async fn chain(env: &Env, first: Claimed, shared: &Invocation) {
                 Err(e) => return log(&id, &Err(e)),
             },
         };
-        let Some(taken) = claim_next(env, &db, &endpoint, next).await else { return };
+        let Some(taken) = claim_next(env, &db, &endpoint, next, shared).await else { return };
         claimed = taken;
     }
 }
 
 /// Takes `next` through its gates for the chain; one its endpoint's filter holds back gives its
-/// turn to the one behind it (a few times at most: a wake carries a long run of them on).
-async fn claim_next(env: &Env, db: &D1Database, endpoint: &str, mut next: Option<String>) -> Option<Claimed> {
-    for _ in 0..CHAIN_MAX {
+/// turn to the one behind it. Each such turn counts as a round of the invocation, so a long run
+/// of held-back deliveries stops at [`ROUNDS_MAX`] (or [`CHAIN_MAX`] in a row) like attempts do,
+/// and a wake carries the line on. A delivery taken out of the line is always gated: the budget
+/// is checked before the next one is taken.
+async fn claim_next(
+    env: &Env,
+    db: &D1Database,
+    endpoint: &str,
+    mut next: Option<String>,
+    shared: &Invocation,
+) -> Option<Claimed> {
+    let mut held_back = 0;
+    loop {
         let id = next?;
         match gate(env, db, &id).await {
             Ok(Gate::Claimed(c)) => return Some(*c),
@@ -396,6 +390,11 @@ async fn claim_next(env: &Env, db: &D1Database, endpoint: &str, mut next: Option
                 log(&id, &Err(e));
                 return None;
             }
+        }
+        held_back += 1;
+        shared.rounds.set(shared.rounds.get() + 1);
+        if held_back >= CHAIN_MAX || shared.rounds.get() >= ROUNDS_MAX {
+            break;
         }
         next = match deliveries::next_in_line(db, endpoint, now()).await {
             Ok(next) => next,
