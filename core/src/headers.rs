@@ -14,6 +14,9 @@ pub const MAX_HEADERS: usize = 10;
 pub const MAX_NAME_LEN: usize = 64;
 /// The longest header value.
 pub const MAX_VALUE_LEN: usize = 1024;
+/// What a value shows as when an endpoint is read back; never taken as a value, so a client that
+/// sends back what it read does not store it.
+pub const REDACTED: &str = "[redacted]";
 
 /// Headers the delivery sets itself, or that describe one connection rather than the request.
 const RESERVED: [&str; 14] = [
@@ -77,7 +80,8 @@ fn check(name: &str, value: &str) -> Result<(), HeaderError> {
         return refuse("a header name is letters, digits and !#$%&'*+-.^_`|~ only");
     }
     let lower = name.to_ascii_lowercase();
-    if lower.starts_with("webhook-") || RESERVED.contains(&lower.as_str()) {
+    // `cf-` headers are Cloudflare's own, which a fetch from a Worker may not set.
+    if lower.starts_with("webhook-") || lower.starts_with("cf-") || RESERVED.contains(&lower.as_str()) {
         return refuse("is set by the delivery itself and cannot be given");
     }
     if value.len() > MAX_VALUE_LEN {
@@ -85,6 +89,9 @@ fn check(name: &str, value: &str) -> Result<(), HeaderError> {
     }
     if !value.bytes().all(|b| b == b' ' || b == b'\t' || (0x21..=0x7e).contains(&b)) {
         return refuse("a header value is visible ASCII characters and spaces only");
+    }
+    if value.trim() == REDACTED {
+        return refuse("is the redacted placeholder an endpoint is read back with; send the value itself");
     }
     Ok(())
 }
@@ -146,7 +153,7 @@ mod tests {
     fn bad_names_values_counts_and_repeats_are_refused() {
         let long = "a".repeat(65);
         let huge = "v".repeat(1025);
-        let refused: [Vec<(&str, &str)>; 7] = [
+        let refused: [Vec<(&str, &str)>; 9] = [
             vec![("", "x")],
             vec![("x y", "x")],
             vec![(long.as_str(), "x")],
@@ -154,6 +161,8 @@ mod tests {
             vec![("x-a", huge.as_str())],
             vec![("X-A", "1"), ("x-a", "2")],
             vec![("x-a", "caf\u{e9}")],
+            vec![("x-a", "[redacted]")],
+            vec![("CF-Connecting-IP", "1.2.3.4")],
         ];
         for pairs in refused {
             assert!(CustomHeaders::new(pairs.clone()).is_err(), "{pairs:?}");

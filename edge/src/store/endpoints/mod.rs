@@ -70,7 +70,7 @@ pub fn headers_column(headers: &CustomHeaders) -> JsValue {
 }
 
 /// What an endpoint's custom header values show as when it is read back: they are often keys.
-pub const REDACTED: &str = "[redacted]";
+pub use exactly_core::headers::REDACTED;
 
 /// The in-flight limit of an endpoint created without one.
 pub const DEFAULT_MAX_IN_FLIGHT: u32 = 4;
