@@ -7,16 +7,14 @@ use crate::api::auth;
 use crate::api::http::{self as http, Cursor};
 use crate::api::{page, with_charge};
 use crate::error::EdgeError;
-use crate::store::{calls, usage};
+use crate::store::calls;
 
 /// `GET /v1/calls/{id}`: status, legs dialled with their outcomes and times, duration, billed
 /// minutes and the charge.
 pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
     let account = auth::account(&req, env).await?;
-    let call = calls::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
-    let legs = calls::legs(&db, &call.id).await?;
-    let charge = usage::charge_of(&db, &account.id, usage::Kind::CallMinutes, &call.id).await?;
+    let (call, legs, charge) = calls::get_shown(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     http::json(200, &with_charge(call.to_json(&legs), charge))
 }
 
@@ -34,9 +32,8 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
     let limit = http::limit(&params)?;
     let rows = calls::list(&db, &account.id, status, Cursor::from_params(&params)?, limit).await?;
     let next = Cursor::after(&rows, limit, |c| (c.created_at, &c.id));
-    let mut data = Vec::with_capacity(rows.len());
-    for call in &rows {
-        data.push(call.to_json(&calls::legs(&db, &call.id).await?));
-    }
+    let ids: Vec<&str> = rows.iter().map(|c| c.id.as_str()).collect();
+    let legs = calls::legs_of(&db, &ids).await?;
+    let data = rows.iter().map(|call| call.to_json(legs.get(&call.id).map_or(&[], Vec::as_slice))).collect();
     http::json(200, &page(data, next))
 }

@@ -132,15 +132,64 @@ pub async fn list(
     .await
 }
 
-/// The legs of a call, in ring order.
-pub async fn legs(db: &D1Database, call_id: &str) -> Result<Vec<Leg>, EdgeError> {
-    db::all(db::stmt(
+/// The columns of a [`Leg`].
+const LEG_COLUMNS: &str =
+    "position, target, call_control_id, call_leg_id, outcome, hangup_cause, created_at, answered_at, ended_at";
+
+/// One call of one account with its legs, in ring order, and its charge (`{kind, quantity,
+/// charged_at}`, none until charged): one batch, so the three agree.
+pub async fn get_shown(
+    db: &D1Database,
+    account_id: &str,
+    id: &str,
+) -> Result<Option<(Call, Vec<Leg>, Option<Value>)>, EdgeError> {
+    let results = db::batch(
         db,
-        "SELECT position, target, call_control_id, call_leg_id, outcome, hangup_cause, created_at, answered_at,
-             ended_at FROM call_legs WHERE call_id = ?1 ORDER BY position",
-        &[text(call_id)],
+        vec![
+            db::stmt(
+                db,
+                &format!("SELECT {COLUMNS} FROM calls WHERE id = ?1 AND account_id = ?2"),
+                &[text(id), text(account_id)],
+            )?,
+            db::stmt(
+                db,
+                &format!("SELECT {LEG_COLUMNS} FROM call_legs WHERE call_id = ?1 ORDER BY position"),
+                &[text(id)],
+            )?,
+            usage::call_charge_stmt(db, account_id, id)?,
+        ],
+    )
+    .await?;
+    let call: Option<Call> = results.first().map(db::rows).transpose()?.and_then(|rows| rows.into_iter().next());
+    let Some(call) = call else { return Ok(None) };
+    let legs: Vec<Leg> = results.get(1).map(db::rows).transpose()?.unwrap_or_default();
+    let charge = results.get(2).map(usage::charge_in).transpose()?.flatten();
+    Ok(Some((call, legs, charge)))
+}
+
+/// The legs of the calls `ids`, by call, each in ring order: one query for a page of calls.
+pub async fn legs_of(db: &D1Database, ids: &[&str]) -> Result<std::collections::BTreeMap<String, Vec<Leg>>, EdgeError> {
+    #[derive(Deserialize)]
+    struct Row {
+        call_id: String,
+        #[serde(flatten)]
+        leg: Leg,
+    }
+    let ids = serde_json::to_string(ids).map_err(|e| EdgeError::platform("encode", e))?;
+    let rows: Vec<Row> = db::all(db::stmt(
+        db,
+        &format!(
+            "SELECT call_id, {LEG_COLUMNS} FROM call_legs WHERE call_id IN (SELECT value FROM json_each(?1))
+             ORDER BY call_id, position"
+        ),
+        &[text(&ids)],
     )?)
-    .await
+    .await?;
+    let mut by_call: std::collections::BTreeMap<String, Vec<Leg>> = std::collections::BTreeMap::new();
+    for row in rows {
+        by_call.entry(row.call_id).or_default().push(row.leg);
+    }
+    Ok(by_call)
 }
 
 /// The call and its legs as the rows will hold them after the machine's change at `now`.

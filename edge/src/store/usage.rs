@@ -86,15 +86,8 @@ pub async fn totals(db: &D1Database, account_id: &str, from: Timestamp, to: Time
         .unwrap_or_default())
 }
 
-#[derive(Deserialize)]
-struct ChargeRow {
-    quantity: i64,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    created_at: Timestamp,
-}
-
 /// A message's charge (SMS segments or one MMS unit, whichever it was charged as), for a batch
-/// that reads it with the message ([`message_charge_of`] reads its result).
+/// that reads it with the message ([`charge_in`] reads its result).
 pub fn message_charge_stmt(
     db: &D1Database,
     account_id: &str,
@@ -108,8 +101,22 @@ pub fn message_charge_stmt(
     )
 }
 
-/// The charge [`message_charge_stmt`] read, shown as [`charge_of`] shows it.
-pub fn message_charge_of(result: &worker::D1Result) -> Result<Option<serde_json::Value>, EdgeError> {
+/// The statement that reads what a call was charged, for the batch that reads the call.
+pub fn call_charge_stmt(
+    db: &D1Database,
+    account_id: &str,
+    call_id: &str,
+) -> Result<worker::D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        "SELECT kind, quantity, created_at FROM usage WHERE kind = 'call_minutes' AND resource_id = ?1 AND account_id = ?2",
+        &[db::text(call_id), db::text(account_id)],
+    )
+}
+
+/// The charge [`message_charge_stmt`] or [`call_charge_stmt`] read, as the API shows it:
+/// `{kind, quantity, charged_at}`.
+pub fn charge_in(result: &worker::D1Result) -> Result<Option<serde_json::Value>, EdgeError> {
     #[derive(Deserialize)]
     struct Row {
         kind: String,
@@ -124,20 +131,4 @@ pub fn message_charge_of(result: &worker::D1Result) -> Result<Option<serde_json:
 /// A charge as the API shows it: `{kind, quantity, charged_at}`.
 fn shown(kind: &str, quantity: i64, charged_at: Timestamp) -> serde_json::Value {
     serde_json::json!({ "kind": kind, "quantity": quantity, "charged_at": charged_at.to_rfc3339() })
-}
-
-/// What one resource of an account was charged, if it was: `{kind, quantity, charged_at}`.
-pub async fn charge_of(
-    db: &D1Database,
-    account_id: &str,
-    kind: Kind,
-    resource_id: &str,
-) -> Result<Option<serde_json::Value>, EdgeError> {
-    let row: Option<ChargeRow> = db::first(db::stmt(
-        db,
-        "SELECT quantity, created_at FROM usage WHERE kind = ?1 AND resource_id = ?2 AND account_id = ?3",
-        &[db::text(kind.as_str()), db::text(resource_id), db::text(account_id)],
-    )?)
-    .await?;
-    Ok(row.map(|r| shown(kind.as_str(), r.quantity, r.created_at)))
 }

@@ -37,7 +37,7 @@ pub async fn get_charged(
         db::batch(db, vec![get_stmt(db, account_id, id)?, usage::message_charge_stmt(db, account_id, id)?]).await?;
     let message: Option<Message> = results.first().map(db::rows).transpose()?.and_then(|rows| rows.into_iter().next());
     let Some(message) = message else { return Ok(None) };
-    let charge = results.get(1).map(usage::message_charge_of).transpose()?.flatten();
+    let charge = results.get(1).map(usage::charge_in).transpose()?.flatten();
     Ok(Some((message, charge)))
 }
 
