@@ -70,9 +70,24 @@ impl Client {
         again_if_dropped(send)
     }
 
+    /// A GET, asked again (at most five more times, 500 ms apart) while it got no answer or a
+    /// 5xx: a read changes nothing, so a loaded machine's dropped or timed-out request says
+    /// nothing about what the worker stored.
+    pub fn read(&self, path: &str, token: &str) -> Answer {
+        let mut answer = self.call("GET", path, token, None);
+        for _ in 0..5 {
+            if answer.status != 0 && answer.status < 500 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            answer = self.call("GET", path, token, None);
+        }
+        answer
+    }
+
     /// [`Client::call`] with an `Idempotency-Key`, asked again (at most three more times, half a
     /// second apart) when no answer came or the answer was 503: what a client does with a keyed
-    /// request, which the worker then runs at most once.
+    /// request, which the worker then runs at most once (a 503 it kept is answered again as it was).
     pub fn call_keyed(&self, method: &str, path: &str, token: &str, body: &Value, key: &str) -> Answer {
         let send = || {
             let req = self

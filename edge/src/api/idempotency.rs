@@ -62,12 +62,15 @@ where
 {
     let Some(key) = key_of(&req)? else { return handle(req).await };
     let method = req.method().to_string();
-    let url = req.url().map_err(|e| EdgeError::platform("url", e))?;
+    // The runtime's own serialization of the URL (no URL parser in the bundle for it).
+    let url = req.inner().url();
+    let parts =
+        exactly_core::form::Url::parse(&url).ok_or_else(|| EdgeError::BadRequest("an unreadable URL".into()))?;
     let body =
         http::body_capped(&mut req, http::MAX_JSON_BYTES, || EdgeError::BodyTooLarge { max: http::MAX_JSON_BYTES })
             .await?;
     let mut print = Sha256::new();
-    for part in [method.as_bytes(), url.path().as_bytes(), url.query().unwrap_or_default().as_bytes(), &body] {
+    for part in [method.as_bytes(), parts.path.as_bytes(), parts.query.unwrap_or_default().as_bytes(), &body] {
         print.update((part.len() as u64).to_be_bytes());
         print.update(part);
     }
@@ -102,7 +105,7 @@ where
     if !body.is_empty() {
         init.with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
     }
-    let rebuilt = Request::new_with_init(url.as_str(), &init).map_err(|e| EdgeError::platform("request", e))?;
+    let rebuilt = Request::new_with_init(&url, &init).map_err(|e| EdgeError::platform("request", e))?;
     let answered = handle(rebuilt).await;
     let refused = match &answered {
         Ok(response) => (400..500).contains(&response.status_code()),

@@ -35,7 +35,7 @@ impl Run<'_, '_> {
         self.dials(story);
         // The ledger: one segment per message sent, the minutes of each completed call, nothing
         // for the rest.
-        let usage = self.api.call("GET", "/v1/usage", &self.key, None).json();
+        let usage = self.api.read("/v1/usage", &self.key).json();
         let segments = usage["sms_segments"].as_u64().unwrap_or(0) as usize;
         let sent = self.report.created.messages.len();
         self.report.expect(|| "the account's SMS segments".into(), segments, sent);
@@ -167,7 +167,7 @@ impl Run<'_, '_> {
             };
             let id = id.as_str().unwrap_or_default().to_owned();
             let media = wait_for(Duration::from_secs(60), || {
-                let m = api.call("GET", &format!("/v1/messages/{id}"), &key, None).json();
+                let m = api.read(&format!("/v1/messages/{id}"), &key).json();
                 let media = m["media"].as_array().cloned().unwrap_or_default();
                 media.iter().all(|item| item["stored"] == true).then_some(media)
             });
@@ -183,7 +183,7 @@ impl Run<'_, '_> {
         let (api, key) = (self.api, self.key.clone());
         let report = &mut self.report;
         for o in &story.outbound {
-            let m = api.call("GET", &format!("/v1/messages/{}", o.id), &key, None).json();
+            let m = api.read(&format!("/v1/messages/{}", o.id), &key).json();
             let want = if o.delivered { "delivered" } else { "failed" };
             let final_event = if o.delivered { EventType::MessageDelivered } else { EventType::MessageFailed };
             let (sent, finals) = (effects.has(EventType::MessageSent, &o.id), effects.has(final_event, &o.id));
@@ -225,7 +225,7 @@ impl Run<'_, '_> {
         let (api, key) = (self.api, self.key.clone());
         let report = &mut self.report;
         for s in &story.scheduled {
-            let m = api.call("GET", &format!("/v1/messages/{}", s.id), &key, None).json();
+            let m = api.read(&format!("/v1/messages/{}", s.id), &key).json();
             let sent_at = m["sent_at"].as_str().and_then(Timestamp::parse_rfc3339);
             // Every send request with the message's text, whatever key it carried.
             let sends = self.target.carrier.map(|c| c.keys_with_text(&s.text));
@@ -307,7 +307,7 @@ impl Run<'_, '_> {
         let (api, key) = (self.api, self.key.clone());
         let mut call_minutes = 0;
         for l in &story.lost {
-            let call = api.call("GET", &format!("/v1/calls/{}", l.id), &key, None).json();
+            let call = api.read(&format!("/v1/calls/{}", l.id), &key).json();
             let billed = (l.duration_secs + 59) / 60;
             call_minutes += billed;
             let (answered, completed) =
@@ -451,7 +451,7 @@ impl Run<'_, '_> {
                     self.report.problem(format!("the endpoint that {kind} got {event} {succeeded} times with a 2xx"));
                 }
             }
-            let shown = self.api.call("GET", &format!("/v1/webhook_endpoints/{id}"), &self.key, None).json();
+            let shown = self.api.read(&format!("/v1/webhook_endpoints/{id}"), &self.key).json();
             self.report.misbehaving.push(format!(
                 "{kind}: circuit {}, {} held, {} attempts in flight",
                 shown["circuit"].as_str().unwrap_or("?"),
