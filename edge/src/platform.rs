@@ -225,3 +225,10 @@ pub fn resolve_url(base: &str, reference: &str) -> Option<String> {
 pub fn resolve_url(base: &str, reference: &str) -> Option<String> {
     exactly_core::endpoint::resolve_whatwg(base, reference)
 }
+
+/// The stub of the Durable Object that owns call `call_id` (named by the call's id).
+pub fn call_stub(env: &worker::Env, call_id: &str) -> Result<worker::Stub, EdgeError> {
+    let namespace =
+        env.durable_object(crate::bindings::CALL_RING).map_err(|e| EdgeError::platform("CALL_RING binding", e))?;
+    namespace.id_from_name(call_id).and_then(|id| id.get_stub()).map_err(|e| EdgeError::platform("call stub", e))
+}

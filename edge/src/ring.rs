@@ -279,12 +279,7 @@ impl CallRing {
 
 /// Sends `input` to the machine of `call_id` and waits for its drain.
 pub async fn send(env: &Env, call_id: &str, input: &Input) -> std::result::Result<Answer, EdgeError> {
-    let namespace =
-        env.durable_object(crate::bindings::CALL_RING).map_err(|e| EdgeError::platform("CALL_RING binding", e))?;
-    let stub = namespace
-        .id_from_name(call_id)
-        .and_then(|id| id.get_stub())
-        .map_err(|e| EdgeError::platform("call stub", e))?;
+    let stub = crate::platform::call_stub(env, call_id)?;
     let body = serde_json::to_string(input).map_err(|e| EdgeError::platform("encode call input", e))?;
     let request = crate::platform::request("POST", "https://call.internal/", None, Some(&body), true)
         .map_err(|e| EdgeError::platform("call request", e))?;

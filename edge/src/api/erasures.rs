@@ -118,12 +118,7 @@ async fn erase_in(
 
 /// Asks the call's own object to erase the number from its storage; whether it held it.
 async fn erase_call_state(env: &Env, call_id: &str, number: &str) -> Result<bool, EdgeError> {
-    let namespace =
-        env.durable_object(crate::bindings::CALL_RING).map_err(|e| EdgeError::platform("CALL_RING binding", e))?;
-    let stub = namespace
-        .id_from_name(call_id)
-        .and_then(|id| id.get_stub())
-        .map_err(|e| EdgeError::platform("call stub", e))?;
+    let stub = crate::platform::call_stub(env, call_id)?;
     let headers = worker::Headers::new();
     headers.set(crate::bindings::ERASE_HEADER, number).map_err(|e| EdgeError::platform("header", e))?;
     let request = crate::platform::request("POST", "https://call.internal/erase", Some(&headers), None, true)
