@@ -449,8 +449,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Every delivery attempt to the endpoint
-         * @description Newest first: status, latency, error, the first 1 KiB of the response body and the response headers.
+         * The endpoint's delivery log
+         * @description Every attempt, newest first, filtered: its outcome (status, latency, error, the response's headers and first 1 KiB) and the request as it was sent (headers with the signature, and the body; the endpoint's own header values read `[redacted]`).
          */
         get: operations["listWebhookEndpointAttempts"];
         put?: never;
@@ -644,6 +644,229 @@ export interface paths {
         };
         /** This document */
         get: operations["getOpenApi"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api_keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the account's API keys
+         * @description Scope `full` only.
+         */
+        get: operations["listApiKeys"];
+        put?: never;
+        /**
+         * Create an API key
+         * @description Scope `full` only. Rotation is create-then-revoke: the old key works until it is revoked.
+         */
+        post: operations["createApiKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api_keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an API key
+         * @description Refused from the moment this answers. Scope `full` only; the account's last live `full` key cannot be revoked (the operator can).
+         */
+        delete: operations["revokeApiKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/accounts/{id}/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List an account's API keys */
+        get: operations["adminListApiKeys"];
+        put?: never;
+        /** Create an API key for an account */
+        post: operations["adminCreateApiKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/accounts/{id}/keys/{key_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an account's API key
+         * @description The operator may revoke any key, the last full one included.
+         */
+        delete: operations["adminRevokeApiKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/accounts/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /** Set which origins may embed an account's portal */
+        patch: operations["adminUpdateAccount"];
+        trace?: never;
+    };
+    "/v1/account": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The account and what the caller may do
+         * @description Every key and portal session may read it.
+         */
+        get: operations["getAccount"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Set which origins may embed the portal
+         * @description Scope `full` only. The portal's page answers with `frame-ancestors` naming these origins; with none, `'none'`.
+         */
+        patch: operations["updateAccount"];
+        trace?: never;
+    };
+    "/v1/portal_sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mint a portal link
+         * @description Scope `full` only. The session reaches only the webhook area (endpoints, their delivery log, retries, events and the catalog); its limits are enforced by the server.
+         */
+        post: operations["createPortalSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/portal/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The webhook portal's page
+         * @description The console in portal mode, framable only by the origins the session's account allows (`Content-Security-Policy: frame-ancestors`); an unknown or expired session's page is framable by none. Credential: the secret in the link's fragment, sent by the page as `Authorization: Bearer <id>.<secret>`.
+         */
+        get: operations["portalPage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook_endpoints/{id}/retries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retry all failed deliveries
+         * @description Re-sends the endpoint's failed deliveries the filter keeps (`since`/`until` by when each delivery was created), oldest first, at most 1,000; each failed delivery is taken by one operation only, so asking twice re-sends nothing twice. A paused or disabled endpoint holds them until it is resumed.
+         */
+        post: operations["retryFailedDeliveries"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook_endpoints/{id}/retries/{retry_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A retry operation's progress
+         * @description Counts the deliveries it re-queued by their status now (a delivery a later operation took counts there).
+         */
+        get: operations["getDeliveryRetry"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/metrics/series": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Delivery metrics over time, as JSON
+         * @description What the console's operator charts draw: attempts by outcome, success rate, time-to-webhook of first attempts, backlog. The Prometheus text at /admin/metrics stays for scrapers.
+         */
+        get: operations["metricsSeries"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1600,6 +1823,74 @@ export interface components {
                 message: string;
             };
         };
+        /** @description 403: the API key's scope or the portal session does not reach this route (docs/contract.md §5, "Keys, scopes and portal sessions"). */
+        NotPermittedError: {
+            error: {
+                /** @enum {string} */
+                code: "forbidden";
+                message: string;
+            };
+        };
+        /** @description 409: the account's last live full key cannot be revoked by the account; create another full key first. */
+        LastFullKeyError: {
+            error: {
+                /** @enum {string} */
+                code: "last_full_key";
+                message: string;
+            };
+        };
+        ApiKey: {
+            id: string;
+            name: string;
+            scope: components["schemas"]["KeyScope"];
+            /** @description The key's first characters, to tell keys apart. */
+            prefix: string;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description To the minute: a key used again within a minute is not recorded again.
+             */
+            last_used_at: string | null;
+            /** Format: date-time */
+            revoked_at: string | null;
+        };
+        /**
+         * @description `full`: everything under /v1. `read`: every GET but keys. `endpoints`: webhook endpoints, their delivery log and retries, events and the event catalog, read and written.
+         * @enum {string}
+         */
+        KeyScope: "full" | "read" | "endpoints";
+        NewApiKey: components["schemas"]["ApiKey"] & {
+            /** @description Shown once; stored only as its SHA-256. */
+            api_key: string;
+        };
+        Access: {
+            /** @enum {string} */
+            type: "api_key" | "portal_session";
+            scope?: components["schemas"]["KeyScope"];
+            read_only?: boolean;
+            endpoint_ids?: string[] | null;
+        };
+        Account: {
+            id: string;
+            portal_origins: string[];
+            access?: components["schemas"]["Access"];
+        };
+        DeliveryRetry: {
+            id: string;
+            endpoint_id: string;
+            filter?: Record<string, never>;
+            /** @description Deliveries re-queued (at most `limit`). */
+            total: number;
+            pending: number;
+            succeeded: number;
+            failed: number;
+            /** @enum {string} */
+            status: "running" | "done";
+            limit?: number;
+            /** Format: date-time */
+            created_at: string;
+        };
     };
     responses: {
         /** @description The worker cannot answer now. `error.code` is `unavailable` (a database or queue is out for a moment: retry later, with the same Idempotency-Key where the request has one) or `misconfigured` (a configuration variable is missing or invalid, named in `error.message`). */
@@ -2152,6 +2443,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
             /** @description A field failed validation; `error.field` names it */
             422: {
                 headers: {
@@ -2235,6 +2535,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
             /** @description A request with this Idempotency-Key is still running */
             409: {
                 headers: {
@@ -2308,6 +2617,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
             /** @description No such message in this account */
             404: {
                 headers: {
@@ -2379,6 +2697,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
             /** @description A field failed validation; `error.field` names it */
             422: {
                 headers: {
@@ -2432,6 +2759,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
                 };
             };
             /** @description No such call in this account */
@@ -2499,6 +2835,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
             /** @description A field failed validation; `error.field` names it */
             422: {
                 headers: {
@@ -2558,6 +2903,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
                 };
             };
             /** @description A field failed validation; `error.field` names it */
@@ -2631,6 +2985,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
                 };
             };
             /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
@@ -2708,6 +3071,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
             /** @description No such endpoint in this account */
             404: {
                 headers: {
@@ -2768,6 +3140,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
                 };
             };
             /** @description No such endpoint in this account */
@@ -2855,6 +3236,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
                 };
             };
             /** @description No such endpoint in this account */
@@ -2954,6 +3344,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
             /** @description A field failed validation; `error.field` names it */
             422: {
                 headers: {
@@ -3009,6 +3408,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
             429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
@@ -3056,6 +3464,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
                 };
             };
             /** @description No such event in this account */
@@ -3132,6 +3549,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
                 };
             };
             /** @description No such event in this account */
@@ -3604,6 +4030,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
             /** @description No such endpoint in this account */
             404: {
                 headers: {
@@ -3694,6 +4129,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
                 };
             };
             /** @description No such endpoint in this account */
@@ -3792,6 +4236,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
             /** @description No such endpoint in this account */
             404: {
                 headers: {
@@ -3828,6 +4281,15 @@ export interface operations {
     listWebhookEndpointAttempts: {
         parameters: {
             query?: {
+                /** @description The delivery's status */
+                status?: "pending" | "succeeded" | "failed" | "filtered";
+                event_type?: string;
+                since?: string;
+                until?: string;
+                /** @description The message or call the event is about */
+                resource_id?: string;
+                /** @description The `webhook-id` sent (the event's id) */
+                webhook_id?: string;
                 limit?: number;
                 cursor?: string;
             };
@@ -3861,6 +4323,18 @@ export interface operations {
                             error?: string | null;
                             response_body?: string | null;
                             response_headers?: Record<string, never> | null;
+                            event_type?: string;
+                            resource_id?: string;
+                            /** @enum {string} */
+                            delivery_status?: "pending" | "succeeded" | "failed" | "filtered";
+                            request?: {
+                                method?: string;
+                                url?: string;
+                                headers?: {
+                                    [key: string]: string | null;
+                                };
+                                body?: string;
+                            };
                         }[];
                         next_cursor?: string | null;
                     };
@@ -3884,6 +4358,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
             /** @description No such endpoint in this account */
             404: {
                 headers: {
@@ -3891,6 +4374,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            /** @description A filter or the cursor failed validation (`error.field` names it) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidFieldError"];
                 };
             };
             429: components["responses"]["RateLimited"];
@@ -3945,6 +4437,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
                 };
             };
             /** @description No such message in this account */
@@ -4033,6 +4534,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
                 };
             };
             /** @description No such message in this account */
@@ -4181,6 +4691,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
                 };
             };
             /** @description No such message in this account, no such item, an outbound item (not copied), or `media_not_stored`: the copy is not stored (yet, or the carrier's link had expired) */
@@ -4424,6 +4943,1033 @@ export interface operations {
                     "application/json": Record<string, never>;
                 };
             };
+        };
+    };
+    listApiKeys: {
+        parameters: {
+            query?: {
+                limit?: number;
+                cursor?: string;
+            };
+            header?: {
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of keys, newest first, revoked ones too */
+            200: {
+                headers: {
+                    "x-d1-bookmark": components["headers"]["Bookmark"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data?: components["schemas"]["ApiKey"][];
+                        next_cursor?: string | null;
+                    };
+                };
+            };
+            /** @description A malformed request (here: an `x-d1-bookmark` that cannot be a bookmark) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
+            /** @description A field failed validation (`error.field` names it) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidFieldError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createApiKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                    scope?: components["schemas"]["KeyScope"];
+                };
+            };
+        };
+        responses: {
+            /** @description The key, shown once */
+            201: {
+                headers: {
+                    "x-d1-bookmark": components["headers"]["Bookmark"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NewApiKey"];
+                };
+            };
+            /** @description The body is not JSON of the expected shape (`bad_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
+            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before asking again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                };
+            };
+            /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BodyTooLargeError"];
+                };
+            };
+            /** @description A field failed validation (`error.field` names it), or the Idempotency-Key was used for a different request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    revokeApiKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key, revoked (revoking it again answers the same) */
+            200: {
+                headers: {
+                    "x-d1-bookmark": components["headers"]["Bookmark"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKey"];
+                };
+            };
+            /** @description A malformed request (here: an `x-d1-bookmark` that cannot be a bookmark) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
+            /** @description No such key in this account */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            /** @description The account's last full key */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LastFullKeyError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    adminListApiKeys: {
+        parameters: {
+            query?: {
+                limit?: number;
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of keys */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data?: components["schemas"]["ApiKey"][];
+                        next_cursor?: string | null;
+                    };
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description A field failed validation */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidFieldError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    adminCreateApiKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                    scope?: components["schemas"]["KeyScope"];
+                };
+            };
+        };
+        responses: {
+            /** @description The key, shown once */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NewApiKey"];
+                };
+            };
+            /** @description The body is not JSON of the expected shape (`bad_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description No such customer account */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before asking again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                };
+            };
+            /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BodyTooLargeError"];
+                };
+            };
+            /** @description A field failed validation (`error.field` names it), or the Idempotency-Key was used for a different request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    adminRevokeApiKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                key_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key, revoked */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKey"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description No such key in the account */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    adminUpdateAccount: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    portal_origins: string[];
+                };
+            };
+        };
+        responses: {
+            /** @description The account's portal settings */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id?: string;
+                        portal_origins?: string[];
+                    };
+                };
+            };
+            /** @description The body is not JSON of the expected shape (`bad_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description No such account */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before asking again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                };
+            };
+            /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BodyTooLargeError"];
+                };
+            };
+            /** @description A field failed validation (`error.field` names it), or the Idempotency-Key was used for a different request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getAccount: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The account */
+            200: {
+                headers: {
+                    "x-d1-bookmark": components["headers"]["Bookmark"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Account"];
+                };
+            };
+            /** @description A malformed request (here: an `x-d1-bookmark` that cannot be a bookmark) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
+            /** @description No such account */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updateAccount: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    portal_origins: string[];
+                };
+            };
+        };
+        responses: {
+            /** @description The account */
+            200: {
+                headers: {
+                    "x-d1-bookmark": components["headers"]["Bookmark"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Account"];
+                };
+            };
+            /** @description The body is not JSON of the expected shape (`bad_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
+            /** @description No such account */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before asking again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                };
+            };
+            /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BodyTooLargeError"];
+                };
+            };
+            /** @description A field failed validation (`error.field` names it), or the Idempotency-Key was used for a different request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createPortalSession: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Only these endpoints (default: all of the account's). A limited session sees no account-wide events and creates no endpoints. */
+                    endpoint_ids?: string[];
+                    /** @default false */
+                    read_only?: boolean;
+                    /** @default 3600 */
+                    expires_in?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description The session: `url` opens the portal; its secret is in the fragment, which no server receives */
+            201: {
+                headers: {
+                    "x-d1-bookmark": components["headers"]["Bookmark"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        url: string;
+                        /** @description The bearer token the portal sends (`<id>.<secret>`). */
+                        token: string;
+                        read_only?: boolean;
+                        endpoint_ids?: string[] | null;
+                        /** Format: date-time */
+                        expires_at: string;
+                    };
+                };
+            };
+            /** @description The body is not JSON of the expected shape (`bad_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
+            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before asking again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                };
+            };
+            /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BodyTooLargeError"];
+                };
+            };
+            /** @description A field failed validation (`error.field` names it), or the Idempotency-Key was used for a different request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    portalPage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The console's HTML */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    retryFailedDeliveries: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+                /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    event_type?: string;
+                    /** Format: date-time */
+                    since?: string;
+                    /** Format: date-time */
+                    until?: string;
+                    resource_id?: string;
+                    webhook_id?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The operation and its progress */
+            202: {
+                headers: {
+                    "x-d1-bookmark": components["headers"]["Bookmark"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryRetry"];
+                };
+            };
+            /** @description The body is not JSON of the expected shape (`bad_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
+            /** @description No such endpoint in this account */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before asking again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                };
+            };
+            /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BodyTooLargeError"];
+                };
+            };
+            /** @description A field failed validation (`error.field` names it), or the Idempotency-Key was used for a different request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getDeliveryRetry: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+            };
+            path: {
+                id: string;
+                retry_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The operation */
+            200: {
+                headers: {
+                    "x-d1-bookmark": components["headers"]["Bookmark"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryRetry"];
+                };
+            };
+            /** @description A malformed request (here: an `x-d1-bookmark` that cannot be a bookmark) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
+            /** @description No such operation for this endpoint */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    metricsSeries: {
+        parameters: {
+            query?: {
+                hours?: number;
+                bucket_minutes?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Buckets, oldest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: date-time */
+                        from?: string;
+                        /** Format: date-time */
+                        to?: string;
+                        bucket_seconds?: number;
+                        data?: {
+                            /** Format: date-time */
+                            start?: string;
+                            attempts?: number;
+                            succeeded?: number;
+                            refused?: number;
+                            no_answer?: number;
+                            success_rate?: number | null;
+                            time_to_webhook_ms_avg?: number | null;
+                            time_to_webhook_ms_max?: number | null;
+                            /** @description Deliveries created by the bucket's end and not settled then. */
+                            backlog?: number;
+                        }[];
+                    };
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description A field failed validation */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidFieldError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
         };
     };
     onMessageReceived: {

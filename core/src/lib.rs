@@ -50,6 +50,7 @@
 //! - [`form`]: `application/x-www-form-urlencoded` bodies and URL pieces, as the HMAC
 //!   carriers sign them.
 
+pub mod access;
 pub mod backoff;
 pub mod breaker;
 pub mod call;

@@ -18,6 +18,8 @@ pub enum EdgeError {
     NotFound,
     /// A media link whose signature is not valid or whose time is up (403).
     Forbidden(exactly_core::media::LinkError),
+    /// The caller's key scope or portal session does not reach this route (403).
+    NotPermitted(exactly_core::access::Refusal),
     /// The media item exists but its copy is not stored (yet, or ever: 404).
     MediaNotStored,
     /// The route exists but not for this method (405).
@@ -66,11 +68,13 @@ pub enum Conflict {
     NotFailed,
     /// The shards are not where the map says, or are moving between other databases.
     ShardMove,
+    /// The account's last live `full` API key cannot be revoked by the account.
+    LastFullKey,
 }
 
 impl Conflict {
     /// Every conflict there is.
-    pub const ALL: [Conflict; 8] = [
+    pub const ALL: [Conflict; 9] = [
         Conflict::IdempotencyKeyReused,
         Conflict::IdempotencyKeyInUse,
         Conflict::NotScheduled,
@@ -79,6 +83,7 @@ impl Conflict {
         Conflict::NumberOwned,
         Conflict::NotFailed,
         Conflict::ShardMove,
+        Conflict::LastFullKey,
     ];
 
     /// The wire code.
@@ -92,6 +97,7 @@ impl Conflict {
             Conflict::NumberOwned => "number_owned",
             Conflict::NotFailed => "not_failed",
             Conflict::ShardMove => "shard_move_conflict",
+            Conflict::LastFullKey => "last_full_key",
         }
     }
 }
@@ -133,6 +139,7 @@ impl EdgeError {
                 };
                 (403, code, e.to_string(), None)
             }
+            EdgeError::NotPermitted(refusal) => (403, "forbidden", refusal.to_string(), None),
             EdgeError::MediaNotStored => {
                 (404, "media_not_stored", "the media item has not been copied from the carrier".into(), None)
             }
@@ -440,6 +447,7 @@ mod tests {
             EdgeError::NotFound,
             EdgeError::Forbidden(LinkError::Expired),
             EdgeError::Forbidden(LinkError::BadSignature),
+            EdgeError::NotPermitted(exactly_core::access::Refusal::Scope),
             EdgeError::MediaNotStored,
             EdgeError::BadRequest(String::new()),
             EdgeError::BodyTooLarge { max: 1 },
@@ -457,6 +465,7 @@ mod tests {
                 | EdgeError::Unauthorized
                 | EdgeError::NotFound
                 | EdgeError::Forbidden(_)
+                | EdgeError::NotPermitted(_)
                 | EdgeError::MediaNotStored
                 | EdgeError::BadRequest(_)
                 | EdgeError::BodyTooLarge { .. }

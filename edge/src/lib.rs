@@ -70,6 +70,20 @@ pub enum Handler {
     EventTypes,
     GetEvent,
     ReplayEvent,
+    RetryFailedDeliveries,
+    GetDeliveryRetry,
+    ListKeys,
+    CreateKey,
+    RevokeKey,
+    AdminListKeys,
+    AdminCreateKey,
+    AdminRevokeKey,
+    AdminUpdateAccount,
+    GetAccount,
+    UpdateAccount,
+    CreatePortalSession,
+    Portal,
+    MetricsSeries,
     OpenApi,
     Health,
 }
@@ -123,6 +137,20 @@ routes! {
     ("GET", "/v1/event_types") => Handler::EventTypes,
     ("GET", "/v1/events/{id}") => Handler::GetEvent,
     ("POST", "/v1/events/{id}/replay") => Handler::ReplayEvent,
+    ("POST", "/v1/webhook_endpoints/{id}/retries") => Handler::RetryFailedDeliveries,
+    ("GET", "/v1/webhook_endpoints/{id}/retries/{retry_id}") => Handler::GetDeliveryRetry,
+    ("GET", "/v1/api_keys") => Handler::ListKeys,
+    ("POST", "/v1/api_keys") => Handler::CreateKey,
+    ("DELETE", "/v1/api_keys/{id}") => Handler::RevokeKey,
+    ("GET", "/admin/accounts/{id}/keys") => Handler::AdminListKeys,
+    ("POST", "/admin/accounts/{id}/keys") => Handler::AdminCreateKey,
+    ("DELETE", "/admin/accounts/{id}/keys/{key_id}") => Handler::AdminRevokeKey,
+    ("PATCH", "/admin/accounts/{id}") => Handler::AdminUpdateAccount,
+    ("GET", "/admin/metrics/series") => Handler::MetricsSeries,
+    ("GET", "/v1/account") => Handler::GetAccount,
+    ("PATCH", "/v1/account") => Handler::UpdateAccount,
+    ("POST", "/v1/portal_sessions") => Handler::CreatePortalSession,
+    ("GET", "/portal/{id}") => Handler::Portal,
     ("GET", "/openapi.json") => Handler::OpenApi,
     ("GET", "/healthz") => Handler::Health,
 }
@@ -218,7 +246,7 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
     }
     // Every `/admin` and `/v1` request counts against its caller's rate limit, before it reads
     // anything (the carriers' webhooks above never do).
-    if matched.handler != Handler::OpenApi {
+    if !matches!(matched.handler, Handler::OpenApi | Handler::Portal) {
         api::limits::count(&req, env, matched.admin, platform::now()).await?;
     }
     if segments.first() != Some(&"v1") {
@@ -229,12 +257,19 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
         }
         return raw(dispatch(matched, req, env).await?);
     }
+    // A signed media link is its own credential: no key, no account.
+    if matched.handler == Handler::ServeMedia {
+        return raw(dispatch(matched, req.into(), env).await?);
+    }
     // The customer API runs in a D1 session started from the bookmark the client sent back,
     // and answers with the session's latest, so the client reads its own writes.
     // Both in the database of the caller's account (docs/scaling.md, "Accounts across
-    // databases"); a request that names no account is refused by its handler.
+    // databases"), once the caller's key or portal session allows the route (docs/contract.md
+    // §5, "Keys, scopes and portal sessions").
     let bookmark = api::http::bookmark(&req)?;
-    let scoped = api::auth::account_scope(&req, env).await?;
+    let caller = api::auth::caller(&req, env).await?;
+    caller.access.permits(&access_route(&matched, method)).map_err(EdgeError::NotPermitted)?;
+    let scoped = api::auth::scope(env, &caller)?;
     let env = &scoped;
     let writes = worker::Method::from(method.to_owned()) != worker::Method::Get;
     let session = store::Session::open(env, bookmark.as_deref(), writes)?;
@@ -252,6 +287,68 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
     raw(response)
 }
 
+/// A `/v1` route as access control sees it (docs/contract.md §5, "Keys, scopes and portal
+/// sessions"): its area, whether it writes, and the endpoint it acts on.
+fn access_route<'a>(matched: &Matched<'a>, method: &str) -> exactly_core::access::Route<'a> {
+    use exactly_core::access::{Area, Route};
+    let write = worker::Method::from(method.to_owned()) != worker::Method::Get;
+    let route = |area, endpoint, account_wide| Route { area, write, endpoint, account_wide };
+    match matched.handler {
+        Handler::CreateMessage
+        | Handler::ListMessages
+        | Handler::GetMessage
+        | Handler::MessageHistory
+        | Handler::CancelMessage
+        | Handler::MessageMedia
+        | Handler::ServeMedia
+        | Handler::ListCalls
+        | Handler::GetCall
+        | Handler::GetUsage => route(Area::Messaging, None, false),
+        Handler::GetEndpoint
+        | Handler::UpdateEndpoint
+        | Handler::DeleteEndpoint
+        | Handler::RotateEndpointSecret
+        | Handler::RecoverEndpoint
+        | Handler::TestEndpoint
+        | Handler::EndpointAttempts
+        | Handler::RetryFailedDeliveries
+        | Handler::GetDeliveryRetry => route(Area::Webhooks, Some(matched.id), false),
+        // A listing of endpoints shows only those the caller reaches; every caller may ask who
+        // it is.
+        Handler::ListEndpoints | Handler::EventTypes | Handler::GetAccount => route(Area::Webhooks, None, false),
+        Handler::CreateEndpoint | Handler::ListEvents | Handler::GetEvent | Handler::ReplayEvent => {
+            route(Area::Webhooks, None, true)
+        }
+        Handler::ListKeys
+        | Handler::CreateKey
+        | Handler::RevokeKey
+        | Handler::UpdateAccount
+        | Handler::CreatePortalSession => route(Area::Keys, None, true),
+        // Not `/v1`: the operator's token, a carrier's signature or nothing is their credential.
+        Handler::Webhook(_)
+        | Handler::CreateAccount
+        | Handler::ListAccounts
+        | Handler::RotateAccountKey
+        | Handler::CreateNumber
+        | Handler::CreateErasure
+        | Handler::ListCarrierEvents
+        | Handler::RetryFailedCarrierEvents
+        | Handler::RetryCarrierEvent
+        | Handler::MoveEventShards
+        | Handler::ListFailedDeliveries
+        | Handler::Metrics
+        | Handler::MetricsSeries
+        | Handler::RetryDelivery
+        | Handler::AdminListKeys
+        | Handler::AdminCreateKey
+        | Handler::AdminRevokeKey
+        | Handler::AdminUpdateAccount
+        | Handler::Portal
+        | Handler::OpenApi
+        | Handler::Health => route(Area::Keys, None, true),
+    }
+}
+
 /// The runtime's response for one of the worker crate's.
 fn raw(response: Response) -> Result<web_sys::Response, EdgeError> {
     worker::IntoResponse::into_raw(response).map_err(|e| {
@@ -261,7 +358,7 @@ fn raw(response: Response) -> Result<web_sys::Response, EdgeError> {
 }
 
 async fn dispatch(matched: Matched<'_>, req: Request, env: &Env) -> Result<Response, EdgeError> {
-    use api::{admin, calls, events, media, messages, usage, webhook_endpoints as endpoints};
+    use api::{admin, calls, events, keys, media, messages, usage, webhook_endpoints as endpoints};
     let Matched { handler, id, position, .. } = matched;
     match handler {
         // `route` serves the carriers on the runtime's request before converting it, and never
@@ -298,11 +395,25 @@ async fn dispatch(matched: Matched<'_>, req: Request, env: &Env) -> Result<Respo
         Handler::RotateEndpointSecret => endpoints::rotate_secret(req, env, id).await,
         Handler::RecoverEndpoint => endpoints::recover(req, env, id).await,
         Handler::TestEndpoint => endpoints::test(req, env, id).await,
-        Handler::EndpointAttempts => endpoints::attempts(req, env, id).await,
+        Handler::EndpointAttempts => api::delivery_log::attempts(req, env, id).await,
         Handler::ListEvents => events::list(req, env).await,
         Handler::EventTypes => events::types(req, env).await,
         Handler::GetEvent => events::get(req, env, id).await,
         Handler::ReplayEvent => events::replay(req, env, id).await,
+        Handler::RetryFailedDeliveries => api::delivery_log::create(req, env, id).await,
+        Handler::GetDeliveryRetry => api::delivery_log::get(req, env, id, position).await,
+        Handler::ListKeys => keys::list(req, env).await,
+        Handler::CreateKey => keys::create(req, env).await,
+        Handler::RevokeKey => keys::revoke(req, env, id).await,
+        Handler::AdminListKeys => keys::admin_list(req, env, id).await,
+        Handler::AdminCreateKey => keys::admin_create(req, env, id).await,
+        Handler::AdminRevokeKey => keys::admin_revoke(req, env, id, position).await,
+        Handler::AdminUpdateAccount => api::portal::admin_update_account(req, env, id).await,
+        Handler::GetAccount => api::portal::account(req, env).await,
+        Handler::UpdateAccount => api::portal::update_account(req, env).await,
+        Handler::CreatePortalSession => api::portal::create_session(req, env).await,
+        Handler::Portal => api::portal::page(req, env, id).await,
+        Handler::MetricsSeries => admin::metrics_series(req, env).await,
         Handler::OpenApi => api::openapi::document(),
         Handler::Health => api::health::check(env).await,
     }

@@ -13,6 +13,8 @@ pub struct Answer {
     pub body: String,
     /// The D1 session bookmark the answer carried (`x-d1-bookmark`), if any.
     pub bookmark: Option<String>,
+    /// Every header, names lowercased.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Answer {
@@ -22,9 +24,14 @@ impl Answer {
             Ok(r) | Err(ureq::Error::Status(_, r)) => {
                 let status = r.status();
                 let bookmark = r.header("x-d1-bookmark").map(str::to_owned);
-                Answer { status, body: r.into_string().unwrap_or_default(), bookmark }
+                let headers = r
+                    .headers_names()
+                    .into_iter()
+                    .filter_map(|name| r.header(&name).map(|v| (name.to_ascii_lowercase(), v.to_owned())))
+                    .collect();
+                Answer { status, body: r.into_string().unwrap_or_default(), bookmark, headers }
             }
-            Err(e) => Answer { status: 0, body: e.to_string(), bookmark: None },
+            Err(e) => Answer { status: 0, body: e.to_string(), bookmark: None, headers: Vec::new() },
         }
     }
 

@@ -23,6 +23,7 @@ mod limits;
 mod messaging;
 mod mms;
 mod operations;
+mod portal;
 mod quickstart;
 mod receivers;
 mod security;
@@ -105,6 +106,7 @@ fn main() {
         limits::TESTS,
         chaos::TESTS,
         operations::TESTS,
+        portal::TESTS,
         quickstart::TESTS,
         receivers::TESTS,
         security::TESTS,

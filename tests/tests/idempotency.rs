@@ -92,6 +92,12 @@ fn table<'a>(w: &'a Worker, c: &Customer) -> Vec<Row<'a>> {
     let number = fresh_number();
     let sent_text = format!("once {}", sim::random_hex());
     let rows = |sql: String| Some(count_rows(w, &c.account, sql));
+    // Keys and portal sessions are in `DB` whatever database the account lives in.
+    let keyed =
+        |sql: String| -> Option<Box<dyn Fn() -> usize + 'a>> { Some(Box::new(move || w.sql_at("DB", &sql).len())) };
+    let key_name = format!("idem-key-{}", sim::random_hex());
+    let admin_key_name = format!("idem-admin-key-{}", sim::random_hex());
+    let portal_ttl = 3000 + i64::from(u8::from_str_radix(&sim::random_hex()[..2], 16).unwrap_or(0));
     vec![
         Row {
             method: "POST",
@@ -157,7 +163,7 @@ fn table<'a>(w: &'a Worker, c: &Customer) -> Vec<Row<'a>> {
             method: "POST",
             pattern: "/admin/webhook_deliveries/{id}/retry",
             path: "/admin/webhook_deliveries/dlv_none/retry".into(),
-            token: admin,
+            token: admin.clone(),
             body: None,
             count: None,
         },
@@ -229,6 +235,58 @@ fn table<'a>(w: &'a Worker, c: &Customer) -> Vec<Row<'a>> {
             count: rows(format!(
                 "SELECT id FROM webhook_deliveries WHERE event_id = {} AND kind = 'replay'",
                 lit(&event)
+            )),
+        },
+        Row {
+            method: "POST",
+            pattern: "/v1/webhook_endpoints/{id}/retries",
+            path: format!("/v1/webhook_endpoints/{endpoint}/retries"),
+            token: c.key.clone(),
+            body: Some(json!({ "event_type": "message.received" })),
+            count: rows(format!("SELECT id FROM delivery_retries WHERE endpoint_id = {}", lit(&endpoint))),
+        },
+        Row {
+            method: "POST",
+            pattern: "/v1/api_keys",
+            path: "/v1/api_keys".into(),
+            token: c.key.clone(),
+            body: Some(json!({ "name": key_name, "scope": "read" })),
+            count: keyed(format!("SELECT id FROM api_keys WHERE name = {}", lit(&key_name))),
+        },
+        Row {
+            method: "POST",
+            pattern: "/admin/accounts/{id}/keys",
+            path: format!("/admin/accounts/{}/keys", c.account),
+            token: admin.clone(),
+            body: Some(json!({ "name": admin_key_name })),
+            count: keyed(format!("SELECT id FROM api_keys WHERE name = {}", lit(&admin_key_name))),
+        },
+        Row {
+            method: "PATCH",
+            pattern: "/admin/accounts/{id}",
+            path: format!("/admin/accounts/{}", c.account),
+            token: admin.clone(),
+            body: Some(json!({ "portal_origins": ["https://admin.example.com"] })),
+            count: None,
+        },
+        Row {
+            method: "PATCH",
+            pattern: "/v1/account",
+            path: "/v1/account".into(),
+            token: c.key.clone(),
+            body: Some(json!({ "portal_origins": ["https://app.example.com"] })),
+            count: None,
+        },
+        Row {
+            method: "POST",
+            pattern: "/v1/portal_sessions",
+            path: "/v1/portal_sessions".into(),
+            token: c.key.clone(),
+            body: Some(json!({ "read_only": true, "expires_in": portal_ttl })),
+            count: keyed(format!(
+                "SELECT id FROM portal_sessions WHERE account_id = {} AND expires_at - created_at = {}",
+                lit(&c.account),
+                portal_ttl * 1000
             )),
         },
     ]

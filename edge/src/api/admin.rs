@@ -12,10 +12,10 @@ use crate::api::auth;
 use crate::api::http::{self as http, Cursor};
 use crate::api::{e164, page};
 use crate::error::EdgeError;
-use crate::platform::{new_id, now, random_hex};
+use crate::platform::{new_id, now};
 use crate::store::carrier_events::EventState;
 use crate::store::deliveries::{self, Redrive};
-use crate::store::{accounts, carrier_events, numbers, routes};
+use crate::store::{access, accounts, carrier_events, numbers, routes};
 
 #[derive(Deserialize)]
 struct NewAccount {
@@ -32,24 +32,47 @@ pub async fn create_account(mut req: Request, env: &Env) -> Result<Response, Edg
         return Err(EdgeError::invalid("name", "must be at most 200 characters"));
     }
     let id = new_id("acct")?;
-    let api_key = format!("sk_{}", random_hex(32)?);
+    let api_key = crate::api::keys::new_secret()?;
     let created = now();
-    // The route first (docs/scaling.md, "Accounts across databases"): until the account row
-    // is written, the route leads nowhere a key reaches.
+    // The route and the first key first (docs/scaling.md, "Accounts across databases"): until
+    // the account row is written, the key leads to no account.
     let key_hash = auth::key_hash(&api_key);
-    let binding = routes::place_account(env, &id, &key_hash, created).await?;
+    let root = crate::store::d1(env, crate::bindings::DB)?;
+    let key_id = new_id("key")?;
+    let key = access::NewKey {
+        id: &key_id,
+        account_id: &id,
+        name: "default",
+        scope: exactly_core::access::Scope::Full,
+        key_hash: &key_hash,
+        prefix: crate::api::keys::prefix(&api_key),
+        at: created,
+    };
+    let binding = routes::place_account(env, &id, &key_hash, created, access::insert(&root, &key)?).await?;
     let scoped = routes::scope(env, Some(binding))?;
     accounts::create(&crate::store::database(&scoped)?, &id, &name, &key_hash, created).await?;
     http::json(201, &json!({ "id": id, "name": name, "api_key": api_key, "created_at": created.to_rfc3339() }))
 }
 
-/// `POST /admin/accounts/{id}/rotate_key` -> `{id, api_key}`: a new API key for the account,
-/// shown once; the previous key is refused from the moment this answers (docs/security.md,
-/// "Rotating each secret"). 404 for no such customer account.
+/// `POST /admin/accounts/{id}/rotate_key` -> `{id, api_key}`: a new full API key for the
+/// account, shown once, and every other key of the account revoked in the same batch: from the
+/// moment this answers only the new key works (docs/security.md, "Rotating each secret"). A
+/// rotation without an outage is create-then-revoke (`/v1/api_keys`). 404 for no such customer
+/// account.
 pub async fn rotate_account_key(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     auth::admin(&req, env)?;
-    let api_key = format!("sk_{}", random_hex(32)?);
-    if !accounts::rotate_key(env, id, &auth::key_hash(&api_key)).await? {
+    let api_key = crate::api::keys::new_secret()?;
+    let (key_id, hash) = (new_id("key")?, auth::key_hash(&api_key));
+    let key = access::NewKey {
+        id: &key_id,
+        account_id: id,
+        name: "rotated",
+        scope: exactly_core::access::Scope::Full,
+        key_hash: &hash,
+        prefix: crate::api::keys::prefix(&api_key),
+        at: now(),
+    };
+    if !access::replace_all(env, &key).await? {
         return Err(EdgeError::NotFound);
     }
     worker::console_log!("{}", json!({"admin": "rotate account key", "account": id}));
@@ -416,6 +439,53 @@ fn newest_first<T>(mut rows: Vec<T>, limit: u32, key: impl Fn(&T) -> (Timestamp,
     rows.sort_by(|a, b| key(b).cmp(&key(a)));
     rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
     rows
+}
+
+/// `GET /admin/metrics/series?hours=&bucket_minutes=`: what the operator's charts draw, as JSON
+/// (the Prometheus text at `/admin/metrics` stays for scrapers): per bucket, attempts by outcome,
+/// the success rate, time-to-webhook of first attempts, and the backlog at the bucket's end.
+pub async fn metrics_series(req: Request, env: &Env) -> Result<Response, EdgeError> {
+    auth::admin(&req, env)?;
+    let params = http::query(&req);
+    let number = |name: &'static str, default: i64, max: i64| -> Result<i64, EdgeError> {
+        match http::param(&params, name) {
+            None => Ok(default),
+            Some(text) => text
+                .parse::<i64>()
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| EdgeError::invalid(name, format!("must be an integer from 1 to {max}"))),
+        }
+    };
+    let hours = number("hours", 24, 168)?;
+    let minutes = number("bucket_minutes", 60, 1440)?;
+    let buckets = hours * 60 / minutes;
+    if !(1..=288).contains(&buckets) {
+        return Err(EdgeError::invalid("bucket_minutes", "must make 1 to 288 buckets of the hours asked"));
+    }
+    let width = minutes * 60_000;
+    // Buckets end at the next whole bucket, so a chart asked twice draws the same edges.
+    let to = (now().unix_millis() / width + 1) * width;
+    let series = crate::store::metrics::series(env, to, width, buckets).await?;
+    let at = |ms: i64| Timestamp::from_unix_millis(ms).to_rfc3339();
+    let data: Vec<serde_json::Value> = series
+        .iter()
+        .map(|b| {
+            let answered = b.attempts;
+            json!({
+                "start": at(b.start), "attempts": b.attempts, "succeeded": b.succeeded, "refused": b.refused,
+                "no_answer": b.no_answer,
+                "success_rate": (answered > 0).then(|| b.succeeded as f64 / answered as f64),
+                "time_to_webhook_ms_avg": (b.first_attempts > 0).then(|| b.time_to_webhook_ms_sum / b.first_attempts),
+                "time_to_webhook_ms_max": (b.first_attempts > 0).then_some(b.time_to_webhook_ms_max),
+                "backlog": b.backlog,
+            })
+        })
+        .collect();
+    http::json(
+        200,
+        &json!({ "from": at(to - width * buckets), "to": at(to), "bucket_seconds": width / 1000, "data": data }),
+    )
 }
 
 #[cfg(test)]

@@ -3,16 +3,19 @@
 pub mod admin;
 pub mod auth;
 pub mod calls;
+pub mod delivery_log;
 pub mod erasures;
 pub mod events;
 pub mod health;
 pub mod http;
 pub mod idempotency;
 pub mod ingest;
+pub mod keys;
 pub mod limits;
 pub mod media;
 pub mod messages;
 pub mod openapi;
+pub mod portal;
 pub mod usage;
 pub mod webhook_endpoints;
 

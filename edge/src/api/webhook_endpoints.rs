@@ -170,7 +170,11 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
     let rows = endpoints::list(&db, &account.id, Cursor::from_params(&params)?, limit).await?;
     let next = Cursor::after(&rows, limit, |r| (r.created_at, &r.id));
     let at = now();
-    http::json(200, &page(rows.iter().map(|e| e.to_json(at)).collect(), next))
+    // A portal session limited to some endpoints sees only those (a page may then be short; its
+    // cursor still leads on).
+    let reached = auth::endpoints(env);
+    let shown = rows.iter().filter(|e| reached.as_ref().is_none_or(|ids| ids.contains(&e.id)));
+    http::json(200, &page(shown.map(|e| e.to_json(at)).collect(), next))
 }
 
 /// `GET /v1/webhook_endpoints/{id}` (without the secret).
@@ -358,37 +362,4 @@ pub async fn test(mut req: Request, env: &Env, id: &str) -> Result<Response, Edg
         crate::queues::deliver_many(env, vec![delivery.clone()]).await?;
     }
     http::json(202, &json!({ "event_id": event.id, "delivery_id": delivery }))
-}
-
-fn headers(text: &str) -> Option<serde_json::Value> {
-    serde_json::from_slice(text.as_bytes()).ok()
-}
-
-/// `GET /v1/webhook_endpoints/{id}/attempts?limit=&cursor=`: every attempt to this endpoint,
-/// newest first, with the status, latency, the first 1 KiB of the response and its headers.
-pub async fn attempts(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
-    let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
-    let endpoint = find(&db, &account.id, id).await?;
-    let params = http::query(&req);
-    let limit = http::limit(&params)?;
-    let rows = deliveries::attempts_of_endpoint(&db, &endpoint.id, Cursor::from_params(&params)?, limit).await?;
-    let next = if rows.len() == limit as usize {
-        rows.last().map(|a| Cursor { created_at: a.attempted_at.unix_millis(), id: a.id.to_string() })
-    } else {
-        None
-    };
-    let data = rows
-        .iter()
-        .map(|a| {
-            json!({
-                "delivery_id": a.delivery_id, "event_id": a.event_id, "attempt": a.attempt,
-                "attempted_at": a.attempted_at.to_rfc3339(),
-                "status_code": a.status_code, "latency_ms": a.latency_ms, "error": a.error,
-                "response_body": a.response_body,
-                "response_headers": a.response_headers.as_deref().and_then(headers),
-            })
-        })
-        .collect();
-    http::json(200, &page(data, next))
 }

@@ -116,3 +116,80 @@ pub async fn figures(env: &worker::Env) -> Result<Figures, EdgeError> {
     }
     Ok(figures)
 }
+
+/// One bucket of the operator's charts (`/admin/metrics/series`), summed over the account
+/// databases.
+#[derive(Debug, Default, Deserialize, Clone)]
+pub struct Bucket {
+    /// Its start, in Unix milliseconds.
+    pub start: i64,
+    pub attempts: i64,
+    /// Answered 2xx.
+    pub succeeded: i64,
+    /// Answered, but not 2xx.
+    pub refused: i64,
+    /// No answer (no connection, or none in time).
+    pub no_answer: i64,
+    /// First attempts, and the sum and the most of their time from the event to the attempt.
+    pub first_attempts: i64,
+    pub time_to_webhook_ms_sum: i64,
+    pub time_to_webhook_ms_max: i64,
+    /// Deliveries created by the bucket's end and not settled then.
+    pub backlog: i64,
+}
+
+/// Attempts by outcome, time-to-webhook and backlog in `buckets` buckets of `width_ms` ending
+/// at `to`. The backlog at a bucket's end is counted from each delivery's creation and its last
+/// change (a settled delivery's `updated_at` is when it settled).
+pub async fn series(env: &worker::Env, to: i64, width_ms: i64, buckets: i64) -> Result<Vec<Bucket>, EdgeError> {
+    let from = to - width_ms * buckets;
+    let mut out: Vec<Bucket> =
+        (0..buckets).map(|i| Bucket { start: from + i * width_ms, ..Bucket::default() }).collect();
+    for scoped in crate::store::routes::each(env)? {
+        let database = db::database(&scoped)?;
+        let args = [db::int(from), db::int(width_ms), db::int(to)];
+        let attempts = db::stmt(
+            &database,
+            "SELECT ?1 + ((a.attempted_at - ?1) / ?2) * ?2 AS start, COUNT(*) AS attempts,
+                    COALESCE(SUM(a.status_code BETWEEN 200 AND 299), 0) AS succeeded,
+                    COALESCE(SUM(a.status_code IS NOT NULL AND NOT (a.status_code BETWEEN 200 AND 299)), 0) AS refused,
+                    COALESCE(SUM(a.status_code IS NULL), 0) AS no_answer,
+                    COALESCE(SUM(a.attempt = 1), 0) AS first_attempts,
+                    COALESCE(SUM(CASE WHEN a.attempt = 1 THEN a.attempted_at - e.created_at END), 0)
+                        AS time_to_webhook_ms_sum,
+                    COALESCE(MAX(CASE WHEN a.attempt = 1 THEN a.attempted_at - e.created_at END), 0)
+                        AS time_to_webhook_ms_max,
+                    0 AS backlog
+             FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+                  JOIN outbound_events e ON e.id = d.event_id
+             WHERE a.attempted_at >= ?1 AND a.attempted_at < ?3
+             GROUP BY 1",
+            &args,
+        )?;
+        let backlog = db::stmt(
+            &database,
+            "WITH RECURSIVE ends (t) AS (SELECT ?1 + ?2 UNION ALL SELECT t + ?2 FROM ends WHERE t + ?2 <= ?3)
+             SELECT ends.t - ?2 AS start, 0 AS attempts, 0 AS succeeded, 0 AS refused, 0 AS no_answer,
+                    0 AS first_attempts, 0 AS time_to_webhook_ms_sum, 0 AS time_to_webhook_ms_max,
+                    (SELECT COUNT(*) FROM webhook_deliveries d
+                     WHERE d.created_at <= ends.t AND (d.status = 'pending' OR d.updated_at > ends.t)) AS backlog
+             FROM ends",
+            &args,
+        )?;
+        let results = db::batch(&database, vec![attempts, backlog]).await?;
+        for result in &results {
+            for row in db::rows::<Bucket>(result)? {
+                let Some(slot) = out.iter_mut().find(|b| b.start == row.start) else { continue };
+                slot.attempts += row.attempts;
+                slot.succeeded += row.succeeded;
+                slot.refused += row.refused;
+                slot.no_answer += row.no_answer;
+                slot.first_attempts += row.first_attempts;
+                slot.time_to_webhook_ms_sum += row.time_to_webhook_ms_sum;
+                slot.time_to_webhook_ms_max = slot.time_to_webhook_ms_max.max(row.time_to_webhook_ms_max);
+                slot.backlog += row.backlog;
+            }
+        }
+    }
+    Ok(out)
+}

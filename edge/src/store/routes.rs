@@ -76,53 +76,49 @@ async fn binding_of(root: &D1Database, sql: &str, args: &[JsValue]) -> Result<Op
     Ok(row.map(|r| r.binding))
 }
 
-/// Places a new account: the database it will live in, recorded in `DB` with its key's hash
-/// before the account row is written there. An account whose row never got written is a route
-/// no key reaches (the key was never handed out).
+/// Places a new account: the database it will live in, recorded in `DB` in one batch with its
+/// first API key (`key`, from [`crate::store::access::insert`]) before the account row is
+/// written there. An account whose row never got written is a route no key's request finds
+/// anything behind (the key was never handed out).
 pub async fn place_account(
     env: &Env,
     account_id: &str,
     api_key_hash: &str,
     now: Timestamp,
+    key: D1PreparedStatement,
 ) -> Result<String, EdgeError> {
     let choices = placement(env)?;
     let binding = choices[exactly_core::shard::place(account_id, choices.len())].clone();
     let root = db::d1(env, DB)?;
-    db::run(db::stmt(
+    let route = db::stmt(
         &root,
         "INSERT INTO account_routes (account_id, binding, api_key_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
         &[text(account_id), text(&binding), text(api_key_hash), time(now)],
-    )?)
-    .await?;
+    )?;
+    db::batch(&root, vec![route, key]).await?;
     Ok(binding)
 }
 
-/// Where an API key leads: its account, and the database the account lives in.
-#[derive(Debug, Deserialize)]
-pub struct KeyRoute {
-    pub account_id: String,
-    pub binding: String,
+/// Sets the origins that may embed account `account_id`'s portal (`origins`, a JSON array, or
+/// `None` for none); false when there is no such account.
+pub async fn set_portal_origins(env: &Env, account_id: &str, origins: Option<&str>) -> Result<bool, EdgeError> {
+    let root = db::d1(env, DB)?;
+    let sql = "UPDATE account_routes SET portal_origins = ?2 WHERE account_id = ?1";
+    Ok(db::run(db::stmt(&root, sql, &[text(account_id), db::opt_text(origins)])?).await? == 1)
 }
 
-/// The account whose API key hashes to `api_key_hash`, and its database, when accounts may live
-/// outside `DB`; `None` when no route names the key (no account has it), or when every account
-/// is in `DB` (where `accounts` answers).
-pub async fn of_key(env: &Env, api_key_hash: &str) -> Result<Option<KeyRoute>, EdgeError> {
-    if !sharded(env) {
-        return Ok(None);
-    }
-    let sql = "SELECT account_id, binding FROM account_routes WHERE api_key_hash = ?1";
-    db::first(db::stmt(&db::d1(env, DB)?, sql, &[text(api_key_hash)])?).await
+#[derive(Deserialize)]
+struct Origins {
+    portal_origins: Option<String>,
 }
 
-/// The statement that gives an account's route in `DB` a new key hash: the switch of a key
-/// rotation (docs/scaling.md, "Accounts across databases").
-pub fn rekey(root: &D1Database, account_id: &str, api_key_hash: &str) -> Result<D1PreparedStatement, EdgeError> {
-    db::stmt(
-        root,
-        "UPDATE account_routes SET api_key_hash = ?2 WHERE account_id = ?1",
-        &[text(account_id), text(api_key_hash)],
-    )
+/// The origins that may embed account `account_id`'s portal, a JSON array (`None`: none), or
+/// `None` inside when there is no such account.
+pub async fn portal_origins(env: &Env, account_id: &str) -> Result<Option<Option<String>>, EdgeError> {
+    let root = db::d1(env, DB)?;
+    let sql = "SELECT portal_origins FROM account_routes WHERE account_id = ?1";
+    let row: Option<Origins> = db::first(db::stmt(&root, sql, &[text(account_id)])?).await?;
+    Ok(row.map(|r| r.portal_origins))
 }
 
 /// The database of account `account_id`; `None` when no route names it (`DB`).

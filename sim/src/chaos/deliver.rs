@@ -196,7 +196,12 @@ fn send(target: &Target<'_>, key: &str, d: &Delivery) -> (Answer, bool) {
             };
             let Some((body, signature)) = signed else {
                 return (
-                    Answer { status: 0, body: format!("no {} token to sign with", carrier.as_str()), bookmark: None },
+                    Answer {
+                        status: 0,
+                        body: format!("no {} token to sign with", carrier.as_str()),
+                        bookmark: None,
+                        headers: Vec::new(),
+                    },
                     false,
                 );
             };

@@ -113,26 +113,65 @@ pub async fn pending_count(db: &D1Database, endpoint_id: &str) -> Result<u64, Ed
     Ok(row.map_or(0, |r| u64::try_from(r.n).unwrap_or(0)))
 }
 
-/// An attempt as `/v1/webhook_endpoints/{id}/attempts` lists it.
+/// An attempt as `/v1/webhook_endpoints/{id}/attempts` lists it: the delivery log, with the
+/// request as it was sent (the event's payload, its id, the attempt's timestamp and signature).
 #[derive(Debug, Deserialize)]
 pub struct EndpointAttempt {
     pub id: i64,
     pub delivery_id: String,
     pub event_id: String,
+    pub event_type: String,
+    pub resource_id: String,
+    pub delivery_status: DeliveryStatus,
     pub attempt: i64,
     #[serde(deserialize_with = "crate::store::read::at")]
     pub attempted_at: Timestamp,
+    pub webhook_timestamp: i64,
     pub status_code: Option<u16>,
     pub latency_ms: i64,
     pub error: Option<String>,
     pub response_body: Option<String>,
     pub response_headers: Option<String>,
+    pub request_signature: Option<String>,
+    pub payload: String,
 }
 
-/// A page of an endpoint's attempts, newest first, by (`attempted_at`, attempt id).
+/// Which attempts or deliveries of an endpoint to read or retry; every field narrows.
+#[derive(Debug, Default)]
+pub struct LogFilter {
+    /// The delivery's status.
+    pub status: Option<DeliveryStatus>,
+    pub event_type: Option<String>,
+    /// From this time (inclusive) to `until` (exclusive): of the attempt for the log, of the
+    /// delivery for a retry.
+    pub since: Option<Timestamp>,
+    pub until: Option<Timestamp>,
+    /// The message or call the event is about.
+    pub resource_id: Option<String>,
+    /// The `webhook-id` sent: the event's id.
+    pub event_id: Option<String>,
+}
+
+impl LogFilter {
+    /// The filter's values, bound as `?first` to `?first + 5`.
+    pub(super) fn args(&self) -> [JsValue; 6] {
+        [
+            db::opt_text(self.status.map(DeliveryStatus::as_str)),
+            db::opt_text(self.event_type.as_deref()),
+            db::opt_time(self.since),
+            db::opt_time(self.until),
+            db::opt_text(self.resource_id.as_deref()),
+            db::opt_text(self.event_id.as_deref()),
+        ]
+    }
+}
+
+/// A page of an endpoint's attempts that `filter` keeps, newest first, by (`attempted_at`,
+/// attempt id).
 pub async fn attempts_of_endpoint(
     db: &D1Database,
     endpoint_id: &str,
+    filter: &LogFilter,
     cursor: Option<Cursor>,
     limit: u32,
 ) -> Result<Vec<EndpointAttempt>, EdgeError> {
@@ -140,14 +179,21 @@ pub async fn attempts_of_endpoint(
         Some(c) => (int(c.created_at), c.id.parse::<i64>().map_or(JsValue::NULL, int)),
         None => (JsValue::NULL, JsValue::NULL),
     };
+    let mut args = vec![text(endpoint_id), at, after, int(i64::from(limit))];
+    args.extend(filter.args());
     db::all(db::stmt(
         db,
-        "SELECT a.id, a.delivery_id, d.event_id, a.attempt, a.attempted_at, a.status_code, a.latency_ms, a.error,
-                a.response_body, a.response_headers
+        "SELECT a.id, a.delivery_id, d.event_id, e.type AS event_type, e.resource_id, d.status AS delivery_status,
+                a.attempt, a.attempted_at, a.webhook_timestamp, a.status_code, a.latency_ms, a.error,
+                a.response_body, a.response_headers, a.request_signature, e.payload
          FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+              JOIN outbound_events e ON e.id = d.event_id
          WHERE d.endpoint_id = ?1 AND (?2 IS NULL OR a.attempted_at < ?2 OR (a.attempted_at = ?2 AND a.id < ?3))
+           AND (?5 IS NULL OR d.status = ?5) AND (?6 IS NULL OR e.type = ?6)
+           AND (?7 IS NULL OR a.attempted_at >= ?7) AND (?8 IS NULL OR a.attempted_at < ?8)
+           AND (?9 IS NULL OR e.resource_id = ?9) AND (?10 IS NULL OR d.event_id = ?10)
          ORDER BY a.attempted_at DESC, a.id DESC LIMIT ?4",
-        &[text(endpoint_id), at, after, int(i64::from(limit))],
+        &args,
     )?)
     .await
 }

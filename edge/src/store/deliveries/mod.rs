@@ -21,9 +21,11 @@ use crate::store::{self as db, int, opt_text, text, time};
 pub mod fanout;
 mod listing;
 pub mod prune;
+pub mod retries;
 pub use fanout::{recover, replay};
 pub use listing::{
-    attempts_of_endpoint, attempts_of_event, list, of_event, pending_count, EndpointAttempt, Listed, OfEvent, Recorded,
+    attempts_of_endpoint, attempts_of_event, list, of_event, pending_count, EndpointAttempt, Listed, LogFilter,
+    OfEvent, Recorded,
 };
 pub use prune::prune_attempts;
 
@@ -122,6 +124,8 @@ pub struct Attempt {
     pub response_body: Option<String>,
     /// The response headers, as a JSON object.
     pub response_headers: Option<String>,
+    /// The `webhook-signature` the request was sent with (`None` when nothing was sent).
+    pub request_signature: Option<String>,
 }
 
 /// The deliveries of an event not attempted yet to endpoints that take attempts now, with their
@@ -328,8 +332,8 @@ fn attempt_row(db: &D1Database, a: &Attempt) -> Result<worker::D1PreparedStateme
     db::stmt(
         db,
         "INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, webhook_timestamp, status_code,
-             latency_ms, error, next_attempt_at, response_body, response_headers)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT (delivery_id, attempt) DO NOTHING",
+             latency_ms, error, next_attempt_at, response_body, response_headers, request_signature)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT (delivery_id, attempt) DO NOTHING",
         &[
             text(&a.delivery_id),
             int(a.number),
@@ -341,6 +345,7 @@ fn attempt_row(db: &D1Database, a: &Attempt) -> Result<worker::D1PreparedStateme
             a.next_attempt_at.map_or(JsValue::NULL, time),
             opt_text(a.response_body.as_deref()),
             opt_text(a.response_headers.as_deref()),
+            opt_text(a.request_signature.as_deref()),
         ],
     )
 }

@@ -91,7 +91,7 @@ pub(super) async fn send(
     match fetch(request, timeout, MAX_REPLY_BYTES).await {
         Ok(answer) => {
             let status = answer.status;
-            let reply = Reply::of(&answer);
+            let reply = Reply { signature: Some(signature), ..Reply::of(&answer) };
             let header = |name: &str| answer.headers.get(name).ok().flatten();
             let retry_after = header("retry-after").and_then(|v| backoff::parse_retry_after(&v, now()));
             let answer = match status {
@@ -118,17 +118,20 @@ pub(super) async fn send(
         }
         Err(reason) => {
             let error = reason.to_string();
-            (Answer::Failure { status: None, error, retry_after: None, no_answer: true }, Reply::default())
+            let reply = Reply { signature: Some(signature), ..Reply::default() };
+            (Answer::Failure { status: None, error, retry_after: None, no_answer: true }, reply)
         }
     }
 }
 
 /// What an endpoint answered, kept with the attempt for debugging: the first
-/// [`MAX_REPLY_BYTES`] of the body and the headers.
+/// [`MAX_REPLY_BYTES`] of the body and the headers; and the signature the request went with
+/// (the delivery log shows the request as it was sent).
 #[derive(Default)]
 pub(super) struct Reply {
     pub(super) body: Option<String>,
     pub(super) headers: Option<String>,
+    pub(super) signature: Option<String>,
 }
 
 /// How much of a response body an attempt keeps.
@@ -140,7 +143,7 @@ impl Reply {
         let headers: serde_json::Map<String, serde_json::Value> =
             answer.headers.entries().map(|(k, v)| (k, serde_json::Value::String(v))).collect();
         let body = Some(String::from_utf8_lossy(&answer.body).into_owned());
-        Reply { body, headers: Some(serde_json::Value::Object(headers).to_string()) }
+        Reply { body, headers: Some(serde_json::Value::Object(headers).to_string()), signature: None }
     }
 }
 

@@ -634,6 +634,7 @@ async fn record(
         next_attempt_at,
         response_body: reply.body.clone(),
         response_headers: reply.headers.clone(),
+        request_signature: reply.signature.clone(),
     };
     let subject = Subject {
         endpoint_id: &due.endpoint_id,

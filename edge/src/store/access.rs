@@ -1,0 +1,259 @@
+//! The `api_keys` and `portal_sessions` tables, in `DB` whatever database an account lives in
+//! (docs/contract.md §5, "Keys, scopes and portal sessions"): a request's credential is found
+//! with one read, joined to its account's route for the database the account lives in.
+
+use exactly_core::access::Scope;
+use exactly_core::Timestamp;
+use serde::Deserialize;
+use worker::{D1Database, D1PreparedStatement, Env};
+
+use crate::error::EdgeError;
+use crate::store::signals::OPERATOR_ACCOUNT;
+use crate::store::{self as db, int, opt_text, text, time, Cursor};
+
+/// How long a key's `last_used_at` may lag: a key used again sooner is not written again.
+const LAST_USED_STEP_MS: i64 = 60_000;
+
+/// A live API key, found by its hash.
+#[derive(Debug, Deserialize)]
+pub struct LiveKey {
+    pub id: String,
+    pub account_id: String,
+    pub scope: String,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    pub last_used_at: Option<Timestamp>,
+    /// The account's database (`None`: `DB`).
+    pub binding: Option<String>,
+}
+
+/// The live (not revoked) key that hashes to `key_hash`, with its account's database.
+pub async fn live_key(root: &D1Database, key_hash: &str) -> Result<Option<LiveKey>, EdgeError> {
+    db::first(db::stmt(
+        root,
+        "SELECT k.id, k.account_id, k.scope, k.last_used_at, r.binding
+         FROM api_keys k LEFT JOIN account_routes r ON r.account_id = k.account_id
+         WHERE k.key_hash = ?1 AND k.revoked_at IS NULL",
+        &[text(key_hash)],
+    )?)
+    .await
+}
+
+/// Records that key `id` was used at `now`, unless a use less than a minute ago is recorded.
+pub async fn touch(root: &D1Database, id: &str, now: Timestamp) -> Result<(), EdgeError> {
+    db::run(db::stmt(
+        root,
+        "UPDATE api_keys SET last_used_at = ?2 WHERE id = ?1 AND (last_used_at IS NULL OR last_used_at < ?3)",
+        &[text(id), time(now), int(now.unix_millis() - LAST_USED_STEP_MS)],
+    )?)
+    .await?;
+    Ok(())
+}
+
+/// Whether a key used last at `last_used_at` is to be touched at `now`.
+pub fn stale(last_used_at: Option<Timestamp>, now: Timestamp) -> bool {
+    last_used_at.is_none_or(|t| t.unix_millis() < now.unix_millis() - LAST_USED_STEP_MS)
+}
+
+/// A new key, as written.
+pub struct NewKey<'a> {
+    pub id: &'a str,
+    pub account_id: &'a str,
+    pub name: &'a str,
+    pub scope: Scope,
+    pub key_hash: &'a str,
+    pub prefix: &'a str,
+    pub at: Timestamp,
+}
+
+fn key_args(key: &NewKey<'_>) -> [wasm_bindgen::JsValue; 8] {
+    [
+        text(key.id),
+        text(key.account_id),
+        text(key.name),
+        text(key.scope.as_str()),
+        text(key.key_hash),
+        text(key.prefix),
+        time(key.at),
+        text(OPERATOR_ACCOUNT),
+    ]
+}
+
+/// The insert of a new key; nothing for the operator's own account, which no key reaches.
+pub fn insert(root: &D1Database, key: &NewKey<'_>) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
+        root,
+        "INSERT INTO api_keys (id, account_id, name, scope, key_hash, prefix, created_at)
+         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE ?2 != ?8",
+        &key_args(key),
+    )
+}
+
+/// The insert of a key for a customer account that has a route (every account has one).
+const ADD_TO_ROUTED: &str = "INSERT INTO api_keys (id, account_id, name, scope, key_hash, prefix, created_at)
+     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7
+     WHERE ?2 != ?8 AND EXISTS (SELECT 1 FROM account_routes WHERE account_id = ?2)";
+
+/// Adds a key to an account that has a route (every account has one); false when there is no
+/// such customer account.
+pub async fn create(env: &Env, key: &NewKey<'_>) -> Result<bool, EdgeError> {
+    let root = db::d1(env, crate::bindings::DB)?;
+    Ok(db::run(db::stmt(&root, ADD_TO_ROUTED, &key_args(key))?).await? == 1)
+}
+
+/// Rotation by the operator: a new key (the caller makes it `full`) for the account and every
+/// other key revoked, in one batch, so from its commit exactly the new key works. False when
+/// there is no such customer account.
+pub async fn replace_all(env: &Env, key: &NewKey<'_>) -> Result<bool, EdgeError> {
+    let root = db::d1(env, crate::bindings::DB)?;
+    let revoke = db::stmt(
+        &root,
+        "UPDATE api_keys SET revoked_at = ?2 WHERE account_id = ?1 AND revoked_at IS NULL
+           AND EXISTS (SELECT 1 FROM account_routes WHERE account_id = ?1)",
+        &[text(key.account_id), time(key.at)],
+    )?;
+    let add = db::stmt(&root, ADD_TO_ROUTED, &key_args(key))?;
+    let results = db::batch(&root, vec![revoke, add]).await?;
+    Ok(results.get(1).map(db::changes) == Some(1))
+}
+
+/// A key as the API lists it: never the key, which is not stored.
+#[derive(Debug, Deserialize)]
+pub struct Listed {
+    pub id: String,
+    pub name: String,
+    pub scope: String,
+    pub prefix: String,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub created_at: Timestamp,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    pub last_used_at: Option<Timestamp>,
+    #[serde(deserialize_with = "crate::store::read::opt_at")]
+    pub revoked_at: Option<Timestamp>,
+}
+
+const LISTED: &str = "SELECT id, name, scope, prefix, created_at, last_used_at, revoked_at FROM api_keys";
+
+/// A page of an account's keys, revoked ones included, newest first.
+pub async fn list(env: &Env, account_id: &str, cursor: Option<Cursor>, limit: u32) -> Result<Vec<Listed>, EdgeError> {
+    let root = db::d1(env, crate::bindings::DB)?;
+    let (at, id) = Cursor::args(&cursor);
+    db::all(db::stmt(
+        &root,
+        &format!(
+            "{LISTED} WHERE account_id = ?1 AND (?2 IS NULL OR created_at < ?2 OR (created_at = ?2 AND id < ?3))
+             ORDER BY created_at DESC, id DESC LIMIT ?4"
+        ),
+        &[text(account_id), at, id, int(i64::from(limit))],
+    )?)
+    .await
+}
+
+/// What [`revoke`] did.
+#[derive(Debug)]
+pub enum Revoked {
+    /// Revoked now, or before (a second revocation changes nothing): the key as it is.
+    Key(Listed),
+    /// The account's last live `full` key, which a customer cannot revoke.
+    LastFull,
+    /// No such key in the account.
+    Missing,
+}
+
+/// Revokes key `id` of the account; unless `last_full_too` (the operator), never the account's
+/// last live `full` key, so a customer cannot lock the account out of its own keys. The count is
+/// inside the guarded statement: two revocations of the last two full keys leave one.
+pub async fn revoke(
+    env: &Env,
+    account_id: &str,
+    id: &str,
+    now: Timestamp,
+    last_full_too: bool,
+) -> Result<Revoked, EdgeError> {
+    let root = db::d1(env, crate::bindings::DB)?;
+    let guard = db::stmt(
+        &root,
+        "UPDATE api_keys SET revoked_at = ?3 WHERE id = ?1 AND account_id = ?2 AND revoked_at IS NULL
+           AND (?4 = 1 OR scope != 'full'
+                OR (SELECT COUNT(*) FROM api_keys WHERE account_id = ?2 AND scope = 'full' AND revoked_at IS NULL) > 1)",
+        &[text(id), text(account_id), time(now), int(i64::from(last_full_too))],
+    )?;
+    let read = db::stmt(&root, &format!("{LISTED} WHERE id = ?1 AND account_id = ?2"), &[text(id), text(account_id)])?;
+    let results = db::batch(&root, vec![guard, read]).await?;
+    let key: Option<Listed> = results.get(1).map(db::rows).transpose()?.and_then(|mut r| r.pop());
+    Ok(match key {
+        None => Revoked::Missing,
+        Some(key) if key.revoked_at.is_none() => Revoked::LastFull,
+        Some(key) => Revoked::Key(key),
+    })
+}
+
+/// A new portal session, as written.
+pub struct NewSession<'a> {
+    pub id: &'a str,
+    pub account_id: &'a str,
+    pub secret_hash: &'a str,
+    pub read_only: bool,
+    /// A JSON array of endpoint ids, or `None` for all of the account's.
+    pub endpoint_ids: Option<&'a str>,
+    pub at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+/// Records a portal session.
+pub async fn create_session(env: &Env, s: &NewSession<'_>) -> Result<(), EdgeError> {
+    let root = db::d1(env, crate::bindings::DB)?;
+    db::run(db::stmt(
+        &root,
+        "INSERT INTO portal_sessions (id, account_id, secret_hash, read_only, endpoint_ids, created_at, expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        &[
+            text(s.id),
+            text(s.account_id),
+            text(s.secret_hash),
+            int(i64::from(s.read_only)),
+            opt_text(s.endpoint_ids),
+            time(s.at),
+            time(s.expires_at),
+        ],
+    )?)
+    .await?;
+    Ok(())
+}
+
+/// A portal session as a request or the portal's page finds it, with its account's route.
+#[derive(Debug, Deserialize)]
+pub struct Session {
+    pub account_id: String,
+    pub secret_hash: String,
+    #[serde(deserialize_with = "crate::store::read::flag")]
+    pub read_only: bool,
+    pub endpoint_ids: Option<String>,
+    #[serde(deserialize_with = "crate::store::read::at")]
+    pub expires_at: Timestamp,
+    pub binding: Option<String>,
+    /// The origins that may embed the account's portal, a JSON array.
+    pub portal_origins: Option<String>,
+}
+
+/// The portal session `id`, expired or not (the caller compares the time).
+pub async fn session(root: &D1Database, id: &str) -> Result<Option<Session>, EdgeError> {
+    db::first(db::stmt(
+        root,
+        "SELECT s.account_id, s.secret_hash, s.read_only, s.endpoint_ids, s.expires_at, r.binding, r.portal_origins
+         FROM portal_sessions s LEFT JOIN account_routes r ON r.account_id = s.account_id
+         WHERE s.id = ?1",
+        &[text(id)],
+    )?)
+    .await
+}
+
+/// Deletes the portal sessions that expired before `before`, at most `limit`; how many.
+pub async fn prune_sessions(root: &D1Database, before: Timestamp, limit: u32) -> Result<usize, EdgeError> {
+    db::run(db::stmt(
+        root,
+        "DELETE FROM portal_sessions WHERE id IN
+           (SELECT id FROM portal_sessions WHERE expires_at < ?1 ORDER BY expires_at LIMIT ?2)",
+        &[time(before), int(i64::from(limit))],
+    )?)
+    .await
+}

@@ -1,0 +1,398 @@
+//! Keys with scopes and a lifecycle, portal sessions, the delivery log and "retry all failed"
+//! (docs/contract.md §5, "Keys, scopes and portal sessions"; §6, "The delivery log").
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use exactly_tests::{lit, Customer, Worker, ADMIN_TOKEN};
+use serde_json::{json, Value};
+use sim::customer::Received;
+
+use crate::webhooks::wait_received;
+use crate::TestFn;
+
+pub const TESTS: &[(&str, TestFn)] = &[
+    ("portal::every_v1_route_checks_the_callers_scope", every_v1_route_checks_the_callers_scope),
+    ("portal::keys_rotate_by_create_then_revoke", keys_rotate_by_create_then_revoke),
+    ("portal::a_portal_session_reaches_only_what_it_allows", a_portal_session_reaches_only_what_it_allows),
+    (
+        "portal::the_delivery_log_shows_the_signed_request_and_filters",
+        the_delivery_log_shows_the_signed_request_and_filters,
+    ),
+    ("portal::retry_all_failed_resends_each_failed_delivery_once", retry_all_failed_resends_each_failed_delivery_once),
+];
+
+fn new_key(w: &Worker, c: &Customer, scope: &str) -> (String, String) {
+    let a = w.call("POST", "/v1/api_keys", &c.key, Some(&json!({"name": format!("{scope} key"), "scope": scope})), &[]);
+    assert_eq!(a.status, 201, "{}", a.body);
+    let v = a.json();
+    assert_eq!(v["scope"], scope);
+    (v["id"].as_str().unwrap().to_owned(), v["api_key"].as_str().unwrap().to_owned())
+}
+
+fn portal(w: &Worker, c: &Customer, body: &Value) -> Value {
+    let a = w.call("POST", "/v1/portal_sessions", &c.key, Some(body), &[]);
+    assert_eq!(a.status, 201, "{}", a.body);
+    a.json()
+}
+
+/// The part of the API a `/v1` route belongs to, from its path alone (the spec, restated apart
+/// from the worker's own mapping): keys, messaging, or the webhook area.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Area {
+    Keys,
+    Messaging,
+    Webhooks,
+}
+
+fn area(method: &str, pattern: &str) -> Area {
+    let keys = pattern.starts_with("/v1/api_keys")
+        || pattern == "/v1/portal_sessions"
+        || (pattern == "/v1/account" && method != "GET");
+    let messaging = ["/v1/messages", "/v1/calls", "/v1/usage", "/v1/media"].iter().any(|p| pattern.starts_with(p));
+    if keys {
+        Area::Keys
+    } else if messaging {
+        Area::Messaging
+    } else {
+        Area::Webhooks
+    }
+}
+
+/// Every `/v1` route (but the signed media link, which takes no key) with every scope and two
+/// kinds of portal session: 403 `forbidden` exactly where the scope does not reach, and never
+/// where it does. Ids are made up (`x`), so what a permitted request does is answer 404 or 422:
+/// nothing of the account changes.
+fn every_v1_route_checks_the_callers_scope(w: &Worker) {
+    let c = w.new_customer("scopes");
+    let (allowed, _) = w.endpoint_at(&c, &format!("/scopes/{}", sim::random_hex()), &["message.received"]);
+    let (_, read) = new_key(w, &c, "read");
+    let (_, endpoints) = new_key(w, &c, "endpoints");
+    let limited =
+        portal(w, &c, &json!({"read_only": true, "endpoint_ids": [allowed]}))["token"].as_str().unwrap().to_owned();
+    let open = portal(w, &c, &json!({}))["token"].as_str().unwrap().to_owned();
+    let mut checked = 0;
+    for (method, pattern) in exactly_edge::ROUTES.iter().filter(|(_, p)| p.starts_with("/v1/")) {
+        if pattern.starts_with("/v1/media/") {
+            continue;
+        }
+        let write = *method != "GET";
+        let area = area(method, pattern);
+        let under_endpoint = pattern.starts_with("/v1/webhook_endpoints/{id}");
+        let account_wide = pattern.starts_with("/v1/events/")
+            || *pattern == "/v1/events"
+            || (*pattern == "/v1/webhook_endpoints" && write);
+        let credentials: [(&str, &str, bool); 5] = [
+            ("full", c.key.as_str(), false),
+            ("read", read.as_str(), write || area == Area::Keys),
+            ("endpoints", endpoints.as_str(), area != Area::Webhooks),
+            ("open portal", open.as_str(), area != Area::Webhooks),
+            (
+                "limited read-only portal",
+                limited.as_str(),
+                area != Area::Webhooks || write || account_wide || under_endpoint,
+            ),
+        ];
+        let path = pattern.replace("{id}", "x").replace("{position}", "0").replace("{retry_id}", "rtr_x");
+        let body = write.then(|| json!({}));
+        for (name, token, refused) in credentials {
+            let a = w.call(method, &path, token, body.as_ref(), &[]);
+            let forbidden = a.status == 403;
+            assert_eq!(forbidden, refused, "{method} {pattern} with the {name} credential: {} {}", a.status, a.body);
+            if forbidden {
+                assert_eq!(a.json()["error"]["code"], "forbidden", "{method} {pattern}: {}", a.body);
+            } else {
+                assert_ne!(a.status, 401, "{method} {pattern} with the {name} credential: {}", a.body);
+            }
+            checked += 1;
+        }
+        // The limited portal session reaches its own endpoint's reads.
+        if under_endpoint && !write {
+            let own = pattern.replace("{id}", &allowed).replace("{retry_id}", "rtr_x");
+            let a = w.call(method, &own, &limited, None, &[]);
+            assert_ne!(a.status, 403, "{method} {own} with the limited portal: {}", a.body);
+        }
+    }
+    assert!(checked >= 5 * 30, "every /v1 route with every credential ({checked} requests)");
+    // A made-up portal token or a key with the portal's form is refused as any unknown credential.
+    let (id, _) = limited.split_once('.').unwrap();
+    for token in [format!("{id}.not-the-secret"), "ps_none.secret".into(), format!("{id}.")] {
+        let a = w.call("GET", "/v1/webhook_endpoints", &token, None, &[]);
+        assert_eq!(a.status, 401, "{token}: {}", a.body);
+    }
+    // What each caller is, as the account route tells it.
+    let me = w.call("GET", "/v1/account", &limited, None, &[]).json();
+    assert_eq!(me["access"], json!({"type": "portal_session", "read_only": true, "endpoint_ids": [allowed]}), "{me}");
+    let me = w.call("GET", "/v1/account", &read, None, &[]).json();
+    assert_eq!(me["access"], json!({"type": "api_key", "scope": "read"}), "{me}");
+}
+
+/// Create-then-revoke: a second full key works beside the first, the first works until it is
+/// revoked and is refused from that moment, a revoked key stays listed, the last full key cannot
+/// be revoked by the account (the operator can), and each key's last use is recorded.
+fn keys_rotate_by_create_then_revoke(w: &Worker) {
+    let c = w.new_customer("key lifecycle");
+    let list = |key: &str| w.call("GET", "/v1/api_keys", key, None, &[]);
+    let first = list(&c.key);
+    assert_eq!(first.status, 200, "{}", first.body);
+    let first_id = first.json()["data"][0]["id"].as_str().unwrap().to_owned();
+    let (second_id, second) = new_key(w, &c, "full");
+    assert!(second.starts_with("sk_") && second.len() == 67, "{second}");
+    assert_eq!(list(&second).status, 200, "the new key works");
+    assert_eq!(list(&c.key).status, 200, "the old key works until it is revoked");
+    let listed = list(&second).json();
+    let second_row = listed["data"].as_array().unwrap().iter().find(|k| k["id"] == second_id.as_str()).unwrap().clone();
+    assert_eq!(second_row["prefix"], &second[..10], "{second_row}");
+    assert!(second_row["last_used_at"].is_string(), "its use is recorded: {second_row}");
+    assert!(!listed.to_string().contains(&second), "no key is ever shown again");
+    let revoked = w.call("DELETE", &format!("/v1/api_keys/{first_id}"), &second, None, &[]);
+    assert_eq!(revoked.status, 200, "{}", revoked.body);
+    assert!(revoked.json()["revoked_at"].is_string());
+    assert_eq!(list(&c.key).status, 401, "the revoked key is refused at once");
+    let again = w.call("DELETE", &format!("/v1/api_keys/{first_id}"), &second, None, &[]);
+    assert_eq!((again.status, &again.json()["revoked_at"]), (200, &revoked.json()["revoked_at"]), "{}", again.body);
+    let last = w.call("DELETE", &format!("/v1/api_keys/{second_id}"), &second, None, &[]);
+    assert_eq!((last.status, last.json()["error"]["code"].clone()), (409, json!("last_full_key")), "{}", last.body);
+    assert_eq!(list(&second).status, 200, "the refused revocation changed nothing");
+    let bad = w.call("POST", "/v1/api_keys", &second, Some(&json!({"name": "x", "scope": "admin"})), &[]);
+    assert_eq!((bad.status, bad.json()["error"]["field"].clone()), (422, json!("scope")), "{}", bad.body);
+    // The operator sees the same keys, and may revoke the last one.
+    let admin = w.call("GET", &format!("/admin/accounts/{}/keys", c.account), ADMIN_TOKEN, None, &[]).json();
+    assert_eq!(admin["data"].as_array().map(Vec::len), Some(2), "{admin}");
+    let gone = w.call("DELETE", &format!("/admin/accounts/{}/keys/{second_id}", c.account), ADMIN_TOKEN, None, &[]);
+    assert_eq!(gone.status, 200, "{}", gone.body);
+    assert_eq!(list(&second).status, 401);
+    let made =
+        w.call("POST", &format!("/admin/accounts/{}/keys", c.account), ADMIN_TOKEN, Some(&json!({"name": "ops"})), &[]);
+    assert_eq!(made.status, 201, "{}", made.body);
+    let key = made.json()["api_key"].as_str().unwrap().to_owned();
+    let sent = w.call("GET", "/v1/messages?limit=1", &key, None, &[]);
+    assert_eq!(sent.status, 200, "the operator's new key reaches the account's data: {}", sent.body);
+    let nobody = w.call("POST", "/admin/accounts/acct_nobody/keys", ADMIN_TOKEN, Some(&json!({"name": "x"})), &[]);
+    assert_eq!(nobody.status, 404, "{}", nobody.body);
+}
+
+fn header<'a>(a: &'a sim::api::Answer, name: &str) -> &'a str {
+    a.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map_or("", |(_, v)| v.as_str())
+}
+
+/// A read-only session limited to one endpoint: it lists and reads that endpoint only, its
+/// writes are refused by the server (403), another endpoint and the account's events are out of
+/// its reach, and it stops at its expiry. The portal's page names the origins the account allows
+/// in `frame-ancestors`, and none for an unknown session.
+fn a_portal_session_reaches_only_what_it_allows(w: &Worker) {
+    let c = w.new_customer("portal");
+    let (mine, _) = w.endpoint_at(&c, &format!("/portal/{}", sim::random_hex()), &["message.received"]);
+    let (other, _) = w.endpoint_at(&c, &format!("/portal/{}", sim::random_hex()), &["message.received"]);
+    let session = portal(w, &c, &json!({"read_only": true, "endpoint_ids": [mine], "expires_in": 600}));
+    let token = session["token"].as_str().unwrap().to_owned();
+    let url = session["url"].as_str().unwrap();
+    let (page_url, secret) = url.split_once('#').unwrap();
+    assert!(page_url.ends_with(&format!("/portal/{}", session["id"].as_str().unwrap())), "{url}");
+    assert_eq!(token, format!("{}.{secret}", session["id"].as_str().unwrap()), "the secret travels in the fragment");
+    let listed = w.call("GET", "/v1/webhook_endpoints?limit=100", &token, None, &[]).json();
+    let ids: Vec<&str> = listed["data"].as_array().unwrap().iter().filter_map(|e| e["id"].as_str()).collect();
+    assert_eq!(ids, vec![mine.as_str()], "only its endpoint: {listed}");
+    assert_eq!(w.call("GET", &format!("/v1/webhook_endpoints/{mine}"), &token, None, &[]).status, 200);
+    let attempts = w.call("GET", &format!("/v1/webhook_endpoints/{mine}/attempts"), &token, None, &[]);
+    assert_eq!(attempts.status, 200, "{}", attempts.body);
+    for (method, path, body) in [
+        ("PATCH", format!("/v1/webhook_endpoints/{mine}"), Some(json!({"paused": true}))),
+        ("POST", format!("/v1/webhook_endpoints/{mine}/retries"), Some(json!({}))),
+        ("GET", format!("/v1/webhook_endpoints/{other}"), None),
+        ("GET", "/v1/events".to_owned(), None),
+        ("POST", "/v1/events/evt_x/replay".to_owned(), Some(json!({}))),
+        ("GET", "/v1/messages".to_owned(), None),
+        ("POST", "/v1/portal_sessions".to_owned(), Some(json!({}))),
+    ] {
+        let a = w.call(method, &path, &token, body.as_ref(), &[]);
+        assert_eq!(a.status, 403, "{method} {path}: {}", a.body);
+    }
+    let still = w.call("GET", &format!("/v1/webhook_endpoints/{mine}"), &c.key, None, &[]).json();
+    assert_eq!(still["paused"], false, "the refused pause changed nothing: {still}");
+
+    // The page: framable by the account's origins once it names some, by none before.
+    let page = |id: &str| w.get(&format!("/portal/{id}"));
+    let csp = |a: &sim::api::Answer| header(a, "content-security-policy").to_owned();
+    let before = page(session["id"].as_str().unwrap());
+    assert_eq!(before.status, 200);
+    assert!(before.body.contains("/console/app.js"), "the console's page: {}", before.body);
+    assert!(csp(&before).ends_with("frame-ancestors 'none'"), "{}", csp(&before));
+    let bad = w.call("PATCH", "/v1/account", &c.key, Some(&json!({"portal_origins": ["https://x.com/path"]})), &[]);
+    assert_eq!((bad.status, bad.json()["error"]["field"].clone()), (422, json!("portal_origins")), "{}", bad.body);
+    let set =
+        w.call("PATCH", "/v1/account", &c.key, Some(&json!({"portal_origins": ["https://app.example.com"]})), &[]);
+    assert_eq!(set.status, 200, "{}", set.body);
+    let refused =
+        w.call("PATCH", "/v1/account", &token, Some(&json!({"portal_origins": ["https://evil.example"]})), &[]);
+    assert_eq!(refused.status, 403, "a portal session cannot widen its own framing: {}", refused.body);
+    let after = page(session["id"].as_str().unwrap());
+    assert!(csp(&after).ends_with("frame-ancestors https://app.example.com"), "{}", csp(&after));
+    assert_eq!(header(&after, "x-frame-options"), "", "no X-Frame-Options beside allowed origins");
+    let unknown = page("ps_unknown");
+    assert!(csp(&unknown).ends_with("frame-ancestors 'none'"), "{}", csp(&unknown));
+    assert_eq!(header(&unknown, "x-frame-options"), "DENY");
+    // The operator sets them too.
+    let ops = w.call(
+        "PATCH",
+        &format!("/admin/accounts/{}", c.account),
+        ADMIN_TOKEN,
+        Some(&json!({"portal_origins": ["https://b.example.com", "https://a.example.com"]})),
+        &[],
+    );
+    assert_eq!(ops.json()["portal_origins"], json!(["https://a.example.com", "https://b.example.com"]), "{}", ops.body);
+    // Expired: refused, and its page framable by none.
+    w.sql_at(
+        "DB",
+        &format!("UPDATE portal_sessions SET expires_at = 1 WHERE id = {}", lit(session["id"].as_str().unwrap())),
+    );
+    let expired = w.call("GET", "/v1/webhook_endpoints", &token, None, &[]);
+    assert_eq!(expired.status, 401, "{}", expired.body);
+    assert!(csp(&page(session["id"].as_str().unwrap())).ends_with("frame-ancestors 'none'"));
+    for body in [
+        json!({"expires_in": 10}),
+        json!({"expires_in": 100_000}),
+        json!({"endpoint_ids": ["we_other_account"]}),
+        json!({"endpoint_ids": []}),
+    ] {
+        let a = w.call("POST", "/v1/portal_sessions", &c.key, Some(&body), &[]);
+        assert_eq!(a.status, 422, "{body}: {}", a.body);
+    }
+}
+
+/// Events for an endpoint that answers with headers of its own: each attempt in the log shows
+/// the response's headers and body and the request as it was sent, whose signature verifies with
+/// the endpoint's secret (the official library); each filter keeps exactly its attempts.
+fn the_delivery_log_shows_the_signed_request_and_filters(w: &Worker) {
+    let c = w.new_customer("delivery log");
+    let path = format!("/log/{}", sim::random_hex());
+    w.customer.always_with(&path, 202, &[("x-receiver", "kept")]);
+    let (endpoint, secret) = w.endpoint_at(&c, &path, &["message.received"]);
+    let since = exactly_core::Timestamp::from_unix_seconds(sim::unix_now() - 1).to_rfc3339();
+    let mut resources = Vec::new();
+    for i in 0..3 {
+        let carrier_id = format!("log-{i}-{}", sim::random_hex());
+        let body = exactly_tests::telnyx_inbound(&format!("e-{}", sim::random_hex()), &carrier_id, &c.number, "hi");
+        assert_eq!(w.deliver_telnyx(&body).status, 200);
+        resources.push(carrier_id);
+    }
+    wait_received(w, &path, 3);
+    let log = |query: &str| {
+        let a = w.call("GET", &format!("/v1/webhook_endpoints/{endpoint}/attempts?{query}"), &c.key, None, &[]);
+        assert_eq!(a.status, 200, "{query}: {}", a.body);
+        a.json()["data"].as_array().cloned().unwrap_or_default()
+    };
+    let all = log("limit=100");
+    assert_eq!(all.len(), 3, "{all:?}");
+    let mut sent = Vec::new();
+    for a in &all {
+        assert_eq!(a["response_headers"]["x-receiver"], "kept", "{a}");
+        assert_eq!((a["status_code"].as_u64(), a["delivery_status"].as_str()), (Some(202), Some("succeeded")), "{a}");
+        let request = &a["request"];
+        assert_eq!(request["headers"]["webhook-id"], a["event_id"], "{a}");
+        let headers: HashMap<String, String> = request["headers"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+            .collect();
+        let at = headers["webhook-timestamp"].parse().unwrap();
+        sent.push(Received {
+            path: path.clone(),
+            headers,
+            body: request["body"].as_str().unwrap().to_owned(),
+            answered: 202,
+            stalled: None,
+            received_at: at,
+            arrived: Instant::now(),
+        });
+    }
+    let verified = exactly_tests::verify_standard_webhooks(&[&secret], &sent);
+    assert_eq!(verified, Ok(3), "the logged requests are what was signed");
+    // The bodies logged are the bodies received.
+    let received: Vec<String> = w.customer.received(&path).into_iter().map(|r| r.body).collect();
+    for s in &sent {
+        assert!(received.contains(&s.body), "logged body was received");
+    }
+    let one = all[1]["event_id"].as_str().unwrap();
+    assert_eq!(log(&format!("webhook_id={one}")).len(), 1);
+    assert_eq!(log(&format!("webhook_id={one}"))[0]["event_id"], one);
+    let resource = all[2]["resource_id"].as_str().unwrap();
+    assert_eq!(log(&format!("resource_id={resource}")).len(), 1);
+    assert_eq!(log("status=succeeded").len(), 3);
+    assert_eq!(log("status=failed").len(), 0);
+    assert_eq!(log("event_type=message.received").len(), 3);
+    assert_eq!(log("event_type=call.missed").len(), 0);
+    assert_eq!(log(&format!("since={since}")).len(), 3);
+    assert_eq!(log(&format!("until={since}")).len(), 0);
+    let bad = w.call("GET", &format!("/v1/webhook_endpoints/{endpoint}/attempts?status=lost"), &c.key, None, &[]);
+    assert_eq!((bad.status, bad.json()["error"]["field"].clone()), (422, json!("status")), "{}", bad.body);
+}
+
+/// Three deliveries fail (the endpoint answers 410, which fails the delivery for good and
+/// disables the endpoint, enabled again before the next event); a neighbour's endpoint hangs all
+/// the while. Once the endpoint is healthy, one retry-all operation re-sends each failed
+/// delivery exactly once, its progress ends `done` with three succeeded, and a second operation
+/// finds nothing to re-send.
+fn retry_all_failed_resends_each_failed_delivery_once(w: &Worker) {
+    let neighbour = w.new_customer("retry neighbour");
+    let hung = format!("/hung/{}", sim::random_hex());
+    w.customer.hang(&hung);
+    w.endpoint_at(&neighbour, &hung, &["message.received"]);
+    let c = w.new_customer("retry all");
+    let path = format!("/retry-all/{}", sim::random_hex());
+    w.customer.always(&path, 410);
+    let (endpoint, _) = w.endpoint_at(&c, &path, &["message.received"]);
+    let failed =
+        format!("SELECT id FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'failed'", lit(&endpoint));
+    let inbound = |who: &Customer| {
+        let body = exactly_tests::telnyx_inbound(
+            &format!("e-{}", sim::random_hex()),
+            &format!("m-{}", sim::random_hex()),
+            &who.number,
+            "retry",
+        );
+        assert_eq!(w.deliver_telnyx(&body).status, 200);
+    };
+    for n in 1..=3 {
+        inbound(&neighbour);
+        inbound(&c);
+        let failed_now = w.eventually(Duration::from_secs(60), || w.sql_for(&c.account, &failed).len() == n);
+        assert!(failed_now, "delivery {n} failed on 410");
+        let enabled =
+            w.call("PATCH", &format!("/v1/webhook_endpoints/{endpoint}"), &c.key, Some(&json!({"enabled": true})), &[]);
+        assert_eq!(enabled.status, 200, "{}", enabled.body);
+    }
+    let before = w.customer.received(&path).len();
+    w.customer.always(&path, 200);
+    let op = w.call("POST", &format!("/v1/webhook_endpoints/{endpoint}/retries"), &c.key, Some(&json!({})), &[]);
+    assert_eq!(op.status, 202, "{}", op.body);
+    let op = op.json();
+    assert_eq!(op["total"], 3, "{op}");
+    let id = op["id"].as_str().unwrap().to_owned();
+    let mut progress = Value::Null;
+    let done = w.eventually(Duration::from_secs(60), || {
+        progress = w.call("GET", &format!("/v1/webhook_endpoints/{endpoint}/retries/{id}"), &c.key, None, &[]).json();
+        progress["status"] == "done"
+    });
+    assert!(done, "the operation finishes: {progress}");
+    assert_eq!((progress["succeeded"].as_i64(), progress["failed"].as_i64()), (Some(3), Some(0)), "{progress}");
+    let second = w.call("POST", &format!("/v1/webhook_endpoints/{endpoint}/retries"), &c.key, Some(&json!({})), &[]);
+    assert_eq!((second.status, second.json()["total"].as_i64()), (202, Some(0)), "{}", second.body);
+    // Each failed delivery went once more, and only once: a settle of every queue first.
+    let sent =
+        format!("SELECT id FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'succeeded'", lit(&endpoint));
+    assert!(w.eventually(Duration::from_secs(30), || w.sql_for(&c.account, &sent).len() == 3));
+    let resent: Vec<Received> = w.customer.received(&path).into_iter().skip(before).collect();
+    let mut ids: Vec<&str> = resent.iter().filter_map(|r| r.header("webhook-id")).collect();
+    ids.sort();
+    let unique = {
+        let mut u = ids.clone();
+        u.dedup();
+        u
+    };
+    assert_eq!((ids.len(), unique.len()), (3, 3), "each failed delivery re-sent once: {ids:?}");
+    let other = w.call("GET", &format!("/v1/webhook_endpoints/{endpoint}/retries/{id}"), &neighbour.key, None, &[]);
+    assert_eq!(other.status, 404, "another account's operation: {}", other.body);
+    w.customer.let_go(&hung);
+}
