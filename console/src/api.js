@@ -4,11 +4,37 @@
 
 const STORAGE_KEY = 'exactly.console.session';
 
-/** The signed-in session, `{ token, role: 'customer' | 'operator' }`, or null. */
+/** The portal session's id when the page is a portal link (`/portal/<id>`), else null. */
+export function portalId() {
+  const match = /^\/portal\/(ps_[A-Za-z0-9_-]+)$/.exec(location.pathname);
+  return match ? match[1] : null;
+}
+
+/**
+ * A portal link carries its secret in the fragment (`#<secret>`), which no server sees: it is
+ * taken into this tab's storage and the fragment replaced by the console's first route, so the
+ * secret leaves the address bar and its history entry.
+ */
+export function takePortalSecret() {
+  const id = portalId();
+  const secret = location.hash.replace(/^#/, '');
+  if (id && /^[A-Za-z0-9_-]{16,}$/.test(secret)) {
+    saveSession({ token: `${id}.${secret}`, role: 'portal' });
+    history.replaceState(null, '', `${location.pathname}#/endpoints`);
+  }
+}
+
+const ROLES = ['customer', 'operator', 'portal'];
+
+/** The signed-in session, `{ token, role: 'customer' | 'operator' | 'portal' }`, or null. */
 export function currentSession() {
   try {
     const saved = JSON.parse(sessionStorage.getItem(STORAGE_KEY) || 'null');
-    return saved && typeof saved.token === 'string' && (saved.role === 'customer' || saved.role === 'operator') ? saved : null;
+    const valid = saved && typeof saved.token === 'string' && ROLES.includes(saved.role);
+    // A portal page only ever uses its own session, and a console page never a portal's.
+    const id = portalId();
+    if (!valid || (id ? !saved.token.startsWith(`${id}.`) : saved.role === 'portal')) return null;
+    return saved;
   } catch {
     return null;
   }

@@ -30,7 +30,7 @@ export function CallsPage({ query }) {
           <td><${Time} at=${c.created_at} /></td>
         </tr>`)}
       <//>
-      <${Pager} base="/calls" query=${query} nextCursor=${list.data.next_cursor} />` : null}
+      <${Pager} base="/calls" query=${query} nextCursor=${list.data.next_cursor} onRefresh=${list.reload} />` : null}
   </section>`;
 }
 
@@ -76,25 +76,28 @@ export function CallPage({ id }) {
 }
 
 /**
- * The ring in causal order: the caller, each leg dialled, answered and ended in plan order (a
- * leg is dialled only after the one before it ended), the bridge, the end, then the customer
- * events. Leg times are the carrier's; dial times and events are the platform's.
+ * The ring in one clock order: the caller, each leg dialled, answered and ended, the bridge,
+ * the end and the customer events, sorted by time, each saying whose clock it is (answer and end
+ * times are the carrier's report; dial times and events are recorded by the platform).
  */
 function ringItems(call, events) {
-  const items = [{ at: call.created_at, title: 'Caller leg', detail: `${call.from} called ${call.to}`, tone: 'info' }];
+  const items = [{ at: call.created_at, clock: 'recorded', title: 'Caller leg', detail: `${call.from} called ${call.to}`, tone: 'info' }];
   for (const leg of call.legs) {
     const why = leg.hangup_cause ? ` (${leg.hangup_cause.replace(/_/g, ' ')})` : '';
-    items.push({ at: leg.dialed_at, title: `Target ${leg.position}: ${leg.target} dialled`, detail: `${leg.outcome.replace(/_/g, ' ')}${why}`, tone: tone(leg.outcome) });
-    if (leg.answered_at) items.push({ at: leg.answered_at, title: `Target ${leg.position} answered`, detail: leg.target, tone: 'good' });
+    items.push({ at: leg.dialed_at, clock: 'recorded', title: `Target ${leg.position}: ${leg.target} dialled`, detail: `${leg.outcome.replace(/_/g, ' ')}${why}`, tone: tone(leg.outcome) });
+    if (leg.answered_at) items.push({ at: leg.answered_at, clock: 'carrier', title: `Target ${leg.position} answered`, detail: leg.target, tone: 'good' });
     if (leg.outcome === 'answered' && call.answered_at) {
-      items.push({ at: call.answered_at, title: 'Bridged', detail: `caller connected to target ${leg.position}`, tone: 'good' });
+      items.push({ at: call.answered_at, clock: 'carrier', title: 'Bridged', detail: `caller connected to target ${leg.position}`, tone: 'good' });
     }
-    if (leg.ended_at) items.push({ at: leg.ended_at, title: `Target ${leg.position} ended`, detail: `${leg.target}${why}`, tone: tone(leg.outcome) });
+    if (leg.ended_at) items.push({ at: leg.ended_at, clock: 'carrier', title: `Target ${leg.position} ended`, detail: `${leg.target}${why}`, tone: tone(leg.outcome) });
   }
   if (call.ended_at) {
     const money = call.billed_minutes != null ? ` · ${call.billed_minutes} billed minute(s)` : '';
-    items.push({ at: call.ended_at, title: `Ended: ${call.status}`, detail: `${call.duration_secs != null ? `${call.duration_secs} s` : 'no talk time'}${money}`, tone: tone(call.status) });
+    items.push({ at: call.ended_at, clock: 'carrier', title: `Ended: ${call.status}`, detail: `${call.duration_secs != null ? `${call.duration_secs} s` : 'no talk time'}${money}`, tone: tone(call.status) });
   }
-  for (const e of events) items.push({ at: e.created_at, title: `Customer event ${e.type}`, detail: html`<a href=${`#/events/${encodeURIComponent(e.id)}`}>${e.id}</a>`, tone: 'event' });
-  return items;
+  for (const e of events) items.push({ at: e.created_at, clock: 'recorded', title: `Customer event ${e.type}`, detail: html`<a href=${`#/events/${encodeURIComponent(e.id)}`}>${e.id}</a>`, tone: 'event' });
+  // One clock order: by time, whoever's clock it is (each entry says whose); a time not known
+  // yet goes last; equal times keep the order above (the stable sort).
+  const when = (item) => (item.at ? Date.parse(item.at) : Infinity);
+  return items.map((item, i) => ({ item, i })).sort((a, b) => when(a.item) - when(b.item) || a.i - b.i).map(({ item }) => item);
 }

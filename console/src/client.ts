@@ -99,3 +99,15 @@ export const retryDelivery = (id: string) => unwrap(client().POST('/admin/webhoo
 export const listAccounts = (query: Query<'/admin/accounts', 'get'>) => unwrap(client().GET('/admin/accounts', { params: { query: q(query) } }));
 export const createAccount = (name: string) => unwrap(client().POST('/admin/accounts', { body: { name } }));
 export const assignNumber = (body: Body<'/admin/numbers', 'post'>) => unwrap(client().POST('/admin/numbers', { body }));
+
+// The delivery log and retry-all, the account, keys and portal sessions.
+export const listAttempts = (id: string, query: Query<'/v1/webhook_endpoints/{id}/attempts', 'get'>) =>
+  unwrap(client().GET('/v1/webhook_endpoints/{id}/attempts', { params: { path: { id }, query: q(query) } }));
+export const retryFailed = (id: string, body: Body<'/v1/webhook_endpoints/{id}/retries', 'post'>) =>
+  unwrap(client().POST('/v1/webhook_endpoints/{id}/retries', { ...path(id), body }));
+export const getRetry = (id: string, retryId: string) =>
+  unwrap(client().GET('/v1/webhook_endpoints/{id}/retries/{retry_id}', { params: { path: { id, retry_id: retryId } } }));
+export const getAccount = (token?: string) => unwrap(client(token).GET('/v1/account'));
+export const metricsSeries = (query: Query<'/admin/metrics/series', 'get'>) =>
+  unwrap(client().GET('/admin/metrics/series', { params: { query: q(query) } }));
+export const getUsage = (query: Query<'/v1/usage', 'get'>) => unwrap(client().GET('/v1/usage', { params: { query: q(query) } }));

@@ -6,13 +6,16 @@ import {
   Badge, ErrorBox, EVENT_TYPES, Facts, Loading, Notice, PageTitle, Pager, Table, Time, html, useAction, useLoad,
 } from './ui.js';
 import { navigate } from './router.js';
+import { DeliveryLog } from './deliverylog.js';
 
-export function EndpointsPage({ query }) {
+export function EndpointsPage({ query, access }) {
   const { cursor } = query;
   const list = useLoad(() => api.listEndpoints({ cursor, limit: 20 }), cursor || '');
+  // A portal session limited to some endpoints, or read-only, creates none (the API refuses it).
+  const creates = !access || (!access.read_only && !access.endpoint_ids);
   return html`<section>
     <${PageTitle}>Endpoints<//>
-    <${CreateEndpoint} onCreated=${() => list.reload(true)} />
+    ${creates ? html`<${CreateEndpoint} onCreated=${() => list.reload(true)} />` : null}
     <${ErrorBox} error=${list.error} />
     ${list.loading && !list.data ? html`<${Loading} what="endpoints" />` : null}
     ${list.data ? html`
@@ -27,7 +30,7 @@ export function EndpointsPage({ query }) {
           <td>${ep.consecutive_failures}</td>
         </tr>`)}
       <//>
-      <${Pager} base="/endpoints" query=${query} nextCursor=${list.data.next_cursor} />` : null}
+      <${Pager} base="/endpoints" query=${query} nextCursor=${list.data.next_cursor} onRefresh=${list.reload} />` : null}
   </section>`;
 }
 
@@ -79,7 +82,8 @@ function CreateEndpoint({ onCreated }) {
   </details>`;
 }
 
-export function EndpointPage({ id }) {
+export function EndpointPage({ id, access }) {
+  const readOnly = Boolean(access && access.read_only);
   const detail = useLoad(async () => {
     const endpoint = await api.getEndpoint(id);
     return { endpoint };
@@ -92,7 +96,7 @@ export function EndpointPage({ id }) {
     return html`<section><${PageTitle}>Endpoint<//><${ErrorBox} error=${detail.error} />${detail.loading ? html`<${Loading} what="the endpoint" />` : null}</section>`;
   }
   const { endpoint: ep } = detail.data;
-  const form = edit || { url: ep.url, types: ep.event_types, filter: ep.filter || '' };
+  const form = edit || { url: ep.url, types: ep.event_types, filter: ep.filter || '', rate: ep.rate_limit_per_second ? String(ep.rate_limit_per_second) : '' };
   const act = async (label, call) => {
     const done = await run(async () => ({ label, answer: await call() }));
     if (done) {
@@ -120,6 +124,7 @@ export function EndpointPage({ id }) {
     <${ErrorBox} error=${action.error} />
     ${action.done ? html`<${Notice}>${action.done.label}.<//>` : null}
     ${action.done && action.done.answer && action.done.answer.secret ? html`<${Secret} secret=${action.done.answer.secret} />` : null}
+    ${readOnly ? html`<p class="muted small">Read-only: this portal link shows the endpoint and its deliveries, and changes nothing.</p>` : html`
     <div class="actions" role="group" aria-label="Endpoint actions">
       <button type="button" disabled=${action.busy} onClick=${() => act(ep.paused ? 'Resumed' : 'Paused', () => api.updateEndpoint(id, { paused: !ep.paused }))}>${ep.paused ? 'Resume' : 'Pause'}</button>
       ${ep.enabled ? null : html`<button type="button" disabled=${action.busy} onClick=${() => act('Enabled', () => api.updateEndpoint(id, { enabled: true }))}>Enable</button>`}
@@ -146,14 +151,20 @@ export function EndpointPage({ id }) {
     <h2>Edit</h2>
     <form class="stack" onSubmit=${(e) => {
       e.preventDefault();
-      act('Saved', () => api.updateEndpoint(id, { url: form.url.trim(), event_types: form.types, filter: form.filter.trim() || null }));
+      act('Saved', () => api.updateEndpoint(id, {
+        url: form.url.trim(), event_types: form.types, filter: form.filter.trim() || null,
+        rate_limit_per_second: form.rate.trim() ? Number(form.rate) : null,
+      }));
     }}>
       <div class="field"><label for="edit-url">URL</label>
         <input id="edit-url" type="url" required value=${form.url} onInput=${(e) => setEdit({ ...form, url: e.currentTarget.value })} /></div>
       <${EventTypes} idPrefix="edit-type" selected=${form.types} onChange=${(types) => setEdit({ ...form, types })} />
       <div class="field"><label for="edit-filter">Filter (only events that pass it are delivered; empty for all)</label>
         <input id="edit-filter" type="text" spellcheck="false" placeholder='data.direction = "inbound"' value=${form.filter} onInput=${(e) => setEdit({ ...form, filter: e.currentTarget.value })} /></div>
+      <div class="field"><label for="edit-rate">Rate limit (deliveries a second; empty for none)</label>
+        <input id="edit-rate" type="number" min="1" inputmode="numeric" value=${form.rate} onInput=${(e) => setEdit({ ...form, rate: e.currentTarget.value })} /></div>
       <div><button class="primary" type="submit" disabled=${action.busy}>Save</button></div>
-    </form>
+    </form>`}
+    <${DeliveryLog} endpointId=${ep.id} readOnly=${readOnly} />
   </section>`;
 }

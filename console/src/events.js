@@ -28,7 +28,7 @@ export function EventsPage({ query }) {
           <td><${Time} at=${e.created_at} /></td>
         </tr>`)}
       <//>
-      <${Pager} base="/events" query=${query} nextCursor=${list.data.next_cursor} />` : null}
+      <${Pager} base="/events" query=${query} nextCursor=${list.data.next_cursor} onRefresh=${list.reload} />` : null}
   </section>`;
 }
 

@@ -1,19 +1,21 @@
 // The console's shell: sign-in, navigation and the routes of each role.
 import { render } from 'preact';
 import { useState } from 'preact/hooks';
-import { ApiError, clearSession, currentSession, saveSession } from './api.js';
+import { ApiError, clearSession, currentSession, portalId, saveSession, takePortalSecret } from './api.js';
 import * as api from './client.ts';
-import { ErrorBox, PageTitle, html } from './ui.js';
+import { ErrorBox, Loading, PageTitle, html, useLoad } from './ui.js';
 import { useRoute } from './router.js';
 import { MessagePage, MessagesPage } from './messages.js';
 import { CallPage, CallsPage } from './calls.js';
 import { EventPage, EventsPage } from './events.js';
 import { EndpointPage, EndpointsPage } from './endpoints.js';
 import { EventTypesPage } from './catalog.js';
+import { UsagePage } from './usage.js';
 import { AccountsPage, CarrierEventsPage, DeliveriesPage, OverviewPage } from './operator.js';
 
 const NAV = {
-  customer: [['/messages', 'Messages'], ['/calls', 'Calls'], ['/events', 'Events'], ['/endpoints', 'Endpoints'], ['/event-types', 'Event types']],
+  customer: [['/messages', 'Messages'], ['/calls', 'Calls'], ['/events', 'Events'], ['/endpoints', 'Endpoints'], ['/event-types', 'Event types'], ['/usage', 'Usage']],
+  portal: [['/endpoints', 'Endpoints'], ['/event-types', 'Event types']],
   operator: [['/ops', 'Overview'], ['/ops/carrier-events', 'Carrier events'], ['/ops/deliveries', 'Deliveries'], ['/ops/accounts', 'Accounts']],
 };
 
@@ -61,14 +63,19 @@ function SignIn({ onSignedIn }) {
   </main>`;
 }
 
-function page(role, route) {
+function page(role, route, access) {
   const [first, second, third] = route.segments;
   const { query } = route;
-  if (role === 'customer') {
+  if (role === 'portal') {
+    if (first === 'endpoints' || !first) return second ? html`<${EndpointPage} id=${second} key=${second} access=${access} />` : html`<${EndpointsPage} query=${query} access=${access} />`;
+    if (first === 'event-types') return html`<${EventTypesPage} />`;
+    if (first === 'events' && access && !access.endpoint_ids) return second ? html`<${EventPage} id=${second} key=${second} />` : html`<${EventsPage} query=${query} />`;
+  } else if (role === 'customer') {
     if (first === 'messages') return second ? html`<${MessagePage} id=${second} key=${second} />` : html`<${MessagesPage} query=${query} />`;
     if (first === 'calls') return second ? html`<${CallPage} id=${second} key=${second} />` : html`<${CallsPage} query=${query} />`;
     if (first === 'events') return second ? html`<${EventPage} id=${second} key=${second} />` : html`<${EventsPage} query=${query} />`;
     if (first === 'event-types') return html`<${EventTypesPage} />`;
+    if (first === 'usage') return html`<${UsagePage} />`;
     if (first === 'endpoints') return second ? html`<${EndpointPage} id=${second} key=${second} />` : html`<${EndpointsPage} query=${query} />`;
     if (!first) return html`<${MessagesPage} query=${query} />`;
   } else {
@@ -80,9 +87,35 @@ function page(role, route) {
   return html`<section><${PageTitle}>Not here<//><p>This page is not part of the ${role}'s console. <a href="#/">Go to the start</a>.</p></section>`;
 }
 
+/** A portal link's page: the account's webhook portal, with what its session allows. */
+function Portal({ session, route }) {
+  const account = useLoad(() => api.getAccount(), session.token);
+  if (!account.data) {
+    return html`<main id="main" class="signin"><${PageTitle}>Webhook portal<//><${ErrorBox} error=${account.error} />${account.loading ? html`<${Loading} what="the portal" />` : null}</main>`;
+  }
+  const { access } = account.data;
+  const nav = access.endpoint_ids ? NAV.portal : [...NAV.portal, ['/events', 'Events']];
+  const active = (path) => route.path === path || route.path.startsWith(`${path}/`) || (route.path === '/' && path === nav[0][0]);
+  return html`<div class="shell">
+    <header class="top">
+      <span class="brand">Webhooks <span class="role">${access.read_only ? 'read-only' : 'portal'}</span></span>
+      <nav aria-label="Main">
+        <ul>${nav.map(([path, label]) => html`<li><a href=${`#${path}`} aria-current=${active(path) ? 'page' : undefined}>${label}</a></li>`)}</ul>
+      </nav>
+    </header>
+    <main id="main" tabindex="-1" key=${route.path}>${page('portal', route, access)}</main>
+  </div>`;
+}
+
 function App() {
   const [session, setSession] = useState(currentSession);
   const route = useRoute();
+  if (portalId()) {
+    if (!session) {
+      return html`<main id="main" class="signin"><${PageTitle}>Webhook portal<//><p>This link has no key of its own: open the whole link you were given, or ask for a new one.</p></main>`;
+    }
+    return html`<${Portal} session=${session} route=${route} />`;
+  }
   if (!session) return html`<${SignIn} onSignedIn=${(s) => { setSession(s); location.hash = '#/'; }} />`;
   const signOut = () => {
     clearSession();
@@ -104,4 +137,5 @@ function App() {
   </div>`;
 }
 
+takePortalSecret();
 render(html`<${App} />`, document.getElementById('app'));

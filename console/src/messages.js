@@ -36,7 +36,7 @@ export function MessagesPage({ query }) {
           <td><${Time} at=${m.created_at} /></td>
         </tr>`)}
       <//>
-      <${Pager} base="/messages" query=${query} nextCursor=${list.data.next_cursor} />` : null}
+      <${Pager} base="/messages" query=${query} nextCursor=${list.data.next_cursor} onRefresh=${list.reload} />` : null}
   </section>`;
 }
 

@@ -1,5 +1,6 @@
 // The operator's pages (admin token): overview, failed carrier events with re-drive, failed
 // deliveries with retry, and accounts and numbers.
+import { Charts } from './charts.js';
 import { useState } from 'preact/hooks';
 import * as api from './client.ts';
 import { Badge, ErrorBox, Facts, Loading, Notice, PageTitle, Pager, Select, Table, Time, ago, html, useAction, useLoad } from './ui.js';
@@ -39,6 +40,7 @@ export function OverviewPage() {
       </li>`)}</ul>
       <p class="muted small">From <code>/admin/metrics</code>: ${overview.data.ingested ?? 0} carrier events ingested in all.</p>` : null}
     <button type="button" onClick=${() => overview.reload(false)}>Refresh</button>
+    <${Charts} />
   </section>`;
 }
 
@@ -74,7 +76,7 @@ export function CarrierEventsPage({ query }) {
           <td>${e.status !== 'processed' ? html`<button type="button" disabled=${action.busy} aria-label=${`Re-drive ${e.id}`} onClick=${() => redrive(e.id)}>Re-drive</button>` : null}</td>
         </tr>`)}
       <//>
-      <${Pager} base="/ops/carrier-events" query=${{ ...query, status }} nextCursor=${list.data.next_cursor} />` : null}
+      <${Pager} base="/ops/carrier-events" query=${{ ...query, status }} nextCursor=${list.data.next_cursor} onRefresh=${list.reload} />` : null}
   </section>`;
 }
 
@@ -110,7 +112,7 @@ export function DeliveriesPage({ query }) {
           <td>${status === 'failed' ? html`<button type="button" disabled=${action.busy} aria-label=${`Retry ${d.id}`} onClick=${() => retry(d.id)}>Retry</button>` : null}</td>
         </tr>`)}
       <//>
-      <${Pager} base="/ops/deliveries" query=${{ ...query, status }} nextCursor=${list.data.next_cursor} />` : null}
+      <${Pager} base="/ops/deliveries" query=${{ ...query, status }} nextCursor=${list.data.next_cursor} onRefresh=${list.reload} />` : null}
   </section>`;
 }
 
@@ -153,7 +155,7 @@ export function AccountsPage({ query }) {
           <td><button type="button" aria-label=${`Assign a number to ${a.id}`} onClick=${() => setNumber((n) => ({ ...n, account_id: a.id }))}>Assign a number</button></td>
         </tr>`)}
       <//>
-      <${Pager} base="/ops/accounts" query=${query} nextCursor=${list.data.next_cursor} />` : null}
+      <${Pager} base="/ops/accounts" query=${query} nextCursor=${list.data.next_cursor} onRefresh=${list.reload} />` : null}
     <h2>Create an account</h2>
     <form class="row" onSubmit=${createAccount}>
       <div class="field"><label for="account-name">Name</label><input id="account-name" maxlength="200" value=${name} onInput=${(e) => setName(e.currentTarget.value)} /></div>

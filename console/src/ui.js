@@ -119,19 +119,27 @@ export function Facts({ rows }) {
 export function Timeline({ label, items }) {
   return html`<ol class="timeline" aria-label=${label}>
     ${items.map((item) => html`<li class=${`tl tl-${item.tone || 'info'}`}>
-      <div class="tl-head"><strong>${item.title}</strong> ${item.at ? html`<${Time} at=${item.at} />` : null}</div>
+      <div class="tl-head"><strong>${item.title}</strong> ${item.at ? html`<${Time} at=${item.at} />` : null}
+        ${item.clock ? html`<span class="muted small"> (${item.clock === 'carrier' ? 'carrier reported' : 'recorded'})</span>` : null}</div>
       ${item.detail ? html`<div class="tl-detail">${item.detail}</div>` : null}
     </li>`)}
   </ol>`;
 }
 
-/** "Next page" and "First page" links for cursor paging (the browser's Back goes one page back). */
-export function Pager({ nextCursor, query, base }) {
-  const first = { ...query, cursor: undefined };
-  const next = { ...query, cursor: nextCursor };
+/**
+ * Cursor paging both ways: "Next page" carries the trail of the cursors that led here
+ * (`trail`, comma-separated; a cursor has no comma), so "Previous page" can go back one.
+ */
+export function Pager({ nextCursor, query, base, onRefresh }) {
+  const trail = query.trail ? query.trail.split(',') : [];
+  const first = { ...query, cursor: undefined, trail: undefined };
+  const next = { ...query, cursor: nextCursor, trail: [...trail, query.cursor || ''].join(',') };
+  const previous = { ...query, cursor: trail[trail.length - 1] || undefined, trail: trail.slice(0, -1).join(',') || undefined };
   return html`<nav class="pager" aria-label="Pages">
     ${query.cursor ? html`<a href=${hashOf(base, first)}>« First page</a>` : null}
+    ${query.cursor ? html`<a href=${hashOf(base, previous)}>‹ Previous page</a>` : null}
     ${nextCursor ? html`<a href=${hashOf(base, next)}>Next page »</a>` : html`<span class="muted">End of list</span>`}
+    ${onRefresh ? html`<button type="button" onClick=${() => onRefresh(true)}>Refresh</button>` : null}
   </nav>`;
 }
 

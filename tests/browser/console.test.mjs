@@ -21,7 +21,14 @@ const UNOWNED = `+1555${String(process.pid % 1000).padStart(3, '0')}1002`;
 const TARGETS = ['+15557770001', '+15557770002'];
 const run = `${process.pid}-${Date.now()}`;
 
-async function shot(name, { mobile = false, fullPage = true } = {}) {
+async function shot(name, { mobile = false, fullPage = true, dark = false, on = page } = {}) {
+  if (on !== page) {
+    const file = path.join(stack.shots, `${name}.png`);
+    await on.screenshot({ path: file, fullPage });
+    if (process.env.CONSOLE_SCREENSHOTS === '1') fs.copyFileSync(file, path.join(ROOT, 'docs/console', `${name}.png`));
+    return;
+  }
+  await page.emulateMedia({ colorScheme: dark ? 'dark' : 'light' });
   await page.setViewportSize(mobile ? MOBILE : DESKTOP);
   await page.waitForTimeout(150);
   const file = path.join(stack.shots, `${name}.png`);
@@ -31,6 +38,7 @@ async function shot(name, { mobile = false, fullPage = true } = {}) {
     fs.copyFileSync(file, path.join(ROOT, 'docs/console', `${name}.png`));
   }
   await page.setViewportSize(DESKTOP);
+  await page.emulateMedia({ colorScheme: 'light' });
 }
 
 /** At 375 px the page must not scroll sideways (wide tables scroll inside their own region). */
@@ -230,6 +238,11 @@ test('calls: a sequential ring drawn with its legs', async () => {
   await ring.getByText('Target 2 answered').waitFor();
   await ring.getByText('Bridged').waitFor();
   await ring.getByText('Ended: completed').waitFor();
+  // One clock order, each entry saying whose clock it is.
+  const times = await ring.locator('li time').evaluateAll((ts) => ts.map((t) => Date.parse(t.getAttribute('datetime'))));
+  assert.deepEqual(times, [...times].sort((a, b) => a - b), 'the timeline is in time order');
+  const clocks = await ring.locator('li').allTextContents();
+  assert.ok(clocks.every((t) => /\((carrier reported|recorded)\)/.test(t)), `each entry names its clock: ${clocks}`);
   const facts = await page.locator('.facts').textContent();
   assert.match(facts, /Duration65 s/);
   assert.match(facts, /Billed minutes2/);
@@ -342,4 +355,112 @@ test('operator: overview, failed deliveries, and re-driving a failed carrier eve
   await page.getByRole('region', { name: 'Carrier events' }).locator('tr', { hasText: inbound }).waitFor();
   await signOut();
   assert.equal(await page.evaluate(() => sessionStorage.getItem('exactly.console.session')), null, 'signing out forgets the token');
+});
+
+test('delivery log: each attempt shows the request as sent and the answer; retry all failed re-sends each once', async () => {
+  await signIn(account.api_key);
+  // Usage per day: the messages sent above were charged today.
+  await nav('Usage').click();
+  await page.getByRole('region', { name: 'Usage per day' }).waitFor();
+  assert.match(await page.locator('main p').first().textContent(), /Last 14 days: [1-9]\d* SMS segments/);
+  await shot('usage');
+  await nav('Endpoints').click();
+  await page.getByRole('region', { name: 'Endpoints' }).locator('tr', { hasText: `${stack.hooks}/down-no-breaker` }).getByRole('link').click();
+  const log = page.getByRole('region', { name: 'Delivery log' });
+  await log.getByRole('region', { name: 'Attempts' }).locator('tbody tr').first().waitFor();
+  await log.getByLabel('Status').selectOption('failed');
+  const failedRow = log.getByRole('region', { name: 'Attempts' }).locator('tbody tr', { hasText: 'failed' }).first();
+  await failedRow.waitFor();
+  // One attempt opened: the request's signature header and body, the endpoint's answer.
+  const attempt = log.locator('details.attempt').first();
+  await attempt.locator('summary').click();
+  const request = attempt.getByRole('region', { name: 'Request' });
+  assert.match(await request.getByLabel('Request headers').textContent(), /webhook-signature.*v1,/s);
+  assert.match(await request.locator('pre.body').textContent(), /"type":\s*"message\.sent"/);
+  assert.match(await attempt.getByRole('region', { name: 'Response' }).textContent(), /the customer endpoint is down/);
+  await shot('delivery-log');
+  await shot('delivery-log-dark', { dark: true });
+  await shot('delivery-log-mobile', { mobile: true });
+  await shot('delivery-log-dark-mobile', { mobile: true, dark: true });
+  await assertFitsMobile('the delivery log');
+
+  // The endpoint heals; one retry-all re-sends each failed delivery once, its progress ends done.
+  const endpointId = page.url().split('/').pop();
+  // Every delivery to it settled first (none still on its retry schedule), so what is re-sent is
+  // exactly what failed.
+  await eventually(async () => {
+    const pending = await stack.api('GET', `/admin/webhook_deliveries?status=pending&limit=100`, ADMIN_TOKEN);
+    return !pending.json.data.some((d) => d.endpoint_id === endpointId);
+  }, 90_000, 'the failing endpoint\'s deliveries to settle');
+  const failed = await stack.api('GET', `/admin/webhook_deliveries?status=failed&limit=100`, ADMIN_TOKEN);
+  const mine = failed.json.data.filter((d) => d.endpoint_id === endpointId);
+  assert.ok(mine.length > 0, 'the endpoint has failed deliveries');
+  const events = new Set(mine.map((d) => d.event_id));
+  stack.healthy.add('/down-no-breaker');
+  const before = stack.received.length;
+  await log.getByRole('button', { name: /^Retry all failed/ }).click();
+  const progress = page.getByRole('status', { name: 'Retry progress' });
+  await progress.filter({ hasText: 'Retry done' }).waitFor({ timeout: 60_000 });
+  assert.match(await progress.textContent(), new RegExp(`${mine.length} re-sent · ${mine.length} succeeded · 0 failed again`));
+  await eventually(async () => {
+    const left = await stack.api('GET', `/admin/webhook_deliveries?status=failed&limit=100`, ADMIN_TOKEN);
+    return !left.json.data.some((d) => d.endpoint_id === endpointId);
+  }, 30_000, 'no failed delivery left on the endpoint');
+  const resent = stack.received.slice(before).filter((r) => r.path === '/down-no-breaker' && events.has(r.id)).map((r) => r.id);
+  assert.equal(resent.length, mine.length, `each failed delivery re-sent once: ${resent}`);
+  assert.deepEqual(new Set(resent), events, 'exactly the failed deliveries\' events');
+  await signOut();
+});
+
+test('portal: a link embedded by an allowed origin shows only its account, read-only is the server\'s, another origin is refused', async () => {
+  // Another account with an endpoint of its own, which the portal must never show.
+  const other = await stack.api('POST', '/admin/accounts', ADMIN_TOKEN, { name: 'portal neighbour' });
+  const theirs = await stack.api('POST', '/v1/webhook_endpoints', other.json.api_key, { url: `${stack.hooks}/theirs`, event_types: ['message.sent'] });
+  assert.equal(theirs.status, 201, theirs.text);
+  const allowed = new URL(stack.hooks).origin;
+  const set = await stack.api('PATCH', '/v1/account', account.api_key, { portal_origins: [allowed] });
+  assert.equal(set.status, 200, set.text);
+  const session = await stack.api('POST', '/v1/portal_sessions', account.api_key, { read_only: true });
+  assert.equal(session.status, 201, session.text);
+  const { url, token } = session.json;
+
+  // Framed by the allowed origin: the account's endpoints, none of the neighbour's.
+  const framed = await stack.browser.newContext({ viewport: DESKTOP });
+  const host = await framed.newPage();
+  await host.goto(`${allowed}/embed?src=${encodeURIComponent(url)}`);
+  const portal = host.frameLocator('#portal');
+  const endpoints = portal.getByRole('region', { name: 'Endpoints' });
+  await endpoints.locator('tr', { hasText: `${stack.hooks}/down-no-breaker` }).waitFor();
+  assert.doesNotMatch(await endpoints.textContent(), /\/theirs/);
+  assert.equal(await portal.getByText('Add an endpoint').count(), 0, 'a read-only portal offers no create');
+  await endpoints.locator('tr', { hasText: `${stack.hooks}/down-no-breaker` }).getByRole('link').click();
+  await portal.getByText('Read-only: this portal link').waitFor();
+  assert.equal(await portal.getByRole('button', { name: 'Pause' }).count(), 0);
+  await portal.getByRole('region', { name: 'Delivery log' }).waitFor();
+  await shot('portal-embedded', { on: host });
+  await host.setViewportSize(MOBILE);
+  await shot('portal-embedded-mobile', { on: host });
+  // Hiding the buttons is not the guard: the server refuses the session's writes.
+  const endpointId = (await stack.api('GET', '/v1/webhook_endpoints?limit=100', account.api_key)).json.data.find((e) => e.url.endsWith('/down-no-breaker')).id;
+  const pause = await stack.api('PATCH', `/v1/webhook_endpoints/${endpointId}`, token, { paused: true });
+  assert.equal(pause.status, 403, pause.text);
+  const anEvent = (await stack.api('GET', '/v1/events?limit=1', account.api_key)).json.data[0].id;
+  const replay = await stack.api('POST', `/v1/events/${anEvent}/replay`, token, {});
+  assert.equal(replay.status, 403, replay.text);
+  const retry = await stack.api('POST', `/v1/webhook_endpoints/${endpointId}/retries`, token, {});
+  assert.equal(retry.status, 403, retry.text);
+  await framed.close();
+
+  // The same link framed by another origin (another port is another origin): the browser
+  // refuses it on the worker's frame-ancestors, and says so.
+  const elsewhere = await stack.browser.newContext({ viewport: DESKTOP });
+  const intruder = await elsewhere.newPage();
+  await intruder.goto(`${stack.elsewhere}/embed?src=${encodeURIComponent(url)}`);
+  await intruder.getByRole('heading', { name: 'Your webhooks' }).waitFor();
+  // A frame the browser refuses becomes its error page, never the portal.
+  const child = () => intruder.frames().find((f) => f !== intruder.mainFrame());
+  await eventually(async () => Boolean(child()) && child().url().startsWith('chrome-error://'), 30_000,
+    `the browser to refuse the frame (it is at ${child() ? child().url() : 'nothing'})`);
+  assert.equal(await intruder.frameLocator('#portal').getByRole('region', { name: 'Endpoints' }).count(), 0);
+  await elsewhere.close();
 });

@@ -63,6 +63,16 @@ export function callId(session) {
   return `call_${createHash('sha256').update(`telnyx\n${session}`).digest('hex').slice(0, 32)}`;
 }
 
+/** A GET of /embed?src= answers a page of this origin that frames `src` (the portal test); true when it did. */
+function embed(req, res) {
+  if (req.method !== 'GET' || !req.url.startsWith('/embed?')) return false;
+  const src = new URL(req.url, 'http://x').searchParams.get('src') || '';
+  const attr = src.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;');
+  res.writeHead(200, { 'content-type': 'text/html' });
+  res.end(`<!doctype html><title>A platform's dashboard</title><h1>Your webhooks</h1><iframe id="portal" title="Webhook portal" src="${attr}" style="width:100%;height:700px;border:0"></iframe>`);
+  return true;
+}
+
 export class Stack {
   async start() {
     this.dir = path.join(ROOT, 'target/console-test', `run-${process.pid}-${Date.now()}`);
@@ -74,19 +84,27 @@ export class Stack {
     this.base = `http://127.0.0.1:${port}`;
     this.hooks = `http://127.0.0.1:${hookPort}`;
 
-    // The customer's endpoint: /ok answers 200, anything else 500.
+    // The customer's endpoint: /ok (and any path in `healthy`) answers 200, anything else 500.
+    // A GET of /embed?src= is a page of another origin that frames `src` (the portal test).
     this.received = [];
+    this.healthy = new Set();
     this.hookServer = http.createServer((req, res) => {
+      if (embed(req, res)) return;
       let body = '';
       req.on('data', (c) => { body += c; });
       req.on('end', () => {
-        this.received.push({ path: req.url, id: req.headers['webhook-id'], body });
-        const ok = req.url === '/ok';
+        this.received.push({ path: req.url, id: req.headers['webhook-id'], body, signature: req.headers['webhook-signature'] });
+        const ok = req.url === '/ok' || this.healthy.has(req.url);
         res.writeHead(ok ? 200 : 500, { 'content-type': 'text/plain' });
         res.end(ok ? 'ok' : 'the customer endpoint is down');
       });
     });
     await new Promise((resolve) => this.hookServer.listen(hookPort, '127.0.0.1', resolve));
+    // Another origin (another port) with the same embedding page, which no account allows.
+    const elsewherePort = await freePort();
+    this.elsewhere = `http://127.0.0.1:${elsewherePort}`;
+    this.elsewhereServer = http.createServer((req, res) => { if (!embed(req, res)) { res.writeHead(404); res.end(); } });
+    await new Promise((resolve) => this.elsewhereServer.listen(elsewherePort, '127.0.0.1', resolve));
 
     fs.writeFileSync(path.join(this.dir, 'dev.keys'), `TELNYX_PRIVATE_SEED=${this.signer.seedBase64}\n`, { mode: 0o600 });
     const env = {
@@ -163,6 +181,7 @@ export class Stack {
       }
     }
     if (this.hookServer) await new Promise((resolve) => this.hookServer.close(resolve));
+    if (this.elsewhereServer) await new Promise((resolve) => this.elsewhereServer.close(resolve));
   }
 
   /** An API call as `curl` would make it; resolves to { status, json }. */

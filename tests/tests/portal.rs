@@ -249,6 +249,10 @@ fn a_portal_session_reaches_only_what_it_allows(w: &Worker) {
     let expired = w.call("GET", "/v1/webhook_endpoints", &token, None, &[]);
     assert_eq!(expired.status, 401, "{}", expired.body);
     assert!(csp(&page(session["id"].as_str().unwrap())).ends_with("frame-ancestors 'none'"));
+    // A day after its expiry the cron's retention deletes it.
+    let row = format!("SELECT id FROM portal_sessions WHERE id = {}", lit(session["id"].as_str().unwrap()));
+    assert_eq!(w.cron().status, 200);
+    assert!(w.eventually(Duration::from_secs(30), || w.sql_at("DB", &row).is_empty()), "the expired session is pruned");
     for body in [
         json!({"expires_in": 10}),
         json!({"expires_in": 100_000}),

@@ -248,12 +248,12 @@ pub async fn session(root: &D1Database, id: &str) -> Result<Option<Session>, Edg
 }
 
 /// Deletes the portal sessions that expired before `before`, at most `limit`; how many.
-pub async fn prune_sessions(root: &D1Database, before: Timestamp, limit: u32) -> Result<usize, EdgeError> {
+pub async fn prune_sessions(root: &D1Database, before: Timestamp, limit: i64) -> Result<usize, EdgeError> {
     db::run(db::stmt(
         root,
         "DELETE FROM portal_sessions WHERE id IN
            (SELECT id FROM portal_sessions WHERE expires_at < ?1 ORDER BY expires_at LIMIT ?2)",
-        &[time(before), int(i64::from(limit))],
+        &[time(before), int(limit)],
     )?)
     .await
 }

@@ -1,6 +1,6 @@
-//! The cron's retention step (docs/architecture.md, "Retention"): the carrier events of every
-//! database of the dedupe log, and the delivered attempts, old customer events and expired
-//! idempotency keys of every account database, each pruned by
+//! The cron's retention step (docs/architecture.md, "Retention"): expired portal sessions, the
+//! carrier events of every database of the dedupe log, and the delivered attempts, old customer
+//! events and expired idempotency keys of every account database, each pruned by
 //! its own store module from the watermarks `store::retention` keeps.
 
 use exactly_core::Timestamp;
@@ -23,6 +23,9 @@ pub struct Pruned {
     pub customer_events: usize,
     /// Idempotency keys past their 24 hours deleted.
     pub idempotency_keys: usize,
+    /// Portal sessions expired for a day deleted (kept that day, so a link just expired is
+    /// still told apart from one never minted in the logs).
+    pub portal_sessions: usize,
 }
 
 /// The steps of one account database: delivered attempts, customer events, idempotency keys.
@@ -39,6 +42,9 @@ async fn prune_accounts(db: &worker::D1Database, retention: Retention, now: Time
 /// its own watermarks), the attempts step in every account database.
 pub async fn run(env: &worker::Env, retention: Retention, now: Timestamp) -> Result<Pruned, EdgeError> {
     let mut pruned = Pruned::default();
+    let day_ago = Timestamp::from_unix_millis(now.unix_millis() - 86_400_000);
+    let root = crate::store::d1(env, crate::bindings::DB)?;
+    pruned.portal_sessions = crate::store::access::prune_sessions(&root, day_ago, BATCH).await?;
     let log = crate::store::carrier_events::Log::open(env)?;
     for binding in log.bindings() {
         let (payloads, events) = carrier_events::prune(&log.database(&binding)?, retention, now).await?;
