@@ -23,7 +23,7 @@ CREATE INDEX api_keys_account ON api_keys (account_id, created_at DESC, id DESC)
 -- hash of the key an account was created with, and are no longer read.
 INSERT OR IGNORE INTO api_keys (id, account_id, name, scope, key_hash, prefix, created_at)
     SELECT 'key_' || lower(hex(randomblob(12))), account_id, 'default', 'full', api_key_hash, 'sk_', created_at
-    FROM account_routes;
+    FROM account_routes WHERE account_id != 'acct_operator';
 INSERT OR IGNORE INTO api_keys (id, account_id, name, scope, key_hash, prefix, created_at)
     SELECT 'key_' || lower(hex(randomblob(12))), id, 'default', 'full', api_key_hash, 'sk_', created_at
     FROM accounts
@@ -31,10 +31,12 @@ INSERT OR IGNORE INTO api_keys (id, account_id, name, scope, key_hash, prefix, c
 
 -- A portal session: a short-lived link to one account's webhook portal, maybe read-only, maybe
 -- limited to some endpoints (`endpoint_ids`, a JSON array; NULL for all). Only the secret's
--- SHA-256 is stored; the link carries the secret in its fragment, which no server sees.
+-- SHA-256 is stored; the link carries the secret in its fragment, which no server sees. It works
+-- while the key that minted it (`key_id`) is not revoked.
 CREATE TABLE portal_sessions (
     id           TEXT    PRIMARY KEY,
     account_id   TEXT    NOT NULL,
+    key_id       TEXT    NOT NULL,
     secret_hash  TEXT    NOT NULL,
     read_only    INTEGER NOT NULL,
     endpoint_ids TEXT,

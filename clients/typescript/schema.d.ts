@@ -667,7 +667,7 @@ export interface paths {
         put?: never;
         /**
          * Create an API key
-         * @description Scope `full` only. Rotation is create-then-revoke: the old key works until it is revoked.
+         * @description Scope `full` only. Rotation is create-then-revoke: the old key works until it is revoked. An account holds at most 50 live keys.
          */
         post: operations["createApiKey"];
         delete?: never;
@@ -1870,6 +1870,8 @@ export interface components {
             scope?: components["schemas"]["KeyScope"];
             read_only?: boolean;
             endpoint_ids?: string[] | null;
+            /** @description The API key in use (an API key's access only). */
+            key_id?: string;
         };
         Account: {
             id: string;
@@ -1890,6 +1892,14 @@ export interface components {
             limit?: number;
             /** Format: date-time */
             created_at: string;
+        };
+        /** @description 409: the account holds 50 live keys already; revoke one first. */
+        KeyLimitError: {
+            error: {
+                /** @enum {string} */
+                code: "key_limit";
+                message: string;
+            };
         };
     };
     responses: {
@@ -5071,7 +5081,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotPermittedError"];
                 };
             };
-            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            /** @description A request with this Idempotency-Key is still running (retry after `Retry-After` seconds), or the account holds 50 live keys (`key_limit`) */
             409: {
                 headers: {
                     /** @description Seconds to wait before asking again. */
@@ -5079,7 +5089,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"] | components["schemas"]["KeyLimitError"];
                 };
             };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */
@@ -5282,7 +5292,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFoundError"];
                 };
             };
-            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            /** @description A request with this Idempotency-Key is still running (retry after `Retry-After` seconds), or the account holds 50 live keys (`key_limit`) */
             409: {
                 headers: {
                     /** @description Seconds to wait before asking again. */
@@ -5290,7 +5300,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"] | components["schemas"]["KeyLimitError"];
                 };
             };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */

@@ -56,11 +56,13 @@ function RetryProgress({ endpointId, retry }) {
 }
 
 export function DeliveryLog({ endpointId, readOnly }) {
-  const [filter, setFilter] = useState({ status: '', event_type: '', webhook_id: '', resource_id: '' });
+  const [filter, setFilter] = useState({ status: '', event_type: '', webhook_id: '', resource_id: '', since: '', until: '' });
   const [pages, setPages] = useState([undefined]);
   const cursor = pages[pages.length - 1];
   const key = JSON.stringify([filter, cursor]);
-  const log = useLoad(() => api.listAttempts(endpointId, { ...filter, cursor, limit: 20 }), key);
+  // A time input's local time, as the API's RFC 3339 (empty stays unset).
+  const iso = (local) => (local ? new Date(local).toISOString() : '');
+  const log = useLoad(() => api.listAttempts(endpointId, { ...filter, since: iso(filter.since), until: iso(filter.until), cursor, limit: 20 }), key);
   const [action, run] = useAction();
   const [retry, setRetry] = useState(null);
   const set = (name) => (value) => { setPages([undefined]); setFilter({ ...filter, [name]: value }); };
@@ -78,6 +80,10 @@ export function DeliveryLog({ endpointId, readOnly }) {
         <input id="log-webhook-id" type="search" spellcheck="false" value=${filter.webhook_id} onChange=${(e) => set('webhook_id')(e.currentTarget.value.trim())} /></div>
       <div class="field"><label for="log-resource">Message or call id</label>
         <input id="log-resource" type="search" spellcheck="false" value=${filter.resource_id} onChange=${(e) => set('resource_id')(e.currentTarget.value.trim())} /></div>
+      <div class="field"><label for="log-since">From</label>
+        <input id="log-since" type="datetime-local" value=${filter.since} onChange=${(e) => set('since')(e.currentTarget.value)} /></div>
+      <div class="field"><label for="log-until">Until</label>
+        <input id="log-until" type="datetime-local" value=${filter.until} onChange=${(e) => set('until')(e.currentTarget.value)} /></div>
     </form>
     <div class="actions">
       <button type="button" onClick=${() => log.reload(true)}>Refresh</button>

@@ -80,6 +80,8 @@ pub enum Refusal {
     ReadOnly,
     /// The portal session does not reach this endpoint, or reaches only some endpoints.
     Endpoint,
+    /// A portal session limited to some endpoints changes what they receive or where it goes.
+    Reshape,
 }
 
 impl fmt::Display for Refusal {
@@ -88,6 +90,10 @@ impl fmt::Display for Refusal {
             Refusal::Scope => "the credential's scope does not allow this request",
             Refusal::ReadOnly => "the portal session is read-only",
             Refusal::Endpoint => "the portal session does not reach this endpoint",
+            Refusal::Reshape => {
+                "a portal session limited to some endpoints may pause, resume, enable and pace them, \
+                 not change their URL, event types, filter or headers"
+            }
         })
     }
 }

@@ -70,11 +70,13 @@ pub enum Conflict {
     ShardMove,
     /// The account's last live `full` API key cannot be revoked by the account.
     LastFullKey,
+    /// The account holds as many live API keys as it may.
+    KeyLimit,
 }
 
 impl Conflict {
     /// Every conflict there is.
-    pub const ALL: [Conflict; 9] = [
+    pub const ALL: [Conflict; 10] = [
         Conflict::IdempotencyKeyReused,
         Conflict::IdempotencyKeyInUse,
         Conflict::NotScheduled,
@@ -84,6 +86,7 @@ impl Conflict {
         Conflict::NotFailed,
         Conflict::ShardMove,
         Conflict::LastFullKey,
+        Conflict::KeyLimit,
     ];
 
     /// The wire code.
@@ -98,6 +101,7 @@ impl Conflict {
             Conflict::NotFailed => "not_failed",
             Conflict::ShardMove => "shard_move_conflict",
             Conflict::LastFullKey => "last_full_key",
+            Conflict::KeyLimit => "key_limit",
         }
     }
 }

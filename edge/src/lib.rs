@@ -246,7 +246,7 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
     }
     // Every `/admin` and `/v1` request counts against its caller's rate limit, before it reads
     // anything (the carriers' webhooks above never do).
-    if !matches!(matched.handler, Handler::OpenApi | Handler::Portal) {
+    if matched.handler != Handler::OpenApi {
         api::limits::count(&req, env, matched.admin, platform::now()).await?;
     }
     if segments.first() != Some(&"v1") {
@@ -268,6 +268,7 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
     // §5, "Keys, scopes and portal sessions").
     let bookmark = api::http::bookmark(&req)?;
     let caller = api::auth::caller(&req, env).await?;
+    api::limits::count_account(env, &caller.account_id, platform::now()).await?;
     caller.access.permits(&access_route(&matched, method)).map_err(EdgeError::NotPermitted)?;
     let scoped = api::auth::scope(env, &caller)?;
     let env = &scoped;

@@ -124,7 +124,12 @@ fn every_v1_route_checks_the_callers_scope(w: &Worker) {
     let me = w.call("GET", "/v1/account", &limited, None, &[]).json();
     assert_eq!(me["access"], json!({"type": "portal_session", "read_only": true, "endpoint_ids": [allowed]}), "{me}");
     let me = w.call("GET", "/v1/account", &read, None, &[]).json();
-    assert_eq!(me["access"], json!({"type": "api_key", "scope": "read"}), "{me}");
+    assert_eq!(
+        (me["access"]["type"].as_str(), me["access"]["scope"].as_str()),
+        (Some("api_key"), Some("read")),
+        "{me}"
+    );
+    assert!(me["access"]["key_id"].as_str().is_some_and(|k| k.starts_with("key_")), "{me}");
 }
 
 /// Create-then-revoke: a second full key works beside the first, the first works until it is
@@ -170,6 +175,24 @@ fn keys_rotate_by_create_then_revoke(w: &Worker) {
     assert_eq!(sent.status, 200, "the operator's new key reaches the account's data: {}", sent.body);
     let nobody = w.call("POST", "/admin/accounts/acct_nobody/keys", ADMIN_TOKEN, Some(&json!({"name": "x"})), &[]);
     assert_eq!(nobody.status, 404, "{}", nobody.body);
+    let operator = w.call("POST", "/admin/accounts/acct_operator/keys", ADMIN_TOKEN, Some(&json!({"name": "x"})), &[]);
+    assert_eq!(operator.status, 404, "no key ever reaches the operator's account: {}", operator.body);
+    // At most 50 live keys: the 51st is refused until one is revoked.
+    let live = |k: &str| {
+        let listed = w.call("GET", "/v1/api_keys?limit=100", k, None, &[]).json();
+        listed["data"].as_array().unwrap().iter().filter(|k| k["revoked_at"].is_null()).count()
+    };
+    let mut last = String::new();
+    for i in live(&key)..50 {
+        let made =
+            w.call("POST", "/v1/api_keys", &key, Some(&json!({"name": format!("filler {i}"), "scope": "read"})), &[]);
+        assert_eq!(made.status, 201, "{}", made.body);
+        last = made.json()["id"].as_str().unwrap().to_owned();
+    }
+    let over = w.call("POST", "/v1/api_keys", &key, Some(&json!({"name": "one too many"})), &[]);
+    assert_eq!((over.status, over.json()["error"]["code"].clone()), (409, json!("key_limit")), "{}", over.body);
+    assert_eq!(w.call("DELETE", &format!("/v1/api_keys/{last}"), &key, None, &[]).status, 200);
+    assert_eq!(w.call("POST", "/v1/api_keys", &key, Some(&json!({"name": "room again"})), &[]).status, 201);
 }
 
 fn header<'a>(a: &'a sim::api::Answer, name: &str) -> &'a str {
@@ -210,6 +233,35 @@ fn a_portal_session_reaches_only_what_it_allows(w: &Worker) {
     }
     let still = w.call("GET", &format!("/v1/webhook_endpoints/{mine}"), &c.key, None, &[]).json();
     assert_eq!(still["paused"], false, "the refused pause changed nothing: {still}");
+
+    // A writable session limited to one endpoint may pause it, never point it elsewhere or widen
+    // what it receives (that would read the account's other events through its delivery log).
+    let writer = portal(w, &c, &json!({"endpoint_ids": [mine]}))["token"].as_str().unwrap().to_owned();
+    let paused =
+        w.call("PATCH", &format!("/v1/webhook_endpoints/{mine}"), &writer, Some(&json!({"paused": true})), &[]);
+    assert_eq!((paused.status, paused.json()["paused"].clone()), (200, json!(true)), "{}", paused.body);
+    for body in [
+        json!({"url": "https://elsewhere.example.com/hook"}),
+        json!({"event_types": ["message.received", "call.completed"]}),
+        json!({"filter": null}),
+        json!({"headers": {"x-token": "t"}}),
+    ] {
+        let a = w.call("PATCH", &format!("/v1/webhook_endpoints/{mine}"), &writer, Some(&body), &[]);
+        assert_eq!((a.status, a.json()["error"]["code"].clone()), (403, json!("forbidden")), "{body}: {}", a.body);
+    }
+    let after = w.call("GET", &format!("/v1/webhook_endpoints/{mine}"), &c.key, None, &[]).json();
+    assert_eq!(after["event_types"], json!(["message.received"]), "{after}");
+    // Revoking the key that minted a session ends it.
+    let (minter_id, minter) = new_key(w, &c, "full");
+    let minted = w.call("POST", "/v1/portal_sessions", &minter, Some(&json!({})), &[]).json();
+    let minted = minted["token"].as_str().unwrap().to_owned();
+    assert_eq!(w.call("GET", "/v1/webhook_endpoints", &minted, None, &[]).status, 200);
+    assert_eq!(w.call("DELETE", &format!("/v1/api_keys/{minter_id}"), &c.key, None, &[]).status, 200);
+    assert_eq!(
+        w.call("GET", "/v1/webhook_endpoints", &minted, None, &[]).status,
+        401,
+        "the session ended with its key"
+    );
 
     // The page: framable by the account's origins once it names some, by none before.
     let page = |id: &str| w.get(&format!("/portal/{id}"));
@@ -398,5 +450,16 @@ fn retry_all_failed_resends_each_failed_delivery_once(w: &Worker) {
     assert_eq!((ids.len(), unique.len()), (3, 3), "each failed delivery re-sent once: {ids:?}");
     let other = w.call("GET", &format!("/v1/webhook_endpoints/{endpoint}/retries/{id}"), &neighbour.key, None, &[]);
     assert_eq!(other.status, 404, "another account's operation: {}", other.body);
+    // The operator's charts count these attempts: three refused (410) and three that went.
+    let series = w.call("GET", "/admin/metrics/series?hours=1&bucket_minutes=5", ADMIN_TOKEN, None, &[]);
+    assert_eq!(series.status, 200, "{}", series.body);
+    let data = series.json()["data"].as_array().cloned().unwrap_or_default();
+    assert_eq!(data.len(), 12, "an hour in buckets of five minutes");
+    let sum = |key: &str| data.iter().filter_map(|b| b[key].as_i64()).sum::<i64>();
+    assert!(sum("refused") >= 3 && sum("succeeded") >= 3, "{data:?}");
+    assert_eq!(sum("attempts"), sum("succeeded") + sum("refused") + sum("no_answer"));
+    assert!(data.iter().all(|b| b["backlog"].as_i64().is_some_and(|n| n >= 0)), "{data:?}");
+    let bad = w.call("GET", "/admin/metrics/series?hours=0", ADMIN_TOKEN, None, &[]);
+    assert_eq!((bad.status, bad.json()["error"]["field"].clone()), (422, json!("hours")), "{}", bad.body);
     w.customer.let_go(&hung);
 }

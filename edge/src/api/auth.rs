@@ -42,6 +42,8 @@ pub fn key_hash(api_key: &str) -> String {
 /// allows.
 pub struct Caller {
     pub account_id: String,
+    /// The API key's id (`None` for a portal session).
+    pub key_id: Option<String>,
     /// The account's database (`None`: `DB`).
     pub binding: Option<String>,
     pub access: Access,
@@ -68,7 +70,7 @@ pub async fn caller(req: &web_sys::Request, env: &Env) -> Result<Caller, EdgeErr
             None => None,
         };
         let access = Access::Portal { read_only: session.read_only, endpoints };
-        return Ok(Caller { account_id: session.account_id, binding: session.binding, access });
+        return Ok(Caller { account_id: session.account_id, key_id: None, binding: session.binding, access });
     }
     let key = keys::live_key(&root, &key_hash(&token)).await?.ok_or(EdgeError::Unauthorized)?;
     let scope = Scope::parse(&key.scope).ok_or_else(|| {
@@ -81,7 +83,7 @@ pub async fn caller(req: &web_sys::Request, env: &Env) -> Result<Caller, EdgeErr
             worker::console_error!("{}", serde_json::json!({"key": key.id, "last_used": e.to_string()}));
         }
     }
-    Ok(Caller { account_id: key.account_id, binding: key.binding, access: Access::Key(scope) })
+    Ok(Caller { account_id: key.account_id, key_id: Some(key.id), binding: key.binding, access: Access::Key(scope) })
 }
 
 /// What a caller may do, as `GET /v1/account` shows it (`access`) and as a request's bindings
@@ -89,13 +91,15 @@ pub async fn caller(req: &web_sys::Request, env: &Env) -> Result<Caller, EdgeErr
 #[derive(serde::Serialize, serde::Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Described {
-    ApiKey { scope: String },
+    ApiKey { scope: String, key_id: String },
     PortalSession { read_only: bool, endpoint_ids: Option<Vec<String>> },
 }
 
-fn described(access: &Access) -> Described {
-    match access {
-        Access::Key(scope) => Described::ApiKey { scope: scope.as_str().to_owned() },
+fn described(caller: &Caller) -> Described {
+    match &caller.access {
+        Access::Key(scope) => {
+            Described::ApiKey { scope: scope.as_str().to_owned(), key_id: caller.key_id.clone().unwrap_or_default() }
+        }
         Access::Portal { read_only, endpoints } => {
             Described::PortalSession { read_only: *read_only, endpoint_ids: endpoints.clone() }
         }
@@ -107,7 +111,7 @@ fn described(access: &Access) -> Described {
 /// caller may do.
 pub fn scope(env: &Env, caller: &Caller) -> Result<Env, EdgeError> {
     let scoped = crate::store::routes::scope(env, caller.binding.clone())?;
-    let marked = serde_json::to_string(&described(&caller.access))
+    let marked = serde_json::to_string(&described(caller))
         .map_err(|e| EdgeError::unavailable("store", format!("describe access: {e}")))?;
     crate::store::with_account(&scoped, &caller.account_id, &marked)
 }
@@ -124,6 +128,14 @@ fn marked(env: &Env) -> Option<Described> {
 /// What the caller may do, as [`scope`] marked it.
 pub fn access(env: &Env) -> serde_json::Value {
     marked(env).and_then(|d| serde_json::to_value(d).ok()).unwrap_or(serde_json::Value::Null)
+}
+
+/// The id of the caller's API key (`None` for a portal session).
+pub fn key_id(env: &Env) -> Option<String> {
+    match marked(env) {
+        Some(Described::ApiKey { key_id, .. }) => Some(key_id),
+        _ => None,
+    }
 }
 
 /// The endpoints the caller reaches, when it reaches only some (a limited portal session). A

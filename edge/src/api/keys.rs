@@ -11,7 +11,7 @@ use crate::api::http::{self as http, Cursor};
 use crate::api::{auth, page};
 use crate::error::{Conflict, EdgeError};
 use crate::platform::{new_id, now, random_hex};
-use crate::store::access::{self as keys, Listed, NewKey, Revoked};
+use crate::store::access::{self as keys, Added, Listed, NewKey, Revoked};
 
 /// How many characters of a new key are kept to tell it apart (`sk_` and 7 of its 64 hex).
 const PREFIX_CHARS: usize = 10;
@@ -56,8 +56,15 @@ async fn create_for(mut req: Request, env: &Env, account_id: &str) -> Result<Res
     let secret = new_secret()?;
     let (id, at, hash) = (new_id("key")?, now(), auth::key_hash(&secret));
     let key = NewKey { id: &id, account_id, name, scope, key_hash: &hash, prefix: prefix(&secret), at };
-    if !keys::create(env, &key).await? {
-        return Err(EdgeError::NotFound);
+    match keys::create(env, &key).await? {
+        Added::Added => {}
+        Added::NoAccount => return Err(EdgeError::NotFound),
+        Added::Full => {
+            return Err(EdgeError::Conflict {
+                code: Conflict::KeyLimit,
+                message: format!("the account holds {} live keys: revoke one first", keys::MAX_LIVE_KEYS),
+            })
+        }
     }
     http::json(
         201,

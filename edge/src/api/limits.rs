@@ -1,5 +1,6 @@
 //! API rate limits (docs/contract.md §5, "Rate limits"): every `/v1` request counts against its
-//! API key and every `/admin` request against the admin token, with the Workers rate limiting
+//! bearer token and, once the token is known, against its account (so a second key or a portal
+//! session adds no requests), and every `/admin` request against the admin token, with the Workers rate limiting
 //! binding (`API_RATE_LIMIT`, `ADMIN_RATE_LIMIT` in wrangler.toml, which set the limits); a
 //! request without a token counts against its client's address. Beyond the limit the answer is
 //! 429 `rate_limited` with `Retry-After`. Carrier webhooks never count: the route table sends them
@@ -32,6 +33,17 @@ pub async fn count(req: &web_sys::Request, env: &Env, admin: bool, now: Timestam
         Some(token) => format!("token:{}", key_hash(&token)),
         None => format!("address:{}", header("cf-connecting-ip").unwrap_or_default()),
     };
+    limit(&limiter, key, now).await
+}
+
+/// Counts one `/v1` request against its account, once its credential is known: an account's
+/// keys and portal sessions share one limit, however many it makes.
+pub async fn count_account(env: &Env, account_id: &str, now: Timestamp) -> Result<(), EdgeError> {
+    let Ok(limiter) = env.rate_limiter(API) else { return Ok(()) };
+    limit(&limiter, format!("account:{account_id}"), now).await
+}
+
+async fn limit(limiter: &worker::RateLimiter, key: String, now: Timestamp) -> Result<(), EdgeError> {
     match limiter.limit(key).await {
         Ok(outcome) if !outcome.success => Err(EdgeError::RateLimited { retry_after: retry_after(now) }),
         Ok(_) => Ok(()),

@@ -51,6 +51,8 @@ fn origin_of(url: &str) -> &str {
 /// a link to the account's portal, its secret in the fragment (no server ever receives it).
 pub async fn create_session(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
     let account = auth::account(&req, env).await?;
+    // Only a key mints a session (the router refuses a portal session here).
+    let key_id = auth::key_id(env).ok_or(EdgeError::Unauthorized)?;
     let body: NewSessionBody = http::optional_json_body(&mut req).await?;
     let ttl = body.expires_in.unwrap_or(DEFAULT_TTL_SECS);
     if !(MIN_TTL_SECS..=MAX_TTL_SECS).contains(&ttl) {
@@ -74,6 +76,7 @@ pub async fn create_session(mut req: Request, env: &Env) -> Result<Response, Edg
     let session = NewSession {
         id: &id,
         account_id: &account.id,
+        key_id: &key_id,
         secret_hash: &hash,
         read_only: body.read_only,
         endpoint_ids: endpoint_ids.as_deref(),

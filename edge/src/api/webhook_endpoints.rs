@@ -208,6 +208,13 @@ pub async fn update(mut req: Request, env: &Env, id: &str) -> Result<Response, E
     let db = crate::store::database(env)?;
     let account = auth::account(&req, env).await?;
     let patch: Patch = http::json_body(&mut req).await?;
+    // A portal session limited to some endpoints may pause, resume, enable and pace them; it
+    // never points them elsewhere or widens what they receive (docs/contract.md §5).
+    let reshapes =
+        patch.url.is_some() || patch.event_types.is_some() || patch.filter.is_some() || patch.headers.is_some();
+    if reshapes && auth::endpoints(env).is_some() {
+        return Err(EdgeError::NotPermitted(exactly_core::access::Refusal::Reshape));
+    }
     let current = find(&db, &account.id, id).await?;
     // An unchanged URL is checked again too: a row written before a rule cannot keep it.
     let url = check_url(env, &patch.url.unwrap_or(current.url))?;

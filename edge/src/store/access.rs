@@ -65,7 +65,7 @@ pub struct NewKey<'a> {
     pub at: Timestamp,
 }
 
-fn key_args(key: &NewKey<'_>) -> [wasm_bindgen::JsValue; 8] {
+fn key_args(key: &NewKey<'_>) -> [wasm_bindgen::JsValue; 9] {
     [
         text(key.id),
         text(key.account_id),
@@ -75,6 +75,7 @@ fn key_args(key: &NewKey<'_>) -> [wasm_bindgen::JsValue; 8] {
         text(key.prefix),
         time(key.at),
         text(OPERATOR_ACCOUNT),
+        int(MAX_LIVE_KEYS),
     ]
 }
 
@@ -84,20 +85,57 @@ pub fn insert(root: &D1Database, key: &NewKey<'_>) -> Result<D1PreparedStatement
         root,
         "INSERT INTO api_keys (id, account_id, name, scope, key_hash, prefix, created_at)
          SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE ?2 != ?8",
-        &key_args(key),
+        // All but the cap, which a new account's first key is not held to.
+        &key_args(key)[..8],
     )
 }
 
-/// The insert of a key for a customer account that has a route (every account has one).
+/// How many live keys an account may hold.
+pub const MAX_LIVE_KEYS: i64 = 50;
+
+/// The insert of a key for a customer account that has a route (every account has one), while it
+/// holds fewer than [`MAX_LIVE_KEYS`] live keys.
 const ADD_TO_ROUTED: &str = "INSERT INTO api_keys (id, account_id, name, scope, key_hash, prefix, created_at)
      SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7
-     WHERE ?2 != ?8 AND EXISTS (SELECT 1 FROM account_routes WHERE account_id = ?2)";
+     WHERE ?2 != ?8 AND EXISTS (SELECT 1 FROM account_routes WHERE account_id = ?2)
+       AND (SELECT COUNT(*) FROM api_keys WHERE account_id = ?2 AND revoked_at IS NULL) < ?9";
 
-/// Adds a key to an account that has a route (every account has one); false when there is no
-/// such customer account.
-pub async fn create(env: &Env, key: &NewKey<'_>) -> Result<bool, EdgeError> {
+/// What [`create`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Added {
+    Added,
+    /// No such customer account.
+    NoAccount,
+    /// The account holds [`MAX_LIVE_KEYS`] live keys already.
+    Full,
+}
+
+#[derive(Deserialize)]
+struct Live {
+    routed: i64,
+    live: i64,
+}
+
+/// Adds a key to an account that has a route (every account has one), in one batch with what
+/// tells a refusal's reason.
+pub async fn create(env: &Env, key: &NewKey<'_>) -> Result<Added, EdgeError> {
     let root = db::d1(env, crate::bindings::DB)?;
-    Ok(db::run(db::stmt(&root, ADD_TO_ROUTED, &key_args(key))?).await? == 1)
+    let add = db::stmt(&root, ADD_TO_ROUTED, &key_args(key))?;
+    let state = db::stmt(
+        &root,
+        "SELECT (SELECT COUNT(*) FROM account_routes WHERE account_id = ?1 AND account_id != ?2) AS routed,
+                (SELECT COUNT(*) FROM api_keys WHERE account_id = ?1 AND revoked_at IS NULL) AS live",
+        &[text(key.account_id), text(OPERATOR_ACCOUNT)],
+    )?;
+    let results = db::batch(&root, vec![add, state]).await?;
+    if results.first().map(db::changes) == Some(1) {
+        return Ok(Added::Added);
+    }
+    let state: Option<Live> = results.get(1).map(db::rows).transpose()?.and_then(|mut r| r.pop());
+    Ok(match state {
+        Some(s) if s.routed > 0 && s.live >= MAX_LIVE_KEYS => Added::Full,
+        _ => Added::NoAccount,
+    })
 }
 
 /// Rotation by the operator: a new key (the caller makes it `full`) for the account and every
@@ -191,6 +229,8 @@ pub async fn revoke(
 pub struct NewSession<'a> {
     pub id: &'a str,
     pub account_id: &'a str,
+    /// The key that minted it: revoking that key ends the session.
+    pub key_id: &'a str,
     pub secret_hash: &'a str,
     pub read_only: bool,
     /// A JSON array of endpoint ids, or `None` for all of the account's.
@@ -204,8 +244,8 @@ pub async fn create_session(env: &Env, s: &NewSession<'_>) -> Result<(), EdgeErr
     let root = db::d1(env, crate::bindings::DB)?;
     db::run(db::stmt(
         &root,
-        "INSERT INTO portal_sessions (id, account_id, secret_hash, read_only, endpoint_ids, created_at, expires_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO portal_sessions (id, account_id, key_id, secret_hash, read_only, endpoint_ids, created_at, expires_at)
+         VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7)",
         &[
             text(s.id),
             text(s.account_id),
@@ -214,6 +254,7 @@ pub async fn create_session(env: &Env, s: &NewSession<'_>) -> Result<(), EdgeErr
             opt_text(s.endpoint_ids),
             time(s.at),
             time(s.expires_at),
+            text(s.key_id),
         ],
     )?)
     .await?;
@@ -235,12 +276,14 @@ pub struct Session {
     pub portal_origins: Option<String>,
 }
 
-/// The portal session `id`, expired or not (the caller compares the time).
+/// The portal session `id`, expired or not (the caller compares the time), while the key that
+/// minted it is live: revoking a key (or the operator's rotation) ends its sessions.
 pub async fn session(root: &D1Database, id: &str) -> Result<Option<Session>, EdgeError> {
     db::first(db::stmt(
         root,
         "SELECT s.account_id, s.secret_hash, s.read_only, s.endpoint_ids, s.expires_at, r.binding, r.portal_origins
-         FROM portal_sessions s LEFT JOIN account_routes r ON r.account_id = s.account_id
+         FROM portal_sessions s JOIN api_keys k ON k.id = s.key_id AND k.revoked_at IS NULL
+              LEFT JOIN account_routes r ON r.account_id = s.account_id
          WHERE s.id = ?1",
         &[text(id)],
     )?)

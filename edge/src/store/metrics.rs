@@ -136,21 +136,28 @@ pub struct Bucket {
     pub time_to_webhook_ms_max: i64,
     /// Deliveries created by the bucket's end and not settled then.
     pub backlog: i64,
+    /// The bucket's created less its settled.
+    #[serde(default)]
+    pub backlog_delta: i64,
 }
 
 /// Attempts by outcome, time-to-webhook and backlog in `buckets` buckets of `width_ms` ending
-/// at `to`. The backlog at a bucket's end is counted from each delivery's creation and its last
-/// change (a settled delivery's `updated_at` is when it settled).
+/// at `to`, of the deliveries of events' first fan-out (replays, recoveries and test sends are
+/// asked for, not waited on). The backlog at a bucket's end is counted from each delivery's
+/// creation and its last change (a settled delivery's `updated_at` is when it settled; one
+/// re-driven later counts as open from its creation until it settles again).
 pub async fn series(env: &worker::Env, to: i64, width_ms: i64, buckets: i64) -> Result<Vec<Bucket>, EdgeError> {
     let from = to - width_ms * buckets;
     let mut out: Vec<Bucket> =
         (0..buckets).map(|i| Bucket { start: from + i * width_ms, ..Bucket::default() }).collect();
     for scoped in crate::store::routes::each(env)? {
         let database = db::database(&scoped)?;
+        // Bound as numbers D1 passes as REAL: every bucket's start is cast back to an integer
+        // (an integer division of REALs would not floor).
         let args = [db::int(from), db::int(width_ms), db::int(to)];
         let attempts = db::stmt(
             &database,
-            "SELECT ?1 + ((a.attempted_at - ?1) / ?2) * ?2 AS start, COUNT(*) AS attempts,
+            "SELECT CAST(?1 + CAST((a.attempted_at - ?1) / ?2 AS INTEGER) * ?2 AS INTEGER) AS start, COUNT(*) AS attempts,
                     COALESCE(SUM(a.status_code BETWEEN 200 AND 299), 0) AS succeeded,
                     COALESCE(SUM(a.status_code IS NOT NULL AND NOT (a.status_code BETWEEN 200 AND 299)), 0) AS refused,
                     COALESCE(SUM(a.status_code IS NULL), 0) AS no_answer,
@@ -162,22 +169,39 @@ pub async fn series(env: &worker::Env, to: i64, width_ms: i64, buckets: i64) -> 
                     0 AS backlog
              FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
                   JOIN outbound_events e ON e.id = d.event_id
-             WHERE a.attempted_at >= ?1 AND a.attempted_at < ?3
+             WHERE a.attempted_at >= ?1 AND a.attempted_at < ?3 AND d.kind = 'initial'
              GROUP BY 1",
             &args,
         )?;
-        let backlog = db::stmt(
+        // The backlog at each bucket's end in one pass: those open when the first bucket began,
+        // plus each bucket's created less its settled (a settled delivery's `updated_at` is when
+        // it settled), summed below.
+        let flows = db::stmt(
             &database,
-            "WITH RECURSIVE ends (t) AS (SELECT ?1 + ?2 UNION ALL SELECT t + ?2 FROM ends WHERE t + ?2 <= ?3)
-             SELECT ends.t - ?2 AS start, 0 AS attempts, 0 AS succeeded, 0 AS refused, 0 AS no_answer,
-                    0 AS first_attempts, 0 AS time_to_webhook_ms_sum, 0 AS time_to_webhook_ms_max,
-                    (SELECT COUNT(*) FROM webhook_deliveries d
-                     WHERE d.created_at <= ends.t AND (d.status = 'pending' OR d.updated_at > ends.t)) AS backlog
-             FROM ends",
+            "SELECT CAST(?1 + CAST((created_at - ?1) / ?2 AS INTEGER) * ?2 AS INTEGER) AS start, COUNT(*) AS opened,
+                    0 AS settled
+             FROM webhook_deliveries WHERE created_at >= ?1 AND created_at < ?3 GROUP BY 1
+             UNION ALL
+             SELECT CAST(?1 + CAST((updated_at - ?1) / ?2 AS INTEGER) * ?2 AS INTEGER), 0, COUNT(*)
+             FROM webhook_deliveries WHERE status != 'pending' AND updated_at >= ?1 AND updated_at < ?3 GROUP BY 1
+             UNION ALL
+             SELECT CAST(?1 - ?2 AS INTEGER), COUNT(*), 0
+             FROM webhook_deliveries WHERE created_at < ?1 AND (status = 'pending' OR updated_at >= ?1)",
             &args,
         )?;
-        let results = db::batch(&database, vec![attempts, backlog]).await?;
-        for result in &results {
+        let results = db::batch(&database, vec![attempts, flows]).await?;
+        let flow: Vec<Flow> = results.get(1).map(db::rows).transpose()?.unwrap_or_default();
+        for f in &flow {
+            if let Some(slot) = out.iter_mut().find(|b| b.start == f.start) {
+                slot.backlog_delta += f.opened - f.settled;
+            } else if f.start < from {
+                // Open before the window: counted into every bucket.
+                for slot in out.iter_mut() {
+                    slot.backlog += f.opened;
+                }
+            }
+        }
+        if let Some(result) = results.first() {
             for row in db::rows::<Bucket>(result)? {
                 let Some(slot) = out.iter_mut().find(|b| b.start == row.start) else { continue };
                 slot.attempts += row.attempts;
@@ -187,9 +211,22 @@ pub async fn series(env: &worker::Env, to: i64, width_ms: i64, buckets: i64) -> 
                 slot.first_attempts += row.first_attempts;
                 slot.time_to_webhook_ms_sum += row.time_to_webhook_ms_sum;
                 slot.time_to_webhook_ms_max = slot.time_to_webhook_ms_max.max(row.time_to_webhook_ms_max);
-                slot.backlog += row.backlog;
             }
         }
     }
+    // Each bucket's backlog: the open before the window and every bucket's flow up to its end.
+    let mut running = 0;
+    for slot in out.iter_mut() {
+        running += slot.backlog_delta;
+        slot.backlog += running;
+    }
     Ok(out)
+}
+
+/// Deliveries created and settled in one bucket (`start` before the window: those open then).
+#[derive(Deserialize)]
+struct Flow {
+    start: i64,
+    opened: i64,
+    settled: i64,
 }

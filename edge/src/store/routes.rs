@@ -103,8 +103,9 @@ pub async fn place_account(
 /// `None` for none); false when there is no such account.
 pub async fn set_portal_origins(env: &Env, account_id: &str, origins: Option<&str>) -> Result<bool, EdgeError> {
     let root = db::d1(env, DB)?;
-    let sql = "UPDATE account_routes SET portal_origins = ?2 WHERE account_id = ?1";
-    Ok(db::run(db::stmt(&root, sql, &[text(account_id), db::opt_text(origins)])?).await? == 1)
+    let sql = "UPDATE account_routes SET portal_origins = ?2 WHERE account_id = ?1 AND account_id != ?3";
+    let args = [text(account_id), db::opt_text(origins), text(crate::store::signals::OPERATOR_ACCOUNT)];
+    Ok(db::run(db::stmt(&root, sql, &args)?).await? == 1)
 }
 
 #[derive(Deserialize)]
