@@ -111,3 +111,8 @@ export const getAccount = (token?: string) => unwrap(client(token).GET('/v1/acco
 export const metricsSeries = (query: Query<'/admin/metrics/series', 'get'>) =>
   unwrap(client().GET('/admin/metrics/series', { params: { query: q(query) } }));
 export const getUsage = (query: Query<'/v1/usage', 'get'>) => unwrap(client().GET('/v1/usage', { params: { query: q(query) } }));
+export const listKeys = (query: Query<'/v1/api_keys', 'get'>) => unwrap(client().GET('/v1/api_keys', { params: { query: q(query) } }));
+export const createKey = (body: Body<'/v1/api_keys', 'post'>) => unwrap(client().POST('/v1/api_keys', { body }));
+export const revokeKey = (id: string) => unwrap(client().DELETE('/v1/api_keys/{id}', path(id)));
+export const createPortalSession = (body: Body<'/v1/portal_sessions', 'post'>) => unwrap(client().POST('/v1/portal_sessions', { body }));
+export const updateAccount = (body: Body<'/v1/account', 'patch'>) => unwrap(client().PATCH('/v1/account', { body }));

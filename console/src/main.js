@@ -11,10 +11,11 @@ import { EventPage, EventsPage } from './events.js';
 import { EndpointPage, EndpointsPage } from './endpoints.js';
 import { EventTypesPage } from './catalog.js';
 import { UsagePage } from './usage.js';
+import { KeysPage } from './keys.js';
 import { AccountsPage, CarrierEventsPage, DeliveriesPage, OverviewPage } from './operator.js';
 
 const NAV = {
-  customer: [['/messages', 'Messages'], ['/calls', 'Calls'], ['/events', 'Events'], ['/endpoints', 'Endpoints'], ['/event-types', 'Event types'], ['/usage', 'Usage']],
+  customer: [['/messages', 'Messages'], ['/calls', 'Calls'], ['/events', 'Events'], ['/endpoints', 'Endpoints'], ['/event-types', 'Event types'], ['/usage', 'Usage'], ['/keys', 'Access']],
   portal: [['/endpoints', 'Endpoints'], ['/event-types', 'Event types']],
   operator: [['/ops', 'Overview'], ['/ops/carrier-events', 'Carrier events'], ['/ops/deliveries', 'Deliveries'], ['/ops/accounts', 'Accounts']],
 };
@@ -76,6 +77,7 @@ function page(role, route, access) {
     if (first === 'events') return second ? html`<${EventPage} id=${second} key=${second} />` : html`<${EventsPage} query=${query} />`;
     if (first === 'event-types') return html`<${EventTypesPage} />`;
     if (first === 'usage') return html`<${UsagePage} />`;
+    if (first === 'keys') return html`<${KeysPage} query=${query} />`;
     if (first === 'endpoints') return second ? html`<${EndpointPage} id=${second} key=${second} />` : html`<${EndpointsPage} query=${query} />`;
     if (!first) return html`<${MessagesPage} query=${query} />`;
   } else {

@@ -412,6 +412,31 @@ test('delivery log: each attempt shows the request as sent and the answer; retry
   await signOut();
 });
 
+test('access: a read key is created, shown once, works, and is refused once revoked; the portal origins are set', async () => {
+  await signIn(account.api_key);
+  await nav('Access').click();
+  await page.getByLabel('Key name').fill('support desk');
+  await page.getByLabel('Scope').selectOption('read');
+  await page.getByRole('button', { name: 'Create key' }).click();
+  const shown = page.getByRole('status', { name: 'API key' });
+  await shown.waitFor();
+  const key = (await shown.locator('code').textContent()).trim();
+  assert.match(key, /^sk_[0-9a-f]{64}$/);
+  assert.equal((await stack.api('GET', '/v1/messages?limit=1', key)).status, 200, 'the new read key reads');
+  assert.equal((await stack.api('POST', '/v1/messages', key, { from: OWNED, to: '+15550001111', text: 'no' })).status, 403, 'and writes nothing');
+  const row = page.getByRole('region', { name: 'API keys' }).locator('tr', { hasText: 'support desk' });
+  await row.getByRole('button', { name: 'Revoke' }).click();
+  await row.getByText('revoked').waitFor();
+  assert.equal((await stack.api('GET', '/v1/messages?limit=1', key)).status, 401, 'refused once revoked');
+  await page.getByLabel(/Origins that may embed the portal/).fill('https://dashboard.example.com');
+  await page.getByRole('button', { name: 'Save origins' }).click();
+  await page.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
+  assert.deepEqual((await stack.api('GET', '/v1/account', account.api_key)).json.portal_origins, ['https://dashboard.example.com']);
+  await shot('access');
+  await assertFitsMobile('the access page');
+  await signOut();
+});
+
 test('portal: a link embedded by an allowed origin shows only its account, read-only is the server\'s, another origin is refused', async () => {
   // Another account with an endpoint of its own, which the portal must never show.
   const other = await stack.api('POST', '/admin/accounts', ADMIN_TOKEN, { name: 'portal neighbour' });
