@@ -341,6 +341,13 @@ fn private_endpoints_are_refused_in_production(_shared: &Worker) {
     }
     let ok = create("https://hooks.example.com/in");
     assert_eq!(ok.status, 201, "{}", ok.body);
+    // A portal may be framed by a local page only where private endpoints are allowed.
+    for (origin, status) in
+        [("http://localhost:3000", 422), ("http://127.0.0.1", 422), ("https://app.example.com", 200)]
+    {
+        let a = w.call("PATCH", "/v1/account", &c.key, Some(&json!({ "portal_origins": [origin] })), &[]);
+        assert_eq!(a.status, status, "{origin}: {}", a.body);
+    }
     // What is stored is the parsed form: the text that was checked is the text fetch gets.
     let normalized = create("HTTPS://H%6Foks.Example.COM\\in");
     assert_eq!(

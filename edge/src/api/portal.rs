@@ -110,9 +110,15 @@ async fn set_origins(mut req: Request, env: &Env, account_id: &str) -> Result<se
     if patch.portal_origins.len() > MAX_ORIGINS {
         return Err(EdgeError::invalid("portal_origins", format!("at most {MAX_ORIGINS} origins")));
     }
+    // Plain http (localhost only) is for local development, as private endpoints are.
+    let local_allowed = crate::config::get(env)?.allow_private_endpoints;
     for origin in &patch.portal_origins {
         exactly_core::access::frame_origin(origin)
             .map_err(|problem| EdgeError::invalid("portal_origins", format!("{origin:?} {problem}")))?;
+        if !local_allowed && origin.starts_with("http://") {
+            let problem = "must be https:// (http://localhost only where ALLOW_PRIVATE_ENDPOINTS is set)";
+            return Err(EdgeError::invalid("portal_origins", format!("{origin:?} {problem}")));
+        }
     }
     let mut origins = patch.portal_origins;
     origins.sort();
