@@ -81,15 +81,8 @@ impl Client {
     /// 5xx: a read changes nothing, so a loaded machine's dropped or timed-out request says
     /// nothing about what the worker stored.
     pub fn read(&self, path: &str, token: &str) -> Answer {
-        let mut answer = self.call("GET", path, token, None);
-        for _ in 0..5 {
-            if answer.status != 0 && answer.status < 500 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(500));
-            answer = self.call("GET", path, token, None);
-        }
-        answer
+        let lost = |a: &Answer| a.status == 0 || a.status >= 500;
+        sent_again(|| self.call("GET", path, token, None), 5, Duration::from_millis(500), lost)
     }
 
     /// [`Client::call`] with an `Idempotency-Key`, asked again (at most three more times, half a
@@ -104,15 +97,7 @@ impl Client {
                 .set("idempotency-key", key);
             Answer::from_result(req.send_json(body.clone()))
         };
-        let mut answer = send();
-        for _ in 0..3 {
-            if answer.status != 0 && answer.status != 503 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(500));
-            answer = send();
-        }
-        answer
+        sent_again(send, 3, Duration::from_millis(500), |a| a.status == 0 || a.status == 503)
     }
 
     /// A POST of raw bytes with headers; sent again when `wrangler dev`'s proxy dropped it.
@@ -163,12 +148,18 @@ pub fn dropped_by_dev_proxy(answer: &Answer) -> bool {
 /// dropped it. The worker logged none of the requests seen dropped; were one to have reached it
 /// after all, its effect would show twice, which every count of this crate and the tests flags.
 fn again_if_dropped(send: impl Fn() -> Answer) -> Answer {
+    sent_again(send, 3, Duration::from_millis(200), dropped_by_dev_proxy)
+}
+
+/// Sends a request, and again (at most `tries` more times, `pause` apart) while `again` says its
+/// answer is one to ask again: a client's retry of a request that is safe to repeat.
+pub fn sent_again(send: impl Fn() -> Answer, tries: usize, pause: Duration, again: impl Fn(&Answer) -> bool) -> Answer {
     let mut answer = send();
-    for _ in 0..3 {
-        if !dropped_by_dev_proxy(&answer) {
+    for _ in 0..tries {
+        if !again(&answer) {
             break;
         }
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(pause);
         answer = send();
     }
     answer

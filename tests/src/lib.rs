@@ -15,7 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use sim::api::dropped_by_dev_proxy;
+use sim::api::{dropped_by_dev_proxy, sent_again};
 use sim::carrier::{FakeCarrier, WebhookTarget};
 use sim::customer::{CustomerEndpoint, Received};
 use sim::telnyx::Signer;
@@ -841,20 +841,6 @@ impl Drop for Worker {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// Sends with `send`, and again up to `tries` more times, `pause` apart, while `again` says the
-/// answer asks for it.
-fn sent_again(send: impl Fn() -> Answer, tries: usize, pause: Duration, again: impl Fn(&Answer) -> bool) -> Answer {
-    let mut answer = send();
-    for _ in 0..tries {
-        if !again(&answer) {
-            break;
-        }
-        thread::sleep(pause);
-        answer = send();
-    }
-    answer
 }
 
 /// Quotes a string as an SQL literal.
