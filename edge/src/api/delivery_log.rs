@@ -13,12 +13,12 @@ use crate::error::EdgeError;
 use crate::platform::{new_id, now};
 use crate::store::deliveries::retries::{self, NewRetry, MAX_PER_RETRY};
 use crate::store::deliveries::{self, DeliveryStatus, LogFilter};
-use crate::store::endpoints::{self, Endpoint};
+use crate::store::endpoints::Endpoint;
 
 /// The caller's account and its endpoint `id`; 404 for another account's.
 async fn endpoint(req: &Request, env: &Env, id: &str) -> Result<(String, Endpoint), EdgeError> {
     let account = auth::account(req, env).await?;
-    let found = endpoints::get(&crate::store::database(env)?, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
+    let found = crate::api::webhook_endpoints::find(&crate::store::database(env)?, &account.id, id).await?;
     Ok((account.id, found))
 }
 
@@ -119,7 +119,7 @@ fn shown(p: &retries::Progress) -> serde_json::Value {
         "id": p.id, "endpoint_id": p.endpoint_id, "filter": filter, "total": p.total,
         "pending": p.pending, "succeeded": p.succeeded, "failed": p.failed,
         "status": if p.pending == 0 { "done" } else { "running" },
-        "created_at": p.created_at.to_rfc3339(),
+        "limit": MAX_PER_RETRY, "created_at": p.created_at.to_rfc3339(),
     })
 }
 
@@ -162,9 +162,7 @@ pub async fn create(mut req: Request, env: &Env, id: &str) -> Result<Response, E
         }
     }
     let progress = retries::progress(&db, &endpoint.id, &retry_id).await?.ok_or(EdgeError::NotFound)?;
-    let mut answer = shown(&progress);
-    answer["limit"] = json!(MAX_PER_RETRY);
-    http::json(202, &answer)
+    http::json(202, &shown(&progress))
 }
 
 /// `GET /v1/webhook_endpoints/{id}/retries/{retry_id}`: the operation and its progress.
@@ -172,7 +170,5 @@ pub async fn get(req: Request, env: &Env, id: &str, retry_id: &str) -> Result<Re
     let (_, endpoint) = endpoint(&req, env, id).await?;
     let db = crate::store::database(env)?;
     let progress = retries::progress(&db, &endpoint.id, retry_id).await?.ok_or(EdgeError::NotFound)?;
-    let mut answer = shown(&progress);
-    answer["limit"] = json!(MAX_PER_RETRY);
-    http::json(200, &answer)
+    http::json(200, &shown(&progress))
 }

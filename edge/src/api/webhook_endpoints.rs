@@ -43,7 +43,8 @@ fn check_types(types: &[String]) -> Result<Vec<EventType>, EdgeError> {
         .collect()
 }
 
-async fn find(db: &D1Database, account_id: &str, id: &str) -> Result<Endpoint, EdgeError> {
+/// The account's endpoint `id`; 404 for none (or another account's).
+pub(crate) async fn find(db: &D1Database, account_id: &str, id: &str) -> Result<Endpoint, EdgeError> {
     endpoints::get(db, account_id, id).await?.ok_or(EdgeError::NotFound)
 }
 

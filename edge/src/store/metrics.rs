@@ -134,11 +134,10 @@ pub struct Bucket {
     pub first_attempts: i64,
     pub time_to_webhook_ms_sum: i64,
     pub time_to_webhook_ms_max: i64,
-    /// Deliveries created by the bucket's end and not settled then.
-    pub backlog: i64,
-    /// The bucket's created less its settled.
+    /// Deliveries created by the bucket's end and not settled then (summed from [`Flow`]s, not
+    /// read with the attempts).
     #[serde(default)]
-    pub backlog_delta: i64,
+    pub backlog: i64,
 }
 
 /// Attempts by outcome, time-to-webhook and backlog in `buckets` buckets of `width_ms` ending
@@ -150,6 +149,9 @@ pub async fn series(env: &worker::Env, to: i64, width_ms: i64, buckets: i64) -> 
     let from = to - width_ms * buckets;
     let mut out: Vec<Bucket> =
         (0..buckets).map(|i| Bucket { start: from + i * width_ms, ..Bucket::default() }).collect();
+    // Deliveries open when the window began, and each bucket's created less its settled.
+    let mut open_before = 0;
+    let mut changes = vec![0; out.len()];
     for scoped in crate::store::routes::each(env)? {
         let database = db::database(&scoped)?;
         // Bound as numbers D1 passes as REAL: every bucket's start is cast back to an integer
@@ -165,8 +167,7 @@ pub async fn series(env: &worker::Env, to: i64, width_ms: i64, buckets: i64) -> 
                     COALESCE(SUM(CASE WHEN a.attempt = 1 THEN a.attempted_at - e.created_at END), 0)
                         AS time_to_webhook_ms_sum,
                     COALESCE(MAX(CASE WHEN a.attempt = 1 THEN a.attempted_at - e.created_at END), 0)
-                        AS time_to_webhook_ms_max,
-                    0 AS backlog
+                        AS time_to_webhook_ms_max
              FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
                   JOIN outbound_events e ON e.id = d.event_id
              WHERE a.attempted_at >= ?1 AND a.attempted_at < ?3 AND d.kind = 'initial'
@@ -192,13 +193,10 @@ pub async fn series(env: &worker::Env, to: i64, width_ms: i64, buckets: i64) -> 
         let results = db::batch(&database, vec![attempts, flows]).await?;
         let flow: Vec<Flow> = results.get(1).map(db::rows).transpose()?.unwrap_or_default();
         for f in &flow {
-            if let Some(slot) = out.iter_mut().find(|b| b.start == f.start) {
-                slot.backlog_delta += f.opened - f.settled;
-            } else if f.start < from {
-                // Open before the window: counted into every bucket.
-                for slot in out.iter_mut() {
-                    slot.backlog += f.opened;
-                }
+            match out.iter().position(|b| b.start == f.start) {
+                Some(i) => changes[i] += f.opened - f.settled,
+                None if f.start < from => open_before += f.opened,
+                None => {}
             }
         }
         if let Some(result) = results.first() {
@@ -215,10 +213,10 @@ pub async fn series(env: &worker::Env, to: i64, width_ms: i64, buckets: i64) -> 
         }
     }
     // Each bucket's backlog: the open before the window and every bucket's flow up to its end.
-    let mut running = 0;
-    for slot in out.iter_mut() {
-        running += slot.backlog_delta;
-        slot.backlog += running;
+    let mut running = open_before;
+    for (slot, change) in out.iter_mut().zip(changes) {
+        running += change;
+        slot.backlog = running;
     }
     Ok(out)
 }
