@@ -180,6 +180,17 @@ fn fails_twice_then_succeeds_with_one_webhook_id(w: &Worker) {
     assert!(unanswered.all(|a| a["error"].as_str().is_some_and(|e| e.contains("no answer within"))), "{shown}");
     assert!(delivery["attempts"][0]["next_attempt_at"].is_string());
     assert!(delivery["attempts"][0]["latency_ms"].is_i64());
+    // The success ended the endpoint's failure streak. A delivery that succeeds at once to an
+    // endpoint with no streak leaves the endpoint's row as it was.
+    let read = || w.call("GET", &format!("/v1/webhook_endpoints/{endpoint_id}"), &c.key, None, &[]).json();
+    let before = read();
+    assert_eq!(before["consecutive_failures"], 0, "{before}");
+    inbound_sms(w, &c);
+    wait_received(w, &path, 4);
+    wait_deliveries_to(w, &endpoint_id, 1);
+    let after = read();
+    assert_eq!(after["consecutive_failures"], 0, "{after}");
+    assert_eq!(after["updated_at"], before["updated_at"], "a healthy endpoint is not written: {after}");
 }
 
 fn gone_disables_the_endpoint(w: &Worker) {

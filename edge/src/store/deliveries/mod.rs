@@ -139,6 +139,12 @@ pub async fn pending_initial(db: &D1Database, event_id: &str) -> Result<Vec<(Str
 
 /// The delivery `id` with its endpoint and payload.
 pub async fn due(db: &D1Database, id: &str) -> Result<Option<Due>, EdgeError> {
+    db::first(due_query(db, Some(id), None)?).await
+}
+
+/// The query of the [`Due`] of delivery `id`, or (`id` `None`) of the oldest delivery in the
+/// line of endpoint `line`.
+fn due_query(db: &D1Database, id: Option<&str>, line: Option<&str>) -> Result<D1PreparedStatement, EdgeError> {
     let sql = format!(
         "SELECT d.id, d.event_id, d.account_id, d.status, d.attempts, d.next_attempt_at, d.endpoint_id,
              e.url, e.secret, e.enabled, e.paused, e.rate_limit_per_second, e.previous_secret,
@@ -146,10 +152,14 @@ pub async fn due(db: &D1Database, id: &str) -> Result<Option<Due>, EdgeError> {
          FROM webhook_deliveries d
          JOIN outbound_events o ON o.id = d.event_id
          LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
-         WHERE d.id = ?1"
+         WHERE d.id = COALESCE(?1, {OLDEST_IN_LINE})"
     );
-    db::first(db::stmt(db, &sql, &[text(id)])?).await
+    db::stmt(db, &sql, &[opt_text(id), opt_text(line)])
 }
+
+/// The oldest delivery in the line of endpoint `?2`.
+const OLDEST_IN_LINE: &str = "(SELECT id FROM webhook_deliveries WHERE endpoint_id = ?2 AND waiting = 1
+     AND status = 'pending' ORDER BY created_at, id LIMIT 1)";
 
 /// What claiming an attempt found.
 #[derive(Debug, PartialEq, Eq)]
@@ -287,22 +297,47 @@ pub async fn wait_for_circuit(
     Ok(changed == 1)
 }
 
-/// Takes the oldest delivery out of an endpoint's line (it goes through the gates again: it
-/// may go back in). `None` when the line is empty.
-pub async fn next_in_line(db: &D1Database, endpoint_id: &str, now: Timestamp) -> Result<Option<String>, EdgeError> {
-    let ids = db::all_ids(next_in_line_stmt(db, endpoint_id, now)?).await?;
-    Ok(ids.into_iter().next())
+/// A delivery taken out of its endpoint's line, with what its gates read as it was taken.
+pub struct Taken {
+    pub id: String,
+    /// Read in the batch that took it, so its gates need no read of their own the first time.
+    pub due: Option<Box<Due>>,
 }
 
-fn next_in_line_stmt(db: &D1Database, endpoint_id: &str, now: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
-    db::stmt(
-        db,
-        "UPDATE webhook_deliveries SET waiting = 0, updated_at = ?2 WHERE id = (
-             SELECT id FROM webhook_deliveries WHERE endpoint_id = ?1 AND waiting = 1 AND status = 'pending'
-             ORDER BY created_at, id LIMIT 1)
-         RETURNING id",
-        &[text(endpoint_id), time(now)],
-    )
+/// Takes the oldest delivery out of an endpoint's line (it goes through the gates again: it
+/// may go back in). `None` when the line is empty.
+pub async fn next_in_line(db: &D1Database, endpoint_id: &str, now: Timestamp) -> Result<Option<Taken>, EdgeError> {
+    let results = db::batch(db, next_in_line_stmts(db, endpoint_id, now)?.into()).await?;
+    taken(&results)
+}
+
+/// The statements that take the oldest delivery out of an endpoint's line: first the read of
+/// its [`Due`], then the take, in one batch (one transaction: both find the same delivery).
+fn next_in_line_stmts(
+    db: &D1Database,
+    endpoint_id: &str,
+    now: Timestamp,
+) -> Result<[D1PreparedStatement; 2], EdgeError> {
+    Ok([
+        due_query(db, None, Some(endpoint_id))?,
+        db::stmt(
+            db,
+            &format!(
+                "UPDATE webhook_deliveries SET waiting = 0, updated_at = ?1 WHERE id = {OLDEST_IN_LINE} RETURNING id"
+            ),
+            &[time(now), text(endpoint_id)],
+        )?,
+    ])
+}
+
+/// What the last two results of a batch ending in [`next_in_line_stmts`] took.
+fn taken(results: &[worker::D1Result]) -> Result<Option<Taken>, EdgeError> {
+    let [read, take] = results.get(results.len().saturating_sub(2)..).unwrap_or_default() else {
+        return Err(EdgeError::unavailable("store", "next in line: short batch"));
+    };
+    let Some(id) = db::ids(take)?.into_iter().next() else { return Ok(None) };
+    let due = db::rows::<Due>(read)?.into_iter().next().filter(|due| due.id == id).map(Box::new);
+    Ok(Some(Taken { id, due }))
 }
 
 /// An endpoint's line and in-flight attempts.
@@ -359,7 +394,7 @@ pub async fn record_success(
     a: &Attempt,
     endpoint_id: &str,
     take_next: Option<Timestamp>,
-) -> Result<Option<Option<String>>, EdgeError> {
+) -> Result<Option<Option<Taken>>, EdgeError> {
     let mut statements = vec![
         attempt_row(db, a)?,
         db::stmt(
@@ -373,11 +408,11 @@ pub async fn record_success(
         endpoints::reset_failures(db, endpoint_id, a.at)?,
     ];
     if let Some(now) = take_next {
-        statements.push(next_in_line_stmt(db, endpoint_id, now)?);
+        statements.extend(next_in_line_stmts(db, endpoint_id, now)?);
     }
     let results = db::batch(db, statements).await?;
     match take_next {
-        Some(_) => Ok(Some(results.get(3).map(db::ids).transpose()?.and_then(|ids| ids.into_iter().next()))),
+        Some(_) => taken(&results).map(Some),
         None => Ok(None),
     }
 }

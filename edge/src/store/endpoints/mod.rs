@@ -329,11 +329,13 @@ impl Columns {
     }
 }
 
-/// The statement that ends an endpoint's failure streak (an attempt succeeded).
+/// The statement that ends an endpoint's failure streak (an attempt succeeded). An endpoint
+/// with no streak is not written: a healthy endpoint's row is not touched by its deliveries.
 pub fn reset_failures(db: &D1Database, id: &str, at: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
     db::stmt(
         db,
-        "UPDATE webhook_endpoints SET consecutive_failures = 0, updated_at = ?2 WHERE id = ?1",
+        "UPDATE webhook_endpoints SET consecutive_failures = 0, updated_at = ?2
+         WHERE id = ?1 AND consecutive_failures <> 0",
         &[text(id), time(at)],
     )
 }

@@ -35,7 +35,7 @@ use crate::error::Wait;
 use crate::error::{Done, EdgeError, Outcome};
 use crate::platform::{endpoint_url, now, random_u32};
 use crate::queues::{self, DeliveryJob};
-use crate::store::deliveries::{self, Attempt, Claim, Due, Subject};
+use crate::store::deliveries::{self, Attempt, Claim, Due, Subject, Taken};
 use crate::store::endpoints::DEFAULT_MAX_IN_FLIGHT;
 use crate::store::endpoints::{self, circuit};
 
@@ -142,7 +142,7 @@ async fn consume_one(env: &Env, ctx: &Context, shared: &Shared, message: &Messag
         let result = wake(&env, &db, ctx, shared, endpoint).await.map(Outcome::Done);
         return crate::error::settle(message, result, |line| tag(line, &job));
     }
-    match gate(&env, &db, &job.delivery_id).await {
+    match gate(&env, &db, &job.delivery_id, None).await {
         Ok(Gate::Claimed(claimed)) => {
             // Its outcome is logged when it is recorded.
             message.ack();
@@ -237,9 +237,14 @@ impl Claimed {
 /// also checks the in-flight limit (under a rate limit, at most the rate), the line (older
 /// deliveries go first) and that the circuit has not changed (else into the line). A probe's
 /// turn is taken after its claim, so a turn is never taken for an attempt that does not go.
-async fn gate(env: &Env, db: &D1Database, id: &str) -> Result<Gate, EdgeError> {
+async fn gate(env: &Env, db: &D1Database, id: &str, mut ahead: Option<Box<Due>>) -> Result<Gate, EdgeError> {
     for _ in 0..3 {
-        let Some(due) = deliveries::due(db, id).await? else { return Ok(Gate::Done(Done::NoSuchDelivery)) };
+        // Read with its take from the line the first time, when it was.
+        let due = match ahead.take() {
+            Some(due) => Some(*due),
+            None => deliveries::due(db, id).await?,
+        };
+        let Some(due) = due else { return Ok(Gate::Done(Done::NoSuchDelivery)) };
         if due.status != deliveries::DeliveryStatus::Pending {
             return Ok(Gate::Done(Done::AlreadySettled));
         }
@@ -368,13 +373,13 @@ async fn claim_next(
     env: &Env,
     db: &D1Database,
     endpoint: &str,
-    mut next: Option<String>,
+    mut next: Option<Taken>,
     shared: &Invocation,
 ) -> Option<Claimed> {
     let mut held_back = 0;
     loop {
-        let id = next?;
-        match gate(env, db, &id).await {
+        let Taken { id, due } = next?;
+        match gate(env, db, &id, due).await {
             Ok(Gate::Claimed(c)) => return Some(*c),
             Ok(Gate::Done(Done::Filtered)) => log(&id, &Ok(Done::Filtered)),
             Ok(Gate::Done(done)) => {
@@ -420,8 +425,8 @@ async fn wake(env: &Env, db: &D1Database, ctx: &Context, shared: &Shared, endpoi
             queues::wake_later(env, endpoint, 1).await?;
             break;
         }
-        let Some(id) = deliveries::next_in_line(db, endpoint, now()).await? else { break };
-        match gate(env, db, &id).await {
+        let Some(Taken { id, due }) = deliveries::next_in_line(db, endpoint, now()).await? else { break };
+        match gate(env, db, &id, due).await {
             Ok(Gate::Claimed(claimed)) => start(ctx, env, *claimed, shared),
             Ok(Gate::Done(done)) => {
                 log(&id, &Ok(done));
@@ -452,7 +457,7 @@ async fn attempt(
     claimed: Claimed,
     shared: &Invocation,
     take_next: bool,
-) -> (Result<Done, EdgeError>, Option<Option<String>>) {
+) -> (Result<Done, EdgeError>, Option<Option<Taken>>) {
     let endpoint = claimed.due.endpoint_id.clone();
     let fast = claimed.fast() && shared.in_fast.borrow_mut().insert(endpoint.clone());
     let _place = if fast { shared.fast.acquire().await } else { shared.slow.acquire().await };
@@ -469,7 +474,7 @@ async fn attempt_in_lane(
     env: &Env,
     db: &D1Database,
     claimed: Claimed,
-    take_next: Option<&Cell<Option<Option<String>>>>,
+    take_next: Option<&Cell<Option<Option<Taken>>>>,
 ) -> Result<Done, EdgeError> {
     let (circuit_now, started) = match ready(env, db, &claimed).await {
         Ok(Some(ready)) => ready,
@@ -622,7 +627,7 @@ async fn record(
     (number, started, latency_ms): (i64, Timestamp, i64),
     answer: Answer,
     reply: Reply,
-    take_next: Option<&Cell<Option<Option<String>>>>,
+    take_next: Option<&Cell<Option<Option<Taken>>>>,
 ) -> Result<Done, EdgeError> {
     let attempt = |status: Option<u16>, error: Option<String>, next_attempt_at: Option<Timestamp>| Attempt {
         delivery_id: due.id.clone(),
