@@ -22,6 +22,11 @@ pub enum Job {
         id: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lane: Option<String>,
+        /// The number an inbound message was sent to, as ingest read it: its owner is read in
+        /// one round trip with the event (work::process). Only a hint: processing decides on the
+        /// number of the stored event, and reads the owner again when the two differ.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        number: Option<String>,
     },
     /// Send the outbound message with this id, kept in account database `database` (absent:
     /// `DB`).
@@ -53,7 +58,7 @@ impl Job {
 
     /// A carrier event to process again (a sweep, a re-drive): its lane is not known.
     pub fn carrier_event(id: &str) -> Self {
-        Job::CarrierEvent { id: id.to_owned(), lane: None }
+        Job::CarrierEvent { id: id.to_owned(), lane: None, number: None }
     }
 
     /// The lane of the jobs consumer this job runs in: jobs of one lane run one after another in

@@ -42,7 +42,12 @@ pub async fn webhook(provider: Provider, req: &Request, env: &Env) -> Result<Res
             if crate::faults::queue_send_fails_once(&verified.event().event_id) {
                 return Err(EdgeError::unavailable("injected fault", "injected queue send failure after the insert"));
             }
-            jobs::enqueue(env, Job::CarrierEvent { id: id.clone(), lane: Some(verified.event().lane()) }).await?;
+            let event = verified.event();
+            let number = match &event.kind {
+                exactly_core::event::EventKind::MessageReceived(inbound) => Some(inbound.to.clone()),
+                _ => None,
+            };
+            jobs::enqueue(env, Job::CarrierEvent { id: id.clone(), lane: Some(event.lane()), number }).await?;
             id
         }
         Stored::SettledDuplicate { id } => id,

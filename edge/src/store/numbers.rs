@@ -5,7 +5,7 @@ use exactly_core::number::PhoneNumber;
 use exactly_core::ring::RingPlan;
 use exactly_core::{Provider, Timestamp};
 use serde::Deserialize;
-use worker::{D1Database, D1PreparedStatement};
+use worker::{D1Database, D1PreparedStatement, D1Result};
 
 use crate::error::EdgeError;
 use crate::store::{self as db, int, text, time};
@@ -19,23 +19,35 @@ pub struct Owner {
     pub plan: Option<RingPlan>,
     /// How long each target rings.
     pub ring_timeout_secs: u32,
+    /// Whether the number's carrier is recorded ([`learn_carrier`] has nothing to do).
+    pub carrier_known: bool,
 }
 
 /// The owner of `number`, if any account has it.
 pub async fn owner(db: &D1Database, number: &str) -> Result<Option<Owner>, EdgeError> {
+    let result = owner_query(db, number)?.all().await.map_err(|e| EdgeError::platform("d1 query", e))?;
+    owner_in(&result, number)
+}
+
+/// The query of [`owner`], to run in a batch; [`owner_in`] reads its result.
+pub fn owner_query(db: &D1Database, number: &str) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        "SELECT account_id, ring_targets, ring_timeout_secs, carrier FROM phone_numbers WHERE phone_number = ?1",
+        &[text(number)],
+    )
+}
+
+/// The owner of `number` in the result of its [`owner_query`].
+pub fn owner_in(result: &D1Result, number: &str) -> Result<Option<Owner>, EdgeError> {
     #[derive(Deserialize)]
     struct Row {
         account_id: String,
         ring_targets: String,
         ring_timeout_secs: i64,
+        carrier: Option<String>,
     }
-    let row: Option<Row> = db::first(db::stmt(
-        db,
-        "SELECT account_id, ring_targets, ring_timeout_secs FROM phone_numbers WHERE phone_number = ?1",
-        &[text(number)],
-    )?)
-    .await?;
-    let Some(r) = row else { return Ok(None) };
+    let Some(r) = db::rows::<Row>(result)?.into_iter().next() else { return Ok(None) };
     // A column that is not a JSON list of numbers is an error where it is read. Plans are checked
     // when a number is saved; a stored list that a later rule refuses rings nobody rather than
     // guessing whom.
@@ -46,6 +58,7 @@ pub async fn owner(db: &D1Database, number: &str) -> Result<Option<Owner>, EdgeE
         plan: RingPlan::new(targets).ok(),
         ring_timeout_secs: u32::try_from(r.ring_timeout_secs)
             .map_err(|_| EdgeError::unavailable("store", format!("the ring timeout of {number} is out of range")))?,
+        carrier_known: r.carrier.is_some(),
     }))
 }
 

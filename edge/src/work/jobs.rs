@@ -94,7 +94,7 @@ fn scoped(env: &Env, job: &Job) -> Result<(Env, D1Database), EdgeError> {
 async fn run(env: &Env, job: &Job) -> Result<Outcome, EdgeError> {
     let (env, db) = scoped(env, job)?;
     match job {
-        Job::CarrierEvent { id, .. } => process::process(&env, &db, id).await,
+        Job::CarrierEvent { id, number, .. } => process::process(&env, &db, id, number.as_deref()).await,
         Job::Dispatch { message_id, .. } => dispatch::dispatch(&env, &db, message_id).await,
         Job::CopyMedia { message_id, position, .. } => media::copy(&env, &db, message_id, *position).await,
     }

@@ -10,7 +10,7 @@
 use exactly_core::event::EventKind;
 use exactly_core::message::{transition, Transition};
 use exactly_core::CarrierEvent;
-use worker::{D1Database, Env};
+use worker::{D1Database, D1Result, Env};
 
 use crate::error::EdgeError;
 use crate::error::{Done, Outcome, Wait};
@@ -19,10 +19,18 @@ use crate::store::carrier_events::{Log, Row};
 use crate::store::outbox::Change;
 use crate::store::{messages, routes};
 
-/// Processes the stored carrier event `id`.
-pub async fn process(env: &Env, db: &D1Database, id: &str) -> Result<Outcome, EdgeError> {
+/// Processes the stored carrier event `id`. `number` (an inbound message's, from its job) is
+/// read ahead: with every account in `DB`, its owner comes back with the event.
+pub async fn process(env: &Env, db: &D1Database, id: &str, number: Option<&str>) -> Result<Outcome, EdgeError> {
     let log = Log::open(env)?;
-    let Some(row) = log.load(id).await? else {
+    let (row, ahead) = match number.filter(|_| !routes::sharded(env)) {
+        Some(number) => {
+            let (row, owner) = log.load_with(id, |db| crate::store::numbers::owner_query(db, number)).await?;
+            (row, owner.map(|result| (number, result)))
+        }
+        None => (log.load(id).await?, None),
+    };
+    let Some(row) = row else {
         return Ok(Outcome::Done(Done::NoSuchEvent));
     };
     if row.settled() {
@@ -37,7 +45,7 @@ pub async fn process(env: &Env, db: &D1Database, id: &str) -> Result<Outcome, Ed
         }
     };
     let outcome = match &event.kind {
-        EventKind::MessageReceived(inbound) => received(env, db, &log, &row, &event, inbound).await?,
+        EventKind::MessageReceived(inbound) => received(env, db, &log, &row, &event, inbound, ahead).await?,
         EventKind::MessageStatus(report) => status_report(env, &log, &row, &event, report).await?,
         EventKind::CallInitiated(_) | EventKind::CallAnswered(_) | EventKind::CallHangup(_) => {
             crate::work::calls::process(env, db, &log, &row, &event).await?
@@ -116,12 +124,18 @@ async fn received(
     row: &Row,
     event: &CarrierEvent,
     inbound: &exactly_core::event::InboundMessage,
+    ahead: Option<(&str, D1Result)>,
 ) -> Result<Outcome, EdgeError> {
     // The number's account database (docs/scaling.md, "Accounts across databases").
     let binding = routes::of_number(env, &inbound.to).await?;
     let account_binding = binding.clone();
     let (scoped, resources) = routes::open(env, binding)?;
-    let Some(owner) = crate::store::numbers::owner(&resources, &inbound.to).await? else {
+    let owner = match ahead {
+        // Read with the event, in `DB`: the account database when no account is elsewhere.
+        Some((number, result)) if number == inbound.to => crate::store::numbers::owner_in(&result, number)?,
+        _ => crate::store::numbers::owner(&resources, &inbound.to).await?,
+    };
+    let Some(owner) = owner else {
         let problem = format!("no account owns the number {}", inbound.to);
         let failed = log.mark_failed(db, row, &problem).await?;
         crate::queues::announce_events(env, db, &failed.signals).await?;
@@ -130,8 +144,17 @@ async fn received(
     let id = new_id("msg")?;
     let mark = log.mark_with_effects(&resources, account_binding.as_deref(), row, now())?;
     let marked = mark.is_some();
-    let change =
-        messages::insert_inbound(&resources, &id, &owner.account_id, event.provider, inbound, now(), mark).await?;
+    let change = messages::insert_inbound(
+        &resources,
+        &id,
+        &owner.account_id,
+        event.provider,
+        inbound,
+        now(),
+        mark,
+        !owner.carrier_known,
+    )
+    .await?;
     // Only the batch that recorded the message wrote its media rows. If this enqueue is lost,
     // the sweeper finds the items not copied.
     if change.changed && !inbound.media.is_empty() {

@@ -29,7 +29,7 @@ use exactly_core::webhook::EventType;
 use exactly_core::{Provider, Timestamp, VerifiedEvent};
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
-use worker::{D1Database, D1PreparedStatement, Env};
+use worker::{D1Database, D1PreparedStatement, D1Result, Env};
 
 use crate::error::EdgeError;
 use crate::store::{self as db, int, text, time};
@@ -174,6 +174,19 @@ impl Found {
     fn next(&self) -> Option<&str> {
         self.moved_to.as_deref().or(self.moved_from.as_deref().filter(|_| self.copied_at.is_none()))
     }
+}
+
+/// The query that finds stored event `rowid` in one database, with its shard's move (if any).
+fn load_query(db: &D1Database, rowid: i64, vshard: Option<u16>) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        &format!(
+            "SELECT {FOUND} FROM (SELECT ?2 AS v) AS k
+             LEFT JOIN carrier_events e ON e.id = ?1
+             LEFT JOIN shard_moves m ON m.vshard = k.v"
+        ),
+        &[int(rowid), vshard.map_or(JsValue::NULL, |v| int(i64::from(v)))],
+    )
 }
 
 /// The columns of [`Found`], for a query joining `carrier_events e` and `shard_moves m`.
@@ -420,17 +433,35 @@ impl Log {
     }
 
     async fn load_in(&self, binding: &str, rowid: i64, vshard: Option<u16>) -> Result<Option<Found>, EdgeError> {
-        let db = self.database(binding)?;
-        db::first(db::stmt(
-            &db,
-            &format!(
-                "SELECT {FOUND} FROM (SELECT ?2 AS v) AS k
-                 LEFT JOIN carrier_events e ON e.id = ?1
-                 LEFT JOIN shard_moves m ON m.vshard = k.v"
-            ),
-            &[int(rowid), vshard.map_or(JsValue::NULL, |v| int(i64::from(v)))],
-        )?)
-        .await
+        db::first(load_query(&self.database(binding)?, rowid, vshard)?).await
+    }
+
+    /// [`Log::load`], with `also` (a query on `DB`) answered in the same batch when the event's
+    /// shard is in `DB` (always, in the default layout): one round trip for the event and what
+    /// its processing reads next. `also`'s result is `None` when the event was looked for
+    /// elsewhere; then nothing of it ran.
+    pub async fn load_with(
+        &self,
+        id: &str,
+        also: impl FnOnce(&D1Database) -> Result<D1PreparedStatement, EdgeError>,
+    ) -> Result<(Option<Row>, Option<D1Result>), EdgeError> {
+        let home = rowid(id).and_then(|rowid| Some((rowid, shard::shard_of_id(rowid)?)));
+        let Some((rowid, vshard)) = home.filter(|(_, vshard)| self.map.binding(*vshard) == crate::bindings::DB) else {
+            return Ok((self.load(id).await?, None));
+        };
+        let db = self.database(crate::bindings::DB)?;
+        let mut results = db::batch(&db, vec![load_query(&db, rowid, Some(vshard))?, also(&db)?]).await?.into_iter();
+        let found: Option<Found> =
+            results.next().map(|r| db::rows(&r)).transpose()?.and_then(|rows| rows.into_iter().next());
+        let also = results.next();
+        let Some(found) = found else { return Ok((None, also)) };
+        let moved = found.next().is_some();
+        match found.row(crate::bindings::DB) {
+            Some(row) => Ok((Some(row), also)),
+            // The shard moved on: the usual walk.
+            None if moved => Ok((self.load(id).await?, None)),
+            None => Ok((None, also)),
+        }
     }
 
     /// The processed mark of `row` as a statement of `resources`' batch, when the two can commit

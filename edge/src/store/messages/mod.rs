@@ -422,7 +422,9 @@ pub async fn apply_report(
 
 /// An inbound message, once per carrier message id, with its media items and its
 /// `message.received` event in the same batch. The items are written only with the message, so
-/// a repeated or re-signed delivery adds none.
+/// a repeated or re-signed delivery adds none. `learn_carrier`: the number's carrier is not
+/// recorded yet, so the batch records it.
+#[allow(clippy::too_many_arguments)]
 pub async fn insert_inbound(
     db: &D1Database,
     id: &str,
@@ -431,6 +433,7 @@ pub async fn insert_inbound(
     inbound: &exactly_core::event::InboundMessage,
     now: Timestamp,
     also: Option<D1PreparedStatement>,
+    learn_carrier: bool,
 ) -> Result<Change, EdgeError> {
     let segments = exactly_core::segments::count(&inbound.text);
     let message = Message {
@@ -471,10 +474,15 @@ pub async fn insert_inbound(
               text(segments.encoding.as_str()), text(carrier.as_str()), text(&inbound.carrier_message_id), time(now)],
         )?,
         event.insert_if_changed(db, now)?,
-        media::insert_if_message(db, id, &message.media, now)?,
         event.fan_out(db, now)?,
-        crate::store::numbers::learn_carrier(db, &inbound.to, carrier)?,
     ];
+    // Statements with nothing to do are left out: each costs its share of the batch.
+    if !message.media.is_empty() {
+        statements.push(media::insert_if_message(db, id, &message.media, now)?);
+    }
+    if learn_carrier {
+        statements.push(crate::store::numbers::learn_carrier(db, &inbound.to, carrier)?);
+    }
     // The carrier event's processed mark, when it commits with the effects; then the event's
     // deliveries come back with the batch.
     statements.extend(also);
