@@ -265,10 +265,14 @@ pub async fn run(statement: D1PreparedStatement) -> Result<usize, EdgeError> {
     Ok(changes(&result))
 }
 
+/// Runs a query and returns its result, for a reader of its own (as a batch's results are read).
+pub async fn query(statement: D1PreparedStatement) -> Result<D1Result, EdgeError> {
+    statement.all().await.map_err(|e| EdgeError::platform("d1 query", e))
+}
+
 /// Runs a query and reads every row.
 pub async fn all<T: DeserializeOwned>(statement: D1PreparedStatement) -> Result<Vec<T>, EdgeError> {
-    let result = statement.all().await.map_err(|e| EdgeError::platform("d1 query", e))?;
-    rows(&result)
+    rows(&query(statement).await?)
 }
 
 /// The `id` column of every row a result holds (queries and `RETURNING id` statements).
@@ -282,8 +286,7 @@ pub fn ids(result: &D1Result) -> Result<Vec<String>, EdgeError> {
 
 /// Runs a statement whose rows carry an `id` column and returns the ids.
 pub async fn all_ids(statement: D1PreparedStatement) -> Result<Vec<String>, EdgeError> {
-    let result = statement.all().await.map_err(|e| EdgeError::platform("d1 query", e))?;
-    ids(&result)
+    ids(&query(statement).await?)
 }
 
 /// Runs a query and reads the first row, if any.

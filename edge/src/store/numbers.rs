@@ -25,8 +25,7 @@ pub struct Owner {
 
 /// The owner of `number`, if any account has it.
 pub async fn owner(db: &D1Database, number: &str) -> Result<Option<Owner>, EdgeError> {
-    let result = owner_query(db, number)?.all().await.map_err(|e| EdgeError::platform("d1 query", e))?;
-    owner_in(&result, number)
+    owner_in(&db::query(owner_query(db, number)?).await?, number)
 }
 
 /// The query of [`owner`], to run in a batch; [`owner_in`] reads its result.
