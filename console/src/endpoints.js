@@ -106,7 +106,7 @@ export function EndpointPage({ id, access }) {
   };
   return html`<section>
     <${PageTitle}>Endpoint <code class="id">${ep.id}</code><//>
-    <p class="status-line">State <${Badge} value=${stateOf(ep)} /></p>
+    <p class="status-line">State <${Badge} value=${stateOf(ep)} /> <button type="button" disabled=${detail.loading} onClick=${() => detail.reload(false)}>Refresh</button></p>
     <${Facts} rows=${[
       ['URL', ep.url],
       ['Disabled because', ep.disabled_reason || undefined],

@@ -252,6 +252,12 @@ test('calls: a sequential ring drawn with its legs', async () => {
   await assertFitsMobile('the call page');
 });
 
+/** Re-reads the endpoint with the page's Refresh button and waits until the answer is shown. */
+async function refreshEndpoint() {
+  await page.locator('.status-line').getByRole('button', { name: 'Refresh' }).click();
+  await page.locator('.status-line button:enabled', { hasText: 'Refresh' }).waitFor();
+}
+
 test('endpoints: pause, see the held count, send a test event, resume', async () => {
   await nav('Endpoints').click();
   await page.getByRole('region', { name: 'Endpoints' }).locator('tr', { hasText: `${stack.hooks}/ok` }).getByRole('link').click();
@@ -263,8 +269,7 @@ test('endpoints: pause, see the held count, send a test event, resume', async ()
   assert.equal(held.status, 201, JSON.stringify(held.json));
   await eventually(async () => {
     await page.getByRole('button', { name: 'Resume' }).waitFor();
-    await page.reload();
-    await page.getByRole('heading', { level: 1, name: /Endpoint ep_/ }).waitFor();
+    await refreshEndpoint();
     return /Held deliveries[1-9]/.test(await page.locator('.facts').textContent());
   }, 60_000, 'the held count to show a held delivery');
   // A test send of a chosen type from the catalog, and the filter, saved and shown.
@@ -280,8 +285,7 @@ test('endpoints: pause, see the held count, send a test event, resume', async ()
   await page.getByRole('button', { name: 'Resume' }).click();
   await page.locator('.status-line .badge', { hasText: 'enabled' }).waitFor();
   await eventually(async () => {
-    await page.reload();
-    await page.getByRole('heading', { level: 1, name: /Endpoint ep_/ }).waitFor();
+    await refreshEndpoint();
     return /Held deliveries0/.test(await page.locator('.facts').textContent());
   }, 60_000, 'the held deliveries to go out on resume');
 });
