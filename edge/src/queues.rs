@@ -202,7 +202,7 @@ pub async fn announce(env: &Env, db: &D1Database, change: &Change) -> Result<(),
     let Some(event_id) = &change.event else { return Ok(()) };
     let pending = match &change.pending {
         Some(pending) => pending.clone(),
-        None => deliveries::pending_initial(db, event_id).await?,
+        None => deliveries::pending_initial(db, event_id, crate::platform::now()).await?,
     };
     let ids =
         pending.into_iter().filter(|(_, url)| !crate::faults::delivery_message_lost(url)).map(|(id, _)| id).collect();

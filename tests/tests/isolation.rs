@@ -21,6 +21,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
         "isolation::a_rate_limit_holds_a_backlog_without_churn_and_exactly",
         a_rate_limit_holds_a_backlog_without_churn_and_exactly,
     ),
+    (
+        "isolation::a_busy_endpoints_new_deliveries_wait_in_its_line_with_no_queue_message",
+        a_busy_endpoints_new_deliveries_wait_in_its_line_with_no_queue_message,
+    ),
 ];
 
 /// Creates an endpoint of `c` at `path` of the test customer server with `extra` settings;
@@ -309,4 +313,80 @@ fn a_rate_limit_holds_a_backlog_without_churn_and_exactly(w: &Worker) {
     // re-enqueued while it waited for its turn would log one every second or two, for 8 s.
     let lines: usize = held.iter().map(|d| w.job_lines(d)).sum();
     assert!(lines <= 2 * BACKLOG, "{lines} job lines for {BACKLOG} deliveries held for 8 s");
+}
+
+/// Sends one signed `message.received` to `c`'s number; returns its carrier message id.
+fn inbound(w: &Worker, c: &Customer, text: &str) -> String {
+    let carrier_id = format!("m-{}", sim::random_hex());
+    let body = sim::telnyx::envelope(
+        &format!("e-{}", sim::random_hex()),
+        "message.received",
+        "2026-11-30T10:00:00Z",
+        json!({"id": carrier_id, "from": {"phone_number": "+15559990000"},
+               "to": [{"phone_number": c.number}], "text": text}),
+        1,
+    );
+    assert_eq!(w.deliver_telnyx(&body).status, 200);
+    carrier_id
+}
+
+/// An endpoint that takes one attempt at a time is busy with a message's webhook (its request
+/// hangs) while more messages arrive: their deliveries go into its line in the batch that writes
+/// them, with no queue message to find the endpoint full, and once it answers they arrive once
+/// each, in the order they were written, each taken from the line.
+fn a_busy_endpoints_new_deliveries_wait_in_its_line_with_no_queue_message(w: &Worker) {
+    const BEHIND: usize = 6;
+    let c = w.new_customer("busy");
+    let path = format!("/hook/busy-{}", sim::random_hex());
+    let id = endpoint(w, &c, &path, &["message.received"], json!({"max_in_flight": 1}));
+    w.customer.hang(&path);
+    inbound(w, &c, "the first, whose webhook hangs");
+    let hanging = w.eventually(Duration::from_secs(30), || !w.customer.received(&path).is_empty());
+    assert!(hanging, "the first webhook reached the endpoint");
+    for n in 0..BEHIND {
+        inbound(w, &c, &format!("behind it, {n}"));
+    }
+    let deliveries = |extra: &str| {
+        w.sql(&format!(
+            "SELECT id, waiting, attempts FROM webhook_deliveries WHERE endpoint_id = {} {extra}
+             ORDER BY created_at, id",
+            lit(&id)
+        ))
+    };
+    let written = w.eventually(Duration::from_secs(60), || deliveries("").len() == BEHIND + 1);
+    assert!(written, "every message's delivery was written: {:?}", deliveries(""));
+    // The first attempt is still in flight (it times out only after TEST_ATTEMPT_TIMEOUT_SECS),
+    // so every later delivery found the endpoint full.
+    assert_eq!(attempts(w, &id).len(), 0, "the first attempt still hangs");
+    let behind: Vec<String> = deliveries("").iter().skip(1).map(|r| r["id"].as_str().unwrap().to_owned()).collect();
+    // (A wake of the line, by another test's cron run, takes the oldest out for a moment.)
+    let waiting =
+        w.eventually(Duration::from_secs(30), || deliveries("AND waiting = 1 AND attempts = 0").len() == BEHIND);
+    assert!(waiting, "the later deliveries wait in the line, unattempted: {:?}", deliveries(""));
+    w.customer.let_go(&path);
+    let done = w.eventually(Duration::from_secs(60), || {
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'succeeded'",
+            lit(&id)
+        )) == (BEHIND + 1) as i64
+    });
+    assert!(done, "every delivery succeeded: {}", shown(w, &c, &id));
+    assert_eq!(w.sent_as_recorded(&id, &path), BEHIND + 1);
+    // One at a time, oldest first.
+    let record = attempts(w, &id);
+    assert_eq!(most_in_flight(&record), 1, "one attempt at a time");
+    let order: Vec<&str> = record.iter().skip(1).map(|(d, ..)| d.as_str()).collect();
+    assert_eq!(order, behind.iter().map(String::as_str).collect::<Vec<_>>(), "taken from the line in order");
+    // No queue message carried them to find the endpoint full: each delivery's job lines are its
+    // one attempt, taken from the line, and whatever a wake of the line found. Another test's cron
+    // run wakes every line with deliveries waiting, and a wake that finds the endpoint full logs
+    // that for the one delivery it took, then stops; so there are at most as many such lines as
+    // wakes of this endpoint (none, on a quiet worker), where a queue message each would log
+    // one per delivery.
+    let busy: usize = behind.iter().map(|d| w.job_outcomes(d, "waiting: endpoint busy")).sum();
+    let wakes = w.log_lines(&[&format!("\"wake\":\"{id}\"")]);
+    assert!(busy <= wakes, "{busy} deliveries found the endpoint full, with {wakes} wakes of its line");
+    for d in &behind {
+        assert_eq!(w.job_outcomes(d, "delivered"), 1, "{d}: one attempt, taken from the line");
+    }
 }

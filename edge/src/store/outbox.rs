@@ -109,8 +109,8 @@ impl Event {
 
     /// The statements that end a batch which fans the event out, so that the batch returns the
     /// deliveries to enqueue ([`Change::announced`]) and announcing them needs no read.
-    pub fn pending_deliveries(&self, db: &D1Database) -> Result<[D1PreparedStatement; 2], EdgeError> {
-        fanout::pending_initial(db, &self.id)
+    pub fn pending_deliveries(&self, db: &D1Database, now: Timestamp) -> Result<[D1PreparedStatement; 2], EdgeError> {
+        fanout::pending_initial(db, &self.id, now)
     }
 }
 

@@ -121,14 +121,30 @@ pub async fn recover(
 /// [`super::pending_initial`]'s two statements, to end the batch that wrote the event: its
 /// deliveries then come back with the batch's results ([`pending_of`]), with no read of their
 /// own.
-pub fn pending_initial(db: &D1Database, event_id: &str) -> Result<[D1PreparedStatement; 2], EdgeError> {
+///
+/// A delivery whose first claim could only put it into its endpoint's line goes there in this
+/// batch, with no queue message: the endpoint's circuit is not closed, older deliveries wait in
+/// its line, or it has its most attempts in flight (as the claim counts them). Each of those has
+/// something that drains the line (the probe or the closing; the line's own chain; an attempt
+/// that ends), as when the claim puts it there, and the sweeper wakes any line left waiting.
+/// An endpoint with room and an empty line gets its queue message as before, so no delivery
+/// waits in a line that nothing drains.
+pub fn pending_initial(db: &D1Database, event_id: &str, now: Timestamp) -> Result<[D1PreparedStatement; 2], EdgeError> {
     Ok([
         db::stmt(
             db,
             "UPDATE webhook_deliveries SET waiting = 1 WHERE event_id = ?1 AND status = 'pending' AND attempts = 0
-               AND waiting = 0 AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE circuit != 'closed'
-                                                   AND enabled = 1 AND paused = 0)",
-            &[text(event_id)],
+               AND waiting = 0 AND EXISTS (
+                 SELECT 1 FROM webhook_endpoints e
+                 WHERE e.id = webhook_deliveries.endpoint_id AND e.enabled = 1 AND e.paused = 0
+                   AND (e.circuit != 'closed'
+                        OR EXISTS (SELECT 1 FROM webhook_deliveries l WHERE l.endpoint_id = e.id AND l.waiting = 1
+                                   AND l.status = 'pending')
+                        OR (SELECT COUNT(*) FROM webhook_deliveries f WHERE f.endpoint_id = e.id
+                            AND f.in_flight_until > 0 AND f.in_flight_until > ?2)
+                           >= MAX(1, MIN(e.max_in_flight, CASE WHEN e.rate_limit_per_second >= 1
+                                                           THEN e.rate_limit_per_second ELSE e.max_in_flight END))))",
+            &[text(event_id), time(now)],
         )?,
         db::stmt(
             db,

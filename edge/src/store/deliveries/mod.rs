@@ -129,11 +129,16 @@ pub struct Attempt {
 }
 
 /// The deliveries of an event not attempted yet to endpoints that take attempts now, with their
-/// endpoint's URL, to enqueue. Those to an endpoint whose circuit is not closed go straight into
-/// its line in the same batch, with no queue message: while a circuit is open its deliveries
-/// take no consumer time (the probe, and the closing, wake the line).
-pub async fn pending_initial(db: &D1Database, event_id: &str) -> Result<Vec<(String, String)>, EdgeError> {
-    let results = db::batch(db, fanout::pending_initial(db, event_id)?.into()).await?;
+/// endpoint's URL, to enqueue. Those to an endpoint whose circuit is not closed, whose line is
+/// not empty or which is full go straight into its line in the same batch, with no queue
+/// message ([`fanout::pending_initial`]): while a circuit is open or an endpoint is busy, its
+/// new deliveries take no consumer time until the line reaches them.
+pub async fn pending_initial(
+    db: &D1Database,
+    event_id: &str,
+    now: Timestamp,
+) -> Result<Vec<(String, String)>, EdgeError> {
+    let results = db::batch(db, fanout::pending_initial(db, event_id, now)?.into()).await?;
     fanout::pending_of(&results)
 }
 

@@ -407,7 +407,7 @@ pub async fn apply_report(
     statements.extend(also);
     // The event's deliveries come back with the batch.
     if let Some(e) = &event {
-        statements.extend(e.pending_deliveries(db)?);
+        statements.extend(e.pending_deliveries(db, now)?);
     }
     if statements.is_empty() {
         return Ok(Change::default());
@@ -486,7 +486,7 @@ pub async fn insert_inbound(
     // The carrier event's processed mark, when it commits with the effects; then the event's
     // deliveries come back with the batch.
     statements.extend(also);
-    statements.extend(event.pending_deliveries(db)?);
+    statements.extend(event.pending_deliveries(db, now)?);
     let results = db::batch(db, statements).await?;
     Change::announced(&results, &event)
 }
