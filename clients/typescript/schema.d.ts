@@ -214,7 +214,10 @@ export interface paths {
         get: operations["getWebhookEndpoint"];
         put?: never;
         post?: never;
-        /** Delete a webhook endpoint */
+        /**
+         * Delete a webhook endpoint
+         * @description Nothing more is sent to it. Its pending deliveries fail with `last_error` "the endpoint was deleted": at their next attempt, and those waiting in its line within about a minute (the sweep wakes the line).
+         */
         delete: operations["deleteWebhookEndpoint"];
         options?: never;
         head?: never;

@@ -123,12 +123,14 @@ pub async fn recover(
 /// own.
 ///
 /// A delivery whose first claim could only put it into its endpoint's line goes there in this
-/// batch, with no queue message: the endpoint's circuit is not closed, older deliveries wait in
-/// its line, or it has its most attempts in flight (as the claim counts them). Each of those has
-/// something that drains the line (the probe or the closing; the line's own chain; an attempt
-/// that ends), as when the claim puts it there, and the sweeper wakes any line left waiting.
-/// An endpoint with room and an empty line gets its queue message as before, so no delivery
-/// waits in a line that nothing drains.
+/// batch, with no queue message: the endpoint has no filter (a filter decides at the gate, before
+/// any place is spent, so a delivery it drops is settled at once) and its circuit is not closed,
+/// deliveries wait in its line (a newer one takes its place behind them), or it has its most
+/// attempts in flight (as the claim counts them). Each of those has something that drains the
+/// line (the probe or the closing; the line's own chain; an attempt that ends), as when the
+/// claim puts it there, and the sweeper wakes any line left waiting. An endpoint with room and
+/// an empty line gets its queue message as before, so no delivery waits in a line that nothing
+/// drains.
 pub fn pending_initial(db: &D1Database, event_id: &str, now: Timestamp) -> Result<[D1PreparedStatement; 2], EdgeError> {
     Ok([
         db::stmt(
@@ -136,7 +138,7 @@ pub fn pending_initial(db: &D1Database, event_id: &str, now: Timestamp) -> Resul
             "UPDATE webhook_deliveries SET waiting = 1 WHERE event_id = ?1 AND status = 'pending' AND attempts = 0
                AND waiting = 0 AND EXISTS (
                  SELECT 1 FROM webhook_endpoints e
-                 WHERE e.id = webhook_deliveries.endpoint_id AND e.enabled = 1 AND e.paused = 0
+                 WHERE e.id = webhook_deliveries.endpoint_id AND e.enabled = 1 AND e.paused = 0 AND e.filter IS NULL
                    AND (e.circuit != 'closed'
                         OR EXISTS (SELECT 1 FROM webhook_deliveries l WHERE l.endpoint_id = e.id AND l.waiting = 1
                                    AND l.status = 'pending')

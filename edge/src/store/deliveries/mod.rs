@@ -129,10 +129,10 @@ pub struct Attempt {
 }
 
 /// The deliveries of an event not attempted yet to endpoints that take attempts now, with their
-/// endpoint's URL, to enqueue. Those to an endpoint whose circuit is not closed, whose line is
-/// not empty or which is full go straight into its line in the same batch, with no queue
-/// message ([`fanout::pending_initial`]): while a circuit is open or an endpoint is busy, its
-/// new deliveries take no consumer time until the line reaches them.
+/// endpoint's URL, to enqueue. Those to an endpoint with no filter whose circuit is not closed,
+/// whose line is not empty or which is full go straight into its line in the same batch, with no
+/// queue message ([`fanout::pending_initial`]): while a circuit is open or an endpoint is busy,
+/// its new deliveries take no consumer time until the line reaches them.
 pub async fn pending_initial(
     db: &D1Database,
     event_id: &str,

@@ -108,12 +108,14 @@ fn signal(
 /// Active endpoints (neither paused nor disabled) with deliveries in line, those whose line
 /// has gone longest without a change first, at most `limit`: the sweeper wakes each (a wake lost
 /// in a crash costs a minute or so, never a delivery). A wake that finds the line still held
-/// (its circuit open) puts its oldest back, which moves that line to the back.
+/// (its circuit open) puts its oldest back, which moves that line to the back. A deleted
+/// endpoint's line is woken too: its gates fail each delivery in it, as they fail one the
+/// sweeper finds overdue.
 pub async fn with_line(db: &D1Database, limit: u32) -> Result<Vec<String>, EdgeError> {
     db::all_ids(db::stmt(
         db,
-        "SELECT d.endpoint_id AS id FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-         WHERE d.waiting = 1 AND d.status = 'pending' AND e.enabled = 1 AND e.paused = 0
+        "SELECT d.endpoint_id AS id FROM webhook_deliveries d LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
+         WHERE d.waiting = 1 AND d.status = 'pending' AND (e.id IS NULL OR (e.enabled = 1 AND e.paused = 0))
          GROUP BY d.endpoint_id ORDER BY MAX(d.updated_at) LIMIT ?1",
         &[int(i64::from(limit))],
     )?)
