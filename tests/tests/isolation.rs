@@ -58,6 +58,11 @@ fn shown(w: &Worker, c: &Customer, id: &str) -> Value {
     a.json()
 }
 
+/// How many of endpoint `id`'s deliveries meet `condition` (SQL over `webhook_deliveries`).
+fn deliveries_where(w: &Worker, id: &str, condition: &str) -> i64 {
+    w.count(&format!("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND {condition}", lit(id)))
+}
+
 /// `n` `endpoint.test` events for endpoint `id`: each one delivery to it, created in this order.
 fn test_events(w: &Worker, c: &Customer, id: &str, n: usize) -> Vec<String> {
     (0..n)
@@ -158,17 +163,8 @@ fn a_hung_endpoint_never_slows_another_accounts_webhooks(w: &Worker) {
             let burst_at = unix_now_millis();
             let mut sent: BTreeMap<String, Instant> = BTreeMap::new();
             for _ in 0..BURST {
-                let carrier_id = format!("m-{}", sim::random_hex());
-                let body = sim::telnyx::envelope(
-                    &format!("e-{}", sim::random_hex()),
-                    "message.received",
-                    "2026-11-30T10:00:00Z",
-                    json!({"id": carrier_id, "from": {"phone_number": "+15559990000"},
-                           "to": [{"phone_number": healthy.number}], "text": "beside a hung neighbour"}),
-                    1,
-                );
-                sent.insert(carrier_id, Instant::now());
-                assert_eq!(w.deliver_telnyx(&body).status, 200);
+                let at = Instant::now();
+                sent.insert(inbound(w, &healthy, "beside a hung neighbour"), at);
             }
             (burst_at, sent)
         });
@@ -222,19 +218,13 @@ fn a_hung_endpoint_never_slows_another_accounts_webhooks(w: &Worker) {
     assert!(seen["next_probe_at"].is_string(), "{seen}");
     let held = w.eventually(Duration::from_secs(30), || shown(w, &hung, &hung_id)["held_count"].as_u64() > Some(0));
     assert!(held, "the backlog waits in A's line: {}", shown(w, &hung, &hung_id));
-    let spent = w.count(&format!(
-        "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND attempts > 0",
-        lit(&hung_id)
-    ));
+    let spent = deliveries_where(w, &hung_id, "attempts > 0");
     assert!(spent < BACKLOG as i64 / 2, "an open circuit spends no attempts of what it holds: {spent} of {BACKLOG}");
 
     // A answers again: its probes succeed, the circuit closes, the backlog arrives.
     server.let_go(&hung_path);
     let settled = w.eventually(Duration::from_secs(120), || {
-        w.count(&format!(
-            "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'succeeded'",
-            lit(&hung_id)
-        )) == BACKLOG as i64
+        deliveries_where(w, &hung_id, "status = 'succeeded'") == BACKLOG as i64
     });
     assert!(settled, "every held delivery succeeded: {}", shown(w, &hung, &hung_id));
     let closed = w.eventually(Duration::from_secs(30), || {
@@ -303,12 +293,8 @@ fn a_rate_limit_holds_a_backlog_without_churn_and_exactly(w: &Worker) {
     let held = test_events(w, &c, &id, BACKLOG);
     assert_eq!(shown(w, &c, &id)["held_count"], BACKLOG);
     patch(json!({"paused": false}));
-    let done = w.eventually(Duration::from_secs(60), || {
-        w.count(&format!(
-            "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'succeeded'",
-            lit(&id)
-        )) == BACKLOG as i64
-    });
+    let done =
+        w.eventually(Duration::from_secs(60), || deliveries_where(w, &id, "status = 'succeeded'") == BACKLOG as i64);
     assert!(done, "every delivery succeeded: {}", shown(w, &c, &id));
     assert_eq!(w.sent_as_recorded(&id, &path), BACKLOG);
     let record = attempts(w, &id);
@@ -338,6 +324,15 @@ fn inbound(w: &Worker, c: &Customer, text: &str) -> String {
     carrier_id
 }
 
+/// Makes requests on `path` of the test customer server hang, sends `c` an inbound message
+/// `text`, and waits until its webhook reaches `path` (and hangs there).
+fn first_webhook_hangs(w: &Worker, c: &Customer, path: &str, text: &str) {
+    w.customer.hang(path);
+    inbound(w, c, text);
+    let hanging = w.eventually(Duration::from_secs(30), || !w.customer.received(path).is_empty());
+    assert!(hanging, "the first webhook reached the endpoint");
+}
+
 /// An endpoint that takes one attempt at a time is busy with a message's webhook (its request
 /// hangs) while more messages arrive: their deliveries go into its line in the batch that writes
 /// them, with no queue message to find the endpoint full, and once it answers they arrive once
@@ -365,10 +360,7 @@ fn a_busy_endpoints_new_deliveries_wait_in_its_line_with_no_queue_message(w: &Wo
 /// One try of [`a_busy_endpoints_new_deliveries_wait_in_its_line_with_no_queue_message`] on
 /// endpoint `id` at `path`; false when its first attempt gave up too soon to show anything.
 fn busy_endpoint_line(w: &Worker, c: &Customer, id: &str, path: &str, behind: usize) -> bool {
-    w.customer.hang(path);
-    inbound(w, c, "the first, whose webhook hangs");
-    let hanging = w.eventually(Duration::from_secs(30), || !w.customer.received(path).is_empty());
-    assert!(hanging, "the first webhook reached the endpoint");
+    first_webhook_hangs(w, c, path, "the first, whose webhook hangs");
     for n in 0..behind {
         inbound(w, c, &format!("behind it, {n}"));
     }
@@ -392,12 +384,8 @@ fn busy_endpoint_line(w: &Worker, c: &Customer, id: &str, path: &str, behind: us
     assert_eq!(deliveries("").len(), behind + 1, "one delivery per message: {:?}", deliveries(""));
     let later: Vec<String> = deliveries("").iter().skip(1).map(|r| r["id"].as_str().unwrap().to_owned()).collect();
     w.customer.let_go(path);
-    let done = w.eventually(Duration::from_secs(60), || {
-        w.count(&format!(
-            "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'succeeded'",
-            lit(id)
-        )) == (behind + 1) as i64
-    });
+    let done = w
+        .eventually(Duration::from_secs(60), || deliveries_where(w, id, "status = 'succeeded'") == (behind + 1) as i64);
     assert!(done, "every delivery succeeded: {}", shown(w, c, id));
     assert_eq!(w.sent_as_recorded(id, path), behind + 1);
     let record = attempts(w, id);
@@ -437,36 +425,19 @@ fn a_deleted_endpoints_line_is_failed_not_left_pending(w: &Worker) {
     let id = endpoint(w, &c, &path, &["message.received"], json!({"max_in_flight": 1}));
     w.customer.hang(&path);
     let deliveries = test_events(w, &c, &id, EVENTS);
-    let waiting = |w: &Worker| {
-        w.count(&format!(
-            "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND waiting = 1 AND status = 'pending'",
-            lit(&id)
-        ))
-    };
+    let waiting = |w: &Worker| deliveries_where(w, &id, "waiting = 1 AND status = 'pending'");
     let queued = w.eventually(Duration::from_secs(60), || !w.customer.received(&path).is_empty() && waiting(w) >= 2);
     assert!(queued, "one attempt hangs and deliveries wait in the line: {}", shown(w, &c, &id));
     assert_eq!(w.call("DELETE", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).status, 204);
     w.customer.let_go(&path);
-    let pending = |w: &Worker| {
-        w.count(&format!(
-            "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'pending'",
-            lit(&id)
-        ))
-    };
+    let pending = |w: &Worker| deliveries_where(w, &id, "status = 'pending'");
     let settled = w.eventually(Duration::from_secs(90), || {
         assert_eq!(w.cron().status, 200);
         pending(w) == 0
     });
     assert!(settled, "{} deliveries of the deleted endpoint still pending", pending(w));
-    let failed = w.count(&format!(
-        "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'failed'
-           AND last_error = 'the endpoint was deleted'",
-        lit(&id)
-    ));
-    let succeeded = w.count(&format!(
-        "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'succeeded'",
-        lit(&id)
-    ));
+    let failed = deliveries_where(w, &id, "status = 'failed' AND last_error = 'the endpoint was deleted'");
+    let succeeded = deliveries_where(w, &id, "status = 'succeeded'");
     assert_eq!(failed + succeeded, EVENTS as i64, "each failed as deleted or had succeeded: {deliveries:?}");
     assert!(failed >= 1, "the deliveries that waited in the line failed: {failed}");
 }
@@ -483,26 +454,12 @@ fn a_busy_endpoints_filter_settles_what_it_drops_at_once(w: &Worker) {
         let path = format!("/hook/busy-filter-{}", sim::random_hex());
         let filter = json!({"max_in_flight": 1, "filter": "data.text = \"keep\""});
         let id = endpoint(w, &c, &path, &["message.received"], filter);
-        w.customer.hang(&path);
-        inbound(w, &c, "keep");
-        let hanging = w.eventually(Duration::from_secs(30), || !w.customer.received(&path).is_empty());
-        assert!(hanging, "the first webhook reached the endpoint");
+        first_webhook_hangs(w, &c, &path, "keep");
         for _ in 0..DROPPED {
             inbound(w, &c, "drop");
         }
-        let filtered = |w: &Worker| {
-            w.count(&format!(
-                "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'filtered'",
-                lit(&id)
-            ))
-        };
-        let in_line = |w: &Worker| {
-            w.count(&format!(
-                "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = {} AND status = 'pending'
-                   AND waiting = 1",
-                lit(&id)
-            ))
-        };
+        let filtered = |w: &Worker| deliveries_where(w, &id, "status = 'filtered'");
+        let in_line = |w: &Worker| deliveries_where(w, &id, "status = 'pending' AND waiting = 1");
         let mut waited = 0;
         let settled = w.eventually(Duration::from_secs(60), || {
             if !attempts(w, &id).is_empty() {
