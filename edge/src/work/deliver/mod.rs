@@ -16,12 +16,9 @@
 //! delivery's attempt count before it is sent, so duplicate queue messages never send one
 //! attempt twice, and a delivery that succeeded is never sent again.
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashSet;
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
-
-use async_lock::Semaphore;
 
 use exactly_core::webhook::SigningSecret;
 use exactly_core::Timestamp;
@@ -41,6 +38,7 @@ use crate::store::endpoints::{self, circuit};
 
 mod filtering;
 mod http;
+mod lanes;
 use filtering::filtered;
 use http::{send, Answer, Reply};
 
@@ -70,14 +68,6 @@ const CHAIN_MILLIS: i64 = 15_000;
 /// A wake starts at most this many deliveries of a line (fewer when the endpoint fills up).
 const WAKE_MAX: usize = 50;
 
-/// An invocation keeps at most six connections open, and a fetch beyond them would wait inside
-/// the runtime while its timeout already runs (an attempt never sent recorded as timed out). So
-/// an attempt takes a place in a lane before its clock starts: the fast lane for first attempts
-/// to endpoints whose circuit counts no failure, the slow lane for retries, probes and attempts
-/// to endpoints that failed lately, so a first attempt to a healthy endpoint never waits behind
-/// an endpoint that hangs; and one endpoint holds at most one fast place at a time.
-const FAST_LANE: usize = 4;
-const SLOW_LANE: usize = 2;
 /// Attempts an invocation has claimed and not yet finished, beyond which a wake claims no more
 /// (the batch's own messages always may): each waits for a lane at most a few attempt timeouts,
 /// well inside its lease.
@@ -91,11 +81,7 @@ const TURN_WAIT_MAX_MILLIS: f64 = 5_000.0;
 
 /// What the attempts that run beside one invocation's batch share.
 struct Invocation {
-    fast: Semaphore,
-    slow: Semaphore,
-    /// Endpoints with an attempt in the fast lane now: one each, so an endpoint that has just
-    /// begun to hang holds at most one fast place until its first timeout is counted.
-    in_fast: RefCell<HashSet<String>>,
+    lanes: lanes::Lanes,
     outstanding: Cell<usize>,
     rounds: Cell<usize>,
 }
@@ -111,13 +97,8 @@ type Shared = Rc<Invocation>;
 /// for an endpoint to answer; its lease stands for it, renewed right before it is sent.
 pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env, ctx: &Context) -> worker::Result<()> {
     let messages = batch.messages()?;
-    let shared = Rc::new(Invocation {
-        fast: Semaphore::new(FAST_LANE),
-        slow: Semaphore::new(SLOW_LANE),
-        in_fast: RefCell::default(),
-        outstanding: Cell::new(0),
-        rounds: Cell::new(0),
-    });
+    let shared =
+        Rc::new(Invocation { lanes: lanes::Lanes::default(), outstanding: Cell::new(0), rounds: Cell::new(0) });
     join_all(messages.iter().map(|message| consume_one(env, ctx, &shared, message))).await;
     Ok(())
 }
@@ -223,8 +204,8 @@ struct Claimed {
 }
 
 impl Claimed {
-    /// Whether it goes in the fast lane: a first attempt, through a closed circuit that counts no
-    /// failure.
+    /// Whether it may take the fast lane ([`lanes`]): a first attempt, through a closed circuit
+    /// that counts no failure.
     fn fast(&self) -> bool {
         self.number == 1
             && self.admission == breaker::Admission::Send
@@ -458,14 +439,9 @@ async fn attempt(
     shared: &Invocation,
     take_next: bool,
 ) -> (Result<Done, EdgeError>, Option<Option<Taken>>) {
-    let endpoint = claimed.due.endpoint_id.clone();
-    let fast = claimed.fast() && shared.in_fast.borrow_mut().insert(endpoint.clone());
-    let _place = if fast { shared.fast.acquire().await } else { shared.slow.acquire().await };
+    let _place = shared.lanes.place(&claimed.due.endpoint_id, claimed.fast()).await;
     let taken = Cell::new(None);
     let result = attempt_in_lane(env, db, claimed, take_next.then_some(&taken)).await;
-    if fast {
-        shared.in_fast.borrow_mut().remove(&endpoint);
-    }
     (result, taken.take())
 }
 
