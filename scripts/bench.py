@@ -209,6 +209,20 @@ def load(base, keys, prefix, requests, duplicate):
     return json.loads(out)
 
 
+def processed_duplicate(base, keys, path, state, prefix):
+    """The event the duplicate load repeats, stored once and marked processed: a carrier's
+    retries usually repeat an event that was processed already."""
+    load(base, keys, prefix, 1, True)
+    for _ in range(20):
+        done = subprocess.run(["npx", "wrangler", "d1", "execute", "DB", "--local", "--config", path, "--persist-to", state, "--command",
+                               f"UPDATE carrier_events SET processed_at = 1 WHERE carrier_event_id = '{prefix}-dup'"],
+                              cwd=ROOT, env=ENV, capture_output=True)
+        if done.returncode == 0:
+            return
+        time.sleep(0.5)
+    raise SystemExit(f"bench: could not mark {prefix}-dup processed")
+
+
 def run_worker(name, public_key, keys, round_no):
     directory, path = config(name, public_key)
     state = os.path.join(directory, f"state-{round_no}")
@@ -221,17 +235,8 @@ def run_worker(name, public_key, keys, round_no):
         new = load(base, keys, f"new-{name}-{round_no}", REQUESTS, False)
         # The runtime's CPU time per new event: ingest alone, no consumer runs here.
         new["workerd_cpu_ms"] = 1000 * (cpu_seconds(served.proc.pid).get("workerd", 0) - before) / REQUESTS
-        # The duplicates repeat an event that was already processed, as a carrier's retries
-        # usually do: store it once and mark it processed, then hammer it.
         prefix = f"dup-{name}-{round_no}"
-        load(base, keys, prefix, 1, True)
-        for _ in range(20):
-            done = subprocess.run(["npx", "wrangler", "d1", "execute", "DB", "--local", "--config", path, "--persist-to", state, "--command",
-                                   f"UPDATE carrier_events SET processed_at = 1 WHERE carrier_event_id = '{prefix}-dup'"],
-                                  cwd=ROOT, env=ENV, capture_output=True)
-            if done.returncode == 0:
-                break
-            time.sleep(0.5)
+        processed_duplicate(base, keys, path, state, prefix)
         dup = load(base, keys, prefix, REQUESTS, True)
     rows = rows_written(log_path) if name == "exactly+log" and not os.environ.get("BENCH_LOG_LEVEL") else {"new": None, "duplicate": None}
     shutil.rmtree(state, ignore_errors=True)
