@@ -8,10 +8,11 @@
 //!
 //! One endpoint holds at most one fast place at a time, so an endpoint that has just begun to
 //! hang (its circuit counts no failure until its first timeout) holds one fast place, not all.
-//! Its other first attempts take whichever comes first: its own fast place, freed when the
-//! attempt ahead of them ends, or a slow place. So a healthy endpoint's attempts never wait
-//! only behind another endpoint's hung ones: each waits at most for its own endpoint's attempt,
-//! and an attempt waiting for a place still holds one of its endpoint's in-flight places.
+//! A first attempt takes whichever frees first: a fast place (once its endpoint's own is free)
+//! or a slow place. So a healthy endpoint's attempt waits behind hung ones only while every
+//! place it could take is held; a first attempt never waits for a slow place alone while the
+//! fast lane has room, as one did for 15 s beside a dead endpoint (docs/benchmarks.md). An
+//! attempt waiting for a place still holds one of its endpoint's in-flight places.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -58,9 +59,15 @@ impl Lanes {
         }
         let own =
             self.own.borrow_mut().entry(endpoint.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(1))).clone();
-        // Its own fast place first when it is free (`select` polls it first).
-        match select(pin!(own.acquire_arc()), pin!(self.slow.acquire())).await {
-            Either::Left((own, _)) => Place::Fast { _own: own, _place: self.fast.acquire().await },
+        let fast_place = async move {
+            let own = own.acquire_arc().await;
+            Place::Fast { _own: own, _place: self.fast.acquire().await }
+        };
+        // The fast way is polled first, so it is taken when both are free. The other way's wait
+        // ends with this statement: a wait left registered would take a wake-up meant for
+        // another attempt.
+        match select(pin!(fast_place), pin!(self.slow.acquire())).await {
+            Either::Left((place, _)) => place,
             Either::Right((place, _)) => Place::Slow { _place: place },
         }
     }
@@ -70,22 +77,37 @@ impl Lanes {
 mod tests {
     use super::*;
     use std::future::Future;
-    use std::task::{Context, Poll, Waker};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll, Wake, Waker};
 
     /// Polls `f` once: its output if it is ready.
     fn now<F: Future + Unpin>(f: &mut F) -> Option<F::Output> {
-        match std::pin::Pin::new(f).poll(&mut Context::from_waker(Waker::noop())) {
+        polled(f, Waker::noop())
+    }
+
+    fn polled<F: Future + Unpin>(f: &mut F, waker: &Waker) -> Option<F::Output> {
+        match std::pin::Pin::new(f).poll(&mut Context::from_waker(waker)) {
             Poll::Ready(out) => Some(out),
             Poll::Pending => None,
         }
     }
 
+    /// A waker that counts its wake-ups: a future is polled again only once it was woken.
+    #[derive(Default)]
+    struct Woken(AtomicUsize);
+
+    impl Wake for Woken {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
     #[test]
-    fn a_healthy_endpoints_attempts_never_wait_behind_another_endpoints_hung_ones() {
+    fn a_healthy_endpoints_second_attempt_takes_its_own_fast_place_when_the_slow_lane_hangs() {
         let lanes = Lanes::default();
         // The other endpoint's retries hang in both slow places.
         let hung: Vec<_> =
-            (0..SLOW_LANE).map(|_| now(&mut Box::pin(lanes.place("hung", false))).expect("a slow place")).collect();
+            (0..SLOW_LANE).map(|_| now(&mut Box::pin(lanes.place("hung", false))).expect("slow")).collect();
         assert!(hung.iter().all(|p| !p.is_fast()));
         let first = now(&mut Box::pin(lanes.place("healthy", true))).expect("a fast place at once");
         assert!(first.is_fast());
@@ -94,7 +116,17 @@ mod tests {
         drop(first);
         let second = now(&mut second).expect("its endpoint's attempt ended: the place is its");
         assert!(second.is_fast());
-        drop(hung);
+    }
+
+    #[test]
+    fn a_first_attempt_takes_a_slow_place_when_the_fast_lane_is_full_of_endpoints_beginning_to_hang() {
+        let lanes = Lanes::default();
+        let hanging: Vec<_> = (0..FAST_LANE)
+            .map(|n| now(&mut Box::pin(lanes.place(&format!("hanging-{n}"), true))).expect("a fast place"))
+            .collect();
+        assert!(hanging.iter().all(Place::is_fast));
+        let healthy = now(&mut Box::pin(lanes.place("healthy", true))).expect("a slow place at once");
+        assert!(!healthy.is_fast());
     }
 
     #[test]
@@ -113,17 +145,45 @@ mod tests {
     }
 
     #[test]
-    fn a_waiting_attempt_takes_a_slow_place_that_frees_first() {
+    fn a_freed_slow_place_wakes_an_attempt_that_takes_it() {
         let lanes = Lanes::default();
-        let first = now(&mut Box::pin(lanes.place("a", true))).expect("a fast place");
-        let slow: Vec<_> = (0..SLOW_LANE).map(|_| now(&mut Box::pin(lanes.place("b", false))).expect("slow")).collect();
-        let mut waiting = Box::pin(lanes.place("a", true));
-        assert!(now(&mut waiting).is_none());
-        drop(slow);
-        let taken = now(&mut waiting).expect("a slow place freed");
-        assert!(!taken.is_fast());
-        // Its own fast place, still held by `first`, was not taken by the attempt that lost.
-        drop(first);
-        assert!(now(&mut Box::pin(lanes.place("a", true))).expect("free again").is_fast());
+        let ahead = now(&mut Box::pin(lanes.place("healthy", true))).expect("fast");
+        let busy: Vec<_> = (1..FAST_LANE)
+            .map(|n| now(&mut Box::pin(lanes.place(&format!("busy-{n}"), true))).expect("fast"))
+            .collect();
+        let mut hung: Vec<_> =
+            (0..SLOW_LANE).map(|_| now(&mut Box::pin(lanes.place("dead", false))).expect("slow")).collect();
+        let woken: [Arc<Woken>; 3] = Default::default();
+        let wakers: Vec<Waker> = woken.iter().map(|w| Waker::from(Arc::clone(w))).collect();
+        // The healthy endpoint's second attempt waits for its own fast place or a slow one;
+        // another endpoint's first attempt waits for a fast place.
+        let mut second = Box::pin(lanes.place("healthy", true));
+        let mut other = Box::pin(lanes.place("other", true));
+        assert!(polled(&mut second, &wakers[0]).is_none() && polled(&mut other, &wakers[1]).is_none());
+        // The attempt ahead ends and the other endpoint's attempt takes the fast place it freed:
+        // the second attempt has its endpoint's place now and waits for a fast one.
+        drop(ahead);
+        let other = polled(&mut other, &wakers[1]).expect("the freed fast place");
+        assert!(other.is_fast());
+        assert!(polled(&mut second, &wakers[0]).is_none());
+        // A retry waits behind them for the slow lane, and one hung retry ends.
+        let mut retry = Box::pin(lanes.place("dead", false));
+        assert!(polled(&mut retry, &wakers[2]).is_none());
+        for w in &woken {
+            w.0.store(0, Ordering::SeqCst);
+        }
+        hung.pop();
+        // Whoever was woken is polled, as the runtime would: one of them takes the freed place.
+        let second_now = (woken[0].0.load(Ordering::SeqCst) > 0).then(|| polled(&mut second, &wakers[0])).flatten();
+        let retry_now = (woken[2].0.load(Ordering::SeqCst) > 0).then(|| polled(&mut retry, &wakers[2])).flatten();
+        let taken = usize::from(second_now.is_some()) + usize::from(retry_now.is_some());
+        assert_eq!(
+            taken,
+            1,
+            "the freed slow place was taken: second {}, retry {}",
+            second_now.is_some(),
+            retry_now.is_some()
+        );
+        drop(busy);
     }
 }
