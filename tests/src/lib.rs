@@ -94,21 +94,30 @@ pub fn root() -> PathBuf {
 
 /// A loopback port nothing listens on now, and that no other worker of this test process was given.
 ///
-/// The port is free only until someone binds it: a server started meanwhile (another test's fake
-/// carrier, say) may take it, so [`Worker::spawn`] checks that what answers is its own worker.
+/// The port is free only until someone binds it, so it is chosen below the kernel's ephemeral
+/// range: every server that binds port 0 (another test's customer endpoint or fake carrier,
+/// workerd's own sockets) is given a port from that range, never this one. A port from the
+/// range itself was once handed to another test's customer endpoint between being chosen and
+/// wrangler binding it, which then recorded this worker's readiness probe as a delivery (run 74).
+/// [`Worker::spawn`] still checks that what answers is its own worker.
 fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next().and_then(|low| low.parse::<u16>().ok()))
+        .unwrap_or(32768);
+    // The ports from half the range's start up to it (16384 to 32767 by default).
+    let (low, span) = (ephemeral / 2, ephemeral - ephemeral / 2);
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free loopback port");
-        if !given.contains(&port) {
+    for _ in 0..1000 {
+        let pick = u16::from_str_radix(&sim::random_hex()[..4], 16).unwrap_or(0);
+        let port = low + pick % span;
+        if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
             given.push(port);
             return port;
         }
     }
+    panic!("no free loopback port below the ephemeral range ({ephemeral})");
 }
 
 /// The project's own wrangler (`node_modules/.bin/wrangler`, pinned in package-lock.json), run
