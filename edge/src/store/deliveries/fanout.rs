@@ -7,6 +7,7 @@ use exactly_core::Timestamp;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement};
 
+use super::{IN_FLIGHT, IN_FLIGHT_LIMIT};
 use crate::error::EdgeError;
 use crate::store::{self as db, opt_text, text, time};
 
@@ -126,7 +127,7 @@ pub async fn recover(
 /// batch, with no queue message: the endpoint has no filter (a filter decides at the gate, before
 /// any place is spent, so a delivery it drops is settled at once) and its circuit is not closed,
 /// deliveries wait in its line (a newer one takes its place behind them), or it has its most
-/// attempts in flight (as the claim counts them). Each of those has something that drains the
+/// attempts in flight (counted and limited as the claim does). Each of those has something that drains the
 /// line (the probe or the closing; the line's own chain; an attempt that ends), as when the
 /// claim puts it there, and the sweeper wakes any line left waiting. An endpoint with room and
 /// an empty line gets its queue message as before, so no delivery waits in a line that nothing
@@ -135,17 +136,17 @@ pub fn pending_initial(db: &D1Database, event_id: &str, now: Timestamp) -> Resul
     Ok([
         db::stmt(
             db,
-            "UPDATE webhook_deliveries SET waiting = 1 WHERE event_id = ?1 AND status = 'pending' AND attempts = 0
-               AND waiting = 0 AND EXISTS (
-                 SELECT 1 FROM webhook_endpoints e
-                 WHERE e.id = webhook_deliveries.endpoint_id AND e.enabled = 1 AND e.paused = 0 AND e.filter IS NULL
-                   AND (e.circuit != 'closed'
-                        OR EXISTS (SELECT 1 FROM webhook_deliveries l WHERE l.endpoint_id = e.id AND l.waiting = 1
-                                   AND l.status = 'pending')
-                        OR (SELECT COUNT(*) FROM webhook_deliveries f WHERE f.endpoint_id = e.id
-                            AND f.in_flight_until > 0 AND f.in_flight_until > ?2)
-                           >= MAX(1, MIN(e.max_in_flight, CASE WHEN e.rate_limit_per_second >= 1
-                                                           THEN e.rate_limit_per_second ELSE e.max_in_flight END))))",
+            &format!(
+                "UPDATE webhook_deliveries SET waiting = 1 WHERE event_id = ?1 AND status = 'pending' AND attempts = 0
+                   AND waiting = 0 AND EXISTS (
+                     SELECT 1 FROM webhook_endpoints e
+                     WHERE e.id = webhook_deliveries.endpoint_id AND e.enabled = 1 AND e.paused = 0
+                       AND e.filter IS NULL
+                       AND (e.circuit != 'closed'
+                            OR EXISTS (SELECT 1 FROM webhook_deliveries l WHERE l.endpoint_id = e.id AND l.waiting = 1
+                                       AND l.status = 'pending')
+                            OR {IN_FLIGHT} >= {IN_FLIGHT_LIMIT}))"
+            ),
             &[text(event_id), time(now)],
         )?,
         db::stmt(

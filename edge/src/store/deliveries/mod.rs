@@ -98,8 +98,6 @@ pub struct Due {
     pub previous_secret: Option<String>,
     #[serde(deserialize_with = "crate::store::read::opt_at")]
     pub previous_secret_expires_at: Option<Timestamp>,
-    /// The most attempts to the endpoint in flight at once.
-    pub max_in_flight: Option<i64>,
     /// The endpoint's filter's text, when it has one.
     pub filter: Option<String>,
     /// The endpoint's custom headers.
@@ -153,7 +151,7 @@ fn due_query(db: &D1Database, id: Option<&str>, line: Option<&str>) -> Result<D1
     let sql = format!(
         "SELECT d.id, d.event_id, d.account_id, d.status, d.attempts, d.next_attempt_at, d.endpoint_id,
              e.url, e.secret, e.enabled, e.paused, e.rate_limit_per_second, e.previous_secret,
-             e.previous_secret_expires_at, e.max_in_flight, e.filter, e.headers, {CIRCUIT}, o.payload
+             e.previous_secret_expires_at, e.filter, e.headers, {CIRCUIT}, o.payload
          FROM webhook_deliveries d
          JOIN outbound_events o ON o.id = d.event_id
          LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
@@ -161,6 +159,18 @@ fn due_query(db: &D1Database, id: Option<&str>, line: Option<&str>) -> Result<D1
     );
     db::stmt(db, &sql, &[opt_text(id), opt_text(line)])
 }
+
+/// How many attempts to endpoint row `e` are in flight at `?2` (claimed, their lease not over).
+/// The claim, the fan-out's look at an endpoint and an endpoint's load all count with it, so
+/// that none of them counts differently; each binds its time of now as `?2`.
+pub const IN_FLIGHT: &str = "(SELECT COUNT(*) FROM webhook_deliveries f WHERE f.endpoint_id = e.id
+     AND f.in_flight_until > 0 AND f.in_flight_until > ?2)";
+
+/// The most attempts endpoint row `e` takes in flight at once: its `max_in_flight`, no more than
+/// it takes in a second when it is rate-limited (each waits at most a second for its turn, the
+/// rest wait in line), and at least one. The claim and the fan-out's look both limit with it.
+pub const IN_FLIGHT_LIMIT: &str = "MAX(1, MIN(e.max_in_flight, CASE WHEN e.rate_limit_per_second >= 1
+     THEN e.rate_limit_per_second ELSE e.max_in_flight END))";
 
 /// The oldest delivery in the line of endpoint `?2`.
 const OLDEST_IN_LINE: &str = "(SELECT id FROM webhook_deliveries WHERE endpoint_id = ?2 AND waiting = 1
@@ -178,12 +188,11 @@ pub enum Claim {
 }
 
 /// Claims attempt `number` (the count was `number - 1`), leasing the delivery until `lease`,
-/// if no attempt of it is in flight, the endpoint has fewer than `max_in_flight` attempts in
-/// flight, no older delivery waits in its line (a line is drained oldest first) and its circuit
-/// is still at `version` (the state the caller admitted the attempt under). Otherwise the
-/// delivery goes into the endpoint's line in the same batch, so an attempt that ends after this
-/// either found it in line or left room for it.
-#[allow(clippy::too_many_arguments)]
+/// if no attempt of it is in flight, the endpoint has fewer attempts in flight than it takes
+/// ([`IN_FLIGHT_LIMIT`], read from its row as it is now), no older delivery waits in its line
+/// (a line is drained oldest first) and its circuit is still at `version` (the state the caller
+/// admitted the attempt under). Otherwise the delivery goes into the endpoint's line in the same
+/// batch, so an attempt that ends after this either found it in line or left room for it.
 pub async fn claim_attempt(
     db: &D1Database,
     id: &str,
@@ -191,7 +200,6 @@ pub async fn claim_attempt(
     number: i64,
     lease: Timestamp,
     now: Timestamp,
-    max_in_flight: i64,
     version: i64,
 ) -> Result<Claim, EdgeError> {
     let results = db::batch(
@@ -199,24 +207,16 @@ pub async fn claim_attempt(
         vec![
             db::stmt(
                 db,
-                "UPDATE webhook_deliveries SET attempts = ?2, next_attempt_at = ?3, in_flight_until = ?3, waiting = 0,
-                     updated_at = ?4
-                 WHERE id = ?1 AND status = 'pending' AND attempts = ?5 AND in_flight_until <= ?4
-                   AND (SELECT COUNT(*) FROM webhook_deliveries f WHERE f.endpoint_id = ?6 AND f.in_flight_until > 0
-                        AND f.in_flight_until > ?4) < ?7
-                   AND NOT EXISTS (SELECT 1 FROM webhook_deliveries l WHERE l.endpoint_id = ?6 AND l.waiting = 1
-                        AND l.status = 'pending' AND (l.created_at, l.id) < (webhook_deliveries.created_at, ?1))
-                   AND (SELECT circuit_version FROM webhook_endpoints WHERE id = ?6) = ?8",
-                &[
-                    text(id),
-                    int(number),
-                    time(lease),
-                    time(now),
-                    int(number - 1),
-                    text(endpoint_id),
-                    int(max_in_flight),
-                    int(version),
-                ],
+                &format!(
+                    "UPDATE webhook_deliveries SET attempts = ?3, next_attempt_at = ?4, in_flight_until = ?4,
+                         waiting = 0, updated_at = ?2
+                     WHERE id = ?1 AND status = 'pending' AND attempts = ?5 AND in_flight_until <= ?2
+                       AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = ?6 AND e.circuit_version = ?7
+                                   AND {IN_FLIGHT} < {IN_FLIGHT_LIMIT})
+                       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries l WHERE l.endpoint_id = ?6 AND l.waiting = 1
+                            AND l.status = 'pending' AND (l.created_at, l.id) < (webhook_deliveries.created_at, ?1))"
+                ),
+                &[text(id), time(now), int(number), time(lease), int(number - 1), text(endpoint_id), int(version)],
             )?,
             db::stmt(
                 db,
@@ -358,10 +358,11 @@ pub struct Load {
 pub async fn load(db: &D1Database, endpoint_id: &str, now: Timestamp) -> Result<Load, EdgeError> {
     let row = db::first(db::stmt(
         db,
-        "SELECT (SELECT COUNT(*) FROM webhook_deliveries WHERE endpoint_id = ?1 AND waiting = 1 AND status = 'pending')
-             AS waiting,
-             (SELECT COUNT(*) FROM webhook_deliveries f WHERE f.endpoint_id = ?1 AND f.in_flight_until > 0
-              AND f.in_flight_until > ?2) AS in_flight",
+        &format!(
+            "SELECT (SELECT COUNT(*) FROM webhook_deliveries WHERE endpoint_id = e.id AND waiting = 1
+                     AND status = 'pending') AS waiting, {IN_FLIGHT} AS in_flight
+             FROM webhook_endpoints e WHERE e.id = ?1"
+        ),
         &[text(endpoint_id), time(now)],
     )?)
     .await?;

@@ -33,7 +33,6 @@ use crate::error::{Done, EdgeError, Outcome};
 use crate::platform::{endpoint_url, now, random_u32};
 use crate::queues::{self, DeliveryJob};
 use crate::store::deliveries::{self, Attempt, Claim, Due, Subject, Taken};
-use crate::store::endpoints::DEFAULT_MAX_IN_FLIGHT;
 use crate::store::endpoints::{self, circuit};
 
 mod filtering;
@@ -264,12 +263,9 @@ async fn gate(env: &Env, db: &D1Database, id: &str, mut ahead: Option<Box<Due>>)
         }
         let number = attempts + 1;
         let lease = Timestamp::from_unix_millis(started.unix_millis() + ATTEMPT_LEASE_MILLIS);
-        // A rate-limited endpoint has no more in flight than it takes in a second: each waits at
-        // most a second for its turn ([`attempt`]), and the rest wait in line.
-        let rate = due.rate_limit_per_second.filter(|r| *r >= 1);
-        let most = due.max_in_flight.unwrap_or(i64::from(DEFAULT_MAX_IN_FLIGHT));
-        let most = most.min(rate.unwrap_or(i64::MAX)).max(1);
-        let claim = deliveries::claim_attempt(db, &due.id, &due.endpoint_id, number, lease, started, most, version);
+        // The endpoint's in-flight limit is the claim's to read ([`attempt`] takes the turns of
+        // a rate-limited one).
+        let claim = deliveries::claim_attempt(db, &due.id, &due.endpoint_id, number, lease, started, version);
         match claim.await? {
             Claim::Claimed => {}
             Claim::Full => return Ok(Gate::Done(Done::WaitingForEndpoint)),
