@@ -60,12 +60,31 @@ def sh(*args, **kw):
     return subprocess.run(args, cwd=ROOT, env=ENV, check=True, **kw)
 
 
+_GIVEN_PORTS = set()
+
+
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A free loopback port for a worker or its inspector, chosen below the kernel's ephemeral
+    range as the test harness does (tests/src/lib.rs): a server that binds port 0 (the customer
+    endpoint, workerd's own sockets) is never given it between this choice and wrangler's bind."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768
+    low, span = ephemeral // 2, ephemeral - ephemeral // 2
+    for _ in range(1000):
+        port = low + int.from_bytes(os.urandom(2), "big") % span
+        if port in _GIVEN_PORTS:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _GIVEN_PORTS.add(port)
+        return port
+    raise SystemExit(f"bench: no free loopback port below the ephemeral range ({ephemeral})")
 
 
 def queues():
