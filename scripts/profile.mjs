@@ -7,7 +7,8 @@
 //   node scripts/profile.mjs summarize FILE.cpuprofile [REQUESTS] [TOP]
 //       prints the summary of a recorded profile as a Markdown table.
 //
-// Shares are of the isolate's busy time: every sample but "(idle)". Wasm frames carry the
+// Shares are of the isolate's busy time: every sample but "(idle)", each owning the time to the
+// next one up to ten sampling intervals (a longer gap is reported as unsampled). Wasm frames carry the
 // names of the bundle's name section (scripts/profile.py builds the bundle with one).
 import { readFileSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
@@ -36,6 +37,9 @@ const GROUPS = {
   "request body read": (f) => /__wbg_(read|getReader|releaseLock|arrayBuffer)\b|body_capped|^text$|^arrayBuffer$/.test(f.functionName),
 };
 
+/** A gap between samples longer than this many sampling intervals is counted as unsampled. */
+const GAP_INTERVALS = 10;
+
 /** Self time per function (name, script, line) and per category, in ms. */
 export function summarize(profile, requests = 0, top = 25) {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
@@ -46,11 +50,26 @@ export function summarize(profile, requests = 0, top = 25) {
     const p = byId.get(parent.get(id));
     return p ? `<- ${short(p.callFrame.functionName || "(anonymous)")}` : "";
   };
+  // The sampling interval as it ran (the median gap between samples). A gap many intervals
+  // long means the sampler's thread did not run (on a loaded machine it waits for a core like
+  // everything else), so what the isolate did meanwhile is unknown: the sample before it owns
+  // at most GAP_INTERVALS intervals and the rest is counted as unsampled, not given to whichever
+  // function happened to be on the stack when the sampler stopped.
+  const deltas = profile.timeDeltas.filter((dt) => dt > 0).sort((a, b) => a - b);
+  const interval = deltas.length ? deltas[Math.floor(deltas.length / 2)] : 0;
+  const cap = interval * GAP_INTERVALS;
+  let unsampledUs = 0;
+  let gaps = 0;
   const selfUs = new Map();
   profile.samples.forEach((id, i) => {
     // timeDeltas[i] is the time before sample i; the sample owns the interval that follows.
-    const dt = profile.timeDeltas[i + 1] ?? 0;
-    selfUs.set(id, (selfUs.get(id) ?? 0) + Math.max(dt, 0));
+    const dt = Math.max(profile.timeDeltas[i + 1] ?? 0, 0);
+    const owned = cap ? Math.min(dt, cap) : dt;
+    if (owned < dt) {
+      unsampledUs += dt - owned;
+      gaps += 1;
+    }
+    selfUs.set(id, (selfUs.get(id) ?? 0) + owned);
   });
   const functions = new Map();
   const categories = {};
@@ -83,8 +102,11 @@ export function summarize(profile, requests = 0, top = 25) {
   }
   const share = (us) => (busy ? (100 * us) / busy : 0);
   return {
-    total_ms: total / 1000,
+    total_ms: (total + unsampledUs) / 1000,
     busy_ms: busy / 1000,
+    interval_us: interval,
+    unsampled_ms: unsampledUs / 1000,
+    unsampled_gaps: gaps,
     requests,
     busy_us_per_request: requests ? busy / requests : null,
     groups: Object.fromEntries(Object.entries(groups).map(([g, us]) => [g, { ms: us / 1000, share: share(us) }])),
@@ -114,8 +136,11 @@ export function markdown(s) {
   const groups = Object.entries(s.groups)
     .map(([g, v]) => `${g} ${v.share.toFixed(1)}%`)
     .join(", ");
+  const unsampled = s.unsampled_gaps
+    ? ` ${s.unsampled_ms.toFixed(0)} ms fell in ${s.unsampled_gaps} gaps of over ${GAP_INTERVALS} sampling intervals, when the sampler did not run, and are counted nowhere.`
+    : "";
   const lines = [
-    `Busy ${s.busy_ms.toFixed(0)} ms of ${s.total_ms.toFixed(0)} ms${perRequest}. Shares of busy time: ${cats}.`,
+    `Busy ${s.busy_ms.toFixed(0)} ms of ${s.total_ms.toFixed(0)} ms${perRequest}.${unsampled} Shares of busy time: ${cats}.`,
     "",
     `Including what they call: ${groups}.`,
     "",
