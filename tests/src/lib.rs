@@ -490,14 +490,28 @@ impl Worker {
         };
         // A 503 asks the client to try again. A request the proxy dropped is sent again whatever
         // it is ([`dropped_by_dev_proxy`]); any other 503 only with an Idempotency-Key, which makes
-        // that safe (local D1 and Queues now and then fail a request under load).
+        // that safe (local D1 and Queues now and then fail a request under load), as is one the
+        // proxy closed unanswered (status 0: it may have run, and its key answers as it did), and
+        // one whose first sending still runs (409 `idempotency_key_in_use`).
         let keyed = headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("idempotency-key"));
-        sent_again(send, 3, Duration::from_millis(500), |a| dropped_by_dev_proxy(a) || (keyed && a.status == 503))
+        let again = |a: &Answer| {
+            let in_use = a.status == 409 && a.body.contains("idempotency_key_in_use");
+            dropped_by_dev_proxy(a) || (keyed && (a.status == 503 || a.status == 0 || in_use))
+        };
+        sent_again(send, 3, Duration::from_millis(500), again)
     }
 
     /// Creates an account through the admin API; returns (id, api key).
     pub fn create_account(&self, name: &str) -> (String, String) {
-        let a = self.call("POST", "/admin/accounts", ADMIN_TOKEN, Some(&json!({"name": name})), &[]);
+        // With a key of its own, so a request the proxy closed unanswered is sent again ([`Self::call`]).
+        let key = sim::random_hex();
+        let a = self.call(
+            "POST",
+            "/admin/accounts",
+            ADMIN_TOKEN,
+            Some(&json!({"name": name})),
+            &[("idempotency-key", &key)],
+        );
         assert_eq!(a.status, 201, "create account: {}", a.body);
         let v = a.json();
         (v["id"].as_str().expect("id").to_owned(), v["api_key"].as_str().expect("api_key").to_owned())
@@ -506,7 +520,8 @@ impl Worker {
     /// Assigns `number` (with optional ring targets) to an account through the admin API.
     pub fn create_number(&self, account_id: &str, number: &str, ring_targets: &[&str]) {
         let body = json!({"account_id": account_id, "phone_number": number, "ring_targets": ring_targets});
-        let a = self.call("POST", "/admin/numbers", ADMIN_TOKEN, Some(&body), &[]);
+        let key = sim::random_hex();
+        let a = self.call("POST", "/admin/numbers", ADMIN_TOKEN, Some(&body), &[("idempotency-key", &key)]);
         assert_eq!(a.status, 201, "create number: {}", a.body);
     }
 
