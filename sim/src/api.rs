@@ -62,8 +62,13 @@ impl Client {
     }
 
     /// A request with a bearer token and an optional JSON body; sent again when `wrangler dev`'s
-    /// proxy dropped it ([`dropped_by_dev_proxy`]).
+    /// proxy dropped it ([`dropped_by_dev_proxy`]). A POST or PATCH goes with an `Idempotency-Key`
+    /// of its own (every one of the API's takes one), so it is sent again as [`Client::call_keyed`]
+    /// sends: a write closed unanswered is then safe to repeat.
     pub fn call(&self, method: &str, path: &str, token: &str, body: Option<&Value>) -> Answer {
+        if writes(method) {
+            return self.keyed(method, path, token, body, &crate::random_hex());
+        }
         let send = || {
             let req = self
                 .agent
@@ -81,23 +86,30 @@ impl Client {
     /// 5xx: a read changes nothing, so a loaded machine's dropped or timed-out request says
     /// nothing about what the worker stored.
     pub fn read(&self, path: &str, token: &str) -> Answer {
-        let lost = |a: &Answer| a.status == 0 || a.status >= 500;
+        let lost = |a: &Answer| unanswered(a) || a.status >= 500;
         sent_again(|| self.call("GET", path, token, None), 5, Duration::from_millis(500), lost)
     }
 
     /// [`Client::call`] with an `Idempotency-Key`, asked again (at most three more times, half a
-    /// second apart) when no answer came or the answer was 503: what a client does with a keyed
-    /// request, which the worker then runs at most once (a 503 it kept is answered again as it was).
+    /// second apart) while [`keyed_again`] says so: what a client does with a keyed request, which
+    /// the worker then runs at most once (a 503 it kept is answered again as it was).
     pub fn call_keyed(&self, method: &str, path: &str, token: &str, body: &Value, key: &str) -> Answer {
+        self.keyed(method, path, token, Some(body), key)
+    }
+
+    fn keyed(&self, method: &str, path: &str, token: &str, body: Option<&Value>, key: &str) -> Answer {
         let send = || {
             let req = self
                 .agent
                 .request(method, &format!("{}{path}", self.base))
                 .set("authorization", &format!("Bearer {token}"))
                 .set("idempotency-key", key);
-            Answer::from_result(req.send_json(body.clone()))
+            Answer::from_result(match body {
+                Some(json) => req.send_json(json.clone()),
+                None => req.call(),
+            })
         };
-        sent_again(send, 3, Duration::from_millis(500), |a| a.status == 0 || a.status == 503)
+        sent_again(send, 3, Duration::from_millis(500), keyed_again)
     }
 
     /// A POST of raw bytes with headers; sent again when `wrangler dev`'s proxy dropped it.
@@ -142,6 +154,27 @@ impl Client {
 /// does so itself only for GET and HEAD. No deployed worker answers this.
 pub fn dropped_by_dev_proxy(answer: &Answer) -> bool {
     answer.status == 503 && answer.body.contains("restarted mid-request")
+}
+
+/// Whether no HTTP answer came back at all (status 0): the connection was closed unanswered
+/// (wrangler's proxy does so now and then under load: "Unexpected EOF", a reset) or timed out.
+/// The request may have run, so only a request that is safe to repeat is sent again after it:
+/// a read, a carrier's delivery (stored once however often it comes), a keyed write.
+pub fn unanswered(answer: &Answer) -> bool {
+    answer.status == 0
+}
+
+/// Whether a request with an `Idempotency-Key` is to be sent again with the same key: it got no
+/// answer, or a 503 (the worker keeps a 5xx under the key, so a repeat answers it again), or its
+/// first sending still runs (409 `idempotency_key_in_use`).
+pub fn keyed_again(answer: &Answer) -> bool {
+    let in_use = answer.status == 409 && answer.body.contains("idempotency_key_in_use");
+    unanswered(answer) || answer.status == 503 || in_use
+}
+
+/// Whether `method` writes: the API's POST and PATCH each take an `Idempotency-Key`.
+pub fn writes(method: &str) -> bool {
+    method.eq_ignore_ascii_case("POST") || method.eq_ignore_ascii_case("PATCH")
 }
 
 /// Sends with `send`, and again (at most three more times, 200 ms apart) while the dev proxy

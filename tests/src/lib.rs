@@ -15,7 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use sim::api::{dropped_by_dev_proxy, sent_again};
+use sim::api::{dropped_by_dev_proxy, keyed_again, sent_again, unanswered, writes};
 use sim::carrier::{FakeCarrier, WebhookTarget};
 use sim::customer::{CustomerEndpoint, Received};
 use sim::telnyx::Signer;
@@ -371,14 +371,15 @@ impl Worker {
     /// A request wrangler dev's proxy dropped ([`dropped_by_dev_proxy`]) is sent again, a few times,
     /// as the proxy's answer asks.
     pub fn post(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
-        let send = || {
-            let mut req = self.agent.post(&format!("{}{path}", self.base));
-            for (name, value) in headers {
-                req = req.set(name, value);
-            }
-            Answer::from_result(req.send_bytes(body))
-        };
-        sent_again(send, 3, Duration::from_millis(200), dropped_by_dev_proxy)
+        sent_again(|| self.post_once(path, headers, body), 3, Duration::from_millis(200), dropped_by_dev_proxy)
+    }
+
+    fn post_once(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+        let mut req = self.agent.post(&format!("{}{path}", self.base));
+        for (name, value) in headers {
+            req = req.set(name, value);
+        }
+        Answer::from_result(req.send_bytes(body))
     }
 
     /// Delivers `body` to `/webhooks/telnyx`, signed now with the worker's key.
@@ -387,18 +388,13 @@ impl Worker {
     }
 
     /// Delivers `body` to `/webhooks/telnyx`, signed as sent at `unix_seconds`. One that wrangler's
-    /// proxy closed unanswered (status 0; run 80) is sent again, as a carrier sends again what got
-    /// no answer: the worker stores an event once however often it comes.
+    /// proxy dropped or closed unanswered ([`unanswered`]; run 80) is sent again, as a carrier
+    /// sends again what got no answer: the worker stores an event once however often it comes.
     pub fn deliver_telnyx_at(&self, body: &str, unix_seconds: i64) -> Answer {
         let h = self.telnyx.sign(body.as_bytes(), unix_seconds);
-        let send = || {
-            self.post(
-                "/webhooks/telnyx",
-                &[("telnyx-timestamp", &h.timestamp), ("telnyx-signature-ed25519", &h.signature)],
-                body.as_bytes(),
-            )
-        };
-        sent_again(send, 3, Duration::from_millis(200), |a| a.status == 0)
+        let headers = [("telnyx-timestamp", h.timestamp.as_str()), ("telnyx-signature-ed25519", h.signature.as_str())];
+        let send = || self.post_once("/webhooks/telnyx", &headers, body.as_bytes());
+        sent_again(send, 3, Duration::from_millis(200), |a| dropped_by_dev_proxy(a) || unanswered(a))
     }
 
     /// Fires the cron trigger once.
@@ -406,7 +402,7 @@ impl Worker {
         // `--test-scheduled`'s route: the assets in front of the worker do not pass
         // `/cdn-cgi/handler/scheduled` on. A cron run is safe to run again (every step is
         // guarded), so one whose connection wrangler's proxy dropped is asked again.
-        let lost = |a: &Answer| dropped_by_dev_proxy(a) || a.status == 0;
+        let lost = |a: &Answer| dropped_by_dev_proxy(a) || unanswered(a);
         sent_again(|| self.get("/__scheduled?cron=*+*+*+*+*"), 3, Duration::from_millis(200), lost)
     }
 
@@ -437,7 +433,7 @@ impl Worker {
         // `post` sends a request the proxy dropped again. The proxy also closes a connection
         // unanswered now and then (seen: "Unexpected EOF"); a read is safe to ask again then too.
         let read = sql.trim_start().get(..6).is_some_and(|w| w.eq_ignore_ascii_case("select"));
-        let answer = sent_again(ask, if read { 3 } else { 0 }, Duration::from_millis(200), |a| a.status == 0);
+        let answer = sent_again(ask, if read { 3 } else { 0 }, Duration::from_millis(200), unanswered);
         assert_eq!(answer.status, 200, "sql failed: {sql}\n{}", answer.body);
         answer.json()["results"].as_array().cloned().unwrap_or_default()
     }
@@ -472,6 +468,9 @@ impl Worker {
 
 impl Worker {
     /// A request with a bearer token and optional JSON body and extra headers.
+    ///
+    /// A POST or PATCH without an `Idempotency-Key` among `headers` goes with one of its own
+    /// (every one of the API's takes one), so any write can be sent again safely.
     pub fn call(
         &self,
         method: &str,
@@ -480,6 +479,8 @@ impl Worker {
         body: Option<&Value>,
         headers: &[(&str, &str)],
     ) -> Answer {
+        let has_key = headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("idempotency-key"));
+        let own_key = (writes(method) && !has_key).then(sim::random_hex);
         let send = || {
             let mut req = self
                 .agent
@@ -488,35 +489,28 @@ impl Worker {
             for (name, value) in headers {
                 req = req.set(name, value);
             }
+            if let Some(key) = &own_key {
+                req = req.set("idempotency-key", key);
+            }
             Answer::from_result(match body {
                 Some(json) => req.send_json(json.clone()),
                 None => req.call(),
             })
         };
         // A 503 asks the client to try again. A request the proxy dropped is sent again whatever
-        // it is ([`dropped_by_dev_proxy`]); any other 503 only with an Idempotency-Key, which makes
-        // that safe (local D1 and Queues now and then fail a request under load), as is one the
-        // proxy closed unanswered (status 0: it may have run, and its key answers as it did), and
-        // one whose first sending still runs (409 `idempotency_key_in_use`).
-        let keyed = headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("idempotency-key"));
-        let again = |a: &Answer| {
-            let in_use = a.status == 409 && a.body.contains("idempotency_key_in_use");
-            dropped_by_dev_proxy(a) || (keyed && (a.status == 503 || a.status == 0 || in_use))
-        };
+        // it is ([`dropped_by_dev_proxy`]); a keyed one also after any 503 or no answer at all
+        // (local D1 and Queues now and then fail a request under load, and the proxy now and then
+        // closes one unanswered: it may have run, and its key answers as it did), or while its
+        // first sending still runs ([`keyed_again`]); a read after no answer.
+        let keyed = has_key || own_key.is_some();
+        let read = method.eq_ignore_ascii_case("GET");
+        let again = |a: &Answer| dropped_by_dev_proxy(a) || (keyed && keyed_again(a)) || (read && unanswered(a));
         sent_again(send, 3, Duration::from_millis(500), again)
     }
 
     /// Creates an account through the admin API; returns (id, api key).
     pub fn create_account(&self, name: &str) -> (String, String) {
-        // With a key of its own, so a request the proxy closed unanswered is sent again ([`Self::call`]).
-        let key = sim::random_hex();
-        let a = self.call(
-            "POST",
-            "/admin/accounts",
-            ADMIN_TOKEN,
-            Some(&json!({"name": name})),
-            &[("idempotency-key", &key)],
-        );
+        let a = self.call("POST", "/admin/accounts", ADMIN_TOKEN, Some(&json!({"name": name})), &[]);
         assert_eq!(a.status, 201, "create account: {}", a.body);
         let v = a.json();
         (v["id"].as_str().expect("id").to_owned(), v["api_key"].as_str().expect("api_key").to_owned())
@@ -525,8 +519,7 @@ impl Worker {
     /// Assigns `number` (with optional ring targets) to an account through the admin API.
     pub fn create_number(&self, account_id: &str, number: &str, ring_targets: &[&str]) {
         let body = json!({"account_id": account_id, "phone_number": number, "ring_targets": ring_targets});
-        let key = sim::random_hex();
-        let a = self.call("POST", "/admin/numbers", ADMIN_TOKEN, Some(&body), &[("idempotency-key", &key)]);
+        let a = self.call("POST", "/admin/numbers", ADMIN_TOKEN, Some(&body), &[]);
         assert_eq!(a.status, 201, "create number: {}", a.body);
     }
 
