@@ -332,10 +332,25 @@ async fn attempt(
     shared: &Invocation,
     take_next: bool,
 ) -> (Result<Done, EdgeError>, Option<Option<Taken>>) {
-    let _place = shared.lanes.place(&claimed.due.endpoint_id, claimed.fast()).await;
+    let crowded = || worker::Delay::from(lanes::CROWDED_AFTER);
+    let Some(_place) = shared.lanes.place(&claimed.due.endpoint_id, claimed.fast(), crowded).await else {
+        // Its chain ends here: the line goes on in the fresh invocation.
+        return (give_back(env, db, &claimed).await, Some(None));
+    };
     let taken = Cell::new(None);
     let result = attempt_in_lane(env, db, claimed, take_next.then_some(&taken)).await;
     (result, taken.take())
+}
+
+/// Gives back a claimed attempt that found no place in this invocation ([`lanes::CROWDED_AFTER`]):
+/// into its endpoint's line, no attempt spent, and the line woken by a queue message, which a
+/// fresh invocation runs with every place free.
+async fn give_back(env: &Env, db: &D1Database, claimed: &Claimed) -> Result<Done, EdgeError> {
+    if !deliveries::unclaim(db, &claimed.due.id, claimed.number, now()).await? {
+        return Ok(Done::ClaimedElsewhere);
+    }
+    queues::wake_later(env, &claimed.due.endpoint_id, 0).await?;
+    Ok(Done::Crowded)
 }
 
 /// [`attempt`], with its place in a lane taken.
