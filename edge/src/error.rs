@@ -272,9 +272,6 @@ pub enum Done {
     Held,
     /// Another job holds the attempt.
     ClaimedElsewhere,
-    /// Every place its invocation could send it from stayed held: the attempt went back into its
-    /// endpoint's line, unspent, for a fresh invocation.
-    Crowded,
     /// The endpoint's filter held the delivery back: nothing was sent.
     Filtered,
     /// The endpoint has its most attempts in flight: the delivery waits in its line.
@@ -332,7 +329,6 @@ impl Done {
             Done::NotDue => "not due",
             Done::Held => "held: endpoint paused or disabled",
             Done::ClaimedElsewhere => "claimed by another job",
-            Done::Crowded => "crowded: back in line for a fresh invocation",
             Done::Filtered => "filtered out",
             Done::Copied => "copied",
             Done::NoSuchMedia => "no such media",

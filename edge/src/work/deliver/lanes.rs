@@ -13,47 +13,23 @@
 //! place it could take is held; a first attempt never waits for a slow place alone while the
 //! fast lane has room, as one did for 15 s beside a dead endpoint (docs/benchmarks.md). An
 //! attempt waiting for a place still holds one of its endpoint's in-flight places.
-//!
-//! An invocation's places are few, so endpoints that all begin to hang at once can hold every
-//! place a healthy endpoint's first attempt could take, each for a whole attempt timeout (seen
-//! with four such endpoints of other tests beside a hung one). A first attempt that has its
-//! endpoint's own place and still finds no other within [`CROWDED_AFTER`] gives its claim back:
-//! the caller puts it into its endpoint's line and wakes the line in a fresh invocation, whose
-//! places are all free. Its wait for its own endpoint's place is not bounded: that is its own
-//! endpoint's attempt ahead of it, and a retry or a probe waits for the slow lane as long as it
-//! takes (bounding those would only move a hung endpoint's attempts from invocation to invocation).
-//!
-//! A place given back goes to an attempt already waiting before one that asks after it: a
-//! chain gives its place back and asks for one for its next attempt in the same turn of the
-//! runtime, and would otherwise take it again before the waiting attempt is polled, round after
-//! round (an attempt claimed early then went out behind twenty-five claimed after it).
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::{pin, Pin};
+use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::Duration;
 
 use async_lock::{Semaphore, SemaphoreGuard, SemaphoreGuardArc};
 use futures_util::future::{select, Either};
 
 const FAST_LANE: usize = 4;
 const SLOW_LANE: usize = 2;
-/// How long a first attempt that holds its endpoint's own place waits for a fast or a slow
-/// place before it gives its claim back for a fresh invocation. An attempt to an endpoint that
-/// answers holds a place for well under a second; one held longer than this is likely waiting
-/// on an endpoint that does not answer.
-pub const CROWDED_AFTER: Duration = Duration::from_secs(2);
 
 pub struct Lanes {
     fast: Semaphore,
     slow: Semaphore,
     /// Each endpoint's one fast place in this invocation.
     own: RefCell<HashMap<String, Arc<Semaphore>>>,
-    /// Attempts waiting for a place.
-    waiting: Cell<usize>,
 }
 
 /// A place taken: held while the attempt is sent and recorded, given back when dropped.
@@ -71,76 +47,29 @@ impl Place<'_> {
 
 impl Default for Lanes {
     fn default() -> Self {
-        Lanes {
-            fast: Semaphore::new(FAST_LANE),
-            slow: Semaphore::new(SLOW_LANE),
-            own: RefCell::default(),
-            waiting: Cell::new(0),
-        }
+        Lanes { fast: Semaphore::new(FAST_LANE), slow: Semaphore::new(SLOW_LANE), own: RefCell::default() }
     }
 }
 
 impl Lanes {
-    /// A place for an attempt to `endpoint`; `fast` when it may take the fast lane. `None` when
-    /// a fast attempt, holding its endpoint's own place, found no other before `crowded()` (a
-    /// timer, started then) ended.
-    pub async fn place<C: Future<Output = ()>>(
-        &self,
-        endpoint: &str,
-        fast: bool,
-        crowded: impl FnOnce() -> C,
-    ) -> Option<Place<'_>> {
-        // A place given back has woken the attempt waiting for it, which takes it when it runs:
-        // this one runs after it, and then waits behind it if there is no other place.
-        if self.waiting.get() > 0 {
-            YieldNow(false).await;
-        }
-        self.waiting.set(self.waiting.get() + 1);
-        let _waiting = Waiting(&self.waiting);
+    /// A place for an attempt to `endpoint`; `fast` when it may take the fast lane.
+    pub async fn place(&self, endpoint: &str, fast: bool) -> Place<'_> {
         if !fast {
-            return Some(Place::Slow { _place: self.slow.acquire().await });
+            return Place::Slow { _place: self.slow.acquire().await };
         }
         let own =
             self.own.borrow_mut().entry(endpoint.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(1))).clone();
         let fast_place = async move {
             let own = own.acquire_arc().await;
-            match select(pin!(self.fast.acquire()), pin!(crowded())).await {
-                Either::Left((place, _)) => Some(Place::Fast { _own: own, _place: place }),
-                Either::Right(_) => None,
-            }
+            Place::Fast { _own: own, _place: self.fast.acquire().await }
         };
         // The fast way is polled first, so it is taken when both are free. The other way's wait
         // ends with this statement: a wait left registered would take a wake-up meant for
         // another attempt.
         match select(pin!(fast_place), pin!(self.slow.acquire())).await {
             Either::Left((place, _)) => place,
-            Either::Right((place, _)) => Some(Place::Slow { _place: place }),
+            Either::Right((place, _)) => Place::Slow { _place: place },
         }
-    }
-}
-
-/// Counts an attempt as waiting for a place until it has one (or its wait is dropped).
-struct Waiting<'a>(&'a Cell<usize>);
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.set(self.0.get().saturating_sub(1));
-    }
-}
-
-/// Lets every task already woken run before this one goes on.
-struct YieldNow(bool);
-
-impl Future for YieldNow {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            return Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
     }
 }
 
@@ -150,13 +79,6 @@ mod tests {
     use std::future::Future;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::task::{Context, Poll, Wake, Waker};
-
-    impl Lanes {
-        /// A place, waited for as long as it takes.
-        async fn place_unbounded(&self, endpoint: &str, fast: bool) -> Place<'_> {
-            self.place(endpoint, fast, std::future::pending).await.expect("an unbounded wait ends with a place")
-        }
-    }
 
     /// Polls `f` once: its output if it is ready.
     fn now<F: Future + Unpin>(f: &mut F) -> Option<F::Output> {
@@ -185,11 +107,11 @@ mod tests {
         let lanes = Lanes::default();
         // The other endpoint's retries hang in both slow places.
         let hung: Vec<_> =
-            (0..SLOW_LANE).map(|_| now(&mut Box::pin(lanes.place_unbounded("hung", false))).expect("slow")).collect();
+            (0..SLOW_LANE).map(|_| now(&mut Box::pin(lanes.place("hung", false))).expect("slow")).collect();
         assert!(hung.iter().all(|p| !p.is_fast()));
-        let first = now(&mut Box::pin(lanes.place_unbounded("healthy", true))).expect("a fast place at once");
+        let first = now(&mut Box::pin(lanes.place("healthy", true))).expect("a fast place at once");
         assert!(first.is_fast());
-        let mut second = Box::pin(lanes.place_unbounded("healthy", true));
+        let mut second = Box::pin(lanes.place("healthy", true));
         assert!(now(&mut second).is_none(), "waits for its own endpoint's place");
         drop(first);
         let second = now(&mut second).expect("its endpoint's attempt ended: the place is its");
@@ -200,25 +122,24 @@ mod tests {
     fn a_first_attempt_takes_a_slow_place_when_the_fast_lane_is_full_of_endpoints_beginning_to_hang() {
         let lanes = Lanes::default();
         let hanging: Vec<_> = (0..FAST_LANE)
-            .map(|n| now(&mut Box::pin(lanes.place_unbounded(&format!("hanging-{n}"), true))).expect("a fast place"))
+            .map(|n| now(&mut Box::pin(lanes.place(&format!("hanging-{n}"), true))).expect("a fast place"))
             .collect();
         assert!(hanging.iter().all(Place::is_fast));
-        let healthy = now(&mut Box::pin(lanes.place_unbounded("healthy", true))).expect("a slow place at once");
+        let healthy = now(&mut Box::pin(lanes.place("healthy", true))).expect("a slow place at once");
         assert!(!healthy.is_fast());
     }
 
     #[test]
     fn one_endpoint_holds_one_fast_place_and_its_other_attempts_take_slow_ones() {
         let lanes = Lanes::default();
-        let first = now(&mut Box::pin(lanes.place_unbounded("hanging", true))).expect("a fast place");
-        let others: Vec<_> = (0..SLOW_LANE)
-            .map(|_| now(&mut Box::pin(lanes.place_unbounded("hanging", true))).expect("a slow place"))
-            .collect();
+        let first = now(&mut Box::pin(lanes.place("hanging", true))).expect("a fast place");
+        let others: Vec<_> =
+            (0..SLOW_LANE).map(|_| now(&mut Box::pin(lanes.place("hanging", true))).expect("a slow place")).collect();
         assert!(first.is_fast() && others.iter().all(|p| !p.is_fast()));
-        assert!(now(&mut Box::pin(lanes.place_unbounded("hanging", true))).is_none(), "no second fast place");
+        assert!(now(&mut Box::pin(lanes.place("hanging", true))).is_none(), "no second fast place");
         // Every other endpoint still has the rest of the fast lane.
         let rest: Vec<_> = (1..FAST_LANE)
-            .map(|n| now(&mut Box::pin(lanes.place_unbounded(&format!("other-{n}"), true))).expect("a fast place"))
+            .map(|n| now(&mut Box::pin(lanes.place(&format!("other-{n}"), true))).expect("a fast place"))
             .collect();
         assert!(rest.iter().all(Place::is_fast));
     }
@@ -226,18 +147,18 @@ mod tests {
     #[test]
     fn a_freed_slow_place_wakes_an_attempt_that_takes_it() {
         let lanes = Lanes::default();
-        let ahead = now(&mut Box::pin(lanes.place_unbounded("healthy", true))).expect("fast");
+        let ahead = now(&mut Box::pin(lanes.place("healthy", true))).expect("fast");
         let busy: Vec<_> = (1..FAST_LANE)
-            .map(|n| now(&mut Box::pin(lanes.place_unbounded(&format!("busy-{n}"), true))).expect("fast"))
+            .map(|n| now(&mut Box::pin(lanes.place(&format!("busy-{n}"), true))).expect("fast"))
             .collect();
         let mut hung: Vec<_> =
-            (0..SLOW_LANE).map(|_| now(&mut Box::pin(lanes.place_unbounded("dead", false))).expect("slow")).collect();
+            (0..SLOW_LANE).map(|_| now(&mut Box::pin(lanes.place("dead", false))).expect("slow")).collect();
         let woken: [Arc<Woken>; 3] = Default::default();
         let wakers: Vec<Waker> = woken.iter().map(|w| Waker::from(Arc::clone(w))).collect();
         // The healthy endpoint's second attempt waits for its own fast place or a slow one;
         // another endpoint's first attempt waits for a fast place.
-        let mut second = Box::pin(lanes.place_unbounded("healthy", true));
-        let mut other = Box::pin(lanes.place_unbounded("other", true));
+        let mut second = Box::pin(lanes.place("healthy", true));
+        let mut other = Box::pin(lanes.place("other", true));
         assert!(polled(&mut second, &wakers[0]).is_none() && polled(&mut other, &wakers[1]).is_none());
         // The attempt ahead ends and the other endpoint's attempt takes the fast place it freed:
         // the second attempt has its endpoint's place now and waits for a fast one.
@@ -246,7 +167,7 @@ mod tests {
         assert!(other.is_fast());
         assert!(polled(&mut second, &wakers[0]).is_none());
         // A retry waits behind them for the slow lane, and one hung retry ends.
-        let mut retry = Box::pin(lanes.place_unbounded("dead", false));
+        let mut retry = Box::pin(lanes.place("dead", false));
         assert!(polled(&mut retry, &wakers[2]).is_none());
         for w in &woken {
             w.0.store(0, Ordering::SeqCst);
@@ -264,101 +185,5 @@ mod tests {
             retry_now.is_some()
         );
         drop(busy);
-    }
-
-    #[test]
-    fn a_freed_place_goes_to_the_attempt_already_waiting_not_to_one_that_asks_after() {
-        let lanes = Lanes::default();
-        // Hung retries hold the slow lane: the endpoint's attempts can only take its fast place.
-        let hung: Vec<_> =
-            (0..SLOW_LANE).map(|_| now(&mut Box::pin(lanes.place_unbounded("dead", false))).expect("slow")).collect();
-        let chain = now(&mut Box::pin(lanes.place_unbounded("healthy", true))).expect("fast");
-        let woken: [Arc<Woken>; 2] = Default::default();
-        let wakers: Vec<Waker> = woken.iter().map(|w| Waker::from(Arc::clone(w))).collect();
-        let mut waiting = Box::pin(lanes.place_unbounded("healthy", true));
-        assert!(polled(&mut waiting, &wakers[0]).is_none());
-        // The chain's attempt ends and its next attempt asks for a place at once, before the
-        // waiting attempt (woken by the place given back) runs again.
-        drop(chain);
-        let mut next = Box::pin(lanes.place_unbounded("healthy", true));
-        assert!(polled(&mut next, &wakers[1]).is_none(), "the place is the waiting attempt's");
-        let first = polled(&mut waiting, &wakers[0]).expect("the attempt that waited takes it");
-        assert!(first.is_fast());
-        assert!(polled(&mut next, &wakers[1]).is_none());
-        drop(first);
-        assert!(polled(&mut next, &wakers[1]).is_some(), "then the next attempt's turn");
-        drop(hung);
-    }
-
-    /// A timer the test ends by hand.
-    #[derive(Clone, Default)]
-    struct Timer(std::rc::Rc<Cell<bool>>);
-
-    impl Future for Timer {
-        type Output = ();
-
-        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
-            if self.0.get() {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
-            }
-        }
-    }
-
-    #[test]
-    fn a_first_attempt_gives_its_claim_back_when_every_place_stays_held_past_the_bound() {
-        let lanes = Lanes::default();
-        let hanging: Vec<_> = (0..FAST_LANE)
-            .map(|n| now(&mut Box::pin(lanes.place_unbounded(&format!("hanging-{n}"), true))).expect("fast"))
-            .collect();
-        let hung: Vec<_> =
-            (0..SLOW_LANE).map(|_| now(&mut Box::pin(lanes.place_unbounded("dead", false))).expect("slow")).collect();
-        let timer = Timer::default();
-        let mut healthy = Box::pin(lanes.place("healthy", true, || timer.clone()));
-        assert!(now(&mut healthy).is_none(), "waits while the bound runs");
-        timer.0.set(true);
-        assert!(matches!(now(&mut healthy), Some(None)), "gives its claim back once it ran out");
-        // Its endpoint's own place went with it: the next attempt to it is not held up by it.
-        drop(hanging);
-        let next = now(&mut Box::pin(lanes.place_unbounded("healthy", true))).expect("a place");
-        assert!(next.is_fast());
-        drop(hung);
-    }
-
-    #[test]
-    fn the_bound_runs_only_once_the_attempt_holds_its_endpoints_own_place() {
-        let lanes = Lanes::default();
-        let hung: Vec<_> =
-            (0..SLOW_LANE).map(|_| now(&mut Box::pin(lanes.place_unbounded("dead", false))).expect("slow")).collect();
-        let ahead = now(&mut Box::pin(lanes.place_unbounded("healthy", true))).expect("fast");
-        let started = Cell::new(0);
-        let timer = Timer::default();
-        timer.0.set(true);
-        let mut behind = Box::pin(lanes.place("healthy", true, || {
-            started.set(started.get() + 1);
-            timer.clone()
-        }));
-        // Waiting for its own endpoint's attempt ahead: no bound runs, however long that takes.
-        assert!(now(&mut behind).is_none());
-        assert!(now(&mut behind).is_none());
-        assert_eq!(started.get(), 0);
-        drop(ahead);
-        let place = now(&mut behind).expect("polled").expect("the fast lane has room: a place, not a give-back");
-        assert!(place.is_fast());
-        drop(hung);
-    }
-
-    #[test]
-    fn a_retry_waits_for_the_slow_lane_with_no_bound() {
-        let lanes = Lanes::default();
-        let hung: Vec<_> =
-            (0..SLOW_LANE).map(|_| now(&mut Box::pin(lanes.place_unbounded("dead", false))).expect("slow")).collect();
-        let timer = Timer::default();
-        timer.0.set(true);
-        let mut retry = Box::pin(lanes.place("dead", false, || timer.clone()));
-        assert!(now(&mut retry).is_none(), "still waiting, with the timer long run out");
-        drop(hung);
-        assert!(now(&mut retry).expect("polled").is_some_and(|p| !p.is_fast()));
     }
 }

@@ -32,14 +32,13 @@ use crate::error::Wait;
 use crate::error::{Done, EdgeError, Outcome};
 use crate::platform::{endpoint_url, now, random_u32};
 use crate::queues::{self, DeliveryJob};
-use crate::store::deliveries::{self, Attempt, Due, Subject, Taken};
+use crate::store::deliveries::{self, Attempt, Claim, Due, Subject, Taken};
 use crate::store::endpoints::{self, circuit};
 
 mod filtering;
-mod gate;
 mod http;
 mod lanes;
-use gate::{gate, gate_taken, lease_from, take, Claimed, Gate};
+use filtering::filtered;
 use http::{send, Answer, Reply};
 
 /// Success is any 2xx within this long. Of the body, only the first [`http::MAX_REPLY_BYTES`]
@@ -183,6 +182,112 @@ async fn dead_letter(db: &D1Database, delivery_id: &str) -> Result<(), EdgeError
     Ok(())
 }
 
+/// What a delivery's gates decided.
+enum Gate {
+    /// Its attempt is claimed: send it.
+    Claimed(Box<Claimed>),
+    /// Nothing to send now.
+    Done(Done),
+    /// The endpoint's circuit kept changing while the delivery tried to get into line: a job
+    /// looks again shortly (one taken from a line is found by the sweeper).
+    LookAgain,
+}
+
+/// An attempt this job claimed.
+struct Claimed {
+    due: Due,
+    number: i64,
+    admission: breaker::Admission,
+    /// When its claim was taken (with its lease and the circuit at `due.circuit`).
+    at: Timestamp,
+}
+
+impl Claimed {
+    /// Whether it may take the fast lane ([`lanes`]): a first attempt, through a closed circuit
+    /// that counts no failure.
+    fn fast(&self) -> bool {
+        self.number == 1
+            && self.admission == breaker::Admission::Send
+            && matches!(self.due.circuit.state(), breaker::State::Closed { failed: 0, .. })
+    }
+}
+
+/// Takes delivery `id` through its endpoint's gates, in order: settled or deleted; paused or
+/// disabled (held untouched); early; the circuit (open: into the line); then the claim, which
+/// also checks the in-flight limit (under a rate limit, at most the rate), the line (older
+/// deliveries go first) and that the circuit has not changed (else into the line). A probe's
+/// turn is taken after its claim, so a turn is never taken for an attempt that does not go.
+async fn gate(env: &Env, db: &D1Database, id: &str, mut ahead: Option<Box<Due>>) -> Result<Gate, EdgeError> {
+    for _ in 0..3 {
+        // Read with its take from the line the first time, when it was.
+        let due = match ahead.take() {
+            Some(due) => Some(*due),
+            None => deliveries::due(db, id).await?,
+        };
+        let Some(due) = due else { return Ok(Gate::Done(Done::NoSuchDelivery)) };
+        if due.status != deliveries::DeliveryStatus::Pending {
+            return Ok(Gate::Done(Done::AlreadySettled));
+        }
+        let started = now();
+        if due.url.is_none() || due.secret.is_none() {
+            deliveries::fail(db, &due.id, "the endpoint was deleted", started).await?;
+            return Ok(Gate::Done(Done::EndpointDisabled));
+        }
+        // A paused or disabled endpoint holds its deliveries, untouched, until it is resumed or
+        // enabled (which puts them in its line); the sweeper does not pick them up meanwhile.
+        if due.enabled != Some(true) || due.paused != Some(false) {
+            return Ok(Gate::Done(Done::Held));
+        }
+        // An early or duplicate job: the scheduled one (or the sweeper) will come.
+        if due.next_attempt_at.unix_millis() > started.unix_millis() + 1000 {
+            return Ok(Gate::Done(Done::NotDue));
+        }
+        // The endpoint's filter as it is now decides, before any gate that would spend a place.
+        if let Some(held_back) = filtered(&due) {
+            if let Err(problem) = held_back {
+                deliveries::fail(db, &due.id, &problem, started).await?;
+                return Ok(Gate::Done(Done::Failed));
+            }
+            let settled = deliveries::filter_out(db, &due.id, due.attempts, started).await?;
+            return Ok(Gate::Done(if settled { Done::Filtered } else { Done::ClaimedElsewhere }));
+        }
+        let attempts = due.attempts;
+        let version = due.circuit.version();
+        let policy = crate::faults::breaker_policy(env, due.url.as_deref().unwrap_or_default());
+        let (admission, probe) = breaker::admit(&policy, due.circuit.state(), started.unix_millis());
+        if let breaker::Admission::Hold(_) = admission {
+            if deliveries::wait_for_circuit(db, &due.id, &due.endpoint_id, attempts, version, started).await? {
+                return Ok(Gate::Done(Done::WaitingForCircuit));
+            }
+            continue;
+        }
+        let number = attempts + 1;
+        let lease = Timestamp::from_unix_millis(started.unix_millis() + ATTEMPT_LEASE_MILLIS);
+        // The endpoint's in-flight limit is the claim's to read ([`attempt`] takes the turns of
+        // a rate-limited one).
+        let claim = deliveries::claim_attempt(db, &due.id, &due.endpoint_id, number, lease, started, version);
+        match claim.await? {
+            Claim::Claimed => {}
+            Claim::Full => return Ok(Gate::Done(Done::WaitingForEndpoint)),
+            Claim::Elsewhere => return Ok(Gate::Done(Done::ClaimedElsewhere)),
+        }
+        if let Some(probe) = probe {
+            let about = circuit::About {
+                endpoint_id: &due.endpoint_id,
+                account_id: &due.account_id,
+                url: due.url.as_deref().unwrap_or_default(),
+            };
+            // Whoever swaps first sends the probe; the other gives its claim back and waits.
+            if circuit::swap(db, &about, version, probe, None, started).await?.is_none() {
+                deliveries::unclaim(db, &due.id, number, started).await?;
+                return Ok(Gate::Done(Done::WaitingForCircuit));
+            }
+        }
+        return Ok(Gate::Claimed(Box::new(Claimed { due, number, admission, at: started })));
+    }
+    Ok(Gate::LookAgain)
+}
+
 /// Starts a claimed attempt beside the batch.
 fn start(ctx: &Context, env: &Env, claimed: Claimed, shared: &Shared) {
     shared.outstanding.set(shared.outstanding.get() + 1);
@@ -226,7 +331,7 @@ async fn chain(env: &Env, first: Claimed, shared: &Invocation) {
                 }
                 return;
             }
-            None => match take(&db, &endpoint).await {
+            None => match deliveries::next_in_line(&db, &endpoint, now()).await {
                 Ok(next) => next,
                 Err(e) => return log(&id, &Err(e)),
             },
@@ -250,9 +355,8 @@ async fn claim_next(
 ) -> Option<Claimed> {
     let mut held_back = 0;
     loop {
-        let taken = next?;
-        let id = taken.id.clone();
-        match gate_taken(env, db, taken).await {
+        let Taken { id, due } = next?;
+        match gate(env, db, &id, due).await {
             Ok(Gate::Claimed(c)) => return Some(*c),
             Ok(Gate::Done(Done::Filtered)) => log(&id, &Ok(Done::Filtered)),
             Ok(Gate::Done(done)) => {
@@ -274,7 +378,7 @@ async fn claim_next(
         if held_back >= CHAIN_MAX || shared.rounds.get() >= ROUNDS_MAX {
             break;
         }
-        next = match take(db, endpoint).await {
+        next = match deliveries::next_in_line(db, endpoint, now()).await {
             Ok(next) => next,
             Err(e) => {
                 log(&id, &Err(e));
@@ -298,9 +402,8 @@ async fn wake(env: &Env, db: &D1Database, ctx: &Context, shared: &Shared, endpoi
             queues::wake_later(env, endpoint, 1).await?;
             break;
         }
-        let Some(taken) = take(db, endpoint).await? else { break };
-        let id = taken.id.clone();
-        match gate_taken(env, db, taken).await {
+        let Some(Taken { id, due }) = deliveries::next_in_line(db, endpoint, now()).await? else { break };
+        match gate(env, db, &id, due).await {
             Ok(Gate::Claimed(claimed)) => start(ctx, env, *claimed, shared),
             Ok(Gate::Done(done)) => {
                 log(&id, &Ok(done));
@@ -332,25 +435,10 @@ async fn attempt(
     shared: &Invocation,
     take_next: bool,
 ) -> (Result<Done, EdgeError>, Option<Option<Taken>>) {
-    let crowded = || worker::Delay::from(lanes::CROWDED_AFTER);
-    let Some(_place) = shared.lanes.place(&claimed.due.endpoint_id, claimed.fast(), crowded).await else {
-        // Its chain ends here: the line goes on in the fresh invocation.
-        return (give_back(env, db, &claimed).await, Some(None));
-    };
+    let _place = shared.lanes.place(&claimed.due.endpoint_id, claimed.fast()).await;
     let taken = Cell::new(None);
     let result = attempt_in_lane(env, db, claimed, take_next.then_some(&taken)).await;
     (result, taken.take())
-}
-
-/// Gives back a claimed attempt that found no place in this invocation ([`lanes::CROWDED_AFTER`]):
-/// into its endpoint's line, no attempt spent, and the line woken by a queue message, which a
-/// fresh invocation runs with every place free.
-async fn give_back(env: &Env, db: &D1Database, claimed: &Claimed) -> Result<Done, EdgeError> {
-    if !deliveries::unclaim(db, &claimed.due.id, claimed.number, now()).await? {
-        return Ok(Done::ClaimedElsewhere);
-    }
-    queues::wake_later(env, &claimed.due.endpoint_id, 0).await?;
-    Ok(Done::Crowded)
 }
 
 /// [`attempt`], with its place in a lane taken.
@@ -396,11 +484,6 @@ async fn attempt_in_lane(
     let ended = now();
     let latency_ms = ended.unix_millis() - started.unix_millis();
     let outcome = answer.outcome();
-    // The next in line is claimed in the record's batch only when this attempt's outcome cannot
-    // change the circuit (`feed_breaker`, which runs after it): a success through a closed
-    // circuit that counted no failure. Any other success may open or close it, and the one taken
-    // goes through its gates as the circuit is then.
-    let take_next = take_next.map(|into| (into, leaves_circuit_alone(admission, &circuit_now)));
     let done = record(env, db, &due, (number, started, latency_ms), answer, reply, take_next).await?;
     feed_breaker(env, db, &due, &circuit_now, admission, outcome, ended).await?;
     Ok(done)
@@ -426,7 +509,7 @@ async fn ready(
     if rate.is_none() && sent_as_claimed {
         return Ok(Some((due.circuit.clone(), now())));
     }
-    let lease = lease_from(now());
+    let lease = Timestamp::from_unix_millis(now().unix_millis() + ATTEMPT_LEASE_MILLIS);
     let Some(columns) = deliveries::renew(db, &due.id, &due.endpoint_id, claimed.number, lease).await? else {
         return Ok(None);
     };
@@ -460,7 +543,8 @@ async fn feed_breaker(
 ) -> Result<(), EdgeError> {
     // A success sent through a closed circuit that held no failures changes nothing: a healthy
     // endpoint's row is never written.
-    if outcome == breaker::Outcome::Success && leaves_circuit_alone(admission, sent_under) {
+    let clean = matches!(sent_under.state(), breaker::State::Closed { failed: 0, .. });
+    if admission == breaker::Admission::Send && outcome == breaker::Outcome::Success && clean {
         return Ok(());
     }
     let url = due.url.as_deref().unwrap_or_default();
@@ -506,15 +590,8 @@ fn delay_before(env: &Env, next: i64) -> Option<u64> {
     backoff::webhook_delay(next, random_u32())
 }
 
-/// Whether a success admitted as `admission` through circuit `sent_under` leaves the circuit as
-/// it is (`feed_breaker` then writes nothing).
-fn leaves_circuit_alone(admission: breaker::Admission, sent_under: &endpoints::Columns) -> bool {
-    admission == breaker::Admission::Send && matches!(sent_under.state(), breaker::State::Closed { failed: 0, .. })
-}
-
 /// Records an attempt (`number`, when it started, its latency) and its answer. A success with
-/// `take_next` also takes the endpoint's next delivery in line, into its cell, claiming its
-/// attempt in the same batch when its flag says the circuit stays as it is.
+/// `take_next` also takes the endpoint's next delivery in line, into `take_next`.
 async fn record(
     env: &Env,
     db: &D1Database,
@@ -522,7 +599,7 @@ async fn record(
     (number, started, latency_ms): (i64, Timestamp, i64),
     answer: Answer,
     reply: Reply,
-    take_next: Option<(&Cell<Option<Option<Taken>>>, bool)>,
+    take_next: Option<&Cell<Option<Option<Taken>>>>,
 ) -> Result<Done, EdgeError> {
     let attempt = |status: Option<u16>, error: Option<String>, next_attempt_at: Option<Timestamp>| Attempt {
         delivery_id: due.id.clone(),
@@ -545,12 +622,8 @@ async fn record(
     match answer {
         Answer::Success(status) => {
             let attempt = attempt(Some(status), None, None);
-            let take_at = take_next.map(|(_, claim)| {
-                let at = now();
-                (at, claim.then(|| lease_from(at)))
-            });
-            let taken = deliveries::record_success(db, &attempt, &due.endpoint_id, take_at).await?;
-            if let Some((cell, _)) = take_next {
+            let taken = deliveries::record_success(db, &attempt, &due.endpoint_id, take_next.map(|_| now())).await?;
+            if let Some(cell) = take_next {
                 cell.set(taken);
             }
             Ok(Done::Delivered)
@@ -587,44 +660,5 @@ async fn record(
             queues::announce_events(env, db, &signals).await?;
             Ok(done)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::endpoints::{Circuit, Columns};
-
-    fn closed(attempts: i64, failed: i64, at: i64) -> Columns {
-        Columns {
-            circuit: Some(Circuit::Closed),
-            circuit_at: Some(at),
-            circuit_attempts: Some(attempts),
-            circuit_failed: Some(failed),
-            circuit_succeeded: Some(attempts - failed),
-            circuit_opens: Some(0),
-            circuit_version: Some(3),
-        }
-    }
-
-    #[test]
-    fn the_record_claims_the_next_in_line_only_when_its_success_cannot_move_the_circuit() {
-        let policy = exactly_core::breaker::DEFAULT_POLICY;
-        let at = 1_000_000;
-        // Four failed attempts in the window: the fifth, a success, opens the circuit, so the
-        // next in line must not be claimed under the closed circuit the record's batch reads.
-        let failing = closed(4, 4, at);
-        let (after, _) =
-            breaker::record(&policy, failing.state(), breaker::Admission::Send, breaker::Outcome::Success, at + 1_000);
-        assert!(matches!(after, breaker::State::Open { .. }), "{after:?}");
-        assert!(!leaves_circuit_alone(breaker::Admission::Send, &failing));
-        // A closed circuit that counted no failure stays as it is after a success.
-        let clean = closed(0, 0, 0);
-        assert!(leaves_circuit_alone(breaker::Admission::Send, &clean));
-        let (after, transition) =
-            breaker::record(&policy, clean.state(), breaker::Admission::Send, breaker::Outcome::Success, at);
-        assert_eq!((after, transition), (clean.state(), None));
-        // A probe's success may close a circuit: never.
-        assert!(!leaves_circuit_alone(breaker::Admission::Probe(at), &clean));
     }
 }
