@@ -13,11 +13,18 @@
 //! place it could take is held; a first attempt never waits for a slow place alone while the
 //! fast lane has room, as one did for 15 s beside a dead endpoint (docs/benchmarks.md). An
 //! attempt waiting for a place still holds one of its endpoint's in-flight places.
+//!
+//! A place given back goes to an attempt already waiting before one that asks after it: a
+//! chain gives its place back and asks for one for its next attempt in the same turn of the
+//! runtime, and would otherwise take it again before the waiting attempt is polled, round after
+//! round (an attempt claimed early then went out behind twenty-five claimed after it).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::pin::pin;
+use std::future::Future;
+use std::pin::{pin, Pin};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use async_lock::{Semaphore, SemaphoreGuard, SemaphoreGuardArc};
 use futures_util::future::{select, Either};
@@ -30,6 +37,8 @@ pub struct Lanes {
     slow: Semaphore,
     /// Each endpoint's one fast place in this invocation.
     own: RefCell<HashMap<String, Arc<Semaphore>>>,
+    /// Attempts waiting for a place.
+    waiting: Cell<usize>,
 }
 
 /// A place taken: held while the attempt is sent and recorded, given back when dropped.
@@ -47,13 +56,25 @@ impl Place<'_> {
 
 impl Default for Lanes {
     fn default() -> Self {
-        Lanes { fast: Semaphore::new(FAST_LANE), slow: Semaphore::new(SLOW_LANE), own: RefCell::default() }
+        Lanes {
+            fast: Semaphore::new(FAST_LANE),
+            slow: Semaphore::new(SLOW_LANE),
+            own: RefCell::default(),
+            waiting: Cell::new(0),
+        }
     }
 }
 
 impl Lanes {
     /// A place for an attempt to `endpoint`; `fast` when it may take the fast lane.
     pub async fn place(&self, endpoint: &str, fast: bool) -> Place<'_> {
+        // A place given back has woken the attempt waiting for it, which takes it when it runs:
+        // this one runs after it, and then waits behind it if there is no other place.
+        if self.waiting.get() > 0 {
+            YieldNow(false).await;
+        }
+        self.waiting.set(self.waiting.get() + 1);
+        let _waiting = Waiting(&self.waiting);
         if !fast {
             return Place::Slow { _place: self.slow.acquire().await };
         }
@@ -70,6 +91,31 @@ impl Lanes {
             Either::Left((place, _)) => place,
             Either::Right((place, _)) => Place::Slow { _place: place },
         }
+    }
+}
+
+/// Counts an attempt as waiting for a place until it has one (or its wait is dropped).
+struct Waiting<'a>(&'a Cell<usize>);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
+    }
+}
+
+/// Lets every task already woken run before this one goes on.
+struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 }
 
@@ -185,5 +231,29 @@ mod tests {
             retry_now.is_some()
         );
         drop(busy);
+    }
+
+    #[test]
+    fn a_freed_place_goes_to_the_attempt_already_waiting_not_to_one_that_asks_after() {
+        let lanes = Lanes::default();
+        // Hung retries hold the slow lane: the endpoint's attempts can only take its fast place.
+        let hung: Vec<_> =
+            (0..SLOW_LANE).map(|_| now(&mut Box::pin(lanes.place("dead", false))).expect("slow")).collect();
+        let chain = now(&mut Box::pin(lanes.place("healthy", true))).expect("fast");
+        let woken: [Arc<Woken>; 2] = Default::default();
+        let wakers: Vec<Waker> = woken.iter().map(|w| Waker::from(Arc::clone(w))).collect();
+        let mut waiting = Box::pin(lanes.place("healthy", true));
+        assert!(polled(&mut waiting, &wakers[0]).is_none());
+        // The chain's attempt ends and its next attempt asks for a place at once, before the
+        // waiting attempt (woken by the place given back) runs again.
+        drop(chain);
+        let mut next = Box::pin(lanes.place("healthy", true));
+        assert!(polled(&mut next, &wakers[1]).is_none(), "the place is the waiting attempt's");
+        let first = polled(&mut waiting, &wakers[0]).expect("the attempt that waited takes it");
+        assert!(first.is_fast());
+        assert!(polled(&mut next, &wakers[1]).is_none());
+        drop(first);
+        assert!(polled(&mut next, &wakers[1]).is_some(), "then the next attempt's turn");
+        drop(hung);
     }
 }
