@@ -35,6 +35,10 @@ fn expectations() -> Vec<(&'static str, Value, Value, bool)> {
         ("calls.record_leg", json!(false), json!(false), false),
         ("deliveries.claim_attempt", json!(true), json!(false), true),
         ("deliveries.redrive", json!("Pending"), json!("NotFailed"), true),
+        // Taken out of its endpoint's line with its first attempt claimed, once.
+        ("deliveries.next_in_line", json!(1), json!("line empty"), true),
+        // Its endpoint's filter decides at the gate: taken, nothing claimed.
+        ("deliveries.next_in_line_filtered", json!("taken"), json!("line empty"), true),
         ("numbers.create", json!(true), json!(false), true),
     ]
 }
@@ -91,6 +95,16 @@ fn every_guard_refuses_to_run_twice(w: &Worker) {
             }
             "calls.record_leg" => assert_eq!(r["after_first"][0]["legs"], "no_answer@2", "{r}"),
             "numbers.create" => assert_eq!(r["after_second"][0]["account_id"], r["first_account"], "{r}"),
+            "deliveries.next_in_line" => assert_eq!(
+                r["after_first"][0],
+                json!({"status": "pending", "attempts": 1, "waiting": 0, "in_flight": 1}),
+                "{r}"
+            ),
+            "deliveries.next_in_line_filtered" => assert_eq!(
+                r["after_first"][0],
+                json!({"status": "pending", "attempts": 0, "waiting": 0, "in_flight": 0}),
+                "{r}"
+            ),
             _ => {}
         }
     }

@@ -164,7 +164,10 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
         "calls.record" | "calls.record_answered" | "calls.record_end" | "calls.record_leg" => {
             calls_record(db, name).await
         }
-        "deliveries.claim_attempt" | "deliveries.redrive" => deliveries_claim_attempt(db, name).await,
+        "deliveries.claim_attempt"
+        | "deliveries.redrive"
+        | "deliveries.next_in_line"
+        | "deliveries.next_in_line_filtered" => deliveries_claim_attempt(db, name).await,
         "numbers.create" => numbers_create(db).await,
         _ => Err(EdgeError::NotFound),
     }
@@ -472,11 +475,15 @@ async fn deliveries_claim_attempt(db: &D1Database, name: &str) -> Result<Value, 
     let (endpoint, event, delivery) = (new_id("ep")?, new_id("evt")?, new_id("dlv")?);
     let at = now().unix_millis();
     let status = if name == "deliveries.redrive" { "failed" } else { "pending" };
+    // A delivery waiting in its endpoint's line, for the takes; the filtered endpoint's is taken
+    // without its attempt claimed (its filter decides at the gate).
+    let waiting = i32::from(name.starts_with("deliveries.next_in_line"));
+    let filter = if name == "deliveries.next_in_line_filtered" { "'data.text = \"x\"'" } else { "NULL" };
     let setup = [
         format!(
-            "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, created_at,
+            "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, filter, created_at,
             updated_at) VALUES ({}, {}, 'https://example.com/hook', '[\"message.received\"]', 'whsec_x',
-                {at}, {at})",
+                {filter}, {at}, {at})",
             quote(&endpoint),
             quote(&account_id)
         ),
@@ -489,8 +496,8 @@ async fn deliveries_claim_attempt(db: &D1Database, name: &str) -> Result<Value, 
         ),
         format!(
             "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status,
-             attempts, next_attempt_at, created_at, updated_at) VALUES ({}, {}, {}, {}, 'initial',
-                 '{status}', 0, {at}, {at},
+             attempts, waiting, next_attempt_at, created_at, updated_at) VALUES ({}, {}, {}, {}, 'initial',
+                 '{status}', 0, {waiting}, {at}, {at},
                  {at})",
             quote(&delivery),
             quote(&event),
@@ -501,11 +508,21 @@ async fn deliveries_claim_attempt(db: &D1Database, name: &str) -> Result<Value, 
     for sql in setup {
         raw(db, &sql).await.map_err(|e| EdgeError::unavailable("test build", e))?;
     }
-    let show = format!("SELECT status, attempts FROM webhook_deliveries WHERE id = {}", quote(&delivery));
+    let show = format!(
+        "SELECT status, attempts, waiting, in_flight_until > 0 AS in_flight FROM webhook_deliveries WHERE id = {}",
+        quote(&delivery)
+    );
     let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
     for _ in 0..2 {
         let did = if name == "deliveries.redrive" {
             json!(format!("{:?}", deliveries::redrive(db, &delivery, now()).await?))
+        } else if waiting == 1 {
+            let lease = Timestamp::from_unix_millis(now().unix_millis() + 60_000);
+            match deliveries::next_in_line(db, &endpoint, now(), lease).await? {
+                // The attempt's number when the take claimed it.
+                Some(taken) => taken.claimed.map_or(json!("taken"), |number| json!(number)),
+                None => json!("line empty"),
+            }
         } else {
             let lease = Timestamp::from_unix_millis(now().unix_millis() + 60_000);
             let claim = deliveries::claim_attempt(db, &delivery, &endpoint, 1, lease, now(), 0).await?;

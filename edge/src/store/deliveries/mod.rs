@@ -155,9 +155,9 @@ fn due_query(db: &D1Database, id: Option<&str>, line: Option<&str>) -> Result<D1
          FROM webhook_deliveries d
          JOIN outbound_events o ON o.id = d.event_id
          LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
-         WHERE d.id = COALESCE(?1, {OLDEST_IN_LINE})"
+         WHERE d.id = COALESCE(?2, {OLDEST_IN_LINE})"
     );
-    db::stmt(db, &sql, &[opt_text(id), opt_text(line)])
+    db::stmt(db, &sql, &[opt_text(line), opt_text(id)])
 }
 
 /// How many attempts to endpoint row `e` are in flight at `?2` (claimed, their lease not over).
@@ -172,8 +172,8 @@ pub const IN_FLIGHT: &str = "(SELECT COUNT(*) FROM webhook_deliveries f WHERE f.
 pub const IN_FLIGHT_LIMIT: &str = "MAX(1, MIN(e.max_in_flight, CASE WHEN e.rate_limit_per_second >= 1
      THEN e.rate_limit_per_second ELSE e.max_in_flight END))";
 
-/// The oldest delivery in the line of endpoint `?2`.
-const OLDEST_IN_LINE: &str = "(SELECT id FROM webhook_deliveries WHERE endpoint_id = ?2 AND waiting = 1
+/// The oldest delivery in the line of endpoint `?1`.
+const OLDEST_IN_LINE: &str = "(SELECT id FROM webhook_deliveries WHERE endpoint_id = ?1 AND waiting = 1
      AND status = 'pending' ORDER BY created_at, id LIMIT 1)";
 
 /// What claiming an attempt found.
@@ -307,42 +307,78 @@ pub struct Taken {
     pub id: String,
     /// Read in the batch that took it, so its gates need no read of their own the first time.
     pub due: Option<Box<Due>>,
+    /// The attempt the take claimed, when every gate let it through as it was taken
+    /// ([`next_in_line_stmts`]): its number, leased until the lease the take was given.
+    pub claimed: Option<i64>,
+    /// When it was taken.
+    pub at: Timestamp,
 }
 
-/// Takes the oldest delivery out of an endpoint's line (it goes through the gates again: it
-/// may go back in). `None` when the line is empty.
-pub async fn next_in_line(db: &D1Database, endpoint_id: &str, now: Timestamp) -> Result<Option<Taken>, EdgeError> {
-    let results = db::batch(db, next_in_line_stmts(db, endpoint_id, now)?.into()).await?;
-    taken(&results)
+/// Takes the oldest delivery out of an endpoint's line, claiming its next attempt under `lease`
+/// when every gate lets it through; otherwise it goes through the gates again (it may go back
+/// in). `None` when the line is empty.
+pub async fn next_in_line(
+    db: &D1Database,
+    endpoint_id: &str,
+    now: Timestamp,
+    lease: Timestamp,
+) -> Result<Option<Taken>, EdgeError> {
+    let results = db::batch(db, next_in_line_stmts(db, endpoint_id, now, lease)?.into()).await?;
+    taken(&results, now)
 }
 
-/// The statements that take the oldest delivery out of an endpoint's line: first the read of
-/// its [`Due`], then the take, in one batch (one transaction: both find the same delivery).
+/// The statements that take the oldest delivery out of an endpoint's line, in one batch (one
+/// transaction: all find the same delivery): the read of its [`Due`]; the take that also claims
+/// its next attempt, under `lease`, as the claim would ([`claim_attempt`]) when the gates before
+/// it could only let it through (its endpoint enabled, not paused, with no filter and a closed
+/// circuit, fewer attempts in flight than it takes, the delivery due and none of its attempts in
+/// flight; it is the oldest in line); or else the plain take.
 fn next_in_line_stmts(
     db: &D1Database,
     endpoint_id: &str,
     now: Timestamp,
-) -> Result<[D1PreparedStatement; 2], EdgeError> {
+    lease: Timestamp,
+) -> Result<[D1PreparedStatement; 3], EdgeError> {
     Ok([
         due_query(db, None, Some(endpoint_id))?,
         db::stmt(
             db,
             &format!(
-                "UPDATE webhook_deliveries SET waiting = 0, updated_at = ?1 WHERE id = {OLDEST_IN_LINE} RETURNING id"
+                "UPDATE webhook_deliveries SET waiting = 0, attempts = attempts + 1, next_attempt_at = ?3,
+                     in_flight_until = ?3, updated_at = ?2
+                 WHERE id = {OLDEST_IN_LINE} AND status = 'pending' AND in_flight_until <= ?2
+                   AND next_attempt_at <= ?2 + 1000
+                   AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = ?1 AND e.enabled = 1 AND e.paused = 0
+                               AND e.filter IS NULL AND e.circuit = 'closed' AND {IN_FLIGHT} < {IN_FLIGHT_LIMIT})
+                 RETURNING id, attempts"
             ),
-            &[time(now), text(endpoint_id)],
+            &[text(endpoint_id), time(now), time(lease)],
+        )?,
+        db::stmt(
+            db,
+            &format!(
+                "UPDATE webhook_deliveries SET waiting = 0, updated_at = ?2 WHERE id = {OLDEST_IN_LINE}
+                   AND changes() = 0 RETURNING id, NULL AS attempts"
+            ),
+            &[text(endpoint_id), time(now)],
         )?,
     ])
 }
 
-/// What the last two results of a batch ending in [`next_in_line_stmts`] took.
-fn taken(results: &[worker::D1Result]) -> Result<Option<Taken>, EdgeError> {
-    let [read, take] = results.get(results.len().saturating_sub(2)..).unwrap_or_default() else {
+/// What the last three results of a batch ending in [`next_in_line_stmts`] took.
+fn taken(results: &[worker::D1Result], at: Timestamp) -> Result<Option<Taken>, EdgeError> {
+    #[derive(Deserialize)]
+    struct Took {
+        id: String,
+        attempts: Option<i64>,
+    }
+    let [read, claim, take] = results.get(results.len().saturating_sub(3)..).unwrap_or_default() else {
         return Err(EdgeError::unavailable("store", "next in line: short batch"));
     };
-    let Some(id) = db::ids(take)?.into_iter().next() else { return Ok(None) };
+    let took = db::rows::<Took>(claim)?.into_iter().chain(db::rows::<Took>(take)?).next();
+    let Some(Took { id, attempts }) = took else { return Ok(None) };
     let due = db::rows::<Due>(read)?.into_iter().next().filter(|due| due.id == id).map(Box::new);
-    Ok(Some(Taken { id, due }))
+    Ok(Some(Taken { id, due, claimed: attempts, at }))
 }
 
 /// An endpoint's line and in-flight attempts.
@@ -392,14 +428,14 @@ fn attempt_row(db: &D1Database, a: &Attempt) -> Result<worker::D1PreparedStateme
 }
 
 /// A 2xx: the attempt, the delivery succeeded, the endpoint's failure streak reset. With
-/// `take_next` (the time), the same batch takes the oldest delivery of the endpoint's line out of
-/// it, as [`next_in_line`] does after the place is freed, and returns it: `Some(None)` when the
-/// line is empty, `None` when it was not asked.
+/// `take_next` (the time and a lease), the same batch takes the oldest delivery of the
+/// endpoint's line out of it, as [`next_in_line`] does after the place is freed, and returns it:
+/// `Some(None)` when the line is empty, `None` when it was not asked.
 pub async fn record_success(
     db: &D1Database,
     a: &Attempt,
     endpoint_id: &str,
-    take_next: Option<Timestamp>,
+    take_next: Option<(Timestamp, Timestamp)>,
 ) -> Result<Option<Option<Taken>>, EdgeError> {
     let mut statements = vec![
         attempt_row(db, a)?,
@@ -413,12 +449,12 @@ pub async fn record_success(
         )?,
         endpoints::reset_failures(db, endpoint_id, a.at)?,
     ];
-    if let Some(now) = take_next {
-        statements.extend(next_in_line_stmts(db, endpoint_id, now)?);
+    if let Some((now, lease)) = take_next {
+        statements.extend(next_in_line_stmts(db, endpoint_id, now, lease)?);
     }
     let results = db::batch(db, statements).await?;
     match take_next {
-        Some(_) => taken(&results).map(Some),
+        Some((now, _)) => taken(&results, now).map(Some),
         None => Ok(None),
     }
 }

@@ -32,13 +32,14 @@ use crate::error::Wait;
 use crate::error::{Done, EdgeError, Outcome};
 use crate::platform::{endpoint_url, now, random_u32};
 use crate::queues::{self, DeliveryJob};
-use crate::store::deliveries::{self, Attempt, Claim, Due, Subject, Taken};
+use crate::store::deliveries::{self, Attempt, Due, Subject, Taken};
 use crate::store::endpoints::{self, circuit};
 
 mod filtering;
+mod gate;
 mod http;
 mod lanes;
-use filtering::filtered;
+use gate::{gate, gate_taken, lease_from, take, Claimed, Gate};
 use http::{send, Answer, Reply};
 
 /// Success is any 2xx within this long. Of the body, only the first [`http::MAX_REPLY_BYTES`]
@@ -182,112 +183,6 @@ async fn dead_letter(db: &D1Database, delivery_id: &str) -> Result<(), EdgeError
     Ok(())
 }
 
-/// What a delivery's gates decided.
-enum Gate {
-    /// Its attempt is claimed: send it.
-    Claimed(Box<Claimed>),
-    /// Nothing to send now.
-    Done(Done),
-    /// The endpoint's circuit kept changing while the delivery tried to get into line: a job
-    /// looks again shortly (one taken from a line is found by the sweeper).
-    LookAgain,
-}
-
-/// An attempt this job claimed.
-struct Claimed {
-    due: Due,
-    number: i64,
-    admission: breaker::Admission,
-    /// When its claim was taken (with its lease and the circuit at `due.circuit`).
-    at: Timestamp,
-}
-
-impl Claimed {
-    /// Whether it may take the fast lane ([`lanes`]): a first attempt, through a closed circuit
-    /// that counts no failure.
-    fn fast(&self) -> bool {
-        self.number == 1
-            && self.admission == breaker::Admission::Send
-            && matches!(self.due.circuit.state(), breaker::State::Closed { failed: 0, .. })
-    }
-}
-
-/// Takes delivery `id` through its endpoint's gates, in order: settled or deleted; paused or
-/// disabled (held untouched); early; the circuit (open: into the line); then the claim, which
-/// also checks the in-flight limit (under a rate limit, at most the rate), the line (older
-/// deliveries go first) and that the circuit has not changed (else into the line). A probe's
-/// turn is taken after its claim, so a turn is never taken for an attempt that does not go.
-async fn gate(env: &Env, db: &D1Database, id: &str, mut ahead: Option<Box<Due>>) -> Result<Gate, EdgeError> {
-    for _ in 0..3 {
-        // Read with its take from the line the first time, when it was.
-        let due = match ahead.take() {
-            Some(due) => Some(*due),
-            None => deliveries::due(db, id).await?,
-        };
-        let Some(due) = due else { return Ok(Gate::Done(Done::NoSuchDelivery)) };
-        if due.status != deliveries::DeliveryStatus::Pending {
-            return Ok(Gate::Done(Done::AlreadySettled));
-        }
-        let started = now();
-        if due.url.is_none() || due.secret.is_none() {
-            deliveries::fail(db, &due.id, "the endpoint was deleted", started).await?;
-            return Ok(Gate::Done(Done::EndpointDisabled));
-        }
-        // A paused or disabled endpoint holds its deliveries, untouched, until it is resumed or
-        // enabled (which puts them in its line); the sweeper does not pick them up meanwhile.
-        if due.enabled != Some(true) || due.paused != Some(false) {
-            return Ok(Gate::Done(Done::Held));
-        }
-        // An early or duplicate job: the scheduled one (or the sweeper) will come.
-        if due.next_attempt_at.unix_millis() > started.unix_millis() + 1000 {
-            return Ok(Gate::Done(Done::NotDue));
-        }
-        // The endpoint's filter as it is now decides, before any gate that would spend a place.
-        if let Some(held_back) = filtered(&due) {
-            if let Err(problem) = held_back {
-                deliveries::fail(db, &due.id, &problem, started).await?;
-                return Ok(Gate::Done(Done::Failed));
-            }
-            let settled = deliveries::filter_out(db, &due.id, due.attempts, started).await?;
-            return Ok(Gate::Done(if settled { Done::Filtered } else { Done::ClaimedElsewhere }));
-        }
-        let attempts = due.attempts;
-        let version = due.circuit.version();
-        let policy = crate::faults::breaker_policy(env, due.url.as_deref().unwrap_or_default());
-        let (admission, probe) = breaker::admit(&policy, due.circuit.state(), started.unix_millis());
-        if let breaker::Admission::Hold(_) = admission {
-            if deliveries::wait_for_circuit(db, &due.id, &due.endpoint_id, attempts, version, started).await? {
-                return Ok(Gate::Done(Done::WaitingForCircuit));
-            }
-            continue;
-        }
-        let number = attempts + 1;
-        let lease = Timestamp::from_unix_millis(started.unix_millis() + ATTEMPT_LEASE_MILLIS);
-        // The endpoint's in-flight limit is the claim's to read ([`attempt`] takes the turns of
-        // a rate-limited one).
-        let claim = deliveries::claim_attempt(db, &due.id, &due.endpoint_id, number, lease, started, version);
-        match claim.await? {
-            Claim::Claimed => {}
-            Claim::Full => return Ok(Gate::Done(Done::WaitingForEndpoint)),
-            Claim::Elsewhere => return Ok(Gate::Done(Done::ClaimedElsewhere)),
-        }
-        if let Some(probe) = probe {
-            let about = circuit::About {
-                endpoint_id: &due.endpoint_id,
-                account_id: &due.account_id,
-                url: due.url.as_deref().unwrap_or_default(),
-            };
-            // Whoever swaps first sends the probe; the other gives its claim back and waits.
-            if circuit::swap(db, &about, version, probe, None, started).await?.is_none() {
-                deliveries::unclaim(db, &due.id, number, started).await?;
-                return Ok(Gate::Done(Done::WaitingForCircuit));
-            }
-        }
-        return Ok(Gate::Claimed(Box::new(Claimed { due, number, admission, at: started })));
-    }
-    Ok(Gate::LookAgain)
-}
-
 /// Starts a claimed attempt beside the batch.
 fn start(ctx: &Context, env: &Env, claimed: Claimed, shared: &Shared) {
     shared.outstanding.set(shared.outstanding.get() + 1);
@@ -331,7 +226,7 @@ async fn chain(env: &Env, first: Claimed, shared: &Invocation) {
                 }
                 return;
             }
-            None => match deliveries::next_in_line(&db, &endpoint, now()).await {
+            None => match take(&db, &endpoint).await {
                 Ok(next) => next,
                 Err(e) => return log(&id, &Err(e)),
             },
@@ -355,8 +250,9 @@ async fn claim_next(
 ) -> Option<Claimed> {
     let mut held_back = 0;
     loop {
-        let Taken { id, due } = next?;
-        match gate(env, db, &id, due).await {
+        let taken = next?;
+        let id = taken.id.clone();
+        match gate_taken(env, db, taken).await {
             Ok(Gate::Claimed(c)) => return Some(*c),
             Ok(Gate::Done(Done::Filtered)) => log(&id, &Ok(Done::Filtered)),
             Ok(Gate::Done(done)) => {
@@ -378,7 +274,7 @@ async fn claim_next(
         if held_back >= CHAIN_MAX || shared.rounds.get() >= ROUNDS_MAX {
             break;
         }
-        next = match deliveries::next_in_line(db, endpoint, now()).await {
+        next = match take(db, endpoint).await {
             Ok(next) => next,
             Err(e) => {
                 log(&id, &Err(e));
@@ -402,8 +298,9 @@ async fn wake(env: &Env, db: &D1Database, ctx: &Context, shared: &Shared, endpoi
             queues::wake_later(env, endpoint, 1).await?;
             break;
         }
-        let Some(Taken { id, due }) = deliveries::next_in_line(db, endpoint, now()).await? else { break };
-        match gate(env, db, &id, due).await {
+        let Some(taken) = take(db, endpoint).await? else { break };
+        let id = taken.id.clone();
+        match gate_taken(env, db, taken).await {
             Ok(Gate::Claimed(claimed)) => start(ctx, env, *claimed, shared),
             Ok(Gate::Done(done)) => {
                 log(&id, &Ok(done));
@@ -509,7 +406,7 @@ async fn ready(
     if rate.is_none() && sent_as_claimed {
         return Ok(Some((due.circuit.clone(), now())));
     }
-    let lease = Timestamp::from_unix_millis(now().unix_millis() + ATTEMPT_LEASE_MILLIS);
+    let lease = lease_from(now());
     let Some(columns) = deliveries::renew(db, &due.id, &due.endpoint_id, claimed.number, lease).await? else {
         return Ok(None);
     };
@@ -622,7 +519,11 @@ async fn record(
     match answer {
         Answer::Success(status) => {
             let attempt = attempt(Some(status), None, None);
-            let taken = deliveries::record_success(db, &attempt, &due.endpoint_id, take_next.map(|_| now())).await?;
+            let take_at = take_next.map(|_| {
+                let at = now();
+                (at, lease_from(at))
+            });
+            let taken = deliveries::record_success(db, &attempt, &due.endpoint_id, take_at).await?;
             if let Some(cell) = take_next {
                 cell.set(taken);
             }
