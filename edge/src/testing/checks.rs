@@ -167,7 +167,8 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
         "deliveries.claim_attempt"
         | "deliveries.redrive"
         | "deliveries.next_in_line"
-        | "deliveries.next_in_line_filtered" => deliveries_claim_attempt(db, name).await,
+        | "deliveries.next_in_line_filtered"
+        | "deliveries.next_in_line_unleased" => deliveries_claim_attempt(db, name).await,
         "numbers.create" => numbers_create(db).await,
         _ => Err(EdgeError::NotFound),
     }
@@ -518,6 +519,7 @@ async fn deliveries_claim_attempt(db: &D1Database, name: &str) -> Result<Value, 
             json!(format!("{:?}", deliveries::redrive(db, &delivery, now()).await?))
         } else if waiting == 1 {
             let lease = Timestamp::from_unix_millis(now().unix_millis() + 60_000);
+            let lease = (name != "deliveries.next_in_line_unleased").then_some(lease);
             match deliveries::next_in_line(db, &endpoint, now(), lease).await? {
                 // The attempt's number when the take claimed it.
                 Some(taken) => taken.claimed.map_or(json!("taken"), |number| json!(number)),

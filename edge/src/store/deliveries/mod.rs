@@ -315,13 +315,13 @@ pub struct Taken {
 }
 
 /// Takes the oldest delivery out of an endpoint's line, claiming its next attempt under `lease`
-/// when every gate lets it through; otherwise it goes through the gates again (it may go back
-/// in). `None` when the line is empty.
+/// (when there is one) if every gate lets it through; otherwise it goes through the gates again
+/// (it may go back in). `None` when the line is empty.
 pub async fn next_in_line(
     db: &D1Database,
     endpoint_id: &str,
     now: Timestamp,
-    lease: Timestamp,
+    lease: Option<Timestamp>,
 ) -> Result<Option<Taken>, EdgeError> {
     let results = db::batch(db, next_in_line_stmts(db, endpoint_id, now, lease)?.into()).await?;
     taken(&results, now)
@@ -329,7 +329,7 @@ pub async fn next_in_line(
 
 /// The statements that take the oldest delivery out of an endpoint's line, in one batch (one
 /// transaction: all find the same delivery): the read of its [`Due`]; the take that also claims
-/// its next attempt, under `lease`, as the claim would ([`claim_attempt`]) when the gates before
+/// its next attempt, under `lease` (none: never), as the claim would ([`claim_attempt`]) when the gates before
 /// it could only let it through (its endpoint enabled, not paused, with no filter and a closed
 /// circuit, fewer attempts in flight than it takes, the delivery due and none of its attempts in
 /// flight; it is the oldest in line); or else the plain take.
@@ -337,7 +337,7 @@ fn next_in_line_stmts(
     db: &D1Database,
     endpoint_id: &str,
     now: Timestamp,
-    lease: Timestamp,
+    lease: Option<Timestamp>,
 ) -> Result<[D1PreparedStatement; 3], EdgeError> {
     Ok([
         due_query(db, None, Some(endpoint_id))?,
@@ -346,13 +346,13 @@ fn next_in_line_stmts(
             &format!(
                 "UPDATE webhook_deliveries SET waiting = 0, attempts = attempts + 1, next_attempt_at = ?3,
                      in_flight_until = ?3, updated_at = ?2
-                 WHERE id = {OLDEST_IN_LINE} AND status = 'pending' AND in_flight_until <= ?2
+                 WHERE ?3 IS NOT NULL AND id = {OLDEST_IN_LINE} AND status = 'pending' AND in_flight_until <= ?2
                    AND next_attempt_at <= ?2 + 1000
                    AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = ?1 AND e.enabled = 1 AND e.paused = 0
                                AND e.filter IS NULL AND e.circuit = 'closed' AND {IN_FLIGHT} < {IN_FLIGHT_LIMIT})
                  RETURNING id, attempts"
             ),
-            &[text(endpoint_id), time(now), time(lease)],
+            &[text(endpoint_id), time(now), lease.map_or(JsValue::NULL, time)],
         )?,
         db::stmt(
             db,
@@ -428,14 +428,14 @@ fn attempt_row(db: &D1Database, a: &Attempt) -> Result<worker::D1PreparedStateme
 }
 
 /// A 2xx: the attempt, the delivery succeeded, the endpoint's failure streak reset. With
-/// `take_next` (the time and a lease), the same batch takes the oldest delivery of the
+/// `take_next` (the time, and a lease to claim under), the same batch takes the oldest delivery of the
 /// endpoint's line out of it, as [`next_in_line`] does after the place is freed, and returns it:
 /// `Some(None)` when the line is empty, `None` when it was not asked.
 pub async fn record_success(
     db: &D1Database,
     a: &Attempt,
     endpoint_id: &str,
-    take_next: Option<(Timestamp, Timestamp)>,
+    take_next: Option<(Timestamp, Option<Timestamp>)>,
 ) -> Result<Option<Option<Taken>>, EdgeError> {
     let mut statements = vec![
         attempt_row(db, a)?,

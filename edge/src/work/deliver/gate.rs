@@ -34,7 +34,7 @@ pub(super) struct Claimed {
 }
 
 impl Claimed {
-    /// Whether it may take the fast lane ([`lanes`]): a first attempt, through a closed circuit
+    /// Whether it may take the fast lane ([`super::lanes`]): a first attempt, through a closed circuit
     /// that counts no failure.
     pub(super) fn fast(&self) -> bool {
         self.number == 1
@@ -128,7 +128,7 @@ pub(super) fn lease_from(at: Timestamp) -> Timestamp {
 /// when its gates could only let it through ([`deliveries::next_in_line`]).
 pub(super) async fn take(db: &D1Database, endpoint: &str) -> Result<Option<Taken>, EdgeError> {
     let at = now();
-    deliveries::next_in_line(db, endpoint, at, lease_from(at)).await
+    deliveries::next_in_line(db, endpoint, at, Some(lease_from(at))).await
 }
 
 /// A delivery taken out of its endpoint's line through its gates: one whose attempt the take

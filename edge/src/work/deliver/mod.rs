@@ -381,6 +381,11 @@ async fn attempt_in_lane(
     let ended = now();
     let latency_ms = ended.unix_millis() - started.unix_millis();
     let outcome = answer.outcome();
+    // The next in line is claimed in the record's batch only when this attempt's outcome cannot
+    // change the circuit (`feed_breaker`, which runs after it): a success through a closed
+    // circuit that counted no failure. Any other success may open or close it, and the one taken
+    // goes through its gates as the circuit is then.
+    let take_next = take_next.map(|into| (into, leaves_circuit_alone(admission, &circuit_now)));
     let done = record(env, db, &due, (number, started, latency_ms), answer, reply, take_next).await?;
     feed_breaker(env, db, &due, &circuit_now, admission, outcome, ended).await?;
     Ok(done)
@@ -440,8 +445,7 @@ async fn feed_breaker(
 ) -> Result<(), EdgeError> {
     // A success sent through a closed circuit that held no failures changes nothing: a healthy
     // endpoint's row is never written.
-    let clean = matches!(sent_under.state(), breaker::State::Closed { failed: 0, .. });
-    if admission == breaker::Admission::Send && outcome == breaker::Outcome::Success && clean {
+    if outcome == breaker::Outcome::Success && leaves_circuit_alone(admission, sent_under) {
         return Ok(());
     }
     let url = due.url.as_deref().unwrap_or_default();
@@ -487,8 +491,15 @@ fn delay_before(env: &Env, next: i64) -> Option<u64> {
     backoff::webhook_delay(next, random_u32())
 }
 
+/// Whether a success admitted as `admission` through circuit `sent_under` leaves the circuit as
+/// it is (`feed_breaker` then writes nothing).
+fn leaves_circuit_alone(admission: breaker::Admission, sent_under: &endpoints::Columns) -> bool {
+    admission == breaker::Admission::Send && matches!(sent_under.state(), breaker::State::Closed { failed: 0, .. })
+}
+
 /// Records an attempt (`number`, when it started, its latency) and its answer. A success with
-/// `take_next` also takes the endpoint's next delivery in line, into `take_next`.
+/// `take_next` also takes the endpoint's next delivery in line, into its cell, claiming its
+/// attempt in the same batch when its flag says the circuit stays as it is.
 async fn record(
     env: &Env,
     db: &D1Database,
@@ -496,7 +507,7 @@ async fn record(
     (number, started, latency_ms): (i64, Timestamp, i64),
     answer: Answer,
     reply: Reply,
-    take_next: Option<&Cell<Option<Option<Taken>>>>,
+    take_next: Option<(&Cell<Option<Option<Taken>>>, bool)>,
 ) -> Result<Done, EdgeError> {
     let attempt = |status: Option<u16>, error: Option<String>, next_attempt_at: Option<Timestamp>| Attempt {
         delivery_id: due.id.clone(),
@@ -519,12 +530,12 @@ async fn record(
     match answer {
         Answer::Success(status) => {
             let attempt = attempt(Some(status), None, None);
-            let take_at = take_next.map(|_| {
+            let take_at = take_next.map(|(_, claim)| {
                 let at = now();
-                (at, lease_from(at))
+                (at, claim.then(|| lease_from(at)))
             });
             let taken = deliveries::record_success(db, &attempt, &due.endpoint_id, take_at).await?;
-            if let Some(cell) = take_next {
+            if let Some((cell, _)) = take_next {
                 cell.set(taken);
             }
             Ok(Done::Delivered)
@@ -561,5 +572,44 @@ async fn record(
             queues::announce_events(env, db, &signals).await?;
             Ok(done)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::endpoints::{Circuit, Columns};
+
+    fn closed(attempts: i64, failed: i64, at: i64) -> Columns {
+        Columns {
+            circuit: Some(Circuit::Closed),
+            circuit_at: Some(at),
+            circuit_attempts: Some(attempts),
+            circuit_failed: Some(failed),
+            circuit_succeeded: Some(attempts - failed),
+            circuit_opens: Some(0),
+            circuit_version: Some(3),
+        }
+    }
+
+    #[test]
+    fn the_record_claims_the_next_in_line_only_when_its_success_cannot_move_the_circuit() {
+        let policy = exactly_core::breaker::DEFAULT_POLICY;
+        let at = 1_000_000;
+        // Four failed attempts in the window: the fifth, a success, opens the circuit, so the
+        // next in line must not be claimed under the closed circuit the record's batch reads.
+        let failing = closed(4, 4, at);
+        let (after, _) =
+            breaker::record(&policy, failing.state(), breaker::Admission::Send, breaker::Outcome::Success, at + 1_000);
+        assert!(matches!(after, breaker::State::Open { .. }), "{after:?}");
+        assert!(!leaves_circuit_alone(breaker::Admission::Send, &failing));
+        // A closed circuit that counted no failure stays as it is after a success.
+        let clean = closed(0, 0, 0);
+        assert!(leaves_circuit_alone(breaker::Admission::Send, &clean));
+        let (after, transition) =
+            breaker::record(&policy, clean.state(), breaker::Admission::Send, breaker::Outcome::Success, at);
+        assert_eq!((after, transition), (clean.state(), None));
+        // A probe's success may close a circuit: never.
+        assert!(!leaves_circuit_alone(breaker::Admission::Probe(at), &clean));
     }
 }
