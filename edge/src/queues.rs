@@ -27,6 +27,11 @@ pub enum Job {
         /// number of the stored event, and reads the owner again when the two differ.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         number: Option<String>,
+        /// The stored event itself, as ingest stored it: processing an inbound message then
+        /// reads nothing before its effects' batch (work::process). Only on the job of a new
+        /// event whose row is in `DB` with every account.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        event: Option<Box<Carried>>,
     },
     /// Send the outbound message with this id, kept in account database `database` (absent:
     /// `DB`).
@@ -45,6 +50,28 @@ pub enum Job {
     },
 }
 
+/// A stored carrier event carried by its job: the row's columns as ingest wrote them.
+#[derive(Serialize, Deserialize)]
+pub struct Carried {
+    pub carrier: exactly_core::Provider,
+    pub carrier_event_id: String,
+    pub event_type: String,
+    pub payload: String,
+    /// When it was stored (Unix milliseconds).
+    pub created_at: i64,
+}
+
+impl std::fmt::Debug for Carried {
+    /// Without the payload: it holds what the carrier said about a person's message.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Carried").field("carrier_event_id", &self.carrier_event_id).finish_non_exhaustive()
+    }
+}
+
+/// The largest payload a job carries. Queue messages hold at most 128 KB; a larger event is
+/// read from its row.
+pub const CARRIED_PAYLOAD_MAX: usize = 32 * 1024;
+
 impl Job {
     /// The dispatch of a message of the account database `env` serves.
     pub fn dispatch(env: &Env, message_id: &str) -> Self {
@@ -58,7 +85,7 @@ impl Job {
 
     /// A carrier event to process again (a sweep, a re-drive): its lane is not known.
     pub fn carrier_event(id: &str) -> Self {
-        Job::CarrierEvent { id: id.to_owned(), lane: None, number: None }
+        Job::CarrierEvent { id: id.to_owned(), lane: None, number: None, event: None }
     }
 
     /// The lane of the jobs consumer this job runs in: jobs of one lane run one after another in
@@ -207,4 +234,42 @@ pub async fn announce(env: &Env, db: &D1Database, change: &Change) -> Result<(),
     let ids =
         pending.into_iter().filter(|(_, url)| !crate::faults::delivery_message_lost(url)).map(|(id, _)| id).collect();
     deliver_many(env, ids).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_carried_event_goes_with_its_job_and_an_older_job_reads_without_one() {
+        let carried = Carried {
+            carrier: exactly_core::Provider::Telnyx,
+            carrier_event_id: "evt-1".into(),
+            event_type: "message.received".into(),
+            payload: r#"{"data":{"id":"evt-1"}}"#.into(),
+            created_at: 1_700_000_000_000,
+        };
+        let job = Job::CarrierEvent {
+            id: "cev_1".into(),
+            lane: Some("msg:1".into()),
+            number: Some("+15550001111".into()),
+            event: Some(Box::new(carried)),
+        };
+        let json = serde_json::to_value(&job).unwrap();
+        assert_eq!(json["event"]["carrier"], "telnyx");
+        assert_eq!(json["event"]["payload"], r#"{"data":{"id":"evt-1"}}"#);
+        let Ok(Job::CarrierEvent { event: Some(back), .. }) = serde_json::from_value::<Job>(json) else {
+            panic!("the job reads back with its event");
+        };
+        assert_eq!((back.carrier_event_id.as_str(), back.created_at), ("evt-1", 1_700_000_000_000));
+        // Its Debug leaves the payload out.
+        assert!(!format!("{job:?}").contains("data"), "{job:?}");
+
+        let older = serde_json::json!({"type": "carrier_event", "id": "cev_2", "number": "+15550001111"});
+        let Ok(Job::CarrierEvent { event: None, number: Some(_), .. }) = serde_json::from_value::<Job>(older) else {
+            panic!("a job without an event reads");
+        };
+        let sweep = serde_json::to_value(Job::carrier_event("cev_3")).unwrap();
+        assert!(sweep.get("event").is_none(), "{sweep}");
+    }
 }

@@ -348,3 +348,43 @@ fn the_writer_checker_reads_each_verb() {
     let sql = "INSERT INTO a (x) VALUES (1) ON CONFLICT (x) DO UPDATE SET x = 2; UPDATE b SET y = 1; DELETE FROM c";
     assert_eq!(tables_written(sql).into_iter().collect::<Vec<_>>(), ["a", "b", "c"]);
 }
+
+/// The statements of `text` that could change which account owns a number: a delete from
+/// `phone_numbers`, a replace into it, or an update that sets its number or its account.
+fn owner_changes(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for verb in ["DELETE FROM phone_numbers", "INSERT OR REPLACE INTO phone_numbers", "REPLACE INTO phone_numbers"] {
+        found.extend(text.match_indices(verb).map(|(_, v)| v.to_owned()));
+    }
+    for (at, _) in text.match_indices("UPDATE phone_numbers SET") {
+        let set = &text[at..];
+        let set = &set[..set.find("WHERE").unwrap_or(set.len())];
+        if set.contains("account_id") || set.contains("phone_number =") {
+            found.push(set.to_owned());
+        }
+    }
+    found
+}
+
+/// A number's owner never changes, which is what lets an isolate remember it
+/// (`store::numbers::remembered`): no statement of the worker deletes a number or moves it.
+#[test]
+fn no_statement_changes_a_numbers_owner() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let changes: Vec<_> = files
+        .iter()
+        .flat_map(|path| {
+            owner_changes(&code(&fs::read_to_string(path).expect("read"))).into_iter().map(move |c| (path, c))
+        })
+        .collect();
+    assert!(changes.is_empty(), "statements that change a number's owner: {changes:?}");
+}
+
+#[test]
+fn the_owner_checker_finds_each_kind_of_change() {
+    let sql = "UPDATE phone_numbers SET carrier = ?2 WHERE phone_number = ?1; DELETE FROM phone_numbers WHERE id = 1;
+               UPDATE phone_numbers SET account_id = ?1 WHERE phone_number = ?2";
+    assert_eq!(owner_changes(sql).len(), 2);
+}

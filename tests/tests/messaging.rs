@@ -33,6 +33,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ),
     ("messaging::crash_after_commit_rerun_changes_nothing", crash_after_commit_rerun_changes_nothing),
     (
+        "messaging::a_known_numbers_next_message_is_processed_from_its_job",
+        a_known_numbers_next_message_is_processed_from_its_job,
+    ),
+    (
         "messaging::crash_before_the_processed_mark_changes_nothing_twice",
         crash_before_the_processed_mark_changes_nothing_twice,
     ),
@@ -305,8 +309,52 @@ fn duplicated_receipts_while_the_send_is_slow_apply_once(w: &Worker) {
     assert_eq!(w.carrier.sends_for(&id), 1, "one send");
 }
 
+/// An inbound message to `c`'s number, stored and processed: its carrier event's row id.
+fn received_once(w: &Worker, c: &Customer) -> String {
+    let carrier_id = uid("in-msg");
+    let event_id = uid("in-evt");
+    let answer = w.deliver_telnyx(&inbound(&event_id, &carrier_id, &c.number));
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let row_id = answer.json()["id"].as_str().unwrap().to_owned();
+    wait_settled(w, &[event_id]);
+    let rows = w.sql(&format!("SELECT id, account_id FROM messages WHERE carrier_message_id = {}", lit(&carrier_id)));
+    assert_eq!(rows.len(), 1, "one message: {rows:?}");
+    assert_eq!(rows[0]["account_id"], c.account.as_str(), "in the number's account");
+    assert_eq!(events(w, rows[0]["id"].as_str().unwrap(), "message.received"), 1);
+    row_id
+}
+
+/// The job's log line of carrier event `row_id` with `outcome`, once it is written.
+fn job_line(w: &Worker, row_id: &str, outcome: &str) -> String {
+    let id = format!("\"id\":\"{row_id}\"");
+    let outcome = format!("\"outcome\":\"{outcome}\"");
+    let mut line = None;
+    let found = w.eventually(Duration::from_secs(30), || {
+        line = w.log().lines().find(|l| l.contains(&id) && l.contains(&outcome)).map(str::to_owned);
+        line.is_some()
+    });
+    assert!(found, "a job line {id} {outcome}");
+    line.unwrap_or_default()
+}
+
+/// With every account in `DB`, a new inbound message's job carries its event, and once the
+/// worker has read a number's owner the next message to it is processed with no read before its
+/// effects' batch (work::process). It lands as the first did: once, in the owner's account, with
+/// one `message.received`. In the sharded layout every message is read.
+fn a_known_numbers_next_message_is_processed_from_its_job(w: &Worker) {
+    let c = w.new_customer("carried");
+    let first = received_once(w, &c);
+    let second = received_once(w, &c);
+    let read = |row_id: &str| job_line(w, row_id, "applied").contains("\"event_read\":true");
+    assert!(read(&first), "the first message's event was read: {}", job_line(w, &first, "applied"));
+    assert_eq!(read(&second), exactly_tests::sharded(), "{}", job_line(w, &second, "applied"));
+}
+
 fn crash_after_commit_rerun_changes_nothing(w: &Worker) {
     let c = w.new_customer("crash");
+    // The number's owner known first, so that the crashing run goes from its job, and the rerun
+    // finds the event processed.
+    received_once(w, &c);
     let carrier_id = uid("crash-msg");
     let event_id = uid("fault-crash-after-commit");
     let answer = w.deliver_telnyx(&inbound(&event_id, &carrier_id, &c.number));
@@ -319,6 +367,8 @@ fn crash_after_commit_rerun_changes_nothing(w: &Worker) {
     });
     assert!(rerun, "the job ran again after the injected crash");
     assert!(w.log_lines(&["injected crash after commit"]) >= 1);
+    // Its mark changed nothing, so it read the event and found it processed.
+    assert!(job_line(w, &row_id, "no-op").contains("\"event_read\":true"));
     let rows = w.sql(&format!("SELECT id FROM messages WHERE carrier_message_id = {}", lit(&carrier_id)));
     assert_eq!(rows.len(), 1);
     assert_eq!(events(w, rows[0]["id"].as_str().unwrap(), "message.received"), 1);

@@ -11,7 +11,7 @@ use crate::bindings::vars;
 use crate::config;
 use crate::error::EdgeError;
 use crate::platform::now;
-use crate::queues::{self as jobs, Job};
+use crate::queues::{self as jobs, Carried, Job, CARRIED_PAYLOAD_MAX};
 use crate::store::carrier_events::{Log, Stored};
 
 /// Handles one delivery from `provider`, on the runtime's request as it arrived.
@@ -37,6 +37,7 @@ pub async fn webhook(provider: Provider, req: &Request, env: &Env) -> Result<Res
     // A new row, or one not settled yet (its job may have been lost), gets a job. If this send
     // fails the row stays unprocessed: the carrier's retry re-enqueues it and the sweeper finds
     // it, so answering 503 loses nothing.
+    let new = matches!(stored, Stored::New { .. });
     let id = match stored {
         Stored::New { id } | Stored::PendingDuplicate { id } => {
             if crate::faults::queue_send_fails_once(&verified.event().event_id) {
@@ -47,7 +48,24 @@ pub async fn webhook(provider: Provider, req: &Request, env: &Env) -> Result<Res
                 exactly_core::event::EventKind::MessageReceived(inbound) => Some(inbound.to.clone()),
                 _ => None,
             };
-            jobs::enqueue(env, Job::CarrierEvent { id: id.clone(), lane: Some(event.lane()), number }).await?;
+            // A new inbound message's job carries the row just written, when it is in `DB` with
+            // every account: its processing then reads nothing first (work::process).
+            let carried = (new
+                && number.is_some()
+                && payload.len() <= CARRIED_PAYLOAD_MAX
+                && log.all_in_db()
+                && !crate::store::routes::sharded(env))
+            .then(|| {
+                Box::new(Carried {
+                    carrier: event.provider,
+                    carrier_event_id: event.event_id.clone(),
+                    event_type: event.event_type.clone(),
+                    payload: payload.to_owned(),
+                    created_at: started.unix_millis(),
+                })
+            });
+            let job = Job::CarrierEvent { id: id.clone(), lane: Some(event.lane()), number, event: carried };
+            jobs::enqueue(env, job).await?;
             id
         }
         Stored::SettledDuplicate { id } => id,

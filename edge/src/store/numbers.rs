@@ -61,6 +61,56 @@ pub fn owner_in(result: &D1Result, number: &str) -> Result<Option<Owner>, EdgeEr
     }))
 }
 
+/// What an inbound message needs of its number's owner.
+#[derive(Clone, Debug)]
+pub struct Recipient {
+    /// The owning account.
+    pub account_id: String,
+    /// Whether the number's carrier was recorded when it was read: once set it stays set, so a
+    /// remembered `false` costs only a [`learn_carrier`] that changes nothing.
+    pub carrier_known: bool,
+}
+
+thread_local! {
+    /// Recipients read in this isolate, by number. A number's owner never changes: no statement
+    /// updates `phone_numbers.account_id` or deletes a row (edge/tests/layout.rs checks it), so
+    /// a remembered owner is the owner. Only found owners are remembered: a number no account
+    /// has may be assigned at any time.
+    static RECIPIENTS: std::cell::RefCell<std::collections::HashMap<String, Recipient>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// The most recipients an isolate remembers; past it the memory starts again empty.
+const RECIPIENTS_MAX: usize = 4096;
+
+/// Remembers the owner of `number`, read from `phone_numbers`.
+pub fn remember(number: &str, owner: &Owner) {
+    RECIPIENTS.with(|r| {
+        let mut r = r.borrow_mut();
+        if r.len() >= RECIPIENTS_MAX {
+            r.clear();
+        }
+        r.insert(
+            number.to_owned(),
+            Recipient { account_id: owner.account_id.clone(), carrier_known: owner.carrier_known },
+        );
+    });
+}
+
+/// After a batch with [`learn_carrier`] for `number` committed: its carrier is recorded now.
+pub fn learned(number: &str) {
+    RECIPIENTS.with(|r| {
+        if let Some(recipient) = r.borrow_mut().get_mut(number) {
+            recipient.carrier_known = true;
+        }
+    });
+}
+
+/// The owner of `number` as this isolate read it before, if it did.
+pub fn remembered(number: &str) -> Option<Recipient> {
+    RECIPIENTS.with(|r| r.borrow().get(number).cloned())
+}
+
 /// The statement that sets a number's carrier, unless it is set: the one its messages come from.
 pub fn learn_carrier(db: &D1Database, number: &str, carrier: Provider) -> Result<D1PreparedStatement, EdgeError> {
     db::stmt(

@@ -114,7 +114,7 @@ async fn inbound_mms(db: &D1Database) -> Result<String, EdgeError> {
         text: String::new(),
         media: two_items(),
     };
-    messages::insert_inbound(db, &id, &account(db).await?, Provider::Telnyx, &inbound, now(), None, true).await?;
+    messages::insert_inbound(db, &id, &account(db).await?, Provider::Telnyx, &inbound, now(), None, true, None).await?;
     Ok(id)
 }
 
@@ -359,9 +359,19 @@ async fn messages_insert_inbound(db: &D1Database) -> Result<Value, EdgeError> {
     };
     let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
     for _ in 0..2 {
-        let change =
-            messages::insert_inbound(db, &new_id("msg")?, &account_id, Provider::Telnyx, &inbound, now(), None, true)
-                .await?;
+        let change = messages::insert_inbound(
+            db,
+            &new_id("msg")?,
+            &account_id,
+            Provider::Telnyx,
+            &inbound,
+            now(),
+            None,
+            true,
+            None,
+        )
+        .await?
+        .0;
         r.runs.push((json!(change.changed), rows(db, &show).await?));
     }
     Ok(r.into_json())

@@ -70,7 +70,7 @@ type Lane = Vec<(Message<serde_json::Value>, Job)>;
 /// Runs one job and settles its message.
 async fn one(env: &Env, message: &Message<serde_json::Value>, job: &Job) {
     let started = crate::platform::now();
-    let outcome = run(env, job).await;
+    let (outcome, event_read) = run(env, job).await;
     let latency_ms = crate::platform::now().unix_millis() - started.unix_millis();
     let (kind, id) = match job {
         Job::CarrierEvent { id, .. } => ("carrier_event", id.clone()),
@@ -81,6 +81,9 @@ async fn one(env: &Env, message: &Message<serde_json::Value>, job: &Job) {
         line["job"] = serde_json::json!(kind);
         line["id"] = serde_json::json!(id);
         line["latency_ms"] = serde_json::json!(latency_ms);
+        if let Some(read) = event_read {
+            line["event_read"] = serde_json::json!(read);
+        }
     });
 }
 
@@ -91,12 +94,22 @@ fn scoped(env: &Env, job: &Job) -> Result<(Env, D1Database), EdgeError> {
     Ok((env, db))
 }
 
-async fn run(env: &Env, job: &Job) -> Result<Outcome, EdgeError> {
-    let (env, db) = scoped(env, job)?;
+/// Runs a job; for a carrier event, also whether its row was read (`false`: processed from what
+/// its job carried, work::process).
+async fn run(env: &Env, job: &Job) -> (Result<Outcome, EdgeError>, Option<bool>) {
+    let (env, db) = match scoped(env, job) {
+        Ok(scoped) => scoped,
+        Err(e) => return (Err(e), None),
+    };
     match job {
-        Job::CarrierEvent { id, number, .. } => process::process(&env, &db, id, number.as_deref()).await,
-        Job::Dispatch { message_id, .. } => dispatch::dispatch(&env, &db, message_id).await,
-        Job::CopyMedia { message_id, position, .. } => media::copy(&env, &db, message_id, *position).await,
+        Job::CarrierEvent { id, number, event, .. } => {
+            match process::process(&env, &db, id, number.as_deref(), event.as_deref()).await {
+                Ok((outcome, read)) => (Ok(outcome), Some(read)),
+                Err(e) => (Err(e), None),
+            }
+        }
+        Job::Dispatch { message_id, .. } => (dispatch::dispatch(&env, &db, message_id).await, None),
+        Job::CopyMedia { message_id, position, .. } => (media::copy(&env, &db, message_id, *position).await, None),
     }
 }
 
@@ -125,16 +138,17 @@ async fn dead_dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<(
 /// still queued.
 pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
     for message in batch.messages()? {
-        let recorded = match serde_json::from_value::<Job>(message.body().clone()) {
-            Ok(job) => dead_letter(env, &job).await,
-            Err(_) => Ok(()),
+        let Ok(job) = serde_json::from_value::<Job>(message.body().clone()) else {
+            message.ack();
+            continue;
         };
-        match recorded {
+        match dead_letter(env, &job).await {
             Ok(()) => message.ack(),
             Err(e) => {
+                // The job as its Debug shows it: a carried event's payload is left out.
                 worker::console_error!(
                     "{}",
-                    serde_json::json!({"job": "dead_letter", "body": message.body(), "outcome": "retried",
+                    serde_json::json!({"job": "dead_letter", "body": format!("{job:?}"), "outcome": "retried",
                         "error": e.to_string()})
                 );
                 message.retry();

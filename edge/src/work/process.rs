@@ -15,14 +15,37 @@ use worker::{D1Database, D1Result, Env};
 use crate::error::EdgeError;
 use crate::error::{Done, Outcome, Wait};
 use crate::platform::{new_id, now};
+use crate::queues::Carried;
 use crate::store::carrier_events::{Log, Row};
 use crate::store::outbox::Change;
-use crate::store::{messages, routes};
+use crate::store::{messages, numbers, routes};
 
 /// Processes the stored carrier event `id`. `number` (an inbound message's, from its job) is
-/// read ahead: with every account in `DB`, its owner comes back with the event.
-pub async fn process(env: &Env, db: &D1Database, id: &str, number: Option<&str>) -> Result<Outcome, EdgeError> {
+/// read ahead: with every account in `DB`, its owner comes back with the event. An event the
+/// job carried (`carried`) goes without any read when this isolate knows the number's owner
+/// ([`from_job`]). Also says whether the event's row was read.
+pub async fn process(
+    env: &Env,
+    db: &D1Database,
+    id: &str,
+    number: Option<&str>,
+    carried: Option<&Carried>,
+) -> Result<(Outcome, bool), EdgeError> {
     let log = Log::open(env)?;
+    if let Some((outcome, carrier_event_id)) = from_job(env, db, &log, id, number, carried).await? {
+        return Ok((crashed_after(outcome, &carrier_event_id)?, false));
+    }
+    Ok((read_and_process(env, db, &log, id, number).await?, true))
+}
+
+/// [`process`] after reading the event's row.
+async fn read_and_process(
+    env: &Env,
+    db: &D1Database,
+    log: &Log,
+    id: &str,
+    number: Option<&str>,
+) -> Result<Outcome, EdgeError> {
     let (row, ahead) = match number.filter(|_| !routes::sharded(env)) {
         Some(number) => {
             let (row, owner) = log.load_with(id, |db| crate::store::numbers::owner_query(db, number)).await?;
@@ -45,21 +68,81 @@ pub async fn process(env: &Env, db: &D1Database, id: &str, number: Option<&str>)
         }
     };
     let outcome = match &event.kind {
-        EventKind::MessageReceived(inbound) => received(env, db, &log, &row, &event, inbound, ahead).await?,
-        EventKind::MessageStatus(report) => status_report(env, &log, &row, &event, report).await?,
+        EventKind::MessageReceived(inbound) => received(env, db, log, &row, &event, inbound, ahead).await?,
+        EventKind::MessageStatus(report) => status_report(env, log, &row, &event, report).await?,
         EventKind::CallInitiated(_) | EventKind::CallAnswered(_) | EventKind::CallHangup(_) => {
-            crate::work::calls::process(env, db, &log, &row, &event).await?
+            crate::work::calls::process(env, db, log, &row, &event).await?
         }
         // Bridge reports and events this product does not act on are acknowledged as processed.
         EventKind::CallBridged(_) | EventKind::Unrecognized => Outcome::applied(log.mark_processed(&row, now()).await?),
     };
-    if outcome == Outcome::Done(Done::Applied) && crate::faults::crash_after_commit(&row.carrier_event_id) {
+    crashed_after(outcome, &row.carrier_event_id)
+}
+
+/// The outcome, unless a fault is injected after the commit of `carrier_event_id`'s effects.
+fn crashed_after(outcome: Outcome, carrier_event_id: &str) -> Result<Outcome, EdgeError> {
+    if outcome == Outcome::Done(Done::Applied) && crate::faults::crash_after_commit(carrier_event_id) {
         return Err(EdgeError::unavailable(
             "injected fault",
-            format!("injected crash after commit of {}", row.carrier_event_id),
+            format!("injected crash after commit of {carrier_event_id}"),
         ));
     }
     Ok(outcome)
+}
+
+/// An inbound message whose job carried its event, to a number whose owner this isolate read
+/// before ([`numbers::remembered`]), with every account in `DB`: its effects and the processed
+/// mark in one batch and no read before it. The message is written only if the event is in
+/// `DB` and neither processed nor failed (`messages::insert_inbound`), which is what the read
+/// would have checked. `None` when this does not apply, or when the mark changed nothing (a job
+/// run again, an event failed or elsewhere): then the event is read and decided as any other.
+/// Returns the outcome and the event's carrier id.
+async fn from_job(
+    env: &Env,
+    db: &D1Database,
+    log: &Log,
+    id: &str,
+    number: Option<&str>,
+    carried: Option<&Carried>,
+) -> Result<Option<(Outcome, String)>, EdgeError> {
+    let (Some(number), Some(c)) = (number, carried) else { return Ok(None) };
+    if routes::sharded(env) {
+        return Ok(None);
+    }
+    let Some(owner) = numbers::remembered(number) else { return Ok(None) };
+    let created_at = exactly_core::Timestamp::from_unix_millis(c.created_at);
+    let row = Log::carried(id, c.carrier, &c.carrier_event_id, &c.event_type, &c.payload, created_at);
+    let Ok(event) = parse(&row) else { return Ok(None) };
+    let EventKind::MessageReceived(inbound) = &event.kind else { return Ok(None) };
+    if inbound.to != number {
+        return Ok(None);
+    }
+    let Some(mark) = log.mark_with_effects(db, None, &row, now())? else { return Ok(None) };
+    let message_id = new_id("msg")?;
+    let learn = !owner.carrier_known;
+    let (change, marked) = messages::insert_inbound(
+        db,
+        &message_id,
+        &owner.account_id,
+        event.provider,
+        inbound,
+        now(),
+        Some(mark),
+        learn,
+        Some(Log::key_of(&row)),
+    )
+    .await?;
+    if !marked {
+        return Ok(None);
+    }
+    if learn {
+        numbers::learned(number);
+    }
+    if change.changed && !inbound.media.is_empty() {
+        crate::queues::copy_media(env, &message_id, inbound.media.len()).await?;
+    }
+    let outcome = settled(env, db, log, &row, change, true).await?;
+    Ok(Some((outcome, row.carrier_event_id)))
 }
 
 /// Why a stored carrier event can never be processed: it is failed at once, never retried.
@@ -132,9 +215,12 @@ async fn received(
     let (scoped, resources) = routes::open(env, binding)?;
     let owner = match ahead {
         // Read with the event, in `DB`: the account database when no account is elsewhere.
-        Some((number, result)) if number == inbound.to => crate::store::numbers::owner_in(&result, number)?,
-        _ => crate::store::numbers::owner(&resources, &inbound.to).await?,
+        Some((number, result)) if number == inbound.to => numbers::owner_in(&result, number)?,
+        _ => numbers::owner(&resources, &inbound.to).await?,
     };
+    if let (None, Some(owner)) = (&account_binding, &owner) {
+        numbers::remember(&inbound.to, owner);
+    }
     let Some(owner) = owner else {
         let problem = format!("no account owns the number {}", inbound.to);
         let failed = log.mark_failed(db, row, &problem).await?;
@@ -144,7 +230,7 @@ async fn received(
     let id = new_id("msg")?;
     let mark = log.mark_with_effects(&resources, account_binding.as_deref(), row, now())?;
     let marked = mark.is_some();
-    let change = messages::insert_inbound(
+    let (change, _) = messages::insert_inbound(
         &resources,
         &id,
         &owner.account_id,
@@ -153,8 +239,12 @@ async fn received(
         now(),
         mark,
         !owner.carrier_known,
+        None,
     )
     .await?;
+    if !owner.carrier_known {
+        numbers::learned(&inbound.to);
+    }
     // Only the batch that recorded the message wrote its media rows. If this enqueue is lost,
     // the sweeper finds the items not copied.
     if change.changed && !inbound.media.is_empty() {

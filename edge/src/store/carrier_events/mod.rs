@@ -226,6 +226,41 @@ impl Log {
         )
     }
 
+    /// Whether the shard map puts every event in `DB`, so that a new row is written there.
+    pub fn all_in_db(&self) -> bool {
+        self.map.bindings().iter().all(|b| b == crate::bindings::DB)
+    }
+
+    /// A row as a job carried it ([`crate::queues::Carried`]): what ingest stored, not yet
+    /// settled as far as the job knows: the effects' batch checks that it is
+    /// (`messages::insert_inbound`).
+    pub fn carried(
+        id: &str,
+        carrier: Provider,
+        carrier_event_id: &str,
+        event_type: &str,
+        payload: &str,
+        created_at: Timestamp,
+    ) -> Row {
+        Row {
+            id: id.to_owned(),
+            carrier,
+            carrier_event_id: carrier_event_id.to_owned(),
+            event_type: event_type.to_owned(),
+            payload: Some(payload.to_owned()),
+            processed_at: None,
+            error: None,
+            attempts: 0,
+            created_at,
+            binding: crate::bindings::DB.to_owned(),
+        }
+    }
+
+    /// The argument naming `row` in a statement of its own database: its rowid there.
+    pub fn key_of(row: &Row) -> JsValue {
+        key(&row.id)
+    }
+
     /// Inserts the event unless its provider event id is already stored, in one round trip to
     /// the database of its shard (more only while the shard moves).
     ///

@@ -13,6 +13,7 @@ use exactly_core::webhook::EventType;
 use exactly_core::{Provider, Timestamp};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement};
 
 use crate::error::EdgeError;
@@ -423,7 +424,11 @@ pub async fn apply_report(
 /// An inbound message, once per carrier message id, with its media items and its
 /// `message.received` event in the same batch. The items are written only with the message, so
 /// a repeated or re-signed delivery adds none. `learn_carrier`: the number's carrier is not
-/// recorded yet, so the batch records it.
+/// recorded yet, so the batch records it. `unsettled` (a carrier event's [`Log::key_of`]): the
+/// message is written only if that event is in this database and neither processed nor failed,
+/// for an event that no read checked. Returns the change, and whether `also` changed a row.
+///
+/// [`Log::key_of`]: crate::store::carrier_events::Log::key_of
 #[allow(clippy::too_many_arguments)]
 pub async fn insert_inbound(
     db: &D1Database,
@@ -434,7 +439,8 @@ pub async fn insert_inbound(
     now: Timestamp,
     also: Option<D1PreparedStatement>,
     learn_carrier: bool,
-) -> Result<Change, EdgeError> {
+    unsettled: Option<JsValue>,
+) -> Result<(Change, bool), EdgeError> {
     let segments = exactly_core::segments::count(&inbound.text);
     let message = Message {
         id: id.to_owned(),
@@ -467,11 +473,13 @@ pub async fn insert_inbound(
             db,
             "INSERT INTO messages (id, account_id, direction, from_number, to_number, text, segments, encoding, status,
                                    carrier, carrier_message_id, created_at, updated_at)
-             VALUES (?1, ?2, 'inbound', ?3, ?4, ?5, ?6, ?7, 'received', ?8, ?9, ?10, ?10)
+             SELECT ?1, ?2, 'inbound', ?3, ?4, ?5, ?6, ?7, 'received', ?8, ?9, ?10, ?10
+             WHERE ?11 IS NULL
+                OR EXISTS (SELECT 1 FROM carrier_events WHERE id = ?11 AND processed_at IS NULL AND error IS NULL)
              ON CONFLICT (carrier, carrier_message_id) DO NOTHING",
             &[text(id), text(account_id), text(&inbound.from), text(&inbound.to), text(&inbound.text),
-                int(i64::from(segments.count)),
-              text(segments.encoding.as_str()), text(carrier.as_str()), text(&inbound.carrier_message_id), time(now)],
+                int(i64::from(segments.count)), text(segments.encoding.as_str()), text(carrier.as_str()),
+                text(&inbound.carrier_message_id), time(now), unsettled.unwrap_or(JsValue::NULL)],
         )?,
         event.insert_if_changed(db, now)?,
         event.fan_out(db, now)?,
@@ -485,10 +493,12 @@ pub async fn insert_inbound(
     }
     // The carrier event's processed mark, when it commits with the effects; then the event's
     // deliveries come back with the batch.
+    let also_at = also.as_ref().map(|_| statements.len());
     statements.extend(also);
     statements.extend(event.pending_deliveries(db, now)?);
     let results = db::batch(db, statements).await?;
-    Change::announced(&results, &event)
+    let also_changed = also_at.and_then(|at| results.get(at)).map(db::changes) == Some(1);
+    Ok((Change::announced(&results, &event)?, also_changed))
 }
 
 /// Outbound messages not handed to the carrier whose last change is older than `before`: their
