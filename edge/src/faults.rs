@@ -19,6 +19,13 @@ pub fn crash_before_mark(carrier_event_id: &str) -> bool {
     armed(carrier_event_id, "fault-crash-before-mark") && first_time("before-mark", carrier_event_id)
 }
 
+/// A job that carried its inbound message's event fails before it writes anything, for as long
+/// as the stored event still holds its payload: it runs again every few seconds until an
+/// erasure clears it, and then goes on with what it carried.
+pub fn hold_until_erased(carrier_event_id: &str) -> bool {
+    armed(carrier_event_id, "fault-hold-until-erased")
+}
+
 /// The dispatcher writes the route of a send's carrier id and then fails before the send is
 /// recorded (two commits in two databases when the account is outside `DB`, docs/scaling.md),
 /// once per message whose text has the marker: the job runs again, and a receipt that came

@@ -6,15 +6,21 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use exactly_tests::{fresh_number, Worker, ADMIN_TOKEN};
+use exactly_tests::{fresh_number, lit, Worker, ADMIN_TOKEN};
 use serde_json::{json, Value};
 
 use crate::TestFn;
 
-pub const TESTS: &[(&str, TestFn)] = &[(
-    "erasure::an_erased_number_is_in_no_database_and_a_late_retry_is_still_a_duplicate",
-    an_erased_number_is_in_no_database_and_a_late_retry_is_still_a_duplicate,
-)];
+pub const TESTS: &[(&str, TestFn)] = &[
+    (
+        "erasure::an_erased_number_is_in_no_database_and_a_late_retry_is_still_a_duplicate",
+        an_erased_number_is_in_no_database_and_a_late_retry_is_still_a_duplicate,
+    ),
+    (
+        "erasure::an_erasure_while_a_carried_job_waits_leaves_it_nothing_to_write",
+        an_erasure_while_a_carried_job_waits_leaves_it_nothing_to_write,
+    ),
+];
 
 /// Every SQLite file under `dir` (D1 databases, the calls' own storage, the bucket's index).
 fn sqlite_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -120,4 +126,66 @@ fn an_erased_number_is_in_no_database_and_a_late_retry_is_still_a_duplicate(_sha
     let listed = w.call("GET", "/v1/messages?direction=inbound", &c.key, None, &[]).json();
     assert_eq!(listed["data"].as_array().map(Vec::len), Some(1), "{listed}");
     assert!(holding(&w, &[&person, &encoded]).is_empty(), "the retry stored nothing of the number");
+}
+
+/// An inbound message whose job carries its event (the number's owner already known, so it
+/// would be processed with no read) is held by an injected fault until its sender is erased.
+/// The erasure clears the stored payload; the job's copy must not bring the text back: no
+/// message, no `message.received`, and the event fails as pruned.
+fn an_erasure_while_a_carried_job_waits_leaves_it_nothing_to_write(w: &Worker) {
+    let c = w.new_customer("erased-while-queued");
+    let inbound = |event_id: &str, from: &str, text: &str| {
+        sim::telnyx::envelope(
+            event_id,
+            "message.received",
+            "2026-12-03T10:00:00Z",
+            json!({
+                "id": format!("m-{}", sim::random_hex()), "from": {"phone_number": from},
+                "to": [{"phone_number": c.number}], "text": text,
+            }),
+            1,
+        )
+    };
+    let settled = |event_id: &str| {
+        w.eventually(Duration::from_secs(60), || {
+            w.events_count(&format!(
+                "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {}
+                   AND (processed_at IS NOT NULL OR error IS NOT NULL)",
+                lit(event_id)
+            )) == 1
+        })
+    };
+    // One message first: the worker reads, and remembers, the number's owner.
+    let first = format!("e-{}", sim::random_hex());
+    assert_eq!(w.deliver_telnyx(&inbound(&first, &fresh_number(), "hello")).status, 200);
+    assert!(settled(&first), "the first message was processed");
+
+    let person = fresh_number();
+    let secret_text = format!("my door code is {}", sim::random_hex());
+    let held = format!("fault-hold-until-erased-{}", sim::random_hex());
+    let answer = w.deliver_telnyx(&inbound(&held, &person, &secret_text));
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let row_id = answer.json()["id"].as_str().expect("an id").to_owned();
+    let holding_it = w.eventually(Duration::from_secs(60), || {
+        w.log_lines(&[&format!("\"id\":\"{row_id}\""), "injected hold until the event's payload is erased"]) >= 1
+    });
+    assert!(holding_it, "the job ran and was held");
+    let a = w.call("POST", "/admin/erasures", ADMIN_TOKEN, Some(&json!({ "phone_number": person })), &[]);
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.json()["counts"]["carrier_events"], 1, "{}", a.body);
+
+    assert!(settled(&held), "the held event was settled after the erasure");
+    let rows = w.events_sql(&format!("SELECT error FROM carrier_events WHERE carrier_event_id = {}", lit(&held)));
+    assert!(rows[0]["error"].as_str().is_some_and(|e| e.contains("pruned")), "failed as pruned: {rows:?}");
+    let written = w.count(&format!(
+        "SELECT COUNT(*) AS n FROM messages WHERE from_number = {} OR text = {}",
+        lit(&person),
+        lit(&secret_text)
+    ));
+    assert_eq!(written, 0, "the erased message was written from the job's copy");
+    let events = w.count(&format!(
+        "SELECT COUNT(*) AS n FROM outbound_events WHERE payload LIKE {}",
+        lit(&format!("%{secret_text}%"))
+    ));
+    assert_eq!(events, 0, "a customer event holds the erased text");
 }

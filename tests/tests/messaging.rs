@@ -343,11 +343,13 @@ fn job_line(w: &Worker, row_id: &str, outcome: &str) -> String {
 /// one `message.received`. In the sharded layout every message is read.
 fn a_known_numbers_next_message_is_processed_from_its_job(w: &Worker) {
     let c = w.new_customer("carried");
-    let first = received_once(w, &c);
+    // The first goes down the reading path (its owner is not known yet), unless an error had it
+    // run again once it was: only the second is asked about.
+    received_once(w, &c);
     let second = received_once(w, &c);
-    let read = |row_id: &str| job_line(w, row_id, "applied").contains("\"event_read\":true");
-    assert!(read(&first), "the first message's event was read: {}", job_line(w, &first, "applied"));
-    assert_eq!(read(&second), exactly_tests::sharded(), "{}", job_line(w, &second, "applied"));
+    let line = job_line(w, &second, "applied");
+    assert_eq!(line.contains("\"event_read\":true"), exactly_tests::sharded(), "{line}");
+    assert_eq!(line.contains("\"event_read\":false"), !exactly_tests::sharded(), "{line}");
 }
 
 fn crash_after_commit_rerun_changes_nothing(w: &Worker) {

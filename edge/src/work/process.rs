@@ -93,9 +93,9 @@ fn crashed_after(outcome: Outcome, carrier_event_id: &str) -> Result<Outcome, Ed
 /// An inbound message whose job carried its event, to a number whose owner this isolate read
 /// before ([`numbers::remembered`]), with every account in `DB`: its effects and the processed
 /// mark in one batch and no read before it. The message is written only if the event is in
-/// `DB` and neither processed nor failed (`messages::insert_inbound`), which is what the read
-/// would have checked. `None` when this does not apply, or when the mark changed nothing (a job
-/// run again, an event failed or elsewhere): then the event is read and decided as any other.
+/// `DB`, neither processed nor failed, and still holds its payload (`messages::insert_inbound`),
+/// which is what the read would have checked. `None` when this does not apply, or when the mark changed nothing (a job
+/// run again, an event failed, erased or elsewhere): then the event is read and decided as any other.
 /// Returns the outcome and the event's carrier id.
 async fn from_job(
     env: &Env,
@@ -117,7 +117,16 @@ async fn from_job(
     if inbound.to != number {
         return Ok(None);
     }
-    let Some(mark) = log.mark_with_effects(db, None, &row, now())? else { return Ok(None) };
+    let key = Log::key_of(&row);
+    if key.is_null() {
+        return Ok(None);
+    }
+    if crate::faults::hold_until_erased(&row.carrier_event_id)
+        && log.load(id).await?.is_some_and(|r| r.payload.is_some())
+    {
+        return Err(EdgeError::unavailable("injected fault", "injected hold until the event's payload is erased"));
+    }
+    let mark = log.mark_carried(db, &row, now())?;
     let message_id = new_id("msg")?;
     let learn = !owner.carrier_known;
     let (change, marked) = messages::insert_inbound(
@@ -129,7 +138,7 @@ async fn from_job(
         now(),
         Some(mark),
         learn,
-        Some(Log::key_of(&row)),
+        Some(key),
     )
     .await?;
     if !marked {

@@ -517,6 +517,19 @@ impl Log {
         Ok(Some(db::stmt(resources, MARK_PROCESSED, &[key(&row.id), time(now)])?))
     }
 
+    /// [`Log::mark_with_effects`] for a row a job carried, in `DB`: it marks only a row that
+    /// still holds its payload, as the message's insert requires (`messages::insert_inbound`),
+    /// so a row an erasure cleared while the job waited is neither written from nor marked, and
+    /// the reading path fails it.
+    pub fn mark_carried(
+        &self,
+        resources: &D1Database,
+        row: &Row,
+        now: Timestamp,
+    ) -> Result<D1PreparedStatement, EdgeError> {
+        db::stmt(resources, &format!("{MARK_PROCESSED} AND payload IS NOT NULL"), &[key(&row.id), time(now)])
+    }
+
     /// Marks the event processed, once its effects committed. The guard `processed_at IS NULL`
     /// makes a second run change nothing; `attempts` counts the runs that did work. Returns
     /// whether this run applied it.

@@ -425,10 +425,12 @@ pub async fn apply_report(
 /// `message.received` event in the same batch. The items are written only with the message, so
 /// a repeated or re-signed delivery adds none. `learn_carrier`: the number's carrier is not
 /// recorded yet, so the batch records it. `unsettled` (a carrier event's [`Log::key_of`]): the
-/// message is written only if that event is in this database and neither processed nor failed,
-/// for an event that no read checked. Returns the change, and whether `also` changed a row.
+/// message is written only if that event is in this database, neither processed nor failed,
+/// and still holds its payload (an erasure clears it), for an event that no read checked; its
+/// mark is then [`Log::mark_carried`]. Returns the change, and whether `also` changed a row.
 ///
 /// [`Log::key_of`]: crate::store::carrier_events::Log::key_of
+/// [`Log::mark_carried`]: crate::store::carrier_events::Log::mark_carried
 #[allow(clippy::too_many_arguments)]
 pub async fn insert_inbound(
     db: &D1Database,
@@ -475,7 +477,8 @@ pub async fn insert_inbound(
                                    carrier, carrier_message_id, created_at, updated_at)
              SELECT ?1, ?2, 'inbound', ?3, ?4, ?5, ?6, ?7, 'received', ?8, ?9, ?10, ?10
              WHERE ?11 IS NULL
-                OR EXISTS (SELECT 1 FROM carrier_events WHERE id = ?11 AND processed_at IS NULL AND error IS NULL)
+                OR EXISTS (SELECT 1 FROM carrier_events
+                           WHERE id = ?11 AND processed_at IS NULL AND error IS NULL AND payload IS NOT NULL)
              ON CONFLICT (carrier, carrier_message_id) DO NOTHING",
             &[text(id), text(account_id), text(&inbound.from), text(&inbound.to), text(&inbound.text),
                 int(i64::from(segments.count)), text(segments.encoding.as_str()), text(carrier.as_str()),
