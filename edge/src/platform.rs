@@ -85,12 +85,19 @@ impl std::fmt::Display for NoAnswer {
 export function json_response(body) {
     return new Response(body, { headers: { 'content-type': 'application/json' } });
 }
+export function whole_body(stream) {
+    return new Response(stream).arrayBuffer();
+}
 ")]
 extern "C" {
     /// A `200` JSON response of `body`, built in one call into the runtime (the worker crate's
     /// builder makes a `Headers`, a `ResponseInit` and a byte copy, each a crossing).
     #[wasm_bindgen(catch)]
     pub fn json_response(body: &str) -> Result<web_sys::Response, wasm_bindgen::JsValue>;
+
+    /// The promise of `stream`'s bytes, read whole by the runtime.
+    #[wasm_bindgen(catch)]
+    fn whole_body(stream: &wasm_bindgen::JsValue) -> Result<js_sys::Promise, wasm_bindgen::JsValue>;
 }
 
 /// What a server answered to [`fetch`]: the status, the headers and the body as far as it was
@@ -112,8 +119,17 @@ pub enum Cut {
     Broken(String),
 }
 
+/// What [`fetch`] does with a body longer than its limit.
+#[derive(Clone, Copy)]
+pub enum Longer {
+    /// Leaves it unread when its declared length says so (a media item too large to keep).
+    Unread,
+    /// Keeps its first bytes, up to the limit (the start of an endpoint's error page).
+    Start,
+}
+
 /// Sends `request` and reads the answer, status to last byte (at most `max_body` bytes of
-/// body), all within `timeout`. [`NoAnswer`] when no status came; a body
+/// body, and what `longer` says of a longer one), all within `timeout`. [`NoAnswer`] when no status came; a body
 /// that did not come whole is an [`Answer`] with its [`Cut`].
 ///
 /// Nothing of the exchange outlives the call: whatever did not finish (the request, a body
@@ -124,6 +140,7 @@ pub async fn fetch(
     request: worker::Request,
     timeout: std::time::Duration,
     max_body: usize,
+    longer: Longer,
 ) -> Result<Answer, NoAnswer> {
     use futures_util::future::{select, Either};
     use futures_util::StreamExt as _;
@@ -146,9 +163,36 @@ pub async fn fetch(
     let headers = response.headers().clone();
     let declared = headers.get("content-length").ok().flatten().and_then(|n| n.trim().parse::<u64>().ok());
     let mut body = Vec::new();
-    let mut cut = declared.is_some_and(|n| n > max_body as u64).then_some(Cut::OverLimit);
-    // A response without a body has no stream to read.
-    if let (None, Ok(stream)) = (&cut, response.stream()) {
+    let over = declared.is_some_and(|n| n > max_body as u64);
+    let mut cut = (over && matches!(longer, Longer::Unread)).then_some(Cut::OverLimit);
+    // A body whose declared length is within the limit is read whole by the runtime, as one
+    // promise: no reader in the worker, whose every read and release is a crossing (for a short
+    // reply the reader's release costs more than the read). Its length bounds what comes.
+    let whole = match (&cut, declared, response.body()) {
+        (None, Some(_), worker::ResponseBody::Stream(stream)) if !over => Some(whole_body(stream)),
+        _ => None,
+    };
+    if let Some(promise) = whole {
+        let read = async {
+            let bytes = worker::wasm_bindgen_futures::JsFuture::from(promise?).await?;
+            Ok::<_, wasm_bindgen::JsValue>(js_sys::Uint8Array::new(&bytes).to_vec())
+        };
+        futures_util::pin_mut!(read);
+        cut = match select(read, timer.as_mut()).await {
+            Either::Left((Ok(bytes), _)) if bytes.len() > max_body => {
+                body = bytes;
+                body.truncate(max_body);
+                Some(Cut::OverLimit)
+            }
+            Either::Left((Ok(bytes), _)) => {
+                body = bytes;
+                None
+            }
+            Either::Left((Err(e), _)) => Some(Cut::Broken(format!("reading the body: {}", worker::Error::from(e)))),
+            Either::Right(_) => Some(Cut::Broken(format!("the body did not end within {}s", timeout.as_secs()))),
+        };
+    } else if let (None, Ok(stream)) = (&cut, response.stream()) {
+        // A response without a body has no stream to read.
         futures_util::pin_mut!(stream);
         cut = loop {
             match select(stream.next(), timer.as_mut()).await {

@@ -45,6 +45,8 @@ struct State {
     scripts: HashMap<String, VecDeque<u16>>,
     always: HashMap<String, u16>,
     headers: HashMap<String, Vec<(String, String)>>,
+    /// What a path answers as its body (none: an empty one).
+    bodies: HashMap<String, String>,
     stalls: HashMap<String, VecDeque<Duration>>,
     /// Paths whose requests hang, unanswered, until the path is let go.
     hung: HashSet<String>,
@@ -97,16 +99,17 @@ fn serve(stream: TcpStream, shared: &Shared) {
     let mut reader = BufReader::new(stream);
     while let Some(request) = read_request(&mut reader) {
         let close = request.headers.get("connection").is_some_and(|c| c.eq_ignore_ascii_case("close"));
-        let Some((status, extra)) = answer(request, shared) else {
+        let Some((status, extra, body)) = answer(request, shared) else {
             // Dropped: the connection closes with no answer.
             let _ = writer.shutdown(std::net::Shutdown::Both);
             return;
         };
-        let mut response = format!("HTTP/1.1 {status} {}\r\ncontent-length: 0\r\n", reason(status));
+        let mut response = format!("HTTP/1.1 {status} {}\r\ncontent-length: {}\r\n", reason(status), body.len());
         for (name, value) in extra {
             response.push_str(&format!("{name}: {value}\r\n"));
         }
         response.push_str("\r\n");
+        response.push_str(&body);
         if writer.write_all(response.as_bytes()).is_err() || close {
             return;
         }
@@ -123,12 +126,15 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
+/// An answer: its status, extra headers and body.
+type Reply = (u16, Vec<(String, String)>, String);
+
 /// Records one request and decides its answer as scripted for its path: the status and extra
-/// headers, after any stall or hang; `None` to close the connection without one.
-fn answer(request: Request, shared: &Shared) -> Option<(u16, Vec<(String, String)>)> {
+/// headers and body, after any stall or hang; `None` to close the connection without one.
+fn answer(request: Request, shared: &Shared) -> Option<Reply> {
     let (state, let_go) = (&shared.0, &shared.1);
     let Request { path, headers, body } = request;
-    let (status, extra, stall) = {
+    let (status, extra, reply, stall) = {
         let mut s = lock(state);
         let arrived = Instant::now();
         let scripted = s.scripts.get_mut(&path).and_then(VecDeque::pop_front);
@@ -140,6 +146,7 @@ fn answer(request: Request, shared: &Shared) -> Option<(u16, Vec<(String, String
             }
         }
         let extra = s.headers.get(&path).cloned().unwrap_or_default();
+        let reply = s.bodies.get(&path).cloned().unwrap_or_default();
         let stall = s.stalls.get_mut(&path).and_then(VecDeque::pop_front);
         let received_at = crate::unix_now();
         let reset = s.resets.contains(&path);
@@ -155,7 +162,7 @@ fn answer(request: Request, shared: &Shared) -> Option<(u16, Vec<(String, String
         if reset {
             return None;
         }
-        (status, extra, stall)
+        (status, extra, reply, stall)
     };
     if let Some(stall) = stall {
         thread::sleep(stall);
@@ -164,7 +171,7 @@ fn answer(request: Request, shared: &Shared) -> Option<(u16, Vec<(String, String
     while s.hung.contains(&path) {
         s = let_go.wait(s).unwrap_or_else(|poisoned| poisoned.into_inner());
     }
-    Some((status, extra))
+    Some((status, extra, reply))
 }
 
 /// The state, and the signal that a hung path was let go.
@@ -213,6 +220,13 @@ impl CustomerEndpoint {
         let mut state = lock(&self.state.0);
         state.always.insert(path.to_owned(), status);
         state.headers.insert(path.to_owned(), headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+    }
+
+    /// Answers `status` with `body` to every request on `path`.
+    pub fn always_with_body(&self, path: &str, status: u16, body: &str) {
+        let mut state = lock(&self.state.0);
+        state.always.insert(path.to_owned(), status);
+        state.bodies.insert(path.to_owned(), body.to_owned());
     }
 
     /// The next `times` requests on `path` wait `stall` before they are answered (with whatever

@@ -39,6 +39,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("webhooks::sequence_increases_per_resource", sequence_increases_per_resource),
     ("webhooks::test_event_attempts_and_history_are_visible", test_event_attempts_and_history_are_visible),
     ("webhooks::test_events_sent_at_once_are_each_delivered", test_events_sent_at_once_are_each_delivered),
+    ("webhooks::an_attempt_keeps_the_first_kib_of_the_answer", an_attempt_keeps_the_first_kib_of_the_answer),
     ("webhooks::operational_signals_fire_once", operational_signals_fire_once),
     ("webhooks::rate_limit_spreads_deliveries_and_drops_none", rate_limit_spreads_deliveries_and_drops_none),
     ("webhooks::every_event_type_matches_its_openapi_schema", every_event_type_matches_its_openapi_schema),
@@ -671,6 +672,36 @@ fn sequence_increases_per_resource(w: &Worker) {
         .collect();
     assert_eq!(by_type.get("message.sent"), Some(&1), "{by_type:?}");
     assert_eq!(by_type.get("message.delivered"), Some(&2), "{by_type:?}");
+}
+
+/// An attempt keeps what the endpoint answered, up to its first 1 KiB: a short body whole, and
+/// the start of a longer one (an error page), whose declared length is over the limit.
+fn an_attempt_keeps_the_first_kib_of_the_answer(w: &Worker) {
+    let c = w.new_customer("hooks-body");
+    let (short_id, short_path, _) = endpoint(w, &c, &["message.received"]);
+    let (long_id, long_path, _) = endpoint_without_breaker(w, &c, &["message.received"]);
+    w.customer.always_with_body(&short_path, 200, "received, thank you");
+    let page: String = (0..3000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    w.customer.always_with_body(&long_path, 500, &page);
+    for id in [&short_id, &long_id] {
+        let sent = w.call("POST", &format!("/v1/webhook_endpoints/{id}/test"), &c.key, None, &[]);
+        assert_eq!(sent.status, 202, "{}", sent.body);
+    }
+    let first = |id: &str| {
+        let page = w.call("GET", &format!("/v1/webhook_endpoints/{id}/attempts"), &c.key, None, &[]).json();
+        page["data"].as_array().and_then(|d| d.last().cloned())
+    };
+    let recorded = w.eventually(Duration::from_secs(30), || first(&short_id).is_some() && first(&long_id).is_some());
+    assert!(recorded, "both attempts are recorded");
+    let short = first(&short_id).unwrap_or_default();
+    assert_eq!(
+        (short["status_code"].as_i64(), short["response_body"].as_str()),
+        (Some(200), Some("received, thank you")),
+        "{short}"
+    );
+    let long = first(&long_id).unwrap_or_default();
+    assert_eq!(long["status_code"].as_i64(), Some(500), "{long}");
+    assert_eq!(long["response_body"].as_str(), Some(&page[..1024]), "the first 1 KiB of the page: {long}");
 }
 
 /// A test event reaches the endpoint signed; its attempt shows the response; a message's history

@@ -104,7 +104,9 @@ const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
 /// the JSON body (`Null` when the body is not JSON). An answer that broke off or ran past
 /// [`MAX_ANSWER_BYTES`] says nothing reliable and is [`Unanswered`] too.
 pub async fn answered(request: worker::Request) -> Result<(u16, Value), Unanswered> {
-    let answer = crate::platform::fetch(request, TIMEOUT, MAX_ANSWER_BYTES).await.map_err(Unanswered::NoAnswer)?;
+    let answer = crate::platform::fetch(request, TIMEOUT, MAX_ANSWER_BYTES, crate::platform::Longer::Unread)
+        .await
+        .map_err(Unanswered::NoAnswer)?;
     match answer.cut {
         None => Ok((answer.status, serde_json::from_slice(&answer.body).unwrap_or(Value::Null))),
         Some(crate::platform::Cut::OverLimit) => Err(Unanswered::OverLimit { status: answer.status }),

@@ -12,7 +12,7 @@ use exactly_core::Timestamp;
 use worker::{D1Database, Env};
 
 use crate::error::{Done, EdgeError, Outcome, Wait};
-use crate::platform::{endpoint_url, fetch, now, resolve_url, Cut};
+use crate::platform::{endpoint_url, fetch, now, resolve_url, Cut, Longer};
 use crate::store::media::{self, Claimed};
 
 /// How long a claim holds: longer than a fetch and a put may take.
@@ -112,7 +112,7 @@ async fn fetch_and_put(env: &Env, item: &Claimed) -> Result<Fetched, EdgeError> 
         let Ok(request) = crate::platform::request("GET", checked.as_str(), None, None, false) else {
             return Ok(Fetched::Refused("the carrier's media link is not a URL fetch accepts".into()));
         };
-        let answer = match fetch(request, fetch_timeout(env), max_body).await {
+        let answer = match fetch(request, fetch_timeout(env), max_body, Longer::Unread).await {
             Ok(answer) => answer,
             Err(reason) => return Ok(Fetched::Unavailable(reason.to_string())),
         };

@@ -10,7 +10,7 @@ use exactly_core::webhook::SigningSecret;
 use exactly_core::Timestamp;
 use worker::Headers;
 
-use crate::platform::{fetch, now};
+use crate::platform::{fetch, now, Longer};
 
 /// The outcome of one attempt, as the endpoint answered.
 pub(super) enum Answer {
@@ -88,7 +88,7 @@ pub(super) async fn send(
             return (Answer::refused(format!("invalid request: {e}")), Reply::default());
         }
     };
-    match fetch(request, timeout, MAX_REPLY_BYTES).await {
+    match fetch(request, timeout, MAX_REPLY_BYTES, Longer::Start).await {
         Ok(answer) => {
             let status = answer.status;
             let reply = Reply { signature: Some(signature), ..Reply::of(&answer) };
