@@ -145,6 +145,45 @@ pub async fn due(db: &D1Database, id: &str) -> Result<Option<Due>, EdgeError> {
     db::first(due_query(db, Some(id), None)?).await
 }
 
+/// Reads delivery `id` and, in the same batch, claims its next attempt under `lease` when its
+/// gates could only let it through, as a take from its endpoint's line does
+/// ([`next_in_line_stmts`]), and no older delivery waits in that line ([`claim_attempt`]).
+/// Returns the delivery as it was before the claim, and the attempt claimed, if one was.
+pub async fn due_claiming(
+    db: &D1Database,
+    id: &str,
+    now: Timestamp,
+    lease: Timestamp,
+) -> Result<(Option<Due>, Option<i64>), EdgeError> {
+    let claim = db::stmt(
+        db,
+        &format!(
+            "UPDATE webhook_deliveries SET attempts = attempts + 1, next_attempt_at = ?3, in_flight_until = ?3,
+                 waiting = 0, updated_at = ?2
+             WHERE id = ?1 AND status = 'pending' AND in_flight_until <= ?2 AND next_attempt_at <= ?2 + 1000
+               AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = webhook_deliveries.endpoint_id
+                           AND e.enabled = 1 AND e.paused = 0 AND e.filter IS NULL AND e.circuit = 'closed'
+                           AND {IN_FLIGHT} < {IN_FLIGHT_LIMIT})
+               AND NOT EXISTS (SELECT 1 FROM webhook_deliveries l WHERE l.endpoint_id = webhook_deliveries.endpoint_id
+                    AND l.waiting = 1 AND l.status = 'pending'
+                    AND (l.created_at, l.id) < (webhook_deliveries.created_at, ?1))
+             RETURNING attempts"
+        ),
+        &[text(id), time(now), time(lease)],
+    )?;
+    let results = db::batch(db, vec![due_query(db, Some(id), None)?, claim]).await?;
+    #[derive(Deserialize)]
+    struct Took {
+        attempts: i64,
+    }
+    let [read, claimed] = results.as_slice() else {
+        return Err(EdgeError::unavailable("store", "due and claim: short batch"));
+    };
+    let due = db::rows::<Due>(read)?.into_iter().next();
+    let claimed = db::rows::<Took>(claimed)?.into_iter().next().map(|took| took.attempts);
+    Ok((due, claimed))
+}
+
 /// The query of the [`Due`] of delivery `id`, or (`id` `None`) of the oldest delivery in the
 /// line of endpoint `line`.
 fn due_query(db: &D1Database, id: Option<&str>, line: Option<&str>) -> Result<D1PreparedStatement, EdgeError> {

@@ -119,6 +119,20 @@ pub(super) async fn gate(env: &Env, db: &D1Database, id: &str, mut ahead: Option
     Ok(Gate::LookAgain)
 }
 
+/// Takes delivery `id`, as a queue message names it, through its gates: read and claimed in one
+/// batch when its gates could only let it through ([`deliveries::due_claiming`]: a closed
+/// circuit, which admits every attempt, and room at its endpoint), else through [`gate`] with
+/// what that batch read.
+pub(super) async fn gate_queued(env: &Env, db: &D1Database, id: &str) -> Result<Gate, EdgeError> {
+    let at = now();
+    match deliveries::due_claiming(db, id, at, lease_from(at)).await? {
+        (Some(due), Some(number)) => {
+            Ok(Gate::Claimed(Box::new(Claimed { due, number, admission: breaker::Admission::Send, at })))
+        }
+        (due, _) => gate(env, db, id, due.map(Box::new)).await,
+    }
+}
+
 /// The lease of an attempt claimed at `at`.
 pub(super) fn lease_from(at: Timestamp) -> Timestamp {
     Timestamp::from_unix_millis(at.unix_millis() + ATTEMPT_LEASE_MILLIS)

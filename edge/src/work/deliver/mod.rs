@@ -39,7 +39,7 @@ mod filtering;
 mod gate;
 mod http;
 mod lanes;
-use gate::{gate, gate_taken, lease_from, take, Claimed, Gate};
+use gate::{gate_queued, gate_taken, lease_from, take, Claimed, Gate};
 use http::{send, Answer, Reply};
 
 /// Success is any 2xx within this long. Of the body, only the first [`http::MAX_REPLY_BYTES`]
@@ -123,7 +123,7 @@ async fn consume_one(env: &Env, ctx: &Context, shared: &Shared, message: &Messag
         let result = wake(&env, &db, ctx, shared, endpoint).await.map(Outcome::Done);
         return crate::error::settle(message, result, |line| tag(line, &job));
     }
-    match gate(&env, &db, &job.delivery_id, None).await {
+    match gate_queued(&env, &db, &job.delivery_id).await {
         Ok(Gate::Claimed(claimed)) => {
             // Its outcome is logged when it is recorded.
             message.ack();
