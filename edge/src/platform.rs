@@ -167,9 +167,13 @@ pub async fn fetch(
     let mut cut = (over && matches!(longer, Longer::Unread)).then_some(Cut::OverLimit);
     // A body whose declared length is within the limit is read whole by the runtime, as one
     // promise: no reader in the worker, whose every read and release is a crossing (for a short
-    // reply the reader's release costs more than the read). Its length bounds what comes.
+    // reply the reader's release costs more than the read). Its length bounds what comes only
+    // when it is not encoded: the runtime decodes a compressed body, whose declared length is
+    // the compressed one, so that one goes through the reader, which stops at the limit.
+    let encoded =
+        headers.get("content-encoding").ok().flatten().is_some_and(|e| !e.trim().eq_ignore_ascii_case("identity"));
     let whole = match (&cut, declared, response.body()) {
-        (None, Some(_), worker::ResponseBody::Stream(stream)) if !over => Some(whole_body(stream)),
+        (None, Some(_), worker::ResponseBody::Stream(stream)) if !over && !encoded => Some(whole_body(stream)),
         _ => None,
     };
     if let Some(promise) = whole {

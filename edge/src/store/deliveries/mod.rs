@@ -179,9 +179,18 @@ pub async fn due_claiming(
     let [read, claimed] = results.as_slice() else {
         return Err(EdgeError::unavailable("store", "due and claim: short batch"));
     };
-    let due = db::rows::<Due>(read)?.into_iter().next();
     let claimed = db::rows::<Took>(claimed)?.into_iter().next().map(|took| took.attempts);
-    Ok((due, claimed))
+    match db::rows::<Due>(read) {
+        Ok(rows) => Ok((rows.into_iter().next(), claimed)),
+        Err(e) => {
+            // A row that does not decode sends nothing: the claim is given back, so a retry of
+            // the job neither spends an attempt nor holds an in-flight place.
+            if let Some(number) = claimed {
+                unclaim(db, id, number, now).await?;
+            }
+            Err(e)
+        }
+    }
 }
 
 /// The query of the [`Due`] of delivery `id`, or (`id` `None`) of the oldest delivery in the
