@@ -41,6 +41,10 @@ fn expectations() -> Vec<(&'static str, Value, Value, bool)> {
         ("deliveries.next_in_line_filtered", json!("taken"), json!("line empty"), true),
         // Asked with no lease (a record whose success may move the circuit): taken, not claimed.
         ("deliveries.next_in_line_unleased", json!("taken"), json!("line empty"), true),
+        // A queued delivery read with its first attempt claimed, once; then read in flight.
+        ("deliveries.due_claiming", json!(1), json!("read"), true),
+        // Its endpoint's filter decides at the gate: read, nothing claimed.
+        ("deliveries.due_claiming_filtered", json!("read"), json!("read"), false),
         ("numbers.create", json!(true), json!(false), true),
     ]
 }
@@ -97,7 +101,7 @@ fn every_guard_refuses_to_run_twice(w: &Worker) {
             }
             "calls.record_leg" => assert_eq!(r["after_first"][0]["legs"], "no_answer@2", "{r}"),
             "numbers.create" => assert_eq!(r["after_second"][0]["account_id"], r["first_account"], "{r}"),
-            "deliveries.next_in_line" => assert_eq!(
+            "deliveries.next_in_line" | "deliveries.due_claiming" => assert_eq!(
                 r["after_first"][0],
                 json!({"status": "pending", "attempts": 1, "waiting": 0, "in_flight": 1}),
                 "{r}"

@@ -168,7 +168,9 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
         | "deliveries.redrive"
         | "deliveries.next_in_line"
         | "deliveries.next_in_line_filtered"
-        | "deliveries.next_in_line_unleased" => deliveries_claim_attempt(db, name).await,
+        | "deliveries.next_in_line_unleased"
+        | "deliveries.due_claiming"
+        | "deliveries.due_claiming_filtered" => deliveries_claim_attempt(db, name).await,
         "numbers.create" => numbers_create(db).await,
         _ => Err(EdgeError::NotFound),
     }
@@ -487,9 +489,9 @@ async fn deliveries_claim_attempt(db: &D1Database, name: &str) -> Result<Value, 
     let at = now().unix_millis();
     let status = if name == "deliveries.redrive" { "failed" } else { "pending" };
     // A delivery waiting in its endpoint's line, for the takes; the filtered endpoint's is taken
-    // without its attempt claimed (its filter decides at the gate).
+    // or read without its attempt claimed (its filter decides at the gate).
     let waiting = i32::from(name.starts_with("deliveries.next_in_line"));
-    let filter = if name == "deliveries.next_in_line_filtered" { "'data.text = \"x\"'" } else { "NULL" };
+    let filter = if name.ends_with("_filtered") { "'data.text = \"x\"'" } else { "NULL" };
     let setup = [
         format!(
             "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, filter, created_at,
@@ -527,6 +529,14 @@ async fn deliveries_claim_attempt(db: &D1Database, name: &str) -> Result<Value, 
     for _ in 0..2 {
         let did = if name == "deliveries.redrive" {
             json!(format!("{:?}", deliveries::redrive(db, &delivery, now()).await?))
+        } else if name.starts_with("deliveries.due_claiming") {
+            let lease = Timestamp::from_unix_millis(now().unix_millis() + 60_000);
+            match deliveries::due_claiming(db, &delivery, now(), lease).await? {
+                // The attempt's number when the read claimed it.
+                (Some(_), Some(number)) => json!(number),
+                (Some(_), None) => json!("read"),
+                (None, _) => json!("no such delivery"),
+            }
         } else if waiting == 1 {
             let lease = Timestamp::from_unix_millis(now().unix_millis() + 60_000);
             let lease = (name != "deliveries.next_in_line_unleased").then_some(lease);
