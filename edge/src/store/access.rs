@@ -4,7 +4,6 @@
 
 use exactly_core::access::Scope;
 use exactly_core::Timestamp;
-use serde::Deserialize;
 use worker::{D1Database, D1PreparedStatement, Env};
 
 use crate::error::EdgeError;
@@ -14,16 +13,17 @@ use crate::store::{self as db, int, opt_text, text, time, Cursor};
 /// How long a key's `last_used_at` may lag: a key used again sooner is not written again.
 const LAST_USED_STEP_MS: i64 = 60_000;
 
-/// A live API key, found by its hash.
-#[derive(Debug, Deserialize)]
-pub struct LiveKey {
-    pub id: String,
-    pub account_id: String,
-    pub scope: String,
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    pub last_used_at: Option<Timestamp>,
-    /// The account's database (`None`: `DB`).
-    pub binding: Option<String>,
+crate::store::row! {
+    /// A live API key, found by its hash.
+    #[derive(Debug)]
+    pub struct LiveKey {
+        pub id: String,
+        pub account_id: String,
+        pub scope: String,
+        pub last_used_at: Option<Timestamp>,
+        /// The account's database (`None`: `DB`).
+        pub binding: Option<String>,
+    }
 }
 
 /// The live (not revoked) key that hashes to `key_hash`, with its account's database.
@@ -110,10 +110,11 @@ pub enum Added {
     Full,
 }
 
-#[derive(Deserialize)]
-struct Live {
-    routed: i64,
-    live: i64,
+crate::store::row! {
+    struct Live {
+        routed: i64,
+        live: i64,
+    }
 }
 
 /// Adds a key to an account that has a route (every account has one), in one batch with what
@@ -154,19 +155,18 @@ pub async fn replace_all(env: &Env, key: &NewKey<'_>) -> Result<bool, EdgeError>
     Ok(results.get(1).map(db::changes) == Some(1))
 }
 
-/// A key as the API lists it: never the key, which is not stored.
-#[derive(Debug, Deserialize)]
-pub struct Listed {
-    pub id: String,
-    pub name: String,
-    pub scope: String,
-    pub prefix: String,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub created_at: Timestamp,
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    pub last_used_at: Option<Timestamp>,
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    pub revoked_at: Option<Timestamp>,
+crate::store::row! {
+    /// A key as the API lists it: never the key, which is not stored.
+    #[derive(Debug)]
+    pub struct Listed {
+        pub id: String,
+        pub name: String,
+        pub scope: String,
+        pub prefix: String,
+        pub created_at: Timestamp,
+        pub last_used_at: Option<Timestamp>,
+        pub revoked_at: Option<Timestamp>,
+    }
 }
 
 const LISTED: &str = "SELECT id, name, scope, prefix, created_at, last_used_at, revoked_at FROM api_keys";
@@ -261,19 +261,19 @@ pub async fn create_session(env: &Env, s: &NewSession<'_>) -> Result<(), EdgeErr
     Ok(())
 }
 
-/// A portal session as a request or the portal's page finds it, with its account's route.
-#[derive(Debug, Deserialize)]
-pub struct Session {
-    pub account_id: String,
-    pub secret_hash: String,
-    #[serde(deserialize_with = "crate::store::read::flag")]
-    pub read_only: bool,
-    pub endpoint_ids: Option<String>,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub expires_at: Timestamp,
-    pub binding: Option<String>,
-    /// The origins that may embed the account's portal, a JSON array.
-    pub portal_origins: Option<String>,
+crate::store::row! {
+    /// A portal session as a request or the portal's page finds it, with its account's route.
+    #[derive(Debug)]
+    pub struct Session {
+        pub account_id: String,
+        pub secret_hash: String,
+        pub read_only: bool,
+        pub endpoint_ids: Option<String>,
+        pub expires_at: Timestamp,
+        pub binding: Option<String>,
+        /// The origins that may embed the account's portal, a JSON array.
+        pub portal_origins: Option<String>,
+    }
 }
 
 /// The portal session `id`, expired or not (the caller compares the time), while the key that

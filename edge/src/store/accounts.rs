@@ -2,7 +2,6 @@
 //! keeps the hash of the key it was created with, no longer read.
 
 use exactly_core::Timestamp;
-use serde::Deserialize;
 use worker::D1Database;
 
 use crate::error::EdgeError;
@@ -32,15 +31,15 @@ pub async fn exists(db: &D1Database, id: &str) -> Result<bool, EdgeError> {
     Ok(!found.is_empty())
 }
 
-/// One account as the operator lists it (never its key, which is not stored).
-#[derive(Deserialize)]
-pub struct Listed {
-    pub id: String,
-    pub name: String,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub created_at: Timestamp,
-    /// The account's numbers, a JSON array.
-    pub numbers: String,
+crate::store::row! {
+    /// One account as the operator lists it (never its key, which is not stored).
+    pub struct Listed {
+        pub id: String,
+        pub name: String,
+        pub created_at: Timestamp,
+        /// The account's numbers, a JSON array.
+        pub numbers: String,
+    }
 }
 
 /// A page of the customer accounts, newest first; the operator's own account is not one.

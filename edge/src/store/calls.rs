@@ -11,7 +11,6 @@ use exactly_core::call::CallStatus;
 use exactly_core::call_machine::{CallEnd, CallView, LegOutcome, LegView};
 use exactly_core::Provider;
 use exactly_core::Timestamp;
-use serde::Deserialize;
 use serde_json::{json, Value};
 use worker::{D1Database, D1PreparedStatement};
 
@@ -23,47 +22,55 @@ use crate::store::usage;
 use crate::store::Cursor;
 use crate::store::{self as db, int, opt_text, opt_time, text, time};
 
-/// A call row.
-#[derive(Clone, Debug, Deserialize)]
-pub struct Call {
-    pub id: String,
-    pub account_id: String,
-    pub direction: Direction,
-    pub from_number: String,
-    pub to_number: String,
-    pub status: CallStatus,
-    pub carrier: Provider,
-    pub call_session_id: String,
-    pub call_control_id: String,
-    pub call_leg_id: String,
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    pub answered_at: Option<Timestamp>,
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    pub ended_at: Option<Timestamp>,
-    pub duration_secs: Option<i64>,
-    pub billed_minutes: Option<i64>,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub created_at: Timestamp,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub updated_at: Timestamp,
+crate::store::row! {
+    /// A call row.
+    #[derive(Clone, Debug)]
+    pub struct Call {
+        pub id: String,
+        pub account_id: String,
+        pub direction: Direction,
+        pub from_number: String,
+        pub to_number: String,
+        pub status: CallStatus,
+        pub carrier: Provider,
+        pub call_session_id: String,
+        pub call_control_id: String,
+        pub call_leg_id: String,
+        pub answered_at: Option<Timestamp>,
+        pub ended_at: Option<Timestamp>,
+        pub duration_secs: Option<i64>,
+        pub billed_minutes: Option<i64>,
+        pub created_at: Timestamp,
+        pub updated_at: Timestamp,
+    }
 }
 
-/// A leg row.
-#[derive(Clone, Debug, Deserialize)]
-pub struct Leg {
-    pub position: i64,
-    pub target: String,
-    pub call_control_id: Option<String>,
-    pub call_leg_id: Option<String>,
-    pub outcome: LegOutcome,
-    pub hangup_cause: Option<String>,
-    /// When the leg was dialled (its row's first write); unknown in a change not yet written.
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    pub created_at: Option<Timestamp>,
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    pub answered_at: Option<Timestamp>,
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    pub ended_at: Option<Timestamp>,
+crate::store::row! {
+    /// A leg row.
+    #[derive(Clone, Debug)]
+    pub struct Leg {
+        pub position: i64,
+        pub target: String,
+        pub call_control_id: Option<String>,
+        pub call_leg_id: Option<String>,
+        pub outcome: LegOutcome,
+        pub hangup_cause: Option<String>,
+        /// When the leg was dialled (its row's first write); unknown in a change not yet written.
+        pub created_at: Option<Timestamp>,
+        pub answered_at: Option<Timestamp>,
+        pub ended_at: Option<Timestamp>,
+    }
+}
+
+/// `call_legs.outcome`: the name [`LegOutcome::as_str`] gives it.
+impl crate::store::row::Column for LegOutcome {
+    fn read(cell: crate::store::row::Cell) -> Result<Self, String> {
+        let stored = crate::store::row::text(cell)?;
+        [LegOutcome::Dialing, LegOutcome::Answered, LegOutcome::NoAnswer, LegOutcome::Canceled]
+            .into_iter()
+            .find(|o| o.as_str() == stored)
+            .ok_or_else(|| format!("holds {stored}, which no leg outcome is"))
+    }
 }
 
 const COLUMNS: &str =
@@ -169,11 +176,11 @@ pub async fn get_shown(
 
 /// The legs of the calls `ids`, by call, each in ring order: one query for a page of calls.
 pub async fn legs_of(db: &D1Database, ids: &[&str]) -> Result<std::collections::BTreeMap<String, Vec<Leg>>, EdgeError> {
-    #[derive(Deserialize)]
-    struct Row {
-        call_id: String,
-        #[serde(flatten)]
-        leg: Leg,
+    crate::store::row! {
+        struct Row {
+            call_id: String,
+            leg: Leg = flatten,
+        }
     }
     let ids = serde_json::to_string(ids).map_err(|e| EdgeError::platform("encode", e))?;
     let rows: Vec<Row> = db::all(db::stmt(

@@ -8,7 +8,6 @@
 //! without an answer may have done its work, so nothing runs it a second time.
 
 use exactly_core::Timestamp;
-use serde::Deserialize;
 use worker::D1Database;
 
 use crate::error::EdgeError;
@@ -44,12 +43,13 @@ pub async fn take(
     fingerprint: &str,
     now: Timestamp,
 ) -> Result<Taken, EdgeError> {
-    #[derive(Deserialize)]
-    struct Row {
-        fingerprint: String,
-        status: Option<i64>,
-        answer: Option<String>,
-        locked_until: i64,
+    crate::store::row! {
+        struct Row {
+            fingerprint: String,
+            status: Option<i64>,
+            answer: Option<String>,
+            locked_until: i64,
+        }
     }
     let results = db::batch(
         db,

@@ -9,27 +9,27 @@
 
 use exactly_core::media::MediaItem;
 use exactly_core::Timestamp;
-use serde::Deserialize;
 use serde_json::{json, Value};
 use worker::{Bucket, D1Database, D1PreparedStatement, Env, HttpMetadata, Object};
 
 use crate::error::EdgeError;
 use crate::store::{self as db, int, opt_text, text, time};
 
-/// One media item of a message, as the message's rows carry it.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-pub struct Media {
-    /// Its place in the message, from 0.
-    pub position: u32,
-    /// The carrier's link (inbound) or the sender's URL (outbound).
-    pub url: String,
-    pub content_type: Option<String>,
-    pub size: Option<u64>,
-    /// Where the copy goes (inbound only).
-    pub r2_key: Option<String>,
-    /// When the copy was stored.
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    pub stored_at: Option<Timestamp>,
+crate::store::row! {
+    /// One media item of a message, as the message's rows carry it.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Media {
+        /// Its place in the message, from 0.
+        pub position: u32,
+        /// The carrier's link (inbound) or the sender's URL (outbound).
+        pub url: String,
+        pub content_type: Option<String>,
+        pub size: Option<u64>,
+        /// Where the copy goes (inbound only).
+        pub r2_key: Option<String>,
+        /// When the copy was stored.
+        pub stored_at: Option<Timestamp>,
+    }
 }
 
 impl Media {
@@ -66,12 +66,13 @@ impl Media {
     }
 }
 
-/// Reads the `media` column of a `messages` SELECT: text holding a JSON array of items.
-pub fn from_column<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<Media>, D::Error> {
-    let text = Option::<String>::deserialize(deserializer)?;
-    match text {
-        None => Ok(Vec::new()),
-        Some(text) => serde_json::from_slice(text.as_bytes()).map_err(serde::de::Error::custom),
+/// The `media` column of a `messages` SELECT: text holding a JSON array of items, each read
+/// as a row; NULL for none.
+impl db::row::Column for Vec<Media> {
+    fn read(cell: db::row::Cell) -> Result<Self, String> {
+        let Some(text) = Option::<String>::read(cell)? else { return Ok(Vec::new()) };
+        let items: Vec<Value> = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        items.iter().map(|item| <Media as db::FromRow>::from_row(item)).collect()
     }
 }
 
@@ -100,14 +101,16 @@ pub fn insert_if_message(
     )
 }
 
-/// An item a copier claimed: where to fetch it and where to put it.
-#[derive(Clone, Debug, Deserialize)]
-pub struct Claimed {
-    pub url: String,
-    pub r2_key: String,
-    pub content_type: Option<String>,
-    /// Claims taken so far, this one included.
-    pub copy_attempts: u32,
+crate::store::row! {
+    /// An item a copier claimed: where to fetch it and where to put it.
+    #[derive(Clone, Debug)]
+    pub struct Claimed {
+        pub url: String,
+        pub r2_key: String,
+        pub content_type: Option<String>,
+        /// Claims taken so far, this one included.
+        pub copy_attempts: u32,
+    }
 }
 
 /// Claims the copy of one inbound item until `lease_until`: only an item not stored, not given
@@ -130,15 +133,15 @@ pub async fn claim(
     .await
 }
 
-/// Where an item's copy stands, for a job that could not claim it.
-#[derive(Clone, Debug, Deserialize)]
-pub struct CopyState {
-    pub r2_key: Option<String>,
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    pub stored_at: Option<Timestamp>,
-    pub copy_error: Option<String>,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub copying_until: Timestamp,
+crate::store::row! {
+    /// Where an item's copy stands, for a job that could not claim it.
+    #[derive(Clone, Debug)]
+    pub struct CopyState {
+        pub r2_key: Option<String>,
+        pub stored_at: Option<Timestamp>,
+        pub copy_error: Option<String>,
+        pub copying_until: Timestamp,
+    }
 }
 
 /// The copy state of one item.
@@ -194,11 +197,13 @@ pub async fn record_failed(db: &D1Database, message_id: &str, position: u32, err
     Ok(changed == 1)
 }
 
-/// An inbound item whose copy is not done: (message id, position).
-#[derive(Clone, Debug, Deserialize)]
-pub struct Uncopied {
-    pub message_id: String,
-    pub position: u32,
+crate::store::row! {
+    /// An inbound item whose copy is not done: (message id, position).
+    #[derive(Clone, Debug)]
+    pub struct Uncopied {
+        pub message_id: String,
+        pub position: u32,
+    }
 }
 
 /// Items recorded before `before`, neither stored nor given up on, whose claim (if any) lapsed:
@@ -215,11 +220,13 @@ pub async fn uncopied(db: &D1Database, before: Timestamp, limit: u32) -> Result<
     .await
 }
 
-/// A stored copy: its key and what to answer with.
-#[derive(Clone, Debug, Deserialize)]
-pub struct Stored {
-    pub r2_key: String,
-    pub content_type: Option<String>,
+crate::store::row! {
+    /// A stored copy: its key and what to answer with.
+    #[derive(Clone, Debug)]
+    pub struct Stored {
+        pub r2_key: String,
+        pub content_type: Option<String>,
+    }
 }
 
 /// The stored copy of one item, if it is stored.
@@ -258,9 +265,10 @@ pub async fn open_copy(env: &Env, key: &str) -> Result<Option<Object>, EdgeError
 /// The stored copies' keys of the media of the messages `ids` (a JSON array), to delete from the
 /// bucket before [`erase`] forgets them.
 pub async fn keys_of(db: &D1Database, ids: &str) -> Result<Vec<String>, EdgeError> {
-    #[derive(serde::Deserialize)]
-    struct Key {
-        r2_key: String,
+    crate::store::row! {
+        struct Key {
+            r2_key: String,
+        }
     }
     let keys: Vec<Key> = db::all(db::stmt(
         db,

@@ -2,58 +2,59 @@
 //! bound or an index's first entry), so the cost stays flat as the tables grow.
 
 use exactly_core::Timestamp;
-use serde::Deserialize;
 
 use crate::error::EdgeError;
 use crate::store as db;
 
-/// The figures, as D1 returns them.
-#[derive(Debug, Default, Deserialize)]
-pub struct Figures {
-    /// Carrier events ever stored: the sum of each database's sequence (its highest id, or its
-    /// id floor; retention does not lower it). Rows copied by a shard move count in the
-    /// sequence of the database they came from and move the target's on too, so after a move
-    /// the figure runs ahead of the true count.
-    pub events_ingested: Option<i64>,
-    /// Carrier events neither processed nor failed.
-    pub events_pending: i64,
-    /// Carrier events recorded as failed (and not pruned).
-    pub events_failed: i64,
-    /// Receipts waiting for their message's send result.
-    pub events_parked: i64,
-    /// When the oldest pending carrier event was stored (Unix ms).
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    pub oldest_pending_event: Option<Timestamp>,
-    /// Deliveries ever created (the sum of each account database's highest rowid).
-    pub deliveries_created: Option<i64>,
-    /// Deliveries pending (due, scheduled or held).
-    pub deliveries_pending: i64,
-    /// Deliveries failed.
-    pub deliveries_failed: i64,
-    /// The earliest next attempt of a pending delivery (Unix ms).
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    pub oldest_pending_delivery: Option<Timestamp>,
+crate::store::row! {
+    /// The figures, as D1 returns them.
+    #[derive(Debug, Default)]
+    pub struct Figures {
+        /// Carrier events ever stored: the sum of each database's sequence (its highest id, or its
+        /// id floor; retention does not lower it). Rows copied by a shard move count in the
+        /// sequence of the database they came from and move the target's on too, so after a move
+        /// the figure runs ahead of the true count.
+        pub events_ingested: Option<i64>,
+        /// Carrier events neither processed nor failed.
+        pub events_pending: i64,
+        /// Carrier events recorded as failed (and not pruned).
+        pub events_failed: i64,
+        /// Receipts waiting for their message's send result.
+        pub events_parked: i64,
+        /// When the oldest pending carrier event was stored (Unix ms).
+        pub oldest_pending_event: Option<Timestamp>,
+        /// Deliveries ever created (the sum of each account database's highest rowid).
+        pub deliveries_created: Option<i64>,
+        /// Deliveries pending (due, scheduled or held).
+        pub deliveries_pending: i64,
+        /// Deliveries failed.
+        pub deliveries_failed: i64,
+        /// The earliest next attempt of a pending delivery (Unix ms).
+        pub oldest_pending_delivery: Option<Timestamp>,
+    }
 }
 
-/// The dedupe log's figures of one database.
-#[derive(Debug, Default, Deserialize)]
-struct EventFigures {
-    events_ingested: Option<i64>,
-    events_pending: i64,
-    events_failed: i64,
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    oldest_pending_event: Option<Timestamp>,
+crate::store::row! {
+    /// The dedupe log's figures of one database.
+    #[derive(Debug, Default)]
+    struct EventFigures {
+        events_ingested: Option<i64>,
+        events_pending: i64,
+        events_failed: i64,
+        oldest_pending_event: Option<Timestamp>,
+    }
 }
 
-/// The delivery and parking figures of one account database.
-#[derive(Debug, Default, Deserialize)]
-struct AccountFigures {
-    events_parked: i64,
-    deliveries_created: Option<i64>,
-    deliveries_pending: i64,
-    deliveries_failed: i64,
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    oldest_pending_delivery: Option<Timestamp>,
+crate::store::row! {
+    /// The delivery and parking figures of one account database.
+    #[derive(Debug, Default)]
+    struct AccountFigures {
+        events_parked: i64,
+        deliveries_created: Option<i64>,
+        deliveries_pending: i64,
+        deliveries_failed: i64,
+        oldest_pending_delivery: Option<Timestamp>,
+    }
 }
 
 fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
@@ -117,27 +118,28 @@ pub async fn figures(env: &worker::Env) -> Result<Figures, EdgeError> {
     Ok(figures)
 }
 
-/// One bucket of the operator's charts (`/admin/metrics/series`), summed over the account
-/// databases.
-#[derive(Debug, Default, Deserialize, Clone)]
-pub struct Bucket {
-    /// Its start, in Unix milliseconds.
-    pub start: i64,
-    pub attempts: i64,
-    /// Answered 2xx.
-    pub succeeded: i64,
-    /// Answered, but not 2xx.
-    pub refused: i64,
-    /// No answer (no connection, or none in time).
-    pub no_answer: i64,
-    /// First attempts, and the sum and the most of their time from the event to the attempt.
-    pub first_attempts: i64,
-    pub time_to_webhook_ms_sum: i64,
-    pub time_to_webhook_ms_max: i64,
-    /// Deliveries created by the bucket's end and not settled then (summed from [`Flow`]s, not
-    /// read with the attempts).
-    #[serde(default)]
-    pub backlog: i64,
+crate::store::row! {
+    /// One bucket of the operator's charts (`/admin/metrics/series`), summed over the account
+    /// databases.
+    #[derive(Debug, Default, Clone)]
+    pub struct Bucket {
+        /// Its start, in Unix milliseconds.
+        pub start: i64,
+        pub attempts: i64,
+        /// Answered 2xx.
+        pub succeeded: i64,
+        /// Answered, but not 2xx.
+        pub refused: i64,
+        /// No answer (no connection, or none in time).
+        pub no_answer: i64,
+        /// First attempts, and the sum and the most of their time from the event to the attempt.
+        pub first_attempts: i64,
+        pub time_to_webhook_ms_sum: i64,
+        pub time_to_webhook_ms_max: i64,
+        /// Deliveries created by the bucket's end and not settled then (summed from [`Flow`]s, not
+        /// read with the attempts).
+        pub backlog: i64 = default,
+    }
 }
 
 /// Attempts by outcome, time-to-webhook and backlog in `buckets` buckets of `width_ms` ending
@@ -221,10 +223,11 @@ pub async fn series(env: &worker::Env, to: i64, width_ms: i64, buckets: i64) -> 
     Ok(out)
 }
 
-/// Deliveries created and settled in one bucket (`start` before the window: those open then).
-#[derive(Deserialize)]
-struct Flow {
-    start: i64,
-    opened: i64,
-    settled: i64,
+crate::store::row! {
+    /// Deliveries created and settled in one bucket (`start` before the window: those open then).
+    struct Flow {
+        start: i64,
+        opened: i64,
+        settled: i64,
+    }
 }

@@ -10,14 +10,14 @@
 //! fan-out from `deliveries`, a move's watermark from `retention`), so every guard on a table is
 //! in one place. `edge/tests/layout.rs` checks both rules.
 //!
-//! Rows are read into types at this boundary, once: times as [`Timestamp`], counts as integers,
-//! flags as `bool` ([`read`]), carriers, statuses, encodings and event types as their enums. A
-//! stored value that is none of them is an error where the row is read, never a default.
+//! Rows are read into types at this boundary, once, column by column ([`row`]): times as
+//! [`Timestamp`], counts as integers, flags as `bool`, carriers, statuses, encodings and event
+//! types as their enums. A stored value that is none of them is an error where the row is read,
+//! never a default.
 
 use exactly_core::Timestamp;
-use serde::de::DeserializeOwned;
 use wasm_bindgen::JsValue;
-use worker::{D1Database, D1PreparedStatement, D1Result};
+use worker::{D1Database, D1PreparedStatement};
 
 use crate::error::EdgeError;
 
@@ -30,8 +30,11 @@ pub mod endpoints;
 pub mod erasures;
 pub mod idempotency;
 mod page;
+pub mod row;
 
 pub use page::Cursor;
+pub(crate) use row::row;
+pub use row::FromRow;
 pub mod media;
 pub mod messages;
 pub mod metrics;
@@ -259,29 +262,42 @@ pub fn stmt(db: &D1Database, sql: &str, args: &[JsValue]) -> Result<D1PreparedSt
     db.prepare(sql).bind(args).map_err(|e| EdgeError::platform("bind", e))
 }
 
+/// What D1 answered for one statement: its rows and its `meta`, as D1's own object.
+#[derive(Debug, Clone)]
+pub struct Reply(JsValue);
+
+impl Reply {
+    /// D1's result object.
+    pub fn raw(&self) -> &JsValue {
+        &self.0
+    }
+}
+
+/// Awaits a promise a D1 statement returned.
+async fn settled(promise: Result<js_sys::Promise, JsValue>, what: &'static str) -> Result<Reply, EdgeError> {
+    let failed = |e: JsValue| EdgeError::platform(what, js_error(&e));
+    let value = worker::wasm_bindgen_futures::JsFuture::from(promise.map_err(failed)?).await.map_err(failed)?;
+    Ok(Reply(value))
+}
+
 /// Runs a statement; returns the rows it changed.
 pub async fn run(statement: D1PreparedStatement) -> Result<usize, EdgeError> {
-    let result = statement.run().await.map_err(|e| EdgeError::platform("d1 run", e))?;
-    Ok(changes(&result))
+    Ok(changes(&settled(statement.inner().run(), "d1 run").await?))
 }
 
 /// Runs a query and returns its result, for a reader of its own (as a batch's results are read).
-pub async fn query(statement: D1PreparedStatement) -> Result<D1Result, EdgeError> {
-    statement.all().await.map_err(|e| EdgeError::platform("d1 query", e))
+pub async fn query(statement: D1PreparedStatement) -> Result<Reply, EdgeError> {
+    settled(statement.inner().all(), "d1 query").await
 }
 
 /// Runs a query and reads every row.
-pub async fn all<T: DeserializeOwned>(statement: D1PreparedStatement) -> Result<Vec<T>, EdgeError> {
+pub async fn all<T: FromRow>(statement: D1PreparedStatement) -> Result<Vec<T>, EdgeError> {
     rows(&query(statement).await?)
 }
 
 /// The `id` column of every row a result holds (queries and `RETURNING id` statements).
-pub fn ids(result: &D1Result) -> Result<Vec<String>, EdgeError> {
-    #[derive(serde::Deserialize)]
-    struct Id {
-        id: String,
-    }
-    Ok(rows::<Id>(result)?.into_iter().map(|r| r.id).collect())
+pub fn ids(result: &Reply) -> Result<Vec<String>, EdgeError> {
+    each_row(result, |row| row::column(row, "id"))
 }
 
 /// Runs a statement whose rows carry an `id` column and returns the ids.
@@ -290,20 +306,27 @@ pub async fn all_ids(statement: D1PreparedStatement) -> Result<Vec<String>, Edge
 }
 
 /// Runs a query and reads the first row, if any.
-pub async fn first<T: DeserializeOwned>(statement: D1PreparedStatement) -> Result<Option<T>, EdgeError> {
+pub async fn first<T: FromRow>(statement: D1PreparedStatement) -> Result<Option<T>, EdgeError> {
     Ok(all(statement).await?.into_iter().next())
 }
 
-/// Runs statements as one transaction (a D1 batch).
-pub async fn batch(db: &D1Database, statements: Vec<D1PreparedStatement>) -> Result<Vec<D1Result>, EdgeError> {
-    db.batch(statements).await.map_err(|e| EdgeError::platform("d1 batch", e))
+/// Runs statements as one transaction (a D1 batch). `db` may be a database or an API request's
+/// [`Session`], whose `batch` is its own: it is looked up on `db` each time.
+pub async fn batch(db: &D1Database, statements: Vec<D1PreparedStatement>) -> Result<Vec<Reply>, EdgeError> {
+    use wasm_bindgen::JsCast as _;
+    let batch: js_sys::Function = js_sys::Reflect::get(db.as_ref(), &JsValue::from_str("batch"))
+        .ok()
+        .and_then(|f| f.dyn_into().ok())
+        .ok_or_else(|| EdgeError::platform("d1 batch", "the binding has no batch()"))?;
+    Ok(call_batch(db, &batch, &statements).await?.into_iter().map(Reply).collect())
 }
 
-/// Runs statements as one transaction (a D1 batch) and returns D1's result objects as they are.
+/// Runs statements as one transaction (a D1 batch) on a database binding (never a [`Session`])
+/// and returns D1's result objects as they are.
 ///
-/// For the ingest path: [`batch`] deserializes every `meta` whole (seven fields, each a call into
-/// JavaScript) and rows through serde; reading the two or three fields a caller needs with
-/// [`meta_count`], [`first_row`] and [`field`] crosses the boundary a few times instead of dozens.
+/// For the ingest path: `D1Database.prototype.batch` is looked up once per isolate, and the
+/// caller reads the two or three fields it needs with [`meta_count`], [`first_row`] and
+/// [`field`].
 pub async fn batch_raw(db: &D1Database, statements: &[D1PreparedStatement]) -> Result<Vec<JsValue>, EdgeError> {
     use wasm_bindgen::JsCast as _;
     thread_local! {
@@ -311,13 +334,23 @@ pub async fn batch_raw(db: &D1Database, statements: &[D1PreparedStatement]) -> R
         // of each request as `this`.
         static BATCH: std::cell::OnceCell<Option<js_sys::Function>> = const { std::cell::OnceCell::new() };
     }
-    let failed = |e: JsValue| EdgeError::platform("d1 batch", js_error(&e));
     let batch = BATCH
         .with(|f| {
             f.get_or_init(|| js_sys::Reflect::get(db.as_ref(), &JsValue::from_str("batch")).ok()?.dyn_into().ok())
                 .clone()
         })
         .ok_or_else(|| EdgeError::platform("d1 batch", "the binding has no batch()"))?;
+    call_batch(db, &batch, statements).await
+}
+
+/// Calls a `batch` function with `db` as `this`, and awaits D1's results.
+async fn call_batch(
+    db: &D1Database,
+    batch: &js_sys::Function,
+    statements: &[D1PreparedStatement],
+) -> Result<Vec<JsValue>, EdgeError> {
+    use wasm_bindgen::JsCast as _;
+    let failed = |e: JsValue| EdgeError::platform("d1 batch", js_error(&e));
     let statements: js_sys::Array = statements.iter().map(|s| -> &JsValue { s.inner().as_ref() }).collect();
     let promise: js_sys::Promise = batch.call1(db.as_ref(), &statements).map_err(failed)?.unchecked_into();
     let results = worker::wasm_bindgen_futures::JsFuture::from(promise).await.map_err(failed)?;
@@ -358,77 +391,25 @@ fn js_error(error: &JsValue) -> String {
 }
 
 /// The rows a statement changed.
-pub fn changes(result: &D1Result) -> usize {
-    result.meta().ok().flatten().and_then(|m| m.changes).unwrap_or(0)
+pub fn changes(result: &Reply) -> usize {
+    meta_count(&result.0, "changes")
 }
 
-/// The rows a query returned.
-pub fn rows<T: DeserializeOwned>(result: &D1Result) -> Result<Vec<T>, EdgeError> {
-    result.results::<T>().map_err(|e| EdgeError::platform("d1 rows", e))
+/// The rows a query returned, each read as `T`.
+pub fn rows<T: FromRow>(result: &Reply) -> Result<Vec<T>, EdgeError> {
+    each_row(result, |row| T::from_row(row))
 }
 
-/// Readers for row fields (`#[serde(deserialize_with = ...)]`): D1 returns every number as a
-/// JavaScript number, and SQLite has no booleans. Integers read as Rust integers directly; these
-/// read times (Unix milliseconds) into [`Timestamp`] and flags (0 or 1) into `bool`. A value that
-/// is neither is an error where the row is read, never a default.
-pub mod read {
-    use exactly_core::headers::CustomHeaders;
-    use exactly_core::webhook::EventType;
-    use exactly_core::Timestamp;
-    use serde::{de, Deserialize, Deserializer};
-
-    /// A time column.
-    pub fn at<'de, D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
-        i64::deserialize(d).map(Timestamp::from_unix_millis)
+/// Reads each row of a result with `read`; the first row that fails is the error.
+fn each_row<T>(result: &Reply, read: impl Fn(&dyn row::Source) -> Result<T, String>) -> Result<Vec<T>, EdgeError> {
+    let rows = js_sys::Reflect::get(&result.0, &JsValue::from_str("results")).unwrap_or(JsValue::UNDEFINED);
+    if rows.is_undefined() || rows.is_null() {
+        return Ok(Vec::new());
     }
-
-    /// A time column that may be NULL.
-    pub fn opt_at<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Timestamp>, D::Error> {
-        Ok(Option::<i64>::deserialize(d)?.map(Timestamp::from_unix_millis))
+    let rows = js_sys::Array::from(&rows);
+    let mut out = Vec::with_capacity(rows.length() as usize);
+    for row in rows.iter() {
+        out.push(read(&row).map_err(|why| EdgeError::platform("d1 rows", why))?);
     }
-
-    /// A 0-or-1 column.
-    pub fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-        match i64::deserialize(d)? {
-            0 => Ok(false),
-            1 => Ok(true),
-            n => Err(de::Error::custom(format!("a flag column holds {n}, not 0 or 1"))),
-        }
-    }
-
-    /// A column holding a customer event type's wire name.
-    pub fn event_type<'de, D: Deserializer<'de>>(d: D) -> Result<EventType, D::Error> {
-        let name = String::deserialize(d)?;
-        EventType::from_name(&name).ok_or_else(|| de::Error::custom(format!("no event type {name}")))
-    }
-
-    /// A column holding a JSON array of customer event types' wire names; a name no
-    /// [`EventType`] has is an error.
-    pub fn event_types<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<EventType>, D::Error> {
-        let column = String::deserialize(d)?;
-        let names: Vec<String> = serde_json::from_str(&column).map_err(de::Error::custom)?;
-        names
-            .iter()
-            .map(|name| EventType::from_name(name).ok_or_else(|| de::Error::custom(format!("no event type {name}"))))
-            .collect()
-    }
-
-    /// A column holding an endpoint's custom headers as a JSON object (NULL for none); a set
-    /// the rules refuse is an error, never sent in part.
-    pub fn custom_headers<'de, D: Deserializer<'de>>(d: D) -> Result<CustomHeaders, D::Error> {
-        let Some(column) = Option::<String>::deserialize(d)? else { return Ok(CustomHeaders::default()) };
-        let pairs: std::collections::BTreeMap<String, String> =
-            serde_json::from_str(&column).map_err(de::Error::custom)?;
-        CustomHeaders::new(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(de::Error::custom)
-    }
-
-    /// A 0-or-1 column that may be NULL.
-    pub fn opt_flag<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
-        match Option::<i64>::deserialize(d)? {
-            None => Ok(None),
-            Some(0) => Ok(Some(false)),
-            Some(1) => Ok(Some(true)),
-            Some(n) => Err(de::Error::custom(format!("a flag column holds {n}, not 0 or 1"))),
-        }
-    }
+    Ok(out)
 }

@@ -1,11 +1,11 @@
 //! The `phone_numbers` table: which account owns a number (`UNIQUE (phone_number)`), and the
 //! number's ring plan, parsed once here into a [`RingPlan`].
 
+use crate::store::Reply;
 use exactly_core::number::PhoneNumber;
 use exactly_core::ring::RingPlan;
 use exactly_core::{Provider, Timestamp};
-use serde::Deserialize;
-use worker::{D1Database, D1PreparedStatement, D1Result};
+use worker::{D1Database, D1PreparedStatement};
 
 use crate::error::EdgeError;
 use crate::store::{self as db, int, text, time};
@@ -38,13 +38,14 @@ pub fn owner_query(db: &D1Database, number: &str) -> Result<D1PreparedStatement,
 }
 
 /// The owner of `number` in the result of its [`owner_query`].
-pub fn owner_in(result: &D1Result, number: &str) -> Result<Option<Owner>, EdgeError> {
-    #[derive(Deserialize)]
-    struct Row {
-        account_id: String,
-        ring_targets: String,
-        ring_timeout_secs: i64,
-        carrier: Option<String>,
+pub fn owner_in(result: &Reply, number: &str) -> Result<Option<Owner>, EdgeError> {
+    crate::store::row! {
+        struct Row {
+            account_id: String,
+            ring_targets: String,
+            ring_timeout_secs: i64,
+            carrier: Option<String>,
+        }
     }
     let Some(r) = db::rows::<Row>(result)?.into_iter().next() else { return Ok(None) };
     // A column that is not a JSON list of numbers is an error where it is read. Plans are checked
@@ -122,10 +123,11 @@ pub fn learn_carrier(db: &D1Database, number: &str, carrier: Provider) -> Result
 
 /// Whether `account_id` owns `number`.
 pub async fn owned_by(db: &D1Database, number: &PhoneNumber, account_id: &str) -> Result<bool, EdgeError> {
-    #[derive(Deserialize)]
-    struct Id {
-        #[allow(dead_code)]
-        id: String,
+    crate::store::row! {
+        struct Id {
+            #[allow(dead_code)]
+            id: String,
+        }
     }
     let row: Option<Id> = db::first(db::stmt(
         db,

@@ -114,15 +114,15 @@ impl Event {
     }
 }
 
-/// A stored customer event: its id, the webhook body, when it was written.
-#[derive(Debug, serde::Deserialize)]
-pub struct Stored {
-    pub id: String,
-    #[serde(rename = "type", deserialize_with = "crate::store::read::event_type")]
-    pub event_type: EventType,
-    pub payload: String,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub created_at: Timestamp,
+crate::store::row! {
+    /// A stored customer event: its id, the webhook body, when it was written.
+    #[derive(Debug)]
+    pub struct Stored {
+        pub id: String,
+        pub event_type: EventType = "type",
+        pub payload: String,
+        pub created_at: Timestamp,
+    }
 }
 
 /// One event of one account.
@@ -251,14 +251,14 @@ pub struct Change {
 
 impl Change {
     /// The change of a batch whose first statement was the guard and which wrote `event`.
-    pub fn of(results: &[worker::D1Result], event: Option<&Event>) -> Self {
+    pub fn of(results: &[crate::store::Reply], event: Option<&Event>) -> Self {
         let changed = results.first().map(db::changes) == Some(1);
         Change { changed, event: if changed { event.map(|e| e.id.clone()) } else { None }, pending: None }
     }
 
     /// [`Change::of`] a batch that ended with `event`'s [`Event::pending_deliveries`]: its
     /// deliveries come with it.
-    pub fn announced(results: &[worker::D1Result], event: &Event) -> Result<Self, EdgeError> {
+    pub fn announced(results: &[crate::store::Reply], event: &Event) -> Result<Self, EdgeError> {
         let mut change = Change::of(results, Some(event));
         if change.changed {
             change.pending = Some(fanout::pending_of(results)?);
@@ -278,11 +278,11 @@ pub async fn prune_events(
     now: Timestamp,
 ) -> Result<usize, EdgeError> {
     use crate::store::retention;
-    #[derive(serde::Deserialize)]
-    struct Row {
-        id: i64,
-        #[serde(deserialize_with = "crate::store::read::at")]
-        created_at: Timestamp,
+    crate::store::row! {
+        struct Row {
+            id: i64,
+            created_at: Timestamp,
+        }
     }
     let from = retention::mark(db, "customer_events").await?;
     let window: Vec<Row> = db::all(db::stmt(

@@ -8,22 +8,23 @@
 
 use exactly_core::Provider;
 use exactly_core::Timestamp;
-use serde::Deserialize;
 use worker::D1Database;
 
 use crate::error::EdgeError;
 use crate::store::{self as db, int, time};
 
-/// A call that may have ended without its hangup reaching the platform.
-#[derive(Debug, Deserialize)]
-pub struct StaleCall {
-    pub id: String,
-    pub carrier: Provider,
-    pub call_control_id: String,
-    pub call_leg_id: String,
-    pub call_session_id: String,
-    pub from_number: String,
-    pub to_number: String,
+crate::store::row! {
+    /// A call that may have ended without its hangup reaching the platform.
+    #[derive(Debug)]
+    pub struct StaleCall {
+        pub id: String,
+        pub carrier: Provider,
+        pub call_control_id: String,
+        pub call_leg_id: String,
+        pub call_session_id: String,
+        pub from_number: String,
+        pub to_number: String,
+    }
 }
 
 /// Telnyx calls `in_progress` with no change since `idle_before` and no check since
@@ -72,12 +73,14 @@ pub async fn ringing_calls(
 const CALL_COLUMNS: &str =
     "c.id, c.carrier, c.call_control_id, c.call_leg_id, c.call_session_id, c.from_number, c.to_number";
 
-/// A message the carrier took whose final word has not come.
-#[derive(Debug, Deserialize)]
-pub struct StaleMessage {
-    pub id: String,
-    pub carrier: Provider,
-    pub carrier_message_id: String,
+crate::store::row! {
+    /// A message the carrier took whose final word has not come.
+    #[derive(Debug)]
+    pub struct StaleMessage {
+        pub id: String,
+        pub carrier: Provider,
+        pub carrier_message_id: String,
+    }
 }
 
 /// Messages `sent` between `since` and `before` (older ones had their chances: some carriers

@@ -20,7 +20,6 @@
 //! shard move that copies rows in under ids below a database's payload watermark moves the
 //! watermark back below them (`carrier_events::Log::move_shards`), so they are pruned too.
 
-use serde::Deserialize;
 use worker::D1Database;
 
 use crate::error::EdgeError;
@@ -33,9 +32,10 @@ pub const DAY_MILLIS: i64 = 86_400_000;
 
 /// Where the step `name` goes on from: the last id it visited.
 pub async fn mark(db: &D1Database, name: &str) -> Result<i64, EdgeError> {
-    #[derive(Deserialize)]
-    struct Mark {
-        last_id: i64,
+    crate::store::row! {
+        struct Mark {
+            last_id: i64,
+        }
     }
     let row: Option<Mark> =
         db::first(db::stmt(db, "SELECT last_id FROM retention_marks WHERE name = ?1", &[text(name)])?).await?;

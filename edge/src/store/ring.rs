@@ -2,13 +2,23 @@
 //! its queue of actions in order. The object calls these with no `.await` between them where
 //! they must commit together.
 
-use serde::Deserialize;
-use worker::{SqlStorage, SqlStorageValue};
+use worker::{SqlCursor, SqlStorage, SqlStorageValue};
 
 use crate::error::EdgeError;
+use crate::store::FromRow;
 
 fn failed(e: worker::Error) -> EdgeError {
     EdgeError::platform("call storage", e)
+}
+
+/// Every row a query's cursor holds, each read as `T`.
+fn rows<T: FromRow>(cursor: worker::Result<SqlCursor>) -> Result<Vec<T>, EdgeError> {
+    let mut out = Vec::new();
+    for row in cursor.map_err(failed)? {
+        let row = row.map_err(failed)?;
+        out.push(T::from_row(&row).map_err(|why| EdgeError::platform("call storage", why))?);
+    }
+    Ok(out)
 }
 
 /// Creates the two tables if they are missing.
@@ -22,12 +32,12 @@ pub fn create(sql: &SqlStorage) {
 
 /// The stored state, as JSON, if any.
 pub fn state(sql: &SqlStorage) -> Result<Option<String>, EdgeError> {
-    #[derive(Deserialize)]
-    struct Row {
-        state: String,
+    crate::store::row! {
+        struct Row {
+            state: String,
+        }
     }
-    let rows: Vec<Row> =
-        sql.exec("SELECT state FROM machine WHERE id = 1", None).and_then(|c| c.to_array()).map_err(failed)?;
+    let rows: Vec<Row> = rows(sql.exec("SELECT state FROM machine WHERE id = 1", None))?;
     Ok(rows.into_iter().next().map(|r| r.state))
 }
 
@@ -47,15 +57,13 @@ pub fn save(sql: &SqlStorage, state: &str, actions: &[String]) -> Result<(), Edg
 
 /// The first queued action: its sequence number and JSON.
 pub fn next_action(sql: &SqlStorage) -> Result<Option<(i64, String)>, EdgeError> {
-    #[derive(Deserialize)]
-    struct Row {
-        seq: i64,
-        action: String,
+    crate::store::row! {
+        struct Row {
+            seq: i64,
+            action: String,
+        }
     }
-    let rows: Vec<Row> = sql
-        .exec("SELECT seq, action FROM actions ORDER BY seq LIMIT 1", None)
-        .and_then(|c| c.to_array())
-        .map_err(failed)?;
+    let rows: Vec<Row> = rows(sql.exec("SELECT seq, action FROM actions ORDER BY seq LIMIT 1", None))?;
     Ok(rows.into_iter().next().map(|r| (r.seq, r.action)))
 }
 
@@ -67,30 +75,28 @@ pub fn remove_action(sql: &SqlStorage, seq: i64) -> Result<(), EdgeError> {
 
 /// How many actions are queued.
 pub fn pending(sql: &SqlStorage) -> Result<u32, EdgeError> {
-    #[derive(Deserialize)]
-    struct Row {
-        n: i64,
+    crate::store::row! {
+        struct Row {
+            n: i64,
+        }
     }
-    let rows: Vec<Row> =
-        sql.exec("SELECT COUNT(*) AS n FROM actions", None).and_then(|c| c.to_array()).map_err(failed)?;
+    let rows: Vec<Row> = rows(sql.exec("SELECT COUNT(*) AS n FROM actions", None))?;
     Ok(rows.first().map_or(0, |r| u32::try_from(r.n).unwrap_or(u32::MAX)))
 }
 
 /// Erasure: `number` reads as `erased` in the stored state and queued actions (both JSON, where
 /// a number is a plain string). Whether anything held it.
 pub fn erase(sql: &SqlStorage, number: &str, erased: &str) -> Result<bool, EdgeError> {
-    #[derive(Deserialize)]
-    struct Row {
-        held: i64,
+    crate::store::row! {
+        struct Row {
+            held: i64,
+        }
     }
-    let rows: Vec<Row> = sql
-        .exec(
-            "SELECT (SELECT COUNT(*) FROM machine WHERE instr(state, ?) > 0)
-                  + (SELECT COUNT(*) FROM actions WHERE instr(action, ?) > 0) AS held",
-            vec![number.into(), number.into()],
-        )
-        .and_then(|c| c.to_array())
-        .map_err(failed)?;
+    let rows: Vec<Row> = rows(sql.exec(
+        "SELECT (SELECT COUNT(*) FROM machine WHERE instr(state, ?) > 0)
+              + (SELECT COUNT(*) FROM actions WHERE instr(action, ?) > 0) AS held",
+        vec![number.into(), number.into()],
+    ))?;
     let held = rows.first().is_some_and(|r| r.held > 0);
     for statement in
         ["UPDATE machine SET state = replace(state, ?, ?)", "UPDATE actions SET action = replace(action, ?, ?)"]

@@ -9,7 +9,6 @@
 //! `DB`: the accounts, numbers and messages from before routing are found where they always were.
 
 use exactly_core::Timestamp;
-use serde::Deserialize;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement, Env};
 
@@ -61,14 +60,16 @@ pub fn open(env: &Env, binding: Option<String>) -> Result<(Env, D1Database), Edg
     Ok((scoped, db))
 }
 
-#[derive(Deserialize)]
-struct Binding {
-    binding: String,
+crate::store::row! {
+    struct Binding {
+        binding: String,
+    }
 }
 
-#[derive(Deserialize)]
-struct Owner {
-    account_id: String,
+crate::store::row! {
+    struct Owner {
+        account_id: String,
+    }
 }
 
 async fn binding_of(root: &D1Database, sql: &str, args: &[JsValue]) -> Result<Option<String>, EdgeError> {
@@ -108,9 +109,10 @@ pub async fn set_portal_origins(env: &Env, account_id: &str, origins: Option<&st
     Ok(db::run(db::stmt(&root, sql, &args)?).await? == 1)
 }
 
-#[derive(Deserialize)]
-struct Origins {
-    portal_origins: Option<String>,
+crate::store::row! {
+    struct Origins {
+        portal_origins: Option<String>,
+    }
 }
 
 /// The origins that may embed account `account_id`'s portal, a JSON array (`None`: none), or

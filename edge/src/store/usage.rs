@@ -1,7 +1,7 @@
 //! The usage ledger: rows written only in the batch whose guarded change earned them.
 
 use exactly_core::Timestamp;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use worker::{D1Database, D1PreparedStatement};
 
 use crate::error::EdgeError;
@@ -48,22 +48,25 @@ pub fn charge_if_changed(
     )
 }
 
-/// Totals per kind for one account between two times.
-#[derive(Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Totals {
-    /// SMS segments billed.
-    pub sms_segments: i64,
-    /// MMS billed.
-    pub mms: i64,
-    /// Call minutes billed.
-    pub call_minutes: i64,
+crate::store::row! {
+    /// Totals per kind for one account between two times.
+    #[derive(Debug, Default, Serialize, PartialEq, Eq)]
+    pub struct Totals {
+        /// SMS segments billed.
+        pub sms_segments: i64,
+        /// MMS billed.
+        pub mms: i64,
+        /// Call minutes billed.
+        pub call_minutes: i64,
+    }
 }
 
-#[derive(Deserialize)]
-struct TotalRow {
-    sms_segments: Option<i64>,
-    mms: Option<i64>,
-    call_minutes: Option<i64>,
+crate::store::row! {
+    struct TotalRow {
+        sms_segments: Option<i64>,
+        mms: Option<i64>,
+        call_minutes: Option<i64>,
+    }
 }
 
 /// Sums the ledger for `account_id` over `[from, to)`.
@@ -116,13 +119,13 @@ pub fn call_charge_stmt(
 
 /// The charge [`message_charge_stmt`] or [`call_charge_stmt`] read, as the API shows it:
 /// `{kind, quantity, charged_at}`.
-pub fn charge_in(result: &worker::D1Result) -> Result<Option<serde_json::Value>, EdgeError> {
-    #[derive(Deserialize)]
-    struct Row {
-        kind: String,
-        quantity: i64,
-        #[serde(deserialize_with = "crate::store::read::at")]
-        created_at: Timestamp,
+pub fn charge_in(result: &crate::store::Reply) -> Result<Option<serde_json::Value>, EdgeError> {
+    crate::store::row! {
+        struct Row {
+            kind: String,
+            quantity: i64,
+            created_at: Timestamp,
+        }
     }
     let rows: Vec<Row> = db::rows(result)?;
     Ok(rows.into_iter().next().map(|r| shown(&r.kind, r.quantity, r.created_at)))

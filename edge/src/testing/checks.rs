@@ -19,8 +19,10 @@ use crate::store::{self as db, accounts, calls, carrier_events, deliveries, medi
 
 /// Runs SQL the end-to-end tests send (counting rows); test build only.
 pub async fn raw(db: &D1Database, sql: &str) -> Result<Vec<Value>, String> {
-    let result = db.prepare(sql).all().await.map_err(|e| e.to_string())?;
-    db::rows(&result).map_err(|e| e.to_string())
+    let result = db::query(db.prepare(sql)).await.map_err(|e| e.to_string())?;
+    let rows = js_sys::Reflect::get(result.raw(), &"results".into()).map_err(|_| "a result with no rows")?;
+    let text = js_sys::JSON::stringify(&rows).ok().and_then(|t| t.as_string()).ok_or("rows that are not JSON")?;
+    serde_json::from_str(&text).map_err(|e| e.to_string())
 }
 
 async fn rows(db: &D1Database, sql: &str) -> Result<Value, EdgeError> {

@@ -10,7 +10,7 @@
 use exactly_core::event::EventKind;
 use exactly_core::message::{transition, Transition};
 use exactly_core::CarrierEvent;
-use worker::{D1Database, D1Result, Env};
+use worker::{D1Database, Env};
 
 use crate::error::EdgeError;
 use crate::error::{Done, Outcome, Wait};
@@ -216,7 +216,7 @@ async fn received(
     row: &Row,
     event: &CarrierEvent,
     inbound: &exactly_core::event::InboundMessage,
-    ahead: Option<(&str, D1Result)>,
+    ahead: Option<(&str, crate::store::Reply)>,
 ) -> Result<Outcome, EdgeError> {
     // The number's account database (docs/scaling.md, "Accounts across databases").
     let binding = routes::of_number(env, &inbound.to).await?;

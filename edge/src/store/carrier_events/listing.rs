@@ -1,7 +1,6 @@
 //! The operator's pages of carrier events in one state (`/admin/carrier_events`).
 
 use exactly_core::{Provider, Timestamp};
-use serde::Deserialize;
 use wasm_bindgen::JsValue;
 
 use super::{key, Log, ID};
@@ -60,21 +59,21 @@ impl Log {
     }
 }
 
-/// A carrier event as `/admin/carrier_events` lists it.
-#[derive(Debug, Deserialize)]
-pub struct Listed {
-    pub id: String,
-    /// The integer behind `id`, for ordering across databases.
-    rid: i64,
-    pub carrier: Provider,
-    pub carrier_event_id: String,
-    pub event_type: String,
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    pub processed_at: Option<Timestamp>,
-    pub error: Option<String>,
-    pub attempts: i64,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub created_at: Timestamp,
+crate::store::row! {
+    /// A carrier event as `/admin/carrier_events` lists it.
+    #[derive(Debug)]
+    pub struct Listed {
+        pub id: String,
+        /// The integer behind `id`, for ordering across databases.
+        rid: i64,
+        pub carrier: Provider,
+        pub carrier_event_id: String,
+        pub event_type: String,
+        pub processed_at: Option<Timestamp>,
+        pub error: Option<String>,
+        pub attempts: i64,
+        pub created_at: Timestamp,
+    }
 }
 
 /// Where a carrier event stands, as `/admin/carrier_events?status=` filters it.

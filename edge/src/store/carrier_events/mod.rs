@@ -24,12 +24,12 @@
 
 use std::rc::Rc;
 
+use crate::store::Reply;
 use exactly_core::shard::{self, ShardMap};
 use exactly_core::webhook::EventType;
 use exactly_core::{Provider, Timestamp, VerifiedEvent};
-use serde::Deserialize;
 use wasm_bindgen::JsValue;
-use worker::{D1Database, D1PreparedStatement, D1Result, Env};
+use worker::{D1Database, D1PreparedStatement, Env};
 
 use crate::error::EdgeError;
 use crate::store::{self as db, int, text, time};
@@ -133,25 +133,24 @@ struct NewEvent<'a> {
     vshard: u16,
 }
 
-/// A row read together with its shard's move record (every column optional: the row or the
-/// record may be absent).
-#[derive(Debug, Deserialize)]
-struct Found {
-    id: Option<String>,
-    carrier: Option<Provider>,
-    carrier_event_id: Option<String>,
-    event_type: Option<String>,
-    payload: Option<String>,
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    processed_at: Option<Timestamp>,
-    error: Option<String>,
-    attempts: Option<i64>,
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    created_at: Option<Timestamp>,
-    moved_to: Option<String>,
-    moved_from: Option<String>,
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    copied_at: Option<Timestamp>,
+crate::store::row! {
+    /// A row read together with its shard's move record (every column optional: the row or the
+    /// record may be absent).
+    #[derive(Debug)]
+    struct Found {
+        id: Option<String>,
+        carrier: Option<Provider>,
+        carrier_event_id: Option<String>,
+        event_type: Option<String>,
+        payload: Option<String>,
+        processed_at: Option<Timestamp>,
+        error: Option<String>,
+        attempts: Option<i64>,
+        created_at: Option<Timestamp>,
+        moved_to: Option<String>,
+        moved_from: Option<String>,
+        copied_at: Option<Timestamp>,
+    }
 }
 
 impl Found {
@@ -479,7 +478,7 @@ impl Log {
         &self,
         id: &str,
         also: impl FnOnce(&D1Database) -> Result<D1PreparedStatement, EdgeError>,
-    ) -> Result<(Option<Row>, Option<D1Result>), EdgeError> {
+    ) -> Result<(Option<Row>, Option<Reply>), EdgeError> {
         let home = rowid(id).and_then(|rowid| Some((rowid, shard::shard_of_id(rowid)?)));
         let Some((rowid, vshard)) = home.filter(|(_, vshard)| self.map.binding(*vshard) == crate::bindings::DB) else {
             return Ok((self.load(id).await?, None));
@@ -634,11 +633,11 @@ impl Log {
         older_than: Timestamp,
         limit: u32,
     ) -> Result<Vec<(String, Timestamp)>, EdgeError> {
-        #[derive(Deserialize)]
-        struct Pending {
-            id: String,
-            #[serde(deserialize_with = "crate::store::read::at")]
-            created_at: Timestamp,
+        crate::store::row! {
+            struct Pending {
+                id: String,
+                created_at: Timestamp,
+            }
         }
         let mut all = Vec::new();
         for binding in self.bindings() {

@@ -3,7 +3,6 @@
 
 use exactly_core::shard;
 use exactly_core::Timestamp;
-use serde::Deserialize;
 use worker::D1Database;
 
 use super::Log;
@@ -32,21 +31,21 @@ pub struct Move {
 /// Rows read per page of a move.
 const MOVE_PAGE: u32 = 100;
 
-/// A carrier event row as a move copies it.
-#[derive(Clone, Deserialize)]
-struct Copy {
-    id: i64,
-    carrier: String,
-    carrier_event_id: String,
-    event_type: String,
-    payload: Option<String>,
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    processed_at: Option<Timestamp>,
-    error: Option<String>,
-    attempts: i64,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    created_at: Timestamp,
-    waiting_for: Option<String>,
+crate::store::row! {
+    /// A carrier event row as a move copies it.
+    #[derive(Clone)]
+    struct Copy {
+        id: i64,
+        carrier: String,
+        carrier_event_id: String,
+        event_type: String,
+        payload: Option<String>,
+        processed_at: Option<Timestamp>,
+        error: Option<String>,
+        attempts: i64,
+        created_at: Timestamp,
+        waiting_for: Option<String>,
+    }
 }
 
 /// The columns of [`Copy`].
@@ -88,9 +87,10 @@ impl Log {
         }
         // Never after a row this move has not copied: a call that names a later `after` than
         // the move reached starts where it is, so no row is skipped and none is left behind.
-        #[derive(Deserialize)]
-        struct Progress {
-            through: Option<i64>,
+        crate::store::row! {
+            struct Progress {
+                through: Option<i64>,
+            }
         }
         let progress: Option<Progress> = db::first(db::stmt(
             &target,
@@ -318,13 +318,13 @@ async fn check_holders(
     from: &str,
     to: &str,
 ) -> Result<(), EdgeError> {
-    #[derive(Deserialize)]
-    struct State {
-        vshard: u16,
-        moved_to: Option<String>,
-        moved_from: Option<String>,
-        #[serde(deserialize_with = "crate::store::read::opt_at")]
-        copied_at: Option<Timestamp>,
+    crate::store::row! {
+        struct State {
+            vshard: u16,
+            moved_to: Option<String>,
+            moved_from: Option<String>,
+            copied_at: Option<Timestamp>,
+        }
     }
     let states = "SELECT vshard, moved_to, moved_from, copied_at FROM shard_moves WHERE vshard BETWEEN ?1 AND ?2";
     let bounds = [int(i64::from(first)), int(i64::from(last))];

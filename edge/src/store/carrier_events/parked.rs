@@ -3,7 +3,6 @@
 //! events are settled; failed visibly after 24 hours without their message.
 
 use exactly_core::{Provider, Timestamp};
-use serde::Deserialize;
 use worker::D1Database;
 
 use super::{key, Failed, Log, Row};
@@ -195,7 +194,7 @@ pub fn wake_routed_stmt(
 }
 
 /// The ids a [`wake_stmt`] returned.
-pub fn woken(result: &worker::D1Result) -> Result<Vec<String>, EdgeError> {
+pub fn woken(result: &crate::store::Reply) -> Result<Vec<String>, EdgeError> {
     db::ids(result)
 }
 
@@ -219,12 +218,14 @@ pub fn wake_legacy_stmt(
     )
 }
 
-/// A parked receipt, as the sweeper finds it.
-#[derive(Debug, Deserialize)]
-pub struct Woken {
-    pub id: String,
-    pub carrier: Provider,
-    pub carrier_message_id: String,
+crate::store::row! {
+    /// A parked receipt, as the sweeper finds it.
+    #[derive(Debug)]
+    pub struct Woken {
+        pub id: String,
+        pub carrier: Provider,
+        pub carrier_message_id: String,
+    }
 }
 
 /// Receipts woken before `older_than` (or last looked at then, [`Log::recheck_woken`]) and still

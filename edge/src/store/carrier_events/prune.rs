@@ -2,20 +2,18 @@
 //! insertion order from the watermarks `store::retention` keeps.
 
 use exactly_core::Timestamp;
-use serde::Deserialize;
 use worker::D1Database;
 
 use crate::config::Retention;
 use crate::error::EdgeError;
 use crate::store::{self as db, int, retention};
 
-#[derive(Deserialize)]
-struct Visit {
-    rid: i64,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    created_at: Timestamp,
-    #[serde(deserialize_with = "crate::store::read::flag")]
-    settled: bool,
+crate::store::row! {
+    struct Visit {
+        rid: i64,
+        created_at: Timestamp,
+        settled: bool,
+    }
 }
 
 /// The last rowid of the leading run of `rows` that are older than `cutoff` and settled.

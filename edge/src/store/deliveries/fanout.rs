@@ -160,11 +160,12 @@ pub fn pending_initial(db: &D1Database, event_id: &str, now: Timestamp) -> Resul
 }
 
 /// The pending deliveries of a batch that ended with [`pending_initial`].
-pub fn pending_of(results: &[worker::D1Result]) -> Result<Vec<(String, String)>, EdgeError> {
-    #[derive(serde::Deserialize)]
-    struct Pending {
-        id: String,
-        url: String,
+pub fn pending_of(results: &[crate::store::Reply]) -> Result<Vec<(String, String)>, EdgeError> {
+    crate::store::row! {
+        struct Pending {
+            id: String,
+            url: String,
+        }
     }
     let rows: Vec<Pending> = results.last().map(db::rows).transpose()?.unwrap_or_default();
     Ok(rows.into_iter().map(|p| (p.id, p.url)).collect())

@@ -2,7 +2,6 @@
 //! an endpoint's attempts. Nothing here writes.
 
 use exactly_core::Timestamp;
-use serde::Deserialize;
 use wasm_bindgen::JsValue;
 use worker::D1Database;
 
@@ -10,19 +9,19 @@ use super::{DeliveryKind, DeliveryStatus};
 use crate::error::EdgeError;
 use crate::store::{self as db, int, text, Cursor};
 
-/// A delivery as `/admin/webhook_deliveries` lists it.
-#[derive(Debug, Deserialize)]
-pub struct Listed {
-    pub id: String,
-    pub event_id: String,
-    pub endpoint_id: String,
-    pub account_id: String,
-    pub attempts: i64,
-    pub last_error: Option<String>,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub created_at: Timestamp,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub updated_at: Timestamp,
+crate::store::row! {
+    /// A delivery as `/admin/webhook_deliveries` lists it.
+    #[derive(Debug)]
+    pub struct Listed {
+        pub id: String,
+        pub event_id: String,
+        pub endpoint_id: String,
+        pub account_id: String,
+        pub attempts: i64,
+        pub last_error: Option<String>,
+        pub created_at: Timestamp,
+        pub updated_at: Timestamp,
+    }
 }
 
 /// A page of deliveries in one status, newest first by (`created_at`, `id`), which never change
@@ -45,33 +44,34 @@ pub async fn list(
     .await
 }
 
-/// A delivery as `/v1/events/{id}` shows it.
-#[derive(Debug, Deserialize)]
-pub struct OfEvent {
-    pub id: String,
-    pub endpoint_id: String,
-    pub kind: DeliveryKind,
-    pub status: DeliveryStatus,
-    pub attempts: i64,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub next_attempt_at: Timestamp,
-    pub last_error: Option<String>,
+crate::store::row! {
+    /// A delivery as `/v1/events/{id}` shows it.
+    #[derive(Debug)]
+    pub struct OfEvent {
+        pub id: String,
+        pub endpoint_id: String,
+        pub kind: DeliveryKind,
+        pub status: DeliveryStatus,
+        pub attempts: i64,
+        pub next_attempt_at: Timestamp,
+        pub last_error: Option<String>,
+    }
 }
 
-/// A recorded attempt.
-#[derive(Debug, Deserialize)]
-pub struct Recorded {
-    pub delivery_id: String,
-    pub attempt: i64,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub attempted_at: Timestamp,
-    pub webhook_timestamp: i64,
-    pub status_code: Option<u16>,
-    pub latency_ms: i64,
-    pub error: Option<String>,
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    pub next_attempt_at: Option<Timestamp>,
-    pub response_body: Option<String>,
+crate::store::row! {
+    /// A recorded attempt.
+    #[derive(Debug)]
+    pub struct Recorded {
+        pub delivery_id: String,
+        pub attempt: i64,
+        pub attempted_at: Timestamp,
+        pub webhook_timestamp: i64,
+        pub status_code: Option<u16>,
+        pub latency_ms: i64,
+        pub error: Option<String>,
+        pub next_attempt_at: Option<Timestamp>,
+        pub response_body: Option<String>,
+    }
 }
 
 /// The deliveries of an event, oldest first.
@@ -100,9 +100,10 @@ pub async fn attempts_of_event(db: &D1Database, event_id: &str) -> Result<Vec<Re
 
 /// How many deliveries an endpoint holds (pending, not attempted while paused or disabled).
 pub async fn pending_count(db: &D1Database, endpoint_id: &str) -> Result<u64, EdgeError> {
-    #[derive(Deserialize)]
-    struct N {
-        n: i64,
+    crate::store::row! {
+        struct N {
+            n: i64,
+        }
     }
     let row: Option<N> = db::first(db::stmt(
         db,
@@ -113,27 +114,28 @@ pub async fn pending_count(db: &D1Database, endpoint_id: &str) -> Result<u64, Ed
     Ok(row.map_or(0, |r| u64::try_from(r.n).unwrap_or(0)))
 }
 
-/// An attempt as `/v1/webhook_endpoints/{id}/attempts` lists it: the delivery log, with the
-/// request as it was sent (the event's payload, its id, the attempt's timestamp and signature).
-#[derive(Debug, Deserialize)]
-pub struct EndpointAttempt {
-    pub id: i64,
-    pub delivery_id: String,
-    pub event_id: String,
-    pub event_type: String,
-    pub resource_id: String,
-    pub delivery_status: DeliveryStatus,
-    pub attempt: i64,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub attempted_at: Timestamp,
-    pub webhook_timestamp: i64,
-    pub status_code: Option<u16>,
-    pub latency_ms: i64,
-    pub error: Option<String>,
-    pub response_body: Option<String>,
-    pub response_headers: Option<String>,
-    pub request_signature: Option<String>,
-    pub payload: String,
+crate::store::row! {
+    /// An attempt as `/v1/webhook_endpoints/{id}/attempts` lists it: the delivery log, with the
+    /// request as it was sent (the event's payload, its id, the attempt's timestamp and signature).
+    #[derive(Debug)]
+    pub struct EndpointAttempt {
+        pub id: i64,
+        pub delivery_id: String,
+        pub event_id: String,
+        pub event_type: String,
+        pub resource_id: String,
+        pub delivery_status: DeliveryStatus,
+        pub attempt: i64,
+        pub attempted_at: Timestamp,
+        pub webhook_timestamp: i64,
+        pub status_code: Option<u16>,
+        pub latency_ms: i64,
+        pub error: Option<String>,
+        pub response_body: Option<String>,
+        pub response_headers: Option<String>,
+        pub request_signature: Option<String>,
+        pub payload: String,
+    }
 }
 
 /// Which attempts or deliveries of an endpoint to read or retry; every field narrows.

@@ -8,7 +8,6 @@
 use exactly_core::headers::CustomHeaders;
 use exactly_core::webhook::EventType;
 use exactly_core::Timestamp;
-use serde::Deserialize;
 use serde_json::json;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement};
@@ -31,7 +30,7 @@ pub use prune::prune_attempts;
 
 /// Where a delivery stands (`webhook_deliveries.status`); a row with any other value is an error
 /// where it is read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DeliveryStatus {
     /// Its next attempt is due at `next_attempt_at` (or it waits in its endpoint's line).
@@ -46,12 +45,15 @@ pub enum DeliveryStatus {
 
 /// Why a delivery exists (`webhook_deliveries.kind`): its event's first fan-out, or a replay an
 /// account or the operator asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DeliveryKind {
     Initial,
     Replay,
 }
+crate::store::row::text_enum!(DeliveryKind { "initial" => DeliveryKind::Initial, "replay" => DeliveryKind::Replay });
+
+crate::store::row::named!(DeliveryStatus);
 
 impl DeliveryStatus {
     /// The status named `name` (its column and API value).
@@ -76,37 +78,33 @@ impl DeliveryStatus {
     }
 }
 
-/// A delivery as its attempt needs it: the delivery, its endpoint (absent when deleted) and the
-/// event's payload.
-#[derive(Debug, Deserialize)]
-pub struct Due {
-    pub id: String,
-    pub event_id: String,
-    pub account_id: String,
-    pub status: DeliveryStatus,
-    pub attempts: i64,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub next_attempt_at: Timestamp,
-    pub endpoint_id: String,
-    pub url: Option<String>,
-    pub secret: Option<String>,
-    #[serde(deserialize_with = "crate::store::read::opt_flag")]
-    pub enabled: Option<bool>,
-    #[serde(deserialize_with = "crate::store::read::opt_flag")]
-    pub paused: Option<bool>,
-    pub rate_limit_per_second: Option<i64>,
-    pub previous_secret: Option<String>,
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    pub previous_secret_expires_at: Option<Timestamp>,
-    /// The endpoint's filter's text, when it has one.
-    pub filter: Option<String>,
-    /// The endpoint's custom headers.
-    #[serde(deserialize_with = "crate::store::read::custom_headers")]
-    pub headers: CustomHeaders,
-    pub payload: String,
-    /// The endpoint's circuit breaker.
-    #[serde(flatten)]
-    pub circuit: Columns,
+crate::store::row! {
+    /// A delivery as its attempt needs it: the delivery, its endpoint (absent when deleted) and the
+    /// event's payload.
+    #[derive(Debug)]
+    pub struct Due {
+        pub id: String,
+        pub event_id: String,
+        pub account_id: String,
+        pub status: DeliveryStatus,
+        pub attempts: i64,
+        pub next_attempt_at: Timestamp,
+        pub endpoint_id: String,
+        pub url: Option<String>,
+        pub secret: Option<String>,
+        pub enabled: Option<bool>,
+        pub paused: Option<bool>,
+        pub rate_limit_per_second: Option<i64>,
+        pub previous_secret: Option<String>,
+        pub previous_secret_expires_at: Option<Timestamp>,
+        /// The endpoint's filter's text, when it has one.
+        pub filter: Option<String>,
+        /// The endpoint's custom headers.
+        pub headers: CustomHeaders,
+        pub payload: String,
+        /// The endpoint's circuit breaker.
+        pub circuit: Columns = flatten,
+    }
 }
 
 /// One attempt as it is recorded.
@@ -172,9 +170,10 @@ pub async fn due_claiming(
         &[text(id), time(now), time(lease)],
     )?;
     let results = db::batch(db, vec![due_query(db, Some(id), None)?, claim]).await?;
-    #[derive(Deserialize)]
-    struct Took {
-        attempts: i64,
+    crate::store::row! {
+        struct Took {
+            attempts: i64,
+        }
     }
     let [read, claimed] = results.as_slice() else {
         return Err(EdgeError::unavailable("store", "due and claim: short batch"));
@@ -414,11 +413,12 @@ fn next_in_line_stmts(
 }
 
 /// What the last three results of a batch ending in [`next_in_line_stmts`] took.
-fn taken(results: &[worker::D1Result], at: Timestamp) -> Result<Option<Taken>, EdgeError> {
-    #[derive(Deserialize)]
-    struct Took {
-        id: String,
-        attempts: Option<i64>,
+fn taken(results: &[crate::store::Reply], at: Timestamp) -> Result<Option<Taken>, EdgeError> {
+    crate::store::row! {
+        struct Took {
+            id: String,
+            attempts: Option<i64>,
+        }
     }
     let [read, claim, take] = results.get(results.len().saturating_sub(3)..).unwrap_or_default() else {
         return Err(EdgeError::unavailable("store", "next in line: short batch"));
@@ -429,13 +429,15 @@ fn taken(results: &[worker::D1Result], at: Timestamp) -> Result<Option<Taken>, E
     Ok(Some(Taken { id, due, claimed: attempts, at }))
 }
 
-/// An endpoint's line and in-flight attempts.
-#[derive(Debug, Default, Deserialize)]
-pub struct Load {
-    /// Deliveries in line.
-    pub waiting: i64,
-    /// Attempts in flight.
-    pub in_flight: i64,
+crate::store::row! {
+    /// An endpoint's line and in-flight attempts.
+    #[derive(Debug, Default)]
+    pub struct Load {
+        /// Deliveries in line.
+        pub waiting: i64,
+        /// Attempts in flight.
+        pub in_flight: i64,
+    }
 }
 
 /// How many deliveries wait in an endpoint's line, and how many attempts are in flight.

@@ -1,7 +1,6 @@
 //! Retention of webhook attempts, run by `store::retention` from the watermark it keeps.
 
 use exactly_core::Timestamp;
-use serde::Deserialize;
 use worker::D1Database;
 
 use crate::config::Retention;
@@ -14,11 +13,11 @@ pub async fn prune_attempts(db: &D1Database, limits: Retention, now: Timestamp) 
     let mut attempts = 0;
 
     // Attempts of delivered webhooks: the window after the watermark, up to the cutoff.
-    #[derive(Deserialize)]
-    struct Attempt {
-        id: i64,
-        #[serde(deserialize_with = "crate::store::read::at")]
-        attempted_at: Timestamp,
+    crate::store::row! {
+        struct Attempt {
+            id: i64,
+            attempted_at: Timestamp,
+        }
     }
     let from = retention::mark(db, "attempts").await?;
     let window: Vec<Attempt> = db::all(db::stmt(

@@ -3,7 +3,6 @@
 //! the operation's id; its progress is counted from those deliveries.
 
 use exactly_core::Timestamp;
-use serde::Deserialize;
 use worker::D1Database;
 
 use super::LogFilter;
@@ -54,19 +53,20 @@ pub async fn start(db: &D1Database, retry: &NewRetry<'_>, filter: &LogFilter) ->
     results.get(2).map(db::ids).transpose().map(Option::unwrap_or_default)
 }
 
-/// An operation with its progress.
-#[derive(Debug, Deserialize)]
-pub struct Progress {
-    pub id: String,
-    pub endpoint_id: String,
-    pub filter: String,
-    pub total: i64,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub created_at: Timestamp,
-    /// Of its deliveries (those no later operation took): how many wait, went, failed again.
-    pub pending: i64,
-    pub succeeded: i64,
-    pub failed: i64,
+crate::store::row! {
+    /// An operation with its progress.
+    #[derive(Debug)]
+    pub struct Progress {
+        pub id: String,
+        pub endpoint_id: String,
+        pub filter: String,
+        pub total: i64,
+        pub created_at: Timestamp,
+        /// Of its deliveries (those no later operation took): how many wait, went, failed again.
+        pub pending: i64,
+        pub succeeded: i64,
+        pub failed: i64,
+    }
 }
 
 /// Operation `id` of the endpoint, with its deliveries counted by status.

@@ -7,7 +7,6 @@ pub mod circuit;
 use exactly_core::headers::CustomHeaders;
 use exactly_core::webhook::EventType;
 use exactly_core::Timestamp;
-use serde::Deserialize;
 use serde_json::{json, Value};
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement};
@@ -17,34 +16,29 @@ use exactly_core::breaker::{self, State};
 use crate::error::EdgeError;
 use crate::store::{self as db, int, opt_text, text, time, Cursor};
 
-/// An endpoint as the API shows it (never its secret).
-#[derive(Debug, Deserialize)]
-pub struct Endpoint {
-    pub id: String,
-    pub url: String,
-    /// What it subscribes to.
-    #[serde(deserialize_with = "crate::store::read::event_types")]
-    pub event_types: Vec<EventType>,
-    #[serde(deserialize_with = "crate::store::read::flag")]
-    pub enabled: bool,
-    #[serde(deserialize_with = "crate::store::read::flag")]
-    pub paused: bool,
-    pub rate_limit_per_second: Option<i64>,
-    pub disabled_reason: Option<String>,
-    pub consecutive_failures: i64,
-    pub max_in_flight: Option<i64>,
-    /// Its filter's text (`core::filter`), when it has one.
-    pub filter: Option<String>,
-    /// Its custom headers (`core::headers`), as the column holds them.
-    #[serde(deserialize_with = "crate::store::read::custom_headers")]
-    pub headers: CustomHeaders,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub created_at: Timestamp,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub updated_at: Timestamp,
-    /// Its circuit breaker.
-    #[serde(flatten)]
-    pub circuit: Columns,
+crate::store::row! {
+    /// An endpoint as the API shows it (never its secret).
+    #[derive(Debug)]
+    pub struct Endpoint {
+        pub id: String,
+        pub url: String,
+        /// What it subscribes to.
+        pub event_types: Vec<EventType>,
+        pub enabled: bool,
+        pub paused: bool,
+        pub rate_limit_per_second: Option<i64>,
+        pub disabled_reason: Option<String>,
+        pub consecutive_failures: i64,
+        pub max_in_flight: Option<i64>,
+        /// Its filter's text (`core::filter`), when it has one.
+        pub filter: Option<String>,
+        /// Its custom headers (`core::headers`), as the column holds them.
+        pub headers: CustomHeaders,
+        pub created_at: Timestamp,
+        pub updated_at: Timestamp,
+        /// Its circuit breaker.
+        pub circuit: Columns = flatten,
+    }
 }
 
 const COLUMNS: &str = "e.id, e.url, e.event_types, e.enabled, e.paused, e.rate_limit_per_second, e.disabled_reason,
@@ -271,28 +265,30 @@ pub async fn rotate_secret(
 }
 
 /// A circuit's state as its column holds it: [`breaker::State::name`].
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Circuit {
     Closed,
     Open,
     HalfOpen,
 }
+crate::store::row::text_enum!(Circuit { "closed" => Circuit::Closed, "open" => Circuit::Open, "half_open" => Circuit::HalfOpen });
 
-/// The circuit columns as a row holds them (also read with a delivery, see
-/// [`crate::store::deliveries::Due`]).
-#[derive(Clone, Debug, Deserialize)]
-pub struct Columns {
-    /// None for an endpoint stored before the breaker existed (closed); a name the breaker does
-    /// not know is an error where the row is read.
-    pub circuit: Option<Circuit>,
-    /// Unix milliseconds, as `core::breaker` counts time.
-    pub circuit_at: Option<i64>,
-    pub circuit_attempts: Option<i64>,
-    pub circuit_failed: Option<i64>,
-    pub circuit_succeeded: Option<i64>,
-    pub circuit_opens: Option<i64>,
-    pub circuit_version: Option<i64>,
+crate::store::row! {
+    /// The circuit columns as a row holds them (also read with a delivery, see
+    /// [`crate::store::deliveries::Due`]).
+    #[derive(Clone, Debug)]
+    pub struct Columns {
+        /// None for an endpoint stored before the breaker existed (closed); a name the breaker does
+        /// not know is an error where the row is read.
+        pub circuit: Option<Circuit>,
+        /// Unix milliseconds, as `core::breaker` counts time.
+        pub circuit_at: Option<i64>,
+        pub circuit_attempts: Option<i64>,
+        pub circuit_failed: Option<i64>,
+        pub circuit_succeeded: Option<i64>,
+        pub circuit_opens: Option<i64>,
+        pub circuit_version: Option<i64>,
+    }
 }
 
 /// The SELECT list of [`Columns`] for the endpoint aliased `e`.
@@ -404,9 +400,10 @@ pub async fn take_turn(
     rate: u32,
     now: Timestamp,
 ) -> Result<Option<f64>, EdgeError> {
-    #[derive(Deserialize)]
-    struct Next {
-        rate_next_at: f64,
+    crate::store::row! {
+        struct Next {
+            rate_next_at: f64,
+        }
     }
     let interval = JsValue::from_f64(turn_interval(rate));
     let results = db::batch(
@@ -437,6 +434,7 @@ pub fn turn_interval(rate: u32) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::{turn_interval, Circuit, Columns};
+    use crate::store::row::{Cell, Column as _, FromRow as _};
     use exactly_core::breaker::State;
 
     /// The column holds what the breaker names its states, each read back as that state; a
@@ -447,15 +445,15 @@ mod tests {
         let open = State::Open { probe_at: 9, opens: 2 };
         let half = State::HalfOpen { probe: Some(9), succeeded: 0, opens: 2 };
         for state in [closed, open, half] {
-            let columns: Columns = serde_json::from_value(serde_json::json!({
+            let columns = Columns::from_row(&serde_json::json!({
                 "circuit": state.name(), "circuit_at": 0, "circuit_attempts": 0, "circuit_failed": 0,
                 "circuit_succeeded": 0, "circuit_opens": 0, "circuit_version": 1,
             }))
             .unwrap_or_else(|e| panic!("{}: {e}", state.name()));
             assert_eq!(columns.state().name(), state.name());
         }
-        assert_eq!(serde_json::from_value::<Circuit>(serde_json::json!("half_open")).ok(), Some(Circuit::HalfOpen));
-        assert!(serde_json::from_value::<Circuit>(serde_json::json!("opened")).is_err());
+        assert_eq!(Circuit::read(Cell::Text("half_open".into())), Ok(Circuit::HalfOpen));
+        assert!(Circuit::read(Cell::Text("opened".into())).is_err());
     }
 
     /// Every limit from 1 to 1000 a second is kept exactly: `rate` turns span less than a

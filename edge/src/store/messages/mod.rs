@@ -11,7 +11,6 @@ use exactly_core::number::PhoneNumber;
 use exactly_core::segments::Encoding;
 use exactly_core::webhook::EventType;
 use exactly_core::{Provider, Timestamp};
-use serde::Deserialize;
 use serde_json::{json, Value};
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement};
@@ -26,43 +25,39 @@ pub mod erase;
 mod read;
 pub use read::{by_carrier_id, by_id, by_idempotency_key, get, get_charged, history, list, HistoryStep, ListFilter};
 
-/// A message row.
-#[derive(Clone, Debug, Deserialize)]
-pub struct Message {
-    pub id: String,
-    pub account_id: String,
-    pub direction: Direction,
-    pub from_number: String,
-    pub to_number: String,
-    pub text: String,
-    pub segments: i64,
-    pub encoding: Encoding,
-    pub status: MessageStatus,
-    pub carrier: Provider,
-    pub carrier_message_id: Option<String>,
-    pub error_code: Option<String>,
-    pub error_title: Option<String>,
-    pub idempotency_key: Option<String>,
-    pub dispatch_token: Option<String>,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub claimed_until: Timestamp,
-    pub send_attempts: i64,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub created_at: Timestamp,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub updated_at: Timestamp,
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    pub sent_at: Option<Timestamp>,
-    /// When a scheduled message becomes due (Unix ms).
-    #[serde(deserialize_with = "crate::store::read::opt_at")]
-    pub send_at: Option<Timestamp>,
-    /// Its media (an MMS), in position order; empty for an SMS.
-    #[serde(deserialize_with = "media::from_column")]
-    pub media: Vec<Media>,
+crate::store::row! {
+    /// A message row.
+    #[derive(Clone, Debug)]
+    pub struct Message {
+        pub id: String,
+        pub account_id: String,
+        pub direction: Direction,
+        pub from_number: String,
+        pub to_number: String,
+        pub text: String,
+        pub segments: i64,
+        pub encoding: Encoding,
+        pub status: MessageStatus,
+        pub carrier: Provider,
+        pub carrier_message_id: Option<String>,
+        pub error_code: Option<String>,
+        pub error_title: Option<String>,
+        pub idempotency_key: Option<String>,
+        pub dispatch_token: Option<String>,
+        pub claimed_until: Timestamp,
+        pub send_attempts: i64,
+        pub created_at: Timestamp,
+        pub updated_at: Timestamp,
+        pub sent_at: Option<Timestamp>,
+        /// When a scheduled message becomes due (Unix ms).
+        pub send_at: Option<Timestamp>,
+        /// Its media (an MMS), in position order; empty for an SMS.
+        pub media: Vec<Media>,
+    }
 }
 
 /// Every column of a message row, and its media as one JSON array in position order (read by
-/// [`media::from_column`]).
+/// the `Column` reading of `Vec<Media>` in `store::media`).
 pub const MESSAGE_COLUMNS: &str =
     "id, account_id, direction, from_number, to_number, text, segments, encoding, status, carrier,
     carrier_message_id, error_code, error_title, idempotency_key, dispatch_token, claimed_until, send_attempts,
@@ -72,7 +67,7 @@ pub const MESSAGE_COLUMNS: &str =
      FROM (SELECT * FROM message_media WHERE message_id = messages.id ORDER BY position)) AS media";
 
 /// Which way a message went.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
     /// To a platform number.
@@ -80,6 +75,8 @@ pub enum Direction {
     /// Sent by an account.
     Outbound,
 }
+
+crate::store::row::named!(Direction);
 
 impl Direction {
     /// The direction named `name` (its column and API value).
@@ -507,9 +504,10 @@ pub async fn insert_inbound(
 /// Outbound messages not handed to the carrier whose last change is older than `before`: their
 /// dispatch job was lost or its claim lapsed.
 pub async fn undispatched(db: &D1Database, before: Timestamp, limit: u32) -> Result<Vec<String>, EdgeError> {
-    #[derive(Deserialize)]
-    struct Row {
-        id: String,
+    crate::store::row! {
+        struct Row {
+            id: String,
+        }
     }
     let rows: Vec<Row> = db::all(db::stmt(
         db,

@@ -3,7 +3,6 @@
 
 use exactly_core::message::MessageStatus;
 use exactly_core::{Provider, Timestamp};
-use serde::Deserialize;
 use serde_json::Value;
 use worker::{D1Database, D1PreparedStatement};
 
@@ -103,13 +102,14 @@ pub async fn list(db: &D1Database, account_id: &str, filter: ListFilter) -> Resu
     .await
 }
 
-/// One step of a message's status history.
-#[derive(Debug, Deserialize)]
-pub struct HistoryStep {
-    pub status: MessageStatus,
-    pub carrier_status: Option<String>,
-    #[serde(deserialize_with = "crate::store::read::at")]
-    pub created_at: Timestamp,
+crate::store::row! {
+    /// One step of a message's status history.
+    #[derive(Debug)]
+    pub struct HistoryStep {
+        pub status: MessageStatus,
+        pub carrier_status: Option<String>,
+        pub created_at: Timestamp,
+    }
 }
 
 /// A message's status history, oldest first: one row per move that happened.
