@@ -34,6 +34,10 @@ ENV = dict(os.environ, WRANGLER_SEND_METRICS="false", WRANGLER_SEND_ERROR_REPORT
 
 WORKERS = {
     "floor": os.path.join(ROOT, "bench", "floor", "worker.js"),
+    # The same floor as a Rust worker built as the product is: what crossing into wasm costs.
+    "wasm-floor": os.path.join(ROOT, "bench", "wasm-floor", "build", "worker", "shim.mjs"),
+    # ... and with the product's core on each request (the signature check and the envelope).
+    "wasm-floor+core": os.path.join(ROOT, "bench", "wasm-floor", "build-core", "worker", "shim.mjs"),
     "javascript": os.path.join(ROOT, "bench", "js", "worker.js"),
     "exactly": os.path.join(ROOT, "edge", "build", "worker", "shim.mjs"),
     "exactly+log": os.path.join(ROOT, "edge", "build", "worker", "shim.mjs"),
@@ -541,6 +545,8 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     sh("sh", "scripts/setup.sh")
     sh("sh", "scripts/build-worker.sh")
+    sh("sh", "scripts/build-worker.sh", "wasm-floor")
+    sh("sh", "scripts/build-worker.sh", "wasm-floor-core")
     sh("cargo", "build", "--release", "-q", "-p", "sim")
     keygen = subprocess.run([SIM, "keygen"], check=True, capture_output=True, text=True).stdout
     keys = os.path.join(OUT, "keys")
@@ -625,6 +631,19 @@ def main():
         "p50_vs_js_new": ("exactly", "javascript", "new", "p50_ms"),
         "log_throughput_vs_js_new": ("exactly+log", "javascript", "new", "throughput_rps"),
         "log_throughput_vs_js_dup": ("exactly+log", "javascript", "duplicate", "throughput_rps"),
+        "wasm_floor_vs_floor_new": ("wasm-floor", "floor", "new", "throughput_rps"),
+        "wasm_floor_vs_floor_dup": ("wasm-floor", "floor", "duplicate", "throughput_rps"),
+        "wasm_floor_vs_js_new": ("wasm-floor", "javascript", "new", "throughput_rps"),
+        "wasm_floor_vs_js_dup": ("wasm-floor", "javascript", "duplicate", "throughput_rps"),
+        "throughput_vs_wasm_floor_new": ("exactly", "wasm-floor", "new", "throughput_rps"),
+        "throughput_vs_wasm_floor_dup": ("exactly", "wasm-floor", "duplicate", "throughput_rps"),
+        "p50_vs_wasm_floor_new": ("exactly", "wasm-floor", "new", "p50_ms"),
+        "core_floor_vs_wasm_floor_new": ("wasm-floor+core", "wasm-floor", "new", "throughput_rps"),
+        "core_floor_vs_wasm_floor_dup": ("wasm-floor+core", "wasm-floor", "duplicate", "throughput_rps"),
+        "core_floor_vs_js_new": ("wasm-floor+core", "javascript", "new", "throughput_rps"),
+        "core_floor_vs_js_dup": ("wasm-floor+core", "javascript", "duplicate", "throughput_rps"),
+        "throughput_vs_core_floor_new": ("exactly", "wasm-floor+core", "new", "throughput_rps"),
+        "throughput_vs_core_floor_dup": ("exactly", "wasm-floor+core", "duplicate", "throughput_rps"),
     }.items():
         # Per round (the workers of one round ran back to back), then the median of the rounds.
         ratios[key] = spread([x[kind][field] / y[kind][field] for x, y in zip(runs[a], runs[b])])
@@ -655,6 +674,8 @@ def main():
         ratios["e2e_dead_vs_clean"] = spread([d["facts_per_s"] / c["facts_per_s"] for c, d in zip(e2e, e2e_dead)])
     wasm = open(os.path.join(ROOT, "edge", "build", "index_bg.wasm"), "rb").read()
     sizes = {"raw_bytes": len(wasm), "gzip_bytes": len(gzip.compress(wasm, 9))}
+    wasm = open(os.path.join(ROOT, "bench", "wasm-floor", "build", "index_bg.wasm"), "rb").read()
+    sizes["floor_raw_bytes"], sizes["floor_gzip_bytes"] = len(wasm), len(gzip.compress(wasm, 9))
     print("bench: core (criterion)", flush=True)
     core = criterion()
     results = {"date": started.strftime("%Y-%m-%d"), "requests": REQUESTS, "concurrency": CONCURRENCY, "rounds": ROUNDS,
@@ -716,6 +737,9 @@ def write_doc(r):
                   f"{fmt(i['exactly']['new'].get('workerd_cpu_ms'), 1, ' ms')} |",
                   f"| end to end (the burst) | {fmt(f_['workerd_cpu_ms_per_fact'], 1, ' ms')} | {fmt(e['workerd_cpu_ms_per_fact'], 1, ' ms')} |",
                   f"| processing and delivery (end to end less ingest) | {rest['floor']} | {rest['exactly']} |"]
+    cpu_of = {name: i[name]["new"].get("workerd_cpu_ms") for name in ("floor", "wasm-floor", "wasm-floor+core", "javascript", "exactly")}
+    if all(cpu_of.values()):
+        lines += ["", "Ingest alone, workerd's CPU time per new event: " + ", ".join(f"{name} {fmt(m, 2, ' ms')}" for name, m in cpu_of.items()) + "."]
     d = r.get("e2e_dead")
     if d:
         states = ", ".join(f"circuit {n['circuit']}, {n['held_count']} held" for n in d["neighbour"] if n)
@@ -733,6 +757,12 @@ def write_doc(r):
         f"| ingest throughput, exactly / JavaScript, duplicates | {fmt(x['throughput_vs_js_dup'], 2, 'x')} | >= 1.00x |",
         f"| ingest throughput, exactly / floor, new events | {fmt(x['throughput_vs_floor_new'], 2, 'x')} | >= 0.95x |",
         f"| ingest p50, exactly / floor, new events | {fmt(x['p50_vs_floor_new'], 2, 'x')} | <= 1.10x |",
+        f"| (the wasm floor: a Rust worker doing the floor's I/O) ingest throughput, wasm floor / floor, new / duplicates | {fmt(x['wasm_floor_vs_floor_new'], 2, 'x')} / {fmt(x['wasm_floor_vs_floor_dup'], 2, 'x')} | |",
+        f"| (the wasm floor) ingest throughput, wasm floor / JavaScript, new / duplicates | {fmt(x['wasm_floor_vs_js_new'], 2, 'x')} / {fmt(x['wasm_floor_vs_js_dup'], 2, 'x')} | |",
+        f"| (the wasm floor with the product's core) ingest throughput, wasm floor+core / wasm floor, new / duplicates | {fmt(x['core_floor_vs_wasm_floor_new'], 2, 'x')} / {fmt(x['core_floor_vs_wasm_floor_dup'], 2, 'x')} | |",
+        f"| (the wasm floor with the product's core) ingest throughput, wasm floor+core / JavaScript, new / duplicates | {fmt(x['core_floor_vs_js_new'], 2, 'x')} / {fmt(x['core_floor_vs_js_dup'], 2, 'x')} | |",
+        f"| ingest throughput, exactly / wasm floor+core, new / duplicates | {fmt(x['throughput_vs_core_floor_new'], 2, 'x')} / {fmt(x['throughput_vs_core_floor_dup'], 2, 'x')} | |",
+        f"| ingest throughput, exactly / wasm floor, new / duplicates; p50 new | {fmt(x['throughput_vs_wasm_floor_new'], 2, 'x')} / {fmt(x['throughput_vs_wasm_floor_dup'], 2, 'x')}; {fmt(x['p50_vs_wasm_floor_new'], 2, 'x')} | |",
         f"| (with the log line) ingest throughput, exactly+log / JavaScript, new / duplicates | {fmt(x['log_throughput_vs_js_new'], 2, 'x')} / {fmt(x['log_throughput_vs_js_dup'], 2, 'x')} | |",
         f"| end-to-end facts/s / floor's ingest rate | {fmt(x.get('e2e_vs_floor'), 2, 'x')} | >= 0.50x |",
         f"| end-to-end facts/s / end-to-end floor | {fmt(x.get('e2e_vs_e2e_floor'), 2, 'x')} | >= 0.80x |",
@@ -743,6 +773,7 @@ def write_doc(r):
         f"| ingest p50 at {GROWTH[-1]:,} stored events / at {GROWTH[0]:,} | {fmt(x.get('p50_growth'), 2, 'x')} | <= 1.10x |",
         f"| D1 rows written: new event / duplicate | {r['rows_written']['new']:.1f} / {r['rows_written']['duplicate']:.1f} | <= 3 / 0 |",
         f"| wasm bundle raw / gzip -9 | {r['wasm']['raw_bytes'] / 1024:.0f} KiB / {r['wasm']['gzip_bytes'] / 1024:.0f} KiB | <= 1024 KiB / <= 400 KiB |",
+        f"| (the wasm floor's bundle raw / gzip -9) | {r['wasm']['floor_raw_bytes'] / 1024:.0f} KiB / {r['wasm']['floor_gzip_bytes'] / 1024:.0f} KiB | |",
         f"| core verify+parse / bare verify_strict (native, the median of {len(core['runs'])} runs' ratios) | {fmt(core['ratio'], 3, 'x')}; {core_ns} | <= 1.2x |",
     ]
     text = "\n".join(lines) + "\n"
