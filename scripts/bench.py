@@ -44,6 +44,9 @@ WORKERS = {
 }
 # The end-to-end floor: the I/O of an inbound message's path and nothing else.
 E2E_FLOOR = os.path.join(ROOT, "bench", "floor", "e2e.js")
+# The end-to-end floors by name: the JavaScript one, and the same I/O from the Rust floor with
+# and without the product's core (the signature checked at ingest, the delivery signed).
+E2E_FLOORS = {"floor": E2E_FLOOR, "wasm-floor": WORKERS["wasm-floor"], "wasm-floor+core": WORKERS["wasm-floor+core"]}
 # `exactly` runs without its per-delivery log line, which the baselines do not write either;
 # `exactly+log` is the default configuration, and reports D1's rows written through that line.
 VARS = {"exactly": {"LOG_WEBHOOK_REQUESTS": "false", "LOG_JOB_OUTCOMES": "false"}}
@@ -365,13 +368,13 @@ def cpu_seconds(group):
     return spent
 
 
-def end_to_end(public_key, seed, round_no, dead=False, floor=False, profile=None):
+def end_to_end(public_key, seed, round_no, dead=False, floor=None, profile=None):
     """Inbound messages from the carrier's POST to the customer's endpoint, with one endpoint
     subscribed and every queue consumer running: the rate at which a burst is delivered, then
     time-to-webhook of a paced load at half that rate. With `dead`, another account's endpoint
     beside it accepts connections and never answers, with DEAD_BACKLOG deliveries pending
-    before the burst starts. With `floor`, the same load against the end-to-end floor
-    (`bench/floor/e2e.js`), which delivers every message to the customer's endpoint. With
+    before the burst starts. With `floor` (a name of E2E_FLOORS), the same load against that
+    end-to-end floor, which delivers every message to the customer's endpoint. With
     `profile` (a path), the worker's isolate is CPU-profiled over the burst (scripts/profile.mjs)."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     key = Ed25519PrivateKey.from_private_bytes(base64.b64decode(seed))
@@ -382,7 +385,7 @@ def end_to_end(public_key, seed, round_no, dead=False, floor=False, profile=None
     Customer.arrived = {}
     hook = f"http://127.0.0.1:{customer.server_address[1]}/hook"
     if floor:
-        directory, path = config("floor-e2e", public_key, consumers=True, extra_vars={"ENDPOINT_URL": hook}, main=E2E_FLOOR)
+        directory, path = config(f"{floor}-e2e", public_key, consumers=True, extra_vars={"ENDPOINT_URL": hook}, main=E2E_FLOORS[floor])
     else:
         directory, path = config("exactly-e2e", public_key, consumers=True, extra_vars={"ALLOW_PRIVATE_ENDPOINTS": "true", **E2E_VARS}, main=WORKERS["exactly"])
     state = os.path.join(directory, f"state-{round_no}{'-dead' if dead else ''}")
@@ -562,8 +565,9 @@ def main():
         # A quick look at one part while tuning; the document is left alone.
         for round_no in range(ROUNDS):
             if only == "e2e":
-                if "floor" not in SKIP:
-                    print(json.dumps({"floor": end_to_end(public_key, seed, round_no, floor=True)}), flush=True)
+                for name in E2E_FLOORS:
+                    if name not in SKIP:
+                        print(json.dumps({name: end_to_end(public_key, seed, round_no, floor=name)}), flush=True)
                 print(json.dumps({"exactly": end_to_end(public_key, seed, round_no)}), flush=True)
                 if "dead" not in SKIP:
                     print(json.dumps({"dead": end_to_end(public_key, seed, round_no, dead=True)}), flush=True)
@@ -588,7 +592,8 @@ def main():
     load_before = os.getloadavg()[0]
     runs = {name: [] for name in WORKERS}
     grown = {n: [] for n in GROWTH}
-    e2e, e2e_dead, e2e_floor = [], [], []
+    e2e, e2e_dead = [], []
+    e2e_floors = {name: [] for name in E2E_FLOORS}
     spread_over = {n: [] for n in SHARDS}
     for round_no in range(ROUNDS):
         for name in WORKERS:
@@ -603,9 +608,10 @@ def main():
                 print(f"bench: dedupe log in {n} databases, round {round_no + 1} of {ROUNDS}", flush=True)
                 spread_over[n].append(sharded(public_key, keys, n, round_no))
         if "e2e" not in SKIP:
-            print(f"bench: end-to-end floor, round {round_no + 1} of {ROUNDS}", flush=True)
-            e2e_floor.append(end_to_end(public_key, seed, round_no, floor=True))
-            print(json.dumps(e2e_floor[-1]), flush=True)
+            for name, runs_of in e2e_floors.items():
+                print(f"bench: end-to-end {name}, round {round_no + 1} of {ROUNDS}", flush=True)
+                runs_of.append(end_to_end(public_key, seed, round_no, floor=name))
+                print(json.dumps(runs_of[-1]), flush=True)
             print(f"bench: end to end, round {round_no + 1} of {ROUNDS}", flush=True)
             e2e.append(end_to_end(public_key, seed, round_no))
             print(json.dumps(e2e[-1]), flush=True)
@@ -615,7 +621,8 @@ def main():
 
     failed = [(name, kind) for name in WORKERS for kind in ("new", "duplicate") for r in runs[name] if r[kind]["errors"]]
     failed += [("growth", n) for n in GROWTH for r in grown[n] if r["new"]["errors"]]
-    failed += [("e2e", r["errors"]) for r in e2e + e2e_dead + e2e_floor if r["errors"] or not r["complete"]]
+    e2e_floor = e2e_floors["floor"]
+    failed += [("e2e", r["errors"]) for r in e2e + e2e_dead + sum(e2e_floors.values(), []) if r["errors"] or not r["complete"]]
     failed += [("shards", n) for n in SHARDS for r in spread_over[n] if r["new"]["errors"]]
     if failed:
         # A worker that answers errors measures nothing; keep the document as it was.
@@ -667,6 +674,14 @@ def main():
         e2e_floor_result = {f: spread([r[f] for r in e2e_floor]) for f in ("facts_per_s", "paced_rate", "ttw_p50_s", "ttw_p99_s", "workerd_cpu_ms_per_fact")}
         ratios["e2e_vs_e2e_floor"] = spread([r["facts_per_s"] / f["facts_per_s"] for r, f in zip(e2e, e2e_floor)])
         ratios["e2e_floor_vs_floor"] = spread([r["facts_per_s"] / f["new"]["throughput_rps"] for r, f in zip(e2e_floor, runs["floor"])])
+    # The Rust end-to-end floors against the JavaScript one, and the product against them.
+    e2e_wasm_result = {}
+    for name in ("wasm-floor", "wasm-floor+core"):
+        if e2e_floors[name] and e2e_floor:
+            e2e_wasm_result[name] = {f: spread([r[f] for r in e2e_floors[name]]) for f in ("facts_per_s", "workerd_cpu_ms_per_fact")}
+            ratios[f"e2e_{name}_vs_e2e_floor"] = spread([r["facts_per_s"] / f["facts_per_s"] for r, f in zip(e2e_floors[name], e2e_floor)])
+            if e2e:
+                ratios[f"e2e_vs_e2e_{name}"] = spread([r["facts_per_s"] / f["facts_per_s"] for r, f in zip(e2e, e2e_floors[name])])
     e2e_dead_result = None
     if e2e_dead:
         e2e_dead_result = {f: spread([r[f] for r in e2e_dead]) for f in ("facts_per_s", "paced_rate", "ttw_p50_s", "ttw_p99_s", "workerd_cpu_ms_per_fact")}
@@ -680,7 +695,7 @@ def main():
     core = criterion()
     results = {"date": started.strftime("%Y-%m-%d"), "requests": REQUESTS, "concurrency": CONCURRENCY, "rounds": ROUNDS,
                "minutes": (datetime.now(timezone.utc) - started).total_seconds() / 60, "load_average": [load_before, os.getloadavg()[0]],
-               "ingest": ingest, "ratios": ratios, "rows_written": rows, "growth": growth_result, "shards": shards_result, "e2e": e2e_result, "e2e_dead": e2e_dead_result, "e2e_floor": e2e_floor_result, "queues": queues(), "wasm": sizes, "core": core}
+               "ingest": ingest, "ratios": ratios, "rows_written": rows, "growth": growth_result, "shards": shards_result, "e2e": e2e_result, "e2e_dead": e2e_dead_result, "e2e_floor": e2e_floor_result, "e2e_wasm_floors": e2e_wasm_result, "queues": queues(), "wasm": sizes, "core": core}
     json.dump(results, open(os.path.join(OUT, "results.json"), "w"), indent=1)
     write_doc(results)
     print(open(os.path.join(OUT, "results.md")).read())
@@ -737,6 +752,11 @@ def write_doc(r):
                   f"{fmt(i['exactly']['new'].get('workerd_cpu_ms'), 1, ' ms')} |",
                   f"| end to end (the burst) | {fmt(f_['workerd_cpu_ms_per_fact'], 1, ' ms')} | {fmt(e['workerd_cpu_ms_per_fact'], 1, ' ms')} |",
                   f"| processing and delivery (end to end less ingest) | {rest['floor']} | {rest['exactly']} |"]
+    w_ = r.get("e2e_wasm_floors") or {}
+    if w_:
+        lines += ["", "The same load in the same round against the Rust floor's end to end (`bench/wasm-floor`: the end-to-end floor's I/O from wasm), "
+                  + "; ".join(f"{name}: a burst delivered at {fmt(m['facts_per_s'], 1)} facts/s, workerd's CPU time per fact {fmt(m['workerd_cpu_ms_per_fact'], 1, ' ms')}"
+                              for name, m in w_.items()) + "."]
     cpu_of = {name: i[name]["new"].get("workerd_cpu_ms") for name in ("floor", "wasm-floor", "wasm-floor+core", "javascript", "exactly")}
     if all(cpu_of.values()):
         lines += ["", "Ingest alone, workerd's CPU time per new event: " + ", ".join(f"{name} {fmt(m, 2, ' ms')}" for name, m in cpu_of.items()) + "."]
@@ -767,6 +787,8 @@ def write_doc(r):
         f"| end-to-end facts/s / floor's ingest rate | {fmt(x.get('e2e_vs_floor'), 2, 'x')} | >= 0.50x |",
         f"| end-to-end facts/s / end-to-end floor | {fmt(x.get('e2e_vs_e2e_floor'), 2, 'x')} | >= 0.80x |",
         f"| (end-to-end floor / floor's ingest rate) | {fmt(x.get('e2e_floor_vs_floor'), 2, 'x')} | |",
+        f"| (the Rust floor's end to end / the end-to-end floor: without / with the product's core) | {fmt(x.get('e2e_wasm-floor_vs_e2e_floor'), 2, 'x')} / {fmt(x.get('e2e_wasm-floor+core_vs_e2e_floor'), 2, 'x')} | |",
+        f"| end-to-end facts/s / the Rust floor's end to end: without / with the product's core | {fmt(x.get('e2e_vs_e2e_wasm-floor'), 2, 'x')} / {fmt(x.get('e2e_vs_e2e_wasm-floor+core'), 2, 'x')} | |",
         f"| time-to-webhook p99 at half the sustained end-to-end rate | {fmt(e['ttw_p99_s'] if e else None, 2, ' s')} | <= 0.6 s |",
         f"| end-to-end facts/s beside a dead endpoint / without it | {fmt(x.get('e2e_dead_vs_clean'), 2, 'x')} | >= 0.80x |",
         f"| time-to-webhook p99 beside a dead endpoint | {fmt(d['ttw_p99_s'] if d else None, 2, ' s')} | <= 2 s |",

@@ -102,7 +102,7 @@ def main():
         for name in os.environ.get("PROFILE_WORKERS", "exactly,floor").split(","):
             print(f"profile: {name}, end to end, {bench.E2E_EVENTS} inbound messages", flush=True)
             out = os.path.join(OUT, f"{name}-e2e.cpuprofile")
-            measured = bench.end_to_end(public_key, seed, 1, floor=name == "floor", profile=out)
+            measured = bench.end_to_end(public_key, seed, 1, floor=name if name in bench.E2E_FLOORS else None, profile=out)
             table = subprocess.run(["node", "scripts/profile.mjs", "summarize", out, str(measured["delivered"]), os.environ.get("PROFILE_TOP", "25")],
                                    cwd=ROOT, check=True, capture_output=True, text=True).stdout
             report.append(f"### {name}, end to end ({measured['facts_per_s']:.1f} facts/s, workerd {measured['workerd_cpu_ms_per_fact']:.1f} ms CPU per fact while profiled)\n\n{table}")
