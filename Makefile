@@ -38,4 +38,4 @@ fuzz:
 	@sh scripts/fuzz.sh
 
 clean:
-	rm -rf target edge/build edge/build-e2e .wrangler "$(CARGO_TARGET_DIR)" "$(HOME)/.cache/exactly/e2e"
+	rm -rf target edge/build edge/build-e2e bench/wasm-floor/build bench/wasm-floor/build-core .wrangler "$(CARGO_TARGET_DIR)" "$(HOME)/.cache/exactly/e2e"

@@ -8,7 +8,8 @@
 #                                     built as the production bundle is
 #   sh scripts/build-worker.sh wasm-floor-core
 #                                     the same with the product's core (bench/wasm-floor/build-core)
-# `make build` and wrangler's [build] command run the first; `make test` runs both.
+# `make build` and wrangler's [build] command run the first; `make test` the first two;
+# `make bench` the first and the floors.
 set -eu
 cd "$(dirname "$0")/.."
 

@@ -12,6 +12,8 @@ cargo fmt --all --check
 
 echo "check: lints (cargo clippy -D warnings: every crate natively, the edge for wasm32)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The Rust floor's `core` feature, which only `make bench` builds otherwise.
+cargo clippy -p exactly-bench-wasm-floor --features core --all-targets --quiet -- -D warnings
 if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
     # One wasm32 run with the test build's faults compiled in: the production build's side of
     # each `cfg(feature = "fault-injection")` is the one the native run above lints.

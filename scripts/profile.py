@@ -90,6 +90,9 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     bench.sh("sh", "scripts/setup.sh")
     build()
+    # The Rust floors as `make bench` builds them (wasm-opt -Oz: their wasm frames are unnamed).
+    bench.sh("sh", "scripts/build-worker.sh", "wasm-floor")
+    bench.sh("sh", "scripts/build-worker.sh", "wasm-floor-core")
     bench.sh("cargo", "build", "--release", "-q", "-p", "sim")
     keygen = subprocess.run([bench.SIM, "keygen"], check=True, capture_output=True, text=True).stdout
     keys = os.path.join(OUT, "keys")
@@ -99,7 +102,11 @@ def main():
     if LOAD == "e2e":
         seed = next(line.split("=", 1)[1] for line in keygen.splitlines() if line.startswith("TELNYX_PRIVATE_SEED="))
         report = []
-        for name in os.environ.get("PROFILE_WORKERS", "exactly,floor").split(","):
+        names = os.environ.get("PROFILE_WORKERS", "exactly,floor").split(",")
+        unknown = [name for name in names if name != "exactly" and name not in bench.E2E_FLOORS]
+        if unknown:
+            raise SystemExit(f"profile: no end-to-end worker named {', '.join(unknown)} (exactly, {', '.join(bench.E2E_FLOORS)})")
+        for name in names:
             print(f"profile: {name}, end to end, {bench.E2E_EVENTS} inbound messages", flush=True)
             out = os.path.join(OUT, f"{name}-e2e.cpuprofile")
             measured = bench.end_to_end(public_key, seed, 1, floor=name if name in bench.E2E_FLOORS else None, profile=out)
