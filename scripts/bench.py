@@ -42,11 +42,10 @@ WORKERS = {
     "exactly": os.path.join(ROOT, "edge", "build", "worker", "shim.mjs"),
     "exactly+log": os.path.join(ROOT, "edge", "build", "worker", "shim.mjs"),
 }
-# The end-to-end floor: the I/O of an inbound message's path and nothing else.
-E2E_FLOOR = os.path.join(ROOT, "bench", "floor", "e2e.js")
-# The end-to-end floors by name: the JavaScript one, and the same I/O from the Rust floor with
-# and without the product's core (the signature checked at ingest, the delivery signed).
-E2E_FLOORS = {"floor": E2E_FLOOR, "wasm-floor": WORKERS["wasm-floor"], "wasm-floor+core": WORKERS["wasm-floor+core"]}
+# The end-to-end floors by name: the I/O of an inbound message's path and nothing else, in
+# JavaScript, and the same I/O from the Rust floor with and without the product's core (the
+# signature checked at ingest, the delivery signed).
+E2E_FLOORS = {"floor": os.path.join(ROOT, "bench", "floor", "e2e.js"), "wasm-floor": WORKERS["wasm-floor"], "wasm-floor+core": WORKERS["wasm-floor+core"]}
 # `exactly` runs without its per-delivery log line, which the baselines do not write either;
 # `exactly+log` is the default configuration, and reports D1's rows written through that line.
 VARS = {"exactly": {"LOG_WEBHOOK_REQUESTS": "false", "LOG_JOB_OUTCOMES": "false"}}
@@ -65,6 +64,12 @@ COMPATIBILITY = "\n".join(line for line in open(os.path.join(ROOT, "wrangler.tom
 
 def sh(*args, **kw):
     return subprocess.run(args, cwd=ROOT, env=ENV, check=True, **kw)
+
+
+def build_floors():
+    """The Rust floor's two bundles (`bench/wasm-floor`), unless they are up to date."""
+    for mode in ("wasm-floor", "wasm-floor-core"):
+        sh("sh", "scripts/build-worker.sh", mode)
 
 
 _GIVEN_PORTS = set()
@@ -548,8 +553,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     sh("sh", "scripts/setup.sh")
     sh("sh", "scripts/build-worker.sh")
-    sh("sh", "scripts/build-worker.sh", "wasm-floor")
-    sh("sh", "scripts/build-worker.sh", "wasm-floor-core")
+    build_floors()
     sh("cargo", "build", "--release", "-q", "-p", "sim")
     keygen = subprocess.run([SIM, "keygen"], check=True, capture_output=True, text=True).stdout
     keys = os.path.join(OUT, "keys")

@@ -91,8 +91,7 @@ def main():
     bench.sh("sh", "scripts/setup.sh")
     build()
     # The Rust floors as `make bench` builds them (wasm-opt -Oz: their wasm frames are unnamed).
-    bench.sh("sh", "scripts/build-worker.sh", "wasm-floor")
-    bench.sh("sh", "scripts/build-worker.sh", "wasm-floor-core")
+    bench.build_floors()
     bench.sh("cargo", "build", "--release", "-q", "-p", "sim")
     keygen = subprocess.run([bench.SIM, "keygen"], check=True, capture_output=True, text=True).stdout
     keys = os.path.join(OUT, "keys")
