@@ -385,7 +385,8 @@ fn busy_endpoint_line(w: &Worker, c: &Customer, id: &str, path: &str, behind: us
         ))
     };
     // Every later delivery written, and waiting in the line unattempted (a wake of the line, by
-    // another test's cron run, takes the oldest out for a moment), while the first attempt hangs.
+    // another test's cron run, leaves it as it is while the endpoint is full), while the first
+    // attempt hangs.
     let in_line = w.eventually(Duration::from_secs(60), || {
         !attempts(w, id).is_empty() || deliveries("AND waiting = 1 AND attempts = 0").len() == behind
     });
@@ -405,12 +406,12 @@ fn busy_endpoint_line(w: &Worker, c: &Customer, id: &str, path: &str, behind: us
     assert_eq!(most_in_flight(&record), 1, "one attempt at a time");
     // No queue message carried them to find the endpoint full: each delivery's job lines are its
     // one attempt, taken from the line, and whatever a wake of the line caused. Another test's
-    // cron run wakes every line with deliveries waiting. A wake that finds the endpoint full logs
-    // that for the one delivery it took, then stops; one that finds it free claims the oldest in
-    // line, and may do so in the instant after the ending attempt took the one before it, whose
-    // claim then finds the endpoint full (and the wake's next take does too). So a wake of this
-    // endpoint causes at most two such lines (there are none on a quiet worker), where a queue
-    // message each would log one per delivery.
+    // cron run wakes every line with deliveries waiting. A wake's take, like an ending attempt's,
+    // claims the oldest in line in the same statement when the endpoint has room and takes
+    // nothing when it is full, so neither logs "endpoint busy"; only a delivery taken without its
+    // claim and then refused by the claim would. A wake of this endpoint stays under two such
+    // lines (there are none on a quiet worker), where a queue message each would log one per
+    // delivery.
     let busy: usize = later.iter().map(|d| w.job_outcomes(d, "waiting: endpoint busy")).sum();
     let wakes = w.log_lines(&[&format!("\"wake\":\"{id}\"")]);
     assert!(busy <= 2 * wakes, "{busy} deliveries found the endpoint full, with {wakes} wakes of its line");

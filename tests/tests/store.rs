@@ -36,15 +36,21 @@ fn expectations() -> Vec<(&'static str, Value, Value, bool)> {
         ("deliveries.claim_attempt", json!(true), json!(false), true),
         ("deliveries.redrive", json!("Pending"), json!("NotFailed"), true),
         // Taken out of its endpoint's line with its first attempt claimed, once.
-        ("deliveries.next_in_line", json!(1), json!("line empty"), true),
+        ("deliveries.next_in_line", json!(1), json!("nothing taken"), true),
         // Its endpoint's filter decides at the gate: taken, nothing claimed.
-        ("deliveries.next_in_line_filtered", json!("taken"), json!("line empty"), true),
+        ("deliveries.next_in_line_filtered", json!("taken"), json!("nothing taken"), true),
         // Asked with no lease (a record whose success may move the circuit): taken, not claimed.
-        ("deliveries.next_in_line_unleased", json!("taken"), json!("line empty"), true),
+        ("deliveries.next_in_line_unleased", json!("taken"), json!("nothing taken"), true),
+        // Its endpoint full: left in its line, since its gates and claim would put it back there.
+        ("deliveries.next_in_line_full", json!("nothing taken"), json!("nothing taken"), false),
         // A queued delivery read with its first attempt claimed, once; then read in flight.
         ("deliveries.due_claiming", json!(1), json!("read"), true),
         // Its endpoint's filter decides at the gate: read, nothing claimed.
         ("deliveries.due_claiming_filtered", json!("read"), json!("read"), false),
+        // Its endpoint full: into the line in the batch that read it, with no claim of its own.
+        ("deliveries.due_claiming_full", json!("in line"), json!("in line"), true),
+        // An older delivery in its endpoint's line, with room: behind it, in the same batch.
+        ("deliveries.due_claiming_behind", json!("in line"), json!("in line"), true),
         ("numbers.create", json!(true), json!(false), true),
     ]
 }
@@ -104,6 +110,11 @@ fn every_guard_refuses_to_run_twice(w: &Worker) {
             "deliveries.next_in_line" | "deliveries.due_claiming" => assert_eq!(
                 r["after_first"][0],
                 json!({"status": "pending", "attempts": 1, "waiting": 0, "in_flight": 1}),
+                "{r}"
+            ),
+            "deliveries.due_claiming_full" | "deliveries.due_claiming_behind" => assert_eq!(
+                r["after_first"][0],
+                json!({"status": "pending", "attempts": 0, "waiting": 1, "in_flight": 0}),
                 "{r}"
             ),
             "deliveries.next_in_line_filtered" | "deliveries.next_in_line_unleased" => assert_eq!(

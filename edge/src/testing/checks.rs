@@ -171,8 +171,11 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
         | "deliveries.next_in_line"
         | "deliveries.next_in_line_filtered"
         | "deliveries.next_in_line_unleased"
+        | "deliveries.next_in_line_full"
         | "deliveries.due_claiming"
-        | "deliveries.due_claiming_filtered" => deliveries_claim_attempt(db, name).await,
+        | "deliveries.due_claiming_filtered"
+        | "deliveries.due_claiming_full"
+        | "deliveries.due_claiming_behind" => deliveries_claim_attempt(db, name).await,
         "numbers.create" => numbers_create(db).await,
         _ => Err(EdgeError::NotFound),
     }
@@ -485,7 +488,9 @@ async fn calls_record(db: &D1Database, name: &str) -> Result<Value, EdgeError> {
     Ok(r.into_json())
 }
 
-async fn deliveries_claim_attempt(db: &D1Database, name: &str) -> Result<Value, EdgeError> {
+/// The rows of a delivery check `name`: an endpoint, an event and the delivery under test, with
+/// what the check's name asks for around it. Returns (endpoint, delivery).
+async fn delivery_fixture(db: &D1Database, name: &str) -> Result<(String, String), EdgeError> {
     let account_id = account(db).await?;
     let (endpoint, event, delivery) = (new_id("ep")?, new_id("evt")?, new_id("dlv")?);
     let at = now().unix_millis();
@@ -494,11 +499,14 @@ async fn deliveries_claim_attempt(db: &D1Database, name: &str) -> Result<Value, 
     // or read without its attempt claimed (its filter decides at the gate).
     let waiting = i32::from(name.starts_with("deliveries.next_in_line"));
     let filter = if name.ends_with("_filtered") { "'data.text = \"x\"'" } else { "NULL" };
+    // A full endpoint: it takes one attempt at once, and another delivery's is in flight.
+    let full = name.ends_with("_full");
+    let max_in_flight = if full { 1 } else { 4 };
     let setup = [
         format!(
-            "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, filter, created_at,
-            updated_at) VALUES ({}, {}, 'https://example.com/hook', '[\"message.received\"]', 'whsec_x',
-                {filter}, {at}, {at})",
+            "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, filter, max_in_flight,
+            created_at, updated_at) VALUES ({}, {}, 'https://example.com/hook', '[\"message.received\"]',
+                'whsec_x', {filter}, {max_in_flight}, {at}, {at})",
             quote(&endpoint),
             quote(&account_id)
         ),
@@ -523,6 +531,29 @@ async fn deliveries_claim_attempt(db: &D1Database, name: &str) -> Result<Value, 
     for sql in setup {
         raw(db, &sql).await.map_err(|e| EdgeError::unavailable("test build", e))?;
     }
+    // Another, older delivery to the endpoint: in flight (`_full`), or waiting in its line with
+    // room to spare (`_behind`: the one under test is behind it).
+    let behind = name.ends_with("_behind");
+    if full || behind {
+        let (attempts, waiting, lease) = if full { (1, 0, at + 60_000) } else { (0, 1, 0) };
+        let other = format!(
+            "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status, attempts, waiting,
+                 next_attempt_at, in_flight_until, created_at, updated_at) VALUES ({}, {}, {}, {}, 'replay',
+                 'pending', {attempts}, {waiting}, {at}, {lease}, {older}, {older})",
+            quote(&new_id("dlv")?),
+            quote(&event),
+            quote(&endpoint),
+            quote(&account_id),
+            older = at - 1,
+        );
+        raw(db, &other).await.map_err(|e| EdgeError::unavailable("test build", e))?;
+    }
+    Ok((endpoint, delivery))
+}
+
+async fn deliveries_claim_attempt(db: &D1Database, name: &str) -> Result<Value, EdgeError> {
+    let (endpoint, delivery) = delivery_fixture(db, name).await?;
+    let waiting = name.starts_with("deliveries.next_in_line");
     let show = format!(
         "SELECT status, attempts, waiting, in_flight_until > 0 AS in_flight FROM webhook_deliveries WHERE id = {}",
         quote(&delivery)
@@ -535,17 +566,18 @@ async fn deliveries_claim_attempt(db: &D1Database, name: &str) -> Result<Value, 
             let lease = Timestamp::from_unix_millis(now().unix_millis() + 60_000);
             match deliveries::due_claiming(db, &delivery, now(), lease).await? {
                 // The attempt's number when the read claimed it.
-                (Some(_), Some(number)) => json!(number),
-                (Some(_), None) => json!("read"),
-                (None, _) => json!("no such delivery"),
+                deliveries::Queued::Claimed(_, number) => json!(number),
+                deliveries::Queued::InLine => json!("in line"),
+                deliveries::Queued::Read(Some(_)) => json!("read"),
+                deliveries::Queued::Read(None) => json!("no such delivery"),
             }
-        } else if waiting == 1 {
+        } else if waiting {
             let lease = Timestamp::from_unix_millis(now().unix_millis() + 60_000);
             let lease = (name != "deliveries.next_in_line_unleased").then_some(lease);
             match deliveries::next_in_line(db, &endpoint, now(), lease).await? {
                 // The attempt's number when the take claimed it.
                 Some(taken) => taken.claimed.map_or(json!("taken"), |number| json!(number)),
-                None => json!("line empty"),
+                None => json!("nothing taken"),
             }
         } else {
             let lease = Timestamp::from_unix_millis(now().unix_millis() + 60_000);

@@ -10,7 +10,7 @@ use super::filtering::filtered;
 use super::ATTEMPT_LEASE_MILLIS;
 use crate::error::{Done, EdgeError};
 use crate::platform::now;
-use crate::store::deliveries::{self, Claim, Due, Taken};
+use crate::store::deliveries::{self, Claim, Due, Queued, Taken};
 use crate::store::endpoints::circuit;
 
 /// What a delivery's gates decided.
@@ -121,15 +121,17 @@ pub(super) async fn gate(env: &Env, db: &D1Database, id: &str, mut ahead: Option
 
 /// Takes delivery `id`, as a queue message names it, through its gates: read and claimed in one
 /// batch when its gates could only let it through ([`deliveries::due_claiming`]: a closed
-/// circuit, which admits every attempt, and room at its endpoint), else through [`gate`] with
-/// what that batch read.
+/// circuit, which admits every attempt, and room at its endpoint), or put into its endpoint's
+/// line in that batch when only the room was missing; else through [`gate`] with what that
+/// batch read.
 pub(super) async fn gate_queued(env: &Env, db: &D1Database, id: &str) -> Result<Gate, EdgeError> {
     let at = now();
     match deliveries::due_claiming(db, id, at, lease_from(at)).await? {
-        (Some(due), Some(number)) => {
+        Queued::Claimed(due, number) => {
             Ok(Gate::Claimed(Box::new(Claimed { due, number, admission: breaker::Admission::Send, at })))
         }
-        (due, _) => gate(env, db, id, due.map(Box::new)).await,
+        Queued::InLine => Ok(Gate::Done(Done::WaitingForEndpoint)),
+        Queued::Read(due) => gate(env, db, id, due.map(Box::new)).await,
     }
 }
 

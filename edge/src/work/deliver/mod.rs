@@ -289,7 +289,8 @@ async fn claim_next(
 }
 
 /// Wakes an endpoint's line: its oldest deliveries go through their gates again until one goes
-/// back into line (the endpoint is full, or its circuit holds) or the line is empty; each
+/// back into line (its circuit holds), the endpoint is full (the oldest then stays in line) or
+/// the line is empty; each
 /// claimed attempt runs beside the batch as [`run`]. An invocation that has as many attempts
 /// outstanding as it should hold wakes the line again a second later instead.
 async fn wake(env: &Env, db: &D1Database, ctx: &Context, shared: &Shared, endpoint: &str) -> Result<Done, EdgeError> {
