@@ -34,8 +34,7 @@ pub async fn due_claiming(db: &D1Database, id: &str, now: Timestamp, lease: Time
         &format!(
             "UPDATE webhook_deliveries SET attempts = attempts + 1, next_attempt_at = ?3, in_flight_until = ?3,
                  waiting = 0, updated_at = ?2
-             WHERE id = ?1 AND status = 'pending' AND in_flight_until <= ?2 AND next_attempt_at <= ?2 + 1000
-               AND EXISTS (SELECT 1 FROM {GATES_OPEN} AND {IN_FLIGHT} < {IN_FLIGHT_LIMIT})
+             WHERE id = ?1 AND {READY} AND EXISTS (SELECT 1 FROM {GATES_OPEN} AND {IN_FLIGHT} < {IN_FLIGHT_LIMIT})
                AND NOT EXISTS (SELECT 1 FROM webhook_deliveries l WHERE l.endpoint_id = webhook_deliveries.endpoint_id
                     AND l.waiting = 1 AND l.status = 'pending'
                     AND (l.created_at, l.id) < (webhook_deliveries.created_at, ?1))
@@ -48,8 +47,7 @@ pub async fn due_claiming(db: &D1Database, id: &str, now: Timestamp, lease: Time
         db,
         &format!(
             "UPDATE webhook_deliveries SET waiting = 1, updated_at = ?2
-             WHERE id = ?1 AND changes() = 0 AND status = 'pending' AND in_flight_until <= ?2
-               AND next_attempt_at <= ?2 + 1000 AND EXISTS (SELECT 1 FROM {GATES_OPEN})"
+             WHERE id = ?1 AND changes() = 0 AND {READY} AND EXISTS (SELECT 1 FROM {GATES_OPEN})"
         ),
         &[text(id), time(now)],
     )?;
@@ -84,6 +82,11 @@ pub async fn due_claiming(db: &D1Database, id: &str, now: Timestamp, lease: Time
         }
     }
 }
+
+/// The delivery being updated, when it is up for an attempt at `?2`: pending, due (within a
+/// second) and none of its attempts in flight. The claims, and the statements that put a delivery
+/// into its line or leave it there instead of claiming, all ask it so, so they cannot disagree.
+const READY: &str = "status = 'pending' AND in_flight_until <= ?2 AND next_attempt_at <= ?2 + 1000";
 
 /// The endpoint row `e` of the delivery being updated, when its gates can only let a delivery
 /// through: enabled, not paused, without a filter (a filter decides at the gate) and with its
@@ -264,10 +267,8 @@ pub(super) fn next_in_line_stmts(
             &format!(
                 "UPDATE webhook_deliveries SET waiting = 0, attempts = attempts + 1, next_attempt_at = ?3,
                      in_flight_until = ?3, updated_at = ?2
-                 WHERE ?3 IS NOT NULL AND id = {OLDEST_IN_LINE} AND status = 'pending' AND in_flight_until <= ?2
-                   AND next_attempt_at <= ?2 + 1000
-                   AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = ?1 AND e.enabled = 1 AND e.paused = 0
-                               AND e.filter IS NULL AND e.circuit = 'closed' AND {IN_FLIGHT} < {IN_FLIGHT_LIMIT})
+                 WHERE ?3 IS NOT NULL AND id = {OLDEST_IN_LINE} AND {READY}
+                   AND EXISTS (SELECT 1 FROM {GATES_OPEN} AND {IN_FLIGHT} < {IN_FLIGHT_LIMIT})
                  RETURNING id, attempts"
             ),
             &[text(endpoint_id), time(now), lease.map_or(JsValue::NULL, time)],
@@ -277,8 +278,7 @@ pub(super) fn next_in_line_stmts(
             &format!(
                 "UPDATE webhook_deliveries SET waiting = 0, updated_at = ?2 WHERE id = {OLDEST_IN_LINE}
                    AND changes() = 0
-                   AND NOT (?3 IS NOT NULL AND in_flight_until <= ?2 AND next_attempt_at <= ?2 + 1000
-                            AND EXISTS (SELECT 1 FROM {GATES_OPEN}))
+                   AND NOT (?3 IS NOT NULL AND {READY} AND EXISTS (SELECT 1 FROM {GATES_OPEN}))
                  RETURNING id, NULL AS attempts"
             ),
             &[text(endpoint_id), time(now), lease.map_or(JsValue::NULL, time)],
