@@ -467,7 +467,7 @@ async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, ctx: Context) -
     let _ = config::get(&env);
     let queue = batch.queue();
     match queue.as_str() {
-        bindings::queues::JOBS => work::jobs::consume(batch, &env).await,
+        bindings::queues::JOBS => work::jobs::consume(batch, &env, &ctx).await,
         bindings::queues::JOBS_DEAD_LETTER => work::jobs::consume_dead_letters(batch, &env).await,
         bindings::queues::DELIVERIES => work::deliver::consume(batch, &env, &ctx).await,
         bindings::queues::DELIVERIES_DEAD_LETTER => work::deliver::consume_dead_letters(batch, &env).await,

@@ -218,7 +218,7 @@ pub async fn wake_later(env: &Env, endpoint_id: &str, delay_secs: u64) -> Result
 /// they were written.
 pub async fn announce_events(env: &Env, db: &D1Database, event_ids: &[String]) -> Result<(), EdgeError> {
     for event_id in event_ids {
-        announce(env, db, &Change { changed: true, event: Some(event_id.clone()), pending: None }).await?;
+        announce(env, db, &Change { changed: true, event: Some(event_id.clone()), ..Change::default() }).await?;
     }
     Ok(())
 }

@@ -51,6 +51,28 @@ fn expectations() -> Vec<(&'static str, Value, Value, bool)> {
         ("deliveries.due_claiming_full", json!("in line"), json!("in line"), true),
         // An older delivery in its endpoint's line, with room: behind it, in the same batch.
         ("deliveries.due_claiming_behind", json!("in line"), json!("in line"), true),
+        // The batch that wrote the event claims its delivery's first attempt, once.
+        ("deliveries.fan_out_claiming", json!({"claimed": 1, "queued": 0}), json!({"claimed": 0, "queued": 0}), true),
+        // Its endpoint's filter decides at the gate: a queue message, nothing claimed.
+        (
+            "deliveries.fan_out_claiming_filtered",
+            json!({"claimed": 0, "queued": 1}),
+            json!({"claimed": 0, "queued": 1}),
+            false,
+        ),
+        // Its endpoint full, or an older delivery in its line: into the line, nothing claimed.
+        (
+            "deliveries.fan_out_claiming_full",
+            json!({"claimed": 0, "queued": 0}),
+            json!({"claimed": 0, "queued": 0}),
+            true,
+        ),
+        (
+            "deliveries.fan_out_claiming_behind",
+            json!({"claimed": 0, "queued": 0}),
+            json!({"claimed": 0, "queued": 0}),
+            true,
+        ),
         ("numbers.create", json!(true), json!(false), true),
     ]
 }
@@ -112,7 +134,15 @@ fn every_guard_refuses_to_run_twice(w: &Worker) {
                 json!({"status": "pending", "attempts": 1, "waiting": 0, "in_flight": 1}),
                 "{r}"
             ),
-            "deliveries.due_claiming_full" | "deliveries.due_claiming_behind" => assert_eq!(
+            "deliveries.fan_out_claiming" => assert_eq!(
+                r["after_first"][0],
+                json!({"status": "pending", "attempts": 1, "waiting": 0, "in_flight": 1}),
+                "{r}"
+            ),
+            "deliveries.due_claiming_full"
+            | "deliveries.due_claiming_behind"
+            | "deliveries.fan_out_claiming_full"
+            | "deliveries.fan_out_claiming_behind" => assert_eq!(
                 r["after_first"][0],
                 json!({"status": "pending", "attempts": 0, "waiting": 1, "in_flight": 0}),
                 "{r}"

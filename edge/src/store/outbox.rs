@@ -108,9 +108,16 @@ impl Event {
     }
 
     /// The statements that end a batch which fans the event out, so that the batch returns the
-    /// deliveries to enqueue ([`Change::announced`]) and announcing them needs no read.
-    pub fn pending_deliveries(&self, db: &D1Database, now: Timestamp) -> Result<[D1PreparedStatement; 2], EdgeError> {
-        fanout::pending_initial(db, &self.id, now)
+    /// deliveries to enqueue ([`Change::announced`]) and announcing them needs no read; with a
+    /// `lease`, it also claims the first attempts its caller will send itself
+    /// ([`fanout::pending_initial`]).
+    pub fn pending_deliveries(
+        &self,
+        db: &D1Database,
+        now: Timestamp,
+        lease: Option<Timestamp>,
+    ) -> Result<Vec<D1PreparedStatement>, EdgeError> {
+        fanout::pending_initial(db, &self.id, now, lease)
     }
 }
 
@@ -247,21 +254,54 @@ pub struct Change {
     /// The event's deliveries to enqueue (id, endpoint URL), when the batch returned them
     /// ([`Change::announced`]); `None`: read them before enqueueing.
     pub pending: Option<Vec<(String, String)>>,
+    /// The event's deliveries whose first attempt the batch claimed for its caller to send.
+    pub claimed: Claimed,
+}
+
+/// Deliveries whose first attempt was claimed with their event's batch, as the attempt needs
+/// them, and when (the claims' time, from which their lease runs).
+#[derive(Default)]
+pub struct Claimed {
+    pub dues: Vec<fanout::Due>,
+    pub at: Option<Timestamp>,
+    /// Why what was claimed could not be read back: it is left to its lease and the sweeper,
+    /// whose read of it fails it visibly if it still does not read.
+    pub unread: Option<String>,
+}
+
+impl std::fmt::Debug for Claimed {
+    /// Their ids only: a delivery carries its endpoint's secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.dues.iter().map(|due| &due.id)).finish()
+    }
 }
 
 impl Change {
     /// The change of a batch whose first statement was the guard and which wrote `event`.
     pub fn of(results: &[crate::store::Reply], event: Option<&Event>) -> Self {
         let changed = results.first().map(db::changes) == Some(1);
-        Change { changed, event: if changed { event.map(|e| e.id.clone()) } else { None }, pending: None }
+        let event = if changed { event.map(|e| e.id.clone()) } else { None };
+        Change { changed, event, ..Change::default() }
     }
 
     /// [`Change::of`] a batch that ended with `event`'s [`Event::pending_deliveries`]: its
-    /// deliveries come with it.
-    pub fn announced(results: &[crate::store::Reply], event: &Event) -> Result<Self, EdgeError> {
+    /// deliveries come with it, and the attempts it claimed at `claimed_at` (the batch's time,
+    /// when it claimed under a lease).
+    pub fn announced(
+        results: &[crate::store::Reply],
+        event: &Event,
+        claimed_at: Option<Timestamp>,
+    ) -> Result<Self, EdgeError> {
         let mut change = Change::of(results, Some(event));
         if change.changed {
             change.pending = Some(fanout::pending_of(results)?);
+            if let Some(at) = claimed_at {
+                // The event's other deliveries are announced whatever became of its claim.
+                change.claimed = match fanout::claimed_of(results) {
+                    Ok(dues) => Claimed { dues, at: Some(at), unread: None },
+                    Err(e) => Claimed { unread: Some(e.to_string()), ..Claimed::default() },
+                };
+            }
         }
         Ok(change)
     }

@@ -116,7 +116,8 @@ async fn inbound_mms(db: &D1Database) -> Result<String, EdgeError> {
         text: String::new(),
         media: two_items(),
     };
-    messages::insert_inbound(db, &id, &account(db).await?, Provider::Telnyx, &inbound, now(), None, true, None).await?;
+    messages::insert_inbound(db, &id, &account(db).await?, Provider::Telnyx, &inbound, now(), None, true, None, None)
+        .await?;
     Ok(id)
 }
 
@@ -175,7 +176,11 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
         | "deliveries.due_claiming"
         | "deliveries.due_claiming_filtered"
         | "deliveries.due_claiming_full"
-        | "deliveries.due_claiming_behind" => deliveries_claim_attempt(db, name).await,
+        | "deliveries.due_claiming_behind"
+        | "deliveries.fan_out_claiming"
+        | "deliveries.fan_out_claiming_filtered"
+        | "deliveries.fan_out_claiming_full"
+        | "deliveries.fan_out_claiming_behind" => deliveries_claim_attempt(db, name).await,
         "numbers.create" => numbers_create(db).await,
         _ => Err(EdgeError::NotFound),
     }
@@ -376,6 +381,7 @@ async fn messages_insert_inbound(db: &D1Database) -> Result<Value, EdgeError> {
             None,
             true,
             None,
+            None,
         )
         .await?
         .0;
@@ -535,7 +541,7 @@ async fn delivery_fixture(db: &D1Database, name: &str) -> Result<(String, String
     // room to spare (`_behind`: the one under test is behind it).
     let behind = name.ends_with("_behind");
     if full || behind {
-        let (attempts, waiting, lease) = if full { (1, 0, at + 60_000) } else { (0, 1, 0) };
+        let (attempts, waiting, lease) = if full { (1, 0, at + 90_000) } else { (0, 1, 0) };
         let other = format!(
             "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status, attempts, waiting,
                  next_attempt_at, in_flight_until, created_at, updated_at) VALUES ({}, {}, {}, {}, 'replay',
@@ -571,6 +577,19 @@ async fn deliveries_claim_attempt(db: &D1Database, name: &str) -> Result<Value, 
                 deliveries::Queued::Read(Some(_)) => json!("read"),
                 deliveries::Queued::Read(None) => json!("no such delivery"),
             }
+        } else if name.starts_with("deliveries.fan_out_claiming") {
+            // The end of the batch that wrote the event, under a lease: what it claimed and what
+            // it left to queue messages.
+            let (at, lease) = (now(), Timestamp::from_unix_millis(now().unix_millis() + 60_000));
+            let results = db::batch(
+                db,
+                deliveries::fanout::pending_initial(db, &event_of(db, &delivery).await?, at, Some(lease))?,
+            );
+            let results = results.await?;
+            json!({
+                "claimed": deliveries::fanout::claimed_of(&results)?.len(),
+                "queued": deliveries::fanout::pending_of(&results)?.len(),
+            })
         } else if waiting {
             let lease = Timestamp::from_unix_millis(now().unix_millis() + 60_000);
             let lease = (name != "deliveries.next_in_line_unleased").then_some(lease);
@@ -587,6 +606,12 @@ async fn deliveries_claim_attempt(db: &D1Database, name: &str) -> Result<Value, 
         r.runs.push((did, rows(db, &show).await?));
     }
     Ok(r.into_json())
+}
+
+/// The event of delivery `id`.
+async fn event_of(db: &D1Database, id: &str) -> Result<String, EdgeError> {
+    let found = rows(db, &format!("SELECT event_id FROM webhook_deliveries WHERE id = {}", quote(id))).await?;
+    found[0]["event_id"].as_str().map(str::to_owned).ok_or(EdgeError::NotFound)
 }
 
 async fn numbers_create(db: &D1Database) -> Result<Value, EdgeError> {

@@ -7,21 +7,23 @@
 
 use async_lock::Semaphore;
 use futures_util::future::join_all;
-use worker::{D1Database, Env, Message, MessageBatch, MessageExt};
+use worker::{Context, D1Database, Env, Message, MessageBatch, MessageExt};
 
 use crate::bindings;
 use crate::error::{EdgeError, Outcome};
 use crate::queues::{enqueue_later, Job};
 use crate::store::carrier_events;
-use crate::work::{dispatch, media, process};
+use crate::work::{deliver, dispatch, media, process};
 
 /// Consumes a batch from the `jobs` queue, acknowledging or retrying each message itself.
 ///
 /// The batch's jobs run in lanes ([`Job::lane`]): the jobs of one lane (the receipts of one
 /// message, every call event) one after another in the batch's order, the lanes side by side, so
 /// a fact waits for the facts about its own resource only, not for the whole batch. At most
-/// [`CALLING_OUT_AT_ONCE`] of them call out at a time.
-pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
+/// [`CALLING_OUT_AT_ONCE`] of them call out at a time. A batch none of whose jobs calls out
+/// sends the first attempts its inbound messages' batches claimed beside it once its jobs have
+/// ended ([`deliver::Beside`]), so they share no connection with a job.
+pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env, ctx: &Context) -> worker::Result<()> {
     let calling_out = Semaphore::new(CALLING_OUT_AT_ONCE);
     let mut lanes: Vec<(String, Lane)> = Vec::new();
     for message in batch.messages()? {
@@ -41,6 +43,9 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env) -> worke
         }
     }
     let calling_out = &calling_out;
+    let calls_out = lanes.iter().flat_map(|(_, jobs)| jobs).any(|(_, job)| !matches!(job, Job::CarrierEvent { .. }));
+    let beside = (!calls_out).then(|| deliver::Beside::new(ctx));
+    let beside = beside.as_ref();
     join_all(lanes.iter().map(|(_, jobs)| async move {
         for (message, job) in jobs {
             // A job that calls out waits for its turn here, before its deadline starts.
@@ -48,10 +53,13 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env) -> worke
                 Job::Dispatch { .. } | Job::CopyMedia { .. } => Some(calling_out.acquire().await),
                 Job::CarrierEvent { .. } => None,
             };
-            one(env, message, job).await;
+            one(env, message, job, beside).await;
         }
     }))
     .await;
+    if let Some(beside) = beside {
+        beside.go();
+    }
     Ok(())
 }
 
@@ -68,9 +76,9 @@ const CALLING_OUT_AT_ONCE: usize = 3;
 type Lane = Vec<(Message<serde_json::Value>, Job)>;
 
 /// Runs one job and settles its message.
-async fn one(env: &Env, message: &Message<serde_json::Value>, job: &Job) {
+async fn one(env: &Env, message: &Message<serde_json::Value>, job: &Job, beside: Option<&deliver::Beside<'_>>) {
     let started = crate::platform::now();
-    let (outcome, event_read) = run(env, job).await;
+    let (outcome, event_read) = run(env, job, beside).await;
     let latency_ms = crate::platform::now().unix_millis() - started.unix_millis();
     let (kind, id) = match job {
         Job::CarrierEvent { id, .. } => ("carrier_event", id.clone()),
@@ -96,14 +104,14 @@ fn scoped(env: &Env, job: &Job) -> Result<(Env, D1Database), EdgeError> {
 
 /// Runs a job; for a carrier event, also whether its row was read (`false`: processed from what
 /// its job carried, work::process).
-async fn run(env: &Env, job: &Job) -> (Result<Outcome, EdgeError>, Option<bool>) {
+async fn run(env: &Env, job: &Job, beside: Option<&deliver::Beside<'_>>) -> (Result<Outcome, EdgeError>, Option<bool>) {
     let (env, db) = match scoped(env, job) {
         Ok(scoped) => scoped,
         Err(e) => return (Err(e), None),
     };
     match job {
         Job::CarrierEvent { id, number, event, .. } => {
-            match process::process(&env, &db, id, number.as_deref(), event.as_deref()).await {
+            match process::process(&env, &db, id, number.as_deref(), event.as_deref(), beside).await {
                 Ok((outcome, read)) => (Ok(outcome), Some(read)),
                 Err(e) => (Err(e), None),
             }

@@ -4,8 +4,10 @@
 //! and the account in one database (the default layout) the processed mark is a statement of
 //! the effects' batch: one commit per fact. Otherwise the mark is written after the effects
 //! committed (docs/scaling.md point 4), and a run between the two commits changes nothing but
-//! the mark. Either way the announcement (the queue sends of the event's deliveries) follows the
-//! commit; a crash before it leaves deliveries that the sweeper sends.
+//! the mark. Either way the announcement (the queue sends of the event's deliveries, and the
+//! start of the first attempts its batch claimed) follows the commit; a crash before it leaves
+//! deliveries that the sweeper sends (a claimed one once its lease has run out and it is
+//! overdue).
 
 use exactly_core::event::EventKind;
 use exactly_core::message::{transition, Transition};
@@ -19,23 +21,27 @@ use crate::queues::Carried;
 use crate::store::carrier_events::{Log, Row};
 use crate::store::outbox::Change;
 use crate::store::{messages, numbers, routes};
+use crate::work::deliver::Beside;
 
 /// Processes the stored carrier event `id`. `number` (an inbound message's, from its job) is
 /// read ahead: with every account in `DB`, its owner comes back with the event. An event the
 /// job carried (`carried`) goes without any read when this isolate knows the number's owner
-/// ([`from_job`]). Also says whether the event's row was read.
+/// ([`from_job`]). With `beside`, an inbound message's batch claims the first attempts of its
+/// deliveries that can go at once, and they are sent beside the jobs' batch
+/// ([`Beside::start`]). Also says whether the event's row was read.
 pub async fn process(
     env: &Env,
     db: &D1Database,
     id: &str,
     number: Option<&str>,
     carried: Option<&Carried>,
+    beside: Option<&Beside<'_>>,
 ) -> Result<(Outcome, bool), EdgeError> {
     let log = Log::open(env)?;
-    if let Some((outcome, carrier_event_id)) = from_job(env, db, &log, id, number, carried).await? {
+    if let Some((outcome, carrier_event_id)) = from_job(env, db, &log, id, number, carried, beside).await? {
         return Ok((crashed_after(outcome, &carrier_event_id)?, false));
     }
-    Ok((read_and_process(env, db, &log, id, number).await?, true))
+    Ok((read_and_process(env, db, &log, id, number, beside).await?, true))
 }
 
 /// [`process`] after reading the event's row.
@@ -45,6 +51,7 @@ async fn read_and_process(
     log: &Log,
     id: &str,
     number: Option<&str>,
+    beside: Option<&Beside<'_>>,
 ) -> Result<Outcome, EdgeError> {
     let (row, ahead) = match number.filter(|_| !routes::sharded(env)) {
         Some(number) => {
@@ -68,7 +75,7 @@ async fn read_and_process(
         }
     };
     let outcome = match &event.kind {
-        EventKind::MessageReceived(inbound) => received(env, db, log, &row, &event, inbound, ahead).await?,
+        EventKind::MessageReceived(inbound) => received(env, db, log, &row, &event, inbound, ahead, beside).await?,
         EventKind::MessageStatus(report) => status_report(env, log, &row, &event, report).await?,
         EventKind::CallInitiated(_) | EventKind::CallAnswered(_) | EventKind::CallHangup(_) => {
             crate::work::calls::process(env, db, log, &row, &event).await?
@@ -104,6 +111,7 @@ async fn from_job(
     id: &str,
     number: Option<&str>,
     carried: Option<&Carried>,
+    beside: Option<&Beside<'_>>,
 ) -> Result<Option<(Outcome, String)>, EdgeError> {
     let (Some(number), Some(c)) = (number, carried) else { return Ok(None) };
     if routes::sharded(env) {
@@ -129,19 +137,26 @@ async fn from_job(
     let mark = log.mark_carried(db, &row, now())?;
     let message_id = new_id("msg")?;
     let learn = !owner.carrier_known;
+    let at = now();
+    let lease = beside.and_then(|b| b.claiming(at));
     let (change, marked) = messages::insert_inbound(
         db,
         &message_id,
         &owner.account_id,
         event.provider,
         inbound,
-        now(),
+        at,
         Some(mark),
         learn,
         Some(key),
+        lease,
     )
     .await?;
     if !marked {
+        // Nothing was written, so nothing claimed: the room goes back.
+        if let Some(beside) = beside {
+            beside.take(env, db, change.claimed).await;
+        }
         return Ok(None);
     }
     if learn {
@@ -150,7 +165,7 @@ async fn from_job(
     if change.changed && !inbound.media.is_empty() {
         crate::queues::copy_media(env, &message_id, inbound.media.len()).await?;
     }
-    let outcome = settled(env, db, log, &row, change, true).await?;
+    let outcome = settled(env, db, log, &row, change, true, beside).await?;
     Ok(Some((outcome, row.carrier_event_id)))
 }
 
@@ -175,8 +190,18 @@ fn parse(row: &Row) -> Result<CarrierEvent, Unusable> {
     exactly_core::parse_stored(row.carrier, payload.as_bytes()).map_err(|e| Unusable::Unparsable(e.to_string()))
 }
 
-/// After a change committed: enqueue its event's deliveries, and say what happened.
-pub async fn announced(env: &Env, db: &D1Database, change: Change) -> Result<Outcome, EdgeError> {
+/// After a change committed: hand the first attempt its batch claimed to `beside`, enqueue its
+/// event's other deliveries, and say what happened.
+pub async fn announced(
+    env: &Env,
+    db: &D1Database,
+    mut change: Change,
+    beside: Option<&Beside<'_>>,
+) -> Result<Outcome, EdgeError> {
+    let claimed = std::mem::take(&mut change.claimed);
+    if let Some(beside) = beside {
+        beside.take(env, db, claimed).await;
+    }
     crate::queues::announce(env, db, &change).await?;
     Ok(Outcome::applied(change.changed))
 }
@@ -192,6 +217,7 @@ async fn settled(
     row: &Row,
     change: Change,
     marked: bool,
+    beside: Option<&Beside<'_>>,
 ) -> Result<Outcome, EdgeError> {
     if marked && crate::faults::crash_before_mark(&row.carrier_event_id) {
         return Err(EdgeError::unavailable(
@@ -202,13 +228,14 @@ async fn settled(
             ),
         ));
     }
-    let outcome = announced(env, db, change).await?;
+    let outcome = announced(env, db, change, beside).await?;
     if !marked {
         log.mark_processed(row, now()).await?;
     }
     Ok(outcome)
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn received(
     env: &Env,
     db: &D1Database,
@@ -217,6 +244,7 @@ async fn received(
     event: &CarrierEvent,
     inbound: &exactly_core::event::InboundMessage,
     ahead: Option<(&str, crate::store::Reply)>,
+    beside: Option<&Beside<'_>>,
 ) -> Result<Outcome, EdgeError> {
     // The number's account database (docs/scaling.md, "Accounts across databases").
     let binding = routes::of_number(env, &inbound.to).await?;
@@ -239,16 +267,19 @@ async fn received(
     let id = new_id("msg")?;
     let mark = log.mark_with_effects(&resources, account_binding.as_deref(), row, now())?;
     let marked = mark.is_some();
+    let at = now();
+    let lease = beside.and_then(|b| b.claiming(at));
     let (change, _) = messages::insert_inbound(
         &resources,
         &id,
         &owner.account_id,
         event.provider,
         inbound,
-        now(),
+        at,
         mark,
         !owner.carrier_known,
         None,
+        lease,
     )
     .await?;
     if !owner.carrier_known {
@@ -259,7 +290,7 @@ async fn received(
     if change.changed && !inbound.media.is_empty() {
         crate::queues::copy_media(&scoped, &id, inbound.media.len()).await?;
     }
-    settled(&scoped, &resources, log, row, change, marked).await
+    settled(&scoped, &resources, log, row, change, marked, beside).await
 }
 
 async fn status_report(
@@ -298,7 +329,7 @@ async fn status_report(
             let mark = log.mark_with_effects(db, account_binding.as_deref(), row, now())?;
             let marked = mark.is_some();
             let change = messages::apply_report(db, &message, to, report, &row.id, now(), mark).await?;
-            settled(env, db, log, row, change, marked).await
+            settled(env, db, log, row, change, marked, None).await
         }
         // Duplicate, late or after a terminal word: nothing moves, the event is done.
         Transition::Unchanged(_) => {

@@ -86,12 +86,12 @@ pub async fn due_claiming(db: &D1Database, id: &str, now: Timestamp, lease: Time
 /// The delivery being updated, when it is up for an attempt at `?2`: pending, due (within a
 /// second) and none of its attempts in flight. The claims, and the statements that put a delivery
 /// into its line or leave it there instead of claiming, all ask it so, so they cannot disagree.
-const READY: &str = "status = 'pending' AND in_flight_until <= ?2 AND next_attempt_at <= ?2 + 1000";
+pub const READY: &str = "status = 'pending' AND in_flight_until <= ?2 AND next_attempt_at <= ?2 + 1000";
 
 /// The endpoint row `e` of the delivery being updated, when its gates can only let a delivery
 /// through: enabled, not paused, without a filter (a filter decides at the gate) and with its
 /// circuit closed (which admits every attempt).
-const GATES_OPEN: &str = "webhook_endpoints e WHERE e.id = webhook_deliveries.endpoint_id
+pub const GATES_OPEN: &str = "webhook_endpoints e WHERE e.id = webhook_deliveries.endpoint_id
      AND e.enabled = 1 AND e.paused = 0 AND e.filter IS NULL AND e.circuit = 'closed'";
 
 /// What claiming an attempt found.
@@ -187,12 +187,18 @@ pub async fn renew(
 /// Gives a claimed attempt `number` back before it was sent: the delivery goes into its
 /// endpoint's line with its attempt count as before, so no attempt is spent.
 pub async fn unclaim(db: &D1Database, id: &str, number: i64, now: Timestamp) -> Result<bool, EdgeError> {
+    give_back(db, id, number, now, true).await
+}
+
+/// [`unclaim`], into the line (`line`) or out of it: a delivery out of its line is found by a
+/// queue message or, once overdue, by the sweeper.
+pub async fn give_back(db: &D1Database, id: &str, number: i64, now: Timestamp, line: bool) -> Result<bool, EdgeError> {
     let changed = db::run(db::stmt(
         db,
-        "UPDATE webhook_deliveries SET attempts = ?2 - 1, in_flight_until = 0, waiting = 1, next_attempt_at = ?3,
+        "UPDATE webhook_deliveries SET attempts = ?2 - 1, in_flight_until = 0, waiting = ?4, next_attempt_at = ?3,
              updated_at = ?3
          WHERE id = ?1 AND status = 'pending' AND attempts = ?2",
-        &[text(id), int(number), time(now)],
+        &[text(id), int(number), time(now), int(i64::from(line))],
     )?)
     .await?;
     Ok(changed == 1)

@@ -7,8 +7,11 @@ use exactly_core::Timestamp;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement};
 
-use super::{IN_FLIGHT, IN_FLIGHT_LIMIT};
+use super::claims::{GATES_OPEN, READY};
+pub use super::Due;
+use super::{DUE_COLUMNS, IN_FLIGHT, IN_FLIGHT_LIMIT};
 use crate::error::EdgeError;
+use crate::store::endpoints::CIRCUIT;
 use crate::store::{self as db, opt_text, text, time};
 
 /// The fan-out of event `event_id`, for the batch that writes it: one pending delivery per
@@ -119,9 +122,9 @@ pub async fn recover(
     .await
 }
 
-/// [`super::pending_initial`]'s two statements, to end the batch that wrote the event: its
-/// deliveries then come back with the batch's results ([`pending_of`]), with no read of their
-/// own.
+/// [`super::pending_initial`]'s statements, to end the batch that wrote the event: its
+/// deliveries then come back with the batch's results ([`pending_of`], [`claimed_of`]), with no
+/// read of their own.
 ///
 /// A delivery whose first claim could only put it into its endpoint's line goes there in this
 /// batch, with no queue message: the endpoint has no filter (a filter decides at the gate, before
@@ -132,31 +135,80 @@ pub async fn recover(
 /// claim puts it there, and the sweeper wakes any line left waiting. An endpoint with room and
 /// an empty line gets its queue message as before, so no delivery waits in a line that nothing
 /// drains.
-pub fn pending_initial(db: &D1Database, event_id: &str, now: Timestamp) -> Result<[D1PreparedStatement; 2], EdgeError> {
-    Ok([
-        db::stmt(
+///
+/// With a `lease`, the batch also claims the first attempt of one delivery whose gates could
+/// only let it through and whose endpoint has room and an empty line (what a queue message's
+/// read would claim, [`super::due_claiming`]) and returns it whole: the caller sends it beside
+/// its own work, with no queue message and no read; the others are queued or in line as
+/// without one. One a batch, so a caller that makes many such batches bounds what it holds. A
+/// claim whose caller never starts it (a crash after the commit) holds its endpoint's place until
+/// the lease ends, and the sweeper sends it once it is overdue.
+pub fn pending_initial(
+    db: &D1Database,
+    event_id: &str,
+    now: Timestamp,
+    lease: Option<Timestamp>,
+) -> Result<Vec<D1PreparedStatement>, EdgeError> {
+    let mut statements = vec![db::stmt(
+        db,
+        &format!(
+            "UPDATE webhook_deliveries SET waiting = 1 WHERE event_id = ?1 AND status = 'pending' AND attempts = 0
+               AND waiting = 0 AND EXISTS (
+                 SELECT 1 FROM webhook_endpoints e
+                 WHERE e.id = webhook_deliveries.endpoint_id AND e.enabled = 1 AND e.paused = 0
+                   AND e.filter IS NULL
+                   AND (e.circuit != 'closed'
+                        OR EXISTS (SELECT 1 FROM webhook_deliveries l WHERE l.endpoint_id = e.id AND l.waiting = 1
+                                   AND l.status = 'pending')
+                        OR {IN_FLIGHT} >= {IN_FLIGHT_LIMIT}))"
+        ),
+        &[text(event_id), time(now)],
+    )?];
+    if let Some(lease) = lease {
+        statements.push(db::stmt(
             db,
             &format!(
-                "UPDATE webhook_deliveries SET waiting = 1 WHERE event_id = ?1 AND status = 'pending' AND attempts = 0
-                   AND waiting = 0 AND EXISTS (
-                     SELECT 1 FROM webhook_endpoints e
-                     WHERE e.id = webhook_deliveries.endpoint_id AND e.enabled = 1 AND e.paused = 0
-                       AND e.filter IS NULL
-                       AND (e.circuit != 'closed'
-                            OR EXISTS (SELECT 1 FROM webhook_deliveries l WHERE l.endpoint_id = e.id AND l.waiting = 1
+                "UPDATE webhook_deliveries SET attempts = 1, next_attempt_at = ?3, in_flight_until = ?3, updated_at = ?2
+                 WHERE id = (
+                   SELECT id FROM webhook_deliveries WHERE event_id = ?1 AND attempts = 0 AND waiting = 0 AND {READY}
+                     AND EXISTS (SELECT 1 FROM {GATES_OPEN} AND {IN_FLIGHT} < {IN_FLIGHT_LIMIT})
+                     AND NOT EXISTS (SELECT 1 FROM webhook_deliveries l
+                                     WHERE l.endpoint_id = webhook_deliveries.endpoint_id AND l.waiting = 1
                                        AND l.status = 'pending')
-                            OR {IN_FLIGHT} >= {IN_FLIGHT_LIMIT}))"
+                   LIMIT 1)"
             ),
-            &[text(event_id), time(now)],
-        )?,
-        db::stmt(
+            &[text(event_id), time(now), time(lease)],
+        )?);
+        statements.push(db::stmt(
             db,
-            "SELECT d.id, e.url FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-             WHERE d.event_id = ?1 AND d.status = 'pending' AND d.attempts = 0 AND d.waiting = 0 AND e.enabled = 1
-               AND e.paused = 0",
-            &[text(event_id)],
-        )?,
-    ])
+            &format!(
+                "SELECT {DUE_COLUMNS}, {CIRCUIT}, o.payload
+                 FROM webhook_deliveries d
+                 JOIN outbound_events o ON o.id = d.event_id
+                 JOIN webhook_endpoints e ON e.id = d.endpoint_id
+                 WHERE d.event_id = ?1 AND d.kind = 'initial' AND d.status = 'pending' AND d.attempts = 1
+                   AND d.in_flight_until = ?2 AND d.updated_at = ?3"
+            ),
+            &[text(event_id), time(lease), time(now)],
+        )?);
+    }
+    statements.push(db::stmt(
+        db,
+        "SELECT d.id, e.url FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+         WHERE d.event_id = ?1 AND d.status = 'pending' AND d.attempts = 0 AND d.waiting = 0 AND e.enabled = 1
+           AND e.paused = 0",
+        &[text(event_id)],
+    )?);
+    Ok(statements)
+}
+
+/// The delivery a batch that ended with [`pending_initial`] under a lease claimed, if any: its
+/// attempt 1 claimed under that lease.
+pub fn claimed_of(results: &[crate::store::Reply]) -> Result<Vec<Due>, EdgeError> {
+    match results.len().checked_sub(2).and_then(|at| results.get(at)) {
+        Some(claimed) => db::rows(claimed),
+        None => Err(EdgeError::unavailable("store", "fan-out: short batch")),
+    }
 }
 
 /// The pending deliveries of a batch that ended with [`pending_initial`].

@@ -22,7 +22,9 @@ pub mod fanout;
 mod listing;
 pub mod prune;
 pub mod retries;
-pub use claims::{claim_attempt, due_claiming, next_in_line, renew, unclaim, wait_for_circuit, Claim, Queued, Taken};
+pub use claims::{
+    claim_attempt, due_claiming, give_back, next_in_line, renew, unclaim, wait_for_circuit, Claim, Queued, Taken,
+};
 use claims::{next_in_line_stmts, taken};
 pub use fanout::{recover, replay};
 pub use listing::{
@@ -137,7 +139,7 @@ pub async fn pending_initial(
     event_id: &str,
     now: Timestamp,
 ) -> Result<Vec<(String, String)>, EdgeError> {
-    let results = db::batch(db, fanout::pending_initial(db, event_id, now)?.into()).await?;
+    let results = db::batch(db, fanout::pending_initial(db, event_id, now, None)?).await?;
     fanout::pending_of(&results)
 }
 
@@ -154,9 +156,7 @@ pub(super) fn due_query(
     line: Option<&str>,
 ) -> Result<D1PreparedStatement, EdgeError> {
     let sql = format!(
-        "SELECT d.id, d.event_id, d.account_id, d.status, d.attempts, d.next_attempt_at, d.endpoint_id,
-             e.url, e.secret, e.enabled, e.paused, e.rate_limit_per_second, e.previous_secret,
-             e.previous_secret_expires_at, e.filter, e.headers, {CIRCUIT}, o.payload
+        "SELECT {DUE_COLUMNS}, {CIRCUIT}, o.payload
          FROM webhook_deliveries d
          JOIN outbound_events o ON o.id = d.event_id
          LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
@@ -164,6 +164,12 @@ pub(super) fn due_query(
     );
     db::stmt(db, &sql, &[opt_text(line), opt_text(id)])
 }
+
+/// A [`Due`]'s columns of delivery row `d` and endpoint row `e`, before the circuit's
+/// ([`CIRCUIT`]) and the event's payload (`o.payload`).
+pub const DUE_COLUMNS: &str = "d.id, d.event_id, d.account_id, d.status, d.attempts, d.next_attempt_at,
+     d.endpoint_id, e.url, e.secret, e.enabled, e.paused, e.rate_limit_per_second, e.previous_secret,
+     e.previous_secret_expires_at, e.filter, e.headers";
 
 /// How many attempts to endpoint row `e` are in flight at `?2` (claimed, their lease not over).
 /// The claim, the fan-out's look at an endpoint and an endpoint's load all count with it, so

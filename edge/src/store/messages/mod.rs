@@ -405,14 +405,14 @@ pub async fn apply_report(
     statements.extend(also);
     // The event's deliveries come back with the batch.
     if let Some(e) = &event {
-        statements.extend(e.pending_deliveries(db, now)?);
+        statements.extend(e.pending_deliveries(db, now, None)?);
     }
     if statements.is_empty() {
         return Ok(Change::default());
     }
     let results = db::batch(db, statements).await?;
     Ok(match (moves, &event) {
-        (true, Some(e)) => Change::announced(&results, e)?,
+        (true, Some(e)) => Change::announced(&results, e, None)?,
         (true, None) => Change::of(&results, None),
         (false, _) => Change::default(),
     })
@@ -424,7 +424,9 @@ pub async fn apply_report(
 /// recorded yet, so the batch records it. `unsettled` (a carrier event's [`Log::key_of`]): the
 /// message is written only if that event is in this database, neither processed nor failed,
 /// and still holds its payload (an erasure clears it), for an event that no read checked; its
-/// mark is then [`Log::mark_carried`]. Returns the change, and whether `also` changed a row.
+/// mark is then [`Log::mark_carried`]. With a `lease`, the batch claims the first attempts of the
+/// event's deliveries that could go at once, for the caller to send ([`Change::claimed`]).
+/// Returns the change, and whether `also` changed a row.
 ///
 /// [`Log::key_of`]: crate::store::carrier_events::Log::key_of
 /// [`Log::mark_carried`]: crate::store::carrier_events::Log::mark_carried
@@ -439,6 +441,7 @@ pub async fn insert_inbound(
     also: Option<D1PreparedStatement>,
     learn_carrier: bool,
     unsettled: Option<JsValue>,
+    lease: Option<Timestamp>,
 ) -> Result<(Change, bool), EdgeError> {
     let segments = exactly_core::segments::count(&inbound.text);
     let message = Message {
@@ -495,10 +498,10 @@ pub async fn insert_inbound(
     // deliveries come back with the batch.
     let also_at = also.as_ref().map(|_| statements.len());
     statements.extend(also);
-    statements.extend(event.pending_deliveries(db, now)?);
+    statements.extend(event.pending_deliveries(db, now, lease)?);
     let results = db::batch(db, statements).await?;
     let also_changed = also_at.and_then(|at| results.get(at)).map(db::changes) == Some(1);
-    Ok((Change::announced(&results, &event)?, also_changed))
+    Ok((Change::announced(&results, &event, lease.map(|_| now))?, also_changed))
 }
 
 /// Outbound messages not handed to the carrier whose last change is older than `before`: their

@@ -4,6 +4,8 @@
 //! attempt, which then runs beside the batch; an endpoint has at most `max_in_flight` attempts
 //! in flight and a circuit breaker (`core::breaker`); a delivery they hold waits in the
 //! endpoint's line, with no queue message, and an attempt that ends takes the oldest in line.
+//! A first attempt claimed in the batch that wrote its inbound message runs beside that `jobs`
+//! batch instead ([`Beside`]), with no queue message and no read.
 //!
 //! Every attempt is signed per Standard Webhooks v1 (`webhook-id` = the event id on every
 //! attempt, a fresh `webhook-timestamp`), counts as a success on any 2xx within 15 s, and is
@@ -35,12 +37,15 @@ use crate::queues::{self, DeliveryJob};
 use crate::store::deliveries::{self, Attempt, Due, Subject, Taken};
 use crate::store::endpoints::{self, circuit};
 
+mod beside;
 mod filtering;
 mod gate;
 mod http;
 mod lanes;
 use gate::{gate_queued, gate_taken, lease_from, take, Claimed, Gate};
 use http::{send, Answer, Reply};
+
+pub use beside::Beside;
 
 /// Success is any 2xx within this long. Of the body, only the first [`http::MAX_REPLY_BYTES`]
 /// are read, as far as they come within it.
@@ -80,6 +85,7 @@ const ROUNDS_MAX: usize = 60;
 const TURN_WAIT_MAX_MILLIS: f64 = 5_000.0;
 
 /// What the attempts that run beside one invocation's batch share.
+#[derive(Default)]
 struct Invocation {
     lanes: lanes::Lanes,
     outstanding: Cell<usize>,
@@ -97,8 +103,7 @@ type Shared = Rc<Invocation>;
 /// for an endpoint to answer; its lease stands for it, renewed right before it is sent.
 pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env, ctx: &Context) -> worker::Result<()> {
     let messages = batch.messages()?;
-    let shared =
-        Rc::new(Invocation { lanes: lanes::Lanes::default(), outstanding: Cell::new(0), rounds: Cell::new(0) });
+    let shared = Rc::new(Invocation::default());
     join_all(messages.iter().map(|message| consume_one(env, ctx, &shared, message))).await;
     Ok(())
 }
