@@ -68,7 +68,10 @@ const LAYOUT_FREE: &[&str] = &[
 
 /// Tests of what only the one-database layout does (a job that carries its event,
 /// docs/architecture.md): they run in the one-database pass only.
-const ONE_DATABASE: &[&str] = &["erasure::an_erasure_while_a_carried_job_waits_leaves_it_nothing_to_write"];
+const ONE_DATABASE: &[&str] = &[
+    "erasure::an_erasure_while_a_carried_job_waits_leaves_it_nothing_to_write",
+    "webhooks::a_first_attempt_claimed_before_a_crash_is_swept_and_sent_once",
+];
 
 /// Tests that start workers of their own, in layouts they choose: they run once, in the sharded
 /// pass.
@@ -90,6 +93,7 @@ const LONGEST: &[&str] = &[
     "operations::retention_prunes_payloads_and_keeps_dedupe_keys",
     "operations::retention_deletes_settled_customer_events_once_and_keeps_held_ones",
     "webhooks::backlog_high_fires_once_per_stuck_item",
+    "webhooks::a_first_attempt_claimed_before_a_crash_is_swept_and_sent_once",
     "webhooks::private_endpoints_are_refused_in_production",
     "operations::a_misconfigured_worker_answers_503_naming_the_variable",
 ];

@@ -45,6 +45,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("webhooks::every_event_type_matches_its_openapi_schema", every_event_type_matches_its_openapi_schema),
     ("webhooks::stalled_endpoint_times_out_and_is_retried", stalled_endpoint_times_out_and_is_retried),
     ("webhooks::backlog_high_fires_once_per_stuck_item", backlog_high_fires_once_per_stuck_item),
+    (
+        "webhooks::a_first_attempt_claimed_before_a_crash_is_swept_and_sent_once",
+        a_first_attempt_claimed_before_a_crash_is_swept_and_sent_once,
+    ),
 ];
 
 /// Creates an endpoint at a fresh path of the test customer server; returns (id, path, secret).
@@ -1239,4 +1243,57 @@ fn backlog_high_fires_once_per_stuck_item(_shared: &Worker) {
         .collect();
     assert!(after.is_empty(), "nothing new: the parked receipt was raised once already: {after:?}");
     assert_eq!(backlog(OPERATOR_PATH, "carrier_event_id", &parked).len(), 1, "the parked receipt, once");
+}
+
+/// The first attempt an inbound message's batch claimed, cut off by a crash between that commit
+/// and the attempt's start (edge/src/faults.rs, `fault-crash-before-mark`; where the processed
+/// mark commits with the effects): nothing is sent while its lease holds, and the job's retry
+/// sends nothing either; once the lease and the sweeper's grace are past, the sweeper sends it,
+/// once. A worker of its own, so that the message's job is alone in its batch, whose jobs call
+/// nothing out, and so claims the attempt.
+fn a_first_attempt_claimed_before_a_crash_is_swept_and_sent_once(_shared: &Worker) {
+    let w = Worker::start_with(&[]);
+    let c = w.new_customer("claim-crash");
+    let (endpoint, path, _) = endpoint(&w, &c, &["message.received"]);
+    let event_id = format!("fault-crash-before-mark-{}", sim::random_hex());
+    let body = sim::telnyx::envelope(
+        &event_id,
+        "message.received",
+        "2026-11-30T10:00:00Z",
+        json!({"id": format!("m-{}", sim::random_hex()), "from": {"phone_number": "+15559990000"},
+               "to": [{"phone_number": c.number}], "text": "claimed, then a crash"}),
+        1,
+    );
+    let accepted = w.deliver_telnyx(&body);
+    assert_eq!(accepted.status, 200, "{}", accepted.body);
+    let crashed = w.eventually(Duration::from_secs(30), || w.log_lines(&["injected crash between the effects"]) >= 1);
+    assert!(crashed, "the first run crashed between its commit and the attempt's start");
+    // The job's retry finds the event processed and changes nothing.
+    w.wait_jobs_of(&[&accepted]);
+    let row = |w: &Worker| {
+        w.sql(&format!(
+            "SELECT status, attempts, waiting, in_flight_until > 0 AS in_flight FROM webhook_deliveries
+             WHERE endpoint_id = {}",
+            lit(&endpoint)
+        ))
+    };
+    assert_eq!(
+        row(&w),
+        vec![json!({"status": "pending", "attempts": 1, "waiting": 0, "in_flight": 1})],
+        "the delivery's first attempt was claimed with its message and never started"
+    );
+    assert!(w.customer.received(&path).is_empty(), "nothing was sent");
+    // Three minutes later: the lease is over and the delivery overdue past the sweeper's grace.
+    w.sql(&format!(
+        "UPDATE webhook_deliveries SET next_attempt_at = next_attempt_at - 180000,
+             in_flight_until = in_flight_until - 180000 WHERE endpoint_id = {}",
+        lit(&endpoint)
+    ));
+    assert_eq!(w.cron().status, 200);
+    let delivered = w.eventually(Duration::from_secs(30), || w.customer.received(&path).len() == 1);
+    assert!(delivered, "the swept delivery arrived");
+    let delivery = deliveries_to(&w, &endpoint).pop().unwrap_or_default();
+    w.wait_jobs(&[(delivery, 1)]);
+    assert_eq!(w.sent_as_recorded(&endpoint, &path), 1, "exactly once");
+    assert_eq!(row(&w)[0]["status"], "succeeded");
 }
