@@ -109,7 +109,7 @@ impl Event {
 
     /// The statements that end a batch which fans the event out, so that the batch returns the
     /// deliveries to enqueue ([`Change::announced`]) and announcing them needs no read; with a
-    /// `lease`, it also claims the first attempts its caller will send itself
+    /// `lease`, it also claims the first attempt of one of them, for its caller to send itself
     /// ([`fanout::pending_initial`]).
     pub fn pending_deliveries(
         &self,

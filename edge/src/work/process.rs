@@ -26,9 +26,9 @@ use crate::work::deliver::Beside;
 /// Processes the stored carrier event `id`. `number` (an inbound message's, from its job) is
 /// read ahead: with every account in `DB`, its owner comes back with the event. An event the
 /// job carried (`carried`) goes without any read when this isolate knows the number's owner
-/// ([`from_job`]). With `beside`, an inbound message's batch claims the first attempts of its
-/// deliveries that can go at once, and they are sent beside the jobs' batch
-/// ([`Beside::start`]). Also says whether the event's row was read.
+/// ([`from_job`]). With `beside`, an inbound message's batch claims the first attempt of one of
+/// its deliveries that can go at once, which is sent beside the jobs' batch ([`Beside`]). Also
+/// says whether the event's row was read.
 pub async fn process(
     env: &Env,
     db: &D1Database,

@@ -424,8 +424,8 @@ pub async fn apply_report(
 /// recorded yet, so the batch records it. `unsettled` (a carrier event's [`Log::key_of`]): the
 /// message is written only if that event is in this database, neither processed nor failed,
 /// and still holds its payload (an erasure clears it), for an event that no read checked; its
-/// mark is then [`Log::mark_carried`]. With a `lease`, the batch claims the first attempts of the
-/// event's deliveries that could go at once, for the caller to send ([`Change::claimed`]).
+/// mark is then [`Log::mark_carried`]. With a `lease`, the batch claims the first attempt of one
+/// of the event's deliveries that could go at once, for the caller to send ([`Change::claimed`]).
 /// Returns the change, and whether `also` changed a row.
 ///
 /// [`Log::key_of`]: crate::store::carrier_events::Log::key_of
