@@ -69,6 +69,18 @@ fn endpoint_at(w: &Worker, c: &Customer, path: &str, types: &[&str]) -> (String,
     (id, path.to_owned(), secret)
 }
 
+/// A Telnyx `message.received` envelope of carrier event `event_id`: message `carrier_id` from
+/// +15559990000 to `to`, saying `text`.
+fn inbound_body(event_id: &str, carrier_id: &str, to: &str, text: &str) -> String {
+    sim::telnyx::envelope(
+        event_id,
+        "message.received",
+        "2026-11-30T10:00:00Z",
+        json!({"id": carrier_id, "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": to}], "text": text}),
+        1,
+    )
+}
+
 fn inbound_sms(w: &Worker, c: &Customer) -> String {
     inbound_sms_answered(w, c).0
 }
@@ -76,16 +88,7 @@ fn inbound_sms(w: &Worker, c: &Customer) -> String {
 /// Like [`inbound_sms`], with the worker's answer, which says whether it enqueued a job.
 fn inbound_sms_answered(w: &Worker, c: &Customer) -> (String, Answer) {
     let carrier_id = format!("m-{}", sim::random_hex());
-    let body = sim::telnyx::envelope(
-        &format!("e-{}", sim::random_hex()),
-        "message.received",
-        "2026-11-30T10:00:00Z",
-        json!({
-            "id": carrier_id, "from": {"phone_number": "+15559990000"}, "to": [{"phone_number": c.number}],
-                "text": "hook me",
-        }),
-        1,
-    );
+    let body = inbound_body(&format!("e-{}", sim::random_hex()), &carrier_id, &c.number, "hook me");
     let a = w.deliver_telnyx(&body);
     assert_eq!(a.status, 200, "{}", a.body);
     (carrier_id, a)
@@ -825,14 +828,8 @@ fn operational_signals_fire_once(w: &Worker) {
     assert!(fired, "each signal reached the account's watcher and the operator");
     // A carrier event that fails, delivered three times: one failure, one signal.
     let unowned = fresh_number();
-    let body = sim::telnyx::envelope(
-        &format!("signal-{}", sim::random_hex()),
-        "message.received",
-        "2026-11-30T10:00:00Z",
-        json!({"id": format!("m-{}", sim::random_hex()), "from": {"phone_number": "+15559990000"},
-               "to": [{"phone_number": unowned}], "text": "nobody"}),
-        1,
-    );
+    let body =
+        inbound_body(&format!("signal-{}", sim::random_hex()), &format!("m-{}", sim::random_hex()), &unowned, "nobody");
     let mut stored = String::new();
     let mut answers = Vec::new();
     for _ in 0..3 {
@@ -993,13 +990,11 @@ fn every_event_type_matches_its_openapi_schema(w: &Worker) {
         outcome(w, &calls::ring_on(w, key.clone(), &ringing));
     }
     // A carrier event for a number nobody owns fails: the operator's carrier_event.failed.
-    let body = sim::telnyx::envelope(
+    let body = inbound_body(
         &format!("schema-{}", sim::random_hex()),
-        "message.received",
-        "2026-11-30T10:00:00Z",
-        json!({"id": format!("m-{}", sim::random_hex()), "from": {"phone_number": "+15559990000"},
-               "to": [{"phone_number": fresh_number()}], "text": "nobody"}),
-        1,
+        &format!("m-{}", sim::random_hex()),
+        &fresh_number(),
+        "nobody",
     );
     let failed = w.deliver_telnyx(&body);
     assert_eq!(failed.status, 200);
@@ -1137,14 +1132,7 @@ fn backlog_high_fires_once_per_stuck_item(_shared: &Worker) {
     inbound_sms(&w, &c);
     // Stored, but its job was never enqueued: the carrier was answered 503.
     let stuck_event = format!("backlog-fault-queue-send-{}", sim::random_hex());
-    let stuck_body = sim::telnyx::envelope(
-        &stuck_event,
-        "message.received",
-        "2026-11-30T10:00:00Z",
-        json!({"id": format!("m-{}", sim::random_hex()), "from": {"phone_number": "+15559990000"},
-               "to": [{"phone_number": c.number}], "text": "stuck"}),
-        1,
-    );
+    let stuck_body = inbound_body(&stuck_event, &format!("m-{}", sim::random_hex()), &c.number, "stuck");
     assert_eq!(w.deliver_telnyx(&stuck_body).status, 503);
     let stored = w.events_sql(&format!(
         "SELECT 'cev_' || printf('%016x', id) AS id FROM carrier_events WHERE carrier_event_id = {}",
@@ -1256,14 +1244,7 @@ fn a_first_attempt_claimed_before_a_crash_is_swept_and_sent_once(_shared: &Worke
     let c = w.new_customer("claim-crash");
     let (endpoint, path, _) = endpoint(&w, &c, &["message.received"]);
     let event_id = format!("fault-crash-before-mark-{}", sim::random_hex());
-    let body = sim::telnyx::envelope(
-        &event_id,
-        "message.received",
-        "2026-11-30T10:00:00Z",
-        json!({"id": format!("m-{}", sim::random_hex()), "from": {"phone_number": "+15559990000"},
-               "to": [{"phone_number": c.number}], "text": "claimed, then a crash"}),
-        1,
-    );
+    let body = inbound_body(&event_id, &format!("m-{}", sim::random_hex()), &c.number, "claimed, then a crash");
     let accepted = w.deliver_telnyx(&body);
     assert_eq!(accepted.status, 200, "{}", accepted.body);
     let crashed = w.eventually(Duration::from_secs(30), || w.log_lines(&["injected crash between the effects"]) >= 1);
