@@ -9,7 +9,7 @@ use worker::{D1Database, D1PreparedStatement};
 
 use super::claims::{GATES_OPEN, READY};
 pub use super::Due;
-use super::{DUE_COLUMNS, IN_FLIGHT, IN_FLIGHT_LIMIT};
+use super::{DUE_COLUMNS, IN_FLIGHT, IN_FLIGHT_LIMIT, LINED};
 use crate::error::EdgeError;
 use crate::store::endpoints::CIRCUIT;
 use crate::store::{self as db, opt_text, text, time};
@@ -158,8 +158,7 @@ pub fn pending_initial(
                  WHERE e.id = webhook_deliveries.endpoint_id AND e.enabled = 1 AND e.paused = 0
                    AND e.filter IS NULL
                    AND (e.circuit != 'closed'
-                        OR EXISTS (SELECT 1 FROM webhook_deliveries l WHERE l.endpoint_id = e.id AND l.waiting = 1
-                                   AND l.status = 'pending')
+                        OR {LINED}
                         OR {IN_FLIGHT} >= {IN_FLIGHT_LIMIT}))"
         ),
         &[text(event_id), time(now)],
