@@ -51,16 +51,26 @@ fn expectations() -> Vec<(&'static str, Value, Value, bool)> {
         ("deliveries.due_claiming_full", json!("in line"), json!("in line"), true),
         // An older delivery in its endpoint's line, with room: behind it, in the same batch.
         ("deliveries.due_claiming_behind", json!("in line"), json!("in line"), true),
-        // The batch that wrote the event claims its delivery's first attempt, once.
+        // The batch that wrote the event writes its delivery with the first attempt claimed,
+        // once; run again, it writes and claims nothing.
         ("deliveries.fan_out_claiming", json!({"claimed": 1, "queued": 0}), json!({"claimed": 0, "queued": 0}), true),
-        // Its endpoint's filter decides at the gate: a queue message, nothing claimed.
+        // Three endpoints with room: one claimed, two written for queue messages; run again, it
+        // writes and claims nothing.
+        (
+            "deliveries.fan_out_claiming_many",
+            json!({"claimed": 1, "queued": 2}),
+            json!({"claimed": 0, "queued": 2}),
+            true,
+        ),
+        // Its endpoint's filter decides at the gate: written for a queue message, nothing claimed.
         (
             "deliveries.fan_out_claiming_filtered",
             json!({"claimed": 0, "queued": 1}),
             json!({"claimed": 0, "queued": 1}),
-            false,
+            true,
         ),
-        // Its endpoint full, or an older delivery in its line: into the line, nothing claimed.
+        // Its endpoint full, or an older delivery in its line: written into the line, nothing
+        // claimed.
         (
             "deliveries.fan_out_claiming_full",
             json!({"claimed": 0, "queued": 0}),
@@ -139,6 +149,15 @@ fn every_guard_refuses_to_run_twice(w: &Worker) {
                 json!({"status": "pending", "attempts": 1, "waiting": 0, "in_flight": 1}),
                 "{r}"
             ),
+            "deliveries.fan_out_claiming_many" => assert_eq!(
+                r["after_first"],
+                json!([
+                    {"status": "pending", "attempts": 1, "waiting": 0, "in_flight": 1},
+                    {"status": "pending", "attempts": 0, "waiting": 0, "in_flight": 0},
+                    {"status": "pending", "attempts": 0, "waiting": 0, "in_flight": 0},
+                ]),
+                "{r}"
+            ),
             "deliveries.due_claiming_full"
             | "deliveries.due_claiming_behind"
             | "deliveries.fan_out_claiming_full"
@@ -147,7 +166,9 @@ fn every_guard_refuses_to_run_twice(w: &Worker) {
                 json!({"status": "pending", "attempts": 0, "waiting": 1, "in_flight": 0}),
                 "{r}"
             ),
-            "deliveries.next_in_line_filtered" | "deliveries.next_in_line_unleased" => assert_eq!(
+            "deliveries.next_in_line_filtered"
+            | "deliveries.next_in_line_unleased"
+            | "deliveries.fan_out_claiming_filtered" => assert_eq!(
                 r["after_first"][0],
                 json!({"status": "pending", "attempts": 0, "waiting": 0, "in_flight": 0}),
                 "{r}"

@@ -28,6 +28,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
         "webhooks::endpoints_get_only_their_types_and_disabled_ones_nothing",
         endpoints_get_only_their_types_and_disabled_ones_nothing,
     ),
+    ("webhooks::one_event_reaches_each_of_its_endpoints_once", one_event_reaches_each_of_its_endpoints_once),
     ("webhooks::replay_sends_the_same_event_again", replay_sends_the_same_event_again),
     ("webhooks::private_endpoints_are_refused_in_production", private_endpoints_are_refused_in_production),
     ("webhooks::redirects_are_not_followed", redirects_are_not_followed),
@@ -297,6 +298,36 @@ fn endpoints_get_only_their_types_and_disabled_ones_nothing(w: &Worker) {
     assert_eq!(sent_event["data"]["id"], sent.json()["id"]);
     assert_eq!(sent_event["data"]["status"], "sent");
     drop(r);
+}
+
+/// One inbound message, delivered by its carrier twice and once more re-signed under a new event
+/// id, to an account with three endpoints subscribed to it: the batch that writes its event
+/// sends one delivery's first attempt itself and queues the others, and each endpoint gets the
+/// event once, under one `webhook-id`.
+fn one_event_reaches_each_of_its_endpoints_once(w: &Worker) {
+    let c = w.new_customer("fan-out");
+    let endpoints: Vec<(String, String, String)> = (0..3).map(|_| endpoint(w, &c, &["message.received"])).collect();
+    let carrier_id = format!("m-{}", sim::random_hex());
+    let body = inbound_body(&format!("e-{}", sim::random_hex()), &carrier_id, &c.number, "to all");
+    let resigned = inbound_body(&format!("e-{}", sim::random_hex()), &carrier_id, &c.number, "to all");
+    let answers: Vec<Answer> = [&body, &body, &resigned].iter().map(|body| w.deliver_telnyx(body)).collect();
+    assert!(answers.iter().all(|a| a.status == 200), "{:?}", answers.iter().map(|a| &a.body).collect::<Vec<_>>());
+    w.wait_jobs_of(&answers.iter().collect::<Vec<_>>());
+    let mut ids = BTreeSet::new();
+    for (id, path, secret) in &endpoints {
+        wait_deliveries_to(w, id, 1);
+        let got = w.customer.received(path);
+        assert_eq!(got.len(), 1, "{path} gets the event once");
+        verify_with_official_library(secret, &got);
+        ids.extend(got.iter().filter_map(|r| r.header("webhook-id").map(str::to_owned)));
+    }
+    assert_eq!(ids.len(), 1, "one webhook-id for the one event: {ids:?}");
+    let rows = w.sql(&format!(
+        "SELECT d.status, d.attempts FROM webhook_deliveries d JOIN outbound_events o ON o.id = d.event_id
+         JOIN messages m ON m.id = o.resource_id WHERE m.carrier_message_id = {}",
+        lit(&carrier_id)
+    ));
+    assert_eq!(rows, vec![json!({"status": "succeeded", "attempts": 1}); 3], "one attempt each");
 }
 
 fn replay_sends_the_same_event_again(w: &Worker) {

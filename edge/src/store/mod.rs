@@ -297,7 +297,7 @@ pub async fn all<T: FromRow>(statement: D1PreparedStatement) -> Result<Vec<T>, E
 
 /// The `id` column of every row a result holds (queries and `RETURNING id` statements).
 pub fn ids(result: &Reply) -> Result<Vec<String>, EdgeError> {
-    each_row(result, |row| row::column(row, "id"))
+    read_rows(result, |row| row::column(row, "id"))
 }
 
 /// Runs a statement whose rows carry an `id` column and returns the ids.
@@ -397,11 +397,11 @@ pub fn changes(result: &Reply) -> usize {
 
 /// The rows a query returned, each read as `T`.
 pub fn rows<T: FromRow>(result: &Reply) -> Result<Vec<T>, EdgeError> {
-    each_row(result, |row| T::from_row(row))
+    read_rows(result, |row| T::from_row(row))
 }
 
 /// Reads each row of a result with `read`; the first row that fails is the error.
-fn each_row<T>(result: &Reply, read: impl Fn(&dyn row::Source) -> Result<T, String>) -> Result<Vec<T>, EdgeError> {
+pub fn read_rows<T>(result: &Reply, read: impl Fn(&dyn row::Source) -> Result<T, String>) -> Result<Vec<T>, EdgeError> {
     let rows = js_sys::Reflect::get(&result.0, &JsValue::from_str("results")).unwrap_or(JsValue::UNDEFINED);
     if rows.is_undefined() || rows.is_null() {
         return Ok(Vec::new());

@@ -100,24 +100,35 @@ impl Event {
 }
 
 impl Event {
-    /// The fan-out, for the same batch: one pending delivery per enabled endpoint subscribed to
-    /// this event's type, only if this batch inserted the event. It does not use `changes()`,
-    /// so it may stand anywhere after the event's INSERT.
+    /// The fan-out, for the same batch: one pending delivery per endpoint subscribed to this
+    /// event's type, only if this batch inserted the event, each where its first claim would put
+    /// it ([`fanout::fan_out`]). It does not use `changes()`, so it may stand anywhere after the
+    /// event's INSERT.
     pub fn fan_out(&self, db: &D1Database, now: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
-        fanout::fan_out(db, &self.id, &self.account_id, self.event_type, now)
+        self.fan_out_claiming(db, now, None)
     }
 
-    /// The statements that end a batch which fans the event out, so that the batch returns the
-    /// deliveries to enqueue ([`Change::announced`]) and announcing them needs no read; with a
-    /// `lease`, it also claims the first attempt of one of them, for its caller to send itself
-    /// ([`fanout::pending_initial`]).
+    /// [`Event::fan_out`], with a `lease`: the first attempt of one delivery whose endpoint would
+    /// let it through now is claimed under it, for the batch's caller to send itself.
+    pub fn fan_out_claiming(
+        &self,
+        db: &D1Database,
+        now: Timestamp,
+        lease: Option<Timestamp>,
+    ) -> Result<D1PreparedStatement, EdgeError> {
+        fanout::fan_out(db, &self.id, &self.account_id, self.event_type, now, lease)
+    }
+
+    /// The statement that ends a batch which fans the event out, so that the batch returns the
+    /// deliveries to enqueue and the one it claimed under `lease` ([`Change::announced`]), and
+    /// announcing them needs no read ([`fanout::pending`]).
     pub fn pending_deliveries(
         &self,
         db: &D1Database,
         now: Timestamp,
         lease: Option<Timestamp>,
-    ) -> Result<Vec<D1PreparedStatement>, EdgeError> {
-        fanout::pending_initial(db, &self.id, now, lease)
+    ) -> Result<D1PreparedStatement, EdgeError> {
+        fanout::pending(db, &self.id, now, lease)
     }
 }
 
@@ -294,13 +305,11 @@ impl Change {
     ) -> Result<Self, EdgeError> {
         let mut change = Change::of(results, Some(event));
         if change.changed {
-            change.pending = Some(fanout::pending_of(results)?);
+            let pending = fanout::pending_of(results)?;
+            change.pending = Some(pending.queued);
+            // The event's other deliveries are announced whatever became of its claim.
             if let Some(at) = claimed_at {
-                // The event's other deliveries are announced whatever became of its claim.
-                change.claimed = match fanout::claimed_of(results) {
-                    Ok(dues) => Claimed { dues, at: Some(at), unread: None },
-                    Err(e) => Claimed { unread: Some(e.to_string()), ..Claimed::default() },
-                };
+                change.claimed = Claimed { dues: pending.claimed, at: Some(at), unread: pending.unread };
             }
         }
         Ok(change)

@@ -9,6 +9,7 @@ use exactly_core::event::{InboundMessage, StatusReport};
 use exactly_core::media::MediaItem;
 use exactly_core::message::MessageStatus;
 use exactly_core::number::PhoneNumber;
+use exactly_core::webhook::EventType;
 use exactly_core::{Provider, Timestamp};
 use serde_json::{json, Value};
 use worker::{D1Database, Env};
@@ -180,7 +181,8 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
         | "deliveries.fan_out_claiming"
         | "deliveries.fan_out_claiming_filtered"
         | "deliveries.fan_out_claiming_full"
-        | "deliveries.fan_out_claiming_behind" => deliveries_claim_attempt(db, name).await,
+        | "deliveries.fan_out_claiming_behind"
+        | "deliveries.fan_out_claiming_many" => deliveries_claim_attempt(db, name).await,
         "numbers.create" => numbers_create(db).await,
         _ => Err(EdgeError::NotFound),
     }
@@ -494,9 +496,16 @@ async fn calls_record(db: &D1Database, name: &str) -> Result<Value, EdgeError> {
     Ok(r.into_json())
 }
 
-/// The rows of a delivery check `name`: an endpoint, an event and the delivery under test, with
-/// what the check's name asks for around it. Returns (endpoint, delivery).
-async fn delivery_fixture(db: &D1Database, name: &str) -> Result<(String, String), EdgeError> {
+/// The rows of a delivery check `name`: an endpoint, an event and the delivery under test (but
+/// for a fan-out's check, which writes it), with what the check's name asks for around it.
+struct DeliveryFixture {
+    account_id: String,
+    endpoint: String,
+    event: String,
+    delivery: String,
+}
+
+async fn delivery_fixture(db: &D1Database, name: &str) -> Result<DeliveryFixture, EdgeError> {
     let account_id = account(db).await?;
     let (endpoint, event, delivery) = (new_id("ep")?, new_id("evt")?, new_id("dlv")?);
     let at = now().unix_millis();
@@ -534,8 +543,16 @@ async fn delivery_fixture(db: &D1Database, name: &str) -> Result<(String, String
             quote(&account_id)
         ),
     ];
-    for sql in setup {
-        raw(db, &sql).await.map_err(|e| EdgeError::unavailable("test build", e))?;
+    let fanned_out = name.starts_with("deliveries.fan_out_claiming");
+    for sql in setup.iter().take(if fanned_out { 2 } else { 3 }) {
+        raw(db, sql).await.map_err(|e| EdgeError::unavailable("test build", e))?;
+    }
+    // Two more endpoints subscribed to the event (`_many`), like the first.
+    if name.ends_with("_many") {
+        for _ in 0..2 {
+            let another = setup[0].replace(&quote(&endpoint), &quote(&new_id("ep")?));
+            raw(db, &another).await.map_err(|e| EdgeError::unavailable("test build", e))?;
+        }
     }
     // Another, older delivery to the endpoint: in flight (`_full`), or waiting in its line with
     // room to spare (`_behind`: the one under test is behind it).
@@ -554,15 +571,17 @@ async fn delivery_fixture(db: &D1Database, name: &str) -> Result<(String, String
         );
         raw(db, &other).await.map_err(|e| EdgeError::unavailable("test build", e))?;
     }
-    Ok((endpoint, delivery))
+    Ok(DeliveryFixture { account_id, endpoint, event, delivery })
 }
 
 async fn deliveries_claim_attempt(db: &D1Database, name: &str) -> Result<Value, EdgeError> {
-    let (endpoint, delivery) = delivery_fixture(db, name).await?;
+    let DeliveryFixture { account_id, endpoint, event, delivery } = delivery_fixture(db, name).await?;
     let waiting = name.starts_with("deliveries.next_in_line");
     let show = format!(
-        "SELECT status, attempts, waiting, in_flight_until > 0 AS in_flight FROM webhook_deliveries WHERE id = {}",
-        quote(&delivery)
+        "SELECT status, attempts, waiting, in_flight_until > 0 AS in_flight FROM webhook_deliveries
+         WHERE id = {} OR (event_id = {} AND kind = 'initial') ORDER BY attempts DESC, endpoint_id",
+        quote(&delivery),
+        quote(&event)
     );
     let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
     for _ in 0..2 {
@@ -578,18 +597,16 @@ async fn deliveries_claim_attempt(db: &D1Database, name: &str) -> Result<Value, 
                 deliveries::Queued::Read(None) => json!("no such delivery"),
             }
         } else if name.starts_with("deliveries.fan_out_claiming") {
-            // The end of the batch that wrote the event, under a lease: what it claimed and what
-            // it left to queue messages.
+            // The batch that wrote the event, under a lease, from its fan-out on: what it claimed
+            // and what it left to queue messages.
             let (at, lease) = (now(), Timestamp::from_unix_millis(now().unix_millis() + 60_000));
-            let results = db::batch(
-                db,
-                deliveries::fanout::pending_initial(db, &event_of(db, &delivery).await?, at, Some(lease))?,
-            );
-            let results = results.await?;
-            json!({
-                "claimed": deliveries::fanout::claimed_of(&results)?.len(),
-                "queued": deliveries::fanout::pending_of(&results)?.len(),
-            })
+            let kind = EventType::MessageReceived;
+            let statements = vec![
+                deliveries::fanout::fan_out(db, &event, &account_id, kind, at, Some(lease))?,
+                deliveries::fanout::pending(db, &event, at, Some(lease))?,
+            ];
+            let pending = deliveries::fanout::pending_of(&db::batch(db, statements).await?)?;
+            json!({"claimed": pending.claimed.len(), "queued": pending.queued.len()})
         } else if waiting {
             let lease = Timestamp::from_unix_millis(now().unix_millis() + 60_000);
             let lease = (name != "deliveries.next_in_line_unleased").then_some(lease);
@@ -606,12 +623,6 @@ async fn deliveries_claim_attempt(db: &D1Database, name: &str) -> Result<Value, 
         r.runs.push((did, rows(db, &show).await?));
     }
     Ok(r.into_json())
-}
-
-/// The event of delivery `id`.
-async fn event_of(db: &D1Database, id: &str) -> Result<String, EdgeError> {
-    let found = rows(db, &format!("SELECT event_id FROM webhook_deliveries WHERE id = {}", quote(id))).await?;
-    found[0]["event_id"].as_str().map(str::to_owned).ok_or(EdgeError::NotFound)
 }
 
 async fn numbers_create(db: &D1Database) -> Result<Value, EdgeError> {

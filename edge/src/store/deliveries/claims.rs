@@ -86,12 +86,12 @@ pub async fn due_claiming(db: &D1Database, id: &str, now: Timestamp, lease: Time
 /// The delivery being updated, when it is up for an attempt at `?2`: pending, due (within a
 /// second) and none of its attempts in flight. The claims, and the statements that put a delivery
 /// into its line or leave it there instead of claiming, all ask it so, so they cannot disagree.
-pub const READY: &str = "status = 'pending' AND in_flight_until <= ?2 AND next_attempt_at <= ?2 + 1000";
+const READY: &str = "status = 'pending' AND in_flight_until <= ?2 AND next_attempt_at <= ?2 + 1000";
 
 /// The endpoint row `e` of the delivery being updated, when its gates can only let a delivery
 /// through: enabled, not paused, without a filter (a filter decides at the gate) and with its
 /// circuit closed (which admits every attempt).
-pub const GATES_OPEN: &str = "webhook_endpoints e WHERE e.id = webhook_deliveries.endpoint_id
+const GATES_OPEN: &str = "webhook_endpoints e WHERE e.id = webhook_deliveries.endpoint_id
      AND e.enabled = 1 AND e.paused = 0 AND e.filter IS NULL AND e.circuit = 'closed'";
 
 /// What claiming an attempt found.

@@ -130,17 +130,18 @@ pub struct Attempt {
 }
 
 /// The deliveries of an event not attempted yet to endpoints that take attempts now, with their
-/// endpoint's URL, to enqueue. Those to an endpoint with no filter whose circuit is not closed,
-/// whose line is not empty or which is full go straight into its line in the same batch, with no
-/// queue message ([`fanout::pending_initial`]): while a circuit is open or an endpoint is busy,
-/// its new deliveries take no consumer time until the line reaches them.
+/// endpoint's URL, to enqueue. Those that the fan-out would put into their endpoint's line now
+/// (its circuit not closed, its line not empty, or full) go there in the same batch, with no
+/// queue message ([`fanout::line_up`]): while a circuit is open or an endpoint is busy, its new
+/// deliveries take no consumer time until the line reaches them.
 pub async fn pending_initial(
     db: &D1Database,
     event_id: &str,
     now: Timestamp,
 ) -> Result<Vec<(String, String)>, EdgeError> {
-    let results = db::batch(db, fanout::pending_initial(db, event_id, now, None)?).await?;
-    fanout::pending_of(&results)
+    let statements = vec![fanout::line_up(db, event_id, now)?, fanout::pending(db, event_id, now, None)?];
+    let results = db::batch(db, statements).await?;
+    Ok(fanout::pending_of(&results)?.queued)
 }
 
 /// The delivery `id` with its endpoint and payload.

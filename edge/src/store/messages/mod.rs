@@ -405,7 +405,7 @@ pub async fn apply_report(
     statements.extend(also);
     // The event's deliveries come back with the batch.
     if let Some(e) = &event {
-        statements.extend(e.pending_deliveries(db, now, None)?);
+        statements.push(e.pending_deliveries(db, now, None)?);
     }
     if statements.is_empty() {
         return Ok(Change::default());
@@ -485,7 +485,7 @@ pub async fn insert_inbound(
                 text(&inbound.carrier_message_id), time(now), unsettled.unwrap_or(JsValue::NULL)],
         )?,
         event.insert_if_changed(db, now)?,
-        event.fan_out(db, now)?,
+        event.fan_out_claiming(db, now, lease)?,
     ];
     // Statements with nothing to do are left out: each costs its share of the batch.
     if !message.media.is_empty() {
@@ -498,7 +498,7 @@ pub async fn insert_inbound(
     // deliveries come back with the batch.
     let also_at = also.as_ref().map(|_| statements.len());
     statements.extend(also);
-    statements.extend(event.pending_deliveries(db, now, lease)?);
+    statements.push(event.pending_deliveries(db, now, lease)?);
     let results = db::batch(db, statements).await?;
     let also_changed = also_at.and_then(|at| results.get(at)).map(db::changes) == Some(1);
     Ok((Change::announced(&results, &event, lease.map(|_| now))?, also_changed))

@@ -1,6 +1,6 @@
 //! First attempts sent beside a `jobs` batch: the batch that writes an inbound message claims the
 //! first attempt of one of its deliveries (one whose gates could only let it through, to an
-//! endpoint with room and an empty line: `store::deliveries::fanout::pending_initial`), and the
+//! endpoint with room and an empty line: `store::deliveries::fanout::fan_out`), and the
 //! invocation sends it as a `deliveries` invocation sends what its messages claimed, with no
 //! queue message and no read in between.
 //!
