@@ -103,7 +103,7 @@ impl Event {
     /// The fan-out, for the same batch: one pending delivery per endpoint subscribed to this
     /// event's type, only if this batch inserted the event, each where its first claim would put
     /// it ([`fanout::fan_out`]). It does not use `changes()`, so it may stand anywhere after the
-    /// event's INSERT.
+    /// event's INSERT; it sees the endpoints as the statements before it left them.
     pub fn fan_out(&self, db: &D1Database, now: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
         self.fan_out_claiming(db, now, None)
     }

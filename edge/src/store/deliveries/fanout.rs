@@ -15,7 +15,8 @@ use crate::store::{self as db, opt_text, text, time};
 
 /// The fan-out of event `event_id`, for the batch that writes it: one pending delivery per
 /// endpoint of the account subscribed to its type, only if this batch inserted the event. It does
-/// not use `changes()`, so it may stand anywhere after the event's INSERT.
+/// not use `changes()`, so it may stand anywhere after the event's INSERT; it sees the endpoints
+/// as the statements before it in the batch left them, at the batch's `now`.
 ///
 /// Each delivery starts where its first claim would put it, in the same statement. One whose
 /// endpoint has no filter (a filter decides at the gate, before any place is spent, so a delivery
@@ -23,7 +24,10 @@ use crate::store::{self as db, opt_text, text, time};
 /// has its most attempts in flight (counted and limited as the claim does) goes straight into its
 /// line (`waiting = 1`), with no queue message. Each of those has something that drains the line
 /// (the probe or the closing; the line's own chain; an attempt that ends), as when the claim puts
-/// it there, and the sweeper wakes any line left waiting.
+/// it there, and the sweeper wakes any line left waiting. A batch whose `now` is older than the
+/// clock (an attempt's record, at the attempt's start) may count as in flight a lease that has
+/// just ended, and line a delivery that could have been queued: the line's next take, or the
+/// sweeper's wake, sends it.
 ///
 /// With a `lease`, the first of its deliveries whose gates could only let it through and whose
 /// endpoint has room and an empty line (what a queue message's read would claim,
