@@ -1,15 +1,22 @@
-// Keeps wrangler dev's local Queues delivering after a failed log line.
+// Keeps wrangler dev's local Queues delivering, and every retry they were asked for, when a log
+// line fails.
 //
-// miniflare's queue broker (the local stand-in for Cloudflare Queues) dispatches one batch at a
-// time per queue, marking a flush as pending until the batch is settled. After the consumer
-// answers, it prints "QUEUE <name> n/m" through wrangler's loopback connection; under load that
-// call can fail ("Network connection lost."), and because it sits outside the broker's own
-// try/catch the flush throws before clearing its marker: that queue never dispatches another
-// batch, whatever is sent to it. The consumer had finished and every message was settled.
+// miniflare's queue broker (the local stand-in for Cloudflare Queues) logs through wrangler's
+// loopback connection, and under load that call can fail ("Network connection lost."). Two
+// places in its flush of a batch await such a log line where a failure costs more than the line:
 //
-// This wraps the flush so that a failure clears the marker (when it is still this flush's) and
-// schedules the next batch. It changes nothing else, runs on every `make` (idempotent), and
-// fails loudly if the pinned miniflare no longer holds the code it wraps.
+// - After the consumer answers it prints "QUEUE <name> n/m". That call sits outside the broker's
+//   own try/catch, so the flush throws before clearing its pending marker: that queue never
+//   dispatches another batch, whatever is sent to it.
+// - For each message the consumer asked to retry it logs "Retrying message ..." before it
+//   schedules the retry, so a failed line drops the message: a job that asked to be retried in
+//   2 s is never run again.
+//
+// The first part wraps the flush so that a failure clears the marker (when it is still this
+// flush's) and schedules the next batch. The second makes the broker's log lines unable to fail:
+// a line the loopback refuses goes to the broker's own console instead. Each part changes nothing
+// else, is applied on every `make` when missing (idempotent), and fails loudly if the pinned
+// miniflare no longer holds the code it patches.
 import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
@@ -20,21 +27,17 @@ const miniflareDir = dirname(createRequire(join(wranglerDir, "package.json")).re
 const file = join(miniflareDir, "dist/src/workers/queues/broker.worker.js");
 const version = JSON.parse(readFileSync(join(miniflareDir, "package.json"), "utf8")).version;
 
-const source = readFileSync(file, "utf8");
-const marker = "#flushBatch";
-if (source.includes(marker)) {
-    console.log(`miniflare ${version}: queue broker already patched`);
-    process.exit(0);
-}
-const head = "  #flush = async () => {\n";
-if (source.split(head).length !== 2) {
-    console.error(`miniflare ${version}: the queue broker's #flush was not found once in ${file}; check the patch`);
-    process.exit(1);
-}
-const wrapped = `  #flush = async () => {
+const flushMarker = "#flushBatch";
+const logMarker = "queue broker: a log line failed";
+const parts = [
+    {
+        what: "a failed flush no longer stops its queue",
+        marker: flushMarker,
+        head: "  #flush = async () => {\n",
+        replacement: `  #flush = async () => {
     const started = this.#pendingFlush;
     try {
-      await this.${marker}();
+      await this.${flushMarker}();
     } catch (e) {
       console.error("queue broker: a flush failed after dispatching; going on with the next batch:", String(e));
       if (this.#pendingFlush === started) {
@@ -43,7 +46,41 @@ const wrapped = `  #flush = async () => {
       }
     }
   };
-  ${marker} = async () => {
-`;
-writeFileSync(file, source.replace(head, wrapped));
-console.log(`miniflare ${version}: queue broker patched (a failed flush no longer stops its queue)`);
+  ${flushMarker} = async () => {
+`,
+    },
+    {
+        what: "a failed log line no longer drops a retry",
+        marker: logMarker,
+        head: "var QueueBrokerObject = class extends MiniflareDurableObject {\n",
+        replacement: `var QueueBrokerObject = class extends MiniflareDurableObject {
+  async logWithLevel(level, message) {
+    try {
+      await super.logWithLevel(level, message);
+    } catch (e) {
+      console.error("${logMarker}:", String(e), message);
+    }
+  }
+`,
+    },
+];
+
+let source = readFileSync(file, "utf8");
+const applied = [];
+for (const part of parts) {
+    if (source.includes(part.marker)) {
+        continue;
+    }
+    if (source.split(part.head).length !== 2) {
+        console.error(`miniflare ${version}: the queue broker's code for "${part.what}" was not found once in ${file}; check the patch`);
+        process.exit(1);
+    }
+    source = source.replace(part.head, part.replacement);
+    applied.push(part.what);
+}
+if (applied.length === 0) {
+    console.log(`miniflare ${version}: queue broker already patched`);
+    process.exit(0);
+}
+writeFileSync(file, source);
+console.log(`miniflare ${version}: queue broker patched (${applied.join("; ")})`);
