@@ -49,10 +49,14 @@ pub struct Client {
     agent: ureq::Agent,
 }
 
+/// How long a request to the worker waits for its answer (each of a test's and a simulator's):
+/// one that the local dev proxy never answers fails instead of holding its caller forever.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
 impl Client {
-    /// A client with keep-alive connections and a 30 s timeout.
+    /// A client with keep-alive connections and a [`TIMEOUT`].
     pub fn new(base: &str) -> Self {
-        Self::with_timeout(base, Duration::from_secs(30))
+        Self::with_timeout(base, TIMEOUT)
     }
 
     /// A client whose requests each wait at most `timeout`.

@@ -623,7 +623,8 @@ fn rest_callback(target: &WebhookTarget, carrier: Rest, url: &str, id: &str, fro
         }
     };
     for _ in 0..10 {
-        let mut request = ureq::post(url).set("content-type", "application/x-www-form-urlencoded");
+        let mut request =
+            ureq::post(url).timeout(crate::api::TIMEOUT).set("content-type", "application/x-www-form-urlencoded");
         for (name, value) in &headers {
             request = request.set(name, value);
         }

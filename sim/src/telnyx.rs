@@ -73,6 +73,7 @@ pub use crate::facts::{envelope, inbound, receipt, CUSTOMER_PHONE};
 pub fn deliver(base: &str, signer: &Signer, body: &str, unix_seconds: i64) -> (u16, String) {
     let h = signer.sign(body.as_bytes(), unix_seconds);
     let result = ureq::post(&format!("{base}/webhooks/telnyx"))
+        .timeout(crate::api::TIMEOUT)
         .set("content-type", "application/json")
         .set("telnyx-timestamp", &h.timestamp)
         .set("telnyx-signature-ed25519", &h.signature)

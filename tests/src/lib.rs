@@ -181,7 +181,7 @@ impl Worker {
             overrides.push(("EVENT_SHARDS", map));
         }
 
-        let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).build();
+        let agent = ureq::AgentBuilder::new().timeout(sim::api::TIMEOUT).build();
         let carrier = FakeCarrier::start().expect("start the fake carrier");
         let customer = CustomerEndpoint::start().expect("start the customer endpoint");
         let overrides = overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();

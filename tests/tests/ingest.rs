@@ -19,7 +19,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
 /// POSTs `body` with `Transfer-Encoding: chunked` (no Content-Length): ureq streams a reader of
 /// unknown length that way.
 fn post_chunked(w: &Worker, headers: &[(&str, &str)], body: Vec<u8>) -> exactly_tests::Answer {
-    let mut req = ureq::post(&format!("{}/webhooks/telnyx", w.base)).timeout(Duration::from_secs(30));
+    let mut req = ureq::post(&format!("{}/webhooks/telnyx", w.base)).timeout(sim::api::TIMEOUT);
     for (name, value) in headers {
         req = req.set(name, value);
     }

@@ -22,7 +22,10 @@ const BURST: usize = 45;
 
 /// (status, Retry-After) of a GET.
 fn get(w: &Worker, path: &str, token: &str) -> (u16, Option<u64>) {
-    let answer = ureq::get(&format!("{}{path}", w.base)).set("authorization", &format!("Bearer {token}")).call();
+    let answer = ureq::get(&format!("{}{path}", w.base))
+        .timeout(sim::api::TIMEOUT)
+        .set("authorization", &format!("Bearer {token}"))
+        .call();
     match answer {
         Ok(r) | Err(ureq::Error::Status(_, r)) => (r.status(), r.header("retry-after").and_then(|v| v.parse().ok())),
         Err(e) => panic!("GET {path}: {e}"),

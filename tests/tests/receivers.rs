@@ -104,6 +104,7 @@ fn receives(w: &Worker, name: &str, receiver: &mut Command) {
     let now = exactly_core::Timestamp::from_unix_seconds(sim::unix_now());
     let body = r#"{"id":"evt_forged","type":"message.received","data":{"id":"msg_forged"}}"#;
     let answer = ureq::post(&url)
+        .timeout(sim::api::TIMEOUT)
         .set("webhook-id", "evt_forged")
         .set("webhook-timestamp", &now.unix_seconds().to_string())
         .set("webhook-signature", &forged.sign("evt_forged", now, body.as_bytes()))
@@ -117,6 +118,7 @@ fn receives(w: &Worker, name: &str, receiver: &mut Command) {
     assert_eq!(status, 400, "the {name} receiver refuses a forged delivery");
     // A signature header that is not `v1,<base64>` at all: refused too, not a dropped connection.
     let garbled = ureq::post(&url)
+        .timeout(sim::api::TIMEOUT)
         .set("webhook-id", "evt_forged")
         .set("webhook-timestamp", &now.unix_seconds().to_string())
         .set("webhook-signature", "garbled")
