@@ -236,8 +236,12 @@ pub enum Done {
     NoOp,
     /// Recorded as a visible failure.
     Failed,
-    /// A receipt waits for its message's send result.
-    Parked,
+    /// A receipt waits for its message's send result: in `DB` (`in_db`), where a receipt with no
+    /// route to its account's database waits, or beside the message in its account's database.
+    Parked {
+        /// Whether it waits in `DB`; its log line says so (`waits_in`).
+        in_db: bool,
+    },
     /// The call's Durable Object took the event; it finishes the actions on its alarm.
     Accepted,
     /// The row the job names no longer exists.
@@ -308,7 +312,7 @@ impl Done {
             Done::Applied => "applied",
             Done::NoOp => "no-op",
             Done::Failed => "failed",
-            Done::Parked => "parked",
+            Done::Parked { .. } => "parked",
             Done::Accepted => "accepted",
             Done::NoSuchEvent => "no such event",
             Done::NoSuchMessage => "no such message",
@@ -412,6 +416,9 @@ pub fn settle<T>(
     match result {
         Ok(Outcome::Done(done)) => {
             line["outcome"] = serde_json::json!(done.as_str());
+            if let Done::Parked { in_db } = done {
+                line["waits_in"] = serde_json::json!(if in_db { "DB" } else { "account database" });
+            }
             worker::console_log!("{line}");
             message.ack();
         }

@@ -310,7 +310,7 @@ async fn status_report(
         // sweeps park it again and spend nothing. The park is refused if the message or its
         // route appeared meanwhile: decide again.
         return Ok(if log.park(db, row, event.provider, &report.carrier_message_id, now()).await? {
-            Outcome::Done(Done::Parked)
+            Outcome::Done(Done::Parked { in_db: account_binding.is_none() })
         } else {
             Outcome::RetryIn(1, Wait::MessageAppeared)
         });
