@@ -31,6 +31,14 @@ pub fn unix_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 
+/// Milliseconds since the Unix epoch, from this machine's clock.
+pub fn unix_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
 /// 16 random bytes as lowercase hex, for unique event ids.
 pub fn random_hex() -> String {
     let mut bytes = [0u8; 16];

@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ADMIN_TOKEN, ROOT, Stack, callId, eventually } from './stack.mjs';
+import { ADMIN_TOKEN, ROOT, Stack, callId, eventually, patient } from './stack.mjs';
 
 const DESKTOP = { width: 1200, height: 820 };
 const MOBILE = { width: 375, height: 760 };
@@ -72,7 +72,7 @@ async function signOut() {
 
 before(async () => {
   await stack.start();
-  const context = await stack.browser.newContext({ viewport: DESKTOP, deviceScaleFactor: 1 });
+  const context = await stack.context({ viewport: DESKTOP, deviceScaleFactor: 1 });
   page = await context.newPage();
   page.on('dialog', (dialog) => dialog.accept());
   page.on('pageerror', (error) => console.error(`console page error: ${error.message}`));
@@ -86,7 +86,7 @@ before(async () => {
   // the short schedule instead of waiting for probes.
   const failing = await stack.api('POST', '/v1/webhook_endpoints', account.api_key, { url: `${stack.hooks}/down-no-breaker`, event_types: ['message.sent'] });
   assert.equal(failing.status, 201, failing.text);
-}, { timeout: 300_000 });
+}, { timeout: patient(300_000) });
 
 after(async () => {
   await stack.stop();
@@ -138,9 +138,9 @@ test('messages: send one and watch it reach delivered', async () => {
   await page.getByRole('button', { name: 'Send', exact: true }).click();
   await page.getByRole('heading', { level: 1, name: /Message msg_/ }).waitFor();
   // The fake carrier answers, then sends the signed `sent` and `delivered` receipts a second later.
-  await page.locator('.status-line .badge', { hasText: 'delivered' }).waitFor({ timeout: 90_000 });
+  await page.locator('.status-line .badge', { hasText: 'delivered' }).waitFor({ timeout: patient(90_000) });
   await page.getByRole('list', { name: 'Status history' }).getByText('delivered').first().waitFor();
-  await page.getByRole('link', { name: 'message.delivered' }).waitFor({ timeout: 30_000 });
+  await page.getByRole('link', { name: 'message.delivered' }).waitFor({ timeout: patient(30_000) });
   assert.match(await page.locator('.facts').textContent(), /Charge1 segment\(s\), charged/);
   await shot('message');
   await shot('message-mobile', { mobile: true });
@@ -182,12 +182,12 @@ test('events: see the attempts of a delivery and replay the event', async () => 
   await page.getByLabel('Type').selectOption('message.delivered');
   await page.getByRole('region', { name: 'Events' }).getByRole('link', { name: /^evt_/ }).first().click();
   await page.getByRole('heading', { level: 1, name: /Event evt_/ }).waitFor();
-  await page.locator('.delivery .badge', { hasText: 'succeeded' }).first().waitFor({ timeout: 30_000 });
+  await page.locator('.delivery .badge', { hasText: 'succeeded' }).first().waitFor({ timeout: patient(30_000) });
   const before = await page.locator('article.delivery').count();
   await page.getByRole('button', { name: 'Replay event' }).click();
   await page.getByRole('status').filter({ hasText: 'Replay queued' }).waitFor();
   await eventually(async () => (await page.locator('article.delivery').count()) > before, 30_000, 'the replay delivery to appear');
-  await page.locator('article.delivery', { hasText: 'replay' }).locator('.badge', { hasText: 'succeeded' }).waitFor({ timeout: 30_000 });
+  await page.locator('article.delivery', { hasText: 'replay' }).locator('.badge', { hasText: 'succeeded' }).waitFor({ timeout: patient(30_000) });
   await shot('event');
   await assertFitsMobile('the event page');
 });
@@ -404,7 +404,7 @@ test('delivery log: each attempt shows the request as sent and the answer; retry
   const before = stack.received.length;
   await log.getByRole('button', { name: /^Retry all failed/ }).click();
   const progress = page.getByRole('status', { name: 'Retry progress' });
-  await progress.filter({ hasText: 'Retry done' }).waitFor({ timeout: 60_000 });
+  await progress.filter({ hasText: 'Retry done' }).waitFor({ timeout: patient(60_000) });
   assert.match(await progress.textContent(), new RegExp(`${mine.length} re-sent · ${mine.length} succeeded · 0 failed again`));
   await eventually(async () => {
     const left = await stack.api('GET', `/admin/webhook_deliveries?status=failed&limit=100`, ADMIN_TOKEN);
@@ -454,7 +454,7 @@ test('portal: a link embedded by an allowed origin shows only its account, read-
   const { url, token } = session.json;
 
   // Framed by the allowed origin: the account's endpoints, none of the neighbour's.
-  const framed = await stack.browser.newContext({ viewport: DESKTOP });
+  const framed = await stack.context({ viewport: DESKTOP });
   const host = await framed.newPage();
   await host.goto(`${allowed}/embed?src=${encodeURIComponent(url)}`);
   const portal = host.frameLocator('#portal');
@@ -482,7 +482,7 @@ test('portal: a link embedded by an allowed origin shows only its account, read-
 
   // The same link framed by another origin (another port is another origin): the browser
   // refuses it on the worker's frame-ancestors, and says so.
-  const elsewhere = await stack.browser.newContext({ viewport: DESKTOP });
+  const elsewhere = await stack.context({ viewport: DESKTOP });
   const intruder = await elsewhere.newPage();
   await intruder.goto(`${stack.elsewhere}/embed?src=${encodeURIComponent(url)}`);
   await intruder.getByRole('heading', { name: 'Your webhooks' }).waitFor();

@@ -31,13 +31,28 @@ function freePort() {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** Polls `check` (async, truthy = done) every 500 ms until `timeoutMs`; returns its last value. */
+/**
+ * How many times its written bound a wait allows, as in the Rust tests (`sim::api::PATIENCE`):
+ * bounds are written as an idle machine needs them, and `make test` runs its four suites at once on
+ * two cores, where a loaded host has been measured an order of magnitude slower. A bound guards
+ * against a hang; it never asserts speed.
+ */
+export const PATIENCE = 4;
+
+/** The milliseconds a wait written with `ms` allows. */
+export const patient = (ms) => ms * PATIENCE;
+
+/** Playwright's bound for each action and wait that names none: its own 30 s, [`patient`]. */
+export const ACTION_TIMEOUT = patient(30_000);
+
+/** Polls `check` (async, truthy = done) every 500 ms until `patient(timeoutMs)`; returns its last value. */
 export async function eventually(check, timeoutMs, what) {
-  const deadline = Date.now() + timeoutMs;
+  const allowed = patient(timeoutMs);
+  const deadline = Date.now() + allowed;
   for (;;) {
     const value = await check();
     if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out after ${allowed} ms waiting for ${what}`);
     await sleep(500);
   }
 }
@@ -166,6 +181,14 @@ export class Stack {
     } catch {
       return '';
     }
+  }
+
+  /** A browser context whose actions, waits and navigations each allow [`ACTION_TIMEOUT`]. */
+  async context(options) {
+    const context = await this.browser.newContext(options);
+    context.setDefaultTimeout(ACTION_TIMEOUT);
+    context.setDefaultNavigationTimeout(ACTION_TIMEOUT);
+    return context;
   }
 
   async stop() {

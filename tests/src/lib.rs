@@ -274,7 +274,7 @@ impl Worker {
             .spawn()
             .expect("spawn wrangler dev");
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(180);
+        let deadline = Instant::now() + sim::api::patient(Duration::from_secs(180));
         while Instant::now() < deadline {
             let a = self.get("/healthz");
             if a.status != 0 {
@@ -286,7 +286,11 @@ impl Worker {
             }
             thread::sleep(Duration::from_millis(250));
         }
-        panic!("wrangler dev did not answer within 180 s; log:\n{}", self.log_tail());
+        panic!(
+            "wrangler dev did not answer within {:?}; log:\n{}",
+            sim::api::patient(Duration::from_secs(180)),
+            self.log_tail()
+        );
     }
 
     /// Binds `databases` (beside `DB`, each migrated like it; the whole list, as
@@ -451,9 +455,10 @@ impl Worker {
             .sum()
     }
 
-    /// Polls `check` until it returns true or `timeout` passes; returns the last result.
+    /// Polls `check` until it returns true or `timeout`, [`sim::api::patient`], passes; returns
+    /// the last result.
     pub fn eventually(&self, timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now() + sim::api::patient(timeout);
         loop {
             if check() {
                 return true;
@@ -926,7 +931,12 @@ impl Worker {
                 .collect();
             short.is_empty()
         });
-        assert!(done, "queue jobs did not all run within 60 s: {short:?}\nlog:\n{}", self.log_tail());
+        assert!(
+            done,
+            "queue jobs did not all run within {:?}: {short:?}\nlog:\n{}",
+            sim::api::patient(Duration::from_secs(60)),
+            self.log_tail()
+        );
     }
 
     /// Waits until every job that these carrier webhook deliveries enqueued has run to an end

@@ -82,7 +82,7 @@ fn wait_processed(w: &Worker, id: &str) -> serde_json::Value {
         row = rows.first().cloned().unwrap_or_default();
         !row["processed_at"].is_null() || !row["error"].is_null()
     });
-    assert!(done, "event {id} was not settled within 30 s: {row}");
+    assert!(done, "event {id} was not settled within {:?}: {row}", sim::api::patient(Duration::from_secs(30)));
     row
 }
 

@@ -20,7 +20,9 @@ const LIMIT: usize = 20;
 /// `2 * LIMIT` pass and at least `BURST - 2 * LIMIT` are refused, wherever the minute turns.
 const BURST: usize = 45;
 
-/// (status, Retry-After) of a GET.
+/// (status, Retry-After) of a GET; status 0 when no answer came back (the local dev proxy closes
+/// a connection unanswered now and then under load). Sent once: the limiter may have counted a
+/// request whose answer was lost, so a burst counts those apart instead of sending them again.
 fn get(w: &Worker, path: &str, token: &str) -> (u16, Option<u64>) {
     let answer = ureq::get(&format!("{}{path}", w.base))
         .timeout(sim::api::TIMEOUT)
@@ -28,7 +30,10 @@ fn get(w: &Worker, path: &str, token: &str) -> (u16, Option<u64>) {
         .call();
     match answer {
         Ok(r) | Err(ureq::Error::Status(_, r)) => (r.status(), r.header("retry-after").and_then(|v| v.parse().ok())),
-        Err(e) => panic!("GET {path}: {e}"),
+        Err(e) => {
+            eprintln!("GET {path}: no answer: {e}");
+            (0, None)
+        }
     }
 }
 
@@ -44,13 +49,13 @@ fn a_burst_over_the_limit_is_answered_429_and_slows_no_one_else(_shared: &Worker
         let path = format!("/hook/{}", sim::random_hex());
         (w.endpoint_at(&quiet, &path, &["message.received"]).0, path)
     };
-    let mut passed = 0;
-    let mut refused = 0;
+    let (mut passed, mut refused, mut lost) = (0, 0, 0);
     let mut carrier_ids = Vec::new();
     for n in 0..BURST {
         match get(&w, "/v1/usage", &noisy.key) {
             (200, _) => passed += 1,
             (429, Some(wait)) if (1..=60).contains(&wait) => refused += 1,
+            (0, _) => lost += 1,
             other => panic!("request {n}: {other:?}"),
         }
         // The carrier keeps delivering to the quiet account's number throughout.
@@ -62,27 +67,33 @@ fn a_burst_over_the_limit_is_answered_429_and_slows_no_one_else(_shared: &Worker
             carrier_ids.push(carrier_id);
         }
     }
-    assert!((LIMIT..=2 * LIMIT).contains(&passed), "{passed} of {BURST} passed");
-    assert_eq!(passed + refused, BURST);
+    // A request whose answer was lost may or may not have been counted.
+    assert!(passed <= 2 * LIMIT && passed + lost >= LIMIT, "{passed} of {BURST} passed, {lost} unanswered");
+    assert_eq!(passed + refused + lost, BURST);
+    assert!(lost <= 2, "{lost} of {BURST} unanswered");
     let a = w.call("GET", "/v1/usage", &noisy.key, None, &[]);
     if a.status == 429 {
         assert_eq!(a.json()["error"]["code"], "rate_limited", "{}", a.body);
     }
     // Another key is counted on its own.
-    assert_eq!(get(&w, "/v1/usage", &quiet.key).0, 200, "another account's key is not limited");
+    assert_eq!(w.call("GET", "/v1/usage", &quiet.key, None, &[]).status, 200, "another account's key is not limited");
     let got = w.eventually(Duration::from_secs(60), || w.customer.received(&path).len() >= carrier_ids.len());
     assert!(got, "every inbound message reached the quiet account's endpoint");
 
-    let (mut passed, mut refused) = (0, 0);
+    let (mut passed, mut refused, mut lost) = (0, 0, 0);
     for n in 0..BURST {
         match get(&w, "/admin/accounts", ADMIN_TOKEN) {
             (200, _) => passed += 1,
             (429, Some(wait)) if (1..=60).contains(&wait) => refused += 1,
+            (0, _) => lost += 1,
             other => panic!("admin request {n}: {other:?}"),
         }
     }
     // The admin token made a few calls (accounts, numbers) before the burst.
-    assert!(passed <= 2 * LIMIT && refused >= BURST - 2 * LIMIT, "admin: {passed} passed, {refused} refused");
+    assert!(
+        passed <= 2 * LIMIT && refused + lost >= BURST - 2 * LIMIT && lost <= 2,
+        "admin: {passed} passed, {refused} refused, {lost} unanswered"
+    );
     let body = json!({"from": quiet.number, "to": "+15559990000", "text": "still served"});
     assert_eq!(w.call("POST", "/v1/messages", &quiet.key, Some(&body), &[]).status, 201);
 }

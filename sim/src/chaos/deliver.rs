@@ -70,7 +70,8 @@ impl Run<'_, '_> {
                 .then_some(())
         });
         if settled.is_none() {
-            self.report.problem("not everything settled within 180 s".into());
+            self.report
+                .problem(format!("not everything settled within {:?}", crate::api::patient(Duration::from_secs(180))));
         }
         // A canceled message must still be unsent after its time has passed and the cron ran.
         if let Some(latest) = story.scheduled.iter().filter(|s| s.canceled).map(|s| s.send_at.unix_seconds()).max() {

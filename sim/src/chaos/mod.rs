@@ -373,9 +373,9 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[index.min(sorted.len() - 1)]
 }
 
-/// Polls `check` every 500 ms until it returns `Some` or `timeout` passes.
+/// Polls `check` every 500 ms until it returns `Some` or `timeout`, [`crate::api::patient`], passes.
 pub fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + timeout;
+    let deadline = Instant::now() + crate::api::patient(timeout);
     loop {
         if let Some(v) = check() {
             return Some(v);

@@ -279,7 +279,12 @@ impl Run<'_, '_> {
                 }
                 Some(ids)
             })
-            .ok_or("outbound messages were not all sent within 120 s")?;
+            .ok_or_else(|| {
+                format!(
+                    "outbound messages were not all sent within {:?}",
+                    crate::api::patient(Duration::from_secs(120))
+                )
+            })?;
             for (o, carrier_id) in outbound.iter_mut().zip(ids) {
                 o.carrier_id = carrier_id;
             }

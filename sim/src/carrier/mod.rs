@@ -36,6 +36,10 @@
 //!   ([`FakeCarrier::deliver_by_default`], what `sim carrier` does for `make dev`): then every
 //!   message without another marker is delivered, and `[no-receipt]` keeps its receipts back.
 //!
+//! - a text held with [`FakeCarrier::hold`]: every request for it after the first answers 503
+//!   until [`FakeCarrier::release`], so a test decides when the send's result reaches the worker
+//!   (say, once a receipt fired by `[receipt-first]` was seen waiting for it).
+//!
 //! - a word of the text that starts with `fault-` is carried in the message's carrier id, so the
 //!   receipts of the message (whose event ids contain it) arm that fault of the worker.
 //!
@@ -52,6 +56,9 @@ use serde_json::{json, Value};
 
 use crate::telnyx::Signer;
 
+mod rest;
+use rest::{rest_list, rest_send, Rest};
+
 /// One request the fake received.
 #[derive(Clone, Debug)]
 pub struct Recorded {
@@ -65,6 +72,8 @@ pub struct Recorded {
     pub authorization: Option<String>,
     /// The JSON body (Null when not JSON).
     pub body: Value,
+    /// When it arrived, in Unix milliseconds by this machine's clock (the worker's too, locally).
+    pub at_millis: i64,
 }
 
 /// Where the fake sends webhooks when a scenario asks it to.
@@ -99,6 +108,8 @@ struct State {
     message_statuses: HashMap<String, String>,
     /// Messages without a marker get their receipts too.
     deliver_by_default: bool,
+    /// Texts whose sends after the first answer 503 until released.
+    held: std::collections::HashSet<String>,
 }
 
 /// A running fake carrier.
@@ -168,9 +179,34 @@ impl FakeCarrier {
         lock(&self.state).requests.iter().filter(|r| r.method == "GET" && r.path == path).count()
     }
 
+    /// Holds the sends of messages with exactly this text: after the first request, each answers
+    /// 503 until [`FakeCarrier::release`].
+    pub fn hold(&self, text: &str) {
+        lock(&self.state).held.insert(text.to_owned());
+    }
+
+    /// Lets the sends of messages with this text through again.
+    pub fn release(&self, text: &str) {
+        lock(&self.state).held.remove(text);
+    }
+
+    /// The carrier message id given to the send with this idempotency key, once one came.
+    pub fn carrier_id(&self, idempotency_key: &str) -> Option<String> {
+        lock(&self.state).carrier_ids.get(idempotency_key).cloned()
+    }
+
     /// How many send requests carried this idempotency key.
     pub fn sends_for(&self, idempotency_key: &str) -> usize {
-        self.requests("/v2/messages").iter().filter(|r| r.idempotency_key.as_deref() == Some(idempotency_key)).count()
+        self.send_times(idempotency_key).len()
+    }
+
+    /// When each send request that carried this idempotency key arrived (Unix milliseconds).
+    pub fn send_times(&self, idempotency_key: &str) -> Vec<i64> {
+        self.requests("/v2/messages")
+            .iter()
+            .filter(|r| r.idempotency_key.as_deref() == Some(idempotency_key))
+            .map(|r| r.at_millis)
+            .collect()
     }
 
     /// The idempotency keys of the Telnyx send requests that carried exactly this text: one
@@ -234,6 +270,7 @@ fn serve(mut request: tiny_http::Request, state: &Mutex<State>) {
         idempotency_key: header(&request, "idempotency-key"),
         authorization: header(&request, "authorization"),
         body,
+        at_millis: crate::unix_millis(),
     };
     lock(state).requests.push(recorded.clone());
     if let ("GET", Some(name)) = (recorded.method.as_str(), recorded.path.strip_prefix("/media/")) {
@@ -377,6 +414,9 @@ fn send_message(req: &Recorded, state: &Mutex<State>) -> (u16, Value) {
         lock(state).answers.insert(key, answer.clone());
         return answer;
     }
+    if attempt > 1 && lock(state).held.contains(&text) {
+        return (503, json!({"errors": [{"code": "10011", "title": "Service unavailable"}]}));
+    }
     if text.contains("[flaky]") && attempt == 1 {
         return (503, json!({"errors": [{"code": "10011", "title": "Service unavailable"}]}));
     }
@@ -491,151 +531,6 @@ fn repeat_receipt(target: &WebhookTarget, carrier_id: &str, times: usize) {
     }
 }
 
-/// The two carriers whose send API takes no idempotency key.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Rest {
-    Twilio,
-    Plivo,
-}
-
-impl Rest {
-    fn name(self) -> &'static str {
-        match self {
-            Rest::Twilio => "twilio",
-            Rest::Plivo => "plivo",
-        }
-    }
-}
-
-/// A Twilio or Plivo send: from, to, text and the callback URL, as each names them.
-fn rest_fields(req: &Recorded, carrier: Rest) -> (String, String, String, String) {
-    let field = |name: &str| req.body[name].as_str().unwrap_or_default().to_owned();
-    match carrier {
-        Rest::Twilio => (field("From"), field("To"), field("Body"), field("StatusCallback")),
-        Rest::Plivo => (field("src"), field("dst"), field("text"), field("url")),
-    }
-}
-
-fn rest_send(req: &Recorded, state: &Mutex<State>, carrier: Rest) -> (u16, Value) {
-    let (from, to, text, callback) = rest_fields(req, carrier);
-    let attempt = {
-        let mut s = lock(state);
-        let n = s.rest_attempts.entry(format!("{}|{from}|{to}|{text}", carrier.name())).or_insert(0);
-        *n += 1;
-        *n
-    };
-    if text.contains("[refuse]") {
-        return match carrier {
-            Rest::Twilio => {
-                (400, json!({"code": 21211, "message": "The 'To' number is not a valid phone number.", "status": 400}))
-            }
-            Rest::Plivo => (400, json!({"api_id": crate::random_hex(), "error": "dst is not a valid number"})),
-        };
-    }
-    if text.contains("[flaky]") && attempt == 1 {
-        return (503, json!({"message": "Service unavailable", "status": 503}));
-    }
-    let id = match carrier {
-        Rest::Twilio => format!("SM{}", crate::random_hex()),
-        Rest::Plivo => crate::random_hex(),
-    };
-    let listed = match carrier {
-        Rest::Twilio => json!({"sid": id, "from": from, "to": to, "body": text, "status": "queued",
-            "direction": "outbound-api", "date_created": rfc2822_now()}),
-        Rest::Plivo => json!({"message_uuid": id, "from_number": from, "to_number": to,
-            "message_direction": "outbound", "message_state": "queued",
-            "message_time": format!("{}", crate::unix_now())}),
-    };
-    lock(state).taken.push((carrier.name(), listed.clone()));
-    let by_default = lock(state).deliver_by_default;
-    if let Some(delivered) = receipts_due(&text, by_default) {
-        let target = lock(state).target.clone();
-        if let Some(target) = target {
-            let (id, from, to) = (id.clone(), from.clone(), to.clone());
-            let last = match (delivered, carrier) {
-                (true, _) => "delivered",
-                (false, Rest::Twilio) => "undelivered",
-                (false, Rest::Plivo) => "failed",
-            };
-            thread::spawn(move || {
-                thread::sleep(std::time::Duration::from_secs(1));
-                for status in ["sent", last] {
-                    rest_callback(&target, carrier, &callback, &id, &from, &to, status);
-                }
-            });
-        }
-    }
-    if text.contains("[lost-answer]") && attempt == 1 {
-        thread::sleep(std::time::Duration::from_secs(12));
-    }
-    match carrier {
-        Rest::Twilio => (201, listed),
-        Rest::Plivo => {
-            (202, json!({"api_id": crate::random_hex(), "message": "message(s) queued", "message_uuid": [id]}))
-        }
-    }
-}
-
-/// Twilio's list (`To`, `From`; newest first, `messages`) or Plivo's (`objects`, newest first,
-/// `limit` and `offset`; Plivo filters by time and direction, not by number).
-fn rest_list(query: &str, state: &Mutex<State>, carrier: Rest) -> (u16, Value) {
-    let params: HashMap<String, String> = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
-    let taken = lock(state).taken.clone();
-    let mut listed: Vec<Value> = taken
-        .into_iter()
-        .filter(|(name, _)| *name == carrier.name())
-        .map(|(_, m)| m)
-        .filter(|m| match carrier {
-            Rest::Twilio => {
-                params.get("To").is_none_or(|to| m["to"] == to.as_str())
-                    && params.get("From").is_none_or(|from| m["from"] == from.as_str())
-            }
-            Rest::Plivo => true,
-        })
-        .collect();
-    listed.reverse();
-    if carrier == Rest::Plivo {
-        let number = |name: &str, default: usize| params.get(name).and_then(|v| v.parse().ok()).unwrap_or(default);
-        listed = listed.into_iter().skip(number("offset", 0)).take(number("limit", 20)).collect();
-    }
-    match carrier {
-        Rest::Twilio => (200, json!({"messages": listed})),
-        Rest::Plivo => (200, json!({"api_id": crate::random_hex(), "objects": listed})),
-    }
-}
-
-/// One status callback, signed as the carrier signs it; retried until the worker answers 2xx.
-fn rest_callback(target: &WebhookTarget, carrier: Rest, url: &str, id: &str, from: &str, to: &str, status: &str) {
-    let (body, headers) = match carrier {
-        Rest::Twilio => {
-            let Some(token) = &target.twilio_token else { return };
-            let params =
-                [("MessageSid", id), ("MessageStatus", status), ("From", from), ("To", to), ("AccountSid", "ACfake")];
-            let (body, signature) = crate::twilio::sign(token, url, &params);
-            (body, vec![("x-twilio-signature", signature)])
-        }
-        Rest::Plivo => {
-            let Some(token) = &target.plivo_token else { return };
-            let nonce = crate::random_hex();
-            let params = [("MessageUUID", id), ("Status", status), ("From", from), ("To", to)];
-            let (body, signature) = crate::plivo::sign_v3(token, url, &nonce, &params);
-            (body, vec![("x-plivo-signature-v3", signature), ("x-plivo-signature-v3-nonce", nonce)])
-        }
-    };
-    for _ in 0..10 {
-        let mut request =
-            ureq::post(url).timeout(crate::api::TIMEOUT).set("content-type", "application/x-www-form-urlencoded");
-        for (name, value) in &headers {
-            request = request.set(name, value);
-        }
-        let answer = crate::api::Answer::from_result(request.send_string(&body));
-        if (200..300).contains(&answer.status) {
-            break;
-        }
-        thread::sleep(std::time::Duration::from_secs(1));
-    }
-}
-
 /// `GET /v2/calls/{id}`: alive unless [`FakeCarrier::end_call`] ended it.
 fn call_status(path: &str, state: &Mutex<State>) -> (u16, Value) {
     let encoded = path.trim_start_matches("/v2/calls/");
@@ -649,19 +544,6 @@ fn call_status(path: &str, state: &Mutex<State>) -> (u16, Value) {
         json!({"data": {"record_type": "call", "call_control_id": id, "is_alive": ended.is_none(),
             "end_time": ended}}),
     )
-}
-
-/// Now as Twilio writes `date_created` (`Wed, 18 Aug 2010 20:01:40 +0000`).
-fn rfc2822_now() -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    let secs = crate::unix_now();
-    let rfc3339 = exactly_core::Timestamp::from_unix_millis(secs * 1000).to_rfc3339();
-    // `YYYY-MM-DDTHH:MM:SSZ`
-    let (year, month, day, clock) = (&rfc3339[0..4], &rfc3339[5..7], &rfc3339[8..10], &rfc3339[11..19]);
-    let month = month.parse::<usize>().ok().and_then(|m| MONTHS.get(m.wrapping_sub(1))).unwrap_or(&"Jan");
-    let weekday = DAYS[usize::try_from(secs.div_euclid(86_400).rem_euclid(7)).unwrap_or(0)];
-    format!("{weekday}, {day} {month} {year} {clock} +0000")
 }
 
 /// A Telnyx message id: random, with the text's `fault-` marker if it has one.
@@ -685,12 +567,5 @@ mod tests {
         for held in ["[no-receipt]", "[receipt-first]", "[slow-receipts]", "[refuse]", "[lost-answer]"] {
             assert_eq!(receipts_due(&format!("hello {held}"), true), None, "{held}");
         }
-    }
-
-    #[test]
-    fn twilio_dates_read_back_as_now() {
-        let written = super::rfc2822_now();
-        let read = exactly_core::Timestamp::parse_rfc2822(&written).map(|t| t.unix_millis() / 1000);
-        assert!(read.is_some_and(|secs| (secs - crate::unix_now()).abs() <= 2), "{written}");
     }
 }
