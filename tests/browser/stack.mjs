@@ -160,6 +160,7 @@ export class Stack {
     }, 180_000, 'wrangler dev to answer');
 
     this.browser = await chromium.launch({
+      timeout: ACTION_TIMEOUT,
       executablePath: CHROMIUM,
       headless: true,
       args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',

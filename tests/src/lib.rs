@@ -373,9 +373,13 @@ impl Worker {
     /// `POST path` with raw bytes and the given headers.
     ///
     /// A request wrangler dev's proxy dropped ([`dropped_by_dev_proxy`]) is sent again, a few times,
-    /// as the proxy's answer asks.
+    /// as the proxy's answer asks. A carrier's delivery (`/webhooks/...`) is also sent again when
+    /// the proxy closed it unanswered ([`unanswered`]), as a carrier does: the worker stores an
+    /// event once however often it comes, and refuses a bad one each time.
     pub fn post(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
-        sent_again(|| self.post_once(path, headers, body), 3, Duration::from_millis(200), dropped_by_dev_proxy)
+        let carrier = path.starts_with("/webhooks/");
+        let again = |a: &Answer| dropped_by_dev_proxy(a) || (carrier && unanswered(a));
+        sent_again(|| self.post_once(path, headers, body), 3, Duration::from_millis(200), again)
     }
 
     fn post_once(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {

@@ -42,7 +42,7 @@ pub(crate) fn item(w: &Worker, name: String) -> Item {
 
 /// A plain GET without redirects followed: (status, content type, body, location).
 fn fetch(url: &str, token: Option<&str>) -> (u16, String, Vec<u8>, Option<String>) {
-    let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).redirects(0).build();
+    let agent = ureq::AgentBuilder::new().timeout(sim::api::TIMEOUT).redirects(0).build();
     let mut req = agent.get(url);
     if let Some(token) = token {
         req = req.set("authorization", &format!("Bearer {token}"));

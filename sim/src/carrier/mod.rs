@@ -393,10 +393,17 @@ fn media(name: &str) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
 
 fn send_message(req: &Recorded, state: &Mutex<State>) -> (u16, Value) {
     let key = req.idempotency_key.clone().unwrap_or_default();
-    if let Some(answer) = lock(state).answers.get(&key).cloned() {
-        return answer;
-    }
     let text = req.body["text"].as_str().unwrap_or_default().to_owned();
+    {
+        // Held: every request after the first for this key, whatever the first was answered.
+        let s = lock(state);
+        if s.held.contains(&text) && s.attempts.contains_key(&key) {
+            return (503, json!({"errors": [{"code": "10011", "title": "Service unavailable"}]}));
+        }
+        if let Some(answer) = s.answers.get(&key).cloned() {
+            return answer;
+        }
+    }
     let (attempt, carrier_id) = {
         let mut s = lock(state);
         let n = s.attempts.entry(key.clone()).or_insert(0);
@@ -413,9 +420,6 @@ fn send_message(req: &Recorded, state: &Mutex<State>) -> (u16, Value) {
         );
         lock(state).answers.insert(key, answer.clone());
         return answer;
-    }
-    if attempt > 1 && lock(state).held.contains(&text) {
-        return (503, json!({"errors": [{"code": "10011", "title": "Service unavailable"}]}));
     }
     if text.contains("[flaky]") && attempt == 1 {
         return (503, json!({"errors": [{"code": "10011", "title": "Service unavailable"}]}));

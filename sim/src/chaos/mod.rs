@@ -282,9 +282,10 @@ const RECIPIENT: &str = crate::telnyx::CUSTOMER_PHONE;
 /// When the calls of the run start and, for those answered, when their first leg answers.
 const INITIATED_AT: &str = "2026-11-30T10:00:00Z";
 const LEG_ANSWERED_AT: &str = "2026-11-30T10:00:20Z";
-/// How far ahead scheduled messages are due, and those that are canceled.
-const DUE_IN_SECS: i64 = 5;
-const CANCELED_DUE_IN_SECS: i64 = 30;
+/// How far ahead scheduled messages are due, and those that are canceled: further than a loaded
+/// host takes to answer the requests that schedule them, and, for the canceled, the cancels.
+const DUE_IN_SECS: i64 = 20;
+const CANCELED_DUE_IN_SECS: i64 = 60;
 /// How often the run fires the cron while it waits.
 const CRON_EVERY: Duration = Duration::from_secs(5);
 
