@@ -4,7 +4,7 @@
 //! without churning the queue.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use exactly_tests::{fresh_number, lit, Customer, Worker};
 use serde_json::{json, Value};
@@ -123,11 +123,6 @@ fn signals(w: &Worker, path: &str, event_type: &str, about: &str) -> BTreeSet<St
         .collect()
 }
 
-/// Milliseconds since the Unix epoch, on the clock the worker records its attempts by (this machine's).
-fn unix_now_millis() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
-
 /// Account A's endpoint accepts connections and never answers, with 120 deliveries pending;
 /// account B's answers at once and gets a burst of inbound messages meanwhile. B's webhooks
 /// arrive without waiting for any of A's attempts (a batch that waited would hold them until
@@ -160,7 +155,8 @@ fn a_hung_endpoint_never_slows_another_accounts_webhooks(w: &Worker) {
         let burst = scope.spawn(|| {
             let hanging = w.eventually(Duration::from_secs(30), || !server.received(&hung_path).is_empty());
             assert!(hanging, "A's first attempt reached its endpoint");
-            let burst_at = unix_now_millis();
+            // This machine's clock, the one the worker records its attempts by.
+            let burst_at = sim::unix_millis();
             // All at once: sent one after another, the burst took 7.2 s of the attempt timeout's
             // margin on a loaded machine (clean-clone run 87).
             let sent: BTreeMap<String, Instant> = std::thread::scope(|scope| {

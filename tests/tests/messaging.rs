@@ -848,16 +848,10 @@ fn schedule_ahead(w: &Worker, c: &Customer, text: &str, lead: i64) -> (Value, St
         if status == 201 {
             return (answer, send_at);
         }
-        let late = now_millis() >= millis(&json!(send_at));
+        let late = sim::unix_millis() >= millis(&json!(send_at));
         assert!(late && answer["error"]["field"] == "send_at" && lead < 240, "refused in time: {status} {answer}");
         lead *= 2;
     }
-}
-
-/// The wall clock, in Unix milliseconds.
-fn now_millis() -> i64 {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// How many dispatch jobs the sweeps of `w` enqueued, as their log lines count them.
@@ -914,7 +908,7 @@ fn scheduled_message_due_during_a_restart_is_sent_once(_shared: &Worker) {
     w.stop();
     // A condition of time itself: the message falls due while the worker is down.
     let due = millis(&created["send_at"]);
-    while now_millis() <= due {
+    while sim::unix_millis() <= due {
         thread::sleep(Duration::from_millis(100));
     }
     w.restart();
@@ -950,7 +944,7 @@ fn cancel_before_and_after_the_send(w: &Worker) {
         if a.status == 200 {
             break (id, a);
         }
-        let late = now_millis() >= millis(&created["send_at"]);
+        let late = sim::unix_millis() >= millis(&created["send_at"]);
         assert!(late && lead < 180, "refused before its time: {}", a.body);
         lead *= 2;
     };
