@@ -9,7 +9,8 @@
 //! - [`ring`]: the per-call Durable Object running the call machine.
 //! - Plumbing every wing may use: [`error`] (the one error type, mapped to HTTP and to queue
 //!   ack/retry), [`queues`] (the producers), [`config`], [`bindings`], [`platform`] (time and
-//!   randomness), [`faults`] (test-only fault switches).
+//!   randomness), [`quotas`] (Cloudflare's per-call limits, guarded in the test build), [`faults`]
+//!   (test-only fault switches).
 
 use worker::{event, Context, Env, MessageBatch, Request, Response, ScheduleContext, ScheduledEvent};
 
@@ -21,6 +22,7 @@ pub mod error;
 pub mod faults;
 pub mod platform;
 pub mod queues;
+pub mod quotas;
 pub mod ring;
 pub mod store;
 #[cfg(feature = "fault-injection")]

@@ -8,6 +8,7 @@ use worker::{D1Database, Env, MessageBuilder, Queue};
 
 use crate::bindings;
 use crate::error::EdgeError;
+use crate::quotas;
 use crate::store::deliveries;
 use crate::store::outbox::Change;
 
@@ -114,9 +115,6 @@ fn database_of(env: &Env) -> Option<String> {
     Some(crate::store::account_binding(env)).filter(|b| b != bindings::DB)
 }
 
-/// The queue takes at most this many messages in one batch send.
-const MAX_BATCH: usize = 100;
-
 /// A message on the `deliveries` queue: a delivery to attempt, or an endpoint whose line to
 /// wake.
 #[derive(Debug, Serialize, Deserialize)]
@@ -143,6 +141,7 @@ fn deliveries_queue(env: &Env) -> Result<Queue, EdgeError> {
 
 /// Enqueues one job.
 pub async fn enqueue(env: &Env, job: Job) -> Result<(), EdgeError> {
+    quotas::queue_send(bindings::JOBS, std::slice::from_ref(&job))?;
     jobs(env)?.send(job).await.map_err(|e| EdgeError::platform("enqueue job", e))
 }
 
@@ -161,18 +160,43 @@ pub async fn dispatch_at(env: &Env, message_id: &str, at: i64) -> Result<(), Edg
 
 /// Enqueues one job to run after `delay_seconds`.
 pub async fn enqueue_later(env: &Env, job: Job, delay_seconds: u32) -> Result<(), EdgeError> {
+    quotas::queue_send(bindings::JOBS, std::slice::from_ref(&job))?;
     let message = MessageBuilder::new(job).delay_seconds(delay_seconds).build();
     jobs(env)?.send(message).await.map_err(|e| EdgeError::platform("enqueue job", e))
 }
 
-/// Enqueues several jobs, in as few calls as the queue's batch limit allows.
-pub async fn enqueue_many(env: &Env, mut batch: Vec<Job>) -> Result<(), EdgeError> {
-    while !batch.is_empty() {
-        let rest = batch.split_off(batch.len().min(MAX_BATCH));
-        jobs(env)?.send_batch(batch).await.map_err(|e| EdgeError::platform("enqueue jobs", e))?;
-        batch = rest;
+/// Enqueues several jobs, in as few calls as the queue's batch limits allow.
+pub async fn enqueue_many(env: &Env, batch: Vec<Job>) -> Result<(), EdgeError> {
+    for chunk in chunks(batch) {
+        quotas::queue_send(bindings::JOBS, &chunk)?;
+        jobs(env)?.send_batch(chunk).await.map_err(|e| EdgeError::platform("enqueue jobs", e))?;
     }
     Ok(())
+}
+
+/// `messages` in sends of at most [`quotas::QUEUE_BATCH_MESSAGES`] messages and
+/// [`quotas::QUEUE_BATCH_BYTES`] bytes, in their order. Every message of the producers is far
+/// under a sendBatch's bytes (a job carries at most [`CARRIED_PAYLOAD_MAX`] of payload), so a
+/// chunk always takes at least one.
+fn chunks<T: Serialize>(messages: Vec<T>) -> Vec<Vec<T>> {
+    let mut chunks: Vec<Vec<T>> = Vec::new();
+    let mut bytes = 0;
+    for message in messages {
+        // Its JSON, as the queue stores it, and the queue's own metadata.
+        let size = serde_json::to_vec(&message).map_or(quotas::QUEUE_MESSAGE_BYTES, |b| b.len())
+            + quotas::QUEUE_MESSAGE_OVERHEAD;
+        match chunks.last_mut() {
+            Some(last) if last.len() < quotas::QUEUE_BATCH_MESSAGES && bytes + size <= quotas::QUEUE_BATCH_BYTES => {
+                last.push(message);
+                bytes += size;
+            }
+            _ => {
+                chunks.push(vec![message]);
+                bytes = size;
+            }
+        }
+    }
+    chunks
 }
 
 /// Enqueues the copy of each of the first `count` media items of an inbound message.
@@ -181,7 +205,7 @@ pub async fn copy_media(env: &Env, message_id: &str, count: usize) -> Result<(),
     enqueue_many(env, positions.map(|position| Job::copy_media(env, message_id, position)).collect()).await
 }
 
-/// Enqueues attempts of these deliveries now.
+/// Enqueues attempts of these deliveries now, in as few calls as the queue's batch limits allow.
 pub async fn deliver_many(env: &Env, ids: Vec<String>) -> Result<(), EdgeError> {
     if ids.is_empty() {
         return Ok(());
@@ -191,7 +215,23 @@ pub async fn deliver_many(env: &Env, ids: Vec<String>) -> Result<(), EdgeError> 
         .into_iter()
         .map(|delivery_id| DeliveryJob { delivery_id, wake: None, database: database.clone() })
         .collect();
-    deliveries_queue(env)?.send_batch(batch).await.map_err(|e| EdgeError::platform("enqueue deliveries", e))
+    for chunk in chunks(batch) {
+        quotas::queue_send(bindings::DELIVERIES, &chunk)?;
+        deliveries_queue(env)?.send_batch(chunk).await.map_err(|e| EdgeError::platform("enqueue deliveries", e))?;
+    }
+    Ok(())
+}
+
+/// Enqueues attempts of these deliveries, whose rows an API request has just written: a send
+/// that fails is logged and left to the sweeper, which enqueues every pending delivery once it is
+/// overdue, so the request still answers with what it wrote (asking again would write it twice).
+pub async fn deliver_written(env: &Env, ids: Vec<String>) {
+    let count = ids.len();
+    if let Err(e) = deliver_many(env, ids).await {
+        let line =
+            serde_json::json!({"enqueue": "deliveries", "count": count, "left_to": "sweeper", "error": e.to_string()});
+        worker::console_error!("{line}");
+    }
 }
 
 /// Enqueues the next attempt of a delivery after `delay_secs`.
@@ -199,6 +239,7 @@ pub async fn deliver_later(env: &Env, delivery_id: &str, delay_secs: u64) -> Res
     // Queues accept delays up to 12 hours; the schedule's longest is 10.
     let delay = u32::try_from(delay_secs.min(backoff::MAX_RETRY_AFTER_SECS)).unwrap_or(u32::MAX);
     let job = DeliveryJob { delivery_id: delivery_id.to_owned(), wake: None, database: database_of(env) };
+    quotas::queue_send(bindings::DELIVERIES, std::slice::from_ref(&job))?;
     let message = MessageBuilder::new(job).delay_seconds(delay).build();
     deliveries_queue(env)?.send(message).await.map_err(|e| EdgeError::platform("enqueue delivery", e))
 }
@@ -210,6 +251,7 @@ pub async fn wake_later(env: &Env, endpoint_id: &str, delay_secs: u64) -> Result
     let delay = u32::try_from(delay_secs.min(MAX_DELAY_SECS as u64)).unwrap_or(0);
     let job =
         DeliveryJob { delivery_id: String::new(), wake: Some(endpoint_id.to_owned()), database: database_of(env) };
+    quotas::queue_send(bindings::DELIVERIES, std::slice::from_ref(&job))?;
     let message = MessageBuilder::new(job).delay_seconds(delay).build();
     deliveries_queue(env)?.send(message).await.map_err(|e| EdgeError::platform("enqueue wake", e))
 }
@@ -239,6 +281,27 @@ pub async fn announce(env: &Env, db: &D1Database, change: &Change) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sends_are_chunked_by_count_and_by_bytes() {
+        let ids = |n: usize| (0..n).map(|i| format!("dlv_{i:032x}")).collect::<Vec<_>>();
+        let sizes = |chunks: &[Vec<String>]| chunks.iter().map(Vec::len).collect::<Vec<_>>();
+        assert_eq!(sizes(&chunks(ids(250))), vec![100, 100, 50]);
+        assert_eq!(sizes(&chunks(ids(100))), vec![100]);
+        assert_eq!(sizes(&chunks(ids(101))), vec![100, 1]);
+        assert!(chunks(Vec::<String>::new()).is_empty());
+        // Ten messages of 60 KiB: four fit in a sendBatch's 256 KB.
+        let large: Vec<String> = (0..10).map(|_| "x".repeat(60 * 1024)).collect();
+        let chunked = chunks(large);
+        assert_eq!(sizes(&chunked), vec![4, 4, 2]);
+        for chunk in &chunked {
+            let bytes: usize =
+                chunk.iter().map(|m| serde_json::to_vec(m).unwrap().len() + quotas::QUEUE_MESSAGE_OVERHEAD).sum();
+            assert!(bytes <= quotas::QUEUE_BATCH_BYTES, "{bytes}");
+        }
+        // The order is kept.
+        assert_eq!(chunks(ids(150)).concat(), ids(150));
+    }
 
     #[test]
     fn a_carried_event_goes_with_its_job_and_an_older_job_reads_without_one() {

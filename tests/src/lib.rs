@@ -596,6 +596,12 @@ impl Worker {
         successes.iter().filter(|r| r["ok"] == 1).count()
     }
 
+    /// The worker log's lines where the test build's guard refused a call that would cross one
+    /// of Cloudflare's documented limits (edge/src/quotas.rs, docs/deploy.md "Limits").
+    pub fn limits_crossed(&self) -> Vec<String> {
+        self.log().lines().filter(|line| line.contains("\"limit_crossed\"")).map(str::to_owned).collect()
+    }
+
     /// Counts the worker log lines that contain every one of `needles`.
     pub fn log_lines(&self, needles: &[&str]) -> usize {
         self.log().lines().filter(|line| needles.iter().all(|n| line.contains(n))).count()
@@ -869,8 +875,14 @@ fn write_config(dir: &Path, databases: &[&str], rate_limit: &str) {
 }
 
 impl Drop for Worker {
+    /// Stops the worker, and fails the test that started it if any of its calls crossed one of
+    /// Cloudflare's limits (unless the test already failed).
     fn drop(&mut self) {
         self.stop();
+        let crossed = self.limits_crossed();
+        if !crossed.is_empty() && !thread::panicking() {
+            panic!("calls that crossed a Cloudflare limit (docs/deploy.md, \"Limits\"):\n{}", crossed.join("\n"));
+        }
     }
 }
 

@@ -325,7 +325,7 @@ pub async fn retry_delivery(req: Request, env: &Env, id: &str) -> Result<Respons
     for scoped in routes::each(env)? {
         match deliveries::redrive(&crate::store::database(&scoped)?, id, now()).await? {
             Redrive::Pending => {
-                crate::queues::deliver_many(&scoped, vec![id.to_owned()]).await?;
+                crate::queues::deliver_written(&scoped, vec![id.to_owned()]).await;
                 return http::json(202, &json!({ "id": id, "status": "pending" }));
             }
             Redrive::Missing => {}

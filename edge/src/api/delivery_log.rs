@@ -157,9 +157,7 @@ pub async fn create(mut req: Request, env: &Env, id: &str) -> Result<Response, E
     // A paused or disabled endpoint holds them until it is resumed; a send lost here is found
     // by the sweeper once it is overdue.
     if endpoint.enabled && !endpoint.paused {
-        for chunk in taken.chunks(100) {
-            crate::queues::deliver_many(env, chunk.to_vec()).await?;
-        }
+        crate::queues::deliver_written(env, taken).await;
     }
     let progress = retries::progress(&db, &endpoint.id, &retry_id).await?.ok_or(EdgeError::NotFound)?;
     http::json(202, &shown(&progress))

@@ -98,6 +98,6 @@ pub async fn replay(mut req: Request, env: &Env, id: &str) -> Result<Response, E
             message: "no enabled endpoint is subscribed to this event's type (a test send is never replayed)".into(),
         });
     }
-    crate::queues::deliver_many(env, ids.clone()).await?;
+    crate::queues::deliver_written(env, ids.clone()).await;
     http::json(202, &json!({ "event_id": event.id, "deliveries": ids }))
 }

@@ -336,9 +336,7 @@ pub async fn recover(mut req: Request, env: &Env, id: &str) -> Result<Response, 
     let ids = crate::store::deliveries::recover(&db, &account.id, &endpoint.id, since, until, at).await?;
     // Held by a paused or disabled endpoint until it is resumed or enabled.
     if endpoint.enabled && !endpoint.paused {
-        for chunk in ids.chunks(100) {
-            crate::queues::deliver_many(env, chunk.to_vec()).await?;
-        }
+        crate::queues::deliver_written(env, ids.clone()).await;
     }
     http::json(202, &json!({ "endpoint_id": endpoint.id, "queued": ids.len() }))
 }
@@ -367,7 +365,7 @@ pub async fn test(mut req: Request, env: &Env, id: &str) -> Result<Response, Edg
     let test = crate::store::outbox::TestSend { account_id: &account.id, endpoint_id: &endpoint.id, event_type };
     let (event, delivery) = crate::store::outbox::test_event(&db, &test, now()).await?;
     if endpoint.enabled && !endpoint.paused {
-        crate::queues::deliver_many(env, vec![delivery.clone()]).await?;
+        crate::queues::deliver_written(env, vec![delivery.clone()]).await;
     }
     http::json(202, &json!({ "event_id": event.id, "delivery_id": delivery }))
 }

@@ -259,6 +259,7 @@ pub fn opt_time(value: Option<Timestamp>) -> JsValue {
 
 /// A prepared statement with its arguments bound.
 pub fn stmt(db: &D1Database, sql: &str, args: &[JsValue]) -> Result<D1PreparedStatement, EdgeError> {
+    crate::quotas::statement(sql, args.len())?;
     db.prepare(sql).bind(args).map_err(|e| EdgeError::platform("bind", e))
 }
 
