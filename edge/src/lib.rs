@@ -483,34 +483,14 @@ async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, ctx: Context) -
 
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
-    match prune(&env).await {
-        Ok(pruned) => worker::console_log!("{}", serde_json::json!({"cron": "retention", "pruned": pruned})),
-        Err(e) => worker::console_error!("{}", serde_json::json!({"cron": "retention", "error": e.to_string()})),
-    }
     if let Err(e) = work::sweep::register_operator(&env).await {
         worker::console_error!("{}", serde_json::json!({"cron": "operator endpoint", "error": e.to_string()}));
     }
-    match work::sweep::sweep(&env).await {
-        Ok(report) => worker::console_log!(
-            "{}",
-            serde_json::json!({"cron": "sweep", "events": report.events, "dispatches": report.dispatches,
-                "deliveries": report.deliveries, "backlog_signals": report.backlog_signals,
-                "media": report.media})
-        ),
-        Err(e) => worker::console_error!("{}", serde_json::json!({"cron": "sweep", "error": e.to_string()})),
+    // Every other part of the tick runs in a job of its own, per database (work::cron).
+    match work::cron::tick(&env).await {
+        Ok(parts) => worker::console_log!("{}", serde_json::json!({"cron": "tick", "parts": parts})),
+        Err(e) => worker::console_error!("{}", serde_json::json!({"cron": "tick", "error": e.to_string()})),
     }
-    match work::reconcile::run(&env).await {
-        Ok(report) => worker::console_log!(
-            "{}",
-            serde_json::json!({"cron": "reconcile", "asked": report.asked, "learned": report.learned})
-        ),
-        Err(e) => worker::console_error!("{}", serde_json::json!({"cron": "reconcile", "error": e.to_string()})),
-    }
-}
-
-async fn prune(env: &Env) -> Result<work::retention::Pruned, EdgeError> {
-    let config = config::get(env)?;
-    work::retention::run(env, config.retention, platform::now()).await
 }
 
 #[cfg(test)]

@@ -49,6 +49,78 @@ pub enum Job {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         database: Option<String>,
     },
+    /// One part of the cron's tick in one database (`work::cron`): the tick enqueues one per
+    /// database and part, so no invocation works in every database.
+    Tick {
+        part: Part,
+        /// The binding of the database it works in.
+        database: String,
+        /// The pages of this retention step that ran before this one in the same tick (0 for a
+        /// part the tick enqueued itself).
+        #[serde(default)]
+        round: u32,
+    },
+}
+
+/// A part of the cron's tick ([`Job::Tick`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Part {
+    /// The dedupe log as a whole (`DB`): carrier events whose job was lost, and the backlog
+    /// signals about the oldest of them.
+    Log,
+    /// An account database: work whose job was lost, its backlog signal, reconciliation.
+    Sweep,
+    /// A page of a retention step.
+    Retain(Step),
+}
+
+/// A retention step, pruned a page at a time ([`Part::Retain`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// Expired portal sessions (`DB`).
+    Sessions,
+    /// Settled carrier events' payloads (a dedupe database).
+    Payloads,
+    /// Settled carrier events' rows (a dedupe database).
+    CarrierEvents,
+    /// Delivered webhooks' attempts (an account database).
+    Attempts,
+    /// Old customer events (an account database).
+    CustomerEvents,
+    /// Idempotency keys past their 24 hours (an account database).
+    IdempotencyKeys,
+}
+
+impl Step {
+    /// The steps of each dedupe database.
+    pub const LOG: [Step; 2] = [Step::Payloads, Step::CarrierEvents];
+    /// The steps of each account database.
+    pub const ACCOUNTS: [Step; 3] = [Step::Attempts, Step::CustomerEvents, Step::IdempotencyKeys];
+
+    /// Its name in log lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::Sessions => "sessions",
+            Step::Payloads => "payloads",
+            Step::CarrierEvents => "carrier_events",
+            Step::Attempts => "attempts",
+            Step::CustomerEvents => "customer_events",
+            Step::IdempotencyKeys => "idempotency_keys",
+        }
+    }
+}
+
+impl Part {
+    /// Its name in log lines and lanes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Part::Log => "log",
+            Part::Sweep => "sweep",
+            Part::Retain(step) => step.as_str(),
+        }
+    }
 }
 
 /// A stored carrier event carried by its job: the row's columns as ingest wrote them.
@@ -97,15 +169,21 @@ impl Job {
             Job::CarrierEvent { lane: None, .. } => "again".to_owned(),
             Job::Dispatch { message_id, .. } => format!("dispatch:{message_id}"),
             Job::CopyMedia { message_id, .. } => format!("media:{message_id}"),
+            Job::Tick { part, database, .. } => format!("tick:{database}:{}", part.as_str()),
         }
     }
 
     /// The account database the job's rows are in (`None`: `DB`, or found from the event).
     pub fn database(&self) -> Option<&str> {
         match self {
-            Job::CarrierEvent { .. } => None,
+            Job::CarrierEvent { .. } | Job::Tick { .. } => None,
             Job::Dispatch { database, .. } | Job::CopyMedia { database, .. } => database.as_deref(),
         }
+    }
+
+    /// A part of the cron's tick in `database`.
+    pub fn tick(part: Part, database: &str) -> Self {
+        Job::Tick { part, database: database.to_owned(), round: 0 }
     }
 }
 

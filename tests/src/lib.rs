@@ -58,6 +58,9 @@ pub struct Worker {
     /// Variables set for this worker beyond the defaults.
     overrides: Vec<(String, String)>,
     agent: ureq::Agent,
+    /// Where in the log the running worker's lines start, and how many cron ticks it answered:
+    /// [`Worker::cron`] waits for the parts of those ticks.
+    ticks: std::sync::Mutex<(usize, usize)>,
 }
 
 /// Where the test worker's operational signals go, on the customer endpoint server.
@@ -194,12 +197,15 @@ impl Worker {
             customer,
             overrides,
             agent,
+            ticks: std::sync::Mutex::new((0, 0)),
         };
         worker.spawn();
         worker
     }
 
     fn spawn(&mut self) {
+        // The parts of ticks a stopped worker left queued are gone with it: only this run's count.
+        *self.ticks.get_mut().unwrap_or_else(|e| e.into_inner()) = (self.log().len(), 0);
         // A port taken between choosing it and wrangler binding it makes wrangler exit or
         // something else answer: start again on other ports.
         for _ in 0..3 {
@@ -405,13 +411,50 @@ impl Worker {
         sent_again(send, 3, Duration::from_millis(200), |a| dropped_by_dev_proxy(a) || unanswered(a))
     }
 
-    /// Fires the cron trigger once.
+    /// Fires the cron trigger once, and waits until every part of its tick (and of every tick
+    /// before it) has run: the tick enqueues them as jobs (edge/src/work/cron.rs), and a test that
+    /// fires it reads what they did.
     pub fn cron(&self) -> Answer {
         // `--test-scheduled`'s route: the assets in front of the worker do not pass
         // `/cdn-cgi/handler/scheduled` on. A cron run is safe to run again (every step is
         // guarded), so one whose connection wrangler's proxy dropped is asked again.
         let lost = |a: &Answer| dropped_by_dev_proxy(a) || unanswered(a);
-        sent_again(|| self.get("/__scheduled?cron=*+*+*+*+*"), 3, Duration::from_millis(200), lost)
+        let answer = sent_again(|| self.get("/__scheduled?cron=*+*+*+*+*"), 3, Duration::from_millis(200), lost);
+        if answer.status == 200 {
+            self.ticks.lock().unwrap_or_else(|e| e.into_inner()).1 += 1;
+            self.wait_ticks();
+        }
+        answer
+    }
+
+    /// Waits until the running worker has logged every tick it answered, and every part those
+    /// ticks set going has logged its end (`"tick_part"`): one per part a tick counted, and one
+    /// per retention page that enqueued the next (`"next":true`).
+    fn wait_ticks(&self) {
+        let (start, answered) = *self.ticks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut seen = (0, 0, 0);
+        let done = self.eventually(Duration::from_secs(60), || {
+            let log = self.log();
+            let lines = log.get(start..).unwrap_or_default().lines();
+            let lines = lines.filter(|l| l.starts_with('{') && l.contains("\"tick"));
+            let (mut ticks, mut expected, mut ended) = (0, 0, 0);
+            for v in lines.filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+                if v["cron"] == "tick" {
+                    ticks += 1;
+                    expected += v["parts"].as_u64().unwrap_or(0);
+                }
+                if v["tick_part"].is_string() {
+                    ended += 1;
+                    expected += u64::from(v["next"] == true);
+                }
+            }
+            seen = (ticks, expected, ended);
+            ticks >= answered && ended >= expected
+        });
+        // Not an assertion: a test that needs a part's work asserts on it.
+        if !done {
+            eprintln!("e2e: {} ticks logged of {answered}; {} of {} parts ended", seen.0, seen.2, seen.1);
+        }
     }
 
     /// Runs SQL in every account database of the worker (`DB`, and in the sharded layout each

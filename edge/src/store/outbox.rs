@@ -316,16 +316,16 @@ impl Change {
     }
 }
 
-/// Retention of customer events (run by the cron's retention step): the events written more than
-/// `RETENTION_CUSTOMER_EVENT_DAYS` ago, in rowid order from the watermark, with their deliveries and
-/// attempts, in one batch per run of at most [`crate::store::retention::BATCH`] rows. An event
-/// with a delivery still pending (held by a paused or disabled endpoint, in a line, behind a
-/// circuit) is kept. Returns how many events were deleted.
+/// One page of the retention of customer events (run by the cron's retention step): the events
+/// written more than `RETENTION_CUSTOMER_EVENT_DAYS` ago, in rowid order from the watermark, with
+/// their deliveries and attempts, in one batch of at most [`crate::store::retention::BATCH`]
+/// rows. An event with a delivery still pending (held by a paused or disabled endpoint, in a
+/// line, behind a circuit) is kept. `pruned` counts the events deleted.
 pub async fn prune_events(
     db: &D1Database,
     limits: crate::config::Retention,
     now: Timestamp,
-) -> Result<usize, EdgeError> {
+) -> Result<crate::store::retention::Page, EdgeError> {
     use crate::store::retention;
     crate::store::row! {
         struct Row {
@@ -342,8 +342,9 @@ pub async fn prune_events(
     .await?;
     let cutoff = now.unix_millis() - limits.customer_event_days * retention::DAY_MILLIS;
     let Some(upto) = window.iter().take_while(|r| r.created_at.unix_millis() < cutoff).last().map(|r| r.id) else {
-        return Ok(0);
+        return Ok(retention::Page::default());
     };
+    let more = window.len() == retention::BATCH as usize && window.last().map(|r| r.id) == Some(upto);
     let mut statements: Vec<D1PreparedStatement> =
         crate::store::deliveries::prune::of_settled_events(db, from, upto)?.into();
     statements.push(db::stmt(
@@ -354,7 +355,7 @@ pub async fn prune_events(
     )?);
     statements.push(retention::set_mark(db, "customer_events", upto)?);
     let results = db::batch(db, statements).await?;
-    Ok(results.get(2).map(db::changes).unwrap_or(0))
+    Ok(retention::Page { pruned: results.get(2).map(db::changes).unwrap_or(0), more })
 }
 
 /// The statement that erases `number` from the bodies of the events about the resources `ids`

@@ -10,13 +10,14 @@
 //!   attempts, unless a delivery of theirs is still pending.
 //!
 //! This module keeps the steps' watermarks in `retention_marks`, which it alone writes; each
-//! table's own module prunes it ([`crate::store::carrier_events::prune`],
+//! table's own module prunes it ([`crate::store::carrier_events::prune_payloads`] and
+//! [`crate::store::carrier_events::prune_rows`],
 //! [`crate::store::deliveries::prune_attempts`], [`crate::store::outbox::prune_events`]), and the
 //! cron runs the steps
 //! (`work::retention`).
 //!
 //! Rows are visited in insertion order (rowid) from a watermark kept in `retention_marks`, so
-//! no index is added to the hot tables and each run reads at most [`BATCH`] rows per step. A
+//! no index is added to the hot tables and each page reads at most [`BATCH`] rows. A
 //! shard move that copies rows in under ids below a database's payload watermark moves the
 //! watermark back below them (`carrier_events::Log::move_shards`), so they are pruned too.
 
@@ -25,8 +26,26 @@ use worker::D1Database;
 use crate::error::EdgeError;
 use crate::store::{self as db, int, text};
 
-/// Rows visited per step per run.
-pub const BATCH: i64 = 500;
+/// Rows visited per page of a step. A step whose page was full goes on with its next page in a
+/// job of its own (`work::cron`), so a backlog drains as fast as pages run, not a page a minute.
+pub const BATCH: i64 = 1000;
+
+/// What one page of a retention step did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Page {
+    /// Rows deleted (or payloads cleared).
+    pub pruned: usize,
+    /// Whether the next page has work at once: this one was full and all of it past its cutoff.
+    pub more: bool,
+}
+
+impl Page {
+    /// The page of a step that deletes at most `limit` rows in one statement and keeps no
+    /// watermark: more may wait when it deleted all it could.
+    pub fn of_deleted(pruned: usize, limit: i64) -> Self {
+        Page { pruned, more: i64::try_from(pruned).is_ok_and(|n| n >= limit) }
+    }
+}
 /// Milliseconds in a day.
 pub const DAY_MILLIS: i64 = 86_400_000;
 
@@ -46,8 +65,10 @@ pub async fn mark(db: &D1Database, name: &str) -> Result<i64, EdgeError> {
 pub fn set_mark(db: &D1Database, name: &str, last_id: i64) -> Result<worker::D1PreparedStatement, EdgeError> {
     db::stmt(
         db,
+        // Never back: two pages of one step that run at once (a tick's chain still going when the
+        // next tick starts one) leave the mark where the further one got.
         "INSERT INTO retention_marks (name, last_id) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET last_id =
-             excluded.last_id",
+             MAX(last_id, excluded.last_id)",
         &[text(name), int(last_id)],
     )
 }

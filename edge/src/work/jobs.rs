@@ -1,5 +1,5 @@
-//! The `jobs` queue: one message per carrier event to process, message to dispatch or media item
-//! to copy.
+//! The `jobs` queue: one message per carrier event to process, message to dispatch, media item
+//! to copy, or part of the cron's tick.
 //!
 //! Every message is acknowledged only after its effects committed, and any message may run
 //! twice: the guards make the second run a no-op. A message that fails on every retry goes to
@@ -11,9 +11,9 @@ use worker::{Context, D1Database, Env, Message, MessageBatch, MessageExt};
 
 use crate::bindings;
 use crate::error::{EdgeError, Outcome};
-use crate::queues::{enqueue_later, Job};
+use crate::queues::{enqueue_later, Job, Part};
 use crate::store::carrier_events;
-use crate::work::{deliver, dispatch, media, process};
+use crate::work::{cron, deliver, dispatch, media, process};
 
 /// Consumes a batch from the `jobs` queue, acknowledging or retrying each message itself.
 ///
@@ -50,8 +50,10 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env, ctx: &Co
         for (message, job) in jobs {
             // A job that calls out waits for its turn here, before its deadline starts.
             let _turn = match job {
-                Job::Dispatch { .. } | Job::CopyMedia { .. } => Some(calling_out.acquire().await),
-                Job::CarrierEvent { .. } => None,
+                Job::Dispatch { .. } | Job::CopyMedia { .. } | Job::Tick { part: Part::Sweep, .. } => {
+                    Some(calling_out.acquire().await)
+                }
+                Job::CarrierEvent { .. } | Job::Tick { .. } => None,
             };
             one(env, message, job, beside).await;
         }
@@ -84,6 +86,7 @@ async fn one(env: &Env, message: &Message<serde_json::Value>, job: &Job, beside:
         Job::CarrierEvent { id, .. } => ("carrier_event", id.clone()),
         Job::Dispatch { message_id, .. } => ("dispatch", message_id.clone()),
         Job::CopyMedia { message_id, position, .. } => ("copy_media", format!("{message_id}/{position}")),
+        Job::Tick { part, database, .. } => ("tick", format!("{database}/{}", part.as_str())),
     };
     crate::error::settle(message, outcome, |line| {
         line["job"] = serde_json::json!(kind);
@@ -105,6 +108,10 @@ fn scoped(env: &Env, job: &Job) -> Result<(Env, D1Database), EdgeError> {
 /// Runs a job; for a carrier event, also whether its row was read (`false`: processed from what
 /// its job carried, work::process).
 async fn run(env: &Env, job: &Job, beside: Option<&deliver::Beside<'_>>) -> (Result<Outcome, EdgeError>, Option<bool>) {
+    // A part of the cron's tick names its own database, of either kind.
+    if let Job::Tick { part, database, round } = job {
+        return (cron::run(env, *part, database, *round).await, None);
+    }
     let (env, db) = match scoped(env, job) {
         Ok(scoped) => scoped,
         Err(e) => return (Err(e), None),
@@ -118,6 +125,7 @@ async fn run(env: &Env, job: &Job, beside: Option<&deliver::Beside<'_>>) -> (Res
         }
         Job::Dispatch { message_id, .. } => (dispatch::dispatch(&env, &db, message_id).await, None),
         Job::CopyMedia { message_id, position, .. } => (media::copy(&env, &db, message_id, *position).await, None),
+        Job::Tick { .. } => (Ok(Outcome::applied(false)), None),
     }
 }
 
@@ -193,5 +201,7 @@ async fn dead_letter(env: &Env, job: &Job) -> Result<(), EdgeError> {
             let problem = "copying failed on every retry (dead-lettered)";
             crate::store::media::record_failed(&db, message_id, *position, problem).await.map(|_| ())
         }
+        // The next tick does the part again; its failures were logged by each try.
+        Job::Tick { .. } => Ok(()),
     }
 }

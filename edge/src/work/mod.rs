@@ -1,5 +1,6 @@
 //! The work wing: queue consumers and the cron.
 pub mod calls;
+pub mod cron;
 pub mod deliver;
 pub mod dispatch;
 pub mod jobs;

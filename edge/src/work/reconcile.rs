@@ -36,28 +36,9 @@ pub struct Report {
     pub learned: usize,
 }
 
-/// One reconciliation run, in every account database.
-pub async fn run(env: &Env) -> Result<Report, EdgeError> {
-    let mut report = Report::default();
-    // One database that fails is logged and skipped; the others are still reconciled.
-    for binding in crate::store::routes::databases(env) {
-        let one = match crate::store::routes::scope(env, Some(binding.clone())) {
-            Ok(scoped) => run_database(&scoped).await,
-            Err(e) => Err(e),
-        };
-        match one {
-            Ok(one) => {
-                report.asked += one.asked;
-                report.learned += one.learned;
-            }
-            Err(e) => crate::work::sweep::skipped("reconcile", &binding, &e),
-        }
-    }
-    Ok(report)
-}
-
-/// One reconciliation run in the account database `env` is scoped to.
-async fn run_database(env: &Env) -> Result<Report, EdgeError> {
+/// One reconciliation run in the account database `env` is scoped to (its part of the cron's
+/// tick, `work::cron`).
+pub async fn run_database(env: &Env) -> Result<Report, EdgeError> {
     let config = crate::config::get(env)?;
     let db = db::database(env)?;
     let now = now();

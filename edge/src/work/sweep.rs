@@ -1,5 +1,7 @@
 //! The cron sweeper: re-enqueues anything persisted but not yet done, and raises `backlog.high`
-//! when the oldest of it has waited longer than `BACKLOG_ALERT_SECS`.
+//! when the oldest of it has waited longer than `BACKLOG_ALERT_SECS`. Each database is swept in
+//! a part of the tick of its own (`work::cron`): the dedupe log's in [`sweep_log`], each
+//! account database's in [`sweep_account`].
 
 use exactly_core::Timestamp;
 use worker::Env;
@@ -16,7 +18,7 @@ const STALE_AFTER_MILLIS: i64 = 2 * 60 * 1000;
 /// its limits.
 const BATCH: u32 = 100;
 
-/// What one sweep re-enqueued.
+/// What one part of a sweep re-enqueued.
 pub struct Report {
     /// Carrier events neither processed nor failed.
     pub events: usize,
@@ -33,35 +35,37 @@ pub struct Report {
 /// A delivery attempt overdue by this long has lost its queue message.
 const DELIVERY_GRACE_MILLIS: i64 = 60 * 1000;
 
-/// One sweep. Re-enqueueing work that is in fact still queued is harmless: the guards make the
-/// second run a no-op. The dedupe log is swept once; every account database on its own.
-pub async fn sweep(env: &Env) -> Result<Report, EdgeError> {
+/// The dedupe log's part of a sweep (`DB`'s tick): carrier events neither processed nor failed
+/// for a while are enqueued again (re-enqueueing work that is in fact still queued is harmless:
+/// the guards make the second run a no-op), and the oldest of them raises `backlog.high`.
+pub async fn sweep_log(env: &Env) -> Result<Report, EdgeError> {
     let log = carrier_events::Log::open(env)?;
     let cutoff = Timestamp::from_unix_millis(now().unix_millis() - STALE_AFTER_MILLIS);
     let events: Vec<String> = log.unprocessed(cutoff, BATCH).await?.into_iter().map(|(id, _)| id).collect();
-    let mut report = Report { events: events.len(), dispatches: 0, deliveries: 0, backlog_signals: 0, media: 0 };
     jobs::enqueue_many(env, events.iter().map(|id| Job::carrier_event(id)).collect()).await?;
-    let mut oldest_deliveries = Vec::new();
-    // One database that fails is logged and skipped: its outage stops no other's sweep, nor the
-    // backlog signals that report it.
-    for binding in routes::databases(env) {
-        let found = match routes::scope(env, Some(binding.clone())) {
-            Ok(scoped) => sweep_database(&scoped, &log, cutoff).await,
-            Err(e) => Err(e),
-        };
-        match found {
-            Ok(found) => {
-                report.events += found.woken;
-                report.dispatches += found.dispatches;
-                report.deliveries += found.deliveries;
-                report.media += found.media;
-                oldest_deliveries.extend(found.oldest_delivery);
-            }
-            Err(e) => skipped("sweep", &binding, &e),
-        }
-    }
-    report.backlog_signals = backlog(env, &log, oldest_deliveries).await?;
-    Ok(report)
+    let backlog_signals = log_backlog(env, &log).await?;
+    Ok(Report { events: events.len(), dispatches: 0, deliveries: 0, backlog_signals, media: 0 })
+}
+
+/// One account database's part of a sweep (its tick): receipts, dispatches, deliveries and
+/// media copies whose job was lost are enqueued again, and its oldest overdue delivery raises
+/// `backlog.high`.
+pub async fn sweep_account(env: &Env, binding: &str) -> Result<Report, EdgeError> {
+    let scoped = routes::scope(env, Some(binding.to_owned()))?;
+    let log = carrier_events::Log::open(env)?;
+    let cutoff = Timestamp::from_unix_millis(now().unix_millis() - STALE_AFTER_MILLIS);
+    let found = sweep_database(&scoped, &log, cutoff).await?;
+    let backlog_signals = match found.oldest_delivery {
+        Some((scoped, id)) => delivery_backlog(env, &scoped, &id).await?,
+        None => 0,
+    };
+    Ok(Report {
+        events: found.woken,
+        dispatches: found.dispatches,
+        deliveries: found.deliveries,
+        backlog_signals,
+        media: found.media,
+    })
 }
 
 /// Logs that one part of a cron step (an account database's, or one item's) failed and was
@@ -146,18 +150,13 @@ async fn sweep_database(env: &Env, log: &carrier_events::Log, cutoff: Timestamp)
     Ok(Found { woken, dispatches, deliveries, media, oldest_delivery })
 }
 
-/// Raises `backlog.high` about the oldest carrier event neither processed nor failed, the oldest
-/// receipt parked for its message (its send is recorded within seconds as a rule), and the oldest overdue
-/// delivery of an endpoint neither paused nor disabled (what such an endpoint holds waits for
-/// its owner) of each account database, each if it has waited longer than `BACKLOG_ALERT_SECS`. Each stuck item raises
-/// it once however many sweeps find it, so a backlog that drains raises one more signal for
-/// each new oldest item still past the threshold. Returns how many signals this run wrote. A
-/// carrier event's signal is the operator's, in `DB`.
-async fn backlog(
-    env: &Env,
-    log: &carrier_events::Log,
-    oldest_deliveries: Vec<(Env, String)>,
-) -> Result<usize, EdgeError> {
+/// Raises `backlog.high` about the oldest carrier event neither processed nor failed and the
+/// oldest receipt parked for its message (its send is recorded within seconds as a rule), each if
+/// it has waited longer than `BACKLOG_ALERT_SECS`. Each stuck item raises it once however many
+/// sweeps find it, so a backlog that drains raises one more signal for each new oldest item
+/// still past the threshold. Returns how many signals this run wrote. A carrier event's signal is
+/// the operator's, in `DB`.
+async fn log_backlog(env: &Env, log: &carrier_events::Log) -> Result<usize, EdgeError> {
     let threshold_secs = crate::config::get(env)?.backlog_alert_secs;
     let root = crate::store::d1(env, crate::bindings::DB)?;
     let at = now();
@@ -176,27 +175,32 @@ async fn backlog(
         }
     }
     // Each signal written is a list of its copies' event ids; one already written is empty.
-    let mut raised = stuck.iter().filter(|ids| !ids.is_empty()).count();
+    let raised = stuck.iter().filter(|ids| !ids.is_empty()).count();
     crate::queues::announce_events(env, &root, &stuck.concat()).await?;
-    for (scoped, id) in oldest_deliveries {
-        // A delivery's signal is written in its account's database, for the account and the
-        // operator both.
-        let db = crate::store::database(&scoped)?;
-        if let Some(due) = deliveries::due(&db, &id).await?.filter(|d| d.status == deliveries::DeliveryStatus::Pending)
-        {
-            let delivery = Stuck::Delivery {
-                id: &due.id,
-                event_id: &due.event_id,
-                endpoint_id: &due.endpoint_id,
-                account_id: &due.account_id,
-                since: due.next_attempt_at,
-            };
-            let written = signals::backlog_high(&db, &delivery, threshold_secs, at).await?;
-            raised += usize::from(!written.is_empty());
-            crate::queues::announce_events(&scoped, &db, &written).await?;
-        }
-    }
     Ok(raised)
+}
+
+/// Raises `backlog.high` about delivery `id`, the oldest overdue delivery of an endpoint
+/// neither paused nor disabled (what such an endpoint holds waits for its owner) of the account
+/// database `scoped` serves, if it is still pending. It is written in its account's database,
+/// for the account and the operator both. Returns how many signals this wrote (0 or 1).
+async fn delivery_backlog(env: &Env, scoped: &Env, id: &str) -> Result<usize, EdgeError> {
+    let threshold_secs = crate::config::get(env)?.backlog_alert_secs;
+    let at = now();
+    let db = crate::store::database(scoped)?;
+    let Some(due) = deliveries::due(&db, id).await?.filter(|d| d.status == deliveries::DeliveryStatus::Pending) else {
+        return Ok(0);
+    };
+    let delivery = Stuck::Delivery {
+        id: &due.id,
+        event_id: &due.event_id,
+        endpoint_id: &due.endpoint_id,
+        account_id: &due.account_id,
+        since: due.next_attempt_at,
+    };
+    let written = signals::backlog_high(&db, &delivery, threshold_secs, at).await?;
+    crate::queues::announce_events(scoped, &db, &written).await?;
+    Ok(usize::from(!written.is_empty()))
 }
 
 /// Registers the operator's endpoint from `OPERATOR_WEBHOOK_URL` and `OPERATOR_WEBHOOK_SECRET`

@@ -21,64 +21,75 @@ fn prefix_end(rows: &[Visit], cutoff: Timestamp) -> Option<i64> {
     rows.iter().take_while(|r| r.created_at < cutoff && r.settled).last().map(|r| r.rid)
 }
 
-/// Retention of one database's carrier events: the payloads of settled events after
-/// `RETENTION_PAYLOAD_DAYS`, the rows after `RETENTION_EVENT_DAYS`; returns how many of each.
-pub async fn prune(db: &D1Database, limits: Retention, now: Timestamp) -> Result<(usize, usize), EdgeError> {
-    let (mut payloads, mut events) = (0, 0);
-    let visit = "SELECT rowid AS rid, created_at, (processed_at IS NOT NULL OR error IS NOT NULL) AS settled
-         FROM carrier_events";
+/// Whether a step that visited `rows` (a page of [`retention::BATCH`]) and pruned up to `upto`
+/// has more to do at once: its page was full and all of it was past the cutoff.
+fn more(rows: &[Visit], upto: Option<i64>) -> bool {
+    rows.len() == retention::BATCH as usize && upto.is_some() && upto == rows.last().map(|r| r.rid)
+}
 
-    // Payloads: from the watermark onwards.
+const VISIT: &str = "SELECT rowid AS rid, created_at, (processed_at IS NOT NULL OR error IS NOT NULL) AS settled
+     FROM carrier_events";
+
+/// One page of the payload step of one database's retention: the payloads of settled events
+/// after `RETENTION_PAYLOAD_DAYS`, from the watermark on.
+pub async fn prune_payloads(db: &D1Database, limits: Retention, now: Timestamp) -> Result<retention::Page, EdgeError> {
     let from = retention::mark(db, "payloads").await?;
     let rows: Vec<Visit> = db::all(db::stmt(
         db,
-        &format!("{visit} WHERE rowid > ?1 ORDER BY rowid LIMIT ?2"),
+        &format!("{VISIT} WHERE rowid > ?1 ORDER BY rowid LIMIT ?2"),
         &[int(from), int(retention::BATCH)],
     )?)
     .await?;
     let cutoff = Timestamp::from_unix_millis(now.unix_millis() - limits.payload_days * retention::DAY_MILLIS);
-    if let Some(upto) = prefix_end(&rows, cutoff) {
-        let results = db::batch(
-            db,
-            vec![
-                db::stmt(
-                    db,
-                    "UPDATE carrier_events SET payload = NULL WHERE rowid > ?1 AND rowid <= ?2 AND payload IS NOT NULL
-                       AND created_at < ?3 AND (processed_at IS NOT NULL OR error IS NOT NULL)",
-                    &[int(from), int(upto), crate::store::time(cutoff)],
-                )?,
-                retention::set_mark(db, "payloads", upto)?,
-            ],
-        )
-        .await?;
-        payloads = results.first().map(db::changes).unwrap_or(0);
-    }
+    let upto = prefix_end(&rows, cutoff);
+    let Some(upto_id) = upto else { return Ok(retention::Page::default()) };
+    let results = db::batch(
+        db,
+        vec![
+            db::stmt(
+                db,
+                "UPDATE carrier_events SET payload = NULL WHERE rowid > ?1 AND rowid <= ?2 AND payload IS NOT NULL
+                   AND created_at < ?3 AND (processed_at IS NOT NULL OR error IS NOT NULL)",
+                &[int(from), int(upto_id), crate::store::time(cutoff)],
+            )?,
+            retention::set_mark(db, "payloads", upto_id)?,
+        ],
+    )
+    .await?;
+    // The watermark moved past the page, so the next page is a new one.
+    Ok(retention::Page { pruned: results.first().map(db::changes).unwrap_or(0), more: more(&rows, upto) })
+}
 
-    // Rows: the oldest first; deletion keeps the front of the table the oldest remaining.
+/// One page of the row step of one database's retention: the rows of settled events after
+/// `RETENTION_EVENT_DAYS`, the oldest first; deletion keeps the front of the table the oldest
+/// remaining.
+pub async fn prune_rows(db: &D1Database, limits: Retention, now: Timestamp) -> Result<retention::Page, EdgeError> {
     let rows: Vec<Visit> =
-        db::all(db::stmt(db, &format!("{visit} ORDER BY rowid LIMIT ?1"), &[int(retention::BATCH)])?).await?;
+        db::all(db::stmt(db, &format!("{VISIT} ORDER BY rowid LIMIT ?1"), &[int(retention::BATCH)])?).await?;
     let cutoff = Timestamp::from_unix_millis(
         now.unix_millis() - limits.event_days.max(crate::config::MIN_EVENT_RETENTION_DAYS) * retention::DAY_MILLIS,
     );
-    if let Some(upto) = prefix_end(&rows, cutoff) {
-        // Only settled rows older than the cutoff, whatever lies below `upto`: a row copied in by a
-        // move may carry an id below rows it is younger than.
-        let results = db::batch(
-            db,
-            vec![
-                retention::raise_id_floor(db)?,
-                db::stmt(
-                    db,
-                    "DELETE FROM carrier_events WHERE rowid <= ?1 AND created_at < ?2
-                       AND (processed_at IS NOT NULL OR error IS NOT NULL)",
-                    &[int(upto), crate::store::time(cutoff)],
-                )?,
-            ],
-        )
-        .await?;
-        events = results.get(1).map(db::changes).unwrap_or(0);
-    }
-    Ok((payloads, events))
+    let upto = prefix_end(&rows, cutoff);
+    let Some(upto_id) = upto else { return Ok(retention::Page::default()) };
+    // Only settled rows older than the cutoff, whatever lies below `upto`: a row copied in by a
+    // move may carry an id below rows it is younger than.
+    let results = db::batch(
+        db,
+        vec![
+            retention::raise_id_floor(db)?,
+            db::stmt(
+                db,
+                "DELETE FROM carrier_events WHERE rowid <= ?1 AND created_at < ?2
+                   AND (processed_at IS NOT NULL OR error IS NOT NULL)",
+                &[int(upto_id), crate::store::time(cutoff)],
+            )?,
+        ],
+    )
+    .await?;
+    let pruned = results.get(1).map(db::changes).unwrap_or(0);
+    // There is no watermark: the next page starts at the front again, so it is a new one only if
+    // this one deleted something.
+    Ok(retention::Page { pruned, more: pruned > 0 && more(&rows, upto) })
 }
 
 /// Erasure: clears the payload of every carrier event of this database whose body names `number`

@@ -7,11 +7,9 @@ use crate::config::Retention;
 use crate::error::EdgeError;
 use crate::store::{self as db, int, retention};
 
-/// Retention of webhook attempts (run by `store::retention`): the attempts of delivered
-/// webhooks after `RETENTION_ATTEMPT_DAYS`; returns how many were deleted.
-pub async fn prune_attempts(db: &D1Database, limits: Retention, now: Timestamp) -> Result<usize, EdgeError> {
-    let mut attempts = 0;
-
+/// One page of the retention of webhook attempts: the attempts of delivered webhooks after
+/// `RETENTION_ATTEMPT_DAYS`, from the watermark `store::retention` keeps.
+pub async fn prune_attempts(db: &D1Database, limits: Retention, now: Timestamp) -> Result<retention::Page, EdgeError> {
     // Attempts of delivered webhooks: the window after the watermark, up to the cutoff.
     crate::store::row! {
         struct Attempt {
@@ -27,7 +25,10 @@ pub async fn prune_attempts(db: &D1Database, limits: Retention, now: Timestamp) 
     )?)
     .await?;
     let cutoff = now.unix_millis() - limits.attempt_days * retention::DAY_MILLIS;
-    if let Some(upto) = window.iter().take_while(|a| a.attempted_at.unix_millis() < cutoff).last().map(|a| a.id) {
+    let upto = window.iter().take_while(|a| a.attempted_at.unix_millis() < cutoff).last().map(|a| a.id);
+    let Some(upto) = upto else { return Ok(retention::Page::default()) };
+    let more = window.len() == retention::BATCH as usize && window.last().map(|a| a.id) == Some(upto);
+    {
         let results = db::batch(
             db,
             vec![
@@ -44,9 +45,8 @@ pub async fn prune_attempts(db: &D1Database, limits: Retention, now: Timestamp) 
             ],
         )
         .await?;
-        attempts = results.first().map(db::changes).unwrap_or(0);
+        Ok(retention::Page { pruned: results.first().map(db::changes).unwrap_or(0), more })
     }
-    Ok(attempts)
 }
 
 /// The deliveries and attempts of the customer events with rowid in (`from`, `upto`] none of whose

@@ -1,0 +1,107 @@
+//! The cron's tick, fanned out (docs/architecture.md, "The cron").
+//!
+//! The scheduled handler registers the operator's endpoint and enqueues one `jobs` message per
+//! database and part ([`Job::Tick`]): the dedupe log's sweep, each account database's sweep and
+//! reconciliation, and each retention step of each database. Each part runs in an invocation of
+//! its own, so no invocation touches every database nor makes more statements than one
+//! database's part needs; a database whose carrier hangs holds up only its own reconciliation;
+//! and a retention step whose page was full goes on at once with its next page, up to
+//! [`MAX_ROUNDS`] pages a tick, so a backlog drains as fast as pages run.
+
+use worker::Env;
+
+use crate::bindings::DB;
+use crate::error::{Done, EdgeError, Outcome};
+use crate::platform::now;
+use crate::queues::{self, Job, Part, Step};
+use crate::store::{carrier_events, routes};
+use crate::work::{reconcile, retention, sweep};
+
+/// The most pages one retention step runs in one database from one tick: 120 pages of
+/// `store::retention::BATCH` rows a minute is 2,000 rows a second per step and database. A step
+/// still behind after them goes on from the next tick.
+pub const MAX_ROUNDS: u32 = 120;
+
+/// The tick: enqueues every part. Returns how many.
+pub async fn tick(env: &Env) -> Result<usize, EdgeError> {
+    let mut parts = vec![Job::tick(Part::Log, DB), Job::tick(Part::Retain(Step::Sessions), DB)];
+    for binding in carrier_events::Log::open(env)?.bindings() {
+        parts.extend(Step::LOG.iter().map(|step| Job::tick(Part::Retain(*step), &binding)));
+    }
+    for binding in routes::databases(env) {
+        parts.push(Job::tick(Part::Sweep, &binding));
+        parts.extend(Step::ACCOUNTS.iter().map(|step| Job::tick(Part::Retain(*step), &binding)));
+    }
+    let count = parts.len();
+    queues::enqueue_many(env, parts).await?;
+    Ok(count)
+}
+
+/// Runs one part of a tick in `database`. A part that fails is logged and not retried: the next
+/// tick runs it again.
+///
+/// Each run of a part ends with one log line that names it (`"tick_part"`), whatever it did, so
+/// what a tick set going can be seen to have ended: the tick's line counts its parts, and a
+/// retention page that enqueued the next says so (`"next": true`).
+pub async fn run(env: &Env, part: Part, database: &str, round: u32) -> Result<Outcome, EdgeError> {
+    let done = match part {
+        Part::Log => sweep::sweep_log(env).await.map(|report| {
+            worker::console_log!(
+                "{}",
+                serde_json::json!({"cron": "sweep", "tick_part": part.as_str(), "database": database,
+                    "events": report.events, "backlog_signals": report.backlog_signals})
+            );
+            report.events + report.backlog_signals > 0
+        }),
+        Part::Sweep => sweep_and_reconcile(env, database).await,
+        Part::Retain(step) => retain(env, step, database, round).await,
+    };
+    match done {
+        Ok(changed) => Ok(Outcome::applied(changed)),
+        Err(e) => {
+            worker::console_error!(
+                "{}",
+                serde_json::json!({"cron": part.as_str(), "tick_part": part.as_str(), "database": database,
+                    "error": e.to_string()})
+            );
+            Ok(Outcome::Done(Done::Failed))
+        }
+    }
+}
+
+/// An account database's sweep, then its reconciliation; whether either did anything.
+async fn sweep_and_reconcile(env: &Env, database: &str) -> Result<bool, EdgeError> {
+    let report = sweep::sweep_account(env, database).await?;
+    worker::console_log!(
+        "{}",
+        serde_json::json!({"cron": "sweep", "database": database, "events": report.events,
+            "dispatches": report.dispatches, "deliveries": report.deliveries,
+            "backlog_signals": report.backlog_signals, "media": report.media})
+    );
+    let reconciled = reconcile::run_database(&routes::scope(env, Some(database.to_owned()))?).await?;
+    worker::console_log!(
+        "{}",
+        serde_json::json!({"cron": "reconcile", "tick_part": Part::Sweep.as_str(), "database": database,
+            "asked": reconciled.asked, "learned": reconciled.learned})
+    );
+    let swept = report.events + report.dispatches + report.deliveries + report.media + report.backlog_signals;
+    Ok(swept + reconciled.learned > 0)
+}
+
+/// One page of a retention step; its next page is enqueued at once when this one was full.
+async fn retain(env: &Env, step: Step, database: &str, round: u32) -> Result<bool, EdgeError> {
+    let retention = crate::config::get(env)?.retention;
+    let db = crate::store::d1(env, database)?;
+    let page = retention::page(&db, step, retention, now()).await?;
+    let next = page.more && round + 1 < MAX_ROUNDS;
+    if next {
+        let job = Job::Tick { part: Part::Retain(step), database: database.to_owned(), round: round + 1 };
+        queues::enqueue(env, job).await?;
+    }
+    worker::console_log!(
+        "{}",
+        serde_json::json!({"cron": "retention", "tick_part": step.as_str(), "database": database,
+            "step": step.as_str(), "pruned": page.pruned, "round": round, "next": next})
+    );
+    Ok(page.pruned > 0)
+}
