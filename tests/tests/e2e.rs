@@ -27,6 +27,7 @@ mod operations;
 mod portal;
 mod quickstart;
 mod receivers;
+mod scale;
 mod security;
 mod shards;
 mod store;
@@ -77,7 +78,10 @@ const ONE_DATABASE: &[&str] = &[
 /// Tests at scale that start a worker of their own and load it with thousands of requests: they
 /// run once, in the sharded pass (the layout with the most round trips per fact), so the two
 /// passes never run two of them at once.
-const SHARDED_ONLY: &[&str] = &["fanout::one_message_reaches_1000_endpoints_once_and_a_replay_each_once_more"];
+const SHARDED_ONLY: &[&str] = &[
+    "fanout::one_message_reaches_1000_endpoints_once_and_a_replay_each_once_more",
+    "scale::retention_catches_up_through_pages_from_a_large_backlog",
+];
 
 /// Tests that start workers of their own, in layouts they choose: they run once, in the sharded
 /// pass.
@@ -86,6 +90,7 @@ const OWN_LAYOUT: &str = "shards::";
 /// Tests that take longest (most start workers of their own), started first so that the run
 /// does not end waiting on one of them.
 const LONGEST: &[&str] = &[
+    "scale::retention_catches_up_through_pages_from_a_large_backlog",
     "fanout::one_message_reaches_1000_endpoints_once_and_a_replay_each_once_more",
     "erasure::an_erased_number_is_in_no_database_and_a_late_retry_is_still_a_duplicate",
     "limits::a_burst_over_the_limit_is_answered_429_and_slows_no_one_else",
@@ -125,6 +130,7 @@ fn main() {
         portal::TESTS,
         quickstart::TESTS,
         receivers::TESTS,
+        scale::TESTS,
         security::TESTS,
         store::TESTS,
         shards::TESTS,
