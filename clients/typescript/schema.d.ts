@@ -415,9 +415,29 @@ export interface paths {
         put?: never;
         /**
          * Deliver again what the endpoint missed
-         * @description Queues a new delivery of every event written in [since, until) that this endpoint is subscribed to and has neither received successfully nor has pending, oldest first. Running it again queues nothing twice. A paused or disabled endpoint holds what is queued until it is resumed or enabled.
+         * @description Records a recovery that delivers again every event written in [since, until) that this endpoint is subscribed to and has neither received successfully nor has pending, oldest first. It runs in pages of at most 1,000 of the account's events, each a job of its own, however long the window or busy the account; `GET /v1/webhook_endpoints/{id}/recoveries/{recovery_id}` shows how far it got. Running it again queues nothing twice. A paused or disabled endpoint holds what is queued until it is resumed or enabled.
          */
         post: operations["recoverWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook_endpoints/{id}/recoveries/{recovery_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A recovery's progress
+         * @description How far a recovery got: the deliveries it wrote so far, and the time of the last event its pages reached.
+         */
+        get: operations["getRecovery"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1895,6 +1915,27 @@ export interface components {
             limit?: number;
             /** Format: date-time */
             created_at: string;
+        };
+        Recovery: {
+            id: string;
+            endpoint_id: string;
+            /** Format: date-time */
+            since: string;
+            /** Format: date-time */
+            until: string;
+            /** @enum {string} */
+            status: "running" | "done";
+            /** @description Deliveries written so far. */
+            queued: number;
+            /**
+             * Format: date-time
+             * @description The time of the last event its pages reached (null before the first).
+             */
+            progressed_to?: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            finished_at?: string | null;
         };
         /** @description 409: the account holds 50 live keys already; revoke one first. */
         KeyLimitError: {
@@ -4113,17 +4154,14 @@ export interface operations {
             };
         };
         responses: {
-            /** @description How many deliveries were queued */
+            /** @description The recovery, as it starts (its pages run after the answer) */
             202: {
                 headers: {
                     "x-d1-bookmark": components["headers"]["Bookmark"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        endpoint_id?: string;
-                        queued?: number;
-                    };
+                    "application/json": components["schemas"]["Recovery"];
                 };
             };
             /** @description A malformed request (here: an `x-d1-bookmark` that cannot be a bookmark) */
@@ -4189,6 +4227,71 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getRecovery: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+            };
+            path: {
+                id: string;
+                recovery_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The recovery */
+            200: {
+                headers: {
+                    "x-d1-bookmark": components["headers"]["Bookmark"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Recovery"];
+                };
+            };
+            /** @description A malformed request (here: an `x-d1-bookmark` that cannot be a bookmark) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
+            /** @description No such recovery for this endpoint */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             429: components["responses"]["RateLimited"];

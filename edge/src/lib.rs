@@ -66,6 +66,7 @@ pub enum Handler {
     DeleteEndpoint,
     RotateEndpointSecret,
     RecoverEndpoint,
+    GetRecovery,
     TestEndpoint,
     EndpointAttempts,
     ListEvents,
@@ -133,6 +134,7 @@ routes! {
     ("DELETE", "/v1/webhook_endpoints/{id}") => Handler::DeleteEndpoint,
     ("POST", "/v1/webhook_endpoints/{id}/rotate_secret") => Handler::RotateEndpointSecret,
     ("POST", "/v1/webhook_endpoints/{id}/recover") => Handler::RecoverEndpoint,
+    ("GET", "/v1/webhook_endpoints/{id}/recoveries/{recovery_id}") => Handler::GetRecovery,
     ("POST", "/v1/webhook_endpoints/{id}/test") => Handler::TestEndpoint,
     ("GET", "/v1/webhook_endpoints/{id}/attempts") => Handler::EndpointAttempts,
     ("GET", "/v1/events") => Handler::ListEvents,
@@ -312,6 +314,7 @@ fn access_route<'a>(matched: &Matched<'a>, method: &str) -> exactly_core::access
         | Handler::DeleteEndpoint
         | Handler::RotateEndpointSecret
         | Handler::RecoverEndpoint
+        | Handler::GetRecovery
         | Handler::TestEndpoint
         | Handler::EndpointAttempts
         | Handler::RetryFailedDeliveries
@@ -397,6 +400,7 @@ async fn dispatch(matched: Matched<'_>, req: Request, env: &Env) -> Result<Respo
         Handler::DeleteEndpoint => endpoints::delete(req, env, id).await,
         Handler::RotateEndpointSecret => endpoints::rotate_secret(req, env, id).await,
         Handler::RecoverEndpoint => endpoints::recover(req, env, id).await,
+        Handler::GetRecovery => endpoints::recovery(req, env, id, position).await,
         Handler::TestEndpoint => endpoints::test(req, env, id).await,
         Handler::EndpointAttempts => api::delivery_log::attempts(req, env, id).await,
         Handler::ListEvents => events::list(req, env).await,

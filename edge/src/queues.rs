@@ -49,6 +49,13 @@ pub enum Job {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         database: Option<String>,
     },
+    /// The next page of recovery `id` (`store::deliveries::recoveries`), kept in account
+    /// database `database` (absent: `DB`).
+    Recover {
+        id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        database: Option<String>,
+    },
     /// One part of the cron's tick in one database (`work::cron`): the tick enqueues one per
     /// database and part, so no invocation works in every database.
     Tick {
@@ -156,6 +163,11 @@ impl Job {
         Job::CopyMedia { message_id: message_id.to_owned(), position, database: database_of(env) }
     }
 
+    /// The next page of a recovery of the account database `env` serves.
+    pub fn recover(env: &Env, id: &str) -> Self {
+        Job::Recover { id: id.to_owned(), database: database_of(env) }
+    }
+
     /// A carrier event to process again (a sweep, a re-drive): its lane is not known.
     pub fn carrier_event(id: &str) -> Self {
         Job::CarrierEvent { id: id.to_owned(), lane: None, number: None, event: None }
@@ -170,6 +182,7 @@ impl Job {
             Job::Dispatch { message_id, .. } => format!("dispatch:{message_id}"),
             Job::CopyMedia { message_id, .. } => format!("media:{message_id}"),
             Job::Tick { part, database, .. } => format!("tick:{database}:{}", part.as_str()),
+            Job::Recover { id, .. } => format!("recover:{id}"),
         }
     }
 
@@ -177,7 +190,9 @@ impl Job {
     pub fn database(&self) -> Option<&str> {
         match self {
             Job::CarrierEvent { .. } | Job::Tick { .. } => None,
-            Job::Dispatch { database, .. } | Job::CopyMedia { database, .. } => database.as_deref(),
+            Job::Dispatch { database, .. } | Job::CopyMedia { database, .. } | Job::Recover { database, .. } => {
+                database.as_deref()
+            }
         }
     }
 

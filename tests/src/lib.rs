@@ -587,6 +587,24 @@ impl Worker {
         (v["id"].as_str().expect("id").to_owned(), secret)
     }
 
+    /// Recovers endpoint `endpoint` of the customer with key `key` from `since` (RFC 3339), and
+    /// waits until every page of the recovery has run; returns the recovery as its last page
+    /// left it (`queued`: the deliveries it wrote).
+    pub fn recover(&self, key: &str, endpoint: &str, since: &str) -> Value {
+        let body = json!({ "since": since });
+        let a = self.call("POST", &format!("/v1/webhook_endpoints/{endpoint}/recover"), key, Some(&body), &[]);
+        assert_eq!(a.status, 202, "{}", a.body);
+        let id = a.json()["id"].as_str().expect("a recovery id").to_owned();
+        let mut last = Value::Null;
+        let done = self.eventually(Duration::from_secs(60), || {
+            last =
+                self.call("GET", &format!("/v1/webhook_endpoints/{endpoint}/recoveries/{id}"), key, None, &[]).json();
+            last["status"] == "done"
+        });
+        assert!(done, "recovery {id} did not finish: {last}");
+        last
+    }
+
     /// The customer's message `id`, as `GET /v1/messages/{id}` shows it.
     pub fn message(&self, c: &Customer, id: &str) -> Value {
         let a = self.call("GET", &format!("/v1/messages/{id}"), &c.key, None, &[]);

@@ -104,14 +104,7 @@ fn a_filter_passes_one_event_and_holds_back_another(w: &Worker) {
     // A recovery of the window finds nothing to deliver again: one event was received, the
     // other was held back on purpose.
     let since = exactly_core::Timestamp::from_unix_seconds(sim::unix_now() - 3600).to_rfc3339();
-    let a = w.call(
-        "POST",
-        &format!("/v1/webhook_endpoints/{filtered}/recover"),
-        &c.key,
-        Some(&json!({ "since": since })),
-        &[],
-    );
-    assert_eq!((a.status, a.json()["queued"].clone()), (202, json!(0)), "{}", a.body);
+    assert_eq!(w.recover(&c.key, &filtered, &since)["queued"], json!(0));
     // The filter now lets "hold me" through: a replay of the held event reaches it, once.
     let patch = json!({"filter": "not data.text = \"pass me\""});
     let a = w.call("PATCH", &format!("/v1/webhook_endpoints/{filtered}"), &c.key, Some(&patch), &[]);
@@ -254,14 +247,7 @@ fn the_catalog_serves_every_type_and_a_test_send_delivers_its_example(w: &Worker
     let other = other.json()["id"].as_str().unwrap_or_default().to_owned();
     assert_eq!(w.call("POST", &format!("/v1/events/{test_event}/replay"), &c.key, None, &[]).status, 409);
     let since = exactly_core::Timestamp::from_unix_seconds(sim::unix_now() - 3600).to_rfc3339();
-    let a = w.call(
-        "POST",
-        &format!("/v1/webhook_endpoints/{other}/recover"),
-        &c.key,
-        Some(&json!({ "since": since })),
-        &[],
-    );
-    assert_eq!((a.status, a.json()["queued"].clone()), (202, json!(0)), "{}", a.body);
+    assert_eq!(w.recover(&c.key, &other, &since)["queued"], json!(0));
     let listed = w.call("GET", "/v1/events?type=call.completed", &c.key, None, &[]).json();
     assert_eq!(listed["data"], json!([]), "{listed}");
     assert_eq!(w.call("GET", &format!("/v1/events/{test_event}"), &c.key, None, &[]).status, 200);

@@ -89,6 +89,7 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("POST", "/v1/events/{id}/replay", Access::Owned(Resource::Event)),
     ("POST", "/v1/webhook_endpoints/{id}/retries", Access::Owned(Resource::Endpoint)),
     ("GET", "/v1/webhook_endpoints/{id}/retries/{retry_id}", Access::Owned(Resource::Endpoint)),
+    ("GET", "/v1/webhook_endpoints/{id}/recoveries/{recovery_id}", Access::Owned(Resource::Endpoint)),
     ("GET", "/v1/api_keys", Access::Account),
     ("POST", "/v1/api_keys", Access::Account),
     ("DELETE", "/v1/api_keys/{id}", Access::Owned(Resource::Key)),
@@ -254,7 +255,8 @@ fn every_route_is_in_the_authorization_table(w: &Worker) {
         }
         .replace("{position}", "0")
         .replace("{key_id}", "key_x")
-        .replace("{retry_id}", "rtr_x");
+        .replace("{retry_id}", "rtr_x")
+        .replace("{recovery_id}", "rcv_x");
         let call = |token: &str| w.call(method, &path, token, body(method).as_ref(), &[]);
         let unauthenticated = w.call(method, &path, "", body(method).as_ref(), &[]);
         match access {

@@ -584,17 +584,7 @@ fn disabled_then_enabled_and_recovered_loses_nothing(w: &Worker) {
     w.customer.always(&path, 200);
     let enabled = w.call("PATCH", &format!("/v1/webhook_endpoints/{id}"), &c.key, Some(&json!({"enabled": true})), &[]);
     assert_eq!(enabled.status, 200, "{}", enabled.body);
-    let recover = |w: &Worker| {
-        let a = w.call(
-            "POST",
-            &format!("/v1/webhook_endpoints/{id}/recover"),
-            &c.key,
-            Some(&json!({"since": since.to_rfc3339()})),
-            &[],
-        );
-        assert_eq!(a.status, 202, "{}", a.body);
-        a.json()["queued"].as_u64().unwrap()
-    };
+    let recover = |w: &Worker| w.recover(&c.key, &id, &since.to_rfc3339())["queued"].as_u64().unwrap();
     assert_eq!(recover(w), 1, "only the refused event needs a new delivery; the three were held");
     let all = wait_received(w, &path, 5);
     let mut ids = event_ids(&all[1..]);

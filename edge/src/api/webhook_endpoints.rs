@@ -14,6 +14,7 @@ use crate::config;
 use crate::error::EdgeError;
 use crate::platform::{new_id, now};
 use crate::store::deliveries;
+use crate::store::deliveries::recoveries::{self, NewRecovery};
 use crate::store::endpoints::{self, Endpoint};
 use exactly_core::Timestamp;
 
@@ -311,9 +312,11 @@ struct Recover {
 /// The widest window a recovery covers.
 const MAX_RECOVER_MILLIS: i64 = 30 * 24 * 3600 * 1000;
 
-/// `POST /v1/webhook_endpoints/{id}/recover` `{since, until?}` -> 202 `{queued}`: delivers again
-/// every event of the window this endpoint is subscribed to and has not received successfully
-/// (nor has pending), oldest first. Running it twice queues nothing twice.
+/// `POST /v1/webhook_endpoints/{id}/recover` `{since, until?}` -> 202, the recovery: delivers
+/// again every event of the window this endpoint is subscribed to and has not received
+/// successfully (nor has pending), oldest first, in pages that run as jobs
+/// (`work::recover`); `GET .../recoveries/{recovery_id}` shows how far it got. Running it twice
+/// queues nothing twice.
 pub async fn recover(mut req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
     let db = crate::store::database(env)?;
     let account = auth::account(&req, env).await?;
@@ -333,12 +336,21 @@ pub async fn recover(mut req: Request, env: &Env, id: &str) -> Result<Response, 
     if until.unix_millis() - since.unix_millis() > MAX_RECOVER_MILLIS {
         return Err(EdgeError::invalid("since", "the window is at most 30 days"));
     }
-    let ids = crate::store::deliveries::recover(&db, &account.id, &endpoint.id, since, until, at).await?;
-    // Held by a paused or disabled endpoint until it is resumed or enabled.
-    if endpoint.enabled && !endpoint.paused {
-        crate::queues::deliver_written(env, ids.clone()).await;
-    }
-    http::json(202, &json!({ "endpoint_id": endpoint.id, "queued": ids.len() }))
+    let recovery_id = new_id("rcv")?;
+    let new = NewRecovery { id: &recovery_id, account_id: &account.id, endpoint_id: &endpoint.id, since, until, at };
+    recoveries::start(&db, &new).await?;
+    crate::queues::enqueue(env, crate::queues::Job::recover(env, &recovery_id)).await?;
+    let recovery = recoveries::find(&db, &endpoint.id, &recovery_id).await?.ok_or(EdgeError::NotFound)?;
+    http::json(202, &recovery.to_json())
+}
+
+/// `GET /v1/webhook_endpoints/{id}/recoveries/{recovery_id}`: a recovery and how far it got.
+pub async fn recovery(req: Request, env: &Env, id: &str, recovery_id: &str) -> Result<Response, EdgeError> {
+    let db = crate::store::database(env)?;
+    let account = auth::account(&req, env).await?;
+    let endpoint = find(&db, &account.id, id).await?;
+    let recovery = recoveries::find(&db, &endpoint.id, recovery_id).await?.ok_or(EdgeError::NotFound)?;
+    http::json(200, &recovery.to_json())
 }
 
 #[derive(Deserialize, Default)]

@@ -1,5 +1,5 @@
 //! The `jobs` queue: one message per carrier event to process, message to dispatch, media item
-//! to copy, or part of the cron's tick.
+//! to copy, recovery page, or part of the cron's tick.
 //!
 //! Every message is acknowledged only after its effects committed, and any message may run
 //! twice: the guards make the second run a no-op. A message that fails on every retry goes to
@@ -13,7 +13,7 @@ use crate::bindings;
 use crate::error::{EdgeError, Outcome};
 use crate::queues::{enqueue_later, Job, Part};
 use crate::store::carrier_events;
-use crate::work::{cron, deliver, dispatch, media, process};
+use crate::work::{cron, deliver, dispatch, media, process, recover};
 
 /// Consumes a batch from the `jobs` queue, acknowledging or retrying each message itself.
 ///
@@ -53,7 +53,7 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env, ctx: &Co
                 Job::Dispatch { .. } | Job::CopyMedia { .. } | Job::Tick { part: Part::Sweep, .. } => {
                     Some(calling_out.acquire().await)
                 }
-                Job::CarrierEvent { .. } | Job::Tick { .. } => None,
+                Job::CarrierEvent { .. } | Job::Tick { .. } | Job::Recover { .. } => None,
             };
             one(env, message, job, beside).await;
         }
@@ -87,6 +87,7 @@ async fn one(env: &Env, message: &Message<serde_json::Value>, job: &Job, beside:
         Job::Dispatch { message_id, .. } => ("dispatch", message_id.clone()),
         Job::CopyMedia { message_id, position, .. } => ("copy_media", format!("{message_id}/{position}")),
         Job::Tick { part, database, .. } => ("tick", format!("{database}/{}", part.as_str())),
+        Job::Recover { id, .. } => ("recover", id.clone()),
     };
     crate::error::settle(message, outcome, |line| {
         line["job"] = serde_json::json!(kind);
@@ -125,6 +126,7 @@ async fn run(env: &Env, job: &Job, beside: Option<&deliver::Beside<'_>>) -> (Res
         }
         Job::Dispatch { message_id, .. } => (dispatch::dispatch(&env, &db, message_id).await, None),
         Job::CopyMedia { message_id, position, .. } => (media::copy(&env, &db, message_id, *position).await, None),
+        Job::Recover { id, .. } => (recover::next_page(&env, &db, id).await, None),
         Job::Tick { .. } => (Ok(Outcome::applied(false)), None),
     }
 }
@@ -203,5 +205,8 @@ async fn dead_letter(env: &Env, job: &Job) -> Result<(), EdgeError> {
         }
         // The next tick does the part again; its failures were logged by each try.
         Job::Tick { .. } => Ok(()),
+        // The recovery stays where its last page left it, unfinished, as its progress shows; a
+        // new recovery of the window delivers what this one did not.
+        Job::Recover { .. } => Ok(()),
     }
 }

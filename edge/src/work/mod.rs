@@ -7,5 +7,6 @@ pub mod jobs;
 pub mod media;
 pub mod process;
 pub mod reconcile;
+pub mod recover;
 pub mod retention;
 pub mod sweep;

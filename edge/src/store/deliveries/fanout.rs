@@ -1,6 +1,7 @@
 //! The deliveries a customer event gets: its fan-out in the batch that writes it (the outbox's),
-//! a replay, a recovery, and the one delivery of an endpoint's test event. Apart from the rest
-//! of `deliveries`, so the outbox reaches these statements without what attempts need.
+//! a replay (a recovery's pages are in `recoveries`), and the one delivery of an endpoint's test
+//! event. Apart from the rest of `deliveries`, so the outbox reaches these statements without
+//! what attempts need.
 
 use exactly_core::webhook::EventType;
 use exactly_core::Timestamp;
@@ -126,36 +127,6 @@ pub async fn replay(
              RETURNING id"
         ),
         &[text(event_id), time(now), text(account_id), text(event_type.as_str()), opt_text(endpoint_id)],
-    )?)
-    .await
-}
-
-/// Recovery: a new delivery to `endpoint_id` of every event of the account written in
-/// [`since`, `until`) that the endpoint is subscribed to and has neither received successfully
-/// nor has pending, oldest first. Running it again finds those pending or received and adds
-/// nothing. Returns the new deliveries' ids.
-pub async fn recover(
-    db: &D1Database,
-    account_id: &str,
-    endpoint_id: &str,
-    since: Timestamp,
-    until: Timestamp,
-    now: Timestamp,
-) -> Result<Vec<String>, EdgeError> {
-    db::all_ids(db::stmt(
-        db,
-        "INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, kind, status, attempts, next_attempt_at,
-                                         created_at, updated_at)
-         SELECT 'dlv_' || lower(hex(randomblob(16))), o.id, e.id, e.account_id, 'replay', 'pending', 0, ?5, ?5, ?5
-         FROM outbound_events o JOIN webhook_endpoints e ON e.id = ?2 AND e.account_id = o.account_id
-         WHERE o.account_id = ?1 AND o.created_at >= ?3 AND o.created_at < ?4 AND o.test = 0
-           AND EXISTS (SELECT 1 FROM json_each(e.event_types) WHERE value = o.type)
-           AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
-                           WHERE d.event_id = o.id AND d.endpoint_id = e.id
-                             AND d.status IN ('succeeded', 'pending', 'filtered'))
-         ORDER BY o.created_at, o.id
-         RETURNING id",
-        &[text(account_id), text(endpoint_id), time(since), time(until), time(now)],
     )?)
     .await
 }

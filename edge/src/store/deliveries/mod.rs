@@ -21,12 +21,13 @@ mod claims;
 pub mod fanout;
 mod listing;
 pub mod prune;
+pub mod recoveries;
 pub mod retries;
 pub use claims::{
     claim_attempt, due_claiming, give_back, next_in_line, renew, unclaim, wait_for_circuit, Claim, Queued, Taken,
 };
 use claims::{next_in_line_stmts, taken};
-pub use fanout::{recover, replay};
+pub use fanout::replay;
 pub use listing::{
     attempts_of_endpoint, attempts_of_event, list, of_event, pending_count, EndpointAttempt, Listed, LogFilter,
     OfEvent, Recorded,
