@@ -16,6 +16,9 @@ pub const CALL_RING: &str = "CALL_RING";
 /// The request header that asks a call's object to erase a number from its storage instead of
 /// taking an input (docs/contract.md §5, "Erasure").
 pub const ERASE_HEADER: &str = "x-erase-number";
+/// The test build's request to a call's Durable Object for how many rows it still stores.
+#[cfg(feature = "fault-injection")]
+pub const HELD_HEADER: &str = "x-e2e-held";
 /// The R2 bucket holding the copy of every inbound media item.
 pub const MEDIA: &str = "MEDIA";
 

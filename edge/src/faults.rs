@@ -118,6 +118,19 @@ pub fn woken_recheck(_env: &worker::Env) -> Option<std::time::Duration> {
     None
 }
 
+/// How long a settled call's Durable Object keeps its storage in the tests
+/// (`E2E_CALL_GRACE_SECS`, instead of the dedupe log's shortest retention).
+#[cfg(feature = "fault-injection")]
+pub fn call_grace(env: &worker::Env) -> Option<std::time::Duration> {
+    seconds(env, "E2E_CALL_GRACE_SECS")
+}
+
+/// Production builds keep a settled call's storage for the dedupe log's shortest retention.
+#[cfg(not(feature = "fault-injection"))]
+pub fn call_grace(_env: &worker::Env) -> Option<std::time::Duration> {
+    None
+}
+
 /// Another move of the same shards, to the binding `E2E_RIVAL_MOVE_TO`, whose claim lands
 /// between a move call's checks and its own claim, as a concurrent call's can.
 #[cfg(feature = "fault-injection")]

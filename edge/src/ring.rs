@@ -9,7 +9,9 @@
 //! idempotency key or `command_id`, each D1 write guarded, and removes an action in the same
 //! step that feeds its result back to the machine. A crash at any point leaves either the action
 //! still queued (it runs again, with the same key) or its result already applied; an alarm
-//! resumes a queue that a failure or a crash interrupted, and delivers the machine's timer.
+//! resumes a queue that a failure or a crash interrupted (later and later while it keeps
+//! failing, until it gives up and leaves the call to reconciliation), delivers the machine's
+//! timer, and deletes everything the object stores once the call has been settled for its grace.
 
 use std::cell::Cell;
 
@@ -23,8 +25,37 @@ use crate::error::EdgeError;
 use crate::platform::now;
 use crate::store::ring as storage;
 
-/// How long a failed action waits before the alarm runs the queue again.
+/// How long a failed action waits before the alarm runs the queue again, at first.
 const RETRY_MILLIS: i64 = 5_000;
+/// Failed drains in a row that retry at [`RETRY_MILLIS`]; after them each wait doubles, up to
+/// [`MAX_RETRY_MILLIS`].
+const QUICK_RETRIES: i64 = 12;
+/// The longest wait between two runs of a queue that keeps failing.
+const MAX_RETRY_MILLIS: i64 = 3_600_000;
+/// Failed drains in a row after which the object stops retrying (about a day of them): it logs
+/// that it gave up, for the operator, and leaves the call to reconciliation, which asks the
+/// carrier about a call that stays unfinished and feeds the answer back as a carrier fact.
+const GIVE_UP_AFTER: i64 = 48;
+
+/// When the alarm runs a queue again after `failures` failed drains in a row; none once it
+/// gives up.
+fn retry_delay(failures: i64) -> Option<i64> {
+    if failures >= GIVE_UP_AFTER {
+        return None;
+    }
+    let doublings = u32::try_from((failures - QUICK_RETRIES).clamp(0, 20)).unwrap_or(20);
+    Some(RETRY_MILLIS.saturating_mul(1_i64 << doublings).min(MAX_RETRY_MILLIS))
+}
+
+/// How long a settled call (ended, nothing queued) keeps its storage: as long as the dedupe log
+/// keeps its events at the least, so a late copy of one of its events can never start a second
+/// call in an empty object. Then the object deletes all it stores.
+fn grace_millis(env: &Env) -> i64 {
+    crate::faults::call_grace(env)
+        .map_or(crate::config::MIN_EVENT_RETENTION_DAYS * crate::store::retention::DAY_MILLIS, |d| {
+            i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+        })
+}
 
 /// The Durable Object class bound as `CALL_RING` in `wrangler.toml`.
 #[durable_object]
@@ -51,6 +82,14 @@ impl DurableObject for CallRing {
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
+        // The test build's look at what the object still stores.
+        #[cfg(feature = "fault-injection")]
+        if req.headers().get(crate::bindings::HELD_HEADER)?.is_some() {
+            return match storage::held(&self.sql()) {
+                Ok(rows) => Response::from_json(&serde_json::json!({ "rows": rows })),
+                Err(e) => Ok(Response::from_json(&serde_json::json!({ "error": e.to_string() }))?.with_status(503)),
+            };
+        }
         // An erasure (docs/contract.md §5, "Erasure"): the number leaves the call's own storage.
         if let Some(number) = req.headers().get(crate::bindings::ERASE_HEADER)? {
             let erased = crate::store::messages::erase::ERASED;
@@ -76,6 +115,13 @@ impl DurableObject for CallRing {
 
     async fn alarm(&self) -> Result<Response> {
         let machine = self.load().map_err(|e| worker::Error::RustError(e.to_string()))?;
+        if self.past_grace(&machine).map_err(|e| worker::Error::RustError(e.to_string()))? {
+            // Settled and past its grace: nothing of the call is kept. The tables come back empty,
+            // so a request this instance still gets finds them.
+            self.state.storage().delete_all().await?;
+            storage::create(&self.sql());
+            return Response::ok("");
+        }
         if machine.deadline.is_some_and(|d| now() >= d) && !machine.timed_out {
             self.accept(Input::Timer).map_err(|e| worker::Error::RustError(e.to_string()))?;
         }
@@ -129,12 +175,22 @@ impl CallRing {
         Ok(Some((seq, action)))
     }
 
+    /// Whether the call is settled (ended, nothing queued) and has been for its grace.
+    fn past_grace(&self, machine: &CallMachine) -> std::result::Result<bool, EdgeError> {
+        if machine.ended.is_none() || storage::pending(&self.sql())? > 0 {
+            return Ok(false);
+        }
+        let settled_at = storage::meta(&self.sql(), "settled_at")?;
+        Ok(settled_at.is_some_and(|at| now().unix_millis() >= at.saturating_add(grace_millis(&self.env))))
+    }
+
     /// Executes queued actions in order until the queue is empty or one fails; then arms the
     /// alarm for a retry or the machine's timer. Returns how many actions are still queued.
     async fn drain(&self) -> std::result::Result<u32, EdgeError> {
         if !self.draining.get() {
             self.draining.set(true);
             let _guard = Draining(&self.draining);
+            let mut failed = false;
             while let Some((seq, action)) = self.next_action()? {
                 match self.execute(&action).await {
                     Ok(result) => {
@@ -149,28 +205,49 @@ impl CallRing {
                             "{}",
                             serde_json::json!({"call_ring": "action", "outcome": "retried", "error": e.to_string()})
                         );
+                        failed = true;
                         break;
                     }
                 }
             }
+            let failures = if failed { storage::meta(&self.sql(), "failures")?.unwrap_or(0) + 1 } else { 0 };
+            storage::set_meta(&self.sql(), "failures", failures)?;
         }
         let pending = storage::pending(&self.sql())?;
         self.rearm(pending).await?;
         Ok(pending)
     }
 
-    /// The alarm runs at the earlier of a retry of queued actions and the machine's timer.
+    /// The alarm runs at the earliest of a retry of queued actions (later and later while they
+    /// keep failing, none once the object gives up), the machine's timer, and the end of a
+    /// settled call's grace.
     async fn rearm(&self, pending: u32) -> std::result::Result<(), EdgeError> {
         let machine = self.load()?;
-        let timer = machine
-            .deadline
-            .filter(|_| !machine.timed_out && machine.ended.is_none())
-            .map(|d| d.unix_millis() - now().unix_millis());
-        let retry = (pending > 0).then_some(RETRY_MILLIS);
-        let delay = match (timer, retry) {
-            (Some(t), Some(r)) => Some(t.min(r)),
-            (t, r) => t.or(r),
+        let at = now().unix_millis();
+        let timer =
+            machine.deadline.filter(|_| !machine.timed_out && machine.ended.is_none()).map(|d| d.unix_millis() - at);
+        let failures = storage::meta(&self.sql(), "failures")?.unwrap_or(0);
+        let retry = if pending > 0 { retry_delay(failures) } else { None };
+        if pending > 0 && retry.is_none() {
+            worker::console_error!(
+                "{}",
+                serde_json::json!({"call_ring": "gave up", "pending": pending, "failures": failures,
+                    "left_to": "reconciliation"})
+            );
+        }
+        let purge = if machine.ended.is_some() && pending == 0 {
+            let settled_at = match storage::meta(&self.sql(), "settled_at")? {
+                Some(settled_at) => settled_at,
+                None => {
+                    storage::set_meta(&self.sql(), "settled_at", at)?;
+                    at
+                }
+            };
+            Some(settled_at.saturating_add(grace_millis(&self.env)) - at)
+        } else {
+            None
         };
+        let delay = [timer, retry, purge].into_iter().flatten().min();
         if let Some(delay) = delay {
             self.state.storage().set_alarm(delay.max(1)).await.map_err(|e| EdgeError::platform("call alarm", e))?;
         }
@@ -293,4 +370,22 @@ pub async fn send(env: &Env, call_id: &str, input: &Input) -> std::result::Resul
     }
     let body = response.bytes().await.map_err(|e| EdgeError::platform("call answer", e))?;
     serde_json::from_slice::<Answer>(&body).map_err(|e| EdgeError::platform("call answer", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_queue_is_retried_later_and_later_then_left() {
+        assert_eq!(retry_delay(0), Some(RETRY_MILLIS));
+        assert_eq!(retry_delay(QUICK_RETRIES), Some(RETRY_MILLIS));
+        assert_eq!(retry_delay(QUICK_RETRIES + 1), Some(2 * RETRY_MILLIS));
+        assert_eq!(retry_delay(QUICK_RETRIES + 3), Some(8 * RETRY_MILLIS));
+        assert_eq!(retry_delay(GIVE_UP_AFTER - 1), Some(MAX_RETRY_MILLIS));
+        assert_eq!(retry_delay(GIVE_UP_AFTER), None);
+        // The waits of all the tries before it gives up: about a day.
+        let total: i64 = (0..GIVE_UP_AFTER).filter_map(retry_delay).sum();
+        assert!((20 * 3_600_000..=48 * 3_600_000).contains(&total), "{total}");
+    }
 }

@@ -20,6 +20,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("calls::all_targets_unanswered_ends_missed_without_charge", all_targets_unanswered_ends_missed_without_charge),
     ("calls::ring_cursor_survives_a_restart", ring_cursor_survives_a_restart),
     (
+        "calls::a_settled_call_keeps_nothing_after_its_grace_and_a_late_copy_changes_nothing",
+        a_settled_call_keeps_nothing_after_its_grace,
+    ),
+    (
         "calls::caller_hangup_before_a_retried_initiated_rings_nobody",
         caller_hangup_before_a_retried_initiated_rings_nobody,
     ),
@@ -565,4 +569,39 @@ fn each_number_rings_its_targets_for_its_own_timeout(w: &Worker) {
         assert!(found, "{number} rang its first target");
         assert_eq!(dialled[0].body["timeout_secs"], expected, "{number}: {}", dialled[0].body);
     }
+}
+
+/// How many rows the Durable Object of `call_id` still stores.
+fn held_rows(w: &Worker, call_id: &str) -> i64 {
+    let a = w.post(&format!("/__e2e/calls/{call_id}"), &[], b"");
+    assert_eq!(a.status, 200, "{}", a.body);
+    a.json()["rows"].as_i64().unwrap_or(-1)
+}
+
+/// A completed call's Durable Object deletes all it stores once the call has been settled for
+/// its grace (`E2E_CALL_GRACE_SECS` here; the dedupe log's shortest retention deployed), and a
+/// late re-signed copy of its hangup after that changes nothing: one call, completed, billed once.
+fn a_settled_call_keeps_nothing_after_its_grace(_shared: &Worker) {
+    // Its own worker, with a grace of 2 s.
+    let w = Worker::start_with(&[("E2E_CALL_GRACE_SECS", "2")]);
+    let ring = start(&w);
+    assert!(held_rows(&w, &ring.call_id) > 0, "a ringing call is stored");
+    answered_then_hung_up(&w, &ring);
+    assert!(w.eventually(Duration::from_secs(30), || call(&w, &ring)["status"] == "completed"), "completed");
+    // The object's own alarm deletes it once the grace has passed.
+    let emptied = w.eventually(Duration::from_secs(30), || held_rows(&w, &ring.call_id) == 0);
+    assert!(emptied, "the settled call's object still stores {} rows", held_rows(&w, &ring.call_id));
+    let late = uid("late-caller-hangup");
+    let payload = json!({
+        "call_control_id": ring.caller_control, "call_leg_id": format!("leg-{}", ring.caller_control),
+            "call_session_id": ring.session,
+        "hangup_cause": "normal_clearing", "hangup_source": "caller",
+    });
+    deliver(&w, &late, "call.hangup", "2026-11-30T10:02:41Z", payload);
+    wait_settled(&w, &[late]);
+    let shown = call(&w, &ring);
+    assert_eq!((&shown["status"], &shown["billed_minutes"]), (&json!("completed"), &json!(2)), "{shown}");
+    assert_eq!(events(&w, &ring, "call.completed"), 1);
+    let usage = w.count(&format!("SELECT COUNT(*) AS n FROM usage WHERE resource_id = {}", lit(&ring.call_id)));
+    assert_eq!(usage, 1, "billed once");
 }

@@ -1,5 +1,5 @@
-//! The call Durable Object's own SQLite storage (not D1): the machine's state (one row) and
-//! its queue of actions in order. The object calls these with no `.await` between them where
+//! The call Durable Object's own SQLite storage (not D1): the machine's state (one row), its
+//! queue of actions in order, and a few numbers about them. The object calls these with no `.await` between them where
 //! they must commit together.
 
 use worker::{SqlCursor, SqlStorage, SqlStorageValue};
@@ -21,13 +21,51 @@ fn rows<T: FromRow>(cursor: worker::Result<SqlCursor>) -> Result<Vec<T>, EdgeErr
     Ok(out)
 }
 
-/// Creates the two tables if they are missing.
+/// Creates the tables if they are missing: the machine, its actions, and a few numbers about
+/// them (`meta`: failed drains in a row, when the call was first seen settled).
 pub fn create(sql: &SqlStorage) {
     // Synchronous; a failure here shows on the first read.
     let _ = sql
         .exec("CREATE TABLE IF NOT EXISTS machine (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL)", None);
     let _ = sql
         .exec("CREATE TABLE IF NOT EXISTS actions (seq INTEGER PRIMARY KEY AUTOINCREMENT, action TEXT NOT NULL)", None);
+    let _ = sql.exec("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)", None);
+}
+
+/// A number kept about the call (`failures`, `settled_at`), if set.
+pub fn meta(sql: &SqlStorage, name: &str) -> Result<Option<i64>, EdgeError> {
+    crate::store::row! {
+        struct Row {
+            value: i64,
+        }
+    }
+    let rows: Vec<Row> = rows(sql.exec("SELECT value FROM meta WHERE name = ?", vec![name.into()]))?;
+    Ok(rows.first().map(|r| r.value))
+}
+
+/// Sets a number kept about the call.
+pub fn set_meta(sql: &SqlStorage, name: &str, value: i64) -> Result<(), EdgeError> {
+    sql.exec(
+        "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        vec![name.into(), (value as f64).into()],
+    )
+    .map(|_| ())
+    .map_err(failed)
+}
+
+/// How many rows the call's storage holds, machine and actions (the test build's look).
+#[cfg(feature = "fault-injection")]
+pub fn held(sql: &SqlStorage) -> Result<i64, EdgeError> {
+    crate::store::row! {
+        struct Row {
+            n: i64,
+        }
+    }
+    let rows: Vec<Row> = rows(sql.exec(
+        "SELECT (SELECT COUNT(*) FROM machine) + (SELECT COUNT(*) FROM actions) + (SELECT COUNT(*) FROM meta) AS n",
+        None,
+    ))?;
+    Ok(rows.first().map_or(0, |r| r.n))
 }
 
 /// The stored state, as JSON, if any.

@@ -1,8 +1,9 @@
 //! Test-only routes of the end-to-end build (the `fault-injection` feature, which the
 //! production build never enables): `POST /__e2e/sql` lets the tests count rows through the
 //! worker's own D1 binding, `POST /__e2e/store/{check}` runs one store guard twice against
-//! real D1 ([`crate::testing::checks`]), and `POST /__e2e/jobs` enqueues a job as a redelivered
-//! queue message would run it again.
+//! real D1 ([`crate::testing::checks`]), `POST /__e2e/jobs` enqueues a job as a redelivered
+//! queue message would run it again, and `POST /__e2e/calls/{call_id}` counts what a call's
+//! Durable Object still stores.
 
 use worker::{Env, Request, Response};
 
@@ -19,8 +20,23 @@ pub async fn route(req: Request, env: &Env, segments: &[&str]) -> Result<Respons
             crate::queues::enqueue(env, job).await?;
             crate::api::http::json(202, &serde_json::json!({"enqueued": 1}))
         }
+        ["calls", call_id] => held(env, call_id).await,
         _ => Err(EdgeError::NoRoute),
     }
+}
+
+/// `POST /__e2e/calls/{call_id}` -> `{"rows": n}`: how many rows the call's Durable Object still
+/// stores (its machine, its queued actions and what it keeps about them).
+async fn held(env: &Env, call_id: &str) -> Result<Response, EdgeError> {
+    let stub = crate::platform::call_stub(env, call_id)?;
+    let headers = worker::Headers::new();
+    headers.set(crate::bindings::HELD_HEADER, "1").map_err(|e| EdgeError::platform("header", e))?;
+    let request = crate::platform::request("GET", "https://call.internal/", Some(&headers), None, true)
+        .map_err(|e| EdgeError::platform("call request", e))?;
+    let mut response = stub.fetch_with_request(request).await.map_err(|e| EdgeError::platform("call fetch", e))?;
+    let body = response.text().await.map_err(|e| EdgeError::platform("call answer", e))?;
+    let value: serde_json::Value = serde_json::from_str(&body).map_err(|e| EdgeError::platform("call answer", e))?;
+    crate::api::http::json(response.status_code(), &value)
 }
 
 /// `POST /__e2e/sql` `{"sql": "..."}` -> `{"results": [...]}`: lets the end-to-end tests count
