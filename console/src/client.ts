@@ -3,8 +3,11 @@
 // function here is one operation of docs/openapi.json; `tsc` checks every path, parameter and
 // body against it (`make check`), so the console breaks at build time, not in the browser, when
 // the API changes.
-import { createExactlyClient, type Exactly, type paths } from '../../clients/typescript/index';
+import { createExactlyClient, type BookmarkStore, type Exactly, type paths } from '../../clients/typescript/index';
 import { ApiError, currentSession } from './api.js';
+
+/** The console's one `/v1` session: every call sends back the bookmark the last answer gave. */
+const bookmarks: BookmarkStore = {};
 
 /** The query parameters of an operation. */
 type Query<P extends keyof paths, M extends 'get' | 'post'> = NonNullable<
@@ -16,7 +19,7 @@ type Body<P extends keyof paths, M extends 'post' | 'patch'> =
 
 /** A client for `token` (sign-in), else for the session's. */
 function client(token?: string): Exactly {
-  return createExactlyClient({ token: token ?? currentSession()?.token, cache: 'no-store', credentials: 'omit' });
+  return createExactlyClient({ token: token ?? currentSession()?.token, cache: 'no-store', credentials: 'omit', bookmarks });
 }
 
 /** An answer of openapi-fetch: the body when it succeeded, else the API's own error. */

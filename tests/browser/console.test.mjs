@@ -118,7 +118,11 @@ test('sign in: a wrong token shows the API error, an API key opens the account',
   assert.deepEqual((await page.context().cookies()).length, 0, 'no cookie is set');
 });
 
-test('endpoints: create one from the console and see its secret once', async () => {
+test('endpoints: create one from the console and see its secret once; every call reads its own writes', async () => {
+  // The console's /v1 calls of this test (it signed in before, so its session has a bookmark).
+  const sent = [];
+  const record = (request) => { if (new URL(request.url()).pathname.startsWith('/v1/')) sent.push(request); };
+  page.on('request', record);
   await nav('Endpoints').click();
   await page.getByText('Add an endpoint').click();
   await page.getByLabel('URL').fill(`${stack.hooks}/ok`);
@@ -127,6 +131,16 @@ test('endpoints: create one from the console and see its secret once', async () 
   await page.getByText('Signing secret (shown once)').waitFor();
   assert.match(await page.locator('.secret code').textContent(), /^whsec_/);
   await page.getByRole('region', { name: 'Endpoints' }).getByText(`${stack.hooks}/ok`).waitFor();
+  page.off('request', record);
+  // The write's answer carries its bookmark, and every call sends back the latest it was given,
+  // so the list after the create is read at least as recent as the create.
+  const create = sent.find((r) => r.method() === 'POST' && new URL(r.url()).pathname === '/v1/webhook_endpoints');
+  assert.ok(create, `the create went out: ${sent.map((r) => `${r.method()} ${r.url()}`).join(', ')}`);
+  const written = (await (await create.response()).allHeaders())['x-d1-bookmark'];
+  assert.ok(written, 'the create answered with a bookmark');
+  const without = sent.filter((r) => !r.headers()['x-d1-bookmark']).map((r) => `${r.method()} ${r.url()}`);
+  assert.deepEqual(without, [], 'every /v1 call sends the session\'s bookmark back');
+  assert.ok(sent.indexOf(create) < sent.length - 1, 'the list was read again after the create');
 });
 
 test('messages: send one and watch it reach delivered', async () => {
