@@ -88,6 +88,9 @@ export function json_response(body) {
 export function whole_body(stream) {
     return new Response(stream).arrayBuffer();
 }
+export function fixed_length(stream, length) {
+    return stream.pipeThrough(new FixedLengthStream(length));
+}
 ")]
 extern "C" {
     /// A `200` JSON response of `body`, built in one call into the runtime (the worker crate's
@@ -98,6 +101,61 @@ extern "C" {
     /// The promise of `stream`'s bytes, read whole by the runtime.
     #[wasm_bindgen(catch)]
     fn whole_body(stream: &wasm_bindgen::JsValue) -> Result<js_sys::Promise, wasm_bindgen::JsValue>;
+
+    /// `stream` through a `FixedLengthStream` of `length` bytes: a body that a binding (R2)
+    /// takes as it comes, never whole in the worker's memory, and that fails if it is not
+    /// `length` bytes long.
+    #[wasm_bindgen(catch)]
+    pub fn fixed_length(
+        stream: &wasm_bindgen::JsValue,
+        length: f64,
+    ) -> Result<web_sys::ReadableStream, wasm_bindgen::JsValue>;
+}
+
+/// A server's answer to [`open`] whose body is still unread.
+pub struct Opened {
+    pub status: u16,
+    pub headers: worker::Headers,
+    response: worker::Response,
+    controller: worker::AbortController,
+}
+
+impl Opened {
+    /// The body as the runtime's stream, for a caller that passes it on unread (none when the
+    /// answer has no body).
+    pub fn body(&self) -> Option<wasm_bindgen::JsValue> {
+        match self.response.body() {
+            worker::ResponseBody::Stream(stream) => Some(stream.clone().into()),
+            _ => None,
+        }
+    }
+
+    /// Ends the exchange: what has not come of the body is not read, and no connection stays open.
+    pub fn abort(self) {
+        self.controller.abort();
+    }
+}
+
+/// Sends `request` and waits, at most `timeout`, for the answer's status and headers, leaving its
+/// body to the caller ([`Opened`]), who passes it on or aborts it.
+pub async fn open(request: worker::Request, timeout: std::time::Duration) -> Result<Opened, NoAnswer> {
+    use futures_util::future::{select, Either};
+    let controller = worker::AbortController::default();
+    let signal = controller.signal();
+    let timer = worker::Delay::from(timeout);
+    let fetch = worker::Fetch::Request(request);
+    let sent = fetch.send_with_signal(&signal);
+    futures_util::pin_mut!(sent);
+    match select(sent, timer).await {
+        Either::Left((Ok(response), _)) => {
+            Ok(Opened { status: response.status_code(), headers: response.headers().clone(), response, controller })
+        }
+        Either::Left((Err(e), _)) => Err(NoAnswer::Network(e.to_string())),
+        Either::Right(_) => {
+            controller.abort();
+            Err(NoAnswer::Timeout(timeout))
+        }
+    }
 }
 
 /// What a server answered to [`fetch`]: the status, the headers and the body as far as it was

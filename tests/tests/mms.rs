@@ -254,6 +254,10 @@ fn telnyx_inbound_media_is_stored_and_copied_once(w: &Worker) {
     check_media(w, &c, &id, &items, &["image/jpeg", "image/png"]);
     let sizes = w.sql(&format!("SELECT size FROM message_media WHERE message_id = {} ORDER BY position", lit(&id)));
     assert_eq!(sizes, vec![json!({"size": 30}), json!({"size": 30})], "the size Telnyx gave is kept");
+    // Each body went into the bucket as it came (the fake declares its length), never whole in
+    // the worker: the bytes check_media read back are those streamed.
+    let stored = |streamed: &str| w.log_lines(&["\"media\":\"stored\"", &format!("media/{id}/"), streamed]);
+    assert_eq!((stored("\"streamed\":true"), stored("\"streamed\":false")), (2, 0), "both items streamed");
 }
 
 /// Twilio: three deliveries, a copy re-signed over another URL (a query the carrier added), and a

@@ -257,6 +257,24 @@ pub async fn put_copy(env: &Env, key: &str, bytes: Vec<u8>, content_type: Option
         .map_err(|e| EdgeError::platform("r2 put", e))
 }
 
+/// Stores the copy of an item under `key` as its body comes (`body`, of a known length), never
+/// holding it whole.
+pub async fn put_copy_stream(
+    env: &Env,
+    key: &str,
+    body: web_sys::ReadableStream,
+    content_type: Option<&str>,
+) -> Result<(), EdgeError> {
+    let metadata = HttpMetadata { content_type: content_type.map(str::to_owned), ..HttpMetadata::default() };
+    bucket(env)?
+        .put(key, body)
+        .http_metadata(metadata)
+        .execute()
+        .await
+        .map(|_| ())
+        .map_err(|e| EdgeError::platform("r2 put", e))
+}
+
 /// The stored copy under `key`, with its body, if the bucket has it.
 pub async fn open_copy(env: &Env, key: &str) -> Result<Option<Object>, EdgeError> {
     bucket(env)?.get(key).execute().await.map_err(|e| EdgeError::platform("r2 get", e))

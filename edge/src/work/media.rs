@@ -12,7 +12,7 @@ use exactly_core::Timestamp;
 use worker::{D1Database, Env};
 
 use crate::error::{Done, EdgeError, Outcome, Wait};
-use crate::platform::{endpoint_url, fetch, now, resolve_url, Cut, Longer};
+use crate::platform::{endpoint_url, fetch, now, open, resolve_url, Cut, Longer};
 use crate::store::media::{self, Claimed};
 
 /// How long a claim holds: longer than a fetch and a put may take.
@@ -95,9 +95,12 @@ const MAX_HOPS: usize = 5;
 /// hop must pass the rule customer endpoints pass (`core::endpoint`: `https` to a public address
 /// unless `ALLOW_PRIVATE_ENDPOINTS`), so a forged or leaked carrier body cannot make the worker
 /// read a private address and serve what it answered through signed links.
+///
+/// A body of a declared length (not encoded) goes into the bucket as it comes, never whole in
+/// the worker's memory (an isolate has 128 MB, and up to three copies run at once); one of
+/// unknown length is read under the cap ([`MAX_ITEM_BYTES`]) and then stored.
 async fn fetch_and_put(env: &Env, item: &Claimed) -> Result<Fetched, EdgeError> {
     let allow_private = crate::config::get(env)?.allow_private_endpoints;
-    let max_body = usize::try_from(MAX_ITEM_BYTES).unwrap_or(usize::MAX);
     let mut url = item.url.clone();
     let mut hops = 0;
     let answer = loop {
@@ -112,30 +115,105 @@ async fn fetch_and_put(env: &Env, item: &Claimed) -> Result<Fetched, EdgeError> 
         let Ok(request) = crate::platform::request("GET", checked.as_str(), None, None, false) else {
             return Ok(Fetched::Refused("the carrier's media link is not a URL fetch accepts".into()));
         };
-        let answer = match fetch(request, fetch_timeout(env), max_body, Longer::Unread).await {
+        let answer = match open(request, fetch_timeout(env)).await {
             Ok(answer) => answer,
             Err(reason) => return Ok(Fetched::Unavailable(reason.to_string())),
         };
         if !(300..400).contains(&answer.status) {
             break answer;
         }
+        let (status, location) = (answer.status, answer.headers.get("location").ok().flatten());
+        answer.abort();
         hops += 1;
         if hops > MAX_HOPS {
             return Ok(Fetched::Refused(format!("the carrier's media link redirected more than {MAX_HOPS} times")));
         }
-        let location = answer.headers.get("location").ok().flatten();
         let Some(next) = location.and_then(|l| resolve_url(checked.as_str(), &l)) else {
-            let status = answer.status;
             return Ok(Fetched::Refused(format!("the carrier's media link answered {status} with no usable Location")));
         };
         url = next;
     };
     let status = answer.status;
     let answered = format!("the carrier's media link answered {status}");
-    match fetch_verdict(status) {
+    let refused = match fetch_verdict(status) {
+        FetchVerdict::Store => None,
+        FetchVerdict::GiveUp => Some(Fetched::Refused(answered)),
+        FetchVerdict::TryAgain => Some(Fetched::Unavailable(answered)),
+    };
+    let headers = answer.headers.clone();
+    let header = |name: &str| headers.get(name).ok().flatten().filter(|v| !v.trim().is_empty());
+    let declared = header("content-length").and_then(|n| n.trim().parse::<u64>().ok());
+    let encoded = header("content-encoding").is_some_and(|e| !e.trim().eq_ignore_ascii_case("identity"));
+    let refused = refused.or_else(|| {
+        declared
+            .filter(|n| *n > MAX_ITEM_BYTES)
+            .map(|_| Fetched::Refused(format!("the media item is larger than {MAX_ITEM_BYTES} bytes")))
+    });
+    if let Some(refused) = refused {
+        answer.abort();
+        return Ok(refused);
+    }
+    // What the carrier said the item is, else what its link answered.
+    let content_type = item.content_type.clone().or(header("content-type"));
+    let (Some(length), false, Some(body)) = (declared, encoded, answer.body()) else {
+        // Of unknown length (or decoded by the runtime, so its declared length is not what
+        // comes): read again, under the cap.
+        answer.abort();
+        return fetch_whole(env, item, &url, content_type).await;
+    };
+    let stored = stream_into_bucket(env, item, &body, length, content_type.as_deref()).await;
+    if !matches!(stored, Ok(Fetched::Stored { .. })) {
+        answer.abort();
+    }
+    stored
+}
+
+/// Stores `body`, `length` bytes as the answer declared, under the item's key as it comes, within
+/// the fetch's deadline.
+async fn stream_into_bucket(
+    env: &Env,
+    item: &Claimed,
+    body: &wasm_bindgen::JsValue,
+    length: u64,
+    content_type: Option<&str>,
+) -> Result<Fetched, EdgeError> {
+    use futures_util::future::{select, Either};
+    let fixed = crate::platform::fixed_length(body, length as f64)
+        .map_err(|e| EdgeError::platform("media stream", worker::Error::from(e)))?;
+    let put = media::put_copy_stream(env, &item.r2_key, fixed, content_type);
+    futures_util::pin_mut!(put);
+    let timeout = fetch_timeout(env);
+    match select(put, worker::Delay::from(timeout)).await {
+        Either::Left((Ok(()), _)) => {
+            let line = serde_json::json!({"media": "stored", "key": item.r2_key, "bytes": length, "streamed": true});
+            worker::console_log!("{line}");
+            Ok(Fetched::Stored { size: length, content_type: content_type.map(str::to_owned) })
+        }
+        // The body broke off, or was not the length it said: as a body cut short.
+        Either::Left((Err(e), _)) => Ok(Fetched::Unavailable(format!("the media body: {e}"))),
+        Either::Right(_) => Ok(Fetched::Unavailable(format!("the body did not end within {}s", timeout.as_secs()))),
+    }
+}
+
+/// Fetches `url` (the item's link, or where it redirected) again and reads its body whole,
+/// under the cap, then stores it.
+async fn fetch_whole(env: &Env, item: &Claimed, url: &str, content_type: Option<String>) -> Result<Fetched, EdgeError> {
+    let max_body = usize::try_from(MAX_ITEM_BYTES).unwrap_or(usize::MAX);
+    let Ok(request) = crate::platform::request("GET", url, None, None, false) else {
+        return Ok(Fetched::Refused("the carrier's media link is not a URL fetch accepts".into()));
+    };
+    let answer = match fetch(request, fetch_timeout(env), max_body, Longer::Unread).await {
+        Ok(answer) => answer,
+        Err(reason) => return Ok(Fetched::Unavailable(reason.to_string())),
+    };
+    match fetch_verdict(answer.status) {
         FetchVerdict::Store => {}
-        FetchVerdict::GiveUp => return Ok(Fetched::Refused(answered)),
-        FetchVerdict::TryAgain => return Ok(Fetched::Unavailable(answered)),
+        FetchVerdict::GiveUp => {
+            return Ok(Fetched::Refused(format!("the carrier's media link answered {}", answer.status)))
+        }
+        FetchVerdict::TryAgain => {
+            return Ok(Fetched::Unavailable(format!("the carrier's media link answered {}", answer.status)))
+        }
     }
     match answer.cut {
         None => {}
@@ -144,12 +222,10 @@ async fn fetch_and_put(env: &Env, item: &Claimed) -> Result<Fetched, EdgeError> 
         }
         Some(Cut::Broken(reason)) => return Ok(Fetched::Unavailable(format!("the media body: {reason}"))),
     }
-    // What the carrier said the item is, else what its link answered.
-    let header = answer.headers.get("content-type").ok().flatten().filter(|v| !v.trim().is_empty());
-    let content_type = item.content_type.clone().or(header);
     let bytes = answer.body;
     let size = bytes.len() as u64;
     media::put_copy(env, &item.r2_key, bytes, content_type.as_deref()).await?;
-    worker::console_log!("{}", serde_json::json!({"media": "stored", "key": item.r2_key, "bytes": size}));
+    let line = serde_json::json!({"media": "stored", "key": item.r2_key, "bytes": size, "streamed": false});
+    worker::console_log!("{line}");
     Ok(Fetched::Stored { size, content_type })
 }
