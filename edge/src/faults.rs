@@ -118,6 +118,19 @@ pub fn woken_recheck(_env: &worker::Env) -> Option<std::time::Duration> {
     None
 }
 
+/// How long attempts may run beside an invocation in the tests (`E2E_BESIDE_SECS`, instead of
+/// 25 s of the runtime's 30).
+#[cfg(feature = "fault-injection")]
+pub fn beside_budget(env: &worker::Env) -> Option<std::time::Duration> {
+    seconds(env, "E2E_BESIDE_SECS")
+}
+
+/// Production builds keep to 25 s of the runtime's 30.
+#[cfg(not(feature = "fault-injection"))]
+pub fn beside_budget(_env: &worker::Env) -> Option<std::time::Duration> {
+    None
+}
+
 /// How long a settled call's Durable Object keeps its storage in the tests
 /// (`E2E_CALL_GRACE_SECS`, instead of the dedupe log's shortest retention).
 #[cfg(feature = "fault-injection")]

@@ -45,6 +45,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("webhooks::rate_limit_spreads_deliveries_and_drops_none", rate_limit_spreads_deliveries_and_drops_none),
     ("webhooks::every_event_type_matches_its_openapi_schema", every_event_type_matches_its_openapi_schema),
     ("webhooks::stalled_endpoint_times_out_and_is_retried", stalled_endpoint_times_out_and_is_retried),
+    (
+        "webhooks::an_attempt_never_outlives_its_invocations_time_and_is_retried_under_its_id",
+        an_attempt_never_outlives_its_invocation,
+    ),
     ("webhooks::backlog_high_fires_once_per_stuck_item", backlog_high_fires_once_per_stuck_item),
     (
         "webhooks::a_first_attempt_claimed_before_a_crash_is_swept_and_sent_once",
@@ -1133,6 +1137,38 @@ fn stalled_endpoint_times_out_and_is_retried(w: &Worker) {
     let succeeded: Vec<bool> = attempts.iter().map(|a| a["status_code"] == 200).collect();
     assert_eq!(succeeded.iter().filter(|s| **s).count(), 1, "one success: {shown}");
     assert_eq!(succeeded.last(), Some(&true), "the last attempt succeeded: {shown}");
+}
+
+/// An attempt never outlives the time the runtime gives what runs beside its invocation
+/// (`wait_until`): on a worker where that time is 5 s (`E2E_BESIDE_SECS`; 25 s of the runtime's
+/// 30 deployed), an attempt to an endpoint that stalls past it is cut within it, well before its
+/// own timeout, recorded as no answer rather than lost with the invocation, and sent again under
+/// the same webhook-id, which then succeeds once.
+fn an_attempt_never_outlives_its_invocation(_shared: &Worker) {
+    let w = Worker::start_with(&[("E2E_BESIDE_SECS", "5")]);
+    let c = w.new_customer("beside");
+    let (_, path, secret) = endpoint(&w, &c, &["message.received"]);
+    w.customer.stall(&path, Duration::from_secs(TEST_ATTEMPT_TIMEOUT_SECS + 5), 1);
+    inbound_sms(&w, &c);
+    let got = wait_received(&w, &path, 2);
+    let id = got[0].header("webhook-id").unwrap_or_default().to_owned();
+    assert_eq!(got[1].header("webhook-id"), Some(id.as_str()), "one webhook-id");
+    verify_with_official_library(&secret, &got);
+    let mut shown = Value::Null;
+    let succeeded = w.eventually(Duration::from_secs(120), || {
+        shown = w.call("GET", &format!("/v1/events/{id}"), &c.key, None, &[]).json();
+        shown["deliveries"][0]["status"] == "succeeded"
+    });
+    assert!(succeeded, "the delivery succeeded: {shown}");
+    let attempts = shown["deliveries"][0]["attempts"].as_array().cloned().unwrap_or_default();
+    assert!(attempts.len() >= 2, "{shown}");
+    assert!(attempts[0]["status_code"].is_null(), "{shown}");
+    assert!(attempts[0]["error"].as_str().unwrap_or_default().contains("no answer within"), "{shown}");
+    let cut_at = attempts[0]["latency_ms"].as_i64().unwrap_or(i64::MAX);
+    let own_timeout = i64::try_from(TEST_ATTEMPT_TIMEOUT_SECS * 1000).unwrap_or(i64::MAX);
+    assert!(cut_at < own_timeout, "cut by its invocation's 5 s, not its own timeout: {shown}");
+    let successes = attempts.iter().filter(|a| a["status_code"] == 200).count();
+    assert_eq!((successes, attempts.last().map(|a| a["status_code"] == 200)), (1, Some(true)), "{shown}");
 }
 
 /// `backlog.high` (docs/contract.md §6) on a worker whose threshold is 2 s: a carrier event whose

@@ -38,12 +38,7 @@ pub struct Beside<'a> {
 
 impl<'a> Beside<'a> {
     pub fn new(ctx: &'a Context) -> Self {
-        Beside {
-            ctx,
-            shared: Rc::new(Invocation::default()),
-            room: Cell::new(CLAIMS_MAX),
-            ready: RefCell::new(Vec::new()),
-        }
+        Beside { ctx, shared: Rc::new(Invocation::new()), room: Cell::new(CLAIMS_MAX), ready: RefCell::new(Vec::new()) }
     }
 
     /// The lease under which one batch made at `at` may claim a first attempt, while the
@@ -86,6 +81,8 @@ impl<'a> Beside<'a> {
 
     /// Starts every attempt taken, beside the batch: called once its jobs have ended.
     pub fn go(&self) {
+        // Their time runs from now, when they start, not from the batch's start.
+        self.shared.began.set(crate::platform::now());
         for (env, claimed) in self.ready.take() {
             start(self.ctx, &env, claimed, &self.shared);
         }

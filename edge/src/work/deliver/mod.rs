@@ -84,12 +84,43 @@ const ROUNDS_MAX: usize = 60;
 /// turn is at most a second away unless clocks disagree).
 const TURN_WAIT_MAX_MILLIS: f64 = 5_000.0;
 
+/// How long after the attempts beside an invocation start (its batch's start; a `jobs`
+/// batch's end) the last of them may still be sending: the runtime ends what runs beside an
+/// invocation (`wait_until`) 30 s after the invocation, and an attempt's record needs a few
+/// round trips after its answer.
+const BESIDE_MILLIS: i64 = 25_000;
+/// [`BESIDE_MILLIS`], or the test build's shorter one ([`crate::faults::beside_budget`]).
+fn beside_millis(env: &Env) -> i64 {
+    crate::faults::beside_budget(env).map_or(BESIDE_MILLIS, |d| i64::try_from(d.as_millis()).unwrap_or(BESIDE_MILLIS))
+}
+/// The least time an attempt is sent with. With less left in its invocation it is not sent:
+/// it goes back into its endpoint's line, no attempt spent, and a wake sends it from an
+/// invocation of its own.
+const SEND_MIN_MILLIS: i64 = 3_000;
+
 /// What the attempts that run beside one invocation's batch share.
-#[derive(Default)]
 struct Invocation {
     lanes: lanes::Lanes,
     outstanding: Cell<usize>,
     rounds: Cell<usize>,
+    /// When its attempts began to run beside it: their time ends [`BESIDE_MILLIS`] later.
+    began: Cell<Timestamp>,
+}
+
+impl Invocation {
+    fn new() -> Self {
+        Invocation {
+            lanes: lanes::Lanes::default(),
+            outstanding: Cell::default(),
+            rounds: Cell::default(),
+            began: Cell::new(now()),
+        }
+    }
+
+    /// Milliseconds left for what runs beside the invocation.
+    fn left_millis(&self, env: &Env) -> i64 {
+        self.began.get().unix_millis() + beside_millis(env) - now().unix_millis()
+    }
 }
 
 type Shared = Rc<Invocation>;
@@ -103,7 +134,7 @@ type Shared = Rc<Invocation>;
 /// for an endpoint to answer; its lease stands for it, renewed right before it is sent.
 pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env, ctx: &Context) -> worker::Result<()> {
     let messages = batch.messages()?;
-    let shared = Rc::new(Invocation::default());
+    let shared = Rc::new(Invocation::new());
     join_all(messages.iter().map(|message| consume_one(env, ctx, &shared, message))).await;
     Ok(())
 }
@@ -215,9 +246,11 @@ async fn chain(env: &Env, first: Claimed, shared: &Invocation) {
         shared.rounds.set(shared.rounds.get() + 1);
         let endpoint = claimed.due.endpoint_id.clone();
         let id = claimed.due.id.clone();
+        // The next goes only if a whole attempt fits in what is left of the invocation's time.
+        let fits = || shared.left_millis(env) >= attempt_timeout(env).as_millis() as i64 + SEND_MIN_MILLIS;
         let goes_on = || {
             let spent = round >= CHAIN_MAX || shared.rounds.get() >= ROUNDS_MAX;
-            !spent && now().unix_millis() - began.unix_millis() <= CHAIN_MILLIS
+            !spent && now().unix_millis() - began.unix_millis() <= CHAIN_MILLIS && fits()
         };
         // A success's record takes the next in line in its own batch when the chain goes on
         // (one round trip fewer); a delivery taken so is gated even if the chain ran out meanwhile.
@@ -340,7 +373,7 @@ async fn attempt(
 ) -> (Result<Done, EdgeError>, Option<Option<Taken>>) {
     let _place = shared.lanes.place(&claimed.due.endpoint_id, claimed.fast()).await;
     let taken = Cell::new(None);
-    let result = attempt_in_lane(env, db, claimed, take_next.then_some(&taken)).await;
+    let result = attempt_in_lane(env, db, claimed, shared, take_next.then_some(&taken)).await;
     (result, taken.take())
 }
 
@@ -349,6 +382,7 @@ async fn attempt_in_lane(
     env: &Env,
     db: &D1Database,
     claimed: Claimed,
+    shared: &Invocation,
     take_next: Option<&Cell<Option<Option<Taken>>>>,
 ) -> Result<Done, EdgeError> {
     let (circuit_now, started) = match ready(env, db, &claimed).await {
@@ -359,6 +393,16 @@ async fn attempt_in_lane(
             return Err(e);
         }
     };
+    // An attempt never outlives its invocation's time (its lane wait and turn counted in it):
+    // with too little left it is not sent but given back, and one sent is cut at the end of the
+    // time and recorded as no answer, to be sent again under its webhook-id.
+    let left = shared.left_millis(env);
+    if left < SEND_MIN_MILLIS {
+        deliveries::unclaim(db, &claimed.due.id, claimed.number, now()).await?;
+        queues::wake_later(env, &claimed.due.endpoint_id, 0).await?;
+        return Ok(Done::ClaimedElsewhere);
+    }
+    let timeout = attempt_timeout(env).min(Duration::from_millis(u64::try_from(left).unwrap_or(0)));
     let Claimed { due, number, admission, .. } = claimed;
     let (Some(url), Some(secret)) = (due.url.as_deref(), due.secret.as_deref()) else {
         deliveries::fail(db, &due.id, "the endpoint was deleted", started).await?;
@@ -378,7 +422,6 @@ async fn attempt_in_lane(
                 (Some(old), Some(until)) if until > started => SigningSecret::parse(old).ok(),
                 _ => None,
             };
-            let timeout = attempt_timeout(env);
             let signed = http::Signed { secret: &secret, previous: previous.as_ref(), headers: &due.headers };
             send(&url, &signed, &due.event_id, &due.payload, started, timeout).await
         }
