@@ -23,6 +23,46 @@ pub const D1_BOUND_PARAMETERS: usize = 100;
 /// Bytes of SQL in one D1 statement.
 pub const D1_STATEMENT_BYTES: usize = 100_000;
 
+/// The largest value each guarded limit has seen in this isolate, with the limit (the test
+/// build's report, `POST /__e2e/quotas`).
+#[cfg(feature = "fault-injection")]
+pub fn highest() -> serde_json::Value {
+    HIGHEST.with(|seen| {
+        let seen = seen.borrow();
+        let limits = [
+            ("messages per sendBatch", QUEUE_BATCH_MESSAGES),
+            ("bytes per sendBatch", QUEUE_BATCH_BYTES),
+            ("bytes per message", QUEUE_MESSAGE_BYTES),
+            ("bound parameters per statement", D1_BOUND_PARAMETERS),
+            ("bytes per statement", D1_STATEMENT_BYTES),
+        ];
+        let report: serde_json::Map<String, serde_json::Value> = limits
+            .iter()
+            .map(|(name, limit)| {
+                let max = seen.get(name).copied().unwrap_or(0);
+                ((*name).to_owned(), serde_json::json!({"max": max, "limit": limit}))
+            })
+            .collect();
+        serde_json::Value::Object(report)
+    })
+}
+
+#[cfg(feature = "fault-injection")]
+thread_local! {
+    static HIGHEST: std::cell::RefCell<std::collections::BTreeMap<&'static str, usize>> =
+        std::cell::RefCell::default();
+}
+
+/// Keeps `value` as the highest `limit` has seen, if it is.
+#[cfg(feature = "fault-injection")]
+fn saw(limit: &'static str, value: usize) {
+    HIGHEST.with(|seen| {
+        let mut seen = seen.borrow_mut();
+        let max = seen.entry(limit).or_default();
+        *max = (*max).max(value);
+    });
+}
+
 /// Checks one queue send of `messages` (their JSON, with the queue's metadata) against the
 /// queue's limits: a `send` is a batch of one.
 #[cfg(feature = "fault-injection")]
@@ -33,6 +73,9 @@ pub fn queue_send<T: serde::Serialize>(queue: &str, messages: &[T]) -> Result<()
         .collect();
     let total: usize = sizes.iter().sum();
     let largest = sizes.iter().copied().max().unwrap_or(0);
+    saw("messages per sendBatch", messages.len());
+    saw("bytes per sendBatch", total);
+    saw("bytes per message", largest);
     if messages.len() > QUEUE_BATCH_MESSAGES {
         return crossed(queue, "messages per sendBatch", messages.len(), QUEUE_BATCH_MESSAGES);
     }
@@ -55,6 +98,8 @@ pub fn queue_send<T>(_queue: &str, _messages: &[T]) -> Result<(), EdgeError> {
 /// Checks one D1 statement (its SQL and how many parameters it binds) against D1's limits.
 #[cfg(feature = "fault-injection")]
 pub fn statement(sql: &str, parameters: usize) -> Result<(), EdgeError> {
+    saw("bound parameters per statement", parameters);
+    saw("bytes per statement", sql.len());
     if parameters > D1_BOUND_PARAMETERS {
         return crossed("d1", "bound parameters per statement", parameters, D1_BOUND_PARAMETERS);
     }

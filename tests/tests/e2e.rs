@@ -190,7 +190,11 @@ fn main() {
     // Cloudflare enforces and the local stack may not (docs/deploy.md, "Limits").
     let crossed = worker.limits_crossed();
     if crossed.is_empty() {
-        eprintln!("e2e: no call crossed a Cloudflare limit ({layout})");
+        eprintln!("e2e: no call crossed a Cloudflare limit ({layout}); the highest each limit saw:");
+        let highest = worker.post("/__e2e/quotas", &[], b"").json();
+        for (limit, seen) in highest.as_object().into_iter().flatten() {
+            eprintln!("e2e:   {limit}: {} of {}", seen["max"], seen["limit"]);
+        }
     } else {
         eprintln!("e2e: FAILED: calls that crossed a Cloudflare limit ({layout}):\n{}", crossed.join("\n"));
     }

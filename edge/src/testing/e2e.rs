@@ -2,8 +2,9 @@
 //! production build never enables): `POST /__e2e/sql` lets the tests count rows through the
 //! worker's own D1 binding, `POST /__e2e/store/{check}` runs one store guard twice against
 //! real D1 ([`crate::testing::checks`]), `POST /__e2e/jobs` enqueues a job as a redelivered
-//! queue message would run it again, and `POST /__e2e/calls/{call_id}` counts what a call's
-//! Durable Object still stores.
+//! queue message would run it again, `POST /__e2e/calls/{call_id}` counts what a call's
+//! Durable Object still stores, and `POST /__e2e/quotas` reports the highest value each of
+//! Cloudflare's per-call limits has seen (`crate::quotas`).
 
 use worker::{Env, Request, Response};
 
@@ -21,6 +22,7 @@ pub async fn route(req: Request, env: &Env, segments: &[&str]) -> Result<Respons
             crate::api::http::json(202, &serde_json::json!({"enqueued": 1}))
         }
         ["calls", call_id] => held(env, call_id).await,
+        ["quotas"] => crate::api::http::json(200, &crate::quotas::highest()),
         _ => Err(EdgeError::NoRoute),
     }
 }
