@@ -82,6 +82,7 @@ const SHARDED_ONLY: &[&str] = &[
     "fanout::one_message_reaches_1000_endpoints_once_and_a_replay_each_once_more",
     "scale::retention_catches_up_through_pages_from_a_large_backlog",
     "scale::a_recovery_of_a_large_window_runs_in_pages_and_queues_each_event_once",
+    "scale::the_cron_with_eight_databases_runs_each_part_in_a_job_of_its_own",
 ];
 
 /// Tests that start workers of their own, in layouts they choose: they run once, in the sharded
@@ -91,6 +92,7 @@ const OWN_LAYOUT: &str = "shards::";
 /// Tests that take longest (most start workers of their own), started first so that the run
 /// does not end waiting on one of them.
 const LONGEST: &[&str] = &[
+    "scale::the_cron_with_eight_databases_runs_each_part_in_a_job_of_its_own",
     "scale::a_recovery_of_a_large_window_runs_in_pages_and_queues_each_event_once",
     "scale::retention_catches_up_through_pages_from_a_large_backlog",
     "fanout::one_message_reaches_1000_endpoints_once_and_a_replay_each_once_more",

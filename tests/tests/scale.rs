@@ -14,6 +14,7 @@ use crate::TestFn;
 pub const TESTS: &[(&str, TestFn)] = &[
     ("scale::retention_catches_up_through_pages_from_a_large_backlog", retention_catches_up_from_a_backlog),
     ("scale::a_recovery_of_a_large_window_runs_in_pages_and_queues_each_event_once", recovery_in_pages),
+    ("scale::the_cron_with_eight_databases_runs_each_part_in_a_job_of_its_own", cron_with_eight_databases),
 ];
 
 /// How many rows a scale test writes.
@@ -106,4 +107,58 @@ fn recovery_in_pages(_shared: &Worker) {
     assert!(pages >= n / 1000, "{pages} pages for {n} events: at most 1,000 a page");
     eprintln!("e2e: a recovery of {n} events ran in {pages} pages in {elapsed:.1} s");
     assert_eq!(w.recover(&c.key, &endpoint, &since)["queued"], json!(0), "a second recovery writes nothing");
+}
+
+/// The cron of a worker bound to eight databases (`DB`, three more dedupe databases, four account
+/// databases) works in no invocation across all of them: its tick enqueues one part per database
+/// and part, every part runs and logs its end, none fails, and no call crosses a limit.
+fn cron_with_eight_databases(_shared: &Worker) {
+    let log = ["DB", "EVENTS_0", "EVENTS_1", "EVENTS_2"];
+    let accounts = ["ACCOUNTS_0", "ACCOUNTS_1", "ACCOUNTS_2", "ACCOUNTS_3"];
+    let bound: Vec<&str> = log[1..].iter().chain(&accounts).copied().collect();
+    let w = Worker::start_sharded(
+        &[("ACCOUNT_SHARDS", &accounts.join(" "))],
+        &bound,
+        "DB=0-255 EVENTS_0=256-511 EVENTS_1=512-767 EVENTS_2=768-1023",
+    );
+    // An account in each account database, each with an inbound message, so every part has rows.
+    for _ in 0..8 {
+        let c = w.new_customer("eight");
+        let body = sim::telnyx::envelope(
+            &format!("e-{}", sim::random_hex()),
+            "message.received",
+            "2026-11-30T10:00:00Z",
+            json!({"id": format!("m-{}", sim::random_hex()), "from": {"phone_number": "+15559990000"},
+                   "to": [{"phone_number": c.number}], "text": "eight"}),
+            1,
+        );
+        assert_eq!(w.deliver_telnyx(&body).status, 200);
+    }
+    assert_eq!(w.cron().status, 200);
+    let lines: Vec<serde_json::Value> = w
+        .log()
+        .lines()
+        .filter(|l| l.starts_with('{') && l.contains("\"tick"))
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let parts: u64 = lines.iter().filter(|v| v["cron"] == "tick").filter_map(|v| v["parts"].as_u64()).sum();
+    // Per tick: the log's sweep and the sessions' retention in DB, two retention steps in each of
+    // the four dedupe databases, and in each of the five account databases (DB among them) its
+    // sweep and three retention steps.
+    assert_eq!(parts, 2 + 2 * 4 + 4 * 5, "{lines:?}");
+    let ended = |database: &str, part: &str| {
+        lines.iter().filter(|v| v["database"] == database && v["tick_part"] == part && v["error"].is_null()).count()
+    };
+    for database in log {
+        for step in ["payloads", "carrier_events"] {
+            assert_eq!(ended(database, step), 1, "{database} {step}: {lines:?}");
+        }
+    }
+    for database in std::iter::once("DB").chain(accounts) {
+        for part in ["sweep", "attempts", "customer_events", "idempotency_keys"] {
+            assert_eq!(ended(database, part), 1, "{database} {part}: {lines:?}");
+        }
+    }
+    let failed: Vec<&serde_json::Value> = lines.iter().filter(|v| !v["error"].is_null()).collect();
+    assert!(failed.is_empty(), "parts that failed: {failed:?}");
 }
