@@ -75,15 +75,10 @@ const ONE_DATABASE: &[&str] = &[
     "webhooks::a_first_attempt_claimed_before_a_crash_is_swept_and_sent_once",
 ];
 
-/// Tests at scale that start a worker of their own and load it with thousands of requests: they
-/// run once, in the sharded pass (the layout with the most round trips per fact), so the two
-/// passes never run two of them at once.
-const SHARDED_ONLY: &[&str] = &[
-    "fanout::one_message_reaches_1000_endpoints_once_and_a_replay_each_once_more",
-    "scale::retention_catches_up_through_pages_from_a_large_backlog",
-    "scale::a_recovery_of_a_large_window_runs_in_pages_and_queues_each_event_once",
-    "scale::the_cron_with_eight_databases_runs_each_part_in_a_job_of_its_own",
-];
+/// The scale suite (`make scale`): tests that start a worker of their own and load it with
+/// thousands of requests or pages. They run only with `E2E_SCALE=1`, in the sharded pass (the
+/// layout with the most round trips per fact).
+const SCALE: &str = "scale::";
 
 /// Tests that start workers of their own, in layouts they choose: they run once, in the sharded
 /// pass.
@@ -92,10 +87,6 @@ const OWN_LAYOUT: &str = "shards::";
 /// Tests that take longest (most start workers of their own), started first so that the run
 /// does not end waiting on one of them.
 const LONGEST: &[&str] = &[
-    "scale::the_cron_with_eight_databases_runs_each_part_in_a_job_of_its_own",
-    "scale::a_recovery_of_a_large_window_runs_in_pages_and_queues_each_event_once",
-    "scale::retention_catches_up_through_pages_from_a_large_backlog",
-    "fanout::one_message_reaches_1000_endpoints_once_and_a_replay_each_once_more",
     "erasure::an_erased_number_is_in_no_database_and_a_late_retry_is_still_a_duplicate",
     "limits::a_burst_over_the_limit_is_answered_429_and_slows_no_one_else",
     "isolation::a_hung_endpoint_never_slows_another_accounts_webhooks",
@@ -140,13 +131,16 @@ fn main() {
         shards::TESTS,
     ]
     .concat();
-    for name in LAYOUT_FREE.iter().chain(ONE_DATABASE).chain(SHARDED_ONLY).chain(LONGEST) {
+    for name in LAYOUT_FREE.iter().chain(ONE_DATABASE).chain(LONGEST) {
         assert!(all.iter().any(|(n, _)| n == name), "e2e.rs names a test that does not exist: {name}");
     }
     if sharded() {
         all.retain(|(name, _)| !LAYOUT_FREE.contains(name) && !ONE_DATABASE.contains(name));
+        // The scale suite runs only when asked for (`make scale`).
+        let scale = std::env::var("E2E_SCALE").is_ok_and(|v| v == "1");
+        all.retain(|(name, _)| scale || !name.starts_with(SCALE));
     } else {
-        all.retain(|(name, _)| !name.starts_with(OWN_LAYOUT) && !SHARDED_ONLY.contains(name));
+        all.retain(|(name, _)| !name.starts_with(OWN_LAYOUT) && !name.starts_with(SCALE));
     }
     // A stable sort: the longest first, the rest in the order of the list above.
     all.sort_by_key(|(name, _)| LONGEST.iter().position(|n| n == name).unwrap_or(LONGEST.len()));

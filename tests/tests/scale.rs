@@ -1,8 +1,9 @@
 //! At scale, with Cloudflare's limits enforced (docs/deploy.md, "Limits"): work that grows with
 //! the data runs in pages, each a job of its own, and finishes however much there is.
 //!
-//! `E2E_SCALE_ROWS` sets how many rows a test writes (default 100,000; `make scale` runs them at
-//! 1,000,000).
+//! They run in the scale suite only (`make scale`, `E2E_SCALE=1`, which `.ci/run` runs after
+//! `make test`), in the sharded layout. `E2E_SCALE_ROWS` sets how many rows a test writes
+//! (default 100,000; `make scale` runs them at 1,000,000).
 
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,10 @@ use serde_json::json;
 use crate::TestFn;
 
 pub const TESTS: &[(&str, TestFn)] = &[
+    (
+        "scale::one_message_reaches_1000_endpoints_once_and_a_replay_each_once_more",
+        crate::fanout::reaches_1000_endpoints,
+    ),
     ("scale::retention_catches_up_through_pages_from_a_large_backlog", retention_catches_up_from_a_backlog),
     ("scale::a_recovery_of_a_large_window_runs_in_pages_and_queues_each_event_once", recovery_in_pages),
     ("scale::the_cron_with_eight_databases_runs_each_part_in_a_job_of_its_own", cron_with_eight_databases),

@@ -43,7 +43,9 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env, ctx: &Co
         }
     }
     let calling_out = &calling_out;
-    let calls_out = lanes.iter().flat_map(|(_, jobs)| jobs).any(|(_, job)| !matches!(job, Job::CarrierEvent { .. }));
+    let calls_out = lanes.iter().flat_map(|(_, jobs)| jobs).any(|(_, job)| {
+        matches!(job, Job::Dispatch { .. } | Job::CopyMedia { .. } | Job::Tick { part: Part::Sweep, .. })
+    });
     let beside = (!calls_out).then(|| deliver::Beside::new(ctx));
     let beside = beside.as_ref();
     join_all(lanes.iter().map(|(_, jobs)| async move {

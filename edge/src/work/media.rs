@@ -101,6 +101,8 @@ const MAX_HOPS: usize = 5;
 /// unknown length is read under the cap ([`MAX_ITEM_BYTES`]) and then stored.
 async fn fetch_and_put(env: &Env, item: &Claimed) -> Result<Fetched, EdgeError> {
     let allow_private = crate::config::get(env)?.allow_private_endpoints;
+    // One deadline for the whole copy, redirects and body included, well inside the claim.
+    let deadline = now().unix_millis() + i64::try_from(fetch_timeout(env).as_millis()).unwrap_or(i64::MAX);
     let mut url = item.url.clone();
     let mut hops = 0;
     let answer = loop {
@@ -115,7 +117,7 @@ async fn fetch_and_put(env: &Env, item: &Claimed) -> Result<Fetched, EdgeError> 
         let Ok(request) = crate::platform::request("GET", checked.as_str(), None, None, false) else {
             return Ok(Fetched::Refused("the carrier's media link is not a URL fetch accepts".into()));
         };
-        let answer = match open(request, fetch_timeout(env)).await {
+        let answer = match open(request, left(deadline)).await {
             Ok(answer) => answer,
             Err(reason) => return Ok(Fetched::Unavailable(reason.to_string())),
         };
@@ -159,9 +161,9 @@ async fn fetch_and_put(env: &Env, item: &Claimed) -> Result<Fetched, EdgeError> 
         // Of unknown length (or decoded by the runtime, so its declared length is not what
         // comes): read again, under the cap.
         answer.abort();
-        return fetch_whole(env, item, &url, content_type).await;
+        return fetch_whole(env, item, &url, content_type, deadline).await;
     };
-    let stored = stream_into_bucket(env, item, &body, length, content_type.as_deref()).await;
+    let stored = stream_into_bucket(env, item, &body, length, content_type.as_deref(), deadline).await;
     if !matches!(stored, Ok(Fetched::Stored { .. })) {
         answer.abort();
     }
@@ -176,6 +178,7 @@ async fn stream_into_bucket(
     body: &wasm_bindgen::JsValue,
     length: u64,
     content_type: Option<&str>,
+    deadline: i64,
 ) -> Result<Fetched, EdgeError> {
     use futures_util::future::{select, Either};
     let fixed = crate::platform::fixed_length(body, length as f64)
@@ -183,7 +186,7 @@ async fn stream_into_bucket(
     let put = media::put_copy_stream(env, &item.r2_key, fixed, content_type);
     futures_util::pin_mut!(put);
     let timeout = fetch_timeout(env);
-    match select(put, worker::Delay::from(timeout)).await {
+    match select(put, worker::Delay::from(left(deadline))).await {
         Either::Left((Ok(()), _)) => {
             let line = serde_json::json!({"media": "stored", "key": item.r2_key, "bytes": length, "streamed": true});
             worker::console_log!("{line}");
@@ -196,13 +199,19 @@ async fn stream_into_bucket(
 }
 
 /// Fetches `url` (the item's link, or where it redirected) again and reads its body whole,
-/// under the cap, then stores it.
-async fn fetch_whole(env: &Env, item: &Claimed, url: &str, content_type: Option<String>) -> Result<Fetched, EdgeError> {
+/// under the cap, within what is left of the copy's deadline, then stores it.
+async fn fetch_whole(
+    env: &Env,
+    item: &Claimed,
+    url: &str,
+    content_type: Option<String>,
+    deadline: i64,
+) -> Result<Fetched, EdgeError> {
     let max_body = usize::try_from(MAX_ITEM_BYTES).unwrap_or(usize::MAX);
     let Ok(request) = crate::platform::request("GET", url, None, None, false) else {
         return Ok(Fetched::Refused("the carrier's media link is not a URL fetch accepts".into()));
     };
-    let answer = match fetch(request, fetch_timeout(env), max_body, Longer::Unread).await {
+    let answer = match fetch(request, left(deadline), max_body, Longer::Unread).await {
         Ok(answer) => answer,
         Err(reason) => return Ok(Fetched::Unavailable(reason.to_string())),
     };
@@ -228,4 +237,10 @@ async fn fetch_whole(env: &Env, item: &Claimed, url: &str, content_type: Option<
     let line = serde_json::json!({"media": "stored", "key": item.r2_key, "bytes": size, "streamed": false});
     worker::console_log!("{line}");
     Ok(Fetched::Stored { size, content_type })
+}
+
+/// What is left until `deadline` (Unix ms): none once it has passed, so a call given it times
+/// out at once.
+fn left(deadline: i64) -> std::time::Duration {
+    std::time::Duration::from_millis(u64::try_from(deadline - now().unix_millis()).unwrap_or(0))
 }

@@ -403,6 +403,10 @@ async fn attempt_in_lane(
         return Ok(Done::ClaimedElsewhere);
     }
     let timeout = attempt_timeout(env).min(Duration::from_millis(u64::try_from(left).unwrap_or(0)));
+    // Cut short by the invocation's time, not by the endpoint: an attempt that got no answer in
+    // it says nothing about the endpoint's health, so the breaker does not count it (a probe's
+    // outcome always settles its circuit).
+    let cut_short = timeout < attempt_timeout(env);
     let Claimed { due, number, admission, .. } = claimed;
     let (Some(url), Some(secret)) = (due.url.as_deref(), due.secret.as_deref()) else {
         deliveries::fail(db, &due.id, "the endpoint was deleted", started).await?;
@@ -436,7 +440,9 @@ async fn attempt_in_lane(
     // goes through its gates as the circuit is then.
     let take_next = take_next.map(|into| (into, leaves_circuit_alone(admission, &circuit_now)));
     let done = record(env, db, &due, (number, started, latency_ms), answer, reply, take_next).await?;
-    feed_breaker(env, db, &due, &circuit_now, admission, outcome, ended).await?;
+    if !(cut_short && outcome != breaker::Outcome::Success && admission == breaker::Admission::Send) {
+        feed_breaker(env, db, &due, &circuit_now, admission, outcome, ended).await?;
+    }
     Ok(done)
 }
 
