@@ -244,25 +244,13 @@ fn bucket(env: &Env) -> Result<Bucket, EdgeError> {
     env.bucket(crate::bindings::MEDIA).map_err(|e| EdgeError::platform("MEDIA binding", e))
 }
 
-/// Puts the copy of an item under `key`. The key names the item, so a second put of the same
-/// item replaces the object with the same bytes, never adds one.
-pub async fn put_copy(env: &Env, key: &str, bytes: Vec<u8>, content_type: Option<&str>) -> Result<(), EdgeError> {
-    let metadata = HttpMetadata { content_type: content_type.map(str::to_owned), ..HttpMetadata::default() };
-    bucket(env)?
-        .put(key, bytes)
-        .http_metadata(metadata)
-        .execute()
-        .await
-        .map(|_| ())
-        .map_err(|e| EdgeError::platform("r2 put", e))
-}
-
-/// Stores the copy of an item under `key` as its body comes (`body`, of a known length), never
-/// holding it whole.
-pub async fn put_copy_stream(
+/// Puts the copy of an item under `key`: its bytes, or a stream of a known length that the bucket
+/// stores as it comes, never whole in the worker's memory. The key names the item, so a second
+/// put of the same item replaces the object with the same bytes, never adds one.
+pub async fn put_copy(
     env: &Env,
     key: &str,
-    body: web_sys::ReadableStream,
+    body: impl Into<worker::Data>,
     content_type: Option<&str>,
 ) -> Result<(), EdgeError> {
     let metadata = HttpMetadata { content_type: content_type.map(str::to_owned), ..HttpMetadata::default() };

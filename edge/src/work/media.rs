@@ -135,13 +135,7 @@ async fn fetch_and_put(env: &Env, item: &Claimed) -> Result<Fetched, EdgeError> 
         };
         url = next;
     };
-    let status = answer.status;
-    let answered = format!("the carrier's media link answered {status}");
-    let refused = match fetch_verdict(status) {
-        FetchVerdict::Store => None,
-        FetchVerdict::GiveUp => Some(Fetched::Refused(answered)),
-        FetchVerdict::TryAgain => Some(Fetched::Unavailable(answered)),
-    };
+    let refused = not_stored(answer.status);
     let headers = answer.headers.clone();
     let header = |name: &str| headers.get(name).ok().flatten().filter(|v| !v.trim().is_empty());
     let declared = header("content-length").and_then(|n| n.trim().parse::<u64>().ok());
@@ -183,7 +177,7 @@ async fn stream_into_bucket(
     use futures_util::future::{select, Either};
     let fixed = crate::platform::fixed_length(body, length as f64)
         .map_err(|e| EdgeError::platform("media stream", worker::Error::from(e)))?;
-    let put = media::put_copy_stream(env, &item.r2_key, fixed, content_type);
+    let put = media::put_copy(env, &item.r2_key, fixed, content_type);
     futures_util::pin_mut!(put);
     let timeout = fetch_timeout(env);
     match select(put, worker::Delay::from(left(deadline))).await {
@@ -215,14 +209,8 @@ async fn fetch_whole(
         Ok(answer) => answer,
         Err(reason) => return Ok(Fetched::Unavailable(reason.to_string())),
     };
-    match fetch_verdict(answer.status) {
-        FetchVerdict::Store => {}
-        FetchVerdict::GiveUp => {
-            return Ok(Fetched::Refused(format!("the carrier's media link answered {}", answer.status)))
-        }
-        FetchVerdict::TryAgain => {
-            return Ok(Fetched::Unavailable(format!("the carrier's media link answered {}", answer.status)))
-        }
+    if let Some(not_stored) = not_stored(answer.status) {
+        return Ok(not_stored);
     }
     match answer.cut {
         None => {}
@@ -243,4 +231,15 @@ async fn fetch_whole(
 /// out at once.
 fn left(deadline: i64) -> std::time::Duration {
     std::time::Duration::from_millis(u64::try_from(deadline - now().unix_millis()).unwrap_or(0))
+}
+
+/// What an answer of `status` from the carrier's link comes to when it is not a body to store:
+/// given up, or to try again (`core::media::fetch_verdict`).
+fn not_stored(status: u16) -> Option<Fetched> {
+    let answered = || format!("the carrier's media link answered {status}");
+    match fetch_verdict(status) {
+        FetchVerdict::Store => None,
+        FetchVerdict::GiveUp => Some(Fetched::Refused(answered())),
+        FetchVerdict::TryAgain => Some(Fetched::Unavailable(answered())),
+    }
 }
