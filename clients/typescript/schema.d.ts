@@ -70,9 +70,29 @@ export interface paths {
         put?: never;
         /**
          * Erase one person's phone number
-         * @description Erases a phone number from everything the product keeps (docs/contract.md §5, "Erasure"): every message to or from it (of `account_id`, or of every account) loses its text, its media (rows and stored copies) and the number, which reads `[erased]`; so do its calls, each call's own storage, the bodies of their customer events and what endpoints answered to them; every carrier event payload that names the number is cleared in every database of the dedupe log. Dedupe keys stay, so a late carrier retry is still a duplicate. The erasure is recorded with the number only as an HMAC. Running it again erases nothing more.
+         * @description Records an erasure of one person's phone number and starts its pages, each a job of its own: every message to or from it (of `account_id`, or of every account) loses its text, media and the number; so do its calls, the calls that rang it as a target, and each call's own storage; the number leaves ring plans; customer events about them lose it, and what endpoints answered to them is forgotten; carrier event payloads that name it as a whole value are cleared, and one not yet processed is then settled as erased. Numbers are matched as whole values: erasing `+4930123456` leaves `+493012345678` alone. Asked again while that erasure runs, it answers the same erasure and goes on from where it got. `GET /admin/erasures/{id}` shows its progress.
          */
         post: operations["createErasure"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/erasures/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An erasure's progress
+         * @description What an erasure erased so far, per kind, the pages it ran, and when it finished.
+         */
+        get: operations["getErasure"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1945,6 +1965,28 @@ export interface components {
                 message: string;
             };
         };
+        /** @description An erasure and how far its pages got. It holds the number only as a keyed hash, never the number. */
+        Erasure: {
+            id: string;
+            account_id: string | null;
+            /** @enum {string} */
+            state: "running" | "finished";
+            counts: {
+                messages: number;
+                media_copies: number;
+                calls: number;
+                call_states: number;
+                ring_targets: number;
+                customer_events: number;
+                carrier_events: number;
+            };
+            /** @description The pages it ran so far. */
+            pages: number;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            finished_at: string | null;
+        };
     };
     responses: {
         /** @description The worker cannot answer now. `error.code` is `unavailable` (a database or queue is out for a moment: retry later, with the same Idempotency-Key where the request has one) or `misconfigured` (a configuration variable is missing or invalid, named in `error.message`). */
@@ -2323,24 +2365,13 @@ export interface operations {
             };
         };
         responses: {
-            /** @description What was erased */
-            200: {
+            /** @description The erasure, recorded and running (or the one of this number that already runs) */
+            202: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        id: string;
-                        account_id: string | null;
-                        counts: {
-                            messages: number;
-                            media_copies: number;
-                            calls: number;
-                            call_states: number;
-                            customer_events: number;
-                            carrier_events: number;
-                        };
-                    };
+                    "application/json": components["schemas"]["Erasure"];
                 };
             };
             /** @description The body is not JSON of the expected shape (`bad_request`) */
@@ -2392,6 +2423,48 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getErasure: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The erasure */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Erasure"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description No such erasure */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             429: components["responses"]["RateLimited"];

@@ -39,6 +39,7 @@
 //! - [`webhook`]: customer webhook signatures (Standard Webhooks v1) and the event types.
 //! - [`catalog`]: every event type with its summary, description and an example body.
 //! - [`endpoint`]: which customer endpoint URLs may receive webhooks.
+//! - [`erasure`]: the phone numbers a stored carrier payload names, read by meaning.
 //! - [`filter`]: endpoint filters, a small predicate language over an event's body.
 //! - [`headers`]: the custom headers an endpoint sends with every attempt.
 //!
@@ -57,6 +58,7 @@ pub mod call;
 pub mod call_machine;
 pub mod catalog;
 pub mod endpoint;
+pub mod erasure;
 pub mod event;
 pub mod filter;
 pub mod form;

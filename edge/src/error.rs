@@ -246,6 +246,8 @@ pub enum Done {
     Accepted,
     /// The row the job names no longer exists.
     NoSuchEvent,
+    /// The event's payload was erased before it was processed: nothing was written.
+    Erased,
     /// The message the job names does not exist.
     NoSuchMessage,
     /// The message was handed to the carrier before.
@@ -315,6 +317,7 @@ impl Done {
             Done::Parked { .. } => "parked",
             Done::Accepted => "accepted",
             Done::NoSuchEvent => "no such event",
+            Done::Erased => "erased",
             Done::NoSuchMessage => "no such message",
             Done::AlreadyDispatched => "already dispatched",
             Done::Sent => "sent",

@@ -144,6 +144,19 @@ pub fn call_grace(_env: &worker::Env) -> Option<std::time::Duration> {
     None
 }
 
+/// How long an erasure waits before its tail pass in the tests (`E2E_ERASURE_TAIL_SECS`; 1 s
+/// when unset, instead of a minute).
+#[cfg(feature = "fault-injection")]
+pub fn erasure_tail(env: &worker::Env) -> Option<std::time::Duration> {
+    seconds(env, "E2E_ERASURE_TAIL_SECS").or(Some(std::time::Duration::from_secs(1)))
+}
+
+/// Production builds wait a minute.
+#[cfg(not(feature = "fault-injection"))]
+pub fn erasure_tail(_env: &worker::Env) -> Option<std::time::Duration> {
+    None
+}
+
 /// Another move of the same shards, to the binding `E2E_RIVAL_MOVE_TO`, whose claim lands
 /// between a move call's checks and its own claim, as a concurrent call's can.
 #[cfg(feature = "fault-injection")]

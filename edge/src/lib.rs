@@ -42,6 +42,7 @@ pub enum Handler {
     RotateAccountKey,
     CreateNumber,
     CreateErasure,
+    GetErasure,
     ListCarrierEvents,
     RetryFailedCarrierEvents,
     RetryCarrierEvent,
@@ -110,6 +111,7 @@ routes! {
     ("POST", "/admin/accounts/{id}/rotate_key") => Handler::RotateAccountKey,
     ("POST", "/admin/numbers") => Handler::CreateNumber,
     ("POST", "/admin/erasures") => Handler::CreateErasure,
+    ("GET", "/admin/erasures/{id}") => Handler::GetErasure,
     ("GET", "/admin/carrier_events") => Handler::ListCarrierEvents,
     ("POST", "/admin/carrier_events/{id}/retry") => Handler::RetryCarrierEvent,
     ("POST", "/admin/carrier_events/retry") => Handler::RetryFailedCarrierEvents,
@@ -337,6 +339,7 @@ fn access_route<'a>(matched: &Matched<'a>, method: &str) -> exactly_core::access
         | Handler::RotateAccountKey
         | Handler::CreateNumber
         | Handler::CreateErasure
+        | Handler::GetErasure
         | Handler::ListCarrierEvents
         | Handler::RetryFailedCarrierEvents
         | Handler::RetryCarrierEvent
@@ -376,6 +379,7 @@ async fn dispatch(matched: Matched<'_>, req: Request, env: &Env) -> Result<Respo
         Handler::RotateAccountKey => admin::rotate_account_key(req, env, id).await,
         Handler::CreateNumber => admin::create_number(req, env).await,
         Handler::CreateErasure => api::erasures::create(req, env).await,
+        Handler::GetErasure => api::erasures::get(req, env, id).await,
         Handler::ListCarrierEvents => admin::list_carrier_events(req, env).await,
         Handler::RetryFailedCarrierEvents => admin::retry_failed_carrier_events(req, env).await,
         Handler::MoveEventShards => admin::move_event_shards(req, env).await,

@@ -56,6 +56,9 @@ pub enum Job {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         database: Option<String>,
     },
+    /// The next page of erasure `id` (`work::erase`; its row is in `DB`). The job carries the
+    /// number, which the row holds only as a MAC.
+    Erase { id: String, number: Personal },
     /// One part of the cron's tick in one database (`work::cron`): the tick enqueues one per
     /// database and part, so no invocation works in every database.
     Tick {
@@ -67,6 +70,17 @@ pub enum Job {
         #[serde(default)]
         round: u32,
     },
+}
+
+/// A person's phone number a job carries: never in its `Debug`, so never in a log line.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Personal(pub String);
+
+impl std::fmt::Debug for Personal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[number]")
+    }
 }
 
 /// A part of the cron's tick ([`Job::Tick`]).
@@ -183,13 +197,14 @@ impl Job {
             Job::CopyMedia { message_id, .. } => format!("media:{message_id}"),
             Job::Tick { part, database, .. } => format!("tick:{database}:{}", part.as_str()),
             Job::Recover { id, .. } => format!("recover:{id}"),
+            Job::Erase { id, .. } => format!("erase:{id}"),
         }
     }
 
     /// The account database the job's rows are in (`None`: `DB`, or found from the event).
     pub fn database(&self) -> Option<&str> {
         match self {
-            Job::CarrierEvent { .. } | Job::Tick { .. } => None,
+            Job::CarrierEvent { .. } | Job::Tick { .. } | Job::Erase { .. } => None,
             Job::Dispatch { database, .. } | Job::CopyMedia { database, .. } | Job::Recover { database, .. } => {
                 database.as_deref()
             }

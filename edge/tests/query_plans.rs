@@ -47,23 +47,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "admin page of deliveries by status across accounts (an operator's read, off the event \
          path); an index on (status, created_at) would bound it: docs/scaling.md",
     ),
-    (
-        "SELECT id FROM messages WHERE (from_number = ?1 OR to_number = ?1)",
-        "messages",
-        "an erasure (a rare operator request, off the event path) finds a person's messages; an index on \
-         each number would cost every message two more rows written: docs/scaling.md",
-    ),
-    (
-        "SELECT id FROM calls WHERE (from_number = ?1 OR to_number = ?1)",
-        "calls",
-        "an erasure finds a person's calls (off the event path); as for messages: docs/scaling.md",
-    ),
-    (
-        "UPDATE carrier_events SET payload = NULL WHERE payload IS NOT NULL AND (instr(payload",
-        "carrier_events",
-        "an erasure clears every payload naming the number: only payloads are read, and they are \
-         kept RETENTION_PAYLOAD_DAYS; no index can find text inside them: docs/scaling.md",
-    ),
 ];
 
 /// Store files whose SQL is not D1's: the call's Durable Object runs its own two-table SQLite.

@@ -20,7 +20,30 @@ pub const TESTS: &[(&str, TestFn)] = &[
         "erasure::an_erasure_while_a_carried_job_waits_leaves_it_nothing_to_write",
         an_erasure_while_a_carried_job_waits_leaves_it_nothing_to_write,
     ),
+    (
+        "erasure::an_erasure_of_one_account_leaves_a_longer_number_and_another_accounts_pending_message",
+        an_erasure_of_one_account_leaves_a_longer_number_and_another_accounts_pending_message,
+    ),
 ];
+
+/// Asks for an erasure and waits for it to finish: its record, as `GET /admin/erasures/{id}`
+/// shows it once `state` is `finished`.
+pub fn erased(w: &Worker, body: &Value) -> Value {
+    let started = w.call("POST", "/admin/erasures", ADMIN_TOKEN, Some(body), &[]);
+    assert_eq!(started.status, 202, "{}", started.body);
+    let id = started.json()["id"].as_str().expect("an erasure id").to_owned();
+    assert!(started.json()["counts"].is_object() && started.json()["state"].is_string(), "{}", started.body);
+    let mut record = Value::Null;
+    let done = w.eventually(Duration::from_secs(120), || {
+        let shown = w.call("GET", &format!("/admin/erasures/{id}"), ADMIN_TOKEN, None, &[]);
+        assert_eq!(shown.status, 200, "{}", shown.body);
+        record = shown.json();
+        record["state"] == "finished"
+    });
+    assert!(done, "the erasure finished: {record}");
+    assert!(record["finished_at"].is_string(), "{record}");
+    record
+}
 
 /// Every SQLite file under `dir` (D1 databases, the calls' own storage, the bucket's index).
 fn sqlite_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -51,9 +74,11 @@ fn holding(w: &Worker, needles: &[&str]) -> Vec<String> {
 }
 
 /// A person's number in an inbound SMS, an outbound one, a call that rings a target, and the
-/// customer events of each: erased, it is in no row of any database file of the worker, the
-/// messages and the call still exist (text empty, the number `[erased]`), a second erasure finds
-/// nothing, and the inbound SMS's carrier webhook sent again is a duplicate.
+/// customer events of each: erased (in pages, its record showing the counts and never the
+/// number), it is in no row of any database file of the worker, the messages and the call still
+/// exist (text empty, the number `[erased]`), a second erasure finds nothing, and the inbound
+/// SMS's carrier webhook sent again is a duplicate. The ring target, erased in turn, leaves the
+/// ring plan, the leg, the call's object and every payload.
 fn an_erased_number_is_in_no_database_and_a_late_retry_is_still_a_duplicate(_shared: &Worker) {
     // Its own worker: the dumps read every database, which other tests write to.
     let w = Worker::start();
@@ -81,7 +106,8 @@ fn an_erased_number_is_in_no_database_and_a_late_retry_is_still_a_duplicate(_sha
     w.wait_status(&c, &outbound, "sent");
     // A call from the person to a number that rings a target.
     let ringing = fresh_number();
-    w.create_number(&c.account, &ringing, &["+15557770001"]);
+    let target = fresh_number();
+    w.create_number(&c.account, &ringing, &[&target, "+15557770002"]);
     let session = format!("sess-{}", sim::random_hex());
     let control = format!("v3:{}", sim::random_hex());
     let call = sim::telnyx::envelope(
@@ -105,21 +131,32 @@ fn an_erased_number_is_in_no_database_and_a_late_retry_is_still_a_duplicate(_sha
     let erase = |body: &Value| w.call("POST", "/admin/erasures", ADMIN_TOKEN, Some(body), &[]);
     assert_eq!(erase(&json!({"phone_number": c.number})).status, 409, "an account's own number is refused");
     assert_eq!(erase(&json!({"phone_number": "12345"})).status, 422);
-    let a = erase(&json!({ "phone_number": person }));
-    assert_eq!(a.status, 200, "{}", a.body);
-    let counts = a.json()["counts"].clone();
+    assert_eq!(w.call("GET", "/admin/erasures/era_none", ADMIN_TOKEN, None, &[]).status, 404);
+    let a = erased(&w, &json!({ "phone_number": person }));
+    let counts = a["counts"].clone();
     assert_eq!((counts["messages"].clone(), counts["calls"].clone()), (json!(2), json!(1)), "{counts}");
     assert_eq!(counts["call_states"], 1, "{counts}");
     assert!(counts["customer_events"].as_u64() >= Some(3), "{counts}");
     assert!(counts["carrier_events"].as_u64() >= Some(2), "{counts}");
+    assert!(!a.to_string().contains(&person), "the record holds no number: {a}");
     let left = holding(&w, &[&person, &encoded, &secret_text]);
     assert!(left.is_empty(), "the number or its text is still stored:\n{}", left.join("\n"));
     let shown = w.message(&c, &outbound);
     assert_eq!((shown["to"].clone(), shown["text"].clone()), (json!("[erased]"), json!("")), "{shown}");
-    // Nothing more to erase, and the record keeps no number.
-    let again = erase(&json!({ "phone_number": person }));
-    assert_eq!(again.status, 200, "{}", again.body);
-    assert!(again.json()["counts"].as_object().is_some_and(|m| m.values().all(|v| v == 0)), "{}", again.body);
+    // Nothing more to erase.
+    let again = erased(&w, &json!({ "phone_number": person }));
+    assert!(again["counts"].as_object().is_some_and(|m| m.values().all(|v| v == 0)), "{again}");
+    assert_ne!(again["id"], a["id"], "a finished erasure is not run again: a new one is");
+    // The ring target is a person too: erased, it leaves the number's ring plan, the call's leg,
+    // the call's object and the carrier events of the dial.
+    assert!(!holding(&w, &[&target]).is_empty(), "the target is stored before its erasure");
+    let t = erased(&w, &json!({ "phone_number": target }));
+    assert_eq!((t["counts"]["calls"].clone(), t["counts"]["ring_targets"].clone()), (json!(1), json!(1)), "{t}");
+    assert_eq!(t["counts"]["call_states"], 1, "{t}");
+    let left = holding(&w, &[&target, &target.replace('+', "%2B")]);
+    assert!(left.is_empty(), "the ring target is still stored:\n{}", left.join("\n"));
+    let plan = w.sql(&format!("SELECT ring_targets FROM phone_numbers WHERE phone_number = {}", lit(&ringing)));
+    assert_eq!(plan[0]["ring_targets"], "[\"+15557770002\"]", "the other target stays, in its place: {plan:?}");
     // The carrier retries the inbound SMS: a duplicate, no second message.
     let retry = w.deliver_telnyx(&inbound);
     assert_eq!((retry.status, retry.json()["outcome"].clone()), (200, json!("duplicate")), "{}", retry.body);
@@ -131,7 +168,7 @@ fn an_erased_number_is_in_no_database_and_a_late_retry_is_still_a_duplicate(_sha
 /// An inbound message whose job carries its event (the number's owner already known, so it
 /// would be processed with no read) is held by an injected fault until its sender is erased.
 /// The erasure clears the stored payload; the job's copy must not bring the text back: no
-/// message, no `message.received`, and the event fails as pruned.
+/// message, no `message.received`, and the event is settled as erased (not failed).
 fn an_erasure_while_a_carried_job_waits_leaves_it_nothing_to_write(w: &Worker) {
     let c = w.new_customer("erased-while-queued");
     let inbound = |event_id: &str, from: &str, text: &str| {
@@ -170,13 +207,15 @@ fn an_erasure_while_a_carried_job_waits_leaves_it_nothing_to_write(w: &Worker) {
         w.log_lines(&[&format!("\"id\":\"{row_id}\""), "injected hold until the event's payload is erased"]) >= 1
     });
     assert!(holding_it, "the job ran and was held");
-    let a = w.call("POST", "/admin/erasures", ADMIN_TOKEN, Some(&json!({ "phone_number": person })), &[]);
-    assert_eq!(a.status, 200, "{}", a.body);
-    assert_eq!(a.json()["counts"]["carrier_events"], 1, "{}", a.body);
+    let a = erased(w, &json!({ "phone_number": person }));
+    assert_eq!(a["counts"]["carrier_events"], 1, "{a}");
 
     assert!(settled(&held), "the held event was settled after the erasure");
-    let rows = w.events_sql(&format!("SELECT error FROM carrier_events WHERE carrier_event_id = {}", lit(&held)));
-    assert!(rows[0]["error"].as_str().is_some_and(|e| e.contains("pruned")), "failed as pruned: {rows:?}");
+    let rows = w
+        .events_sql(&format!("SELECT processed_at, error FROM carrier_events WHERE carrier_event_id = {}", lit(&held)));
+    let row = rows.iter().find(|r| !r["processed_at"].is_null() || !r["error"].is_null()).expect("the row");
+    assert!(row["error"].is_null() && row["processed_at"].is_i64(), "settled as erased, not failed: {rows:?}");
+    assert!(w.log_lines(&[&format!("\"id\":\"{row_id}\""), "\"outcome\":\"erased\""]) >= 1, "its log line says erased");
     let written = w.count(&format!(
         "SELECT COUNT(*) AS n FROM messages WHERE from_number = {} OR text = {}",
         lit(&person),
@@ -188,4 +227,76 @@ fn an_erasure_while_a_carried_job_waits_leaves_it_nothing_to_write(w: &Worker) {
         lit(&format!("%{secret_text}%"))
     ));
     assert_eq!(events, 0, "a customer event holds the erased text");
+}
+
+/// Two accounts hear from one person, and a third number that starts with the person's
+/// (`+1555...12` and `+1555...123` are different people). The first account's messages are
+/// erased with `account_id`: the person's message to the second account, whose event is still
+/// unprocessed (its job was never sent), keeps its payload and is delivered with its text when
+/// the carrier retries; the longer number's message and payload are untouched.
+fn an_erasure_of_one_account_leaves_a_longer_number_and_another_accounts_pending_message(w: &Worker) {
+    let a = w.new_customer("erasure-scoped-a");
+    let b = w.new_customer("erasure-scoped-b");
+    let b_path = format!("/hook/{}", sim::random_hex());
+    w.endpoint_at(&b, &b_path, &["message.received"]);
+    let person = fresh_number();
+    let longer = format!("{person}3");
+    let inbound = |event_id: &str, from: &str, to: &str, text: &str| {
+        sim::telnyx::envelope(
+            event_id,
+            "message.received",
+            "2026-12-05T10:00:00Z",
+            json!({
+                "id": format!("m-{event_id}"), "from": {"phone_number": from},
+                "to": [{"phone_number": to}], "text": text,
+            }),
+            1,
+        )
+    };
+    let to_a = format!("e-{}", sim::random_hex());
+    assert_eq!(w.deliver_telnyx(&inbound(&to_a, &person, &a.number, "to a")).status, 200);
+    let from_longer = format!("e-{}", sim::random_hex());
+    let longer_text = format!("another person {}", sim::random_hex());
+    assert_eq!(w.deliver_telnyx(&inbound(&from_longer, &longer, &a.number, &longer_text)).status, 200);
+    // The job of the person's message to b is never sent: its event waits, unprocessed.
+    let to_b = format!("fault-queue-send-{}", sim::random_hex());
+    let b_text = format!("for b only {}", sim::random_hex());
+    let to_b_body = inbound(&to_b, &person, &b.number, &b_text);
+    assert_eq!(w.deliver_telnyx(&to_b_body).status, 503);
+    let messages_of = |number: &str| {
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM messages WHERE from_number = {} AND account_id = {}",
+            lit(number),
+            lit(&a.account)
+        ))
+    };
+    assert!(w.eventually(Duration::from_secs(60), || messages_of(&person) == 1 && messages_of(&longer) == 1));
+
+    let record = erased(w, &json!({ "phone_number": person, "account_id": a.account }));
+    assert_eq!(record["account_id"], json!(a.account), "{record}");
+    assert_eq!(
+        (record["counts"]["messages"].clone(), record["counts"]["carrier_events"].clone()),
+        (json!(1), json!(1)),
+        "{record}"
+    );
+    assert_eq!(messages_of(&person), 0, "a's message from the person is erased");
+    let kept = w.count(&format!(
+        "SELECT COUNT(*) AS n FROM messages WHERE from_number = {} AND text = {}",
+        lit(&longer),
+        lit(&longer_text)
+    ));
+    assert_eq!(kept, 1, "the longer number's message is untouched");
+    let payloads = |event_id: &str| {
+        w.events_count(&format!(
+            "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {} AND payload IS NOT NULL",
+            lit(event_id)
+        ))
+    };
+    assert_eq!((payloads(&to_a), payloads(&from_longer), payloads(&to_b)), (0, 1, 1), "only a's payload is cleared");
+
+    // The carrier retries the message to b: it is processed, and delivered with its text.
+    assert_eq!(w.deliver_telnyx_at(&to_b_body, sim::unix_now() + 4).json()["outcome"], "duplicate-requeued");
+    let delivered =
+        w.eventually(Duration::from_secs(60), || w.customer.received(&b_path).iter().any(|r| r.body.contains(&b_text)));
+    assert!(delivered, "b's pending message from the person was delivered with its text");
 }

@@ -20,6 +20,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("scale::retention_catches_up_through_pages_from_a_large_backlog", retention_catches_up_from_a_backlog),
     ("scale::a_recovery_of_a_large_window_runs_in_pages_and_queues_each_event_once", recovery_in_pages),
     ("scale::the_cron_with_eight_databases_runs_each_part_in_a_job_of_its_own", cron_with_eight_databases),
+    ("scale::an_erasure_across_a_large_log_runs_in_pages_and_clears_only_its_number", erasure_across_a_large_log),
 ];
 
 /// How many rows a scale test writes.
@@ -166,4 +167,56 @@ fn cron_with_eight_databases(_shared: &Worker) {
     }
     let failed: Vec<&serde_json::Value> = lines.iter().filter(|v| !v["error"].is_null()).collect();
     assert!(failed.is_empty(), "parts that failed: {failed:?}");
+}
+
+/// A dedupe log holding a large number of stored payloads in each of its databases (written
+/// straight into them, as months of traffic would leave them): one in a thousand names the
+/// person, one in a thousand a longer number that starts with the person's. The erasure runs
+/// through pages of at most 10,000 rows, finishes, clears exactly the person's payloads and
+/// no other, and crosses no limit.
+fn erasure_across_a_large_log(_shared: &Worker) {
+    let w = Worker::start();
+    let n = rows();
+    let person = exactly_tests::fresh_number();
+    let longer = format!("{person}1");
+    let at = sim::unix_millis() - 3_600_000;
+    w.events_sql(&format!(
+        "INSERT INTO carrier_events (carrier, carrier_event_id, event_type, payload, processed_at, created_at)
+         WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {n})
+         SELECT 'telnyx', 'erase-scale-' || x, 'message.received',
+                '{{\"data\":{{\"payload\":{{\"from\":{{\"phone_number\":\"' ||
+                CASE x % 1000 WHEN 0 THEN {person} WHEN 1 THEN {longer} ELSE '+1444' || (1000000 + x) END ||
+                '\"}},\"text\":\"hello\"}}}}}}', {at}, {at} FROM c",
+        person = lit(&person),
+        longer = lit(&longer),
+    ));
+    let kept = |like: &str| {
+        w.events_count(&format!(
+            "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id LIKE 'erase-scale-%'
+               AND payload IS NOT NULL AND payload LIKE {}",
+            lit(&format!("%\"{like}\"%"))
+        ))
+    };
+    let databases = w.events_sql("SELECT COUNT(*) AS n FROM carrier_events").len() as i64;
+    let naming = kept(&person);
+    assert_eq!(naming, (n / 1000) as i64 * databases, "the person's payloads are written");
+    let others = kept(&longer);
+
+    let started = Instant::now();
+    let record = crate::erasure::erased(&w, &json!({ "phone_number": person }));
+    let elapsed = started.elapsed().as_secs_f64();
+    assert_eq!(record["counts"]["carrier_events"], json!(naming), "{record}");
+    assert_eq!(kept(&person), 0, "no payload names the person");
+    assert_eq!(kept(&longer), others, "the longer number's payloads are untouched");
+    let all = w.events_count(
+        "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id LIKE 'erase-scale-%' AND payload IS NOT NULL",
+    );
+    assert_eq!(all, n as i64 * databases - naming, "every other payload is kept");
+    let pages = record["pages"].as_u64().unwrap_or(0);
+    assert!(pages >= n / 10_000, "{pages} pages for {n} rows a database: at most 10,000 rows a page");
+    eprintln!(
+        "e2e: an erasure read {} stored payloads in {pages} pages in {elapsed:.1} s: {:.0} rows/s",
+        n as i64 * databases,
+        (n as i64 * databases) as f64 / elapsed
+    );
 }

@@ -57,6 +57,7 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("POST", "/admin/accounts/{id}/rotate_key", Access::Admin),
     ("POST", "/admin/numbers", Access::Admin),
     ("POST", "/admin/erasures", Access::Admin),
+    ("GET", "/admin/erasures/{id}", Access::Admin),
     ("GET", "/admin/carrier_events", Access::Admin),
     ("POST", "/admin/carrier_events/{id}/retry", Access::Admin),
     ("POST", "/admin/carrier_events/retry", Access::Admin),

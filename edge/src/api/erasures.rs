@@ -1,17 +1,16 @@
-//! `POST /admin/erasures`: erase one person's phone number from everything the product keeps
-//! (docs/contract.md §5, "Erasure").
+//! `POST /admin/erasures` and `GET /admin/erasures/{id}`: erase one person's phone number from
+//! everything the product keeps (docs/contract.md §5, "Erasure"), in pages (work::erase).
 
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
-use serde_json::json;
 use sha2::Sha256;
-use worker::{D1Database, Env, Request, Response};
+use worker::{Env, Request, Response};
 
 use crate::api::{auth, e164, http};
 use crate::error::{Conflict, EdgeError};
 use crate::platform::{new_id, now};
-use crate::store::messages::erase::ERASED;
-use crate::store::{self, calls, carrier_events, deliveries, media, messages, numbers, outbox, routes};
+use crate::queues::{self, Job, Personal};
+use crate::store::{self, erasures, numbers, routes};
 
 #[derive(Deserialize)]
 struct Erasure {
@@ -19,24 +18,14 @@ struct Erasure {
     account_id: Option<String>,
 }
 
-/// What one erasure did, per kind.
-#[derive(Default, serde::Serialize)]
-struct Counts {
-    messages: usize,
-    media_copies: usize,
-    calls: usize,
-    call_states: usize,
-    customer_events: usize,
-    carrier_events: usize,
-}
-
-/// `POST /admin/erasures` `{phone_number, account_id?}` -> 200 `{id, counts}`: every message to or
-/// from the number (of that account, or of every account) loses its text, its media (rows and
-/// stored copies) and the number, which reads `[erased]`; so do its calls (and each call's own
-/// storage), the bodies of their customer events and what endpoints answered to them; every
-/// carrier event payload that names the number is cleared in every database of the dedupe log,
-/// whose keys stay, so a late retry is still a duplicate. A number an account owns is refused
-/// (409 `number_owned`). Running it again erases nothing more and answers zero counts.
+/// `POST /admin/erasures` `{phone_number, account_id?}` -> 202 the erasure's record, whose
+/// pages then erase (`Job::Erase`), every message to or from the number (of that account,
+/// or of every account), its calls and the calls that rang it, the number in ring plans, the
+/// customer events about them and what endpoints answered to those, and the carrier events whose
+/// payload names it; the dedupe keys stay, so a late retry is still a duplicate. A number an
+/// account owns is refused (409 `number_owned`). Asked again while that erasure of the number
+/// (and account) runs, it answers the same record and goes on from where its pages got; asked
+/// once it finished, it is a new erasure, which finds nothing more.
 pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
     auth::admin(&req, env)?;
     let body: Erasure = http::json_body(&mut req).await?;
@@ -44,13 +33,11 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
         e164("phone_number", &body.phone_number.ok_or_else(|| EdgeError::invalid("phone_number", "is required"))?)?;
     let number = number.as_str();
     let account = body.account_id.as_deref();
-    let mut databases = routes::databases(env);
     if let Some(account) = account {
         let binding = routes::of_account(env, account).await?;
-        if !crate::store::accounts::exists(&routes::open(env, binding.clone())?.1, account).await? {
+        if !crate::store::accounts::exists(&routes::open(env, binding)?.1, account).await? {
             return Err(EdgeError::invalid("account_id", "no such account"));
         }
-        databases = vec![binding.unwrap_or_else(|| crate::bindings::DB.to_owned())];
     }
     for binding in routes::databases(env) {
         if numbers::owner(&routes::open(env, Some(binding))?.1, number).await?.is_some() {
@@ -60,76 +47,30 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
             });
         }
     }
-    let mut counts = Counts::default();
-    for binding in databases {
-        let (_, db) = routes::open(env, Some(binding))?;
-        erase_in(env, &db, number, account, &mut counts).await?;
-    }
-    let log = carrier_events::Log::open(env)?;
-    for binding in log.bindings() {
-        counts.carrier_events += carrier_events::erase_payloads(&log.database(&binding)?, number).await?;
-    }
-    let id = new_id("era")?;
-    let counts = serde_json::to_value(&counts).map_err(|e| EdgeError::platform("encode", e))?;
-    store::erasures::record(&store::database(env)?, &id, &mac(env, number)?, account, &counts, now()).await?;
-    http::json(200, &json!({ "id": id, "account_id": account, "counts": counts }))
+    let root = store::d1(env, crate::bindings::DB)?;
+    let mac = mac(env, number)?;
+    let record = match erasures::running(&root, &mac, account).await? {
+        Some(running) => running,
+        None => {
+            let id = new_id("era")?;
+            erasures::start(&root, &id, &mac, account, &erasures::no_counts(), now()).await?;
+            erasures::find(&root, &id)
+                .await?
+                .ok_or_else(|| EdgeError::unavailable("erasure", "not found after its insert"))?
+        }
+    };
+    // A second job of a page that already has one finds the record moved, and stops.
+    queues::enqueue(env, Job::Erase { id: record.id.clone(), number: Personal(number.to_owned()) }).await?;
+    http::json(202, &record.to_json())
 }
 
-/// The erasure in one account database.
-async fn erase_in(
-    env: &Env,
-    db: &D1Database,
-    number: &str,
-    account: Option<&str>,
-    counts: &mut Counts,
-) -> Result<(), EdgeError> {
-    let message_ids = messages::erase::of_number(db, number, account).await?;
-    let call_ids = calls::of_number(db, number, account).await?;
-    let encode = |ids: &[String]| serde_json::to_string(ids).map_err(|e| EdgeError::platform("encode", e));
-    let (messages_json, calls_json) = (encode(&message_ids)?, encode(&call_ids)?);
-    // The copies first: once the rows are gone nothing names them.
-    let keys = media::keys_of(db, &messages_json).await?;
-    for key in &keys {
-        media::delete_copy(env, key).await?;
-    }
-    for call in &call_ids {
-        counts.call_states += usize::from(erase_call_state(env, call, number).await?);
-    }
-    let resources = encode(&[message_ids.clone(), call_ids.clone()].concat())?;
-    let [calls_stmt, legs_stmt] = calls::redact(db, number, &calls_json, ERASED)?;
-    let results = store::batch(
-        db,
-        vec![
-            deliveries::prune::erase_answers(db, &resources)?,
-            outbox::erase(db, number, &resources, ERASED)?,
-            media::erase(db, &messages_json)?,
-            messages::erase::redact(db, number, &messages_json)?,
-            calls_stmt,
-            legs_stmt,
-        ],
-    )
-    .await?;
-    counts.messages += message_ids.len();
-    counts.calls += call_ids.len();
-    counts.media_copies += keys.len();
-    counts.customer_events += results.get(1).map(store::changes).unwrap_or(0);
-    Ok(())
-}
-
-/// Asks the call's own object to erase the number from its storage; whether it held it.
-async fn erase_call_state(env: &Env, call_id: &str, number: &str) -> Result<bool, EdgeError> {
-    let stub = crate::platform::call_stub(env, call_id)?;
-    let headers = worker::Headers::new();
-    headers.set(crate::bindings::ERASE_HEADER, number).map_err(|e| EdgeError::platform("header", e))?;
-    let request = crate::platform::request("POST", "https://call.internal/erase", Some(&headers), None, true)
-        .map_err(|e| EdgeError::platform("call request", e))?;
-    let mut answer = stub.fetch_with_request(request).await.map_err(|e| EdgeError::platform("call fetch", e))?;
-    let body = answer.bytes().await.map_err(|e| EdgeError::platform("call answer", e))?;
-    if answer.status_code() != 200 {
-        return Err(EdgeError::unavailable("call machine", String::from_utf8_lossy(&body)));
-    }
-    let said: serde_json::Value = serde_json::from_slice(&body).map_err(|e| EdgeError::platform("call answer", e))?;
-    Ok(said["erased"].as_bool().unwrap_or(false))
+/// `GET /admin/erasures/{id}` -> 200 the erasure's record: `state` (`running`, `finished`), what
+/// it erased so far per kind, the pages it ran, and when it finished. Never the number.
+pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+    auth::admin(&req, env)?;
+    let root = store::d1(env, crate::bindings::DB)?;
+    let record = erasures::find(&root, id).await?.ok_or(EdgeError::NotFound)?;
+    http::json(200, &record.to_json())
 }
 
 /// HMAC-SHA256 of the number under `ADMIN_TOKEN`, hex: the erasure record never holds the number.

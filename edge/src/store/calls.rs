@@ -394,13 +394,26 @@ pub async fn claim_check(
     Ok(changed == 1)
 }
 
-/// The ids of the calls from or to `number` (of `account`, or of every account).
-pub async fn of_number(db: &D1Database, number: &str, account: Option<&str>) -> Result<Vec<String>, EdgeError> {
-    db::all_ids(db::stmt(
+/// The next page of the calls from or to `number`, or that dialled it as a ring target (of
+/// `account`, or of every account), after row `after` (`store::erasures::window`).
+pub async fn erasure_page(
+    db: &D1Database,
+    number: &str,
+    account: Option<&str>,
+    after: i64,
+) -> Result<crate::store::erasures::Found, EdgeError> {
+    crate::store::erasures::window(
         db,
-        "SELECT id FROM calls WHERE (from_number = ?1 OR to_number = ?1) AND (?2 IS NULL OR account_id = ?2)",
+        crate::store::erasures::Table::Calls,
+        "SELECT rowid AS row_no, id, NULL AS body FROM calls
+         WHERE rowid > ?1 AND rowid <= ?2
+           AND (from_number = ?3 OR to_number = ?3
+                OR EXISTS (SELECT 1 FROM call_legs l WHERE l.call_id = calls.id AND l.target = ?3))
+           AND (?4 IS NULL OR account_id = ?4)
+         ORDER BY rowid LIMIT 25",
         &[text(number), opt_text(account)],
-    )?)
+        after,
+    )
     .await
 }
 

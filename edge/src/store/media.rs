@@ -174,6 +174,22 @@ pub async fn record_stored(
     Ok(changed == 1)
 }
 
+/// Whether item `position` of message `message_id` is still recorded (an erasure deletes it).
+pub async fn exists(db: &D1Database, message_id: &str, position: u32) -> Result<bool, EdgeError> {
+    crate::store::row! {
+        struct Found {
+            n: i64,
+        }
+    }
+    let found: Option<Found> = db::first(db::stmt(
+        db,
+        "SELECT COUNT(*) AS n FROM message_media WHERE message_id = ?1 AND position = ?2",
+        &[text(message_id), int(i64::from(position))],
+    )?)
+    .await?;
+    Ok(found.is_some_and(|f| f.n > 0))
+}
+
 /// Gives up a claim after a transient failure, so the next try can claim at once.
 pub async fn release(db: &D1Database, message_id: &str, position: u32) -> Result<(), EdgeError> {
     db::run(db::stmt(

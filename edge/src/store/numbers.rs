@@ -188,3 +188,55 @@ pub fn create_stmt(
         ],
     )
 }
+
+/// Erasure: the next page of the account's (or every account's) numbers that ring `number`, after
+/// row `after` (`store::erasures::window`).
+pub async fn erasure_page(
+    db: &D1Database,
+    number: &str,
+    account: Option<&str>,
+    after: i64,
+) -> Result<crate::store::erasures::Found, EdgeError> {
+    crate::store::erasures::window(
+        db,
+        crate::store::erasures::Table::PhoneNumbers,
+        "SELECT rowid AS row_no, id, NULL AS body FROM phone_numbers
+         WHERE rowid > ?1 AND rowid <= ?2
+           AND EXISTS (SELECT 1 FROM json_each(ring_targets) WHERE value = ?3) AND (?4 IS NULL OR account_id = ?4)
+         ORDER BY rowid LIMIT 25",
+        &[text(number), crate::store::opt_text(account)],
+        after,
+    )
+    .await
+}
+
+/// Erasure: `number` leaves the ring plans of the numbers `ids` (a JSON array); the other targets
+/// keep their order. How many plans rang it.
+pub async fn drop_target(db: &D1Database, number: &str, ids: &str) -> Result<usize, EdgeError> {
+    db::run(db::stmt(
+        db,
+        "UPDATE phone_numbers SET ring_targets =
+             (SELECT json_group_array(t.value) FROM json_each(phone_numbers.ring_targets) t WHERE t.value != ?1)
+         WHERE id IN (SELECT value FROM json_each(?2))
+           AND EXISTS (SELECT 1 FROM json_each(ring_targets) WHERE value = ?1)",
+        &[text(number), text(ids)],
+    )?)
+    .await
+}
+
+/// Which of `numbers` (a JSON array) `account` owns.
+pub async fn owned_of(db: &D1Database, account: &str, numbers: &str) -> Result<Vec<String>, EdgeError> {
+    crate::store::row! {
+        struct Owned {
+            phone_number: String,
+        }
+    }
+    let owned: Vec<Owned> = db::all(db::stmt(
+        db,
+        "SELECT phone_number FROM phone_numbers
+         WHERE account_id = ?1 AND phone_number IN (SELECT value FROM json_each(?2))",
+        &[text(account), text(numbers)],
+    )?)
+    .await?;
+    Ok(owned.into_iter().map(|o| o.phone_number).collect())
+}

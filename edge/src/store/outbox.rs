@@ -359,14 +359,17 @@ pub async fn prune_events(
 }
 
 /// The statement that erases `number` from the bodies of the events about the resources `ids`
-/// (a JSON array): the number reads as `erased`, and a message's text and media are emptied.
+/// (a JSON array): the number, wherever it is a whole JSON string, reads as `erased`, and a
+/// message's text and media are emptied.
 pub fn erase(db: &D1Database, number: &str, ids: &str, erased: &str) -> Result<D1PreparedStatement, EdgeError> {
     db::stmt(
         db,
         "UPDATE outbound_events SET payload = CASE
-             WHEN type LIKE 'message.%' THEN json_set(replace(payload, ?1, ?3), '$.data.text', '', '$.data.media', json('[]'))
+             WHEN type LIKE 'message.%'
+                 THEN json_set(replace(payload, ?1, ?3), '$.data.text', '', '$.data.media', json('[]'))
              ELSE replace(payload, ?1, ?3) END
          WHERE resource_id IN (SELECT value FROM json_each(?2))",
-        &[db::text(number), db::text(ids), db::text(erased)],
+        // As whole JSON strings: a longer number that starts with it is another number.
+        &[db::text(&format!("\"{number}\"")), db::text(ids), db::text(&format!("\"{erased}\""))],
     )
 }

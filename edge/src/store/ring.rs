@@ -122,24 +122,26 @@ pub fn pending(sql: &SqlStorage) -> Result<u32, EdgeError> {
     Ok(rows.first().map_or(0, |r| u32::try_from(r.n).unwrap_or(u32::MAX)))
 }
 
-/// Erasure: `number` reads as `erased` in the stored state and queued actions (both JSON, where
-/// a number is a plain string). Whether anything held it.
+/// Erasure: `number` reads as `erased` wherever it is a whole string of the stored state and the
+/// queued actions (both JSON); a longer number that starts with it is left alone. Whether
+/// anything held it.
 pub fn erase(sql: &SqlStorage, number: &str, erased: &str) -> Result<bool, EdgeError> {
     crate::store::row! {
         struct Row {
             held: i64,
         }
     }
+    let (quoted, replacement) = (format!("\"{number}\""), format!("\"{erased}\""));
     let rows: Vec<Row> = rows(sql.exec(
         "SELECT (SELECT COUNT(*) FROM machine WHERE instr(state, ?) > 0)
               + (SELECT COUNT(*) FROM actions WHERE instr(action, ?) > 0) AS held",
-        vec![number.into(), number.into()],
+        vec![quoted.as_str().into(), quoted.as_str().into()],
     ))?;
     let held = rows.first().is_some_and(|r| r.held > 0);
     for statement in
         ["UPDATE machine SET state = replace(state, ?, ?)", "UPDATE actions SET action = replace(action, ?, ?)"]
     {
-        sql.exec(statement, vec![number.into(), erased.into()]).map_err(failed)?;
+        sql.exec(statement, vec![quoted.as_str().into(), replacement.as_str().into()]).map_err(failed)?;
     }
     Ok(held)
 }

@@ -1,5 +1,5 @@
 //! The `jobs` queue: one message per carrier event to process, message to dispatch, media item
-//! to copy, recovery page, or part of the cron's tick.
+//! to copy, recovery page, erasure page, or part of the cron's tick.
 //!
 //! Every message is acknowledged only after its effects committed, and any message may run
 //! twice: the guards make the second run a no-op. A message that fails on every retry goes to
@@ -13,7 +13,7 @@ use crate::bindings;
 use crate::error::{EdgeError, Outcome};
 use crate::queues::{enqueue_later, Job, Part};
 use crate::store::carrier_events;
-use crate::work::{cron, deliver, dispatch, media, process, recover};
+use crate::work::{cron, deliver, dispatch, erase, media, process, recover};
 
 /// Consumes a batch from the `jobs` queue, acknowledging or retrying each message itself.
 ///
@@ -55,7 +55,7 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env, ctx: &Co
                 Job::Dispatch { .. } | Job::CopyMedia { .. } | Job::Tick { part: Part::Sweep, .. } => {
                     Some(calling_out.acquire().await)
                 }
-                Job::CarrierEvent { .. } | Job::Tick { .. } | Job::Recover { .. } => None,
+                Job::CarrierEvent { .. } | Job::Tick { .. } | Job::Recover { .. } | Job::Erase { .. } => None,
             };
             one(env, message, job, beside).await;
         }
@@ -90,6 +90,7 @@ async fn one(env: &Env, message: &Message<serde_json::Value>, job: &Job, beside:
         Job::CopyMedia { message_id, position, .. } => ("copy_media", format!("{message_id}/{position}")),
         Job::Tick { part, database, .. } => ("tick", format!("{database}/{}", part.as_str())),
         Job::Recover { id, .. } => ("recover", id.clone()),
+        Job::Erase { id, .. } => ("erase", id.clone()),
     };
     crate::error::settle(message, outcome, |line| {
         line["job"] = serde_json::json!(kind);
@@ -115,6 +116,10 @@ async fn run(env: &Env, job: &Job, beside: Option<&deliver::Beside<'_>>) -> (Res
     if let Job::Tick { part, database, round } = job {
         return (cron::run(env, *part, database, *round).await, None);
     }
+    // An erasure's record is in `DB`; its pages visit every database they name.
+    if let Job::Erase { id, number } = job {
+        return (erase::next_page(env, id, &number.0).await, None);
+    }
     let (env, db) = match scoped(env, job) {
         Ok(scoped) => scoped,
         Err(e) => return (Err(e), None),
@@ -129,7 +134,7 @@ async fn run(env: &Env, job: &Job, beside: Option<&deliver::Beside<'_>>) -> (Res
         Job::Dispatch { message_id, .. } => (dispatch::dispatch(&env, &db, message_id).await, None),
         Job::CopyMedia { message_id, position, .. } => (media::copy(&env, &db, message_id, *position).await, None),
         Job::Recover { id, .. } => (recover::next_page(&env, &db, id).await, None),
-        Job::Tick { .. } => (Ok(Outcome::applied(false)), None),
+        Job::Tick { .. } | Job::Erase { .. } => (Ok(Outcome::applied(false)), None),
     }
 }
 
@@ -210,5 +215,8 @@ async fn dead_letter(env: &Env, job: &Job) -> Result<(), EdgeError> {
         // The recovery stays where its last page left it, unfinished, as its progress shows; a
         // new recovery of the window delivers what this one did not.
         Job::Recover { .. } => Ok(()),
+        // The erasure stays running where its last page left it, as its record shows; the same
+        // request again goes on from there (api::erasures).
+        Job::Erase { .. } => Ok(()),
     }
 }

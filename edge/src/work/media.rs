@@ -49,6 +49,11 @@ pub async fn copy(env: &Env, db: &D1Database, message_id: &str, position: u32) -
     match fetch_and_put(env, &claimed).await {
         Ok(Fetched::Stored { size, content_type }) => {
             let recorded = media::record_stored(db, message_id, position, size, content_type.as_deref(), now()).await?;
+            if !recorded && !media::exists(db, message_id, position).await? {
+                // Erased while it was copied (docs/contract.md §5, "Erasure"): the copy goes too.
+                media::delete_copy(env, &claimed.r2_key).await?;
+                return Ok(Outcome::Done(Done::Erased));
+            }
             Ok(Outcome::Done(if recorded { Done::Copied } else { Done::NoOp }))
         }
         Ok(Fetched::Refused(problem)) => {

@@ -3,6 +3,7 @@ pub mod calls;
 pub mod cron;
 pub mod deliver;
 pub mod dispatch;
+pub mod erase;
 pub mod jobs;
 pub mod media;
 pub mod process;

@@ -66,6 +66,12 @@ async fn read_and_process(
     if row.settled() {
         return Ok(Outcome::Done(Done::NoOp));
     }
+    // Retention clears only settled events' payloads: an unsettled one without its payload was
+    // erased (docs/contract.md §5, "Erasure"). Nothing of it is written; it is settled as such.
+    if row.payload.is_none() {
+        log.mark_processed(&row, now()).await?;
+        return Ok(Outcome::Done(Done::Erased));
+    }
     let event = match parse(&row) {
         Ok(event) => event,
         Err(problem) => {

@@ -44,7 +44,7 @@ pub use moves::Move;
 pub use parked::{
     expired_parks, still_woken, wake_legacy_stmt, wake_routed_stmt, wake_stmt, woken, Woken, PARK_HORIZON_MILLIS,
 };
-pub use prune::{erase_payloads, prune_payloads, prune_rows};
+pub use prune::{erase_payloads, erasure_page, prune_payloads, prune_rows};
 
 /// The public form of an event's key: `cev_` and 16 hex digits of its rowid, opaque to clients.
 /// SQL writes it as `{ID}`; [`key`] reads it back.

@@ -92,16 +92,35 @@ pub async fn prune_rows(db: &D1Database, limits: Retention, now: Timestamp) -> R
     Ok(retention::Page { pruned, more: pruned > 0 && more(&rows, upto) })
 }
 
-/// Erasure: clears the payload of every carrier event of this database whose body names `number`
-/// (as JSON writes it, or form-encoded as Twilio and Plivo send it); the rows, the dedupe keys,
-/// stay, so a late retry of one is still a duplicate. Returns how many payloads were cleared.
-pub async fn erase_payloads(db: &D1Database, number: &str) -> Result<usize, EdgeError> {
-    let encoded: String = form_urlencoded::byte_serialize(number.as_bytes()).collect();
+/// Erasure: the next page of this database's carrier events whose payload holds `digits` (a
+/// number's digits: every way a carrier writes it holds them) after row `after`, each with its
+/// payload, for the caller to read by meaning (`exactly_core::erasure`).
+pub async fn erasure_page(
+    db: &D1Database,
+    digits: &str,
+    after: i64,
+) -> Result<crate::store::erasures::Found, EdgeError> {
+    crate::store::erasures::window(
+        db,
+        crate::store::erasures::Table::CarrierEvents,
+        "SELECT rowid AS row_no, CAST(id AS TEXT) AS id, payload AS body FROM carrier_events
+         WHERE rowid > ?1 AND rowid <= ?2 AND payload IS NOT NULL AND instr(payload, ?3) > 0
+         ORDER BY rowid LIMIT 25",
+        &[crate::store::text(digits)],
+        after,
+    )
+    .await
+}
+
+/// Erasure: clears the payloads of the carrier events `ids` (a JSON array). The rows, the dedupe
+/// keys, stay, so a late retry of one is still a duplicate; one not yet processed is settled as
+/// erased when its job comes (work::process). How many payloads were cleared.
+pub async fn erase_payloads(db: &D1Database, ids: &str) -> Result<usize, EdgeError> {
     db::run(db::stmt(
         db,
         "UPDATE carrier_events SET payload = NULL
-         WHERE payload IS NOT NULL AND (instr(payload, ?1) > 0 OR instr(payload, ?2) > 0)",
-        &[crate::store::text(number), crate::store::text(&encoded)],
+         WHERE id IN (SELECT CAST(value AS INTEGER) FROM json_each(?1)) AND payload IS NOT NULL",
+        &[crate::store::text(ids)],
     )?)
     .await
 }

@@ -5,18 +5,24 @@
 use worker::{D1Database, D1PreparedStatement};
 
 use crate::error::EdgeError;
+use crate::store::erasures::{self, Found};
 use crate::store::{self as db, opt_text, text};
 
 /// What an erased number reads as.
 pub const ERASED: &str = "[erased]";
 
-/// The ids of the messages to or from `number` (of `account`, or of every account).
-pub async fn of_number(db: &D1Database, number: &str, account: Option<&str>) -> Result<Vec<String>, EdgeError> {
-    db::all_ids(db::stmt(
+/// The next page of the messages to or from `number` (of `account`, or of every account) after
+/// row `after` (`store::erasures::window`).
+pub async fn page(db: &D1Database, number: &str, account: Option<&str>, after: i64) -> Result<Found, EdgeError> {
+    erasures::window(
         db,
-        "SELECT id FROM messages WHERE (from_number = ?1 OR to_number = ?1) AND (?2 IS NULL OR account_id = ?2)",
+        erasures::Table::Messages,
+        "SELECT rowid AS row_no, id, NULL AS body FROM messages
+         WHERE rowid > ?1 AND rowid <= ?2 AND (from_number = ?3 OR to_number = ?3) AND (?4 IS NULL OR account_id = ?4)
+         ORDER BY rowid LIMIT 25",
         &[text(number), opt_text(account)],
-    )?)
+        after,
+    )
     .await
 }
 

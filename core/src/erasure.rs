@@ -1,0 +1,110 @@
+//! The phone numbers a stored carrier payload names, read by meaning (docs/contract.md §5,
+//! "Erasure"): every value of the body, JSON (Telnyx) or a form (Twilio, Plivo), that is a whole
+//! phone number. A number inside a longer one, an id or a text is not named.
+
+use crate::number::PhoneNumber;
+
+/// The number `value` is, in E.164, if it is one: `+` and digits, or digits alone as Plivo
+/// writes them.
+pub fn as_number(value: &str) -> Option<PhoneNumber> {
+    let value = value.trim();
+    if value.bytes().all(|b| b.is_ascii_digit()) {
+        return PhoneNumber::parse(&format!("+{value}")).ok();
+    }
+    PhoneNumber::parse(value).ok()
+}
+
+/// Every whole phone number `payload` holds as a value, in E.164, each once. A body that parses as JSON is read as JSON (every string, at any depth);
+/// anything else as a form.
+pub fn numbers(payload: &str) -> Vec<PhoneNumber> {
+    let mut found = Vec::new();
+    let mut add = |value: &str| {
+        if let Some(number) = as_number(value) {
+            if !found.contains(&number) {
+                found.push(number);
+            }
+        }
+    };
+    let trimmed = payload.trim_start();
+    let json = if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        serde_json::from_str::<serde_json::Value>(payload).ok()
+    } else {
+        None
+    };
+    match json {
+        Some(value) => strings(&value, &mut add),
+        None => {
+            for (_, value) in crate::form::parse(payload.as_bytes()) {
+                add(&value);
+            }
+        }
+    }
+    found
+}
+
+/// Whether `payload` names `number` as a whole value.
+pub fn names(payload: &str, number: &PhoneNumber) -> bool {
+    numbers(payload).contains(number)
+}
+
+/// The digits of `number` without its `+`: a text every form of it in a stored payload
+/// contains (`+`, `%2B` or none), so a database can narrow the rows to read with it.
+pub fn digits(number: &PhoneNumber) -> &str {
+    number.as_str().trim_start_matches('+')
+}
+
+fn strings(value: &serde_json::Value, add: &mut impl FnMut(&str)) {
+    match value {
+        serde_json::Value::String(s) => add(s),
+        serde_json::Value::Array(items) => items.iter().for_each(|v| strings(v, add)),
+        serde_json::Value::Object(map) => map.values().for_each(|v| strings(v, add)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    fn n(s: &str) -> PhoneNumber {
+        PhoneNumber::parse(s).unwrap()
+    }
+
+    #[test]
+    fn a_number_inside_a_longer_one_is_not_named() {
+        let json = r#"{"data":{"payload":{"from":{"phone_number":"+493012345678"},"text":"call +4930123456 now"}}}"#;
+        assert!(!names(json, &n("+4930123456")), "a prefix of a number, or a number in a text");
+        assert!(names(json, &n("+493012345678")));
+        let form = "From=%2B493012345678&To=%2B15550001111&Body=call+%2B4930123456";
+        assert!(!names(form, &n("+4930123456")), "a form value that is a longer number");
+        assert!(names(form, &n("+15550001111")));
+    }
+
+    #[test]
+    fn every_carriers_way_of_writing_a_number() {
+        // Telnyx: JSON, `+`; nested in arrays (the `to` list).
+        let telnyx = r#"{"data":{"payload":{"to":[{"phone_number":"+15550002222"}],"from":"+15550001111"}}}"#;
+        let mut found = numbers(telnyx);
+        found.sort();
+        assert_eq!(found, vec![n("+15550001111"), n("+15550002222")]);
+        // Twilio: a form, `+` encoded.
+        assert_eq!(
+            numbers("From=%2B15550001111&To=%2B15550002222&Body=hi"),
+            vec![n("+15550001111"), n("+15550002222")]
+        );
+        // Plivo: a form, digits alone.
+        assert_eq!(numbers("From=15550001111&To=15550002222&Text=hi"), vec![n("+15550001111"), n("+15550002222")]);
+        assert!(names("From=15550001111", &n("+15550001111")));
+    }
+
+    #[test]
+    fn what_is_not_a_number() {
+        for payload in ["", "{", "{\"id\":\"abc\",\"n\":15550001111}", "a=&b=+&c=0123456789", "x=12345"] {
+            assert!(numbers(payload).is_empty(), "{payload:?}: {:?}", numbers(payload));
+        }
+        assert_eq!(digits(&n("+15550001111")), "15550001111");
+    }
+}

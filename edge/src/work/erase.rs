@@ -1,0 +1,263 @@
+//! An erasure's pages (docs/contract.md §5, "Erasure"). `POST /admin/erasures` records one and
+//! enqueues its first page; each page reads one window of one table of one database
+//! (`store::erasures::window`), erases what names the number there, moves the record past it
+//! and enqueues the next page. The steps, in order: in each account database (only the named
+//! account's, when one is named) its messages, its calls and its numbers' ring plans; then each
+//! dedupe database's carrier events. Pass 1 reads every row; pass 2, a minute later, reads only
+//! the account databases' rows written since pass 1 read each table, so a message whose
+//! processing had read its event just before the erasure is erased too.
+//!
+//! A page that runs twice erases nothing twice (it finds only rows that still hold the number)
+//! and counts nothing twice: only the run that moves the record writes its counts and enqueues
+//! the next page.
+
+use exactly_core::erasure;
+use exactly_core::number::PhoneNumber;
+use serde_json::{json, Value};
+use worker::{D1Database, Env};
+
+use crate::error::{Done, EdgeError, Outcome};
+use crate::platform::now;
+use crate::queues::{self, Job, Personal};
+use crate::store::erasures::{self, no_counts, Erasure, Found, Next, State};
+use crate::store::messages::erase::ERASED;
+use crate::store::{self, calls, carrier_events, deliveries, media, messages, numbers, outbox, routes};
+
+/// One step: a table of one database.
+#[derive(Debug)]
+enum Step {
+    Messages(String),
+    Calls(String),
+    RingTargets(String),
+    CarrierEvents(String),
+}
+
+/// The steps of an erasure for `account` (or every account), in order.
+async fn steps(env: &Env, account: Option<&str>) -> Result<Vec<Step>, EdgeError> {
+    let accounts = match account {
+        Some(account) => {
+            vec![routes::of_account(env, account).await?.unwrap_or_else(|| crate::bindings::DB.to_owned())]
+        }
+        None => routes::databases(env),
+    };
+    let mut steps = Vec::new();
+    for binding in accounts {
+        steps.push(Step::Messages(binding.clone()));
+        steps.push(Step::Calls(binding.clone()));
+        steps.push(Step::RingTargets(binding));
+    }
+    steps.extend(carrier_events::Log::open(env)?.bindings().into_iter().map(Step::CarrierEvents));
+    Ok(steps)
+}
+
+/// Runs the next page of erasure `id`, whose number is `number`.
+pub async fn next_page(env: &Env, id: &str, number: &str) -> Result<Outcome, EdgeError> {
+    let root = store::d1(env, crate::bindings::DB)?;
+    let Some(erasure) = erasures::find(&root, id).await?.filter(|e| e.state == State::Running) else {
+        return Ok(Outcome::Done(Done::NoOp));
+    };
+    let number = PhoneNumber::parse(number).map_err(|e| EdgeError::invalid("number", e.to_string()))?;
+    let steps = steps(env, erasure.account_id.as_deref()).await?;
+    let mut counts: Value = serde_json::from_str(&erasure.counts).unwrap_or_else(|_| no_counts());
+    let mut marks: Vec<i64> = serde_json::from_str(&erasure.marks).unwrap_or_default();
+    let index = usize::try_from(erasure.step).unwrap_or(usize::MAX);
+    let found = match steps.get(index) {
+        // The tail reads the tables of what processing writes; the dedupe log's ids are spread
+        // over the shards, so "written since" has no row id there, and a carrier event stored
+        // after the erasure began is a new fact.
+        Some(Step::CarrierEvents(_)) if erasure.pass == 2 => None,
+        Some(step) => Some(page(env, &erasure, step, &number, &mut counts).await?),
+        None => None,
+    };
+    let next = match found {
+        Some(found) if !found.done => Next {
+            pass: erasure.pass,
+            step: erasure.step,
+            after_row: found.upto,
+            marks: erasure.marks.clone(),
+            counts,
+            finished: false,
+        },
+        // The step is done (or the steps changed under it): on to the next, which pass 2 starts
+        // where pass 1 ended it.
+        found => {
+            if let (1, Some(found)) = (erasure.pass, &found) {
+                if marks.len() <= index {
+                    marks.resize(index + 1, 0);
+                }
+                if let Some(mark) = marks.get_mut(index) {
+                    *mark = found.last;
+                }
+            }
+            let step = erasure.step + 1;
+            let (pass, step) = if index + 1 < steps.len() { (erasure.pass, step) } else { (erasure.pass + 1, 0) };
+            let start = |s: i64| if pass == 1 { 0 } else { marks.get(s as usize).copied().unwrap_or(0) };
+            Next {
+                pass,
+                step,
+                after_row: start(step),
+                marks: serde_json::to_string(&marks).map_err(|e| EdgeError::platform("encode", e))?,
+                counts,
+                finished: pass > 2,
+            }
+        }
+    };
+    let at = now();
+    if !erasures::advance(&root, &erasure, &next, at).await? {
+        // Another run of this page moved it first, and enqueued what comes next.
+        return Ok(Outcome::Done(Done::NoOp));
+    }
+    if next.finished {
+        worker::console_log!("{}", json!({"erasure": erasure.id, "state": "finished", "counts": next.counts}));
+        return Ok(Outcome::applied(true));
+    }
+    let job = Job::Erase { id: erasure.id.clone(), number: Personal(number.as_str().to_owned()) };
+    if next.pass == 2 && erasure.pass == 1 {
+        let tail = crate::faults::erasure_tail(env).map_or(60, |d| u32::try_from(d.as_secs()).unwrap_or(60));
+        queues::enqueue_later(env, job, tail).await?;
+    } else {
+        queues::enqueue(env, job).await?;
+    }
+    Ok(Outcome::applied(true))
+}
+
+/// Adds `n` to count `name`.
+fn add(counts: &mut Value, name: &str, n: usize) {
+    let was = counts[name].as_u64().unwrap_or(0);
+    counts[name] = json!(was + n as u64);
+}
+
+/// Runs one page of `step`: erases what names `number` in its window, and says where it ended.
+async fn page(
+    env: &Env,
+    erasure: &Erasure,
+    step: &Step,
+    number: &PhoneNumber,
+    counts: &mut Value,
+) -> Result<Found, EdgeError> {
+    let account = erasure.account_id.as_deref();
+    let after = erasure.after_row;
+    let n = number.as_str();
+    match step {
+        Step::Messages(binding) => {
+            let (_, db) = routes::open(env, Some(binding.clone()))?;
+            let found = messages::erase::page(&db, n, account, after).await?;
+            if !found.hits.is_empty() {
+                let ids = erasures::ids(&found.hits)?;
+                // The copies first: once the rows are gone nothing names them.
+                let keys = media::keys_of(&db, &ids).await?;
+                for key in &keys {
+                    media::delete_copy(env, key).await?;
+                }
+                let results = store::batch(
+                    &db,
+                    vec![
+                        deliveries::prune::erase_answers(&db, &ids)?,
+                        outbox::erase(&db, n, &ids, ERASED)?,
+                        media::erase(&db, &ids)?,
+                        messages::erase::redact(&db, n, &ids)?,
+                    ],
+                )
+                .await?;
+                add(counts, "media_copies", keys.len());
+                add(counts, "customer_events", results.get(1).map(store::changes).unwrap_or(0));
+                add(counts, "messages", found.hits.len());
+            }
+            Ok(found)
+        }
+        Step::Calls(binding) => {
+            let (_, db) = routes::open(env, Some(binding.clone()))?;
+            let found = calls::erasure_page(&db, n, account, after).await?;
+            if !found.hits.is_empty() {
+                let ids = erasures::ids(&found.hits)?;
+                for hit in &found.hits {
+                    add(counts, "call_states", usize::from(erase_call_state(env, &hit.id, n).await?));
+                }
+                let [calls_stmt, legs_stmt] = calls::redact(&db, n, &ids, ERASED)?;
+                let results = store::batch(
+                    &db,
+                    vec![
+                        deliveries::prune::erase_answers(&db, &ids)?,
+                        outbox::erase(&db, n, &ids, ERASED)?,
+                        calls_stmt,
+                        legs_stmt,
+                    ],
+                )
+                .await?;
+                add(counts, "customer_events", results.get(1).map(store::changes).unwrap_or(0));
+                // A call counts once, whether its caller, its callee or a leg named the number.
+                add(counts, "calls", found.hits.len());
+            }
+            Ok(found)
+        }
+        Step::RingTargets(binding) => {
+            let (_, db) = routes::open(env, Some(binding.clone()))?;
+            let found = numbers::erasure_page(&db, n, account, after).await?;
+            if !found.hits.is_empty() {
+                add(counts, "ring_targets", numbers::drop_target(&db, n, &erasures::ids(&found.hits)?).await?);
+            }
+            Ok(found)
+        }
+        Step::CarrierEvents(binding) => {
+            let log = carrier_events::Log::open(env)?;
+            let db = log.database(binding)?;
+            let found = carrier_events::erasure_page(&db, erasure::digits(number), after).await?;
+            let named: Vec<&erasures::Hit> =
+                found.hits.iter().filter(|h| h.body.as_deref().is_some_and(|b| erasure::names(b, number))).collect();
+            let named = match account {
+                Some(account) => of_account(env, account, named, number).await?,
+                None => named,
+            };
+            if !named.is_empty() {
+                let ids = serde_json::to_string(&named.iter().map(|h| h.id.as_str()).collect::<Vec<_>>())
+                    .map_err(|e| EdgeError::platform("encode", e))?;
+                add(counts, "carrier_events", carrier_events::erase_payloads(&db, &ids).await?);
+            }
+            Ok(found)
+        }
+    }
+}
+
+/// The carrier events of `hits` that are `account`'s: those whose payload names, besides the
+/// erased number, a number the account owns.
+async fn of_account<'a>(
+    env: &Env,
+    account: &str,
+    hits: Vec<&'a erasures::Hit>,
+    number: &PhoneNumber,
+) -> Result<Vec<&'a erasures::Hit>, EdgeError> {
+    if hits.is_empty() {
+        return Ok(hits);
+    }
+    let others = |hit: &erasures::Hit| -> Vec<String> {
+        erasure::numbers(hit.body.as_deref().unwrap_or_default())
+            .into_iter()
+            .filter(|n| n != number)
+            .map(|n| n.as_str().to_owned())
+            .collect()
+    };
+    let mut all: Vec<String> = hits.iter().flat_map(|h| others(h)).collect();
+    all.sort_unstable();
+    all.dedup();
+    let binding = routes::of_account(env, account).await?;
+    let (_, db): (Env, D1Database) = routes::open(env, binding)?;
+    let list = serde_json::to_string(&all).map_err(|e| EdgeError::platform("encode", e))?;
+    let owned = numbers::owned_of(&db, account, &list).await?;
+    Ok(hits.into_iter().filter(|h| others(h).iter().any(|n| owned.contains(n))).collect())
+}
+
+/// Asks the call's own object to erase the number from its storage; whether it held it.
+async fn erase_call_state(env: &Env, call_id: &str, number: &str) -> Result<bool, EdgeError> {
+    let stub = crate::platform::call_stub(env, call_id)?;
+    let headers = worker::Headers::new();
+    headers.set(crate::bindings::ERASE_HEADER, number).map_err(|e| EdgeError::platform("header", e))?;
+    let request = crate::platform::request("POST", "https://call.internal/erase", Some(&headers), None, true)
+        .map_err(|e| EdgeError::platform("call request", e))?;
+    let mut answer = stub.fetch_with_request(request).await.map_err(|e| EdgeError::platform("call fetch", e))?;
+    let body = answer.bytes().await.map_err(|e| EdgeError::platform("call answer", e))?;
+    if answer.status_code() != 200 {
+        return Err(EdgeError::unavailable("call machine", String::from_utf8_lossy(&body)));
+    }
+    let said: Value = serde_json::from_slice(&body).map_err(|e| EdgeError::platform("call answer", e))?;
+    Ok(said["erased"].as_bool().unwrap_or(false))
+}
