@@ -274,7 +274,7 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
     // §5, "Keys, scopes and portal sessions").
     let bookmark = api::http::bookmark(&req)?;
     let caller = api::auth::caller(&req, env).await?;
-    api::limits::count_account(env, &caller.account_id, platform::now()).await?;
+    api::limits::count_account(env, &caller.account_id, caller.key_id.is_none(), platform::now()).await?;
     caller.access.permits(&access_route(&matched, method)).map_err(EdgeError::NotPermitted)?;
     let scoped = api::auth::scope(env, &caller)?;
     let env = &scoped;

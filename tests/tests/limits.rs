@@ -48,7 +48,8 @@ fn get(w: &Worker, path: &str, token: &str) -> (u16, Option<u64>) {
 /// A burst from one key, then from the admin token: each passes between `LIMIT` and `2 * LIMIT`
 /// requests and refuses the rest with 429 `rate_limited` and a `Retry-After` of at most a minute.
 /// Meanwhile another account's key is answered, and every carrier webhook is accepted and its
-/// message delivered to the account's endpoint.
+/// message delivered to the account's endpoint. A portal session's burst leaves its account's
+/// full key served.
 fn a_burst_over_the_limit_is_answered_429_and_slows_no_one_else(_shared: &Worker) {
     let w = Worker::start_with(&[(RATE_LIMIT_VAR, &LIMIT.to_string())]);
     let noisy = w.new_customer("noisy");
@@ -108,4 +109,22 @@ fn a_burst_over_the_limit_is_answered_429_and_slows_no_one_else(_shared: &Worker
     );
     let body = json!({"from": quiet.number, "to": "+15559990000", "text": "still served"});
     assert_eq!(w.call("POST", "/v1/messages", &quiet.key, Some(&body), &[]).status, 201);
+
+    // A read-only portal session, in an end user's hands, loops GETs past its limit: it uses up
+    // only the sessions' share, and the account's full key is still served.
+    let minted = w.call("POST", "/v1/portal_sessions", &quiet.key, Some(&json!({"read_only": true})), &[]);
+    assert_eq!(minted.status, 201, "{}", minted.body);
+    let session = minted.json()["token"].as_str().expect("a session token").to_owned();
+    let mut refused = 0;
+    for n in 0..BURST {
+        match get(&w, "/v1/webhook_endpoints", &session) {
+            (200, _) | (0, _) => {}
+            (429, Some(_)) => refused += 1,
+            other => panic!("portal request {n}: {other:?}"),
+        }
+    }
+    assert!(refused > 0, "the portal session was limited");
+    let body = json!({"from": quiet.number, "to": "+15559990000", "text": "served after the portal's burst"});
+    let sent = w.call("POST", "/v1/messages", &quiet.key, Some(&body), &[]);
+    assert_eq!(sent.status, 201, "the account's full key is served after a portal session's burst: {}", sent.body);
 }

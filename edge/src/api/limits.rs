@@ -1,8 +1,9 @@
 //! API rate limits (docs/contract.md §5, "Rate limits"): every `/v1` request counts against its
-//! bearer token and, once the token is known, against its account (so a second key or a portal
-//! session adds no requests), and every `/admin` request against the admin token, with the Workers rate limiting
-//! binding (`API_RATE_LIMIT`, `ADMIN_RATE_LIMIT` in wrangler.toml, which set the limits); a
-//! request without a token counts against its client's address. Beyond the limit the answer is
+//! bearer token and, once the token is known, against its account's keys or its portal sessions
+//! (so a second key or session adds no requests, and a session never takes its keys' share), and
+//! every `/admin` request against the admin token, with the Workers rate limiting binding
+//! (`API_RATE_LIMIT`, `ADMIN_RATE_LIMIT` in wrangler.toml, which set the limits); a request
+//! without a token counts against its client's address. Beyond the limit the answer is
 //! 429 `rate_limited` with `Retry-After`. Carrier webhooks never count: the route table sends them
 //! to ingest before this is asked.
 //!
@@ -37,10 +38,12 @@ pub async fn count(req: &web_sys::Request, env: &Env, admin: bool, now: Timestam
 }
 
 /// Counts one `/v1` request against its account, once its credential is known: an account's
-/// keys and portal sessions share one limit, however many it makes.
-pub async fn count_account(env: &Env, account_id: &str, now: Timestamp) -> Result<(), EdgeError> {
+/// keys share one limit, however many it makes, and its portal sessions another (`portal`), so
+/// a session in an end user's hands can use up only the sessions' share, never its keys'.
+pub async fn count_account(env: &Env, account_id: &str, portal: bool, now: Timestamp) -> Result<(), EdgeError> {
     let Ok(limiter) = env.rate_limiter(API) else { return Ok(()) };
-    limit(&limiter, format!("account:{account_id}"), now).await
+    let share = if portal { "portal" } else { "keys" };
+    limit(&limiter, format!("account:{account_id}:{share}"), now).await
 }
 
 async fn limit(limiter: &worker::RateLimiter, key: String, now: Timestamp) -> Result<(), EdgeError> {
