@@ -1756,6 +1756,11 @@ export interface components {
                 /** @description `ok`, or which database is unreachable or unbound. */
                 d1: string;
             };
+            /**
+             * Format: date-time
+             * @description When the checks ran: each isolate runs them at most once every 5 seconds and answers from them in between.
+             */
+            checked_at: string;
         };
         /** @description 400: the request is not JSON of the expected shape, or a header or query value cannot be what it names. */
         BadRequestError: {

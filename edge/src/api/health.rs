@@ -1,5 +1,6 @@
 //! `GET /healthz`: readiness without secrets: the configuration is valid and D1 answers (`DB`,
-//! every database of the dedupe log, and every account database).
+//! every database of the dedupe log, and every account database), checked at most once per
+//! isolate every [`CACHE_MILLIS`].
 
 use serde_json::json;
 use worker::{Env, Response};
@@ -8,20 +9,44 @@ use crate::bindings;
 use crate::config;
 use crate::error::EdgeError;
 
+/// How long an isolate answers `/healthz` from its last check: the route is public and answers
+/// before any limit, so a flood of it costs each isolate one round of pings per period.
+pub const CACHE_MILLIS: i64 = 5_000;
+
+thread_local! {
+    /// The isolate's last check: when, its status, its body.
+    static LAST: std::cell::RefCell<Option<(i64, u16, serde_json::Value)>> = const { std::cell::RefCell::new(None) };
+}
+
 /// 200 when ready, 503 otherwise; the body says which check failed (naming a variable, never
-/// its value).
+/// its value) and when it was checked (`checked_at`): an isolate checks at most once per
+/// [`CACHE_MILLIS`] and answers from that check in between.
 pub async fn check(env: &Env) -> Result<Response, EdgeError> {
-    let config = config::get(env).err().map(|e| e.to_string());
-    let d1 = d1_problems(env).await;
-    let ready = config.is_none() && d1.is_none();
-    let shown = |problem: Option<String>| problem.unwrap_or_else(|| "ok".to_owned());
-    crate::api::http::json(
-        if ready { 200 } else { 503 },
-        &json!({
-            "status": if ready { "ok" } else { "unavailable" },
-            "checks": { "config": shown(config), "d1": shown(d1) },
-        }),
-    )
+    let now = crate::platform::now();
+    let fresh = LAST.with(|last| {
+        last.borrow()
+            .as_ref()
+            .filter(|(at, _, _)| now.unix_millis() - at < CACHE_MILLIS)
+            .map(|(_, s, b)| (*s, b.clone()))
+    });
+    let (status, body) = match fresh {
+        Some(cached) => cached,
+        None => {
+            let config = config::get(env).err().map(|e| e.to_string());
+            let d1 = d1_problems(env).await;
+            let ready = config.is_none() && d1.is_none();
+            let shown = |problem: Option<String>| problem.unwrap_or_else(|| "ok".to_owned());
+            let status = if ready { 200 } else { 503 };
+            let body = json!({
+                "status": if ready { "ok" } else { "unavailable" },
+                "checks": { "config": shown(config), "d1": shown(d1) },
+                "checked_at": now.to_rfc3339(),
+            });
+            LAST.with(|last| *last.borrow_mut() = Some((now.unix_millis(), status, body.clone())));
+            (status, body)
+        }
+    };
+    crate::api::http::json(status, &body)
 }
 
 /// What keeps D1 from answering, if anything: `DB` first; then the other databases of the
