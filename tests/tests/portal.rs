@@ -20,6 +20,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
         the_delivery_log_shows_the_signed_request_and_filters,
     ),
     ("portal::retry_all_failed_resends_each_failed_delivery_once", retry_all_failed_resends_each_failed_delivery_once),
+    (
+        "portal::a_limited_sessions_pages_reveal_nothing_it_may_not_see",
+        a_limited_sessions_pages_reveal_nothing_it_may_not_see,
+    ),
 ];
 
 fn new_key(w: &Worker, c: &Customer, scope: &str) -> (String, String) {
@@ -473,4 +477,35 @@ fn retry_all_failed_resends_each_failed_delivery_once(w: &Worker) {
     let bad = w.call("GET", "/admin/metrics/series?hours=0", ADMIN_TOKEN, None, &[]);
     assert_eq!((bad.status, bad.json()["error"]["field"].clone()), (422, json!("hours")), "{}", bad.body);
     w.customer.let_go(&hung);
+}
+
+/// A session limited to one endpoint of five walks the endpoint list one at a time: it sees its
+/// endpoint, and no page, empty or not, carries a cursor past an endpoint it may not see (a
+/// cursor holds an endpoint's id and creation time).
+fn a_limited_sessions_pages_reveal_nothing_it_may_not_see(w: &Worker) {
+    let c = w.new_customer("portal-pages");
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        ids.push(w.endpoint_at(&c, &format!("/pages/{n}/{}", sim::random_hex()), &["message.received"]).0);
+    }
+    let allowed = ids[2].clone();
+    let limited =
+        portal(w, &c, &json!({"read_only": true, "endpoint_ids": [allowed]}))["token"].as_str().unwrap().to_owned();
+    let mut seen = Vec::new();
+    let mut cursors = Vec::new();
+    let mut path = "/v1/webhook_endpoints?limit=1".to_owned();
+    for _ in 0..10 {
+        let page = w.call("GET", &path, &limited, None, &[]);
+        assert_eq!(page.status, 200, "{}", page.body);
+        let page = page.json();
+        seen.extend(page["data"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_owned()));
+        let Some(next) = page["next_cursor"].as_str() else { break };
+        cursors.push(next.to_owned());
+        path = format!("/v1/webhook_endpoints?limit=1&cursor={next}");
+    }
+    assert_eq!(seen, vec![allowed.clone()], "the session sees its endpoint only");
+    assert!(cursors.len() <= 1, "cursors past endpoints the session may not see: {cursors:?}");
+    // The account's key walks all five.
+    let all = w.call("GET", "/v1/webhook_endpoints?limit=10", &c.key, None, &[]).json();
+    assert_eq!(all["data"].as_array().map(Vec::len), Some(5), "{all}");
 }

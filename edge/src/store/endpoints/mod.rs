@@ -153,18 +153,21 @@ pub struct New<'a> {
 pub async fn list(
     db: &D1Database,
     account_id: &str,
+    only: Option<&[String]>,
     cursor: Option<Cursor>,
     limit: u32,
 ) -> Result<Vec<Endpoint>, EdgeError> {
     let (at, after) = Cursor::args(&cursor);
+    let only = only.map(|ids| serde_json::to_string(ids).map_err(|e| EdgeError::platform("encode", e))).transpose()?;
     db::all(db::stmt(
         db,
         &format!(
             "SELECT {COLUMNS}, {CIRCUIT} FROM webhook_endpoints e WHERE e.account_id = ?1
                AND (?2 IS NULL OR e.created_at < ?2 OR (e.created_at = ?2 AND e.id < ?3))
+               AND (?5 IS NULL OR e.id IN (SELECT value FROM json_each(?5)))
              ORDER BY e.created_at DESC, e.id DESC LIMIT ?4"
         ),
-        &[text(account_id), at, after, int(i64::from(limit))],
+        &[text(account_id), at, after, int(i64::from(limit)), crate::store::opt_text(only.as_deref())],
     )?)
     .await
 }
