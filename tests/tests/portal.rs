@@ -255,6 +255,23 @@ fn a_portal_session_reaches_only_what_it_allows(w: &Worker) {
     }
     let after = w.call("GET", &format!("/v1/webhook_endpoints/{mine}"), &c.key, None, &[]).json();
     assert_eq!(after["event_types"], json!(["message.received"]), "{after}");
+    // It may rotate its endpoint's secret and delete it (docs/contract.md: both act on its own
+    // endpoint and show nothing of another), never another's.
+    let (own, _) = w.endpoint_at(&c, &format!("/own/{}", sim::random_hex()), &["message.received"]);
+    let (foreign, _) = w.endpoint_at(&c, &format!("/foreign/{}", sim::random_hex()), &["message.received"]);
+    let owner = portal(w, &c, &json!({"endpoint_ids": [own]}))["token"].as_str().unwrap().to_owned();
+    let rotated = w.call("POST", &format!("/v1/webhook_endpoints/{own}/rotate_secret"), &owner, Some(&json!({})), &[]);
+    assert_eq!(rotated.status, 200, "{}", rotated.body);
+    for (method, path) in [
+        ("POST", format!("/v1/webhook_endpoints/{foreign}/rotate_secret")),
+        ("DELETE", format!("/v1/webhook_endpoints/{foreign}")),
+    ] {
+        let a = w.call(method, &path, &owner, (method == "POST").then(|| json!({})).as_ref(), &[]);
+        assert_eq!(a.status, 403, "{method} {path}: {}", a.body);
+    }
+    let deleted = w.call("DELETE", &format!("/v1/webhook_endpoints/{own}"), &owner, None, &[]);
+    assert!(matches!(deleted.status, 200 | 204), "{}", deleted.body);
+    assert_eq!(w.call("GET", &format!("/v1/webhook_endpoints/{foreign}"), &c.key, None, &[]).status, 200);
     // Revoking the key that minted a session ends it.
     let (minter_id, minter) = new_key(w, &c, "full");
     let minted = w.call("POST", "/v1/portal_sessions", &minter, Some(&json!({})), &[]).json();
