@@ -353,9 +353,10 @@ pub async fn prune_events(
            AND NOT EXISTS (SELECT 1 FROM webhook_deliveries p WHERE p.event_id = outbound_events.id)",
         &[db::int(from), db::int(upto)],
     )?);
-    statements.push(retention::set_mark(db, "customer_events", upto)?);
+    statements.push(retention::set_mark(db, "customer_events", from, upto)?);
     let results = db::batch(db, statements).await?;
-    Ok(retention::Page { pruned: results.get(2).map(db::changes).unwrap_or(0), more })
+    let moved = results.get(3).map(db::changes).unwrap_or(0) == 1;
+    Ok(retention::Page { pruned: results.get(2).map(db::changes).unwrap_or(0), more: moved && more })
 }
 
 /// The statement that erases `number` from the bodies of the events about the resources `ids`

@@ -61,15 +61,22 @@ pub async fn mark(db: &D1Database, name: &str) -> Result<i64, EdgeError> {
     Ok(row.map_or(0, |m| m.last_id))
 }
 
-/// The statement that records `last_id` as where the step `name` goes on from.
-pub fn set_mark(db: &D1Database, name: &str, last_id: i64) -> Result<worker::D1PreparedStatement, EdgeError> {
+/// The statement that moves the step `name`'s mark from `from` (where its page began) to
+/// `last_id`, only if it is still at `from`: of two pages of one step that ran at once (a tick's
+/// chain still going when the next tick starts one) one moves it; and a mark a shard move lowered
+/// meanwhile ([`lower_payload_mark`]) stays lowered, so the rows it copied in are visited. Changes
+/// one row when it moved.
+pub fn set_mark(
+    db: &D1Database,
+    name: &str,
+    from: i64,
+    last_id: i64,
+) -> Result<worker::D1PreparedStatement, EdgeError> {
     db::stmt(
         db,
-        // Never back: two pages of one step that run at once (a tick's chain still going when the
-        // next tick starts one) leave the mark where the further one got.
-        "INSERT INTO retention_marks (name, last_id) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET last_id =
-             MAX(last_id, excluded.last_id)",
-        &[text(name), int(last_id)],
+        "INSERT INTO retention_marks (name, last_id) VALUES (?1, ?3)
+         ON CONFLICT (name) DO UPDATE SET last_id = excluded.last_id WHERE last_id = ?2",
+        &[text(name), int(from), int(last_id)],
     )
 }
 

@@ -52,12 +52,14 @@ pub async fn prune_payloads(db: &D1Database, limits: Retention, now: Timestamp) 
                    AND created_at < ?3 AND (processed_at IS NOT NULL OR error IS NOT NULL)",
                 &[int(from), int(upto_id), crate::store::time(cutoff)],
             )?,
-            retention::set_mark(db, "payloads", upto_id)?,
+            retention::set_mark(db, "payloads", from, upto_id)?,
         ],
     )
     .await?;
-    // The watermark moved past the page, so the next page is a new one.
-    Ok(retention::Page { pruned: results.first().map(db::changes).unwrap_or(0), more: more(&rows, upto) })
+    // The watermark moved past the page, so the next page is a new one; when it did not (another
+    // page or a move got there first), the next tick goes on from where it stands.
+    let moved = results.get(1).map(db::changes).unwrap_or(0) == 1;
+    Ok(retention::Page { pruned: results.first().map(db::changes).unwrap_or(0), more: moved && more(&rows, upto) })
 }
 
 /// One page of the row step of one database's retention: the rows of settled events after

@@ -41,11 +41,12 @@ pub async fn prune_attempts(db: &D1Database, limits: Retention, now: Timestamp) 
                                WHERE d.id = webhook_attempts.delivery_id AND d.status = 'succeeded')",
                     &[int(from), int(upto)],
                 )?,
-                retention::set_mark(db, "attempts", upto)?,
+                retention::set_mark(db, "attempts", from, upto)?,
             ],
         )
         .await?;
-        Ok(retention::Page { pruned: results.first().map(db::changes).unwrap_or(0), more })
+        let moved = results.get(1).map(db::changes).unwrap_or(0) == 1;
+        Ok(retention::Page { pruned: results.first().map(db::changes).unwrap_or(0), more: moved && more })
     }
 }
 
