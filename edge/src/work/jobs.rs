@@ -76,6 +76,9 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env, ctx: &Co
 /// Carrier events reach only D1 and the call's Durable Object, with no deadline of their own.
 const CALLING_OUT_AT_ONCE: usize = 3;
 
+/// How long after its last retry a dead-lettered recovery or erasure page runs again.
+const PAGE_AGAIN_SECS: u32 = 300;
+
 /// One lane's jobs, in the batch's order, each with its message.
 type Lane = Vec<(Message<serde_json::Value>, Job)>;
 
@@ -212,11 +215,14 @@ async fn dead_letter(env: &Env, job: &Job) -> Result<(), EdgeError> {
         }
         // The next tick does the part again; its failures were logged by each try.
         Job::Tick { .. } => Ok(()),
-        // The recovery stays where its last page left it, unfinished, as its progress shows; a
-        // new recovery of the window delivers what this one did not.
-        Job::Recover { .. } => Ok(()),
-        // The erasure stays running where its last page left it, as its record shows; the same
-        // request again goes on from there (api::erasures).
-        Job::Erase { .. } => Ok(()),
+        // A recovery's or an erasure's page that failed on every retry is tried again later from
+        // where its row says: the row is the cursor, so nothing is done twice, and a recovery or
+        // erasure never stays running with no job.
+        Job::Recover { id, database } => {
+            enqueue_later(&env, Job::Recover { id: id.clone(), database: database.clone() }, PAGE_AGAIN_SECS).await
+        }
+        Job::Erase { id, number } => {
+            enqueue_later(&env, Job::Erase { id: id.clone(), number: number.clone() }, PAGE_AGAIN_SECS).await
+        }
     }
 }
