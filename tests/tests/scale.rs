@@ -28,10 +28,11 @@ fn rows() -> u64 {
     std::env::var("E2E_SCALE_ROWS").ok().and_then(|n| n.parse().ok()).unwrap_or(100_000)
 }
 
-/// A dedupe log holding a large backlog of settled carrier events past every retention (written
-/// straight into each of its databases, as a busy deployment would have them after retention
-/// fell behind) is pruned to nothing by the tick's retention pages: no page over its 1,000 rows,
-/// no call over a limit, and the rate it reached printed for docs/scaling.md.
+/// A dedupe log holding a large backlog of settled carrier events past every retention, and
+/// account databases as many expired Idempotency-Keys (written straight into each database, as
+/// a busy deployment would have them after retention fell behind), are pruned to nothing by the
+/// tick's retention pages: no page over its 1,000 rows, no call over a limit, and the rate it
+/// reached printed for docs/scaling.md.
 fn retention_catches_up_from_a_backlog(_shared: &Worker) {
     // Its own worker: a backlog of this size would slow every other test's retention.
     let w = Worker::start();
@@ -45,6 +46,15 @@ fn retention_catches_up_from_a_backlog(_shared: &Worker) {
     let databases = w.events_sql("SELECT COUNT(*) AS n FROM carrier_events").len() as u64;
     let backlog = w.events_count("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id LIKE 'scale-%'");
     assert_eq!(backlog as u64, n * databases, "the backlog is written");
+    // And as many expired Idempotency-Keys in each account database.
+    w.sql(&format!(
+        "INSERT INTO idempotency_keys (scope, key, fingerprint, status, answer, created_at, locked_until)
+         WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {n})
+         SELECT 'acct_scale', 'scale-' || x, 'f', 201, 'sealed', {old}, 0 FROM c"
+    ));
+    let keys = || w.count("SELECT COUNT(*) AS n FROM idempotency_keys WHERE key LIKE 'scale-%'");
+    let key_backlog = keys();
+    assert!(key_backlog as u64 >= n, "the keys are written");
 
     let started = Instant::now();
     let mut ticks = 0;
@@ -53,10 +63,11 @@ fn retention_catches_up_from_a_backlog(_shared: &Worker) {
         assert_eq!(w.cron().status, 200);
         ticks += 1;
         w.events_count("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id LIKE 'scale-%'") == 0
+            && keys() == 0
     });
     let elapsed = started.elapsed().as_secs_f64();
     let left = w.events_count("SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id LIKE 'scale-%'");
-    assert!(drained, "{left} of {backlog} rows left after {ticks} ticks");
+    assert!(drained, "{left} of {backlog} rows and {} of {key_backlog} keys left after {ticks} ticks", keys());
     let pages: Vec<u64> = w
         .log()
         .lines()
@@ -67,9 +78,10 @@ fn retention_catches_up_from_a_backlog(_shared: &Worker) {
     assert!(pages.iter().all(|p| *p <= 1000), "a page prunes at most 1,000 rows: {:?}", pages.iter().max());
     assert!(pages.iter().sum::<u64>() >= backlog as u64, "the pages account for every row");
     eprintln!(
-        "e2e: retention pruned {backlog} carrier events in {elapsed:.1} s over {ticks} ticks and {} pages: {:.0} rows/s",
+        "e2e: retention pruned {backlog} carrier events and {key_backlog} idempotency keys in {elapsed:.1} s over \
+         {ticks} ticks and {} carrier event pages: {:.0} rows/s",
         pages.iter().filter(|p| **p > 0).count(),
-        backlog as f64 / elapsed
+        (backlog + key_backlog) as f64 / elapsed
     );
 }
 
