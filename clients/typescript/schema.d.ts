@@ -1970,6 +1970,14 @@ export interface components {
                 message: string;
             };
         };
+        /** @description 409: the account holds 500 unexpired portal sessions already. */
+        SessionLimitError: {
+            error: {
+                /** @enum {string} */
+                code: "session_limit";
+                message: string;
+            };
+        };
         /** @description An erasure and how far its pages got. It holds the number only as a keyed hash, never the number. */
         Erasure: {
             id: string;
@@ -5876,7 +5884,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotPermittedError"];
                 };
             };
-            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            /** @description A request with this Idempotency-Key is still running (retry after `Retry-After` seconds), or the account holds 500 unexpired portal sessions (`session_limit`) */
             409: {
                 headers: {
                     /** @description Seconds to wait before asking again. */
@@ -5884,7 +5892,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"] | components["schemas"]["SessionLimitError"];
                 };
             };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */

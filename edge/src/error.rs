@@ -72,11 +72,13 @@ pub enum Conflict {
     LastFullKey,
     /// The account holds as many live API keys as it may.
     KeyLimit,
+    /// The account holds as many live portal sessions as it may.
+    SessionLimit,
 }
 
 impl Conflict {
     /// Every conflict there is.
-    pub const ALL: [Conflict; 10] = [
+    pub const ALL: [Conflict; 11] = [
         Conflict::IdempotencyKeyReused,
         Conflict::IdempotencyKeyInUse,
         Conflict::NotScheduled,
@@ -87,6 +89,7 @@ impl Conflict {
         Conflict::ShardMove,
         Conflict::LastFullKey,
         Conflict::KeyLimit,
+        Conflict::SessionLimit,
     ];
 
     /// The wire code.
@@ -102,6 +105,7 @@ impl Conflict {
             Conflict::ShardMove => "shard_move_conflict",
             Conflict::LastFullKey => "last_full_key",
             Conflict::KeyLimit => "key_limit",
+            Conflict::SessionLimit => "session_limit",
         }
     }
 }

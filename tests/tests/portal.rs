@@ -24,6 +24,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
         "portal::a_limited_sessions_pages_reveal_nothing_it_may_not_see",
         a_limited_sessions_pages_reveal_nothing_it_may_not_see,
     ),
+    ("portal::an_account_holds_at_most_500_unexpired_sessions", an_account_holds_at_most_500_unexpired_sessions),
 ];
 
 fn new_key(w: &Worker, c: &Customer, scope: &str) -> (String, String) {
@@ -525,4 +526,28 @@ fn a_limited_sessions_pages_reveal_nothing_it_may_not_see(w: &Worker) {
     // The account's key walks all five.
     let all = w.call("GET", "/v1/webhook_endpoints?limit=10", &c.key, None, &[]).json();
     assert_eq!(all["data"].as_array().map(Vec::len), Some(5), "{all}");
+}
+
+/// A key that mints sessions without end is stopped at 500 unexpired ones (409
+/// `session_limit`, naming the way out); once they expire it mints again.
+fn an_account_holds_at_most_500_unexpired_sessions(w: &Worker) {
+    let c = w.new_customer("session-cap");
+    // 499 written straight into the table (minting them through the API takes a minute and a
+    // half here), then the 500th through the API.
+    let until = sim::unix_millis() + 3_600_000;
+    w.sql(&format!(
+        "INSERT INTO portal_sessions (id, account_id, key_id, secret_hash, read_only, endpoint_ids, created_at, expires_at)
+         WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 499)
+         SELECT 'ps_cap_' || x || '_' || {account}, {account}, 'key_cap', 'h', 1, NULL, {now}, {until} FROM c",
+        account = lit(&c.account),
+        now = sim::unix_millis(),
+    ));
+    let last = w.call("POST", "/v1/portal_sessions", &c.key, Some(&json!({"expires_in": 60})), &[]);
+    assert_eq!(last.status, 201, "the 500th session: {}", last.body);
+    let over = w.call("POST", "/v1/portal_sessions", &c.key, Some(&json!({})), &[]);
+    assert_eq!((over.status, over.json()["error"]["code"].clone()), (409, json!("session_limit")), "{}", over.body);
+    assert!(over.json()["error"]["message"].as_str().is_some_and(|m| m.contains("500")), "{}", over.body);
+    w.sql(&format!("UPDATE portal_sessions SET expires_at = 1 WHERE account_id = {}", lit(&c.account)));
+    let again = w.call("POST", "/v1/portal_sessions", &c.key, Some(&json!({})), &[]);
+    assert_eq!(again.status, 201, "expired sessions do not count: {}", again.body);
 }

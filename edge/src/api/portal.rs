@@ -83,7 +83,15 @@ pub async fn create_session(mut req: Request, env: &Env) -> Result<Response, Edg
         at,
         expires_at,
     };
-    sessions::create_session(env, &session).await?;
+    if !sessions::create_session(env, &session).await? {
+        return Err(EdgeError::Conflict {
+            code: crate::error::Conflict::SessionLimit,
+            message: format!(
+                "the account holds {} unexpired portal sessions: let some expire or revoke the key that minted them",
+                sessions::MAX_LIVE_SESSIONS
+            ),
+        });
+    }
     let url = format!("{}/portal/{id}#{secret}", origin_of(&req.inner().url()));
     http::json(
         201,

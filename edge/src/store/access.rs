@@ -239,13 +239,18 @@ pub struct NewSession<'a> {
     pub expires_at: Timestamp,
 }
 
-/// Records a portal session.
-pub async fn create_session(env: &Env, s: &NewSession<'_>) -> Result<(), EdgeError> {
+/// How many unexpired portal sessions an account may hold.
+pub const MAX_LIVE_SESSIONS: i64 = 500;
+
+/// Records a portal session, while the account holds fewer than [`MAX_LIVE_SESSIONS`] unexpired
+/// ones; whether it did.
+pub async fn create_session(env: &Env, s: &NewSession<'_>) -> Result<bool, EdgeError> {
     let root = db::d1(env, crate::bindings::DB)?;
-    db::run(db::stmt(
+    let added = db::run(db::stmt(
         &root,
         "INSERT INTO portal_sessions (id, account_id, key_id, secret_hash, read_only, endpoint_ids, created_at, expires_at)
-         VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7)",
+         SELECT ?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7
+         WHERE (SELECT COUNT(*) FROM portal_sessions WHERE account_id = ?2 AND expires_at > ?6) < ?9",
         &[
             text(s.id),
             text(s.account_id),
@@ -255,10 +260,11 @@ pub async fn create_session(env: &Env, s: &NewSession<'_>) -> Result<(), EdgeErr
             time(s.at),
             time(s.expires_at),
             text(s.key_id),
+            int(MAX_LIVE_SESSIONS),
         ],
     )?)
     .await?;
-    Ok(())
+    Ok(added == 1)
 }
 
 crate::store::row! {
