@@ -172,11 +172,17 @@ impl Erasure {
 
 crate::store::row! {
     /// A row a page found: its row id, its id, and its body when the page reads one.
-    #[derive(Debug)]
     pub struct Hit {
         pub row_no: i64,
         pub id: String,
         pub body: Option<String>,
+    }
+}
+
+impl std::fmt::Debug for Hit {
+    /// Without the body: a carrier event's payload names a person.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hit").field("row_no", &self.row_no).field("id", &self.id).finish_non_exhaustive()
     }
 }
 
@@ -252,7 +258,7 @@ pub async fn window(
 }
 
 /// The ids of `hits` as a JSON array, for `json_each`.
-pub fn ids(hits: &[Hit]) -> Result<String, EdgeError> {
-    serde_json::to_string(&hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>())
+pub fn ids<'a>(hits: impl IntoIterator<Item = &'a Hit>) -> Result<String, EdgeError> {
+    serde_json::to_string(&hits.into_iter().map(|h| h.id.as_str()).collect::<Vec<_>>())
         .map_err(|e| EdgeError::platform("encode", e))
 }

@@ -209,8 +209,7 @@ async fn page(
                 None => named,
             };
             if !named.is_empty() {
-                let ids = serde_json::to_string(&named.iter().map(|h| h.id.as_str()).collect::<Vec<_>>())
-                    .map_err(|e| EdgeError::platform("encode", e))?;
+                let ids = erasures::ids(named.iter().copied())?;
                 add(counts, "carrier_events", carrier_events::erase_payloads(&db, &ids).await?);
             }
             Ok(found)
