@@ -1239,7 +1239,7 @@ export interface components {
             /** @enum {unknown} */
             carrier: "telnyx" | "twilio" | "plivo";
             carrier_message_id: string | null;
-            /** @description Why the message failed, as the carrier said (null unless failed). */
+            /** @description Why the message failed (null unless failed): the carrier's own error code and title, or one of exactly's: `carrier_unavailable` (the carrier did not answer for 24 hours), `dispatch_failed` (the message could not be handed to the carrier), `send_unconfirmed` (a send whose answer was lost may have reached the carrier, but another message of the same sender and recipient could own what the carrier listed, so it was not sent again; see docs/contract.md §4). */
             error: {
                 code: string;
                 title: string | null;

@@ -290,7 +290,9 @@ impl CallRing {
                 );
                 Ok(false)
             }
-            CallResult::Transient(reason) => Err(EdgeError::unavailable("carrier", format!("{what}: {reason}"))),
+            CallResult::Transient(reason) | CallResult::Lost(reason) => {
+                Err(EdgeError::unavailable("carrier", format!("{what}: {reason}")))
+            }
         };
         Ok(match action {
             Action::AnswerCaller { call_control_id, command_id } => {
@@ -303,7 +305,7 @@ impl CallRing {
                     match carrier_api::dial(env, idempotency_key, from, target, &tag.encode(), *timeout_secs).await? {
                         CallResult::Ok(leg) => DialResult::Placed { call_control_id: leg.call_control_id },
                         CallResult::Refused(e) => DialResult::Refused { code: e.code },
-                        CallResult::Transient(reason) => {
+                        CallResult::Transient(reason) | CallResult::Lost(reason) => {
                             return Err(EdgeError::unavailable("carrier", format!("dial: {reason}")))
                         }
                     };

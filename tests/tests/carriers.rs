@@ -17,6 +17,14 @@ pub const TESTS: &[(&str, TestFn)] = &[
         twilio_and_plivo_numbers_send_and_reordered_callbacks_deliver_once,
     ),
     ("carriers::a_lost_answer_is_looked_up_not_sent_again", a_lost_answer_is_looked_up_not_sent_again),
+    (
+        "carriers::two_messages_of_one_pair_in_one_lookup_window_send_one_sms_each",
+        two_messages_of_one_pair_in_one_lookup_window_send_one_sms_each,
+    ),
+    (
+        "carriers::two_lost_answers_of_one_pair_are_left_to_the_operator_not_sent_again",
+        two_lost_answers_of_one_pair_are_left_to_the_operator_not_sent_again,
+    ),
     ("carriers::a_refused_send_fails_the_message_without_charge", a_refused_send_fails_the_message_without_charge),
     (
         "carriers::a_number_learns_its_carrier_from_its_first_message",
@@ -65,11 +73,16 @@ struct Sender {
 }
 
 fn sender(w: &Worker, carrier: Carrier) -> Sender {
-    let (account, key) = w.create_account(&format!("{}-sender", carrier.name()));
+    sender_through(w, carrier.name())
+}
+
+/// A new account with a number that sends through `carrier` (`telnyx`, `twilio` or `plivo`).
+fn sender_through(w: &Worker, carrier: &str) -> Sender {
+    let (account, key) = w.create_account(&format!("{carrier}-sender"));
     let number = fresh_number();
-    let body = json!({"account_id": account, "phone_number": number, "carrier": carrier.name()});
+    let body = json!({"account_id": account, "phone_number": number, "carrier": carrier});
     let a = w.call("POST", "/admin/numbers", ADMIN_TOKEN, Some(&body), &[]);
-    assert_eq!((a.status, &a.json()["carrier"]), (201, &json!(carrier.name())), "{}", a.body);
+    assert_eq!((a.status, &a.json()["carrier"]), (201, &json!(carrier)), "{}", a.body);
     Sender { key, number }
 }
 
@@ -177,8 +190,8 @@ fn twilio_and_plivo_numbers_send_and_reordered_callbacks_deliver_once(w: &Worker
 }
 
 /// The carrier took the message but its answer never came (`[lost-answer]`), or it answered
-/// 503 without taking it (`[flaky]`): the retry asks the carrier first, so the first case is
-/// recorded without a second send and the second is sent again, once.
+/// 503 without taking it (`[flaky]`): the first is looked up at the carrier and recorded without
+/// a second send; the second, a definite answer, is sent again, once, without a lookup.
 fn a_lost_answer_is_looked_up_not_sent_again(w: &Worker) {
     for carrier in [Carrier::Twilio, Carrier::Plivo] {
         let s = sender(w, carrier);
@@ -203,6 +216,65 @@ fn a_lost_answer_is_looked_up_not_sent_again(w: &Worker) {
         ));
         assert_eq!(ids, 2, "{carrier:?}: each message has its own carrier id");
     }
+}
+
+/// The carrier ids of the messages with exactly this text that the carrier took: one per SMS,
+/// however often it was requested (Telnyx: one per idempotency key).
+fn taken(w: &Worker, carrier: &str, text: &str) -> Vec<String> {
+    if carrier == "telnyx" {
+        return w.carrier.keys_with_text(text).into_iter().flatten().filter_map(|k| w.carrier.carrier_id(&k)).collect();
+    }
+    w.carrier.taken_with_text(carrier, text)
+}
+
+/// Two messages of one sender to one recipient, both in one lookup window: one is taken but its
+/// answer is lost (`[lost-answer]`), the other's first try is answered 503 (`[flaky]`), a
+/// definite answer that took nothing. That one is not looked up (a lookup could find the first's
+/// carrier id, not yet recorded, and take it, so the first would be sent again): it is sent
+/// again. The lost one's lookup finds its own id. One SMS each, each message with the id its
+/// own send made, through every carrier.
+fn two_messages_of_one_pair_in_one_lookup_window_send_one_sms_each(w: &Worker) {
+    for carrier in ["plivo", "twilio", "telnyx"] {
+        let s = sender_through(w, carrier);
+        let lost = format!("first, answer lost [lost-answer] {}", sim::random_hex());
+        let flaky = format!("second, 503 first [flaky] {}", sim::random_hex());
+        // The 503 first: its retry comes while, or right after, the other's send waits for the
+        // answer that never comes, before that one is looked up and recorded.
+        let flaky_id = send(w, &s, &flaky);
+        assert!(
+            w.eventually(Duration::from_secs(60), || w.carrier.sends_with_text(&flaky) > 0),
+            "{carrier}: the first try of the second reached the carrier"
+        );
+        let lost_id = send(w, &s, &lost);
+        let (first, second) = (wait_status(w, &s, &lost_id, "sent", 120), wait_status(w, &s, &flaky_id, "sent", 120));
+        let (lost_taken, flaky_taken) = (taken(w, carrier, &lost), taken(w, carrier, &flaky));
+        assert_eq!(lost_taken.len(), 1, "{carrier}: the first message is one SMS: {lost_taken:?}");
+        assert_eq!(flaky_taken.len(), 1, "{carrier}: the second message is one SMS: {flaky_taken:?}");
+        assert_eq!(first["carrier_message_id"], lost_taken[0].as_str(), "{carrier}: the first has its own id");
+        assert_eq!(second["carrier_message_id"], flaky_taken[0].as_str(), "{carrier}: the second has its own id");
+        assert_eq!((events(w, &lost_id, "message.sent"), events(w, &flaky_id, "message.sent")), (1, 1), "{carrier}");
+    }
+}
+
+/// Two messages of one sender to one recipient whose answers were both lost: Plivo's list does
+/// not show the text, so either carrier id may be either message's. Neither is adopted by a
+/// guess and neither is sent again: both fail visibly as `send_unconfirmed`, uncharged, and
+/// the carrier took each once.
+fn two_lost_answers_of_one_pair_are_left_to_the_operator_not_sent_again(w: &Worker) {
+    let carrier = Carrier::Plivo;
+    let s = sender(w, carrier);
+    let one = format!("one, answer lost [lost-answer] {}", sim::random_hex());
+    let two = format!("two, answer lost [lost-answer] {}", sim::random_hex());
+    let ids = [send(w, &s, &one), send(w, &s, &two)];
+    for id in &ids {
+        let failed = wait_status(w, &s, id, "failed", 120);
+        assert_eq!(failed["error"]["code"], "send_unconfirmed", "{failed}");
+        assert_eq!(failed["carrier_message_id"], Value::Null, "{failed}");
+        assert_eq!(events(w, id, "message.failed"), 1);
+        assert_eq!(events(w, id, "message.sent"), 0);
+        assert_eq!(w.count(&format!("SELECT COUNT(*) AS n FROM usage WHERE resource_id = {}", lit(id))), 0);
+    }
+    assert_eq!((sends(w, carrier, &one).len(), sends(w, carrier, &two).len()), (1, 1), "neither was sent again");
 }
 
 fn a_refused_send_fails_the_message_without_charge(w: &Worker) {

@@ -26,8 +26,14 @@ pub enum CallResult<T> {
     Ok(T),
     /// 4xx: the carrier refused; retrying cannot help.
     Refused(CarrierError),
-    /// 5xx, a timeout or a network error: safe to retry (the idempotency key holds).
+    /// A definite answer that took nothing and may change (5xx but 502 and 504, 408, 429,
+    /// 401/403, missing credentials): safe to retry.
     Transient(String),
+    /// No answer to act on: a timeout, a network error, an answer that broke off, a gateway's
+    /// 502 or 504, or a 2xx that does not say what it made. The carrier may have acted on the
+    /// request: a retry repeats the idempotency key (Telnyx) or first looks for what it made
+    /// (Twilio, Plivo).
+    Lost(String),
 }
 
 impl<T> CallResult<T> {
@@ -38,7 +44,17 @@ impl<T> CallResult<T> {
             CallResult::Ok(answer) => f(answer),
             CallResult::Refused(e) => CallResult::Refused(e),
             CallResult::Transient(e) => CallResult::Transient(e),
+            CallResult::Lost(e) => CallResult::Lost(e),
         }
+    }
+}
+
+/// How a carrier's HTTP status that is neither 2xx nor a refusal is retried: a gateway's 502 or
+/// 504 means the carrier's own answer was lost on the way; any other is the carrier's.
+pub fn unsuccessful<T>(status: u16, reason: String) -> CallResult<T> {
+    match status {
+        502 | 504 => CallResult::Lost(reason),
+        _ => CallResult::Transient(reason),
     }
 }
 
@@ -138,8 +154,9 @@ impl std::fmt::Display for Unanswered {
 }
 
 /// One REST call with HTTP Basic credentials: 2xx is `Ok` with the JSON answer; 401/403 and
-/// 5xx, 408, 429, timeouts and network errors are transient (the log names `credentials_hint`
-/// for 401/403); any other 4xx is the carrier refusing, with `error` reading its code and title.
+/// 5xx, 408 and 429 are transient (the log names `credentials_hint` for 401/403); timeouts,
+/// network errors and a gateway's 502/504 are lost; any other 4xx is the carrier refusing, with
+/// `error` reading its code and title.
 pub async fn basic_call(
     method: Method,
     url: &str,
@@ -172,7 +189,7 @@ pub async fn basic_call(
         .map_err(|e| EdgeError::platform("carrier request", e))?;
     let (status, answer) = match answered(request).await {
         Ok(answered) => answered,
-        Err(reason) => return Ok(CallResult::Transient(reason.to_string())),
+        Err(reason) => return Ok(CallResult::Lost(reason.to_string())),
     };
     Ok(match status {
         200..=299 => CallResult::Ok(answer),
@@ -188,7 +205,7 @@ pub async fn basic_call(
             let (code, title) = error(&answer);
             CallResult::Refused(CarrierError { code: code.unwrap_or_else(|| format!("http_{status}")), title })
         }
-        _ => CallResult::Transient(format!("carrier answered {status}")),
+        _ => unsuccessful(status, format!("carrier answered {status}")),
     })
 }
 

@@ -53,7 +53,7 @@ pub async fn send_message(env: &Env, message: &Outgoing<'_>) -> Result<CallResul
         basic_call(Method::Post, &url, &rest.account, &rest.token, Body::Json(body), CREDENTIALS, error).await?;
     Ok(answer.and_then(|answer| match text_of(&answer["message_uuid"][0]) {
         Some(uuid) => CallResult::Ok(uuid),
-        None => CallResult::Transient("Plivo answered 2xx without a message_uuid".into()),
+        None => CallResult::Lost("Plivo answered 2xx without a message_uuid".into()),
     }))
 }
 
@@ -85,6 +85,7 @@ pub async fn sent_since(
                     return Ok(CallResult::Transient(format!("Plivo list refused: {code}")))
                 }
                 CallResult::Transient(e) => return Ok(CallResult::Transient(e)),
+                CallResult::Lost(e) => return Ok(CallResult::Lost(e)),
             };
         let objects = answer["objects"].as_array().cloned().unwrap_or_default();
         found.extend(

@@ -24,7 +24,7 @@ pub async fn send_message(env: &Env, outgoing: &Outgoing<'_>) -> Result<CallResu
     }
     Ok(post(env, "/v2/messages", outgoing.id, &body).await?.and_then(|answer| match answer["data"]["id"].as_str() {
         Some(id) if !id.is_empty() => CallResult::Ok(id.to_owned()),
-        _ => CallResult::Transient("carrier answered 2xx without data.id".into()),
+        _ => CallResult::Lost("carrier answered 2xx without data.id".into()),
     }))
 }
 
@@ -60,7 +60,7 @@ async fn call(
 
     let (status, answer) = match super::answered(request).await {
         Ok(answered) => answered,
-        Err(reason) => return Ok(CallResult::Transient(reason.to_string())),
+        Err(reason) => return Ok(CallResult::Lost(reason.to_string())),
     };
     Ok(match status {
         200..=299 => CallResult::Ok(answer),
@@ -86,7 +86,7 @@ async fn call(
                 title: text(&first["title"]).or_else(|| text(&first["detail"])),
             })
         }
-        _ => CallResult::Transient(format!("carrier answered {status}")),
+        _ => super::unsuccessful(status, format!("carrier answered {status}")),
     })
 }
 
@@ -121,7 +121,7 @@ pub async fn dial(
             (Some(control), Some(leg)) => {
                 CallResult::Ok(DialedLeg { call_control_id: control.to_owned(), call_leg_id: leg.to_owned() })
             }
-            _ => CallResult::Transient("carrier answered 2xx without call ids".into()),
+            _ => CallResult::Lost("carrier answered 2xx without call ids".into()),
         }
     }))
 }

@@ -50,7 +50,7 @@ pub async fn send_message(env: &Env, message: &Outgoing<'_>) -> Result<CallResul
         basic_call(Method::Post, &url, &rest.account, &rest.token, Body::Form(form), CREDENTIALS, error).await?;
     Ok(answer.and_then(|answer| match text_of(&answer["sid"]) {
         Some(sid) => CallResult::Ok(sid),
-        None => CallResult::Transient("Twilio answered 2xx without a sid".into()),
+        None => CallResult::Lost("Twilio answered 2xx without a sid".into()),
     }))
 }
 
@@ -92,6 +92,7 @@ pub async fn sent_since(
         }
         CallResult::Refused(CarrierError { code, .. }) => CallResult::Transient(format!("Twilio list refused: {code}")),
         CallResult::Transient(e) => CallResult::Transient(e),
+        CallResult::Lost(e) => CallResult::Lost(e),
     })
 }
 

@@ -299,7 +299,7 @@ async fn messages_claim(db: &D1Database) -> Result<Value, EdgeError> {
     let lease = Timestamp::from_unix_millis(now().unix_millis() + 30_000);
     for token in ["dsp_first", "dsp_second"] {
         let claimed = messages::claim(db, &m.id, token, now(), lease).await?;
-        r.runs.push((json!(claimed), rows(db, &show).await?));
+        r.runs.push((json!(claimed.is_some()), rows(db, &show).await?));
     }
     Ok(r.into_json())
 }

@@ -3,8 +3,9 @@
 //! The claim (a guarded UPDATE with a lease) is taken *before* the carrier is called, so two
 //! dispatch jobs for one message never both call the carrier. Through Telnyx the message id
 //! travels as the idempotency key, so a retry after a lost answer cannot send twice either;
-//! Twilio and Plivo take no key, so a retry first asks the carrier whether the earlier attempt
-//! became a message (docs/contract.md §4).
+//! Twilio and Plivo take no key, so a retry after a lost answer (and only then) first asks the
+//! carrier whether the earlier attempt became a message, and takes what it found only when no
+//! other message could own it (docs/contract.md §4).
 
 use exactly_core::backoff;
 use exactly_core::event::Provider;
@@ -53,11 +54,11 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
     }
     let token = new_id("dsp")?;
     let lease_until = Timestamp::from_unix_millis(started.unix_millis() + LEASE_MILLIS);
-    if !messages::claim(db, message_id, &token, started, lease_until).await? {
+    let Some(claimed) = messages::claim(db, message_id, &token, started, lease_until).await? else {
         // Another dispatcher holds the claim; look again once it has had time to finish.
         let wait = ((message.claimed_until.unix_millis() - started.unix_millis()) / 1000).clamp(1, 30) as u32;
         return Ok(Outcome::RetryIn(wait, Wait::ClaimedByAnotherDispatcher));
-    }
+    };
     let attempt = message.send_attempts as u32 + 1;
     let carrier = message.carrier;
     let media_urls: Vec<&str> = message.media.iter().map(|m| m.url.as_str()).collect();
@@ -68,20 +69,31 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
         text: &message.text,
         media_urls: &media_urls,
     };
-    // An earlier claim may have reached a carrier that takes no idempotency key: ask it first.
-    if carrier != Provider::Telnyx && message.send_attempts > 0 {
-        let since = message.send_at.unwrap_or(message.created_at).unix_millis() - LOOKUP_SKEW_MILLIS;
-        match carrier_api::sent_since(env, carrier, &outgoing, Timestamp::from_unix_millis(since)).await? {
-            CallResult::Ok(candidates) => {
-                if let Some(found) = messages::first_unowned(db, carrier.as_str(), &candidates).await? {
-                    return sent(env, db, &message, &token, &found).await;
+    // An earlier try whose answer was lost may have reached a carrier that takes no idempotency
+    // key: ask it first. After a definite answer (a 503 says nothing was taken) the carrier's
+    // list can only show other messages' sends, so it is not read.
+    if carrier != Provider::Telnyx && claimed.answer_lost {
+        let since = Timestamp::from_unix_millis(
+            message.send_at.unwrap_or(message.created_at).unix_millis() - LOOKUP_SKEW_MILLIS,
+        );
+        let retry = |reason: String| retry_or_fail(env, db, &message, &token, attempt, true, reason);
+        match carrier_api::sent_since(env, carrier, &outgoing, since).await? {
+            CallResult::Ok(listed) => {
+                let found = messages::unowned(db, carrier.as_str(), &listed).await?;
+                if let Some(oldest) = found.first() {
+                    return match messages::rivals(db, &message, since, now()).await? {
+                        messages::Rivals::None => sent(env, db, &message, &token, oldest).await,
+                        messages::Rivals::InFlight(until) => {
+                            messages::release(db, &message.id, &token, true).await?;
+                            let wait = ((until.unix_millis() - now().unix_millis()) / 1000).clamp(1, 30) as u32;
+                            Ok(Outcome::RetryIn(wait, Wait::ClaimedByAnotherDispatcher))
+                        }
+                        messages::Rivals::Unconfirmed => unconfirmed(env, db, &message, &token, &found).await,
+                    };
                 }
             }
-            CallResult::Refused(error) => {
-                let reason = format!("lookup refused: {}", error.code);
-                return retry_or_fail(env, db, &message, &token, attempt, &reason).await;
-            }
-            CallResult::Transient(reason) => return retry_or_fail(env, db, &message, &token, attempt, &reason).await,
+            CallResult::Refused(error) => return retry(format!("lookup refused: {}", error.code)).await,
+            CallResult::Transient(reason) | CallResult::Lost(reason) => return retry(reason).await,
         }
     }
     match carrier_api::send_message(env, carrier, &outgoing).await? {
@@ -91,8 +103,38 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
             crate::queues::announce(env, db, &change).await?;
             Ok(Outcome::Done(Done::RefusedByCarrier))
         }
-        CallResult::Transient(reason) => retry_or_fail(env, db, &message, &token, attempt, &reason).await,
+        CallResult::Transient(reason) => retry_or_fail(env, db, &message, &token, attempt, false, reason).await,
+        CallResult::Lost(reason) => retry_or_fail(env, db, &message, &token, attempt, true, reason).await,
     }
+}
+
+/// A lost answer whose lookup found carrier ids that another message with a lost answer could
+/// own as well: a guess could give this message another's id, and that one would then be sent a
+/// second time. It is neither guessed nor sent again: it fails as `send_unconfirmed` (uncharged,
+/// `message.failed`), and the log names what the carrier listed, for the operator to check.
+async fn unconfirmed(
+    env: &Env,
+    db: &D1Database,
+    message: &Message,
+    token: &str,
+    found: &[String],
+) -> Result<Outcome, EdgeError> {
+    worker::console_error!(
+        "{}",
+        serde_json::json!({"job": "dispatch", "message_id": message.id, "outcome": "send_unconfirmed",
+            "carrier": message.carrier.as_str(), "carrier_ids_listed": found})
+    );
+    let error = exactly_core::event::CarrierError {
+        code: "send_unconfirmed".into(),
+        title: Some(
+            "the carrier may have sent this message, but another message of the same sender and recipient \
+             could own what it listed; it was not sent again"
+                .into(),
+        ),
+    };
+    let change = messages::record_send_failed(db, message, token, &error, now()).await?;
+    crate::queues::announce(env, db, &change).await?;
+    Ok(Outcome::Done(Done::Failed))
 }
 
 /// Records the carrier's id for the claim's owner, wakes the receipts parked on it and announces
@@ -144,21 +186,23 @@ fn wake_later(about: &str, error: &EdgeError) {
     );
 }
 
-/// A transient failure (timeout, 5xx, 429): the carrier may or may not have taken the message,
-/// so it is tried again with the same idempotency key, which returns the first send's result if
-/// there was one. It fails only past [`SEND_HORIZON_MILLIS`].
+/// A failure worth another try (timeout, 5xx, 429): tried again with the same idempotency key,
+/// which returns the first send's result if there was one. `answer_lost` says whether the
+/// carrier may have taken the message, so that the next try of a carrier without keys looks it
+/// up first. It fails only past [`SEND_HORIZON_MILLIS`].
 async fn retry_or_fail(
     env: &Env,
     db: &D1Database,
     message: &Message,
     token: &str,
     attempt: u32,
-    reason: &str,
+    answer_lost: bool,
+    reason: String,
 ) -> Result<Outcome, EdgeError> {
     // Counted from when it could first be sent: a scheduled message waited by design.
     let age = now().unix_millis() - message.send_at.unwrap_or(message.created_at).unix_millis();
     if age < SEND_HORIZON_MILLIS {
-        messages::release(db, &message.id, token).await?;
+        messages::release(db, &message.id, token, answer_lost).await?;
         let delay = backoff::not_yet_delay(attempt).unwrap_or(MAX_RETRY_SECS).min(MAX_RETRY_SECS);
         worker::console_warn!(
             "{}",

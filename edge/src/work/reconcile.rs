@@ -116,7 +116,7 @@ async fn reconcile_call(env: &Env, call: &StaleCall, now: Timestamp) -> Result<O
     }
     let status = match telnyx::call_status(env, &call.call_control_id).await? {
         CallResult::Ok(status) => status,
-        CallResult::Refused(_) | CallResult::Transient(_) => return Ok(None),
+        CallResult::Refused(_) | CallResult::Transient(_) | CallResult::Lost(_) => return Ok(None),
     };
     // Alive, or gone without saying when: nothing to learn (a guessed end would bill a guess).
     let (false, Some(ended_at)) = (status.alive, status.ended_at) else {

@@ -46,7 +46,8 @@
 //! Twilio and Plivo sends take `[refuse]`, `[flaky]` (keyed by from, to and text: they have no
 //! idempotency key), `[deliver]` and `[fail]` (status callbacks to the request's `StatusCallback` / `url`,
 //! signed with the auth token as each carrier signs) and `[lost-answer]`: the message is taken
-//! and listed, but the answer comes only after 12 s, past the worker's timeout.
+//! and listed, but the answer comes only after 12 s, past the worker's timeout. Telnyx sends take
+//! `[lost-answer]` too: the first request for a key answers after 12 s.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -98,8 +99,8 @@ struct State {
     /// Idempotency key -> the carrier message id, fixed on first sight.
     carrier_ids: HashMap<String, String>,
     target: Option<WebhookTarget>,
-    /// Messages Twilio and Plivo took, in order: (carrier, listed as the carrier lists it).
-    taken: Vec<(&'static str, Value)>,
+    /// Messages Twilio and Plivo took, in order: (carrier, listed as the carrier lists it, text).
+    taken: Vec<(&'static str, Value, String)>,
     /// Twilio and Plivo send attempts by (carrier, from, to, text).
     rest_attempts: HashMap<String, u32>,
     /// Call legs that ended (call control id -> end time), as `GET /v2/calls/{id}` reports.
@@ -216,6 +217,17 @@ impl FakeCarrier {
             .into_iter()
             .filter(|r| r.body["text"] == text)
             .map(|r| r.idempotency_key)
+            .collect()
+    }
+
+    /// The ids of the messages with exactly this text that `carrier` (`twilio` or `plivo`) took,
+    /// in order: one per SMS that would reach a handset, however often it was requested.
+    pub fn taken_with_text(&self, carrier: &str, text: &str) -> Vec<String> {
+        lock(&self.state)
+            .taken
+            .iter()
+            .filter(|(name, _, taken)| *name == carrier && taken == text)
+            .filter_map(|(_, listed, _)| listed["sid"].as_str().or(listed["message_uuid"].as_str()).map(str::to_owned))
             .collect()
     }
 
@@ -431,6 +443,9 @@ fn send_message(req: &Recorded, state: &Mutex<State>) -> (u16, Value) {
             thread::spawn(move || repeat_receipt(&target, &carrier_id, 14));
         }
         thread::sleep(std::time::Duration::from_secs(7));
+    }
+    if text.contains("[lost-answer]") && attempt == 1 {
+        thread::sleep(std::time::Duration::from_secs(12));
     }
     if text.contains("[receipt-first]") && attempt == 1 {
         let target = lock(state).target.clone();

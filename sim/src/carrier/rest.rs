@@ -64,7 +64,7 @@ pub(super) fn rest_send(req: &Recorded, state: &Mutex<State>, carrier: Rest) -> 
             "message_direction": "outbound", "message_state": "queued",
             "message_time": format!("{}", crate::unix_now())}),
     };
-    lock(state).taken.push((carrier.name(), listed.clone()));
+    lock(state).taken.push((carrier.name(), listed.clone(), text.clone()));
     let by_default = lock(state).deliver_by_default;
     if let Some(delivered) = receipts_due(&text, by_default) {
         let target = lock(state).target.clone();
@@ -101,8 +101,8 @@ pub(super) fn rest_list(query: &str, state: &Mutex<State>, carrier: Rest) -> (u1
     let taken = lock(state).taken.clone();
     let mut listed: Vec<Value> = taken
         .into_iter()
-        .filter(|(name, _)| *name == carrier.name())
-        .map(|(_, m)| m)
+        .filter(|(name, _, _)| *name == carrier.name())
+        .map(|(_, m, _)| m)
         .filter(|m| match carrier {
             Rest::Twilio => {
                 params.get("To").is_none_or(|to| m["to"] == to.as_str())

@@ -223,27 +223,42 @@ pub async fn claim(
     token: &str,
     now: Timestamp,
     lease_until: Timestamp,
-) -> Result<bool, EdgeError> {
-    let changed = db::run(db::stmt(
+) -> Result<Option<Claimed>, EdgeError> {
+    // A claim that lapsed (`claimed_until` still set, not released) ended without a result: its
+    // answer was lost.
+    let claimed = db::all::<Claimed>(db::stmt(
         db,
         "UPDATE messages
          SET status = 'sending', dispatch_token = ?2, claimed_until = ?4, send_attempts = send_attempts + 1,
+             answer_lost = CASE WHEN status = 'sending' AND claimed_until > 0 THEN 1 ELSE answer_lost END,
              updated_at = ?3
          WHERE id = ?1 AND direction = 'outbound' AND carrier_message_id IS NULL
            AND (status = 'queued' OR (status = 'scheduled' AND send_at <= ?3)
-                OR (status = 'sending' AND claimed_until < ?3))",
+                OR (status = 'sending' AND claimed_until < ?3))
+         RETURNING answer_lost",
         &[text(id), text(token), time(now), time(lease_until)],
     )?)
     .await?;
-    Ok(changed == 1)
+    Ok(claimed.into_iter().next())
 }
 
-/// Gives up a claim after a transient carrier failure, so the retry can claim again.
-pub async fn release(db: &D1Database, id: &str, token: &str) -> Result<(), EdgeError> {
+crate::store::row! {
+    /// A dispatcher's claim on a message.
+    pub struct Claimed {
+        /// Whether an earlier try may have reached the carrier without its answer reaching us:
+        /// only then is the message looked up before it is sent again (docs/contract.md §4).
+        pub answer_lost: bool,
+    }
+}
+
+/// Gives up a claim after a carrier call that may be tried again, so the retry can claim again;
+/// `answer_lost` says whether the carrier may have acted on it (docs/contract.md §4).
+pub async fn release(db: &D1Database, id: &str, token: &str, answer_lost: bool) -> Result<(), EdgeError> {
     db::run(db::stmt(
         db,
-        "UPDATE messages SET claimed_until = 0 WHERE id = ?1 AND dispatch_token = ?2 AND status = 'sending'",
-        &[text(id), text(token)],
+        "UPDATE messages SET claimed_until = 0, answer_lost = ?3
+         WHERE id = ?1 AND dispatch_token = ?2 AND status = 'sending'",
+        &[text(id), text(token), int(i64::from(answer_lost))],
     )?)
     .await?;
     Ok(())
@@ -554,25 +569,63 @@ pub async fn cancel(db: &D1Database, account_id: &str, id: &str, now: Timestamp)
     Ok(results.first().map(db::changes) == Some(1))
 }
 
-/// The first of `carrier_ids` that no message of this carrier owns yet: a send whose answer was
-/// lost may have become it, and no other message can claim it.
-pub async fn first_unowned(
-    db: &D1Database,
-    carrier: &str,
-    carrier_ids: &[String],
-) -> Result<Option<String>, EdgeError> {
-    for id in carrier_ids {
-        let owned = db::all_ids(db::stmt(
-            db,
-            "SELECT id FROM messages WHERE carrier = ?1 AND carrier_message_id = ?2",
-            &[text(carrier), text(id)],
-        )?)
-        .await?;
-        if owned.is_empty() {
-            return Ok(Some(id.clone()));
+/// Those of `carrier_ids` (a lookup's, at most a hundred) that no message of this carrier owns
+/// yet, in their order, read in one query: what a send whose answer was lost may have become.
+pub async fn unowned(db: &D1Database, carrier: &str, carrier_ids: &[String]) -> Result<Vec<String>, EdgeError> {
+    if carrier_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let listed = serde_json::to_string(carrier_ids).map_err(|e| EdgeError::unavailable("store", e.to_string()))?;
+    let owned = db::all_ids(db::stmt(
+        db,
+        "SELECT carrier_message_id AS id FROM messages
+         WHERE carrier = ?1 AND carrier_message_id IN (SELECT value FROM json_each(?2))",
+        &[text(carrier), text(&listed)],
+    )?)
+    .await?;
+    Ok(carrier_ids.iter().filter(|id| !owned.contains(id)).cloned().collect())
+}
+
+/// Whether another message could own a carrier id that `message`'s lookup found.
+pub enum Rivals {
+    /// None: every other message of its sender and recipient has its id or had definite answers.
+    None,
+    /// One has a carrier call in flight until this time: its answer will say.
+    InFlight(Timestamp),
+    /// One also has a lost answer, so an id found could be either's.
+    Unconfirmed,
+}
+
+/// The other outbound messages of `message`'s carrier, sender and recipient, tried since
+/// `since`, that have no carrier id and may have reached the carrier: one whose claim is live,
+/// lapsed, or whose answer was lost (docs/contract.md §4). One row: the latest claim.
+pub async fn rivals(db: &D1Database, message: &Message, since: Timestamp, now: Timestamp) -> Result<Rivals, EdgeError> {
+    crate::store::row! {
+        struct Rival {
+            claimed_until: Timestamp,
         }
     }
-    Ok(None)
+    let rival = db::first::<Rival>(db::stmt(
+        db,
+        "SELECT claimed_until FROM messages
+         WHERE carrier = ?1 AND from_number = ?2 AND to_number = ?3 AND direction = 'outbound'
+           AND carrier_message_id IS NULL AND updated_at >= ?4 AND id <> ?5
+           AND (answer_lost = 1 OR (status = 'sending' AND claimed_until > 0))
+         ORDER BY claimed_until DESC LIMIT 1",
+        &[
+            text(message.carrier.as_str()),
+            text(&message.from_number),
+            text(&message.to_number),
+            time(since),
+            text(&message.id),
+        ],
+    )?)
+    .await?;
+    Ok(match rival {
+        None => Rivals::None,
+        Some(r) if r.claimed_until > now => Rivals::InFlight(r.claimed_until),
+        Some(_) => Rivals::Unconfirmed,
+    })
 }
 
 /// A dispatch whose job failed on every retry: the message fails visibly (`dispatch_failed`),
