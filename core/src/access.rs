@@ -132,6 +132,21 @@ impl Access {
     }
 }
 
+/// The SHA-256 (hex) under which an API key or a portal session's secret is stored, and which
+/// names a token's rate limit counter: never the secret itself.
+pub fn secret_hash(secret: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(secret.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether a bearer token has the shape of an API key (`sk_` and up to 128 letters and digits;
+/// new keys have 64 hex): anything else is refused without a lookup.
+pub fn key_shaped(token: &str) -> bool {
+    token
+        .strip_prefix("sk_")
+        .is_some_and(|rest| (1..=128).contains(&rest.len()) && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
 /// A portal session's bearer token, `<session id>.<secret>`, split; `None` when it is not one.
 pub fn portal_token(token: &str) -> Option<(&str, &str)> {
     let (id, secret) = token.split_once('.')?;
@@ -226,6 +241,16 @@ mod tests {
         assert_eq!(portal_token("ps_abc.s3cr-et_"), Some(("ps_abc", "s3cr-et_")));
         for bad in ["sk_abc", "ps_abc", "ps_abc.", ".x", "ps_a b.x", "ps_a.x.y", "ps_a.x=", "xps_a.x"] {
             assert_eq!(portal_token(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_key_shaped_tokens_are_looked_up() {
+        let minted = format!("sk_{}", "0a".repeat(32));
+        assert!(key_shaped(&minted));
+        let too_long = format!("sk_{}", "a".repeat(129));
+        for bad in ["sk_", "sk_a b", "sk_ab.c", "sk_abc\u{e9}", "SK_abc", "ps_abc.def", "abc", &too_long] {
+            assert!(!key_shaped(bad), "{bad}");
         }
     }
 

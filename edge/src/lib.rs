@@ -250,12 +250,31 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
         // crate's type, which would also read `request.cf` and copy the URL, method and headers.
         return api::ingest::webhook(provider, &req, env).await;
     }
-    // Every `/admin` and `/v1` request counts against its caller's rate limit, before it reads
-    // anything (the carriers' webhooks above never do).
-    if matched.handler != Handler::OpenApi {
-        api::limits::count(&req, env, matched.admin, platform::now()).await?;
+    let outside_v1 = segments.first() != Some(&"v1");
+    if matched.handler == Handler::OpenApi {
+        return served(req, method, matched, outside_v1, env).await;
     }
-    if segments.first() != Some(&"v1") {
+    // Every `/admin` and `/v1` request counts against its caller's rate limit, before it reads
+    // anything (the carriers' webhooks above never do); one whose credential fails counts
+    // against its address too (docs/contract.md §5, "Rate limits").
+    let (address, at) = (api::limits::address(&req), platform::now());
+    api::limits::admit(&req, &address, at)?;
+    api::limits::count(&req, env, matched.admin, at).await?;
+    match served(req, method, matched, outside_v1, env).await {
+        Err(EdgeError::Unauthorized) => Err(api::limits::failed(env, &address, platform::now()).await),
+        other => other,
+    }
+}
+
+/// Serves a matched `/admin`, `/v1` or page route past its rate limit.
+async fn served(
+    req: web_sys::Request,
+    method: &str,
+    matched: Matched<'_>,
+    outside_v1: bool,
+    env: &Env,
+) -> Result<web_sys::Response, EdgeError> {
+    if outside_v1 {
         let req: Request = req.into();
         if matched.admin && api::idempotency::requested(method, &req) {
             api::auth::admin(&req, env)?;

@@ -9,10 +9,16 @@ use serde_json::json;
 
 use crate::TestFn;
 
-pub const TESTS: &[(&str, TestFn)] = &[(
-    "limits::a_burst_over_the_limit_is_answered_429_and_slows_no_one_else",
-    a_burst_over_the_limit_is_answered_429_and_slows_no_one_else,
-)];
+pub const TESTS: &[(&str, TestFn)] = &[
+    (
+        "limits::a_burst_over_the_limit_is_answered_429_and_slows_no_one_else",
+        a_burst_over_the_limit_is_answered_429_and_slows_no_one_else,
+    ),
+    (
+        "limits::guessed_tokens_are_limited_by_address_and_a_known_key_there_is_still_served",
+        guessed_tokens_are_limited_by_address_and_a_known_key_there_is_still_served,
+    ),
+];
 
 /// The limit of the test's worker, requests a minute per key.
 const LIMIT: usize = 20;
@@ -32,10 +38,19 @@ fn windows(elapsed: std::time::Duration) -> usize {
 /// a connection unanswered now and then under load). Sent once: the limiter may have counted a
 /// request whose answer was lost, so a burst counts those apart instead of sending them again.
 fn get(w: &Worker, path: &str, token: &str) -> (u16, Option<u64>) {
-    let answer = ureq::get(&format!("{}{path}", w.base))
-        .timeout(sim::api::TIMEOUT)
-        .set("authorization", &format!("Bearer {token}"))
-        .call();
+    get_from(w, path, Some(token), None)
+}
+
+/// [`get`] with or without a token, from a client address (`cf-connecting-ip`) when one is given.
+fn get_from(w: &Worker, path: &str, token: Option<&str>, address: Option<&str>) -> (u16, Option<u64>) {
+    let mut request = ureq::get(&format!("{}{path}", w.base)).timeout(sim::api::TIMEOUT);
+    if let Some(token) = token {
+        request = request.set("authorization", &format!("Bearer {token}"));
+    }
+    if let Some(address) = address {
+        request = request.set("cf-connecting-ip", address);
+    }
+    let answer = request.call();
     match answer {
         Ok(r) | Err(ureq::Error::Status(_, r)) => (r.status(), r.header("retry-after").and_then(|v| v.parse().ok())),
         Err(e) => {
@@ -127,4 +142,65 @@ fn a_burst_over_the_limit_is_answered_429_and_slows_no_one_else(_shared: &Worker
     let body = json!({"from": quiet.number, "to": "+15559990000", "text": "served after the portal's burst"});
     let sent = w.call("POST", "/v1/messages", &quiet.key, Some(&body), &[]);
     assert_eq!(sent.status, 201, "the account's full key is served after a portal session's burst: {}", sent.body);
+}
+
+/// Made-up tokens from one address: each is counted against the address, not only against
+/// itself, so past the limit the address's guesses (keys, portal sessions, the admin token, none
+/// at all) are answered 429 with `Retry-After`, while a key that authenticated from that address
+/// before is still served, and a guess from another address is still answered 401.
+fn guessed_tokens_are_limited_by_address_and_a_known_key_there_is_still_served(_shared: &Worker) {
+    let w = Worker::start_with(&[(RATE_LIMIT_VAR, &LIMIT.to_string())]);
+    let customer = w.new_customer("shared-address");
+    let (guesser, elsewhere) = ("203.0.113.7", "198.51.100.9");
+    assert_eq!(get_from(&w, "/v1/usage", Some(&customer.key), Some(guesser)).0, 200);
+    let (mut unauthorized, mut refused, mut lost) = (0, 0, 0);
+    let began = std::time::Instant::now();
+    // When the address's last refusal said its minute ends.
+    let mut blocked_until = began;
+    for n in 0..BURST {
+        let guess = format!("sk_{}{}", sim::random_hex(), sim::random_hex());
+        match get_from(&w, "/v1/usage", Some(&guess), Some(guesser)) {
+            (401, _) => unauthorized += 1,
+            (429, Some(wait)) if (1..=60).contains(&wait) => {
+                refused += 1;
+                blocked_until = std::time::Instant::now() + Duration::from_secs(wait);
+            }
+            (0, _) => lost += 1,
+            other => panic!("guess {n}: {other:?}"),
+        }
+    }
+    let most = windows(began.elapsed()) * LIMIT;
+    assert!(
+        unauthorized <= most && refused + lost >= BURST.saturating_sub(most) && lost <= 2,
+        "{unauthorized} guesses answered 401 (at most {most}), {refused} refused, {lost} unanswered"
+    );
+    assert!(refused > 0, "the guesses were limited");
+    // Whatever the address tries next, while its minute lasts, is refused before any read...
+    let session_guess = format!("ps_{}.{}", sim::random_hex(), sim::random_hex());
+    let next = [
+        ("/v1/usage", Some("sk_0123456789abcdef")),
+        ("/v1/usage", Some(session_guess.as_str())),
+        ("/v1/usage", Some("not a key at all")),
+        ("/v1/usage", None),
+        ("/admin/accounts", Some("a-guessed-admin-token")),
+    ];
+    for (path, token) in next {
+        let (status, wait) = get_from(&w, path, token, Some(guesser));
+        if status == 401 {
+            // Only once the minute the refusals named has ended (Retry-After is rounded up to a
+            // second) is the address counted anew.
+            let now = std::time::Instant::now();
+            assert!(now + Duration::from_secs(2) >= blocked_until, "{path} {token:?}: 401 inside the refused minute");
+            continue;
+        }
+        assert_eq!(status, 429, "{path} {token:?}");
+        assert!(wait.is_some_and(|s| (1..=60).contains(&s)), "{path} {token:?}: Retry-After {wait:?}");
+    }
+    // ...but the customer's key, which authenticated from there, is served; and a guess from
+    // another address is its own.
+    assert_eq!(get_from(&w, "/v1/usage", Some(&customer.key), Some(guesser)).0, 200, "the known key is served");
+    let guess = format!("sk_{}", sim::random_hex());
+    assert_eq!(get_from(&w, "/v1/usage", Some(&guess), Some(elsewhere)).0, 401, "another address is not limited");
+    let a = w.call("GET", "/admin/accounts", ADMIN_TOKEN, None, &[]);
+    assert_eq!(a.status, 200, "the admin token, from the test's own address, is served: {}", a.body);
 }

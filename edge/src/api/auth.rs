@@ -27,6 +27,7 @@ pub fn admin(req: &Request, env: &Env) -> Result<(), EdgeError> {
     // Compare digests so the comparison does not leak the token's length either.
     let same: bool = Sha256::digest(given.as_bytes()).ct_eq(&Sha256::digest(expected.as_bytes())).into();
     if same {
+        crate::api::limits::passed(given.as_str(), now());
         Ok(())
     } else {
         Err(EdgeError::Unauthorized)
@@ -34,9 +35,7 @@ pub fn admin(req: &Request, env: &Env) -> Result<(), EdgeError> {
 }
 
 /// The SHA-256 (hex) under which an API key or a portal session's secret is stored.
-pub fn key_hash(api_key: &str) -> String {
-    Sha256::digest(api_key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use exactly_core::access::secret_hash as key_hash;
 
 /// Who a `/v1` request is: the account, the database it lives in, and what its credential
 /// allows.
@@ -70,7 +69,12 @@ pub async fn caller(req: &web_sys::Request, env: &Env) -> Result<Caller, EdgeErr
             None => None,
         };
         let access = Access::Portal { read_only: session.read_only, endpoints };
+        crate::api::limits::passed(&token, at);
         return Ok(Caller { account_id: session.account_id, key_id: None, binding: session.binding, access });
+    }
+    // Nothing shaped otherwise is ever a key: refused without a read.
+    if !exactly_core::access::key_shaped(&token) {
+        return Err(EdgeError::Unauthorized);
     }
     let key = keys::live_key(&root, &key_hash(&token)).await?.ok_or(EdgeError::Unauthorized)?;
     let scope = Scope::parse(&key.scope).ok_or_else(|| {
@@ -83,6 +87,7 @@ pub async fn caller(req: &web_sys::Request, env: &Env) -> Result<Caller, EdgeErr
             worker::console_error!("{}", serde_json::json!({"key": key.id, "last_used": e.to_string()}));
         }
     }
+    crate::api::limits::passed(&token, at);
     Ok(Caller { account_id: key.account_id, key_id: Some(key.id), binding: key.binding, access: Access::Key(scope) })
 }
 
