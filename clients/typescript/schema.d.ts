@@ -825,7 +825,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List the account's portal sessions
+         * @description Scope `full` only. The live sessions: unexpired, minted by a live key.
+         */
+        get: operations["listPortalSessions"];
         put?: never;
         /**
          * Mint a portal link
@@ -833,6 +837,26 @@ export interface paths {
          */
         post: operations["createPortalSession"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/portal_sessions/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke a portal session
+         * @description Scope `full` only. The session ends now: its link and its token are refused from this moment (a portal open on it says the link is no longer valid). Other sessions, and the key that minted it, go on.
+         */
+        delete: operations["revokePortalSession"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1999,6 +2023,19 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             finished_at: string | null;
+        };
+        /** @description A live portal session as its account lists it. Its secret is never shown again: only the link minted with it holds it. */
+        PortalSession: {
+            id: string;
+            /** @description The API key that minted it: revoking that key ends it too. */
+            key_id: string;
+            read_only: boolean;
+            /** @description The endpoints it reaches; null for all of the account's. */
+            endpoint_ids: string[] | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            expires_at: string;
         };
     };
     responses: {
@@ -5813,6 +5850,74 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    listPortalSessions: {
+        parameters: {
+            query?: {
+                limit?: number;
+                cursor?: string;
+            };
+            header?: {
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of live sessions, those that end last first */
+            200: {
+                headers: {
+                    "x-d1-bookmark": components["headers"]["Bookmark"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data?: components["schemas"]["PortalSession"][];
+                        next_cursor?: string | null;
+                    };
+                };
+            };
+            /** @description A malformed request (here: an `x-d1-bookmark` that cannot be a bookmark) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
+            /** @description A field failed validation (`error.field` names it) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidFieldError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     createPortalSession: {
         parameters: {
             query?: never;
@@ -5911,6 +6016,68 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    revokePortalSession: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                "x-d1-bookmark"?: components["parameters"]["Bookmark"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked */
+            204: {
+                headers: {
+                    "x-d1-bookmark": components["headers"]["Bookmark"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A malformed request (here: an `x-d1-bookmark` that cannot be a bookmark) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description The key's scope, or the portal session, does not allow this request (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotPermittedError"];
+                };
+            };
+            /** @description No live portal session of this account by that id (unknown, expired or revoked) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             429: components["responses"]["RateLimited"];

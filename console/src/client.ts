@@ -118,4 +118,7 @@ export const listKeys = (query: Query<'/v1/api_keys', 'get'>) => unwrap(client()
 export const createKey = (body: Body<'/v1/api_keys', 'post'>) => unwrap(client().POST('/v1/api_keys', { body }));
 export const revokeKey = (id: string) => unwrap(client().DELETE('/v1/api_keys/{id}', path(id)));
 export const createPortalSession = (body: Body<'/v1/portal_sessions', 'post'>) => unwrap(client().POST('/v1/portal_sessions', { body }));
+export const listPortalSessions = (query: Query<'/v1/portal_sessions', 'get'>) =>
+  unwrap(client().GET('/v1/portal_sessions', { params: { query: q(query) } }));
+export const revokePortalSession = (id: string) => unwrap(client().DELETE('/v1/portal_sessions/{id}', path(id)));
 export const updateAccount = (body: Body<'/v1/account', 'patch'>) => unwrap(client().PATCH('/v1/account', { body }));

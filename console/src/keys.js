@@ -1,5 +1,6 @@
 // Access: the account's API keys (create, with its scope; revoke), portal links for the
-// account's own customers, and the origins that may embed the portal. Scope `full` only: the API
+// account's own customers (create; list the live ones; revoke one), and the origins that may
+// embed the portal. Scope `full` only: the API
 // answers 403 to any other key, and the page shows the API's words.
 import { useState } from 'preact/hooks';
 import * as api from './client.ts';
@@ -38,14 +39,14 @@ function NewKey({ onCreated }) {
   </form>`;
 }
 
-function PortalLink() {
+function PortalLink({ onCreated }) {
   const [readOnly, setReadOnly] = useState(true);
   const [endpoints, setEndpoints] = useState('');
   const [state, run] = useAction();
   const submit = (e) => {
     e.preventDefault();
     const ids = endpoints.split(/[\s,]+/).filter(Boolean);
-    run(() => api.createPortalSession({ read_only: readOnly, ...(ids.length ? { endpoint_ids: ids } : {}) }));
+    run(() => api.createPortalSession({ read_only: readOnly, ...(ids.length ? { endpoint_ids: ids } : {}) })).then((ok) => ok && onCreated());
   };
   return html`<form class="stack panel" aria-label="New portal link" onSubmit=${submit}>
     <label class="check" for="portal-read-only"><input id="portal-read-only" type="checkbox" checked=${readOnly} onChange=${(e) => setReadOnly(e.currentTarget.checked)} /> Read-only</label>
@@ -55,6 +56,35 @@ function PortalLink() {
     <${ErrorBox} error=${state.error} />
     ${state.done ? html`<${ShownOnce} label="Portal link" value=${state.done.url} />` : null}
   </form>`;
+}
+
+// The live portal links, those that end last first: one is revoked alone, so a leaked link ends
+// without rotating the key that made it.
+function PortalSessions({ version }) {
+  const [cursor, setCursor] = useState(undefined);
+  const list = useLoad(() => api.listPortalSessions({ cursor, limit: 20 }), `${version}:${cursor || ''}`);
+  const [action, run] = useAction();
+  const revoke = async (s) => {
+    if (!confirm(`Revoke portal link ${s.id}? It stops working at once.`)) return;
+    // A 204 carries no body: the list is read again whatever the answer, and shows what is live.
+    await run(() => api.revokePortalSession(s.id));
+    list.reload(true);
+  };
+  return html`<div class="stack">
+    <${ErrorBox} error=${list.error || action.error} />
+    ${list.loading && !list.data ? html`<${Loading} what="portal links" />` : null}
+    ${list.data ? html`
+      <${Table} label="Portal links" head=${['Link', 'Access', 'Endpoints', 'Created', 'Expires', '']}>
+        ${list.data.data.map((s) => html`<tr>
+          <td><code class="id">${s.id}</code></td><td>${s.read_only ? 'read-only' : 'read and write'}</td>
+          <td>${s.endpoint_ids ? s.endpoint_ids.join(', ') : 'all'}</td>
+          <td class="nowrap"><${Time} at=${s.created_at} /></td><td class="nowrap"><${Time} at=${s.expires_at} /></td>
+          <td><button type="button" disabled=${action.busy} onClick=${() => revoke(s)}>Revoke link</button></td>
+        </tr>`)}
+      <//>
+      ${list.data.data.length === 0 ? html`<p class="muted small">No live portal links.</p>` : null}
+      ${list.data.next_cursor ? html`<div><button type="button" onClick=${() => setCursor(list.data.next_cursor)}>Later links</button></div>` : null}` : null}
+  </div>`;
 }
 
 function Origins() {
@@ -82,6 +112,7 @@ function Origins() {
 
 export function KeysPage({ query }) {
   const { cursor } = query;
+  const [links, setLinks] = useState(0);
   const list = useLoad(() => api.listKeys({ cursor, limit: 20 }), cursor || '');
   const [action, run] = useAction();
   const revoke = async (key) => {
@@ -107,7 +138,8 @@ export function KeysPage({ query }) {
       <${Pager} base="/keys" query=${query} nextCursor=${list.data.next_cursor} onRefresh=${list.reload} />` : null}
     <h2>Portal</h2>
     <p class="muted small">A portal link opens this account's webhooks (endpoints, their delivery log, events) for one of your customers, without a key.</p>
-    <${PortalLink} />
+    <${PortalLink} onCreated=${() => setLinks(links + 1)} />
+    <${PortalSessions} version=${links} />
     <${Origins} />
   </section>`;
 }

@@ -86,6 +86,8 @@ pub enum Handler {
     GetAccount,
     UpdateAccount,
     CreatePortalSession,
+    ListPortalSessions,
+    RevokePortalSession,
     Portal,
     MetricsSeries,
     OpenApi,
@@ -156,6 +158,8 @@ routes! {
     ("GET", "/v1/account") => Handler::GetAccount,
     ("PATCH", "/v1/account") => Handler::UpdateAccount,
     ("POST", "/v1/portal_sessions") => Handler::CreatePortalSession,
+    ("GET", "/v1/portal_sessions") => Handler::ListPortalSessions,
+    ("DELETE", "/v1/portal_sessions/{id}") => Handler::RevokePortalSession,
     ("GET", "/portal/{id}") => Handler::Portal,
     ("GET", "/openapi.json") => Handler::OpenApi,
     ("GET", "/healthz") => Handler::Health,
@@ -350,7 +354,9 @@ fn access_route<'a>(matched: &Matched<'a>, method: &str) -> exactly_core::access
         | Handler::CreateKey
         | Handler::RevokeKey
         | Handler::UpdateAccount
-        | Handler::CreatePortalSession => route(Area::Keys, None, true),
+        | Handler::CreatePortalSession
+        | Handler::ListPortalSessions
+        | Handler::RevokePortalSession => route(Area::Keys, None, true),
         // Not `/v1`: the operator's token, a carrier's signature or nothing is their credential.
         Handler::Webhook(_)
         | Handler::CreateAccount
@@ -442,6 +448,8 @@ async fn dispatch(matched: Matched<'_>, req: Request, env: &Env) -> Result<Respo
         Handler::GetAccount => api::portal::account(req, env).await,
         Handler::UpdateAccount => api::portal::update_account(req, env).await,
         Handler::CreatePortalSession => api::portal::create_session(req, env).await,
+        Handler::ListPortalSessions => api::portal::list_sessions(req, env).await,
+        Handler::RevokePortalSession => api::portal::revoke_session(req, env, id).await,
         Handler::Portal => api::portal::page(req, env, id).await,
         Handler::MetricsSeries => admin::metrics_series(req, env).await,
         Handler::OpenApi => api::openapi::document(),

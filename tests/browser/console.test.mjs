@@ -430,7 +430,7 @@ test('delivery log: each attempt shows the request as sent and the answer; retry
   await signOut();
 });
 
-test('access: a read key is created, shown once, works, and is refused once revoked; the portal origins are set', async () => {
+test('access: a read key is created, shown once, works, and is refused once revoked; a portal link is listed and revoked alone; the portal origins are set', async () => {
   await signIn(account.api_key);
   await nav('Access').click();
   await page.getByLabel('Key name').fill('support desk');
@@ -446,6 +446,19 @@ test('access: a read key is created, shown once, works, and is refused once revo
   await row.getByRole('button', { name: 'Revoke' }).click();
   await row.getByText('revoked').waitFor();
   assert.equal((await stack.api('GET', '/v1/messages?limit=1', key)).status, 401, 'refused once revoked');
+  // A portal link is listed once made, and revoked alone.
+  await page.getByRole('button', { name: /Create a portal link/ }).click();
+  const link = page.getByRole('status', { name: 'Portal link' });
+  await link.waitFor();
+  const url = (await link.locator('code').textContent()).trim();
+  const [sessionId, secret] = url.split('/portal/')[1].split('#');
+  const token = `${sessionId}.${secret}`;
+  assert.equal((await stack.api('GET', '/v1/webhook_endpoints', token)).status, 200, 'the new link works');
+  const linkRow = page.getByRole('region', { name: 'Portal links' }).locator('tr', { hasText: sessionId });
+  await linkRow.getByRole('button', { name: 'Revoke link' }).click();
+  await linkRow.waitFor({ state: 'detached' });
+  assert.equal((await stack.api('GET', '/v1/webhook_endpoints', token)).status, 401, 'the link is refused once revoked');
+  assert.equal((await stack.api('GET', '/v1/messages?limit=1', account.api_key)).status, 200, 'the key that made it goes on');
   await page.getByLabel(/Origins that may embed the portal/).fill('https://dashboard.example.com');
   await page.getByRole('button', { name: 'Save origins' }).click();
   await page.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();

@@ -25,6 +25,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
         a_limited_sessions_pages_reveal_nothing_it_may_not_see,
     ),
     ("portal::an_account_holds_at_most_500_unexpired_sessions", an_account_holds_at_most_500_unexpired_sessions),
+    ("portal::one_portal_session_is_listed_and_revoked_alone", one_portal_session_is_listed_and_revoked_alone),
 ];
 
 fn new_key(w: &Worker, c: &Customer, scope: &str) -> (String, String) {
@@ -52,7 +53,7 @@ enum Area {
 
 fn area(method: &str, pattern: &str) -> Area {
     let keys = pattern.starts_with("/v1/api_keys")
-        || pattern == "/v1/portal_sessions"
+        || pattern.starts_with("/v1/portal_sessions")
         || (pattern == "/v1/account" && method != "GET");
     let messaging = ["/v1/messages", "/v1/calls", "/v1/usage", "/v1/media"].iter().any(|p| pattern.starts_with(p));
     if keys {
@@ -550,4 +551,59 @@ fn an_account_holds_at_most_500_unexpired_sessions(w: &Worker) {
     w.sql(&format!("UPDATE portal_sessions SET expires_at = 1 WHERE account_id = {}", lit(&c.account)));
     let again = w.call("POST", "/v1/portal_sessions", &c.key, Some(&json!({})), &[]);
     assert_eq!(again.status, 201, "expired sessions do not count: {}", again.body);
+}
+
+/// A leaked link is ended alone: the account's full key lists its live sessions (never their
+/// secrets, paged) and revokes one; that one's token and page are refused from then on, while
+/// the account's other session and the key that minted both go on. Another account's session
+/// cannot be revoked, and a session can neither list nor revoke.
+fn one_portal_session_is_listed_and_revoked_alone(w: &Worker) {
+    let c = w.new_customer("revoke one session");
+    let other = w.new_customer("revoke another's session");
+    let (leaked, kept) = (portal(w, &c, &json!({})), portal(w, &c, &json!({"read_only": true})));
+    let foreign = portal(w, &other, &json!({}));
+    let id = |s: &Value| s["id"].as_str().unwrap().to_owned();
+    let token = |s: &Value| s["token"].as_str().unwrap().to_owned();
+    let listed = w.call("GET", "/v1/portal_sessions", &c.key, None, &[]);
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let ids: Vec<String> = listed.json()["data"].as_array().unwrap().iter().map(id).collect();
+    assert_eq!(ids.len(), 2, "the account's two sessions, not the other account's: {}", listed.body);
+    assert!(ids.contains(&id(&leaked)) && ids.contains(&id(&kept)), "{}", listed.body);
+    for s in [&leaked, &kept] {
+        let secret = token(s).split_once('.').unwrap().1.to_owned();
+        assert!(!listed.body.contains(&secret), "a listed session shows no secret: {}", listed.body);
+    }
+    let shown = listed.json()["data"].as_array().unwrap().iter().find(|s| id(s) == id(&kept)).cloned().unwrap();
+    assert_eq!((shown["read_only"].clone(), shown["endpoint_ids"].clone()), (json!(true), Value::Null), "{shown}");
+    // Paged: one at a time, the cursor reaches the other and then ends.
+    let first = w.call("GET", "/v1/portal_sessions?limit=1", &c.key, None, &[]).json();
+    let cursor = first["next_cursor"].as_str().expect("a next page").to_owned();
+    let second = w.call("GET", &format!("/v1/portal_sessions?limit=1&cursor={cursor}"), &c.key, None, &[]).json();
+    let mut paged: Vec<String> = [&first, &second].iter().map(|p| id(&p["data"][0])).collect();
+    paged.sort();
+    let mut both = vec![id(&leaked), id(&kept)];
+    both.sort();
+    assert_eq!(paged, both, "{first} {second}");
+
+    // A session can neither list nor revoke.
+    assert_eq!(w.call("GET", "/v1/portal_sessions", &token(&kept), None, &[]).status, 403);
+    let own = format!("/v1/portal_sessions/{}", id(&kept));
+    assert_eq!(w.call("DELETE", &own, &token(&kept), None, &[]).status, 403);
+    // Another account's session is not this account's to end.
+    let theirs = format!("/v1/portal_sessions/{}", id(&foreign));
+    assert_eq!(w.call("DELETE", &theirs, &c.key, None, &[]).status, 404);
+    assert_eq!(w.call("GET", "/v1/webhook_endpoints", &token(&foreign), None, &[]).status, 200);
+
+    let revoke = format!("/v1/portal_sessions/{}", id(&leaked));
+    let a = w.call("DELETE", &revoke, &c.key, None, &[]);
+    assert_eq!(a.status, 204, "{}", a.body);
+    assert_eq!(w.call("GET", "/v1/webhook_endpoints", &token(&leaked), None, &[]).status, 401, "the leaked link ended");
+    let page = w.get(&format!("/portal/{}", id(&leaked)));
+    assert!(header(&page, "content-security-policy").ends_with("frame-ancestors 'none'"));
+    assert_eq!(w.call("GET", "/v1/webhook_endpoints", &token(&kept), None, &[]).status, 200, "the other goes on");
+    assert_eq!(w.call("GET", "/v1/webhook_endpoints", &c.key, None, &[]).status, 200, "the key goes on");
+    assert_eq!(w.call("DELETE", &revoke, &c.key, None, &[]).status, 404, "revoked already");
+    let after = w.call("GET", "/v1/portal_sessions", &c.key, None, &[]).json();
+    let left: Vec<String> = after["data"].as_array().unwrap().iter().map(id).collect();
+    assert_eq!(left, vec![id(&kept)], "{after}");
 }

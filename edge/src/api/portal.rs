@@ -87,7 +87,7 @@ pub async fn create_session(mut req: Request, env: &Env) -> Result<Response, Edg
         return Err(EdgeError::Conflict {
             code: crate::error::Conflict::SessionLimit,
             message: format!(
-                "the account holds {} unexpired portal sessions: let some expire or revoke the key that minted them",
+                "the account holds {} unexpired portal sessions: revoke some (DELETE /v1/portal_sessions/{{id}}) or let them expire",
                 sessions::MAX_LIVE_SESSIONS
             ),
         });
@@ -100,6 +100,36 @@ pub async fn create_session(mut req: Request, env: &Env) -> Result<Response, Edg
             "endpoint_ids": body.endpoint_ids, "expires_at": expires_at.to_rfc3339(),
         }),
     )
+}
+
+/// A live portal session as its account lists it: never its secret, which only its link holds.
+fn shown(s: &sessions::ListedSession) -> serde_json::Value {
+    let endpoint_ids = s.endpoint_ids.as_deref().and_then(|ids| serde_json::from_str::<serde_json::Value>(ids).ok());
+    json!({
+        "id": s.id, "key_id": s.key_id, "read_only": s.read_only, "endpoint_ids": endpoint_ids,
+        "created_at": s.created_at.to_rfc3339(), "expires_at": s.expires_at.to_rfc3339(),
+    })
+}
+
+/// `GET /v1/portal_sessions`: the account's live sessions (unexpired, minted by a live key),
+/// those that end last first, paged.
+pub async fn list_sessions(req: Request, env: &Env) -> Result<Response, EdgeError> {
+    let account = auth::account(&req, env).await?;
+    let params = http::query(&req);
+    let limit = http::limit(&params)?;
+    let rows = sessions::list_sessions(env, &account.id, http::Cursor::from_params(&params)?, limit, now()).await?;
+    let next = http::Cursor::after(&rows, limit, |s| (s.expires_at, &s.id));
+    http::json(200, &crate::api::page(rows.iter().map(shown).collect(), next))
+}
+
+/// `DELETE /v1/portal_sessions/{id}`: 204, the session ends now (its link and token are refused
+/// from this moment); 404 for no live session of the account by that id.
+pub async fn revoke_session(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+    let account = auth::account(&req, env).await?;
+    if !sessions::revoke_session(env, &account.id, id, now()).await? {
+        return Err(EdgeError::NotFound);
+    }
+    Ok(Response::empty().map_err(|e| EdgeError::platform("respond", e))?.with_status(204))
 }
 
 #[derive(Deserialize)]

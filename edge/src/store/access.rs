@@ -296,6 +296,56 @@ pub async fn session(root: &D1Database, id: &str) -> Result<Option<Session>, Edg
     .await
 }
 
+crate::store::row! {
+    /// A live portal session as its account lists it: never its secret.
+    #[derive(Debug)]
+    pub struct ListedSession {
+        pub id: String,
+        pub key_id: String,
+        pub read_only: bool,
+        /// A JSON array of endpoint ids, or `None` for all of the account's.
+        pub endpoint_ids: Option<String>,
+        pub created_at: Timestamp,
+        pub expires_at: Timestamp,
+    }
+}
+
+/// The account's live portal sessions (unexpired, minted by a live key), those that end last
+/// first, `limit` after `cursor` (`expires_at`, `id`).
+pub async fn list_sessions(
+    env: &Env,
+    account_id: &str,
+    cursor: Option<Cursor>,
+    limit: u32,
+    now: Timestamp,
+) -> Result<Vec<ListedSession>, EdgeError> {
+    let root = db::d1(env, crate::bindings::DB)?;
+    let (at, id) = Cursor::args(&cursor);
+    db::all(db::stmt(
+        &root,
+        "SELECT s.id, s.key_id, s.read_only, s.endpoint_ids, s.created_at, s.expires_at
+         FROM portal_sessions s JOIN api_keys k ON k.id = s.key_id AND k.revoked_at IS NULL
+         WHERE s.account_id = ?1 AND s.expires_at > ?5
+           AND (?2 IS NULL OR s.expires_at < ?2 OR (s.expires_at = ?2 AND s.id < ?3))
+         ORDER BY s.expires_at DESC, s.id DESC LIMIT ?4",
+        &[text(account_id), at, id, int(i64::from(limit)), time(now)],
+    )?)
+    .await
+}
+
+/// Ends portal session `id` of the account now (its `expires_at` becomes `now`); whether a live
+/// one was ended. Its link and token are refused from this moment.
+pub async fn revoke_session(env: &Env, account_id: &str, id: &str, now: Timestamp) -> Result<bool, EdgeError> {
+    let root = db::d1(env, crate::bindings::DB)?;
+    let ended = db::run(db::stmt(
+        &root,
+        "UPDATE portal_sessions SET expires_at = ?3 WHERE id = ?1 AND account_id = ?2 AND expires_at > ?3",
+        &[text(id), text(account_id), time(now)],
+    )?)
+    .await?;
+    Ok(ended == 1)
+}
+
 /// Deletes the portal sessions that expired before `before`, at most `limit`; how many.
 pub async fn prune_sessions(root: &D1Database, before: Timestamp, limit: i64) -> Result<usize, EdgeError> {
     db::run(db::stmt(
