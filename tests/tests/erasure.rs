@@ -24,6 +24,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
         "erasure::an_erasure_of_one_account_leaves_a_longer_number_and_another_accounts_pending_message",
         an_erasure_of_one_account_leaves_a_longer_number_and_another_accounts_pending_message,
     ),
+    (
+        "erasure::requests_at_once_are_one_erasure_and_one_in_its_tail_minute_waits_the_minute",
+        requests_at_once_are_one_erasure_and_one_in_its_tail_minute_waits_the_minute,
+    ),
 ];
 
 /// Asks for an erasure and waits for it to finish: its record, as `GET /admin/erasures/{id}`
@@ -299,4 +303,50 @@ fn an_erasure_of_one_account_leaves_a_longer_number_and_another_accounts_pending
     let delivered =
         w.eventually(Duration::from_secs(60), || w.customer.received(&b_path).iter().any(|r| r.body.contains(&b_text)));
     assert!(delivered, "b's pending message from the person was delivered with its text");
+}
+
+/// Requests for one number's erasure at once make one record: every answer names it, and one row
+/// runs. Asked again while it waits for its tail pass, it still waits the whole tail (here 20 s,
+/// `E2E_ERASURE_TAIL_SECS`) from the end of pass 1 before reading what was written since, so a
+/// message whose processing was under way is still found.
+fn requests_at_once_are_one_erasure_and_one_in_its_tail_minute_waits_the_minute(_shared: &Worker) {
+    const TAIL_SECS: i64 = 20;
+    // Its own worker: the tail is longer than the shared one's.
+    let w = Worker::start_with(&[("E2E_ERASURE_TAIL_SECS", &TAIL_SECS.to_string())]);
+    let body = json!({"phone_number": fresh_number()});
+    let ids: Vec<String> = std::thread::scope(|s| {
+        let asks: Vec<_> = (0..6)
+            .map(|_| {
+                s.spawn(|| {
+                    let a = w.call("POST", "/admin/erasures", ADMIN_TOKEN, Some(&body), &[]);
+                    assert_eq!(a.status, 202, "{}", a.body);
+                    a.json()["id"].as_str().expect("an erasure id").to_owned()
+                })
+            })
+            .collect();
+        asks.into_iter().map(|a| a.join().expect("an answer")).collect()
+    });
+    assert!(ids.iter().all(|id| *id == ids[0]), "one erasure for requests at once: {ids:?}");
+    assert_eq!(w.count("SELECT COUNT(*) AS n FROM erasures"), 1, "one row");
+    let id = ids[0].clone();
+    // Pass 1 ends (nothing to find), and the record waits for its tail.
+    let row = format!("SELECT pass, updated_at FROM erasures WHERE id = {}", lit(&id));
+    let mut ended = 0;
+    let waiting = w.eventually(Duration::from_secs(60), || {
+        let rows = w.sql_at("DB", &row);
+        ended = rows.first().and_then(|r| r["updated_at"].as_i64()).unwrap_or(0);
+        rows.first().is_some_and(|r| r["pass"] == 2)
+    });
+    assert!(waiting, "pass 1 ended: {:?}", w.sql_at("DB", &row));
+    let again = w.call("POST", "/admin/erasures", ADMIN_TOKEN, Some(&body), &[]);
+    assert_eq!((again.status, again.json()["id"].as_str()), (202, Some(id.as_str())), "{}", again.body);
+    let record = erased(&w, &body);
+    assert_eq!(record["id"], id.as_str());
+    let finished = w.sql_at("DB", &format!("SELECT finished_at FROM erasures WHERE id = {}", lit(&id)));
+    let finished = finished.first().and_then(|r| r["finished_at"].as_i64()).expect("finished_at");
+    assert!(
+        finished >= ended + TAIL_SECS * 1000,
+        "the tail began {} ms after pass 1 ended, not the {TAIL_SECS} s it waits",
+        finished - ended
+    );
 }

@@ -52,11 +52,16 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
     let record = match erasures::running(&root, &mac, account).await? {
         Some(running) => running,
         None => {
+            // Two requests at once both find none: the index lets one insert, and the other
+            // finds that one.
             let id = new_id("era")?;
-            erasures::start(&root, &id, &mac, account, &erasures::no_counts(), now()).await?;
-            erasures::find(&root, &id)
-                .await?
-                .ok_or_else(|| EdgeError::unavailable("erasure", "not found after its insert"))?
+            let started = erasures::start(&root, &id, &mac, account, &erasures::no_counts(), now()).await?;
+            let found = if started {
+                erasures::find(&root, &id).await?
+            } else {
+                erasures::running(&root, &mac, account).await?
+            };
+            found.ok_or_else(|| EdgeError::unavailable("erasure", "neither started nor running"))?
         }
     };
     // A second job of a page that already has one finds the record moved, and stops.

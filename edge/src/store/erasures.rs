@@ -76,7 +76,8 @@ pub fn no_counts() -> serde_json::Value {
 const COLUMNS: &str =
     "id, account_id, counts, state, pass, step, after_row, marks, pages, created_at, updated_at, finished_at";
 
-/// Records a new erasure, with no page run yet.
+/// Records a new erasure, with no page run yet, unless one of the same number and scope runs
+/// (a unique index keeps one); whether it did.
 pub async fn start(
     db: &D1Database,
     id: &str,
@@ -84,15 +85,15 @@ pub async fn start(
     account_id: Option<&str>,
     counts: &serde_json::Value,
     now: Timestamp,
-) -> Result<(), EdgeError> {
-    db::run(db::stmt(
+) -> Result<bool, EdgeError> {
+    let added = db::run(db::stmt(
         db,
-        "INSERT INTO erasures (id, number_mac, account_id, counts, state, created_at, updated_at)
+        "INSERT OR IGNORE INTO erasures (id, number_mac, account_id, counts, state, created_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?5)",
         &[text(id), text(number_mac), opt_text(account_id), text(&counts.to_string()), time(now)],
     )?)
     .await?;
-    Ok(())
+    Ok(added == 1)
 }
 
 /// Erasure `id`.
