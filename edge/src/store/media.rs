@@ -302,8 +302,24 @@ pub async fn keys_of(db: &D1Database, ids: &str) -> Result<Vec<String>, EdgeErro
 }
 
 /// The statement that deletes the media rows of the messages `ids` (a JSON array): an erasure.
+/// It returns the copies the rows named when deleted ([`erased_keys`] reads them): a copy
+/// recorded after the erasure read the keys is among them.
 pub fn erase(db: &D1Database, ids: &str) -> Result<worker::D1PreparedStatement, EdgeError> {
-    db::stmt(db, "DELETE FROM message_media WHERE message_id IN (SELECT value FROM json_each(?1))", &[text(ids)])
+    db::stmt(
+        db,
+        "DELETE FROM message_media WHERE message_id IN (SELECT value FROM json_each(?1)) RETURNING r2_key",
+        &[text(ids)],
+    )
+}
+
+/// The stored copies named by the rows [`erase`] deleted.
+pub fn erased_keys(result: &db::Reply) -> Result<Vec<String>, EdgeError> {
+    crate::store::row! {
+        struct Deleted {
+            r2_key: Option<String>,
+        }
+    }
+    Ok(db::rows::<Deleted>(result)?.into_iter().filter_map(|d| d.r2_key).collect())
 }
 
 /// Deletes the stored copy under `key` (nothing when there is none).

@@ -158,24 +158,7 @@ async fn page(
             let (_, db) = routes::open(env, Some(binding.clone()))?;
             let found = messages::erase::page(&db, n, account, after).await?;
             if !found.hits.is_empty() {
-                let ids = erasures::ids(&found.hits)?;
-                // The copies first: once the rows are gone nothing names them.
-                let keys = media::keys_of(&db, &ids).await?;
-                for key in &keys {
-                    media::delete_copy(env, key).await?;
-                }
-                let results = store::batch(
-                    &db,
-                    vec![
-                        deliveries::prune::erase_answers(&db, &ids)?,
-                        outbox::erase(&db, n, &ids, ERASED)?,
-                        media::erase(&db, &ids)?,
-                        messages::erase::redact(&db, n, &ids)?,
-                    ],
-                )
-                .await?;
-                add(counts, "media_copies", keys.len());
-                add(counts, "customer_events", results.get(1).map(store::changes).unwrap_or(0));
+                erase_messages(env, &db, n, &erasures::ids(&found.hits)?, counts).await?;
                 add(counts, "messages", found.hits.len());
             }
             Ok(found)
@@ -230,6 +213,38 @@ async fn page(
             Ok(found)
         }
     }
+}
+
+/// Erases the messages `ids` (a JSON array) of a page: their media copies, what endpoints
+/// answered to their events, the events, the media rows and the messages' number and text.
+async fn erase_messages(env: &Env, db: &D1Database, n: &str, ids: &str, counts: &mut Value) -> Result<(), EdgeError> {
+    // The copies first: once the rows are gone nothing names them.
+    let keys = media::keys_of(db, ids).await?;
+    for key in &keys {
+        media::delete_copy(env, key).await?;
+    }
+    let results = store::batch(
+        db,
+        vec![
+            deliveries::prune::erase_answers(db, ids)?,
+            outbox::erase(db, n, ids, ERASED)?,
+            media::erase(db, ids)?,
+            messages::erase::redact(db, n, ids)?,
+        ],
+    )
+    .await?;
+    // A copy its job recorded between the read of the keys and the batch: deleted now, or
+    // nothing would name it again.
+    let late: Vec<String> = match results.get(2) {
+        Some(deleted) => media::erased_keys(deleted)?.into_iter().filter(|k| !keys.contains(k)).collect(),
+        None => Vec::new(),
+    };
+    for key in &late {
+        media::delete_copy(env, key).await?;
+    }
+    add(counts, "media_copies", keys.len() + late.len());
+    add(counts, "customer_events", results.get(1).map(store::changes).unwrap_or(0));
+    Ok(())
 }
 
 /// The carrier events of `hits` that are `account`'s: those whose payload names, besides the
