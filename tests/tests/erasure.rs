@@ -82,7 +82,8 @@ fn holding(w: &Worker, needles: &[&str]) -> Vec<String> {
 /// number), it is in no row of any database file of the worker, the messages and the call still
 /// exist (text empty, the number `[erased]`), a second erasure finds nothing, and the inbound
 /// SMS's carrier webhook sent again is a duplicate. The ring target, erased in turn, leaves the
-/// ring plan, the leg, the call's object and every payload.
+/// ring plan, the leg, the call's object and every payload; so does a second target of the plan
+/// that was never dialled, which only the call's object held.
 fn an_erased_number_is_in_no_database_and_a_late_retry_is_still_a_duplicate(_shared: &Worker) {
     // Its own worker: the dumps read every database, which other tests write to.
     let w = Worker::start();
@@ -110,8 +111,8 @@ fn an_erased_number_is_in_no_database_and_a_late_retry_is_still_a_duplicate(_sha
     w.wait_status(&c, &outbound, "sent");
     // A call from the person to a number that rings a target.
     let ringing = fresh_number();
-    let target = fresh_number();
-    w.create_number(&c.account, &ringing, &[&target, "+15557770002"]);
+    let (target, spare) = (fresh_number(), fresh_number());
+    w.create_number(&c.account, &ringing, &[&target, &spare]);
     let session = format!("sess-{}", sim::random_hex());
     let control = format!("v3:{}", sim::random_hex());
     let call = sim::telnyx::envelope(
@@ -160,7 +161,14 @@ fn an_erased_number_is_in_no_database_and_a_late_retry_is_still_a_duplicate(_sha
     let left = holding(&w, &[&target, &target.replace('+', "%2B")]);
     assert!(left.is_empty(), "the ring target is still stored:\n{}", left.join("\n"));
     let plan = w.sql(&format!("SELECT ring_targets FROM phone_numbers WHERE phone_number = {}", lit(&ringing)));
-    assert_eq!(plan[0]["ring_targets"], "[\"+15557770002\"]", "the other target stays, in its place: {plan:?}");
+    assert_eq!(plan[0]["ring_targets"], json!([spare]).to_string(), "the other target stays, in its place: {plan:?}");
+    // The second target, never dialled (the first still rings), is in the call's ring plan, held
+    // by the call's object: erased, it leaves that too.
+    assert!(!holding(&w, &[&spare]).is_empty(), "the spare target is stored before its erasure");
+    let s = erased(&w, &json!({ "phone_number": spare }));
+    assert_eq!((s["counts"]["calls"].clone(), s["counts"]["call_states"].clone()), (json!(1), json!(1)), "{s}");
+    let left = holding(&w, &[&spare, &spare.replace('+', "%2B")]);
+    assert!(left.is_empty(), "the never-dialled target is still stored:\n{}", left.join("\n"));
     // The carrier retries the inbound SMS: a duplicate, no second message.
     let retry = w.deliver_telnyx(&inbound);
     assert_eq!((retry.status, retry.json()["outcome"].clone()), (200, json!("duplicate")), "{}", retry.body);

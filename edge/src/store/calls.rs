@@ -408,7 +408,9 @@ pub async fn erasure_page(
         "SELECT rowid AS row_no, id, NULL AS body FROM calls
          WHERE rowid > ?1 AND rowid <= ?2
            AND (from_number = ?3 OR to_number = ?3
-                OR EXISTS (SELECT 1 FROM call_legs l WHERE l.call_id = calls.id AND l.target = ?3))
+                OR EXISTS (SELECT 1 FROM call_legs l WHERE l.call_id = calls.id AND l.target = ?3)
+                OR EXISTS (SELECT 1 FROM phone_numbers p, json_each(p.ring_targets) t
+                           WHERE p.phone_number = calls.to_number AND t.value = ?3))
            AND (?4 IS NULL OR account_id = ?4)
          ORDER BY rowid LIMIT 25",
         &[text(number), opt_text(account)],
