@@ -190,24 +190,43 @@ pub async fn exists(db: &D1Database, message_id: &str, position: u32) -> Result<
     Ok(found.is_some_and(|f| f.n > 0))
 }
 
-/// Gives up a claim after a transient failure, so the next try can claim at once.
-pub async fn release(db: &D1Database, message_id: &str, position: u32) -> Result<(), EdgeError> {
+/// Gives up claim `claim` (its `copy_attempts`) after a transient failure, so the next try can
+/// claim at once; a lapsed claim taken again since is left to its new owner.
+pub async fn release(db: &D1Database, message_id: &str, position: u32, claim: u32) -> Result<(), EdgeError> {
     db::run(db::stmt(
         db,
-        "UPDATE message_media SET copying_until = 0 WHERE message_id = ?1 AND position = ?2 AND stored_at IS NULL",
-        &[text(message_id), int(i64::from(position))],
+        "UPDATE message_media SET copying_until = 0
+         WHERE message_id = ?1 AND position = ?2 AND stored_at IS NULL AND copy_attempts = ?3",
+        &[text(message_id), int(i64::from(position)), int(i64::from(claim))],
     )?)
     .await?;
     Ok(())
 }
 
-/// Gives up the copy of an item visibly (`copy_error`), unless it was stored meanwhile.
-pub async fn record_failed(db: &D1Database, message_id: &str, position: u32, error: &str) -> Result<bool, EdgeError> {
+/// Gives up the copy of an item visibly (`copy_error`), unless it was stored meanwhile; whether
+/// it did. By the owner of claim `claim` (its `copy_attempts`): a copier whose claim lapsed and
+/// was taken again leaves the decision to the newer one. Without a claim (a dead-lettered job),
+/// only while no live claim holds the item.
+pub async fn record_failed(
+    db: &D1Database,
+    message_id: &str,
+    position: u32,
+    claim: Option<u32>,
+    error: &str,
+    now: Timestamp,
+) -> Result<bool, EdgeError> {
     let changed = db::run(db::stmt(
         db,
         "UPDATE message_media SET copy_error = ?3, copying_until = 0
-         WHERE message_id = ?1 AND position = ?2 AND stored_at IS NULL AND copy_error IS NULL",
-        &[text(message_id), int(i64::from(position)), text(error)],
+         WHERE message_id = ?1 AND position = ?2 AND stored_at IS NULL AND copy_error IS NULL
+           AND (copy_attempts = ?4 OR (?4 IS NULL AND copying_until < ?5))",
+        &[
+            text(message_id),
+            int(i64::from(position)),
+            text(error),
+            claim.map_or(wasm_bindgen::JsValue::NULL, |c| int(i64::from(c))),
+            time(now),
+        ],
     )?)
     .await?;
     Ok(changed == 1)

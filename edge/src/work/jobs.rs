@@ -211,7 +211,8 @@ async fn dead_letter(env: &Env, job: &Job) -> Result<(), EdgeError> {
         Job::Dispatch { message_id, .. } => dead_dispatch(&env, &db, message_id).await,
         Job::CopyMedia { message_id, position, .. } => {
             let problem = "copying failed on every retry (dead-lettered)";
-            crate::store::media::record_failed(&db, message_id, *position, problem).await.map(|_| ())
+            let at = crate::platform::now();
+            crate::store::media::record_failed(&db, message_id, *position, None, problem, at).await.map(|_| ())
         }
         // The next tick does the part again; its failures were logged by each try.
         Job::Tick { .. } => Ok(()),

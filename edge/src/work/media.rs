@@ -58,26 +58,29 @@ pub async fn copy(env: &Env, db: &D1Database, message_id: &str, position: u32) -
         }
         Ok(Fetched::Refused(problem)) => {
             log("given up", &problem);
-            media::record_failed(db, message_id, position, &problem).await?;
-            Ok(Outcome::Done(Done::Failed))
+            let recorded =
+                media::record_failed(db, message_id, position, Some(claimed.copy_attempts), &problem, now()).await?;
+            Ok(Outcome::Done(if recorded { Done::Failed } else { Done::NoOp }))
         }
         Ok(Fetched::Unavailable(reason)) => match backoff::not_yet_delay(claimed.copy_attempts) {
             Some(delay) => {
                 log("retried", &reason);
-                media::release(db, message_id, position).await?;
+                media::release(db, message_id, position, claimed.copy_attempts).await?;
                 Ok(Outcome::RetryIn(u32::try_from(delay).unwrap_or(u32::MAX), Wait::MediaUnavailable))
             }
             None => {
                 let problem =
                     format!("the carrier's media link did not answer in {} tries: {reason}", claimed.copy_attempts);
                 log("given up", &problem);
-                media::record_failed(db, message_id, position, &problem).await?;
-                Ok(Outcome::Done(Done::Failed))
+                let recorded =
+                    media::record_failed(db, message_id, position, Some(claimed.copy_attempts), &problem, now())
+                        .await?;
+                Ok(Outcome::Done(if recorded { Done::Failed } else { Done::NoOp }))
             }
         },
         Err(e) => {
             // The bucket or the platform failed: free the claim so the queue's retry can copy.
-            media::release(db, message_id, position).await?;
+            media::release(db, message_id, position, claimed.copy_attempts).await?;
             Err(e)
         }
     }
