@@ -44,6 +44,8 @@ enum Resource {
     Event,
     /// A second API key of the account (read scope), so B's revocation would lock nobody out.
     Key,
+    /// A portal session of the account.
+    PortalSession,
 }
 
 /// Every route of `exactly_edge::ROUTES`, with who may call it. A route added to the router
@@ -102,6 +104,8 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("GET", "/v1/account", Access::Account),
     ("PATCH", "/v1/account", Access::Account),
     ("POST", "/v1/portal_sessions", Access::Account),
+    ("GET", "/v1/portal_sessions", Access::Account),
+    ("DELETE", "/v1/portal_sessions/{id}", Access::Owned(Resource::PortalSession)),
     ("GET", "/portal/{id}", Access::Public),
     ("GET", "/openapi.json", Access::Public),
     ("GET", "/healthz", Access::Public),
@@ -116,6 +120,8 @@ struct Owned {
     endpoint: String,
     event: String,
     api_key: String,
+    /// The portal session's id, and its bearer token.
+    portal_session: (String, String),
 }
 
 impl Owned {
@@ -127,6 +133,7 @@ impl Owned {
             Resource::Endpoint => &self.endpoint,
             Resource::Event => &self.event,
             Resource::Key => &self.api_key,
+            Resource::PortalSession => &self.portal_session.0,
         }
     }
 }
@@ -211,7 +218,12 @@ fn account_with_resources(w: &Worker) -> Owned {
     );
     let second = w.call("POST", "/v1/api_keys", &key, Some(&json!({"name": "second", "scope": "read"})), &[]);
     assert_eq!(second.status, 201, "{}", second.body);
+    let session = w.call("POST", "/v1/portal_sessions", &key, Some(&json!({"read_only": true})), &[]);
+    assert_eq!(session.status, 201, "{}", session.body);
+    let portal_session =
+        (session.json()["id"].as_str().unwrap().to_owned(), session.json()["token"].as_str().unwrap().to_owned());
     Owned {
+        portal_session,
         api_key: second.json()["id"].as_str().unwrap().to_owned(),
         key,
         message: sent.json()["id"].as_str().unwrap().to_owned(),
@@ -305,6 +317,8 @@ fn every_route_is_in_the_authorization_table(w: &Worker) {
     let keys = w.call("GET", "/v1/api_keys", &a.key, None, &[]).json();
     let second = keys["data"].as_array().into_iter().flatten().find(|k| k["id"] == a.api_key.as_str()).cloned();
     assert!(second.is_some_and(|k| k["revoked_at"].is_null()), "B's revocation changed nothing: {keys}");
+    let session = w.call("GET", "/v1/webhook_endpoints", &a.portal_session.1, None, &[]);
+    assert_eq!(session.status, 200, "B's revocation of A's portal session changed nothing: {}", session.body);
     let still_scheduled = w.call("GET", &format!("/v1/messages/{}", a.message), &a.key, None, &[]).json();
     assert_eq!(still_scheduled["status"], "scheduled", "B's cancel changed nothing: {still_scheduled}");
     for (path, id) in [
