@@ -23,6 +23,8 @@ fn expectations() -> Vec<(&'static str, Value, Value, bool)> {
         ("carrier_events.expire_moved_away", json!(false), json!(false), false),
         ("messages.claim", json!(true), json!(false), true),
         ("messages.record_sent", json!(true), json!(false), true),
+        // Recorded after an erasure reached the row, by a dispatcher that read it before.
+        ("messages.record_sent_after_erasure", json!(true), json!(false), true),
         ("messages.apply_report", json!(true), json!(false), true),
         ("messages.insert_inbound", json!(true), json!(false), true),
         ("messages.fail_undispatched", json!(true), json!(false), true),
@@ -123,6 +125,13 @@ fn every_guard_refuses_to_run_twice(w: &Worker) {
                     r["after_first"][0],
                     json!({"status": "sent", "events": 1, "charges": 1, "history": 1}),
                     "{r}"
+                );
+            }
+            "messages.record_sent_after_erasure" => {
+                assert_eq!(
+                    r["after_first"][0],
+                    json!({"status": "sent", "events": 1, "naming": 0}),
+                    "the event names neither the erased number nor the text: {r}"
                 );
             }
             "messages.insert_inbound" => {

@@ -52,14 +52,26 @@ impl Event {
 
     /// The INSERT that writes this event only if the previous statement of the batch changed
     /// exactly one row. At most one event of a type per resource.
+    ///
+    /// An event about a message is built from the row its writer read; when an erasure reached
+    /// that row since (a number of it reads `[erased]`, `messages::erase::ERASED`), the body
+    /// takes the row's numbers and no text or media instead: an erasure is never undone by an
+    /// event whose writer was under way (docs/contract.md §5, "Erasure").
     pub fn insert_if_changed(&self, db: &D1Database, now: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
         db::stmt(
             db,
             // The body carries the resource's next `sequence` (docs/contract.md §6), counted in
-            // the same statement, so no two events of one resource share a number.
+            // the same statement, so no two events of one resource share a number; about a
+            // message an erasure reached meanwhile, it carries what the row keeps.
             "INSERT INTO outbound_events (id, account_id, type, resource_id, payload, sequence, created_at)
-             SELECT ?1, ?2, ?3, ?4, json_set(?5, '$.sequence', s.next), s.next, ?6
+             SELECT ?1, ?2, ?3, ?4,
+                    json_set(CASE WHEN e.id IS NULL THEN ?5
+                                  ELSE json_set(?5, '$.data.from', e.from_number, '$.data.to', e.to_number,
+                                                '$.data.text', '', '$.data.media', json('[]')) END,
+                             '$.sequence', s.next),
+                    s.next, ?6
              FROM (SELECT COALESCE(MAX(sequence), 0) + 1 AS next FROM outbound_events WHERE resource_id = ?4) s
+                  LEFT JOIN messages e ON e.id = ?4 AND (e.from_number = '[erased]' OR e.to_number = '[erased]')
              WHERE changes() = 1
              ON CONFLICT (resource_id, type) DO NOTHING",
             &[
@@ -83,8 +95,14 @@ impl Event {
             // `WHERE true`: an INSERT ... SELECT before ON CONFLICT needs a WHERE, or SQLite reads
             // the ON as a join's.
             "INSERT INTO outbound_events (id, account_id, type, resource_id, payload, sequence, created_at)
-             SELECT ?1, ?2, ?3, ?4, json_set(?5, '$.sequence', s.next), s.next, ?6
+             SELECT ?1, ?2, ?3, ?4,
+                    json_set(CASE WHEN e.id IS NULL THEN ?5
+                                  ELSE json_set(?5, '$.data.from', e.from_number, '$.data.to', e.to_number,
+                                                '$.data.text', '', '$.data.media', json('[]')) END,
+                             '$.sequence', s.next),
+                    s.next, ?6
              FROM (SELECT COALESCE(MAX(sequence), 0) + 1 AS next FROM outbound_events WHERE resource_id = ?4) s
+                  LEFT JOIN messages e ON e.id = ?4 AND (e.from_number = '[erased]' OR e.to_number = '[erased]')
              WHERE true
              ON CONFLICT (resource_id, type) DO NOTHING",
             &[

@@ -160,6 +160,7 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
         "carrier_events.expire_moved_away" => carrier_events_expire_moved_away(env, db).await,
         "messages.claim" => messages_claim(db).await,
         "messages.record_sent" => messages_record_sent(db).await,
+        "messages.record_sent_after_erasure" => messages_record_sent_after_erasure(db).await,
         "messages.apply_report" => messages_apply_report(db).await,
         "messages.insert_inbound" => messages_insert_inbound(db).await,
         "media.claim" => media_claim(db).await,
@@ -314,6 +315,33 @@ async fn messages_record_sent(db: &D1Database) -> Result<Value, EdgeError> {
                 (SELECT COUNT(*) FROM usage WHERE resource_id = {id}) AS charges,
                 (SELECT COUNT(*) FROM message_status_history WHERE message_id = {id}) AS history",
         id = quote(&m.id)
+    );
+    let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
+    let carrier_id = new_id("tlx")?;
+    for _ in 0..2 {
+        let (change, _) = messages::record_sent(db, &m, "dsp_check", &carrier_id, now()).await?;
+        r.runs.push((json!(change.changed), rows(db, &show).await?));
+    }
+    Ok(r.into_json())
+}
+
+/// A dispatcher read the message, an erasure of its recipient reached the row, and then the
+/// dispatcher records the send with what it read: the `message.sent` body holds the erased
+/// row's numbers and no text.
+async fn messages_record_sent_after_erasure(db: &D1Database) -> Result<Value, EdgeError> {
+    let m = outbound(db, &account(db).await?).await?;
+    let lease = Timestamp::from_unix_millis(now().unix_millis() + 30_000);
+    messages::claim(db, &m.id, "dsp_check", now(), lease).await?;
+    let ids = serde_json::to_string(&[&m.id]).map_err(|e| EdgeError::unavailable("test build", e.to_string()))?;
+    db::run(messages::erase::redact(db, &m.to_number, &ids)?).await?;
+    let show = format!(
+        "SELECT (SELECT status FROM messages WHERE id = {id}) AS status,
+                (SELECT COUNT(*) FROM outbound_events WHERE resource_id = {id}) AS events,
+                (SELECT COUNT(*) FROM outbound_events WHERE resource_id = {id}
+                 AND (instr(payload, {to}) > 0 OR instr(payload, {text}) > 0)) AS naming",
+        id = quote(&m.id),
+        to = quote(&m.to_number),
+        text = quote(&m.text)
     );
     let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
     let carrier_id = new_id("tlx")?;
