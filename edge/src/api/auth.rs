@@ -27,7 +27,7 @@ pub fn admin(req: &Request, env: &Env) -> Result<(), EdgeError> {
     // Compare digests so the comparison does not leak the token's length either.
     let same: bool = Sha256::digest(given.as_bytes()).ct_eq(&Sha256::digest(expected.as_bytes())).into();
     if same {
-        crate::api::limits::passed(given.as_str(), now());
+        crate::api::limits::passed(key_hash(&given), now());
         Ok(())
     } else {
         Err(EdgeError::Unauthorized)
@@ -69,14 +69,15 @@ pub async fn caller(req: &web_sys::Request, env: &Env) -> Result<Caller, EdgeErr
             None => None,
         };
         let access = Access::Portal { read_only: session.read_only, endpoints };
-        crate::api::limits::passed(&token, at);
+        crate::api::limits::passed(key_hash(&token), at);
         return Ok(Caller { account_id: session.account_id, key_id: None, binding: session.binding, access });
     }
     // Nothing shaped otherwise is ever a key: refused without a read.
     if !exactly_core::access::key_shaped(&token) {
         return Err(EdgeError::Unauthorized);
     }
-    let key = keys::live_key(&root, &key_hash(&token)).await?.ok_or(EdgeError::Unauthorized)?;
+    let hash = key_hash(&token);
+    let key = keys::live_key(&root, &hash).await?.ok_or(EdgeError::Unauthorized)?;
     let scope = Scope::parse(&key.scope).ok_or_else(|| {
         EdgeError::unavailable("store", format!("key {} has the unknown scope {}", key.id, key.scope))
     })?;
@@ -87,7 +88,7 @@ pub async fn caller(req: &web_sys::Request, env: &Env) -> Result<Caller, EdgeErr
             worker::console_error!("{}", serde_json::json!({"key": key.id, "last_used": e.to_string()}));
         }
     }
-    crate::api::limits::passed(&token, at);
+    crate::api::limits::passed(hash, at);
     Ok(Caller { account_id: key.account_id, key_id: Some(key.id), binding: key.binding, access: Access::Key(scope) })
 }
 

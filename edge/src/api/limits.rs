@@ -83,10 +83,11 @@ pub fn admit(req: &web_sys::Request, address: &str, now: Timestamp) -> Result<()
     Err(EdgeError::RateLimited { retry_after: u32::try_from(left).unwrap_or(1) })
 }
 
-/// Notes that `token` authenticated: past a block on its address it is let through for a window.
-pub fn passed(token: &str, now: Timestamp) {
+/// Notes that the token whose hash ([`key_hash`]) is `token_hash` authenticated: past a block
+/// on its address it is let through for a window.
+pub fn passed(token_hash: String, now: Timestamp) {
     let at = now.unix_millis();
-    PASSED.with(|p| remember(p, key_hash(token), at + WINDOW_SECS * 1000, at));
+    PASSED.with(|p| remember(p, token_hash, at + WINDOW_SECS * 1000, at));
 }
 
 /// Counts a failed authentication against `address`; what to answer: 401, or 429 once the

@@ -58,31 +58,7 @@ impl Event {
     /// takes the row's numbers and no text or media instead: an erasure is never undone by an
     /// event whose writer was under way (docs/contract.md §5, "Erasure").
     pub fn insert_if_changed(&self, db: &D1Database, now: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
-        db::stmt(
-            db,
-            // The body carries the resource's next `sequence` (docs/contract.md §6), counted in
-            // the same statement, so no two events of one resource share a number; about a
-            // message an erasure reached meanwhile, it carries what the row keeps.
-            "INSERT INTO outbound_events (id, account_id, type, resource_id, payload, sequence, created_at)
-             SELECT ?1, ?2, ?3, ?4,
-                    json_set(CASE WHEN e.id IS NULL THEN ?5
-                                  ELSE json_set(?5, '$.data.from', e.from_number, '$.data.to', e.to_number,
-                                                '$.data.text', '', '$.data.media', json('[]')) END,
-                             '$.sequence', s.next),
-                    s.next, ?6
-             FROM (SELECT COALESCE(MAX(sequence), 0) + 1 AS next FROM outbound_events WHERE resource_id = ?4) s
-                  LEFT JOIN messages e ON e.id = ?4 AND (e.from_number = '[erased]' OR e.to_number = '[erased]')
-             WHERE changes() = 1
-             ON CONFLICT (resource_id, type) DO NOTHING",
-            &[
-                db::text(&self.id),
-                db::text(&self.account_id),
-                db::text(self.event_type.as_str()),
-                db::text(&self.resource_id),
-                db::text(&self.payload),
-                db::time(now),
-            ],
-        )
+        self.insert(db, &format!("{INSERT_EVENT} WHERE changes() = 1 ON CONFLICT (resource_id, type) DO NOTHING"), now)
     }
 
     /// The INSERT that writes this event unless an event of its type about its resource exists:
@@ -90,21 +66,16 @@ impl Event {
     /// so repeated and concurrent writers write it once. `changes()` after it says whether this
     /// one did.
     pub fn insert_once(&self, db: &D1Database, now: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
+        // `WHERE true`: an INSERT ... SELECT before ON CONFLICT needs a WHERE, or SQLite reads the
+        // ON as a join's.
+        self.insert(db, &format!("{INSERT_EVENT} WHERE true ON CONFLICT (resource_id, type) DO NOTHING"), now)
+    }
+
+    /// [`INSERT_EVENT`] completed by `sql`, bound to this event.
+    fn insert(&self, db: &D1Database, sql: &str, now: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
         db::stmt(
             db,
-            // `WHERE true`: an INSERT ... SELECT before ON CONFLICT needs a WHERE, or SQLite reads
-            // the ON as a join's.
-            "INSERT INTO outbound_events (id, account_id, type, resource_id, payload, sequence, created_at)
-             SELECT ?1, ?2, ?3, ?4,
-                    json_set(CASE WHEN e.id IS NULL THEN ?5
-                                  ELSE json_set(?5, '$.data.from', e.from_number, '$.data.to', e.to_number,
-                                                '$.data.text', '', '$.data.media', json('[]')) END,
-                             '$.sequence', s.next),
-                    s.next, ?6
-             FROM (SELECT COALESCE(MAX(sequence), 0) + 1 AS next FROM outbound_events WHERE resource_id = ?4) s
-                  LEFT JOIN messages e ON e.id = ?4 AND (e.from_number = '[erased]' OR e.to_number = '[erased]')
-             WHERE true
-             ON CONFLICT (resource_id, type) DO NOTHING",
+            sql,
             &[
                 db::text(&self.id),
                 db::text(&self.account_id),
@@ -116,6 +87,21 @@ impl Event {
         )
     }
 }
+
+/// The INSERT ... SELECT of an event, up to its WHERE. The body carries the resource's next
+/// `sequence` (docs/contract.md §6), counted in the same statement, so no two events of one
+/// resource share a number; about a message an erasure reached meanwhile, it carries what the row
+/// keeps.
+const INSERT_EVENT: &str =
+    "INSERT INTO outbound_events (id, account_id, type, resource_id, payload, sequence, created_at)
+     SELECT ?1, ?2, ?3, ?4,
+            json_set(CASE WHEN e.id IS NULL THEN ?5
+                          ELSE json_set(?5, '$.data.from', e.from_number, '$.data.to', e.to_number,
+                                        '$.data.text', '', '$.data.media', json('[]')) END,
+                     '$.sequence', s.next),
+            s.next, ?6
+     FROM (SELECT COALESCE(MAX(sequence), 0) + 1 AS next FROM outbound_events WHERE resource_id = ?4) s
+          LEFT JOIN messages e ON e.id = ?4 AND (e.from_number = '[erased]' OR e.to_number = '[erased]')";
 
 impl Event {
     /// The fan-out, for the same batch: one pending delivery per endpoint subscribed to this

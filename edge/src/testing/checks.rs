@@ -305,6 +305,18 @@ async fn messages_claim(db: &D1Database) -> Result<Value, EdgeError> {
     Ok(r.into_json())
 }
 
+/// Records the send of `m` (claimed as `dsp_check`) twice under one carrier id, `show`ing the
+/// rows before and after each run.
+async fn record_sent_twice(db: &D1Database, m: &messages::Message, show: &str) -> Result<Value, EdgeError> {
+    let mut r = Report { before: rows(db, show).await?, runs: Vec::new() };
+    let carrier_id = new_id("tlx")?;
+    for _ in 0..2 {
+        let (change, _) = messages::record_sent(db, m, "dsp_check", &carrier_id, now()).await?;
+        r.runs.push((json!(change.changed), rows(db, show).await?));
+    }
+    Ok(r.into_json())
+}
+
 async fn messages_record_sent(db: &D1Database) -> Result<Value, EdgeError> {
     let m = outbound(db, &account(db).await?).await?;
     let lease = Timestamp::from_unix_millis(now().unix_millis() + 30_000);
@@ -316,13 +328,7 @@ async fn messages_record_sent(db: &D1Database) -> Result<Value, EdgeError> {
                 (SELECT COUNT(*) FROM message_status_history WHERE message_id = {id}) AS history",
         id = quote(&m.id)
     );
-    let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
-    let carrier_id = new_id("tlx")?;
-    for _ in 0..2 {
-        let (change, _) = messages::record_sent(db, &m, "dsp_check", &carrier_id, now()).await?;
-        r.runs.push((json!(change.changed), rows(db, &show).await?));
-    }
-    Ok(r.into_json())
+    record_sent_twice(db, &m, &show).await
 }
 
 /// A dispatcher read the message, an erasure of its recipient reached the row, and then the
@@ -343,13 +349,7 @@ async fn messages_record_sent_after_erasure(db: &D1Database) -> Result<Value, Ed
         to = quote(&m.to_number),
         text = quote(&m.text)
     );
-    let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
-    let carrier_id = new_id("tlx")?;
-    for _ in 0..2 {
-        let (change, _) = messages::record_sent(db, &m, "dsp_check", &carrier_id, now()).await?;
-        r.runs.push((json!(change.changed), rows(db, &show).await?));
-    }
-    Ok(r.into_json())
+    record_sent_twice(db, &m, &show).await
 }
 
 async fn messages_apply_report(db: &D1Database) -> Result<Value, EdgeError> {
