@@ -56,8 +56,7 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
     let lease_until = Timestamp::from_unix_millis(started.unix_millis() + LEASE_MILLIS);
     let Some(claimed) = messages::claim(db, message_id, &token, started, lease_until).await? else {
         // Another dispatcher holds the claim; look again once it has had time to finish.
-        let wait = ((message.claimed_until.unix_millis() - started.unix_millis()) / 1000).clamp(1, 30) as u32;
-        return Ok(Outcome::RetryIn(wait, Wait::ClaimedByAnotherDispatcher));
+        return Ok(Outcome::RetryIn(until(message.claimed_until, started), Wait::ClaimedByAnotherDispatcher));
     };
     let attempt = message.send_attempts as u32 + 1;
     let carrier = message.carrier;
@@ -83,10 +82,9 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
                 if let Some(oldest) = found.first() {
                     return match messages::rivals(db, &message, since, now()).await? {
                         messages::Rivals::None => sent(env, db, &message, &token, oldest).await,
-                        messages::Rivals::InFlight(until) => {
+                        messages::Rivals::InFlight(claimed_until) => {
                             messages::release(db, &message.id, &token, true).await?;
-                            let wait = ((until.unix_millis() - now().unix_millis()) / 1000).clamp(1, 30) as u32;
-                            Ok(Outcome::RetryIn(wait, Wait::ClaimedByAnotherDispatcher))
+                            Ok(Outcome::RetryIn(until(claimed_until, now()), Wait::ClaimedByAnotherDispatcher))
                         }
                         messages::Rivals::Unconfirmed => unconfirmed(env, db, &message, &token, &found).await,
                     };
@@ -106,6 +104,11 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
         CallResult::Transient(reason) => retry_or_fail(env, db, &message, &token, attempt, false, reason).await,
         CallResult::Lost(reason) => retry_or_fail(env, db, &message, &token, attempt, true, reason).await,
     }
+}
+
+/// Seconds from `now` until another dispatcher's claim ends (1 to 30): when to look again.
+fn until(claimed_until: Timestamp, now: Timestamp) -> u32 {
+    ((claimed_until.unix_millis() - now.unix_millis()) / 1000).clamp(1, 30) as u32
 }
 
 /// A lost answer whose lookup found carrier ids that another message with a lost answer could

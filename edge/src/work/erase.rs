@@ -64,12 +64,12 @@ pub async fn next_page(env: &Env, id: &str, number: &str) -> Result<Outcome, Edg
     let mut marks: Vec<i64> = serde_json::from_str(&erasure.marks).unwrap_or_default();
     // The tail waits its minute from when pass 1 ended (the record's last move), however its
     // page was asked for: a request for the same erasure enqueues one at once.
+    let job = Job::Erase { id: erasure.id.clone(), number: Personal(number.as_str().to_owned()) };
     let tail_unbegun =
         erasure.pass == 2 && erasure.step == 0 && erasure.after_row == marks.first().copied().unwrap_or(0);
     if let (true, Some(ended)) = (tail_unbegun, erasure.updated_at) {
         let left_ms = ended.unix_millis() + tail * 1000 - now().unix_millis();
         if left_ms > 0 {
-            let job = Job::Erase { id: erasure.id.clone(), number: Personal(number.as_str().to_owned()) };
             queues::enqueue_later(env, job, u32::try_from((left_ms + 999) / 1000).unwrap_or(1)).await?;
             return Ok(Outcome::Done(Done::NotDue));
         }
@@ -127,7 +127,6 @@ pub async fn next_page(env: &Env, id: &str, number: &str) -> Result<Outcome, Edg
         worker::console_log!("{}", json!({"erasure": erasure.id, "state": "finished", "counts": next.counts}));
         return Ok(Outcome::applied(true));
     }
-    let job = Job::Erase { id: erasure.id.clone(), number: Personal(number.as_str().to_owned()) };
     if next.pass == 2 && erasure.pass == 1 {
         queues::enqueue_later(env, job, u32::try_from(tail).unwrap_or(60)).await?;
     } else {

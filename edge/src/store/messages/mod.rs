@@ -226,7 +226,7 @@ pub async fn claim(
 ) -> Result<Option<Claimed>, EdgeError> {
     // A claim that lapsed (`claimed_until` still set, not released) ended without a result: its
     // answer was lost.
-    let claimed = db::all::<Claimed>(db::stmt(
+    db::first::<Claimed>(db::stmt(
         db,
         "UPDATE messages
          SET status = 'sending', dispatch_token = ?2, claimed_until = ?4, send_attempts = send_attempts + 1,
@@ -238,8 +238,7 @@ pub async fn claim(
          RETURNING answer_lost",
         &[text(id), text(token), time(now), time(lease_until)],
     )?)
-    .await?;
-    Ok(claimed.into_iter().next())
+    .await
 }
 
 crate::store::row! {
