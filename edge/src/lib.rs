@@ -460,6 +460,16 @@ async fn dispatch(matched: Matched<'_>, req: Request, env: &Env) -> Result<Respo
 #[event(fetch)]
 async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> worker::Result<web_sys::Response> {
     let url = req.url();
+    // Named by the path's first two segments (`/v1/messages`, `/webhooks/telnyx`), without ids
+    // (a segment with many digits).
+    let named = path_of(&url).split('/').take(3).take_while(|s| s.bytes().filter(u8::is_ascii_digit).count() < 3);
+    let kind = format!("request {}", named.collect::<Vec<_>>().join("/"));
+    quotas::invocation(kind, answer(req, env)).await
+}
+
+/// Answers one request (as [`fetch`]'s one invocation).
+async fn answer(req: web_sys::Request, env: Env) -> worker::Result<web_sys::Response> {
+    let url = req.url();
     let path = path_of(&url);
     // Read as the worker crate reads it (uppercased; an unknown method is GET), so routing is
     // the same for every route.
@@ -497,6 +507,12 @@ async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> worker::Result
 
 #[event(queue)]
 async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, ctx: Context) -> worker::Result<()> {
+    let kind = format!("queue {}", batch.queue());
+    quotas::invocation(kind, consume(batch, env, ctx)).await
+}
+
+/// Consumes one queue batch (as [`queue`]'s one invocation).
+async fn consume(batch: MessageBatch<serde_json::Value>, env: Env, ctx: Context) -> worker::Result<()> {
     // Returning Err would abort the isolate and retry the whole batch, so every consumer acks or
     // retries each message itself.
     // The configuration first, so its log switches hold for every job (a consumer that needs it
@@ -518,6 +534,11 @@ async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, ctx: Context) -
 
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
+    quotas::invocation("cron", tick(env)).await;
+}
+
+/// Runs one cron tick (as [`scheduled`]'s one invocation).
+async fn tick(env: Env) {
     if let Err(e) = work::sweep::register_operator(&env).await {
         worker::console_error!("{}", serde_json::json!({"cron": "operator endpoint", "error": e.to_string()}));
     }

@@ -140,6 +140,7 @@ impl Opened {
 /// body to the caller ([`Opened`]), who passes it on or aborts it.
 pub async fn open(request: worker::Request, timeout: std::time::Duration) -> Result<Opened, NoAnswer> {
     use futures_util::future::{select, Either};
+    crate::quotas::subrequest("fetch").map_err(|e| NoAnswer::Network(e.to_string()))?;
     let controller = worker::AbortController::default();
     let signal = controller.signal();
     let timer = worker::Delay::from(timeout);
@@ -202,6 +203,7 @@ pub async fn fetch(
 ) -> Result<Answer, NoAnswer> {
     use futures_util::future::{select, Either};
     use futures_util::StreamExt as _;
+    crate::quotas::subrequest("fetch").map_err(|e| NoAnswer::Network(e.to_string()))?;
     let controller = worker::AbortController::default();
     let signal = controller.signal();
     let timer = worker::Delay::from(timeout);
@@ -332,8 +334,10 @@ pub fn resolve_url(base: &str, reference: &str) -> Option<String> {
     exactly_core::endpoint::resolve_whatwg(base, reference)
 }
 
-/// The stub of the Durable Object that owns call `call_id` (named by the call's id).
+/// The stub of the Durable Object that owns call `call_id` (named by the call's id), for one
+/// request: each stub counts as the subrequest it is made for.
 pub fn call_stub(env: &worker::Env, call_id: &str) -> Result<worker::Stub, EdgeError> {
+    crate::quotas::subrequest("CALL_RING")?;
     let namespace =
         env.durable_object(crate::bindings::CALL_RING).map_err(|e| EdgeError::platform("CALL_RING binding", e))?;
     namespace.id_from_name(call_id).and_then(|id| id.get_stub()).map_err(|e| EdgeError::platform("call stub", e))

@@ -7,6 +7,13 @@
 //! them and refuses the call that would cross one, with a `{"limit_crossed": ...}` log line that
 //! fails the end-to-end run. In a deployed worker the guard costs nothing: Cloudflare refuses
 //! such a call itself.
+//!
+//! The limits of a whole invocation (a request, a queue batch, a cron tick, a Durable Object's
+//! request or alarm) are counted per invocation: each entry point runs inside [`invocation`],
+//! and work it leaves running after its response or ack (`waitUntil`) inside [`beside`], which
+//! counts toward the same invocation. Every binding call counts as a subrequest ([`subrequest`],
+//! [`queue_send`]); every D1 statement as a query ([`statement`]). The linear memory's size is
+//! checked each time an invocation's work yields.
 
 use crate::error::EdgeError;
 
@@ -22,49 +29,255 @@ pub const QUEUE_MESSAGE_OVERHEAD: usize = 100;
 pub const D1_BOUND_PARAMETERS: usize = 100;
 /// Bytes of SQL in one D1 statement.
 pub const D1_STATEMENT_BYTES: usize = 100_000;
+/// D1 queries per invocation (each statement of a batch counted as one).
+pub const D1_QUERIES_PER_INVOCATION: usize = 1_000;
+/// Subrequests per invocation: fetches and calls to D1, Queues, R2 and Durable Objects.
+pub const SUBREQUESTS_PER_INVOCATION: usize = 10_000;
+/// Milliseconds work started with `waitUntil` may run after the response or ack.
+pub const WAIT_UNTIL_MILLIS: i64 = 30_000;
+/// Bytes of memory per isolate (the linear memory is part of it).
+pub const ISOLATE_MEMORY_BYTES: usize = 128 * 1024 * 1024;
 
-/// The largest value each guarded limit has seen in this isolate, with the limit (the test
+/// The size of this instance's linear memory (it grows and never shrinks): the part of the
+/// isolate's memory the worker's own code holds.
+pub fn wasm_memory_bytes() -> usize {
+    #[cfg(target_arch = "wasm32")]
+    return core::arch::wasm32::memory_size::<0>() * 65_536;
+    #[cfg(not(target_arch = "wasm32"))]
+    0
+}
+
+/// The runtime's clock, Unix milliseconds (the guard reads it itself: it sits under every other
+/// module).
+#[cfg(feature = "fault-injection")]
+fn now_millis() -> i64 {
+    worker::Date::now().as_millis() as i64
+}
+
+/// The limits the report names, with their values.
+#[cfg(feature = "fault-injection")]
+const LIMITS: [(&str, usize); 9] = [
+    ("messages per sendBatch", QUEUE_BATCH_MESSAGES),
+    ("bytes per sendBatch", QUEUE_BATCH_BYTES),
+    ("bytes per message", QUEUE_MESSAGE_BYTES),
+    ("bound parameters per statement", D1_BOUND_PARAMETERS),
+    ("bytes per statement", D1_STATEMENT_BYTES),
+    ("D1 queries per invocation", D1_QUERIES_PER_INVOCATION),
+    ("subrequests per invocation", SUBREQUESTS_PER_INVOCATION),
+    ("milliseconds of waitUntil work after the response", WAIT_UNTIL_MILLIS as usize),
+    ("bytes of wasm memory", ISOLATE_MEMORY_BYTES),
+];
+
+/// The largest value each guarded limit has seen in this isolate, with the limit and the kind of
+/// invocation that saw it, and each kind of invocation's most queries and subrequests (the test
 /// build's report, `POST /__e2e/quotas`).
 #[cfg(feature = "fault-injection")]
 pub fn highest() -> serde_json::Value {
     HIGHEST.with(|seen| {
         let seen = seen.borrow();
-        let limits = [
-            ("messages per sendBatch", QUEUE_BATCH_MESSAGES),
-            ("bytes per sendBatch", QUEUE_BATCH_BYTES),
-            ("bytes per message", QUEUE_MESSAGE_BYTES),
-            ("bound parameters per statement", D1_BOUND_PARAMETERS),
-            ("bytes per statement", D1_STATEMENT_BYTES),
-        ];
-        let report: serde_json::Map<String, serde_json::Value> = limits
+        let report: serde_json::Map<String, serde_json::Value> = LIMITS
             .iter()
             .map(|(name, limit)| {
-                let max = seen.get(name).copied().unwrap_or(0);
-                ((*name).to_owned(), serde_json::json!({"max": max, "limit": limit}))
+                let (max, at) = seen.get(name).cloned().unwrap_or_default();
+                ((*name).to_owned(), serde_json::json!({"max": max, "limit": limit, "at": at}))
             })
             .collect();
-        serde_json::Value::Object(report)
+        let paths = PATHS.with(|paths| serde_json::json!(*paths.borrow()));
+        serde_json::json!({"limits": report, "paths": paths})
     })
 }
 
 #[cfg(feature = "fault-injection")]
 thread_local! {
-    static HIGHEST: std::cell::RefCell<std::collections::BTreeMap<&'static str, usize>> =
+    static HIGHEST: std::cell::RefCell<std::collections::BTreeMap<&'static str, (usize, String)>> =
         std::cell::RefCell::default();
+    /// The most D1 queries and subrequests each kind of invocation made.
+    static PATHS: std::cell::RefCell<std::collections::BTreeMap<String, [usize; 2]>> = std::cell::RefCell::default();
+    /// The invocation whose work is running now (set while its future is polled).
+    static CURRENT: std::cell::RefCell<Option<std::rc::Rc<Invocation>>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Keeps `value` as the highest `limit` has seen, if it is.
+/// Keeps what `invocation` has made so far as its kind's most, where it is.
 #[cfg(feature = "fault-injection")]
-fn saw(limit: &'static str, value: usize) {
-    HIGHEST.with(|seen| {
-        let mut seen = seen.borrow_mut();
-        let max = seen.entry(limit).or_default();
-        *max = (*max).max(value);
+fn path_saw(invocation: &Invocation) {
+    if invocation.scaffolding.get() {
+        return;
+    }
+    PATHS.with(|paths| {
+        let mut paths = paths.borrow_mut();
+        let most = paths.entry(invocation.kind.clone()).or_default();
+        most[0] = most[0].max(invocation.queries.get());
+        most[1] = most[1].max(invocation.subrequests.get());
     });
 }
 
+/// Keeps `value` as the highest `limit` has seen, if it is, with where it was seen: the highest
+/// let through (a crossing is logged on its own line).
+#[cfg(feature = "fault-injection")]
+fn saw(limit: &'static str, value: usize) {
+    if current(|inv| inv.scaffolding.get()).unwrap_or(false) {
+        return;
+    }
+    HIGHEST.with(|seen| {
+        let mut seen = seen.borrow_mut();
+        let max = seen.entry(limit).or_default();
+        if value > max.0 {
+            *max = (value, current(|inv| inv.kind.clone()).unwrap_or_else(|| "outside any invocation".to_owned()));
+        }
+    });
+}
+
+/// What one invocation has used so far.
+#[cfg(feature = "fault-injection")]
+#[derive(Debug)]
+struct Invocation {
+    /// What started it (`request /v1`, `queue exactly-jobs`, `cron`, ...).
+    kind: String,
+    queries: std::cell::Cell<usize>,
+    subrequests: std::cell::Cell<usize>,
+    /// When it answered or acked (Unix milliseconds), once it has.
+    ended: std::cell::Cell<Option<i64>>,
+    /// A test-only route's: guarded, but left out of the report of what the product used.
+    scaffolding: std::cell::Cell<bool>,
+}
+
+#[cfg(feature = "fault-injection")]
+impl Invocation {
+    fn new(kind: String) -> std::rc::Rc<Self> {
+        let zero = std::cell::Cell::new(0);
+        std::rc::Rc::new(Self {
+            kind,
+            queries: zero.clone(),
+            subrequests: zero,
+            ended: std::cell::Cell::new(None),
+            scaffolding: std::cell::Cell::new(false),
+        })
+    }
+}
+
+/// Runs `f` on the invocation whose work is running now, if any.
+#[cfg(feature = "fault-injection")]
+fn current<T>(f: impl FnOnce(&Invocation) -> T) -> Option<T> {
+    CURRENT.with(|c| c.borrow().as_deref().map(f))
+}
+
+/// Marks the invocation running now as a test-only route's (`/__e2e/...`): its calls are
+/// guarded as any, but the report of the highest values ([`highest`]) is of the product's own.
+#[cfg(feature = "fault-injection")]
+pub fn scaffolding() {
+    let _ = current(|inv| inv.scaffolding.set(true));
+}
+
+/// A future whose every poll counts toward one invocation.
+#[cfg(feature = "fault-injection")]
+pub struct Within<F> {
+    invocation: std::rc::Rc<Invocation>,
+    inner: std::pin::Pin<Box<F>>,
+    /// The invocation's own handler (its end is the response or ack), not work beside it.
+    main: bool,
+}
+
+#[cfg(feature = "fault-injection")]
+impl<F: std::future::Future> std::future::Future for Within<F> {
+    type Output = F::Output;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+        let this = self.get_mut();
+        let previous = CURRENT.with(|c| c.replace(Some(std::rc::Rc::clone(&this.invocation))));
+        let polled = this.inner.as_mut().poll(cx);
+        path_saw(&this.invocation);
+        let memory = wasm_memory_bytes();
+        saw("bytes of wasm memory", memory);
+        let mut over =
+            (memory > ISOLATE_MEMORY_BYTES).then_some(("wasm", "bytes of wasm memory", memory, ISOLATE_MEMORY_BYTES));
+        if polled.is_ready() {
+            if this.main {
+                this.invocation.ended.set(Some(now_millis()));
+            } else {
+                over = over.or_else(|| after_end(&this.invocation));
+            }
+        }
+        if let Some((binding, limit, value, max)) = over {
+            let _ = crossed(binding, limit, value, max);
+        }
+        CURRENT.with(|c| *c.borrow_mut() = previous);
+        polled
+    }
+}
+
+/// Runs `f` as one invocation of `kind`: every binding call made while it runs, and by the work
+/// it starts [`beside`] itself, counts toward it.
+#[cfg(feature = "fault-injection")]
+pub fn invocation<F: std::future::Future>(kind: impl Into<String>, f: F) -> Within<F> {
+    Within { invocation: Invocation::new(kind.into()), inner: Box::pin(f), main: true }
+}
+
+/// A deployed worker counts nothing.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub fn invocation<F: std::future::Future>(_kind: impl Into<String>, f: F) -> F {
+    f
+}
+
+/// Work started with `waitUntil` by the invocation running now: it counts toward it, and must
+/// finish within [`WAIT_UNTIL_MILLIS`] of its response or ack.
+#[cfg(feature = "fault-injection")]
+pub fn beside<F: std::future::Future>(f: F) -> Within<F> {
+    let invocation =
+        CURRENT.with(|c| c.borrow().clone()).unwrap_or_else(|| Invocation::new("outside any invocation".to_owned()));
+    Within { invocation, inner: Box::pin(f), main: false }
+}
+
+/// A deployed worker counts nothing.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub fn beside<F: std::future::Future>(f: F) -> F {
+    f
+}
+
+/// How long after its invocation's response work beside it runs, when that is past the limit.
+#[cfg(feature = "fault-injection")]
+fn after_end(invocation: &Invocation) -> Option<(&'static str, &'static str, usize, usize)> {
+    let ended = invocation.ended.get()?;
+    let after = now_millis() - ended;
+    saw("milliseconds of waitUntil work after the response", usize::try_from(after).unwrap_or(0));
+    (after > WAIT_UNTIL_MILLIS).then(|| {
+        let after = usize::try_from(after).unwrap_or(0);
+        ("waitUntil", "milliseconds of waitUntil work after the response", after, WAIT_UNTIL_MILLIS as usize)
+    })
+}
+
+/// Counts one call to a binding or one fetch (`binding` names it) toward the invocation running
+/// now, and refuses it past the limit on subrequests, or when it comes from work beside an
+/// invocation that answered more than [`WAIT_UNTIL_MILLIS`] ago (the runtime would have cancelled
+/// that work).
+#[cfg(feature = "fault-injection")]
+pub fn subrequest(binding: &str) -> Result<(), EdgeError> {
+    let Some((count, late)) = current(|inv| {
+        inv.subrequests.set(inv.subrequests.get() + 1);
+        (inv.subrequests.get(), after_end(inv))
+    }) else {
+        return Ok(());
+    };
+    if count > SUBREQUESTS_PER_INVOCATION {
+        return crossed(binding, "subrequests per invocation", count, SUBREQUESTS_PER_INVOCATION);
+    }
+    saw("subrequests per invocation", count);
+    match late {
+        Some((_, limit, value, max)) => crossed(binding, limit, value, max),
+        None => Ok(()),
+    }
+}
+
+/// A deployed worker counts nothing.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub fn subrequest(_binding: &str) -> Result<(), EdgeError> {
+    Ok(())
+}
+
 /// Checks one queue send of `messages` (their JSON, with the queue's metadata) against the
-/// queue's limits: a `send` is a batch of one.
+/// queue's limits (a `send` is a batch of one), and counts it as a subrequest.
 #[cfg(feature = "fault-injection")]
 pub fn queue_send<T: serde::Serialize>(queue: &str, messages: &[T]) -> Result<(), EdgeError> {
     let sizes: Vec<usize> = messages
@@ -85,7 +298,7 @@ pub fn queue_send<T: serde::Serialize>(queue: &str, messages: &[T]) -> Result<()
     if largest > QUEUE_MESSAGE_BYTES {
         return crossed(queue, "bytes per message", largest, QUEUE_MESSAGE_BYTES);
     }
-    Ok(())
+    subrequest(queue)
 }
 
 /// In a deployed worker the queue itself refuses a send over its limits.
@@ -95,7 +308,8 @@ pub fn queue_send<T>(_queue: &str, _messages: &[T]) -> Result<(), EdgeError> {
     Ok(())
 }
 
-/// Checks one D1 statement (its SQL and how many parameters it binds) against D1's limits.
+/// Checks one D1 statement (its SQL and how many parameters it binds) against D1's limits, and
+/// counts it as a query of the invocation running now.
 #[cfg(feature = "fault-injection")]
 pub fn statement(sql: &str, parameters: usize) -> Result<(), EdgeError> {
     saw("bound parameters per statement", parameters);
@@ -105,6 +319,16 @@ pub fn statement(sql: &str, parameters: usize) -> Result<(), EdgeError> {
     }
     if sql.len() > D1_STATEMENT_BYTES {
         return crossed("d1", "bytes per statement", sql.len(), D1_STATEMENT_BYTES);
+    }
+    let queries = current(|inv| {
+        inv.queries.set(inv.queries.get() + 1);
+        inv.queries.get()
+    });
+    if let Some(queries) = queries {
+        if queries > D1_QUERIES_PER_INVOCATION {
+            return crossed("d1", "D1 queries per invocation", queries, D1_QUERIES_PER_INVOCATION);
+        }
+        saw("D1 queries per invocation", queries);
     }
     Ok(())
 }
@@ -116,10 +340,12 @@ pub fn statement(_sql: &str, _parameters: usize) -> Result<(), EdgeError> {
     Ok(())
 }
 
-/// Logs the crossing (the line the end-to-end run looks for) and refuses the call.
+/// Logs the crossing (the line the end-to-end run looks for, with the invocation's kind) and
+/// refuses the call.
 #[cfg(feature = "fault-injection")]
 fn crossed(binding: &str, limit: &str, value: usize, max: usize) -> Result<(), EdgeError> {
-    let line = serde_json::json!({"limit_crossed": limit, "binding": binding, "value": value, "limit": max});
+    let at = current(|inv| inv.kind.clone());
+    let line = serde_json::json!({"limit_crossed": limit, "binding": binding, "value": value, "limit": max, "at": at});
     worker::console_error!("{line}");
     Err(EdgeError::platform("limit", format!("{binding}: {value} {limit}, over Cloudflare's {max}")))
 }

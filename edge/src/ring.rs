@@ -81,7 +81,18 @@ impl DurableObject for CallRing {
         Self { state, env, draining: Cell::new(false) }
     }
 
-    async fn fetch(&self, mut req: Request) -> Result<Response> {
+    async fn fetch(&self, req: Request) -> Result<Response> {
+        crate::quotas::invocation("call object request", self.answer(req)).await
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        crate::quotas::invocation("call object alarm", self.wake()).await
+    }
+}
+
+impl CallRing {
+    /// Answers one request: an input, an erasure, or (in the test build) a look at its storage.
+    async fn answer(&self, mut req: Request) -> Result<Response> {
         // The test build's look at what the object still stores.
         #[cfg(feature = "fault-injection")]
         if req.headers().get(crate::bindings::HELD_HEADER)?.is_some() {
@@ -113,7 +124,9 @@ impl DurableObject for CallRing {
         }
     }
 
-    async fn alarm(&self) -> Result<Response> {
+    /// The alarm: a timer input, a retry of queued actions, or, once the call is settled and
+    /// past its grace, the end of its storage.
+    async fn wake(&self) -> Result<Response> {
         let machine = self.load().map_err(|e| worker::Error::RustError(e.to_string()))?;
         if self.past_grace(&machine).map_err(|e| worker::Error::RustError(e.to_string()))? {
             // Settled and past its grace: nothing of the call is kept. The tables come back empty,

@@ -659,8 +659,32 @@ impl Worker {
 
     /// The worker log's lines where the test build's guard refused a call that would cross one
     /// of Cloudflare's documented limits (edge/src/quotas.rs, docs/deploy.md "Limits").
+    /// The guard's own test (`POST /__e2e/quotas/probe`) crosses a limit on purpose: its lines
+    /// are not among them.
     pub fn limits_crossed(&self) -> Vec<String> {
-        self.log().lines().filter(|line| line.contains("\"limit_crossed\"")).map(str::to_owned).collect()
+        self.log()
+            .lines()
+            .filter(|line| line.contains("\"limit_crossed\"") && !line.contains(QUOTAS_PROBE))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Prints the test build's report of the highest value each guarded limit saw, and the most
+    /// D1 queries and subrequests of one invocation by what started it (edge/src/quotas.rs).
+    pub fn print_quotas(&self, label: &str) {
+        let highest = self.post("/__e2e/quotas", &[], b"").json();
+        for (limit, seen) in highest["limits"].as_object().into_iter().flatten() {
+            eprintln!(
+                "{label}:   {limit}: {} of {} ({})",
+                seen["max"],
+                seen["limit"],
+                seen["at"].as_str().unwrap_or("-")
+            );
+        }
+        eprintln!("{label}: the most D1 queries and subrequests of one invocation, by what started it:");
+        for (path, most) in highest["paths"].as_object().into_iter().flatten() {
+            eprintln!("{label}:   {path}: {} queries, {} subrequests", most[0], most[1]);
+        }
     }
 
     /// Counts the worker log lines that contain every one of `needles`.
@@ -939,6 +963,11 @@ impl Drop for Worker {
     /// Stops the worker, and fails the test that started it if any of its calls crossed one of
     /// Cloudflare's limits (unless the test already failed).
     fn drop(&mut self) {
+        // The scale suite shows how near its workers came to each limit.
+        if self.child.is_some() && std::env::var_os("E2E_SCALE").is_some() && !thread::panicking() {
+            eprintln!("scale: the highest each limit saw in this worker:");
+            self.print_quotas("scale");
+        }
         self.stop();
         let crossed = self.limits_crossed();
         if !crossed.is_empty() && !thread::panicking() {
@@ -946,6 +975,9 @@ impl Drop for Worker {
         }
     }
 }
+
+/// How the guard names an invocation of its own test's route (`POST /__e2e/quotas/probe`).
+pub const QUOTAS_PROBE: &str = "\"at\":\"request /__e2e/quotas\"";
 
 /// Quotes a string as an SQL literal.
 pub fn lit(text: &str) -> String {

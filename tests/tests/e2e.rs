@@ -187,10 +187,7 @@ fn main() {
     let crossed = worker.limits_crossed();
     if crossed.is_empty() {
         eprintln!("e2e: no call crossed a Cloudflare limit ({layout}); the highest each limit saw:");
-        let highest = worker.post("/__e2e/quotas", &[], b"").json();
-        for (limit, seen) in highest.as_object().into_iter().flatten() {
-            eprintln!("e2e:   {limit}: {} of {}", seen["max"], seen["limit"]);
-        }
+        worker.print_quotas("e2e");
     } else {
         eprintln!("e2e: FAILED: calls that crossed a Cloudflare limit ({layout}):\n{}", crossed.join("\n"));
     }

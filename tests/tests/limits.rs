@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use exactly_tests::{Worker, ADMIN_TOKEN, RATE_LIMIT_VAR};
+use exactly_tests::{Worker, ADMIN_TOKEN, QUOTAS_PROBE, RATE_LIMIT_VAR};
 use serde_json::json;
 
 use crate::TestFn;
@@ -17,6 +17,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
     (
         "limits::guessed_tokens_are_limited_by_address_and_a_known_key_there_is_still_served",
         guessed_tokens_are_limited_by_address_and_a_known_key_there_is_still_served,
+    ),
+    (
+        "limits::the_guard_lets_an_invocations_thousandth_query_through_and_refuses_the_next",
+        the_guard_lets_an_invocations_thousandth_query_through_and_refuses_the_next,
     ),
 ];
 
@@ -203,4 +207,38 @@ fn guessed_tokens_are_limited_by_address_and_a_known_key_there_is_still_served(_
     assert_eq!(get_from(&w, "/v1/usage", Some(&guess), Some(elsewhere)).0, 401, "another address is not limited");
     let a = w.call("GET", "/admin/accounts", ADMIN_TOKEN, None, &[]);
     assert_eq!(a.status, 200, "the admin token, from the test's own address, is served: {}", a.body);
+}
+
+/// The test build's guard counts D1 queries per invocation against Cloudflare's 1,000
+/// (docs/deploy.md, "Limits"): a request that runs 1,000 statements is served; one that runs
+/// 1,001 is refused at the last, with the line that fails an end-to-end run. Two requests at once
+/// each count their own.
+fn the_guard_lets_an_invocations_thousandth_query_through_and_refuses_the_next(w: &Worker) {
+    let crossings = || w.log().lines().filter(|l| l.contains("\"limit_crossed\"") && l.contains(QUOTAS_PROBE)).count();
+    let before = crossings();
+    let probe = |n: usize| w.post("/__e2e/quotas/probe", &[], json!({ "statements": n }).to_string().as_bytes());
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| probe(1_000));
+        let b = s.spawn(|| probe(1_000));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert_eq!((a.status, b.status), (200, 200), "{} / {}", a.body, b.body);
+    assert_eq!(a.json()["ran"], 1_000);
+    assert_eq!(crossings(), before, "1,000 queries in each of two invocations cross nothing");
+    let over = probe(1_001);
+    assert_eq!(over.status, 503, "{}", over.body);
+    assert!(w.eventually(Duration::from_secs(10), || crossings() == before + 1), "the crossing is logged once");
+    let line = w
+        .log()
+        .lines()
+        .rev()
+        .find(|l| l.contains("\"limit_crossed\"") && l.contains(QUOTAS_PROBE))
+        .map(str::to_owned)
+        .unwrap_or_default();
+    assert!(
+        line.contains("\"limit_crossed\":\"D1 queries per invocation\"")
+            && line.contains("\"value\":1001")
+            && line.contains("\"limit\":1000"),
+        "{line}"
+    );
 }

@@ -402,7 +402,7 @@ pub async fn metrics(req: Request, env: &Env) -> Result<Response, EdgeError> {
         "exactly_isolate_wasm_memory_bytes",
         "gauge",
         "Linear memory of the wasm instance of the isolate that answered; it never shrinks, so steady growth under steady load is a leak.",
-        &[("", wasm_memory_bytes().to_string())],
+        &[("", crate::quotas::wasm_memory_bytes().to_string())],
     );
     let mut response = Response::ok(out).map_err(|e| EdgeError::platform("respond", e))?;
     response
@@ -410,14 +410,6 @@ pub async fn metrics(req: Request, env: &Env) -> Result<Response, EdgeError> {
         .set("content-type", "text/plain; version=0.0.4")
         .map_err(|e| EdgeError::platform("header", e))?;
     Ok(response)
-}
-
-/// The size of this instance's linear memory.
-fn wasm_memory_bytes() -> usize {
-    #[cfg(target_arch = "wasm32")]
-    return core::arch::wasm32::memory_size::<0>() * 65_536;
-    #[cfg(not(target_arch = "wasm32"))]
-    0
 }
 
 /// A count as the text format writes it: never below zero.

@@ -275,7 +275,9 @@ pub async fn stored(db: &D1Database, message_id: &str, position: u32) -> Result<
     .await
 }
 
+/// The bucket, for one call: each counts as a subrequest.
 fn bucket(env: &Env) -> Result<Bucket, EdgeError> {
+    crate::quotas::subrequest(crate::bindings::MEDIA)?;
     env.bucket(crate::bindings::MEDIA).map_err(|e| EdgeError::platform("MEDIA binding", e))
 }
 

@@ -3,8 +3,9 @@
 //! worker's own D1 binding, `POST /__e2e/store/{check}` runs one store guard twice against
 //! real D1 ([`crate::testing::checks`]), `POST /__e2e/jobs` enqueues a job as a redelivered
 //! queue message would run it again, `POST /__e2e/calls/{call_id}` counts what a call's
-//! Durable Object still stores, and `POST /__e2e/quotas` reports the highest value each of
-//! Cloudflare's per-call limits has seen (`crate::quotas`).
+//! Durable Object still stores, `POST /__e2e/quotas` reports the highest value each of
+//! Cloudflare's limits has seen (`crate::quotas`), and `POST /__e2e/quotas/probe` runs a given
+//! number of D1 statements in one request, the guard's own test.
 
 use worker::{Env, Request, Response};
 
@@ -12,6 +13,7 @@ use crate::error::EdgeError;
 
 /// Routes `/__e2e/...` (the segments after `__e2e`).
 pub async fn route(req: Request, env: &Env, segments: &[&str]) -> Result<Response, EdgeError> {
+    crate::quotas::scaffolding();
     match segments {
         ["sql"] => sql(req, env).await,
         ["store", check] => crate::api::http::json(200, &crate::testing::checks::run(env, check).await?),
@@ -23,8 +25,25 @@ pub async fn route(req: Request, env: &Env, segments: &[&str]) -> Result<Respons
         }
         ["calls", call_id] => held(env, call_id).await,
         ["quotas"] => crate::api::http::json(200, &crate::quotas::highest()),
+        ["quotas", "probe"] => probe(req, env).await,
         _ => Err(EdgeError::NoRoute),
     }
+}
+
+/// `POST /__e2e/quotas/probe` `{"statements": n}` -> `{"ran": n}`: runs `SELECT 1` n times, one
+/// after another, in this one request, so a test can watch the guard let the thousandth D1 query
+/// of an invocation through and refuse the next.
+async fn probe(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        statements: usize,
+    }
+    let probe: Probe = crate::api::http::json_body(&mut req).await?;
+    let db = crate::store::database(env)?;
+    for _ in 0..probe.statements {
+        crate::store::run(crate::store::stmt(&db, "SELECT 1", &[])?).await?;
+    }
+    crate::api::http::json(200, &serde_json::json!({ "ran": probe.statements }))
 }
 
 /// `POST /__e2e/calls/{call_id}` -> `{"rows": n}`: how many rows the call's Durable Object still

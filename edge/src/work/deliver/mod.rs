@@ -222,7 +222,7 @@ async fn dead_letter(db: &D1Database, delivery_id: &str) -> Result<(), EdgeError
 /// Starts a claimed attempt beside the batch.
 fn start(ctx: &Context, env: &Env, claimed: Claimed, shared: &Shared) {
     shared.outstanding.set(shared.outstanding.get() + 1);
-    ctx.wait_until(run(env.clone(), claimed, Rc::clone(shared)));
+    ctx.wait_until(crate::quotas::beside(run(env.clone(), claimed, Rc::clone(shared))));
 }
 
 /// Runs a claimed attempt, then, while the endpoint has a line, the next delivery in it: an
