@@ -462,15 +462,15 @@ async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> worker::Result
     let url = req.url();
     // Named by the path's first two segments (`/v1/messages`, `/webhooks/telnyx`), without ids
     // (a segment with many digits).
-    let named = path_of(&url).split('/').take(3).take_while(|s| s.bytes().filter(u8::is_ascii_digit).count() < 3);
-    let kind = format!("request {}", named.collect::<Vec<_>>().join("/"));
-    quotas::invocation(kind, answer(req, env)).await
+    let kind = || {
+        let named = path_of(&url).split('/').take(3).take_while(|s| s.bytes().filter(u8::is_ascii_digit).count() < 3);
+        format!("request {}", named.collect::<Vec<_>>().join("/"))
+    };
+    quotas::invocation(kind, answer(req, path_of(&url), env)).await
 }
 
-/// Answers one request (as [`fetch`]'s one invocation).
-async fn answer(req: web_sys::Request, env: Env) -> worker::Result<web_sys::Response> {
-    let url = req.url();
-    let path = path_of(&url);
+/// Answers one request for `path` (as [`fetch`]'s one invocation).
+async fn answer(req: web_sys::Request, path: &str, env: Env) -> worker::Result<web_sys::Response> {
     // Read as the worker crate reads it (uppercased; an unknown method is GET), so routing is
     // the same for every route.
     let method = worker::Method::from(req.method()).to_string();
@@ -507,19 +507,18 @@ async fn answer(req: web_sys::Request, env: Env) -> worker::Result<web_sys::Resp
 
 #[event(queue)]
 async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, ctx: Context) -> worker::Result<()> {
-    let kind = format!("queue {}", batch.queue());
-    quotas::invocation(kind, consume(batch, env, ctx)).await
+    let queue = batch.queue();
+    quotas::invocation(|| format!("queue {queue}"), consume(batch, queue.as_str(), env, ctx)).await
 }
 
 /// Consumes one queue batch (as [`queue`]'s one invocation).
-async fn consume(batch: MessageBatch<serde_json::Value>, env: Env, ctx: Context) -> worker::Result<()> {
+async fn consume(batch: MessageBatch<serde_json::Value>, queue: &str, env: Env, ctx: Context) -> worker::Result<()> {
     // Returning Err would abort the isolate and retry the whole batch, so every consumer acks or
     // retries each message itself.
     // The configuration first, so its log switches hold for every job (a consumer that needs it
     // meets an invalid one again and answers for it).
     let _ = config::get(&env);
-    let queue = batch.queue();
-    match queue.as_str() {
+    match queue {
         bindings::queues::JOBS => work::jobs::consume(batch, &env, &ctx).await,
         bindings::queues::JOBS_DEAD_LETTER => work::jobs::consume_dead_letters(batch, &env).await,
         bindings::queues::DELIVERIES => work::deliver::consume(batch, &env, &ctx).await,
@@ -534,7 +533,7 @@ async fn consume(batch: MessageBatch<serde_json::Value>, env: Env, ctx: Context)
 
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
-    quotas::invocation("cron", tick(env)).await;
+    quotas::invocation(|| "cron".to_owned(), tick(env)).await;
 }
 
 /// Runs one cron tick (as [`scheduled`]'s one invocation).

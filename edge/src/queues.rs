@@ -4,7 +4,7 @@
 
 use exactly_core::backoff;
 use serde::{Deserialize, Serialize};
-use worker::{D1Database, Env, MessageBuilder, Queue};
+use worker::{D1Database, Env, MessageBuilder};
 
 use crate::bindings;
 use crate::error::EdgeError;
@@ -239,18 +239,38 @@ pub struct DeliveryJob {
     pub database: Option<String>,
 }
 
-fn jobs(env: &Env) -> Result<Queue, EdgeError> {
-    env.queue(bindings::JOBS).map_err(|e| EdgeError::platform("jobs binding", e))
+/// Sends one message to the queue bound as `queue` after `delay_seconds`, within the queue's
+/// limits (`what` names the send in its error).
+async fn send_one<T: Serialize>(
+    env: &Env,
+    queue: &str,
+    message: T,
+    delay_seconds: u32,
+    what: &str,
+) -> Result<(), EdgeError> {
+    quotas::queue_send(queue, std::slice::from_ref(&message))?;
+    let binding = env.queue(queue).map_err(|e| EdgeError::platform("queue binding", e))?;
+    let message = MessageBuilder::new(message).delay_seconds(delay_seconds).build();
+    binding.send(message).await.map_err(|e| EdgeError::platform(what, e))
 }
 
-fn deliveries_queue(env: &Env) -> Result<Queue, EdgeError> {
-    env.queue(bindings::DELIVERIES).map_err(|e| EdgeError::platform("deliveries binding", e))
+/// Sends `messages` to the queue bound as `queue` now, in as few calls as the queue's batch
+/// limits allow (`what` names the sends in their error).
+async fn send_many<T: Serialize>(env: &Env, queue: &str, messages: Vec<T>, what: &str) -> Result<(), EdgeError> {
+    if messages.is_empty() {
+        return Ok(());
+    }
+    let binding = env.queue(queue).map_err(|e| EdgeError::platform("queue binding", e))?;
+    for chunk in chunks(messages) {
+        quotas::queue_send(queue, &chunk)?;
+        binding.send_batch(chunk).await.map_err(|e| EdgeError::platform(what, e))?;
+    }
+    Ok(())
 }
 
 /// Enqueues one job.
 pub async fn enqueue(env: &Env, job: Job) -> Result<(), EdgeError> {
-    quotas::queue_send(bindings::JOBS, std::slice::from_ref(&job))?;
-    jobs(env)?.send(job).await.map_err(|e| EdgeError::platform("enqueue job", e))
+    send_one(env, bindings::JOBS, job, 0, "enqueue job").await
 }
 
 /// The longest delay a queue message takes (12 hours).
@@ -268,18 +288,12 @@ pub async fn dispatch_at(env: &Env, message_id: &str, at: i64) -> Result<(), Edg
 
 /// Enqueues one job to run after `delay_seconds`.
 pub async fn enqueue_later(env: &Env, job: Job, delay_seconds: u32) -> Result<(), EdgeError> {
-    quotas::queue_send(bindings::JOBS, std::slice::from_ref(&job))?;
-    let message = MessageBuilder::new(job).delay_seconds(delay_seconds).build();
-    jobs(env)?.send(message).await.map_err(|e| EdgeError::platform("enqueue job", e))
+    send_one(env, bindings::JOBS, job, delay_seconds, "enqueue job").await
 }
 
 /// Enqueues several jobs, in as few calls as the queue's batch limits allow.
 pub async fn enqueue_many(env: &Env, batch: Vec<Job>) -> Result<(), EdgeError> {
-    for chunk in chunks(batch) {
-        quotas::queue_send(bindings::JOBS, &chunk)?;
-        jobs(env)?.send_batch(chunk).await.map_err(|e| EdgeError::platform("enqueue jobs", e))?;
-    }
-    Ok(())
+    send_many(env, bindings::JOBS, batch, "enqueue jobs").await
 }
 
 /// `messages` in sends of at most [`quotas::QUEUE_BATCH_MESSAGES`] messages and
@@ -315,19 +329,12 @@ pub async fn copy_media(env: &Env, message_id: &str, count: usize) -> Result<(),
 
 /// Enqueues attempts of these deliveries now, in as few calls as the queue's batch limits allow.
 pub async fn deliver_many(env: &Env, ids: Vec<String>) -> Result<(), EdgeError> {
-    if ids.is_empty() {
-        return Ok(());
-    }
     let database = database_of(env);
     let batch: Vec<DeliveryJob> = ids
         .into_iter()
         .map(|delivery_id| DeliveryJob { delivery_id, wake: None, database: database.clone() })
         .collect();
-    for chunk in chunks(batch) {
-        quotas::queue_send(bindings::DELIVERIES, &chunk)?;
-        deliveries_queue(env)?.send_batch(chunk).await.map_err(|e| EdgeError::platform("enqueue deliveries", e))?;
-    }
-    Ok(())
+    send_many(env, bindings::DELIVERIES, batch, "enqueue deliveries").await
 }
 
 /// Enqueues attempts of these deliveries, whose rows an API request has just written: a send
@@ -347,9 +354,7 @@ pub async fn deliver_later(env: &Env, delivery_id: &str, delay_secs: u64) -> Res
     // Queues accept delays up to 12 hours; the schedule's longest is 10.
     let delay = u32::try_from(delay_secs.min(backoff::MAX_RETRY_AFTER_SECS)).unwrap_or(u32::MAX);
     let job = DeliveryJob { delivery_id: delivery_id.to_owned(), wake: None, database: database_of(env) };
-    quotas::queue_send(bindings::DELIVERIES, std::slice::from_ref(&job))?;
-    let message = MessageBuilder::new(job).delay_seconds(delay).build();
-    deliveries_queue(env)?.send(message).await.map_err(|e| EdgeError::platform("enqueue delivery", e))
+    send_one(env, bindings::DELIVERIES, job, delay, "enqueue delivery").await
 }
 
 /// Enqueues a wake of an endpoint's line after `delay_secs` (the queue's longest delay at most:
@@ -359,9 +364,7 @@ pub async fn wake_later(env: &Env, endpoint_id: &str, delay_secs: u64) -> Result
     let delay = u32::try_from(delay_secs.min(MAX_DELAY_SECS as u64)).unwrap_or(0);
     let job =
         DeliveryJob { delivery_id: String::new(), wake: Some(endpoint_id.to_owned()), database: database_of(env) };
-    quotas::queue_send(bindings::DELIVERIES, std::slice::from_ref(&job))?;
-    let message = MessageBuilder::new(job).delay_seconds(delay).build();
-    deliveries_queue(env)?.send(message).await.map_err(|e| EdgeError::platform("enqueue wake", e))
+    send_one(env, bindings::DELIVERIES, job, delay, "enqueue wake").await
 }
 
 /// Enqueues the first attempts of the deliveries of these events (operational signals), if

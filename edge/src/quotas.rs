@@ -79,20 +79,25 @@ pub fn highest() -> serde_json::Value {
             .iter()
             .map(|(name, limit)| {
                 let (max, at) = seen.get(name).cloned().unwrap_or_default();
-                ((*name).to_owned(), serde_json::json!({"max": max, "limit": limit, "at": at}))
+                ((*name).to_owned(), serde_json::json!({"max": max, "limit": limit, "at": &*at}))
             })
             .collect();
-        let paths = PATHS.with(|paths| serde_json::json!(*paths.borrow()));
+        let paths: serde_json::Map<String, serde_json::Value> = PATHS.with(|paths| {
+            paths.borrow().iter().map(|(kind, most)| (kind.to_string(), serde_json::json!(most))).collect()
+        });
         serde_json::json!({"limits": report, "paths": paths})
     })
 }
 
 #[cfg(feature = "fault-injection")]
 thread_local! {
-    static HIGHEST: std::cell::RefCell<std::collections::BTreeMap<&'static str, (usize, String)>> =
+    static HIGHEST: std::cell::RefCell<std::collections::BTreeMap<&'static str, (usize, std::rc::Rc<str>)>> =
         std::cell::RefCell::default();
     /// The most D1 queries and subrequests each kind of invocation made.
-    static PATHS: std::cell::RefCell<std::collections::BTreeMap<String, [usize; 2]>> = std::cell::RefCell::default();
+    static PATHS: std::cell::RefCell<std::collections::BTreeMap<std::rc::Rc<str>, [usize; 2]>> =
+        std::cell::RefCell::default();
+    /// Whether the linear memory's crossing has been logged.
+    static MEMORY_CROSSED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// The invocation whose work is running now (set while its future is polled).
     static CURRENT: std::cell::RefCell<Option<std::rc::Rc<Invocation>>> = const { std::cell::RefCell::new(None) };
 }
@@ -105,7 +110,7 @@ fn path_saw(invocation: &Invocation) {
     }
     PATHS.with(|paths| {
         let mut paths = paths.borrow_mut();
-        let most = paths.entry(invocation.kind.clone()).or_default();
+        let most = paths.entry(std::rc::Rc::clone(&invocation.kind)).or_default();
         most[0] = most[0].max(invocation.queries.get());
         most[1] = most[1].max(invocation.subrequests.get());
     });
@@ -122,17 +127,21 @@ fn saw(limit: &'static str, value: usize) {
         let mut seen = seen.borrow_mut();
         let max = seen.entry(limit).or_default();
         if value > max.0 {
-            *max = (value, current(|inv| inv.kind.clone()).unwrap_or_else(|| "outside any invocation".to_owned()));
+            *max = (value, current(|inv| std::rc::Rc::clone(&inv.kind)).unwrap_or_else(|| OUTSIDE.into()));
         }
     });
 }
+
+/// The kind named for binding calls made outside any invocation's work.
+#[cfg(feature = "fault-injection")]
+const OUTSIDE: &str = "outside any invocation";
 
 /// What one invocation has used so far.
 #[cfg(feature = "fault-injection")]
 #[derive(Debug)]
 struct Invocation {
     /// What started it (`request /v1`, `queue exactly-jobs`, `cron`, ...).
-    kind: String,
+    kind: std::rc::Rc<str>,
     queries: std::cell::Cell<usize>,
     subrequests: std::cell::Cell<usize>,
     /// When it answered or acked (Unix milliseconds), once it has.
@@ -143,10 +152,10 @@ struct Invocation {
 
 #[cfg(feature = "fault-injection")]
 impl Invocation {
-    fn new(kind: String) -> std::rc::Rc<Self> {
+    fn new(kind: &str) -> std::rc::Rc<Self> {
         let zero = std::cell::Cell::new(0);
         std::rc::Rc::new(Self {
-            kind,
+            kind: kind.into(),
             queries: zero.clone(),
             subrequests: zero,
             ended: std::cell::Cell::new(None),
@@ -188,8 +197,13 @@ impl<F: std::future::Future> std::future::Future for Within<F> {
         path_saw(&this.invocation);
         let memory = wasm_memory_bytes();
         saw("bytes of wasm memory", memory);
-        let mut over =
-            (memory > ISOLATE_MEMORY_BYTES).then_some(("wasm", "bytes of wasm memory", memory, ISOLATE_MEMORY_BYTES));
+        // The linear memory never shrinks: its crossing is logged once per isolate.
+        let mut over = (memory > ISOLATE_MEMORY_BYTES && !MEMORY_CROSSED.replace(true)).then_some((
+            "wasm",
+            "bytes of wasm memory",
+            memory,
+            ISOLATE_MEMORY_BYTES,
+        ));
         if polled.is_ready() {
             if this.main {
                 this.invocation.ended.set(Some(now_millis()));
@@ -205,17 +219,17 @@ impl<F: std::future::Future> std::future::Future for Within<F> {
     }
 }
 
-/// Runs `f` as one invocation of `kind`: every binding call made while it runs, and by the work
-/// it starts [`beside`] itself, counts toward it.
+/// Runs `f` as one invocation of the kind `kind` names: every binding call made while it runs,
+/// and by the work it starts [`beside`] itself, counts toward it.
 #[cfg(feature = "fault-injection")]
-pub fn invocation<F: std::future::Future>(kind: impl Into<String>, f: F) -> Within<F> {
-    Within { invocation: Invocation::new(kind.into()), inner: Box::pin(f), main: true }
+pub fn invocation<F: std::future::Future>(kind: impl FnOnce() -> String, f: F) -> Within<F> {
+    Within { invocation: Invocation::new(&kind()), inner: Box::pin(f), main: true }
 }
 
-/// A deployed worker counts nothing.
+/// A deployed worker counts nothing (and never names the kind).
 #[cfg(not(feature = "fault-injection"))]
 #[inline(always)]
-pub fn invocation<F: std::future::Future>(_kind: impl Into<String>, f: F) -> F {
+pub fn invocation<F: std::future::Future>(_kind: impl FnOnce() -> String, f: F) -> F {
     f
 }
 
@@ -223,8 +237,7 @@ pub fn invocation<F: std::future::Future>(_kind: impl Into<String>, f: F) -> F {
 /// finish within [`WAIT_UNTIL_MILLIS`] of its response or ack.
 #[cfg(feature = "fault-injection")]
 pub fn beside<F: std::future::Future>(f: F) -> Within<F> {
-    let invocation =
-        CURRENT.with(|c| c.borrow().clone()).unwrap_or_else(|| Invocation::new("outside any invocation".to_owned()));
+    let invocation = CURRENT.with(|c| c.borrow().clone()).unwrap_or_else(|| Invocation::new(OUTSIDE));
     Within { invocation, inner: Box::pin(f), main: false }
 }
 
@@ -239,12 +252,10 @@ pub fn beside<F: std::future::Future>(f: F) -> F {
 #[cfg(feature = "fault-injection")]
 fn after_end(invocation: &Invocation) -> Option<(&'static str, &'static str, usize, usize)> {
     let ended = invocation.ended.get()?;
-    let after = now_millis() - ended;
-    saw("milliseconds of waitUntil work after the response", usize::try_from(after).unwrap_or(0));
-    (after > WAIT_UNTIL_MILLIS).then(|| {
-        let after = usize::try_from(after).unwrap_or(0);
-        ("waitUntil", "milliseconds of waitUntil work after the response", after, WAIT_UNTIL_MILLIS as usize)
-    })
+    let after = usize::try_from(now_millis() - ended).unwrap_or(0);
+    saw("milliseconds of waitUntil work after the response", after);
+    let limit = WAIT_UNTIL_MILLIS as usize;
+    (after > limit).then_some(("waitUntil", "milliseconds of waitUntil work after the response", after, limit))
 }
 
 /// Counts one call to a binding or one fetch (`binding` names it) toward the invocation running
@@ -344,7 +355,7 @@ pub fn statement(_sql: &str, _parameters: usize) -> Result<(), EdgeError> {
 /// refuses the call.
 #[cfg(feature = "fault-injection")]
 fn crossed(binding: &str, limit: &str, value: usize, max: usize) -> Result<(), EdgeError> {
-    let at = current(|inv| inv.kind.clone());
+    let at = current(|inv| inv.kind.to_string());
     let line = serde_json::json!({"limit_crossed": limit, "binding": binding, "value": value, "limit": max, "at": at});
     worker::console_error!("{line}");
     Err(EdgeError::platform("limit", format!("{binding}: {value} {limit}, over Cloudflare's {max}")))

@@ -82,11 +82,11 @@ impl DurableObject for CallRing {
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
-        crate::quotas::invocation("call object request", self.answer(req)).await
+        crate::quotas::invocation(|| "call object request".to_owned(), self.answer(req)).await
     }
 
     async fn alarm(&self) -> Result<Response> {
-        crate::quotas::invocation("call object alarm", self.wake()).await
+        crate::quotas::invocation(|| "call object alarm".to_owned(), self.wake()).await
     }
 }
 
