@@ -31,6 +31,8 @@ pub const D1_BOUND_PARAMETERS: usize = 100;
 pub const D1_STATEMENT_BYTES: usize = 100_000;
 /// D1 queries per invocation (each statement of a batch counted as one).
 pub const D1_QUERIES_PER_INVOCATION: usize = 1_000;
+/// Milliseconds one D1 statement may run (D1 stops it then).
+pub const D1_STATEMENT_MILLIS: usize = 30_000;
 /// Subrequests per invocation: fetches and calls to D1, Queues, R2 and Durable Objects.
 pub const SUBREQUESTS_PER_INVOCATION: usize = 10_000;
 /// Milliseconds work started with `waitUntil` may run after the response or ack.
@@ -56,13 +58,14 @@ fn now_millis() -> i64 {
 
 /// The limits the report names, with their values.
 #[cfg(feature = "fault-injection")]
-const LIMITS: [(&str, usize); 9] = [
+const LIMITS: [(&str, usize); 10] = [
     ("messages per sendBatch", QUEUE_BATCH_MESSAGES),
     ("bytes per sendBatch", QUEUE_BATCH_BYTES),
     ("bytes per message", QUEUE_MESSAGE_BYTES),
     ("bound parameters per statement", D1_BOUND_PARAMETERS),
     ("bytes per statement", D1_STATEMENT_BYTES),
     ("D1 queries per invocation", D1_QUERIES_PER_INVOCATION),
+    ("milliseconds of one D1 statement", D1_STATEMENT_MILLIS),
     ("subrequests per invocation", SUBREQUESTS_PER_INVOCATION),
     ("milliseconds of waitUntil work after the response", WAIT_UNTIL_MILLIS as usize),
     ("bytes of wasm memory", ISOLATE_MEMORY_BYTES),
@@ -144,6 +147,8 @@ struct Invocation {
     kind: std::rc::Rc<str>,
     queries: std::cell::Cell<usize>,
     subrequests: std::cell::Cell<usize>,
+    /// Its longest D1 statement, by D1's measure (milliseconds).
+    longest_statement: std::cell::Cell<f64>,
     /// When it answered or acked (Unix milliseconds), once it has.
     ended: std::cell::Cell<Option<i64>>,
     /// A test-only route's: guarded, but left out of the report of what the product used.
@@ -158,6 +163,7 @@ impl Invocation {
             kind: kind.into(),
             queries: zero.clone(),
             subrequests: zero,
+            longest_statement: std::cell::Cell::new(0.0),
             ended: std::cell::Cell::new(None),
             scaffolding: std::cell::Cell::new(false),
         })
@@ -350,6 +356,31 @@ pub fn statement(sql: &str, parameters: usize) -> Result<(), EdgeError> {
 pub fn statement(_sql: &str, _parameters: usize) -> Result<(), EdgeError> {
     Ok(())
 }
+
+/// Checks how long one D1 statement ran by D1's own measure (`duration` reads its result's
+/// `meta.duration`, in milliseconds): a statement past [`D1_STATEMENT_MILLIS`] is logged as a
+/// crossing (D1 has already run or stopped it).
+#[cfg(feature = "fault-injection")]
+pub fn statement_took(duration: impl FnOnce() -> f64) {
+    let duration = duration();
+    let _ = current(|inv| inv.longest_statement.set(inv.longest_statement.get().max(duration)));
+    let millis = duration.ceil().max(0.0) as usize;
+    saw("milliseconds of one D1 statement", millis);
+    if millis > D1_STATEMENT_MILLIS {
+        let _ = crossed("d1", "milliseconds of one D1 statement", millis, D1_STATEMENT_MILLIS);
+    }
+}
+
+/// The longest D1 statement of the invocation running now, in milliseconds by D1's measure.
+#[cfg(feature = "fault-injection")]
+pub fn longest_statement() -> f64 {
+    current(|inv| inv.longest_statement.get()).unwrap_or(0.0)
+}
+
+/// A deployed worker reads nothing.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub fn statement_took(_duration: impl FnOnce() -> f64) {}
 
 /// Logs the crossing (the line the end-to-end run looks for, with the invocation's kind) and
 /// refuses the call.

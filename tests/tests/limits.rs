@@ -22,6 +22,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
         "limits::the_guard_lets_an_invocations_thousandth_query_through_and_refuses_the_next",
         the_guard_lets_an_invocations_thousandth_query_through_and_refuses_the_next,
     ),
+    (
+        "limits::the_guard_reads_each_statements_time_as_d1_measures_it",
+        the_guard_reads_each_statements_time_as_d1_measures_it,
+    ),
 ];
 
 /// The limit of the test's worker, requests a minute per key.
@@ -241,4 +245,20 @@ fn the_guard_lets_an_invocations_thousandth_query_through_and_refuses_the_next(w
             && line.contains("\"limit\":1000"),
         "{line}"
     );
+}
+
+/// The guard reads each D1 statement's time from D1's own measure (`meta.duration`), the figure
+/// it holds against D1's 30 s (docs/deploy.md, "Limits"): a statement that counts to 2,000,000 in
+/// SQL takes at least tens of milliseconds by that measure (more on a loaded machine, never less),
+/// and one that counts to 1 is far under it.
+fn the_guard_reads_each_statements_time_as_d1_measures_it(w: &Worker) {
+    let probe = |rows: i64| {
+        let a = w.post("/__e2e/quotas/probe", &[], json!({ "statements": 1, "rows": rows }).to_string().as_bytes());
+        assert_eq!(a.status, 200, "{}", a.body);
+        a.json()["longest_ms"].as_f64().unwrap_or(-1.0)
+    };
+    let long = probe(2_000_000);
+    assert!(long >= 20.0, "a statement counting to 2,000,000 took {long} ms by D1's measure");
+    let short = probe(1);
+    assert!((0.0..long).contains(&short), "a statement counting to 1 took {short} ms, the long one {long} ms");
 }

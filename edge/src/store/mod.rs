@@ -279,6 +279,7 @@ async fn settled(promise: Result<js_sys::Promise, JsValue>, what: &'static str) 
     crate::quotas::subrequest("d1")?;
     let failed = |e: JsValue| EdgeError::platform(what, js_error(&e));
     let value = worker::wasm_bindgen_futures::JsFuture::from(promise.map_err(failed)?).await.map_err(failed)?;
+    crate::quotas::statement_took(|| meta_number(&value, "duration"));
     Ok(Reply(value))
 }
 
@@ -356,17 +357,25 @@ async fn call_batch(
     let failed = |e: JsValue| EdgeError::platform("d1 batch", js_error(&e));
     let statements: js_sys::Array = statements.iter().map(|s| -> &JsValue { s.inner().as_ref() }).collect();
     let promise: js_sys::Promise = batch.call1(db.as_ref(), &statements).map_err(failed)?.unchecked_into();
-    let results = worker::wasm_bindgen_futures::JsFuture::from(promise).await.map_err(failed)?;
-    Ok(js_sys::Array::from(&results).to_vec())
+    let results = js_sys::Array::from(&worker::wasm_bindgen_futures::JsFuture::from(promise).await.map_err(failed)?);
+    for result in results.iter() {
+        crate::quotas::statement_took(|| meta_number(&result, "duration"));
+    }
+    Ok(results.to_vec())
 }
 
 /// A count of a raw result's `meta` (`changes`, `rows_written`, ...); 0 when absent.
 pub fn meta_count(result: &JsValue, name: &str) -> usize {
+    meta_number(result, name) as usize
+}
+
+/// A number of a raw result's `meta` (`duration` in milliseconds, `changes`, ...); 0 when absent.
+fn meta_number(result: &JsValue, name: &str) -> f64 {
     js_sys::Reflect::get(result, &JsValue::from_str("meta"))
         .and_then(|meta| js_sys::Reflect::get(&meta, &JsValue::from_str(name)))
         .ok()
         .and_then(|n| n.as_f64())
-        .map_or(0, |n| n as usize)
+        .unwrap_or(0.0)
 }
 
 /// The first row of a raw result, if any.

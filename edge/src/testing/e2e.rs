@@ -30,20 +30,27 @@ pub async fn route(req: Request, env: &Env, segments: &[&str]) -> Result<Respons
     }
 }
 
-/// `POST /__e2e/quotas/probe` `{"statements": n}` -> `{"ran": n}`: runs `SELECT 1` n times, one
-/// after another, in this one request, so a test can watch the guard let the thousandth D1 query
-/// of an invocation through and refuse the next.
+/// `POST /__e2e/quotas/probe` `{"statements": n, "rows": r}` -> `{"ran": n, "longest_ms": ms}`:
+/// runs n statements, one after another, in this one request, each counting to r (1 when absent)
+/// in SQL, so a test can watch the guard let the thousandth D1 query of an invocation through and
+/// refuse the next, and read the time of a statement as the guard reads it.
 async fn probe(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
     #[derive(serde::Deserialize)]
     struct Probe {
         statements: usize,
+        #[serde(default)]
+        rows: Option<i64>,
     }
+    const COUNT: &str = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?1) \
+                         SELECT count(*) AS n FROM c";
     let probe: Probe = crate::api::http::json_body(&mut req).await?;
     let db = crate::store::database(env)?;
+    let rows = crate::store::int(probe.rows.unwrap_or(1));
     for _ in 0..probe.statements {
-        crate::store::run(crate::store::stmt(&db, "SELECT 1", &[])?).await?;
+        crate::store::query(crate::store::stmt(&db, COUNT, std::slice::from_ref(&rows))?).await?;
     }
-    crate::api::http::json(200, &serde_json::json!({ "ran": probe.statements }))
+    let longest = crate::quotas::longest_statement();
+    crate::api::http::json(200, &serde_json::json!({ "ran": probe.statements, "longest_ms": longest }))
 }
 
 /// `POST /__e2e/calls/{call_id}` -> `{"rows": n}`: how many rows the call's Durable Object still
