@@ -214,7 +214,7 @@ export interface paths {
         put?: never;
         /**
          * Create a webhook endpoint
-         * @description Production endpoints must be https and must not be loopback, private, link-local or metadata addresses.
+         * @description Production endpoints must be https and must not be loopback, private, link-local or metadata addresses. An account holds at most 1,000 endpoints (`endpoint_limit`): an event's fan-out writes one delivery per subscribed endpoint in one bounded statement.
          */
         post: operations["createWebhookEndpoint"];
         delete?: never;
@@ -1994,6 +1994,14 @@ export interface components {
                 message: string;
             };
         };
+        /** @description 409: the account holds 1,000 endpoints already; delete one first. */
+        EndpointLimitError: {
+            error: {
+                /** @enum {string} */
+                code: "endpoint_limit";
+                message: string;
+            };
+        };
         /** @description 409: the account holds 500 unexpired portal sessions already. */
         SessionLimitError: {
             error: {
@@ -3173,7 +3181,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotPermittedError"];
                 };
             };
-            /** @description A request with this Idempotency-Key is still running; retry after `Retry-After` seconds */
+            /** @description A request with this Idempotency-Key is still running (retry after `Retry-After` seconds), or the account holds 1,000 endpoints (`endpoint_limit`) */
             409: {
                 headers: {
                     /** @description Seconds to wait before asking again. */
@@ -3181,7 +3189,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["IdempotencyKeyInUseError"];
+                    "application/json": components["schemas"]["IdempotencyKeyInUseError"] | components["schemas"]["EndpointLimitError"];
                 };
             };
             /** @description The body is larger than 64 KiB (`body_too_large`); refused before more of it is read. */

@@ -74,11 +74,13 @@ pub enum Conflict {
     KeyLimit,
     /// The account holds as many live portal sessions as it may.
     SessionLimit,
+    /// The account holds as many endpoints as it may.
+    EndpointLimit,
 }
 
 impl Conflict {
     /// Every conflict there is.
-    pub const ALL: [Conflict; 11] = [
+    pub const ALL: [Conflict; 12] = [
         Conflict::IdempotencyKeyReused,
         Conflict::IdempotencyKeyInUse,
         Conflict::NotScheduled,
@@ -90,6 +92,7 @@ impl Conflict {
         Conflict::LastFullKey,
         Conflict::KeyLimit,
         Conflict::SessionLimit,
+        Conflict::EndpointLimit,
     ];
 
     /// The wire code.
@@ -106,6 +109,7 @@ impl Conflict {
             Conflict::LastFullKey => "last_full_key",
             Conflict::KeyLimit => "key_limit",
             Conflict::SessionLimit => "session_limit",
+            Conflict::EndpointLimit => "endpoint_limit",
         }
     }
 }

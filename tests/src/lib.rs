@@ -578,13 +578,18 @@ impl Worker {
     /// Creates a webhook endpoint of the customer at `path` of the test customer server,
     /// subscribed to `types`; returns its id and its `whsec_` secret.
     pub fn endpoint_at(&self, c: &Customer, path: &str, types: &[&str]) -> (String, String) {
-        let body = json!({"url": format!("{}{path}", self.customer.base), "event_types": types});
-        let a = self.call("POST", "/v1/webhook_endpoints", &c.key, Some(&body), &[]);
+        let a = self.try_endpoint(&c.key, &format!("{}{path}", self.customer.base), types);
         assert_eq!(a.status, 201, "{}", a.body);
         let v = a.json();
         let secret = v["secret"].as_str().expect("secret").to_owned();
         assert!(secret.starts_with("whsec_"));
         (v["id"].as_str().expect("id").to_owned(), secret)
+    }
+
+    /// Asks, with API key `key`, for an endpoint at `url` subscribed to `types`; the answer as it
+    /// is.
+    pub fn try_endpoint(&self, key: &str, url: &str, types: &[&str]) -> Answer {
+        self.call("POST", "/v1/webhook_endpoints", key, Some(&json!({"url": url, "event_types": types})), &[])
     }
 
     /// Recovers endpoint `endpoint` of the customer with key `key` from `since` (RFC 3339), and

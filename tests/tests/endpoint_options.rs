@@ -29,6 +29,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
         "endpoint_options::the_catalog_serves_every_type_and_a_test_send_delivers_its_example",
         the_catalog_serves_every_type_and_a_test_send_delivers_its_example,
     ),
+    (
+        "endpoint_options::an_account_holds_1000_endpoints_and_two_racing_for_the_last_place_get_one",
+        an_account_holds_1000_endpoints_and_two_racing_for_the_last_place_get_one,
+    ),
 ];
 
 /// Creates an endpoint for `message.received` at a fresh path with `extra` fields; returns (id,
@@ -251,4 +255,51 @@ fn the_catalog_serves_every_type_and_a_test_send_delivers_its_example(w: &Worker
     let listed = w.call("GET", "/v1/events?type=call.completed", &c.key, None, &[]).json();
     assert_eq!(listed["data"], json!([]), "{listed}");
     assert_eq!(w.call("GET", &format!("/v1/events/{test_event}"), &c.key, None, &[]).status, 200);
+}
+
+/// An account holds at most 1,000 endpoints (docs/deploy.md, "Limits"), so an event's fan-out
+/// is one bounded statement: with 999 stored, two creates at once get one place (201) and one
+/// `endpoint_limit` (409), never a 1,001st; deleting one frees its place.
+fn an_account_holds_1000_endpoints_and_two_racing_for_the_last_place_get_one(w: &Worker) {
+    let c = w.new_customer("endpoint-limit");
+    let account = exactly_tests::lit(&c.account);
+    w.sql_for(
+        &c.account,
+        &format!(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 999)
+             INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, created_at, updated_at)
+             SELECT 'ep_' || lower(hex(randomblob(16))), {account}, 'https://example.com/' || i,
+                    '[\"message.received\"]', 'whsec_AAAA', 0, 0 FROM n"
+        ),
+    );
+    let stored = || {
+        let rows =
+            w.sql_for(&c.account, &format!("SELECT COUNT(*) AS n FROM webhook_endpoints WHERE account_id = {account}"));
+        rows.first().and_then(|r| r["n"].as_i64()).unwrap_or(-1)
+    };
+    assert_eq!(stored(), 999);
+    let create =
+        || w.try_endpoint(&c.key, &format!("{}/hook/{}", w.customer.base, sim::random_hex()), &["message.received"]);
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(create);
+        let b = s.spawn(create);
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let mut statuses = [a.status, b.status];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [201, 409], "{} / {}", a.body, b.body);
+    let refused = if a.status == 409 { &a } else { &b };
+    assert_eq!(refused.json()["error"]["code"], "endpoint_limit", "{}", refused.body);
+    assert_eq!(stored(), 1_000, "never a 1,001st");
+    let again = create();
+    assert_eq!((again.status, again.json()["error"]["code"].clone()), (409, json!("endpoint_limit")), "{}", again.body);
+    let seventh = w.sql_for(
+        &c.account,
+        &format!("SELECT id FROM webhook_endpoints WHERE account_id = {account} AND url = 'https://example.com/7'"),
+    );
+    let seventh = seventh.first().and_then(|r| r["id"].as_str()).unwrap_or_default().to_owned();
+    let deleted = w.call("DELETE", &format!("/v1/webhook_endpoints/{seventh}"), &c.key, None, &[]);
+    assert!((200..300).contains(&deleted.status), "{}", deleted.body);
+    assert_eq!(create().status, 201, "a deleted endpoint's place is free again");
+    assert_eq!(stored(), 1_000);
 }

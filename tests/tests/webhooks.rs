@@ -362,15 +362,7 @@ fn replay_sends_the_same_event_again(w: &Worker) {
 fn private_endpoints_are_refused_in_production(_shared: &Worker) {
     let w = Worker::start_with(&[("ALLOW_PRIVATE_ENDPOINTS", "false")]);
     let c = w.new_customer("hooks");
-    let create = |url: &str| {
-        w.call(
-            "POST",
-            "/v1/webhook_endpoints",
-            &c.key,
-            Some(&json!({"url": url, "event_types": ["message.received"]})),
-            &[],
-        )
-    };
+    let create = |url: &str| w.try_endpoint(&c.key, url, &["message.received"]);
     for url in [
         "http://127.0.0.1:9/hook",
         "https://127.0.0.1/hook",

@@ -11,7 +11,7 @@ use crate::api::auth;
 use crate::api::http::{self as http, Cursor};
 use crate::api::page;
 use crate::config;
-use crate::error::EdgeError;
+use crate::error::{Conflict, EdgeError};
 use crate::platform::{new_id, now};
 use crate::store::deliveries;
 use crate::store::deliveries::recoveries::{self, NewRecovery};
@@ -157,7 +157,12 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
         filter: filter.as_deref(),
         headers: &headers,
     };
-    endpoints::create(&db, &new, created).await?;
+    if !endpoints::create(&db, &new, created).await? {
+        return Err(EdgeError::Conflict {
+            code: Conflict::EndpointLimit,
+            message: format!("the account holds {} endpoints: delete one first", endpoints::MAX_ENDPOINTS),
+        });
+    }
     let mut shown = find(&db, &account.id, &id).await?.to_json(created);
     shown["secret"] = json!(secret);
     http::json(201, &shown)

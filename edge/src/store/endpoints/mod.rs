@@ -105,13 +105,19 @@ pub async fn get(db: &D1Database, account_id: &str, id: &str) -> Result<Option<E
     .await
 }
 
-/// A new endpoint (`url` already checked).
-pub async fn create(db: &D1Database, new: &New<'_>, now: Timestamp) -> Result<(), EdgeError> {
-    db::run(db::stmt(
+/// How many endpoints an account may hold: an event's fan-out writes one delivery per endpoint in
+/// one statement, so this bounds it (docs/deploy.md, "Limits").
+pub const MAX_ENDPOINTS: i64 = 1_000;
+
+/// A new endpoint (`url` already checked), unless the account holds [`MAX_ENDPOINTS`] already
+/// (`false`): the count and the insert are one statement, so two creates at once never pass it.
+pub async fn create(db: &D1Database, new: &New<'_>, now: Timestamp) -> Result<bool, EdgeError> {
+    let added = db::run(db::stmt(
         db,
         "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, rate_limit_per_second, max_in_flight,
                                         filter, headers, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?7, ?8, ?9, ?10, ?6, ?6)",
+         SELECT ?1, ?2, ?3, ?4, ?5, ?7, ?8, ?9, ?10, ?6, ?6
+         WHERE (SELECT COUNT(*) FROM webhook_endpoints WHERE account_id = ?2) < ?11",
         &[
             text(new.id),
             text(new.account_id),
@@ -123,10 +129,11 @@ pub async fn create(db: &D1Database, new: &New<'_>, now: Timestamp) -> Result<()
             int(i64::from(new.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT))),
             opt_text(new.filter),
             headers_column(new.headers),
+            int(MAX_ENDPOINTS),
         ],
     )?)
     .await?;
-    Ok(())
+    Ok(added == 1)
 }
 
 /// An endpoint about to be created.
