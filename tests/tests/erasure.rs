@@ -28,6 +28,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
         "erasure::requests_at_once_are_one_erasure_and_one_in_its_tail_minute_waits_the_minute",
         requests_at_once_are_one_erasure_and_one_in_its_tail_minute_waits_the_minute,
     ),
+    (
+        "erasure::a_leg_and_an_event_written_for_an_old_call_after_pass_1_are_erased_by_the_tail",
+        a_leg_and_an_event_written_for_an_old_call_after_pass_1_are_erased_by_the_tail,
+    ),
 ];
 
 /// Asks for an erasure and waits for it to finish: its record, as `GET /admin/erasures/{id}`
@@ -357,4 +361,73 @@ fn requests_at_once_are_one_erasure_and_one_in_its_tail_minute_waits_the_minute(
         "the tail began {} ms after pass 1 ended, not the {TAIL_SECS} s it waits",
         finished - ended
     );
+}
+
+/// A call that pass 1 read before it named the number (here a call stored before the erasure)
+/// can still name it afterwards: a leg its object dialled, or an event built from its state, can
+/// land between pass 1's read and the tail. Those rows are written straight into the account's
+/// database once pass 1 has ended (the tail waits `E2E_ERASURE_TAIL_SECS`); the tail reads every
+/// call again, matching its legs and its events' bodies, and erases both.
+fn a_leg_and_an_event_written_for_an_old_call_after_pass_1_are_erased_by_the_tail(_shared: &Worker) {
+    const TAIL_SECS: i64 = 20;
+    // Its own worker: the tail is longer than the shared one's.
+    let w = Worker::start_with(&[("E2E_ERASURE_TAIL_SECS", &TAIL_SECS.to_string())]);
+    let c = w.new_customer("erasure-tail");
+    let (person, caller) = (fresh_number(), fresh_number());
+    let call = format!("call_{}", sim::random_hex());
+    let (account, number) = (lit(&c.account), lit(&c.number));
+    let id = lit(&call);
+    w.sql_for(
+        &c.account,
+        &format!(
+            "INSERT INTO calls (id, account_id, direction, from_number, to_number, status, carrier, call_session_id,
+                                call_control_id, call_leg_id, created_at, updated_at)
+             VALUES ({id}, {account}, 'inbound', {}, {number}, 'ringing', 'telnyx', {id}, 'c', 'l', 0, 0)",
+            lit(&caller)
+        ),
+    );
+    let body = json!({"phone_number": person});
+    let started = w.call("POST", "/admin/erasures", ADMIN_TOKEN, Some(&body), &[]);
+    assert_eq!(started.status, 202, "{}", started.body);
+    let erasure = started.json()["id"].as_str().expect("an erasure id").to_owned();
+    let row = format!("SELECT pass FROM erasures WHERE id = {}", lit(&erasure));
+    let waiting =
+        w.eventually(Duration::from_secs(60), || w.sql_at("DB", &row).first().is_some_and(|r| r["pass"] == 2));
+    assert!(waiting, "pass 1 ended: {:?}", w.sql_at("DB", &row));
+    // Pass 1 has read the call; now its object dials the person and an event names the leg.
+    let payload = json!({"data": {"id": call, "legs": [{"target": person, "outcome": "answered"}]}}).to_string();
+    w.sql_for(
+        &c.account,
+        &format!(
+            "INSERT INTO call_legs (id, call_id, position, target, outcome, created_at, updated_at)
+             VALUES ({}, {id}, 0, {}, 'answered', 0, 0)",
+            lit(&format!("leg_{}", sim::random_hex())),
+            lit(&person)
+        ),
+    );
+    w.sql_for(
+        &c.account,
+        &format!(
+            "INSERT INTO outbound_events (id, account_id, type, resource_id, payload, created_at)
+             VALUES ({}, {account}, 'call.answered', {id}, {}, 0)",
+            lit(&format!("evt_{}", sim::random_hex())),
+            lit(&payload)
+        ),
+    );
+    let record = erased(&w, &body);
+    assert_eq!(record["id"], erasure.as_str());
+    assert_eq!(record["counts"]["calls"], 1, "{record}");
+    let held = w.sql_for(
+        &c.account,
+        &format!(
+            "SELECT (SELECT group_concat(target) FROM call_legs WHERE call_id = {id}) AS legs,
+                    (SELECT group_concat(payload) FROM outbound_events WHERE resource_id = {id}) AS events,
+                    (SELECT from_number FROM calls WHERE id = {id}) AS caller"
+        ),
+    );
+    let held = held.first().cloned().unwrap_or_default();
+    assert_eq!(held["legs"], "[erased]", "{held}");
+    let events = held["events"].as_str().unwrap_or_default();
+    assert!(!events.contains(&person) && events.contains("[erased]"), "{events}");
+    assert_eq!(held["caller"], caller.as_str(), "the caller is another person: {held}");
 }

@@ -394,8 +394,9 @@ pub async fn claim_check(
     Ok(changed == 1)
 }
 
-/// The next page of the calls from or to `number`, or that dialled it as a ring target (of
-/// `account`, or of every account), after row `after` (`store::erasures::window`).
+/// The next page of the calls from or to `number`, that dialled it as a ring target, whose
+/// number's ring plan holds it, or whose events' bodies name it (of `account`, or of every
+/// account), after row `after` (`store::erasures::window`).
 pub async fn erasure_page(
     db: &D1Database,
     number: &str,
@@ -410,10 +411,13 @@ pub async fn erasure_page(
            AND (from_number = ?3 OR to_number = ?3
                 OR EXISTS (SELECT 1 FROM call_legs l WHERE l.call_id = calls.id AND l.target = ?3)
                 OR EXISTS (SELECT 1 FROM phone_numbers p, json_each(p.ring_targets) t
-                           WHERE p.phone_number = calls.to_number AND t.value = ?3))
+                           WHERE p.phone_number = calls.to_number AND t.value = ?3)
+                OR EXISTS (SELECT 1 FROM outbound_events e
+                           WHERE e.resource_id = calls.id AND instr(e.payload, ?5) > 0))
            AND (?4 IS NULL OR account_id = ?4)
          ORDER BY rowid LIMIT 25",
-        &[text(number), opt_text(account)],
+        // An event's body holds the number as a whole JSON string (its legs' targets).
+        &[text(number), opt_text(account), text(&format!("\"{number}\""))],
         after,
     )
     .await

@@ -3,9 +3,11 @@
 //! (`store::erasures::window`), erases what names the number there, moves the record past it
 //! and enqueues the next page. The steps, in order: in each account database (only the named
 //! account's, when one is named) its messages, its calls and its numbers' ring plans; then each
-//! dedupe database's carrier events. Pass 1 reads every row; pass 2, a minute later, reads only
-//! the account databases' rows written since pass 1 read each table, so a message whose
-//! processing had read its event just before the erasure is erased too.
+//! dedupe database's carrier events. Pass 1 reads every row; pass 2, a minute later, reads the
+//! account databases' rows written since pass 1 read each table, so a message whose processing
+//! had read its event just before the erasure is erased too, and every call again, since a call
+//! pass 1 read can name the number afterwards (a leg its object was dialling, an event built
+//! from its state before the erasure).
 //!
 //! A page that runs twice erases nothing twice (it finds only rows that still hold the number)
 //! and counts nothing twice: only the run that moves the record writes its counts and enqueues
@@ -107,7 +109,11 @@ pub async fn next_page(env: &Env, id: &str, number: &str) -> Result<Outcome, Edg
             }
             let step = erasure.step + 1;
             let (pass, step) = if index + 1 < steps.len() { (erasure.pass, step) } else { (erasure.pass + 1, 0) };
-            let start = |s: i64| if pass == 1 { 0 } else { marks.get(s as usize).copied().unwrap_or(0) };
+            // A call pass 1 read can name the number later (a leg its object dialled, an event
+            // built from its state), so the tail reads every call again; other tables only the
+            // rows written since.
+            let rereads = |s: i64| matches!(steps.get(s as usize), Some(Step::Calls(_)));
+            let start = |s: i64| if pass == 1 || rereads(s) { 0 } else { marks.get(s as usize).copied().unwrap_or(0) };
             Next {
                 pass,
                 step,
