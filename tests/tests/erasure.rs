@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use exactly_tests::{fresh_number, lit, Worker, ADMIN_TOKEN};
+use exactly_tests::{fresh_number, lit, sharded, Worker, ADMIN_TOKEN};
 use serde_json::{json, Value};
 
 use crate::TestFn;
@@ -32,6 +32,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
         "erasure::a_leg_and_an_event_written_for_an_old_call_after_pass_1_are_erased_by_the_tail",
         a_leg_and_an_event_written_for_an_old_call_after_pass_1_are_erased_by_the_tail,
     ),
+    (
+        "erasure::a_database_bound_while_an_erasure_runs_moves_none_of_its_steps",
+        a_database_bound_while_an_erasure_runs_moves_none_of_its_steps,
+    ),
 ];
 
 /// Asks for an erasure and waits for it to finish: its record, as `GET /admin/erasures/{id}`
@@ -51,6 +55,18 @@ pub fn erased(w: &Worker, body: &Value) -> Value {
     assert!(done, "the erasure finished: {record}");
     assert!(record["finished_at"].is_string(), "{record}");
     record
+}
+
+/// Asks for an erasure and waits until its pass 1 has ended (the tail not yet begun); its id.
+fn until_the_tail(w: &Worker, body: &Value) -> String {
+    let started = w.call("POST", "/admin/erasures", ADMIN_TOKEN, Some(body), &[]);
+    assert_eq!(started.status, 202, "{}", started.body);
+    let erasure = started.json()["id"].as_str().expect("an erasure id").to_owned();
+    let row = format!("SELECT pass FROM erasures WHERE id = {}", lit(&erasure));
+    let waiting =
+        w.eventually(Duration::from_secs(60), || w.sql_at("DB", &row).first().is_some_and(|r| r["pass"] == 2));
+    assert!(waiting, "pass 1 ended: {:?}", w.sql_at("DB", &row));
+    erasure
 }
 
 /// Every SQLite file under `dir` (D1 databases, the calls' own storage, the bucket's index).
@@ -387,13 +403,7 @@ fn a_leg_and_an_event_written_for_an_old_call_after_pass_1_are_erased_by_the_tai
         ),
     );
     let body = json!({"phone_number": person});
-    let started = w.call("POST", "/admin/erasures", ADMIN_TOKEN, Some(&body), &[]);
-    assert_eq!(started.status, 202, "{}", started.body);
-    let erasure = started.json()["id"].as_str().expect("an erasure id").to_owned();
-    let row = format!("SELECT pass FROM erasures WHERE id = {}", lit(&erasure));
-    let waiting =
-        w.eventually(Duration::from_secs(60), || w.sql_at("DB", &row).first().is_some_and(|r| r["pass"] == 2));
-    assert!(waiting, "pass 1 ended: {:?}", w.sql_at("DB", &row));
+    let erasure = until_the_tail(&w, &body);
     // Pass 1 has read the call; now its object dials the person and an event names the leg.
     let payload = json!({"data": {"id": call, "legs": [{"target": person, "outcome": "answered"}]}}).to_string();
     w.sql_for(
@@ -430,4 +440,67 @@ fn a_leg_and_an_event_written_for_an_old_call_after_pass_1_are_erased_by_the_tai
     let events = held["events"].as_str().unwrap_or_default();
     assert!(!events.contains(&person) && events.contains("[erased]"), "{events}");
     assert_eq!(held["caller"], caller.as_str(), "the caller is another person: {held}");
+}
+
+/// A deploy that binds another account database while an erasure waits for its tail (here
+/// 45 s, `E2E_ERASURE_TAIL_SECS`) moves none of its steps: the erasure keeps its steps by name,
+/// so the tail still starts each table where pass 1 ended it, and reads the new database, which
+/// holds a message of the person (as a move of shards there would bring), from its first row.
+fn a_database_bound_while_an_erasure_runs_moves_none_of_its_steps(_shared: &Worker) {
+    const TAIL_SECS: i64 = 45;
+    // Its own worker: it is restarted with another database bound.
+    let mut w = Worker::start_with(&[("E2E_ERASURE_TAIL_SECS", &TAIL_SECS.to_string())]);
+    let c = w.new_customer("erasure-plan");
+    let person = fresh_number();
+    // The person's messages leave carrier events in the dedupe log, whose rows pass 1 marks.
+    for _ in 0..8 {
+        let event = format!("e-{}", sim::random_hex());
+        let body = sim::telnyx::envelope(
+            &event,
+            "message.received",
+            "2026-12-05T10:00:00Z",
+            json!({"id": format!("m-{event}"), "from": {"phone_number": person}, "to": [{"phone_number": c.number}],
+                   "text": "hello"}),
+            1,
+        );
+        assert_eq!(w.deliver_telnyx(&body).status, 200);
+    }
+    let stored = w.eventually(Duration::from_secs(60), || {
+        let rows =
+            w.sql_for(&c.account, &format!("SELECT COUNT(*) AS n FROM messages WHERE from_number = {}", lit(&person)));
+        rows.first().is_some_and(|r| r["n"] == 8)
+    });
+    assert!(stored, "the person's eight messages are stored");
+    let body = json!({"phone_number": person});
+    let erasure = until_the_tail(&w, &body);
+    let (bound, added): (&[&str], &str) = if sharded() {
+        (&["EVENTS_0", "ACCOUNTS_0", "ACCOUNTS_1", "ACCOUNTS_2"], "ACCOUNTS_2")
+    } else {
+        (&["ACCOUNTS_0"], "ACCOUNTS_0")
+    };
+    w.rebind(bound);
+    let (account, id) = (lit(&c.account), lit(&format!("msg_{}", sim::random_hex())));
+    w.sql_at(
+        added,
+        &format!("INSERT INTO accounts (id, name, api_key_hash, created_at) VALUES ({account}, 'moved', {account}, 0)"),
+    );
+    w.sql_at(
+        added,
+        &format!(
+            "INSERT INTO messages (id, account_id, direction, from_number, to_number, text, segments, encoding, status,
+                                   carrier, created_at, updated_at)
+             VALUES ({id}, {account}, 'inbound', {}, {}, 'moved here', 1, 'GSM-7', 'received', 'telnyx', 0, 0)",
+            lit(&person),
+            lit(&c.number)
+        ),
+    );
+    // Asked again (the restart may have lost the tail's queued page): the same erasure goes on.
+    let record = erased(&w, &body);
+    assert_eq!(record["id"], erasure.as_str());
+    assert_eq!(record["counts"]["messages"], 9, "the eight, then the one in the new database: {record}");
+    let moved = w.sql_at(added, &format!("SELECT from_number, text FROM messages WHERE id = {id}"));
+    assert_eq!(
+        moved.first().map(|r| (r["from_number"].clone(), r["text"].clone())),
+        Some((json!("[erased]"), json!("")))
+    );
 }

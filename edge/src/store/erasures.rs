@@ -36,6 +36,9 @@ crate::store::row! {
         pub after_row: i64,
         /// Where pass 1 ended each step (a JSON array): pass 2 starts each there.
         pub marks: String,
+        /// Its steps by name (a JSON array), which `step` and `marks` index; empty before its
+        /// first page.
+        pub plan: String,
         pub pages: i64,
         pub created_at: Timestamp,
         pub updated_at: Option<Timestamp>,
@@ -74,7 +77,7 @@ pub fn no_counts() -> serde_json::Value {
 }
 
 const COLUMNS: &str =
-    "id, account_id, counts, state, pass, step, after_row, marks, pages, created_at, updated_at, finished_at";
+    "id, account_id, counts, state, pass, step, after_row, marks, plan, pages, created_at, updated_at, finished_at";
 
 /// Records a new erasure, with no page run yet, unless one of the same number and scope runs
 /// (a unique index keeps one); whether it did.
@@ -125,6 +128,8 @@ pub struct Next {
     pub step: i64,
     pub after_row: i64,
     pub marks: String,
+    /// Its steps by name (a JSON array).
+    pub plan: String,
     pub counts: serde_json::Value,
     pub finished: bool,
 }
@@ -136,7 +141,8 @@ pub async fn advance(db: &D1Database, erasure: &Erasure, next: &Next, now: Times
     let changed = db::run(db::stmt(
         db,
         "UPDATE erasures SET pass = ?5, step = ?6, after_row = ?7, marks = ?8, counts = ?9, pages = pages + 1,
-             state = CASE WHEN ?10 IS NULL THEN 'running' ELSE 'finished' END, finished_at = ?10, updated_at = ?11
+             state = CASE WHEN ?10 IS NULL THEN 'running' ELSE 'finished' END, finished_at = ?10, updated_at = ?11,
+             plan = ?12
          WHERE id = ?1 AND state = 'running' AND pass = ?2 AND step = ?3 AND after_row = ?4",
         &[
             text(&erasure.id),
@@ -150,6 +156,7 @@ pub async fn advance(db: &D1Database, erasure: &Erasure, next: &Next, now: Times
             text(&next.counts.to_string()),
             opt_time(finished_at),
             time(now),
+            text(&next.plan),
         ],
     )?)
     .await?;

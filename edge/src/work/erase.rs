@@ -9,6 +9,10 @@
 //! pass 1 read can name the number afterwards (a leg its object was dialling, an event built
 //! from its state before the erasure).
 //!
+//! The steps are fixed by name in the record (its plan) by its first page, and a database bound
+//! since is added at the end, so a deploy that binds another database moves no step under a
+//! running erasure; a step whose database is no longer bound is skipped.
+//!
 //! A page that runs twice erases nothing twice (it finds only rows that still hold the number)
 //! and counts nothing twice: only the run that moves the record writes its counts and enqueues
 //! the next page.
@@ -29,12 +33,42 @@ use crate::store::{self, calls, carrier_events, deliveries, media, messages, num
 const TAIL_SECS: i64 = 60;
 
 /// One step: a table of one database.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Step {
     Messages(String),
     Calls(String),
     RingTargets(String),
     CarrierEvents(String),
+}
+
+impl Step {
+    /// Its name in the erasure's plan: the table's and the database's (`calls:ACCOUNTS_1`).
+    fn name(&self) -> String {
+        let (table, binding) = match self {
+            Step::Messages(b) => ("messages", b),
+            Step::Calls(b) => ("calls", b),
+            Step::RingTargets(b) => ("ring_targets", b),
+            Step::CarrierEvents(b) => ("carrier_events", b),
+        };
+        format!("{table}:{binding}")
+    }
+}
+
+/// The steps of an erasure whose plan (the names of its steps so far, a JSON array) is `plan`:
+/// that plan, then each step of the bindings as they are now that it lacks; each named step that
+/// is still bound, or `None` where its database no longer is (a page skips it). The plan only
+/// grows at its end, so the erasure's step index and marks keep pointing at the same tables
+/// whatever a deploy binds in the meantime.
+fn planned(plan: &str, now: Vec<Step>) -> (Vec<String>, Vec<Option<Step>>) {
+    let mut names: Vec<String> = serde_json::from_str(plan).unwrap_or_default();
+    for step in &now {
+        let name = step.name();
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    let steps = names.iter().map(|name| now.iter().find(|s| s.name() == *name).cloned()).collect();
+    (names, steps)
 }
 
 /// The steps of an erasure for `account` (or every account), in order.
@@ -63,7 +97,7 @@ pub async fn next_page(env: &Env, id: &str, number: &str) -> Result<Outcome, Edg
     };
     let number = PhoneNumber::parse(number).map_err(|e| EdgeError::invalid("number", e.to_string()))?;
     let tail = crate::faults::erasure_tail(env).map_or(TAIL_SECS, |d| i64::try_from(d.as_secs()).unwrap_or(TAIL_SECS));
-    let mut marks: Vec<i64> = serde_json::from_str(&erasure.marks).unwrap_or_default();
+    let marks: Vec<i64> = serde_json::from_str(&erasure.marks).unwrap_or_default();
     // The tail waits its minute from when pass 1 ended (the record's last move), however its
     // page was asked for: a request for the same erasure enqueues one at once.
     let job = Job::Erase { id: erasure.id.clone(), number: Personal(number.as_str().to_owned()) };
@@ -76,23 +110,60 @@ pub async fn next_page(env: &Env, id: &str, number: &str) -> Result<Outcome, Edg
             return Ok(Outcome::Done(Done::NotDue));
         }
     }
-    let steps = steps(env, erasure.account_id.as_deref()).await?;
+    let (names, steps) = planned(&erasure.plan, steps(env, erasure.account_id.as_deref()).await?);
+    let plan = serde_json::to_string(&names).map_err(|e| EdgeError::platform("encode", e))?;
     let mut counts: Value = serde_json::from_str(&erasure.counts).unwrap_or_else(|_| no_counts());
     let index = usize::try_from(erasure.step).unwrap_or(usize::MAX);
     let found = match steps.get(index) {
         // The tail reads the tables of what processing writes; the dedupe log's ids are spread
         // over the shards, so "written since" has no row id there, and a carrier event stored
         // after the erasure began is a new fact.
-        Some(Step::CarrierEvents(_)) if erasure.pass == 2 => None,
-        Some(step) => Some(page(env, &erasure, step, &number, &mut counts).await?),
+        Some(Some(Step::CarrierEvents(_))) if erasure.pass == 2 => None,
+        Some(Some(step)) => Some(page(env, &erasure, step, &number, &mut counts).await?),
+        Some(None) => {
+            let line = json!({"erasure": erasure.id, "step": names.get(index), "skipped": "no longer bound"});
+            worker::console_warn!("{line}");
+            None
+        }
         None => None,
     };
-    let next = match found {
+    let next = next_of(&erasure, found, &steps, plan, counts)?;
+    let at = now();
+    if !erasures::advance(&root, &erasure, &next, at).await? {
+        // Another run of this page moved it first, and enqueued what comes next.
+        return Ok(Outcome::Done(Done::NoOp));
+    }
+    if next.finished {
+        worker::console_log!("{}", json!({"erasure": erasure.id, "state": "finished", "counts": next.counts}));
+        return Ok(Outcome::applied(true));
+    }
+    if next.pass == 2 && erasure.pass == 1 {
+        queues::enqueue_later(env, job, u32::try_from(tail).unwrap_or(60)).await?;
+    } else {
+        queues::enqueue(env, job).await?;
+    }
+    Ok(Outcome::applied(true))
+}
+
+/// Where a page leaves `erasure`, after it `found` rows of its step (none when the step had
+/// nothing to read): further along the same step, or at the start of the next one (pass 2 starts
+/// each where pass 1 ended it).
+fn next_of(
+    erasure: &Erasure,
+    found: Option<Found>,
+    steps: &[Option<Step>],
+    plan: String,
+    counts: Value,
+) -> Result<Next, EdgeError> {
+    let index = usize::try_from(erasure.step).unwrap_or(usize::MAX);
+    let mut marks: Vec<i64> = serde_json::from_str(&erasure.marks).unwrap_or_default();
+    Ok(match found {
         Some(found) if !found.done => Next {
             pass: erasure.pass,
             step: erasure.step,
             after_row: found.upto,
             marks: erasure.marks.clone(),
+            plan,
             counts,
             finished: false,
         },
@@ -112,33 +183,19 @@ pub async fn next_page(env: &Env, id: &str, number: &str) -> Result<Outcome, Edg
             // A call pass 1 read can name the number later (a leg its object dialled, an event
             // built from its state), so the tail reads every call again; other tables only the
             // rows written since.
-            let rereads = |s: i64| matches!(steps.get(s as usize), Some(Step::Calls(_)));
+            let rereads = |s: i64| matches!(steps.get(s as usize), Some(Some(Step::Calls(_))));
             let start = |s: i64| if pass == 1 || rereads(s) { 0 } else { marks.get(s as usize).copied().unwrap_or(0) };
             Next {
                 pass,
                 step,
                 after_row: start(step),
                 marks: serde_json::to_string(&marks).map_err(|e| EdgeError::platform("encode", e))?,
+                plan,
                 counts,
                 finished: pass > 2,
             }
         }
-    };
-    let at = now();
-    if !erasures::advance(&root, &erasure, &next, at).await? {
-        // Another run of this page moved it first, and enqueued what comes next.
-        return Ok(Outcome::Done(Done::NoOp));
-    }
-    if next.finished {
-        worker::console_log!("{}", json!({"erasure": erasure.id, "state": "finished", "counts": next.counts}));
-        return Ok(Outcome::applied(true));
-    }
-    if next.pass == 2 && erasure.pass == 1 {
-        queues::enqueue_later(env, job, u32::try_from(tail).unwrap_or(60)).await?;
-    } else {
-        queues::enqueue(env, job).await?;
-    }
-    Ok(Outcome::applied(true))
+    })
 }
 
 /// Adds `n` to count `name`.
