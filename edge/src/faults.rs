@@ -34,127 +34,21 @@ pub fn crash_after_route(text: &str, message_id: &str) -> bool {
     armed(text, "fault-crash-after-route") && first_time("after-route", message_id)
 }
 
-/// A short customer-webhook retry schedule for the tests (`E2E_WEBHOOK_SCHEDULE_SECS`, comma-
-/// separated delays before attempts 1, 2, ...). Production builds ignore the variable.
+/// The circuit breaker of the endpoint at `url`: `policy`, except that in the test build a URL
+/// with the marker `no-breaker` never opens its circuit (tests of the retry schedule, exhaustion
+/// and disabling, which the breaker would otherwise stretch over minutes).
 #[cfg(feature = "fault-injection")]
-pub fn webhook_schedule(env: &worker::Env) -> Option<Vec<u64>> {
-    let text = crate::config::optional(env, "E2E_WEBHOOK_SCHEDULE_SECS")?;
-    text.split(',').map(|d| d.trim().parse().ok()).collect()
-}
-
-/// Production builds always use the schedule of docs/contract.md §6.
-#[cfg(not(feature = "fault-injection"))]
-pub fn webhook_schedule(_env: &worker::Env) -> Option<Vec<u64>> {
-    None
-}
-
-/// A short wait for a customer endpoint's answer in the tests (`E2E_ATTEMPT_TIMEOUT_SECS`, whole
-/// seconds, instead of 15). Production builds ignore the variable.
-#[cfg(feature = "fault-injection")]
-pub fn attempt_timeout(env: &worker::Env) -> Option<std::time::Duration> {
-    seconds(env, "E2E_ATTEMPT_TIMEOUT_SECS")
-}
-
-/// Production builds always wait the 15 s of docs/contract.md §6.
-#[cfg(not(feature = "fault-injection"))]
-pub fn attempt_timeout(_env: &worker::Env) -> Option<std::time::Duration> {
-    None
-}
-
-/// A short wait for a carrier's media link, body included, in the tests
-/// (`E2E_MEDIA_FETCH_TIMEOUT_SECS`, whole seconds, instead of 30). Production builds ignore the
-/// variable.
-#[cfg(feature = "fault-injection")]
-pub fn media_fetch_timeout(env: &worker::Env) -> Option<std::time::Duration> {
-    seconds(env, "E2E_MEDIA_FETCH_TIMEOUT_SECS")
-}
-
-/// Production builds always wait 30 s.
-#[cfg(not(feature = "fault-injection"))]
-pub fn media_fetch_timeout(_env: &worker::Env) -> Option<std::time::Duration> {
-    None
-}
-
-/// The circuit breaker of the endpoint at `url` in the tests: open for `E2E_BREAKER_OPEN_SECS`
-/// (whole seconds, instead of 30; four times that at most), and never opening at all for a URL
-/// with the marker `no-breaker` (tests of the retry schedule, exhaustion and disabling, which the
-/// breaker would otherwise stretch over minutes). Production builds ignore both.
-#[cfg(feature = "fault-injection")]
-pub fn breaker_policy(env: &worker::Env, url: &str) -> exactly_core::breaker::Policy {
-    let mut policy = exactly_core::breaker::DEFAULT_POLICY;
-    if let Some(open) = seconds(env, "E2E_BREAKER_OPEN_SECS") {
-        policy.open_millis = open.as_millis() as i64;
-        policy.max_open_millis = 4 * policy.open_millis;
-    }
+pub fn breaker_for(url: &str, mut policy: exactly_core::breaker::Policy) -> exactly_core::breaker::Policy {
     if armed(url, "no-breaker") {
         policy.min_attempts = u32::MAX;
     }
     policy
 }
 
-/// Production builds always use the breaker of docs/contract.md §6.
+/// Production builds use `policy` for every endpoint.
 #[cfg(not(feature = "fault-injection"))]
-pub fn breaker_policy(_env: &worker::Env, _url: &str) -> exactly_core::breaker::Policy {
-    exactly_core::breaker::DEFAULT_POLICY
-}
-
-/// Variable `name` as a positive whole number of seconds; `None` when unset or anything else.
-#[cfg(feature = "fault-injection")]
-fn seconds(env: &worker::Env, name: &str) -> Option<std::time::Duration> {
-    let secs: u64 = crate::config::optional(env, name)?.parse().ok()?;
-    (secs > 0).then(|| std::time::Duration::from_secs(secs))
-}
-
-/// How long after its wake (or the sweeper's last look) a woken receipt is looked at again in
-/// the tests (`E2E_WOKEN_RECHECK_SECS`, instead of the sweeper's 2 minutes).
-#[cfg(feature = "fault-injection")]
-pub fn woken_recheck(env: &worker::Env) -> Option<std::time::Duration> {
-    seconds(env, "E2E_WOKEN_RECHECK_SECS")
-}
-
-/// Production builds look again after the sweeper's 2 minutes.
-#[cfg(not(feature = "fault-injection"))]
-pub fn woken_recheck(_env: &worker::Env) -> Option<std::time::Duration> {
-    None
-}
-
-/// How long attempts may run beside an invocation in the tests (`E2E_BESIDE_SECS`, instead of
-/// 25 s of the runtime's 30).
-#[cfg(feature = "fault-injection")]
-pub fn beside_budget(env: &worker::Env) -> Option<std::time::Duration> {
-    seconds(env, "E2E_BESIDE_SECS")
-}
-
-/// Production builds keep to 25 s of the runtime's 30.
-#[cfg(not(feature = "fault-injection"))]
-pub fn beside_budget(_env: &worker::Env) -> Option<std::time::Duration> {
-    None
-}
-
-/// How long a settled call's Durable Object keeps its storage in the tests
-/// (`E2E_CALL_GRACE_SECS`, instead of the dedupe log's shortest retention).
-#[cfg(feature = "fault-injection")]
-pub fn call_grace(env: &worker::Env) -> Option<std::time::Duration> {
-    seconds(env, "E2E_CALL_GRACE_SECS")
-}
-
-/// Production builds keep a settled call's storage for the dedupe log's shortest retention.
-#[cfg(not(feature = "fault-injection"))]
-pub fn call_grace(_env: &worker::Env) -> Option<std::time::Duration> {
-    None
-}
-
-/// How long an erasure waits before its tail pass in the tests (`E2E_ERASURE_TAIL_SECS`; 1 s
-/// when unset, instead of a minute).
-#[cfg(feature = "fault-injection")]
-pub fn erasure_tail(env: &worker::Env) -> Option<std::time::Duration> {
-    seconds(env, "E2E_ERASURE_TAIL_SECS").or(Some(std::time::Duration::from_secs(1)))
-}
-
-/// Production builds wait a minute.
-#[cfg(not(feature = "fault-injection"))]
-pub fn erasure_tail(_env: &worker::Env) -> Option<std::time::Duration> {
-    None
+pub fn breaker_for(_url: &str, policy: exactly_core::breaker::Policy) -> exactly_core::breaker::Policy {
+    policy
 }
 
 /// Another move of the same shards, to the binding `E2E_RIVAL_MOVE_TO`, whose claim lands

@@ -3,12 +3,12 @@
 //! This file holds the entry points (`fetch`, `queue`, `scheduled`) and the one route table
 //! that drives dispatch. Everything else lives in a wing (docs/architecture.md draws the map):
 //! - [`api`]: request handlers: parse, authorize, call the store or the work, answer. No SQL.
-//! - [`work`]: queue consumers and the cron's sweep: process, calls, dispatch, deliver, sweep.
+//! - [`work`]: queue consumers and the cron's sweep: process, calls, dispatch, deliver, sweep;
+//!   `work::outcome`: how a job ended, and the one place that acks or retries its message.
 //! - [`store`]: every SQL statement, one file per table or aggregate, the guard in the `WHERE`.
 //! - [`carrier`]: one file per carrier REST API.
 //! - [`ring`]: the per-call Durable Object running the call machine.
-//! - Plumbing every wing may use: [`error`] (the one error type, mapped to HTTP and to queue
-//!   ack/retry), [`queues`] (the producers), [`config`], [`bindings`], [`platform`] (time and
+//! - Plumbing every wing may use: [`error`] (the one error type, mapped to HTTP), [`queues`] (the producers), [`config`] (with the product's timings and policies), [`bindings`], [`platform`] (time and
 //!   randomness), [`quotas`] (Cloudflare's per-call limits, guarded in the test build), [`faults`]
 //!   (test-only fault switches).
 

@@ -47,14 +47,10 @@ fn retry_delay(failures: i64) -> Option<i64> {
     Some(RETRY_MILLIS.saturating_mul(1_i64 << doublings).min(MAX_RETRY_MILLIS))
 }
 
-/// How long a settled call (ended, nothing queued) keeps its storage: as long as the dedupe log
-/// keeps its events at the least, so a late copy of one of its events can never start a second
-/// call in an empty object. Then the object deletes all it stores.
+/// How long a settled call (ended, nothing queued) keeps its storage
+/// ([`crate::config::Tuning::call_grace_millis`]); then the object deletes all it stores.
 fn grace_millis(env: &Env) -> i64 {
-    crate::faults::call_grace(env)
-        .map_or(crate::config::MIN_EVENT_RETENTION_DAYS * crate::store::retention::DAY_MILLIS, |d| {
-            i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-        })
+    crate::config::tuning(env).call_grace_millis
 }
 
 /// The Durable Object class bound as `CALL_RING` in `wrangler.toml`.

@@ -11,10 +11,11 @@ use exactly_core::call_machine::{self, Input, Routed};
 use exactly_core::CarrierEvent;
 use worker::{D1Database, Env};
 
-use crate::error::{Done, EdgeError, Outcome};
+use crate::error::EdgeError;
 use crate::platform::now;
 use crate::store::carrier_events::{Log, Row};
 use crate::store::numbers;
+use crate::work::outcome::{Done, Outcome};
 
 /// Processes one stored call event.
 pub async fn process(

@@ -11,10 +11,11 @@
 use worker::Env;
 
 use crate::bindings::DB;
-use crate::error::{Done, EdgeError, Outcome};
+use crate::error::EdgeError;
 use crate::platform::now;
 use crate::queues::{self, Job, Part, Step};
 use crate::store::{carrier_events, routes};
+use crate::work::outcome::{Done, Outcome};
 use crate::work::{reconcile, retention, sweep};
 
 /// The most pages one retention step runs in one database from one tick: 120 pages of

@@ -15,9 +15,9 @@ use worker::{D1Database, Env};
 
 use crate::carrier::{self as carrier_api, CallResult, Outgoing};
 use crate::error::EdgeError;
-use crate::error::{Done, Outcome, Wait};
 use crate::platform::{new_id, now};
 use crate::store::messages::{self as messages, Message};
+use crate::work::outcome::{Done, Outcome, Wait};
 
 /// How long a claim holds: longer than a carrier call may take.
 const LEASE_MILLIS: i64 = 30_000;

@@ -22,15 +22,13 @@ use exactly_core::number::PhoneNumber;
 use serde_json::{json, Value};
 use worker::{D1Database, Env};
 
-use crate::error::{Done, EdgeError, Outcome};
+use crate::error::EdgeError;
 use crate::platform::now;
 use crate::queues::{self, Job, Personal};
 use crate::store::erasures::{self, no_counts, Erasure, Found, Next, State};
 use crate::store::messages::erase::ERASED;
 use crate::store::{self, calls, carrier_events, deliveries, media, messages, numbers, outbox, routes};
-
-/// How long after pass 1 ends the tail pass begins, in production.
-const TAIL_SECS: i64 = 60;
+use crate::work::outcome::{Done, Outcome};
 
 /// One step: a table of one database.
 #[derive(Debug, Clone)]
@@ -96,7 +94,7 @@ pub async fn next_page(env: &Env, id: &str, number: &str) -> Result<Outcome, Edg
         return Ok(Outcome::Done(Done::NoOp));
     };
     let number = PhoneNumber::parse(number).map_err(|e| EdgeError::invalid("number", e.to_string()))?;
-    let tail = crate::faults::erasure_tail(env).map_or(TAIL_SECS, |d| i64::try_from(d.as_secs()).unwrap_or(TAIL_SECS));
+    let tail = crate::config::tuning(env).erasure_tail_secs;
     let marks: Vec<i64> = serde_json::from_str(&erasure.marks).unwrap_or_default();
     // The tail waits its minute from when pass 1 ended (the record's last move), however its
     // page was asked for: a request for the same erasure enqueues one at once.

@@ -10,9 +10,10 @@ use futures_util::future::join_all;
 use worker::{Context, D1Database, Env, Message, MessageBatch, MessageExt};
 
 use crate::bindings;
-use crate::error::{EdgeError, Outcome};
+use crate::error::EdgeError;
 use crate::queues::{enqueue_later, Job, Part};
 use crate::store::carrier_events;
+use crate::work::outcome::Outcome;
 use crate::work::{cron, deliver, dispatch, erase, media, process, recover};
 
 /// Consumes a batch from the `jobs` queue, acknowledging or retrying each message itself.
@@ -95,7 +96,7 @@ async fn one(env: &Env, message: &Message<serde_json::Value>, job: &Job, beside:
         Job::Recover { id, .. } => ("recover", id.clone()),
         Job::Erase { id, .. } => ("erase", id.clone()),
     };
-    crate::error::settle(message, outcome, |line| {
+    crate::work::outcome::settle(message, outcome, |line| {
         line["job"] = serde_json::json!(kind);
         line["id"] = serde_json::json!(id);
         line["latency_ms"] = serde_json::json!(latency_ms);

@@ -11,19 +11,18 @@ use exactly_core::media::{fetch_verdict, FetchVerdict, MAX_ITEM_BYTES};
 use exactly_core::Timestamp;
 use worker::{D1Database, Env};
 
-use crate::error::{Done, EdgeError, Outcome, Wait};
+use crate::error::EdgeError;
 use crate::platform::{endpoint_url, fetch, now, open, resolve_url, Cut, Longer};
 use crate::store::media::{self, Claimed};
+use crate::work::outcome::{Done, Outcome, Wait};
 
 /// How long a claim holds: longer than a fetch and a put may take.
 const LEASE_MILLIS: i64 = 90_000;
 
-/// How long the fetch of a carrier's link may take, body included.
-const FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// [`FETCH_TIMEOUT`], or the test build's shorter one ([`crate::faults::media_fetch_timeout`]).
+/// How long the fetch of a carrier's link may take, body included
+/// ([`crate::config::Tuning::media_fetch_timeout`]).
 fn fetch_timeout(env: &Env) -> std::time::Duration {
-    crate::faults::media_fetch_timeout(env).unwrap_or(FETCH_TIMEOUT)
+    crate::config::tuning(env).media_fetch_timeout
 }
 
 /// Copies item `position` of `message_id`.

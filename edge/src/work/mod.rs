@@ -6,6 +6,7 @@ pub mod dispatch;
 pub mod erase;
 pub mod jobs;
 pub mod media;
+pub mod outcome;
 pub mod process;
 pub mod reconcile;
 pub mod recover;

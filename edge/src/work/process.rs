@@ -15,13 +15,13 @@ use exactly_core::CarrierEvent;
 use worker::{D1Database, Env};
 
 use crate::error::EdgeError;
-use crate::error::{Done, Outcome, Wait};
 use crate::platform::{new_id, now};
 use crate::queues::Carried;
 use crate::store::carrier_events::{Log, Row};
 use crate::store::outbox::Change;
 use crate::store::{messages, numbers, routes};
 use crate::work::deliver::Beside;
+use crate::work::outcome::{Done, Outcome, Wait};
 
 /// Processes the stored carrier event `id`. `number` (an inbound message's, from its job) is
 /// read ahead: with every account in `DB`, its owner comes back with the event. An event the

@@ -6,11 +6,12 @@
 
 use worker::{D1Database, Env};
 
-use crate::error::{Done, EdgeError, Outcome};
+use crate::error::EdgeError;
 use crate::platform::now;
 use crate::queues::{self, Job};
 use crate::store::deliveries::recoveries;
 use crate::store::endpoints;
+use crate::work::outcome::{Done, Outcome};
 
 /// Runs the next page of recovery `id`, in the account database `db` (`env` scoped to it).
 pub async fn next_page(env: &Env, db: &D1Database, id: &str) -> Result<Outcome, EdgeError> {

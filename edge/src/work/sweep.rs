@@ -90,8 +90,9 @@ async fn sweep_database(env: &Env, log: &carrier_events::Log, cutoff: Timestamp)
     // Receipts woken by a recorded send a while ago: removed once applied or failed, enqueued
     // again otherwise (their job may have been lost, whatever became of its retries).
     let mut woken = Vec::new();
-    let recheck = crate::faults::woken_recheck(env)
-        .map_or(cutoff, |d| Timestamp::from_unix_millis(now().unix_millis() - d.as_millis() as i64));
+    let again_after = crate::config::tuning(env).woken_recheck;
+    let recheck =
+        Timestamp::from_unix_millis(now().unix_millis() - i64::try_from(again_after.as_millis()).unwrap_or(0));
     for park in carrier_events::still_woken(&db, recheck, BATCH).await? {
         match log.recheck_woken(&db, &park, now()).await {
             Ok(true) => woken.push(park),

@@ -8,10 +8,11 @@ use worker::{D1Database, Env};
 
 use super::filtering::filtered;
 use super::ATTEMPT_LEASE_MILLIS;
-use crate::error::{Done, EdgeError};
+use crate::error::EdgeError;
 use crate::platform::now;
 use crate::store::deliveries::{self, Claim, Due, Queued, Taken};
 use crate::store::endpoints::circuit;
+use crate::work::outcome::Done;
 
 /// What a delivery's gates decided.
 pub(super) enum Gate {
@@ -84,7 +85,8 @@ pub(super) async fn gate(env: &Env, db: &D1Database, id: &str, mut ahead: Option
         }
         let attempts = due.attempts;
         let version = due.circuit.version();
-        let policy = crate::faults::breaker_policy(env, due.url.as_deref().unwrap_or_default());
+        let policy =
+            crate::faults::breaker_for(due.url.as_deref().unwrap_or_default(), crate::config::tuning(env).breaker);
         let (admission, probe) = breaker::admit(&policy, due.circuit.state(), started.unix_millis());
         if let breaker::Admission::Hold(_) = admission {
             if deliveries::wait_for_circuit(db, &due.id, &due.endpoint_id, attempts, version, started).await? {

@@ -30,12 +30,13 @@ use worker::{Context, D1Database, Env, Message, MessageBatch, MessageExt};
 
 use crate::bindings;
 use crate::config;
-use crate::error::Wait;
-use crate::error::{Done, EdgeError, Outcome};
+use crate::error::EdgeError;
 use crate::platform::{endpoint_url, now, random_u32};
 use crate::queues::{self, DeliveryJob};
 use crate::store::deliveries::{self, Attempt, Due, Subject, Taken};
 use crate::store::endpoints::{self, circuit};
+use crate::work::outcome::Wait;
+use crate::work::outcome::{Done, Outcome};
 
 mod beside;
 mod filtering;
@@ -47,13 +48,10 @@ use http::{send, Answer, Reply};
 
 pub use beside::Beside;
 
-/// Success is any 2xx within this long. Of the body, only the first [`http::MAX_REPLY_BYTES`]
-/// are read, as far as they come within it.
-const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// [`ATTEMPT_TIMEOUT`], or the test build's shorter one ([`crate::faults::attempt_timeout`]).
+/// Success is any 2xx within this long ([`crate::config::Tuning::attempt_timeout`]). Of the
+/// body, only the first [`http::MAX_REPLY_BYTES`] are read, as far as they come within it.
 fn attempt_timeout(env: &Env) -> Duration {
-    crate::faults::attempt_timeout(env).unwrap_or(ATTEMPT_TIMEOUT)
+    crate::config::tuning(env).attempt_timeout
 }
 
 /// While an attempt is in flight, other jobs for the delivery stand back this long, and it
@@ -85,13 +83,10 @@ const ROUNDS_MAX: usize = 60;
 const TURN_WAIT_MAX_MILLIS: f64 = 5_000.0;
 
 /// How long after the attempts beside an invocation start (its batch's start; a `jobs`
-/// batch's end) the last of them may still be sending: the runtime ends what runs beside an
-/// invocation (`wait_until`) 30 s after the invocation, and an attempt's record needs a few
-/// round trips after its answer.
-const BESIDE_MILLIS: i64 = 25_000;
-/// [`BESIDE_MILLIS`], or the test build's shorter one ([`crate::faults::beside_budget`]).
+/// batch's end) the last of them may still be sending
+/// ([`crate::config::Tuning::beside_millis`]).
 fn beside_millis(env: &Env) -> i64 {
-    crate::faults::beside_budget(env).map_or(BESIDE_MILLIS, |d| i64::try_from(d.as_millis()).unwrap_or(BESIDE_MILLIS))
+    crate::config::tuning(env).beside_millis
 }
 /// The least time an attempt is sent with. With less left in its invocation it is not sent:
 /// it goes back into its endpoint's line, no attempt spent, and a wake sends it from an
@@ -153,11 +148,11 @@ async fn consume_one(env: &Env, ctx: &Context, shared: &Shared, message: &Messag
     };
     let (env, db) = match scoped(env, &job) {
         Ok(scoped) => scoped,
-        Err(e) => return crate::error::settle(message, Err(e), |line| tag(line, &job)),
+        Err(e) => return crate::work::outcome::settle(message, Err(e), |line| tag(line, &job)),
     };
     if let Some(endpoint) = &job.wake {
         let result = wake(&env, &db, ctx, shared, endpoint).await.map(Outcome::Done);
-        return crate::error::settle(message, result, |line| tag(line, &job));
+        return crate::work::outcome::settle(message, result, |line| tag(line, &job));
     }
     match gate_queued(&env, &db, &job.delivery_id).await {
         Ok(Gate::Claimed(claimed)) => {
@@ -165,11 +160,13 @@ async fn consume_one(env: &Env, ctx: &Context, shared: &Shared, message: &Messag
             message.ack();
             start(ctx, &env, *claimed, shared);
         }
-        Ok(Gate::Done(done)) => crate::error::settle(message, Ok(Outcome::Done(done)), |line| tag(line, &job)),
+        Ok(Gate::Done(done)) => crate::work::outcome::settle(message, Ok(Outcome::Done(done)), |line| tag(line, &job)),
         Ok(Gate::LookAgain) => {
-            crate::error::settle(message, Ok(Outcome::RetryIn(1, Wait::CircuitChanging)), |line| tag(line, &job))
+            crate::work::outcome::settle(message, Ok(Outcome::RetryIn(1, Wait::CircuitChanging)), |line| {
+                tag(line, &job)
+            })
         }
-        Err(e) => crate::error::settle(message, Err(e), |line| tag(line, &job)),
+        Err(e) => crate::work::outcome::settle(message, Err(e), |line| tag(line, &job)),
     }
 }
 
@@ -181,10 +178,10 @@ fn tag(line: &mut serde_json::Value, job: &DeliveryJob) {
 }
 
 /// Logs what became of a delivery that no queue message of its own carried (taken from its
-/// endpoint's line), as [`crate::error::settle`] logs a message's.
+/// endpoint's line), as [`crate::work::outcome::settle`] logs a message's.
 fn log(delivery_id: &str, result: &Result<Done, EdgeError>) {
     match result {
-        Ok(done) if done.is_failure() || crate::error::logs_job_outcomes() => {
+        Ok(done) if done.is_failure() || crate::config::logs_job_outcomes() => {
             worker::console_log!("{}", serde_json::json!({"delivery": delivery_id, "outcome": done.as_str()}))
         }
         Ok(_) => {}
@@ -505,7 +502,7 @@ async fn feed_breaker(
     }
     let url = due.url.as_deref().unwrap_or_default();
     let about = circuit::About { endpoint_id: &due.endpoint_id, account_id: &due.account_id, url };
-    let policy = crate::faults::breaker_policy(env, url);
+    let policy = crate::faults::breaker_for(url, crate::config::tuning(env).breaker);
     let mut known = Some(sent_under.clone());
     for _ in 0..8 {
         let columns = match known.take() {
@@ -540,7 +537,7 @@ async fn feed_breaker(
 /// The delay before attempt `next` (1-based), or `None` after the last.
 fn delay_before(env: &Env, next: i64) -> Option<u64> {
     let next = u32::try_from(next).ok()?;
-    if let Some(schedule) = crate::faults::webhook_schedule(env) {
+    if let Some(schedule) = &crate::config::tuning(env).webhook_schedule {
         return schedule.get(usize::try_from(next).ok()?.checked_sub(1)?).copied();
     }
     backoff::webhook_delay(next, random_u32())

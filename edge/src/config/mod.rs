@@ -19,6 +19,9 @@ use worker::Env;
 use crate::bindings::vars;
 use crate::error::EdgeError;
 
+mod tuning;
+pub use tuning::Tuning;
+
 /// Retention settings (days), see [`crate::store::retention`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Retention {
@@ -95,6 +98,8 @@ pub struct Config {
     /// `ACCOUNT_SHARDS`: the databases new accounts are placed in; unset, `DB`, whatever is
     /// bound ([`crate::store::routes`]).
     pub account_shards: Option<Rc<Vec<String>>>,
+    /// The product's timings and policies ([`Tuning`]).
+    pub tuning: Rc<Tuning>,
 }
 
 /// The switch for the per-delivery log line (see [`Config::log_webhook_requests`]): the line
@@ -175,9 +180,22 @@ pub fn get(env: &Env) -> Result<Rc<Config>, EdgeError> {
         return Ok(config);
     }
     let config = Rc::new(load(env)?);
-    crate::error::log_job_outcomes(config.log_job_outcomes);
     CACHED.with(|c| *c.borrow_mut() = Some(Rc::clone(&config)));
     Ok(config)
+}
+
+/// The product's timings and policies: the configuration's, or, while the configuration is
+/// invalid (every request answers for that), the same values read alone, so work that only
+/// needs a timing never fails for another variable.
+pub fn tuning(env: &Env) -> Rc<Tuning> {
+    get(env).map_or_else(|_| Rc::new(Tuning::load(env)), |config| Rc::clone(&config.tuning))
+}
+
+/// Whether the line of a job that ended as planned is written: `LOG_JOB_OUTCOMES` of the
+/// isolate's configuration, on until that is loaded (the queue entry point loads it before any
+/// job runs).
+pub fn logs_job_outcomes() -> bool {
+    CACHED.with(|c| c.borrow().as_ref().is_none_or(|config| config.log_job_outcomes))
 }
 
 /// An optional variable or secret, trimmed; `None` when missing or blank.
@@ -337,6 +355,7 @@ pub fn load(env: &impl Vars) -> Result<Config, EdgeError> {
         log_job_outcomes,
         event_shards: Rc::new(event_shards),
         account_shards,
+        tuning: Rc::new(Tuning::load(env)),
     })
 }
 
@@ -615,5 +634,34 @@ mod tests {
         assert!(config.twilio.is_none() && config.twilio_rest.is_none());
         let config = load(&required_only().with(vars::PLIVO_AUTH_TOKEN, PLIVO_TOKEN)).expect("valid");
         assert!(config.plivo.is_some() && config.plivo_rest.is_none());
+    }
+
+    #[test]
+    fn tuning_holds_production_values_and_only_the_test_build_shortens_them() {
+        let production = Tuning::production();
+        assert_eq!(production.attempt_timeout, std::time::Duration::from_secs(15));
+        assert_eq!(production.media_fetch_timeout, std::time::Duration::from_secs(30));
+        assert_eq!((production.beside_millis, production.erasure_tail_secs), (25_000, 60));
+        assert_eq!(production.call_grace_millis, MIN_EVENT_RETENTION_DAYS * 86_400_000);
+        assert!(production.webhook_schedule.is_none());
+        let shortened = required_only()
+            .with("E2E_ATTEMPT_TIMEOUT_SECS", "10")
+            .with("E2E_BREAKER_OPEN_SECS", "2")
+            .with("E2E_WEBHOOK_SCHEDULE_SECS", "1, 2,3")
+            .with("E2E_BESIDE_SECS", "0");
+        let tuning = load(&shortened).expect("valid").tuning;
+        if cfg!(feature = "fault-injection") {
+            assert_eq!(tuning.attempt_timeout, std::time::Duration::from_secs(10));
+            assert_eq!((tuning.breaker.open_millis, tuning.breaker.max_open_millis), (2_000, 8_000));
+            assert_eq!(tuning.webhook_schedule, Some(vec![1, 2, 3]));
+            assert_eq!(tuning.beside_millis, 25_000, "zero is not a duration: production's holds");
+            assert_eq!(tuning.erasure_tail_secs, 1, "the test build's tail, unset");
+            let bad = load(&required_only().with("E2E_WEBHOOK_SCHEDULE_SECS", "1,x")).expect("valid").tuning;
+            assert!(bad.webhook_schedule.is_none(), "a schedule that does not parse is none");
+        } else {
+            assert_eq!(tuning.attempt_timeout, production.attempt_timeout);
+            assert_eq!(tuning.breaker.open_millis, production.breaker.open_millis);
+            assert!(tuning.webhook_schedule.is_none());
+        }
     }
 }
