@@ -107,6 +107,8 @@ crate::store::row! {
         pub filter: Option<String>,
         /// The endpoint's custom headers.
         pub headers: CustomHeaders,
+        /// A test send (its event's `test` column): it exists to reach the endpoint.
+        pub test: bool,
         pub payload: String,
         /// The endpoint's circuit breaker.
         pub circuit: Columns = flatten,
@@ -167,11 +169,11 @@ pub(super) fn due_query(
     db::stmt(db, &sql, &[opt_text(line), opt_text(id)])
 }
 
-/// A [`Due`]'s columns of delivery row `d` and endpoint row `e`, before the circuit's
-/// ([`CIRCUIT`]) and the event's payload (`o.payload`).
+/// A [`Due`]'s columns of delivery row `d`, endpoint row `e` and event row `o` (its test flag),
+/// before the circuit's ([`CIRCUIT`]) and the event's payload (`o.payload`).
 pub const DUE_COLUMNS: &str = "d.id, d.event_id, d.account_id, d.status, d.attempts, d.next_attempt_at,
      d.endpoint_id, e.url, e.secret, e.enabled, e.paused, e.rate_limit_per_second, e.previous_secret,
-     e.previous_secret_expires_at, e.filter, e.headers";
+     e.previous_secret_expires_at, e.filter, e.headers, o.test";
 
 /// How many attempts to endpoint row `e` are in flight at `?2` (claimed, their lease not over).
 /// The claim, the fan-out's look at an endpoint and an endpoint's load all count with it, so

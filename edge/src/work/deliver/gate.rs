@@ -6,7 +6,7 @@ use exactly_core::breaker;
 use exactly_core::Timestamp;
 use worker::{D1Database, Env};
 
-use super::filtering::filtered;
+use super::filtering::{verdict, Verdict};
 use super::ATTEMPT_LEASE_MILLIS;
 use crate::error::EdgeError;
 use crate::platform::now;
@@ -75,13 +75,16 @@ pub(super) async fn gate(env: &Env, db: &D1Database, id: &str, mut ahead: Option
             return Ok(Gate::Done(Done::NotDue));
         }
         // The endpoint's filter as it is now decides, before any gate that would spend a place.
-        if let Some(held_back) = filtered(&due) {
-            if let Err(problem) = held_back {
+        match verdict(&due) {
+            Verdict::Send => {}
+            Verdict::HoldBack => {
+                let settled = deliveries::filter_out(db, &due.id, due.attempts, started).await?;
+                return Ok(Gate::Done(if settled { Done::Filtered } else { Done::ClaimedElsewhere }));
+            }
+            Verdict::Broken(problem) => {
                 deliveries::fail(db, &due.id, &problem, started).await?;
                 return Ok(Gate::Done(Done::Failed));
             }
-            let settled = deliveries::filter_out(db, &due.id, due.attempts, started).await?;
-            return Ok(Gate::Done(if settled { Done::Filtered } else { Done::ClaimedElsewhere }));
         }
         let attempts = due.attempts;
         let version = due.circuit.version();
