@@ -35,14 +35,14 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::call::{billable_minutes, duration_secs, CallStatus};
-use crate::ring::{LegTag, MAX_TARGETS};
+use crate::ring_plan::{LegTag, MAX_TARGETS};
 use crate::{Provider, Timestamp};
 
 /// How long the machine waits for a fact that may never come (a leg's hangup after the caller
 /// left, the caller's hangup after the platform hung it up) before deciding without it.
 pub const SETTLE_WAIT_MILLIS: i64 = 60_000;
 
-pub use crate::ring::DEFAULT_RING_TIMEOUT_SECS;
+pub use crate::ring_plan::DEFAULT_RING_TIMEOUT_SECS;
 
 fn default_ring_timeout() -> u32 {
     DEFAULT_RING_TIMEOUT_SECS

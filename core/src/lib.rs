@@ -33,7 +33,7 @@
 //! - [`call`]: call statuses, duration and billable minutes.
 //! - [`call_machine`]: one inbound call and its sequential ring as a sans-IO machine: facts in,
 //!   actions out, the same result whatever order and however often the facts arrive.
-//! - [`ring`]: the sequential-ring decision (dial target k / bridge / end as missed).
+//! - [`ring_plan`]: the sequential-ring decision (dial target k / bridge / end as missed).
 //! - [`backoff`]: retry schedules (customer webhooks, receipts that arrive too early).
 //! - [`breaker`]: the per-endpoint circuit breaker (closed, open, half-open with one probe).
 //! - [`webhook`]: customer webhook signatures (Standard Webhooks v1) and the event types.
@@ -69,7 +69,7 @@ pub mod message;
 pub mod number;
 pub mod plivo;
 pub mod reject;
-pub mod ring;
+pub mod ring_plan;
 pub mod rng;
 pub mod secret;
 pub mod segments;

@@ -15,7 +15,7 @@ use exactly_core::call::CallStatus;
 use exactly_core::call_machine::{self, Action, CallMachine, DialResult, Input, Routed};
 use exactly_core::event::{EventKind, Provider};
 use exactly_core::message::{transition, MessageStatus, Transition};
-use exactly_core::ring::LegTag;
+use exactly_core::ring_plan::LegTag;
 use exactly_core::rng::Deterministic as Rng;
 use exactly_core::{telnyx, Rejection, Timestamp};
 use hmac::{Hmac, Mac};

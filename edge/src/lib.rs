@@ -7,7 +7,7 @@
 //!   `work::outcome`: how a job ended, and the one place that acks or retries its message.
 //! - [`store`]: every SQL statement, one file per table or aggregate, the guard in the `WHERE`.
 //! - [`carrier`]: one file per carrier REST API.
-//! - [`ring`]: the per-call Durable Object running the call machine.
+//! - [`call_object`]: the per-call Durable Object running the call machine.
 //! - Plumbing every wing may use: [`error`] (the one error type, mapped to HTTP), [`queues`] (the producers), [`config`] (with the product's timings and policies), [`bindings`], [`platform`] (time and
 //!   randomness), [`quotas`] (Cloudflare's per-call limits, guarded in the test build), [`faults`]
 //!   (test-only fault switches).
@@ -16,6 +16,7 @@ use worker::{event, Context, Env, MessageBatch, Request, Response, ScheduleConte
 
 pub mod api;
 pub mod bindings;
+pub mod call_object;
 pub mod carrier;
 pub mod config;
 pub mod error;
@@ -23,7 +24,6 @@ pub mod faults;
 pub mod platform;
 pub mod queues;
 pub mod quotas;
-pub mod ring;
 pub mod store;
 #[cfg(feature = "fault-injection")]
 pub mod testing;

@@ -50,7 +50,7 @@ const ALLOWED: &[(&str, &str, &str)] = &[
 ];
 
 /// Store files whose SQL is not D1's: the call's Durable Object runs its own two-table SQLite.
-const OTHER_DATABASES: &[&str] = &["ring.rs"];
+const OTHER_DATABASES: &[&str] = &["call_storage.rs"];
 
 /// Every `.rs` file under `dir`, the folders of a concept (`store/carrier_events/`) included.
 fn store_files(dir: &Path, out: &mut Vec<PathBuf>) {

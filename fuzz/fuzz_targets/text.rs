@@ -23,5 +23,5 @@ fuzz_target!(|text: &str| {
     let s = segments::count(text);
     assert!(s.count >= 1);
     assert!(u64::from(s.count) * 160 >= u64::from(s.units) || s.encoding == segments::Encoding::Ucs2);
-    let _ = exactly_core::ring::RingPlan::new(text.split(',').map(str::to_owned).collect());
+    let _ = exactly_core::ring_plan::RingPlan::new(text.split(',').map(str::to_owned).collect());
 });

@@ -504,7 +504,7 @@ fn leg_events_in_reverse_order_dial_each_target_once(w: &Worker) {
     let mut ids = Vec::new();
     for position in (1..=3u32).rev() {
         let key = format!("{}:leg:{position}", c.call_id);
-        let tag = exactly_core::ring::LegTag { call: c.call_id.clone(), position };
+        let tag = exactly_core::ring_plan::LegTag { call: c.call_id.clone(), position };
         let payload = json!({
             "call_control_id": format!("v3:cc-{key}"), "call_leg_id": format!("leg-{key}"),
                 "call_session_id": format!("sess-{key}"),

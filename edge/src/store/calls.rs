@@ -1,5 +1,5 @@
 //! The `calls` and `call_legs` tables, written only from the call machine's actions
-//! (`exactly_core::call_machine`, executed by the call's Durable Object in [`crate::ring`]).
+//! (`exactly_core::call_machine`, executed by the call's Durable Object in [`crate::call_object`]).
 //!
 //! Every write is guarded so running it again changes nothing: the call is inserted once per
 //! carrier session, answered once (`status = 'ringing'`), ended once (`ended_at IS NULL`), and a

@@ -3,7 +3,7 @@
 
 use crate::store::Reply;
 use exactly_core::number::PhoneNumber;
-use exactly_core::ring::RingPlan;
+use exactly_core::ring_plan::RingPlan;
 use exactly_core::{Provider, Timestamp};
 use worker::{D1Database, D1PreparedStatement};
 

@@ -1,5 +1,5 @@
 //! Call Control events (`call.initiated`, `call.answered`, `call.hangup`): routed to the machine
-//! of their call, which lives in the call's Durable Object ([`crate::ring`]).
+//! of their call, which lives in the call's Durable Object ([`crate::call_object`]).
 //!
 //! A dialled leg's events name their call in the tag the platform gave them; the caller's leg
 //! events name it through their carrier session, so a caller's hangup that comes before its
@@ -41,7 +41,7 @@ pub async fn process(
             (inbound.call.id.clone(), inbound.fact(&owner.account_id, plan, owner.ring_timeout_secs))
         }
     };
-    let answer = crate::ring::send(env, &call_id, &Input::Carrier { event: row.id.clone(), fact }).await?;
+    let answer = crate::call_object::send(env, &call_id, &Input::Carrier { event: row.id.clone(), fact }).await?;
     // Queued actions (a carrier or D1 failure) are the object's to finish, on its alarm.
     Ok(Outcome::Done(if answer.pending == 0 { Done::Applied } else { Done::Accepted }))
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use exactly_core::ring::LegTag;
+use exactly_core::ring_plan::LegTag;
 use exactly_core::webhook::EventType;
 use exactly_core::{Provider, Timestamp};
 use serde_json::{json, Value};

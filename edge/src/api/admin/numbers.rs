@@ -1,7 +1,7 @@
 //! `/admin/numbers`: numbers, each owned by one account, with their ring plans.
 
 use exactly_core::event::Provider;
-use exactly_core::ring::{RingPlan, DEFAULT_RING_TIMEOUT_SECS, RING_TIMEOUT_SECS};
+use exactly_core::ring_plan::{RingPlan, DEFAULT_RING_TIMEOUT_SECS, RING_TIMEOUT_SECS};
 use serde::Deserialize;
 use serde_json::json;
 use worker::{Env, Request, Response};

@@ -23,7 +23,7 @@ use crate::carrier::telnyx::{self as carrier_api, Command};
 use crate::carrier::CallResult;
 use crate::error::EdgeError;
 use crate::platform::now;
-use crate::store::ring as storage;
+use crate::store::call_storage as storage;
 
 /// How long a failed action waits before the alarm runs the queue again, at first.
 const RETRY_MILLIS: i64 = 5_000;
