@@ -187,16 +187,30 @@ pub async fn basic_call(
     }
     let request = crate::platform::request(method.as_ref(), url, Some(&headers), payload.as_deref(), true)
         .map_err(|e| EdgeError::platform("carrier request", e))?;
-    let (status, answer) = match answered(request).await {
-        Ok(answered) => answered,
-        Err(reason) => return Ok(CallResult::Lost(reason.to_string())),
-    };
-    Ok(match status {
+    Ok(match answered(request).await {
+        Ok((status, answer)) => result_of(status, answer, url_path(url), credentials_hint, error),
+        Err(reason) => CallResult::Lost(reason.to_string()),
+    })
+}
+
+/// What a carrier's answer of `status` to the call of `path` means, for every carrier: 2xx is
+/// `Ok` with the JSON answer; 401/403 is transient, and the log names `credentials_hint` (a
+/// wrong or rotated key says nothing about the message or the call: retried with the same
+/// idempotency key); another 4xx but 408 and 429 is the carrier refusing, with `error` reading
+/// its code and title; anything else is [`unsuccessful`].
+pub fn result_of(
+    status: u16,
+    answer: Value,
+    path: &str,
+    credentials_hint: &str,
+    error: fn(&Value) -> (Option<String>, Option<String>),
+) -> CallResult<Value> {
+    match status {
         200..=299 => CallResult::Ok(answer),
         401 | 403 => {
             worker::console_error!(
                 "{}",
-                serde_json::json!({"carrier_api": url_path(url), "status": status,
+                serde_json::json!({"carrier_api": path, "status": status,
                     "error": format!("the carrier refused the credentials: check {credentials_hint}")})
             );
             CallResult::Transient(format!("carrier answered {status}: check {credentials_hint}"))
@@ -206,7 +220,7 @@ pub async fn basic_call(
             CallResult::Refused(CarrierError { code: code.unwrap_or_else(|| format!("http_{status}")), title })
         }
         _ => unsuccessful(status, format!("carrier answered {status}")),
-    })
+    }
 }
 
 /// The path of `url`, for logs (no host, no query).

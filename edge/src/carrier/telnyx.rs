@@ -1,7 +1,6 @@
 //! The carrier's REST API (Telnyx v2): sending messages (SMS and MMS). Requests carry the message id as the
 //! idempotency key, so a retried send never becomes a second message at the carrier.
 
-use exactly_core::event::CarrierError;
 use serde_json::{json, Value};
 use worker::{Env, Headers, Method};
 
@@ -58,36 +57,16 @@ async fn call(
     let request = crate::platform::request(method.as_ref(), &url, Some(&headers), body.as_deref(), true)
         .map_err(|e| EdgeError::platform("carrier request", e))?;
 
-    let (status, answer) = match super::answered(request).await {
-        Ok(answered) => answered,
-        Err(reason) => return Ok(CallResult::Lost(reason.to_string())),
-    };
-    Ok(match status {
-        200..=299 => CallResult::Ok(answer),
-        // A wrong or rotated API key says nothing about the message or the call: retry (with
-        // the same idempotency key) and say loudly which variable to fix.
-        401 | 403 => {
-            worker::console_error!(
-                "{}",
-                serde_json::json!({"carrier_api": path, "status": status,
-                    "error": "the carrier refused the credentials: check TELNYX_API_KEY"})
-            );
-            CallResult::Transient(format!("carrier answered {status}: check TELNYX_API_KEY"))
-        }
-        400..=499 if status != 408 && status != 429 => {
-            let first = &answer["errors"][0];
-            let text = |v: &Value| match v {
-                Value::String(s) => Some(s.clone()),
-                Value::Number(n) => Some(n.to_string()),
-                _ => None,
-            };
-            CallResult::Refused(CarrierError {
-                code: text(&first["code"]).unwrap_or_else(|| format!("http_{status}")),
-                title: text(&first["title"]).or_else(|| text(&first["detail"])),
-            })
-        }
-        _ => super::unsuccessful(status, format!("carrier answered {status}")),
+    Ok(match super::answered(request).await {
+        Ok((status, answer)) => super::result_of(status, answer, path, "TELNYX_API_KEY", refusal),
+        Err(reason) => CallResult::Lost(reason.to_string()),
     })
+}
+
+/// The code and title of a Telnyx refusal: its first error's.
+fn refusal(answer: &Value) -> (Option<String>, Option<String>) {
+    let first = &answer["errors"][0];
+    (super::text_of(&first["code"]), super::text_of(&first["title"]).or_else(|| super::text_of(&first["detail"])))
 }
 
 /// The ids of a leg the carrier dialled.
