@@ -332,7 +332,7 @@ impl CallRing {
             }
             Action::RecordCall { view } => {
                 let change = crate::store::calls::record(&db()?, view, now()).await?;
-                crate::queues::announce(env, &db()?, &change).await?;
+                crate::queues::deliver_many(env, change.to_enqueue(&db()?).await?).await?;
                 None
             }
             Action::RecordLeg { call_id, leg, version } => {
@@ -347,12 +347,12 @@ impl CallRing {
             }
             Action::RecordAnswered { at, view, .. } => {
                 let change = crate::store::calls::record_answered(&db()?, view, *at, now()).await?;
-                crate::queues::announce(env, &db()?, &change).await?;
+                crate::queues::deliver_many(env, change.to_enqueue(&db()?).await?).await?;
                 None
             }
             Action::RecordEnd { end, view } => {
                 let change = crate::store::calls::record_end(&db()?, view, *end, now()).await?;
-                crate::queues::announce(env, &db()?, &change).await?;
+                crate::queues::deliver_many(env, change.to_enqueue(&db()?).await?).await?;
                 None
             }
             Action::MarkProcessed { event } => {

@@ -4,13 +4,11 @@
 
 use exactly_core::backoff;
 use serde::{Deserialize, Serialize};
-use worker::{D1Database, Env, MessageBuilder};
+use worker::{Env, MessageBuilder};
 
 use crate::bindings;
 use crate::error::EdgeError;
 use crate::quotas;
-use crate::store::deliveries;
-use crate::store::outbox::Change;
 
 /// A message on the `jobs` queue.
 #[derive(Debug, Serialize, Deserialize)]
@@ -365,28 +363,6 @@ pub async fn wake_later(env: &Env, endpoint_id: &str, delay_secs: u64) -> Result
     let job =
         DeliveryJob { delivery_id: String::new(), wake: Some(endpoint_id.to_owned()), database: database_of(env) };
     send_one(env, bindings::DELIVERIES, job, delay, "enqueue wake").await
-}
-
-/// Enqueues the first attempts of the deliveries of these events (operational signals), if
-/// they were written.
-pub async fn announce_events(env: &Env, db: &D1Database, event_ids: &[String]) -> Result<(), EdgeError> {
-    for event_id in event_ids {
-        announce(env, db, &Change { changed: true, event: Some(event_id.clone()), ..Change::default() }).await?;
-    }
-    Ok(())
-}
-
-/// Enqueues the first attempt of every pending delivery of the event a change wrote. If this
-/// fails, the sweeper enqueues them once they are overdue.
-pub async fn announce(env: &Env, db: &D1Database, change: &Change) -> Result<(), EdgeError> {
-    let Some(event_id) = &change.event else { return Ok(()) };
-    let pending = match &change.pending {
-        Some(pending) => pending.clone(),
-        None => deliveries::pending_initial(db, event_id, crate::platform::now()).await?,
-    };
-    let ids =
-        pending.into_iter().filter(|(_, url)| !crate::faults::delivery_message_lost(url)).map(|(id, _)| id).collect();
-    deliver_many(env, ids).await
 }
 
 #[cfg(test)]

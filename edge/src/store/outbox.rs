@@ -318,6 +318,32 @@ impl Change {
         }
         Ok(change)
     }
+
+    /// The deliveries to enqueue for the event this change wrote (none when it wrote none):
+    /// those its batch returned, or else its event's pending first attempts, read now. If their
+    /// enqueueing fails, the sweeper enqueues them once they are overdue.
+    pub async fn to_enqueue(&self, db: &D1Database) -> Result<Vec<String>, EdgeError> {
+        let Some(event_id) = &self.event else { return Ok(Vec::new()) };
+        let pending = match &self.pending {
+            Some(pending) => pending.clone(),
+            None => fanout::pending_initial(db, event_id, crate::platform::now()).await?,
+        };
+        Ok(pending
+            .into_iter()
+            .filter(|(_, url)| !crate::faults::delivery_message_lost(url))
+            .map(|(id, _)| id)
+            .collect())
+    }
+}
+
+/// The deliveries to enqueue for these events (operational signals, each written or not): each
+/// one's pending first attempts.
+pub async fn to_enqueue_for(db: &D1Database, event_ids: &[String]) -> Result<Vec<String>, EdgeError> {
+    let mut ids = Vec::new();
+    for event_id in event_ids {
+        ids.extend(Change { changed: true, event: Some(event_id.clone()), ..Change::default() }.to_enqueue(db).await?);
+    }
+    Ok(ids)
 }
 
 /// One page of the retention of customer events (run by the cron's retention step): the events

@@ -34,7 +34,8 @@ pub async fn process(
             let Some(owner) = numbers::owner(&resources, &inbound.call.to).await? else {
                 let problem = format!("no account owns the number {}", inbound.call.to);
                 let failed = log.mark_failed(db, row, &problem).await?;
-                crate::queues::announce_events(env, db, &failed.signals).await?;
+                crate::queues::deliver_many(env, crate::store::outbox::to_enqueue_for(db, &failed.signals).await?)
+                    .await?;
                 return Ok(Outcome::Done(Done::Failed));
             };
             let plan = owner.plan.map(|p| p.targets().to_vec()).unwrap_or_default();

@@ -98,7 +98,7 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
         CallResult::Ok(carrier_id) => sent(env, db, &message, &token, &carrier_id).await,
         CallResult::Refused(error) => {
             let change = messages::record_send_failed(db, &message, &token, &error, now()).await?;
-            crate::queues::announce(env, db, &change).await?;
+            crate::queues::deliver_many(env, change.to_enqueue(db).await?).await?;
             Ok(Outcome::Done(Done::RefusedByCarrier))
         }
         CallResult::Transient(reason) => retry_or_fail(env, db, &message, &token, attempt, false, reason).await,
@@ -136,7 +136,7 @@ async fn unconfirmed(
         ),
     };
     let change = messages::record_send_failed(db, message, token, &error, now()).await?;
-    crate::queues::announce(env, db, &change).await?;
+    crate::queues::deliver_many(env, change.to_enqueue(db).await?).await?;
     Ok(Outcome::Done(Done::Failed))
 }
 
@@ -164,7 +164,7 @@ async fn sent(
     // woken receipts are enqueued after both, and a lost enqueue is the sweeper's.
     let (change, woken) = messages::record_sent(db, message, token, carrier_id, now()).await?;
     wake(env, carrier_id, &[woken, routed].concat()).await;
-    crate::queues::announce(env, db, &change).await?;
+    crate::queues::deliver_many(env, change.to_enqueue(db).await?).await?;
     Ok(Outcome::Done(if change.changed { Done::Sent } else { Done::NoOp }))
 }
 
@@ -218,6 +218,6 @@ async fn retry_or_fail(
         title: Some(format!("the carrier did not answer for 24 hours ({attempt} attempts): {reason}")),
     };
     let change = messages::record_send_failed(db, message, token, &error, now()).await?;
-    crate::queues::announce(env, db, &change).await?;
+    crate::queues::deliver_many(env, change.to_enqueue(db).await?).await?;
     Ok(Outcome::Done(Done::GaveUp))
 }

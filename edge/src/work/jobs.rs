@@ -150,7 +150,7 @@ async fn dead_dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<(
     let horizon = exactly_core::Timestamp::from_unix_millis(now.unix_millis() - dispatch::SEND_HORIZON_MILLIS);
     let change = crate::store::messages::fail_undispatched(db, message_id, now, horizon).await?;
     if change.changed {
-        return crate::queues::announce(env, db, &change).await;
+        return crate::queues::deliver_many(env, change.to_enqueue(db).await?).await;
     }
     let undispatched = crate::store::messages::by_id(db, message_id).await?.is_some_and(|m| m.undispatched());
     if undispatched {
@@ -205,7 +205,13 @@ async fn dead_letter(env: &Env, job: &Job) -> Result<(), EdgeError> {
                 }
             }
             match log.mark_failed_id(&root, id, problem).await? {
-                Some(failed) => crate::queues::announce_events(&env, &root, &failed.signals).await,
+                Some(failed) => {
+                    crate::queues::deliver_many(
+                        &env,
+                        crate::store::outbox::to_enqueue_for(&root, &failed.signals).await?,
+                    )
+                    .await
+                }
                 None => Ok(()),
             }
         }

@@ -76,7 +76,7 @@ async fn read_and_process(
         Ok(event) => event,
         Err(problem) => {
             let failed = log.mark_failed(db, &row, &problem.to_string()).await?;
-            crate::queues::announce_events(env, db, &failed.signals).await?;
+            crate::queues::deliver_many(env, crate::store::outbox::to_enqueue_for(db, &failed.signals).await?).await?;
             return Ok(Outcome::Done(Done::Failed));
         }
     };
@@ -208,7 +208,7 @@ pub async fn announced(
     if let Some(beside) = beside {
         beside.take(env, db, claimed).await;
     }
-    crate::queues::announce(env, db, &change).await?;
+    crate::queues::deliver_many(env, change.to_enqueue(db).await?).await?;
     Ok(Outcome::applied(change.changed))
 }
 
@@ -267,7 +267,7 @@ async fn received(
     let Some(owner) = owner else {
         let problem = format!("no account owns the number {}", inbound.to);
         let failed = log.mark_failed(db, row, &problem).await?;
-        crate::queues::announce_events(env, db, &failed.signals).await?;
+        crate::queues::deliver_many(env, crate::store::outbox::to_enqueue_for(db, &failed.signals).await?).await?;
         return Ok(Outcome::Done(Done::Failed));
     };
     let id = new_id("msg")?;

@@ -112,7 +112,12 @@ async fn sweep_database(env: &Env, log: &carrier_events::Log, cutoff: Timestamp)
         match log.expire_park(&db, &root, &park, parked_horizon).await {
             Ok(failed) => {
                 expired += usize::from(failed.changed);
-                if let Err(e) = crate::queues::announce_events(&root_env, &root, &failed.signals).await {
+                let signals = &failed.signals;
+                let announced = async {
+                    crate::queues::deliver_many(&root_env, crate::store::outbox::to_enqueue_for(&root, signals).await?)
+                        .await
+                };
+                if let Err(e) = announced.await {
                     skipped("park expiry signal", &park.id, &e);
                 }
             }
@@ -177,7 +182,7 @@ async fn log_backlog(env: &Env, log: &carrier_events::Log) -> Result<usize, Edge
     }
     // Each signal written is a list of its copies' event ids; one already written is empty.
     let raised = stuck.iter().filter(|ids| !ids.is_empty()).count();
-    crate::queues::announce_events(env, &root, &stuck.concat()).await?;
+    crate::queues::deliver_many(env, crate::store::outbox::to_enqueue_for(&root, &stuck.concat()).await?).await?;
     Ok(raised)
 }
 
@@ -200,7 +205,7 @@ async fn delivery_backlog(env: &Env, scoped: &Env, id: &str) -> Result<usize, Ed
         since: due.next_attempt_at,
     };
     let written = signals::backlog_high(&db, &delivery, threshold_secs, at).await?;
-    crate::queues::announce_events(scoped, &db, &written).await?;
+    crate::queues::deliver_many(scoped, crate::store::outbox::to_enqueue_for(&db, &written).await?).await?;
     Ok(usize::from(!written.is_empty()))
 }
 

@@ -133,7 +133,7 @@ pub async fn replay(
 
 /// The statement that puts into their endpoints' lines the deliveries of event `event_id` not
 /// attempted yet that the fan-out would put there now ([`fan_out`]), for a batch that reads them
-/// after the fan-out's own ([`super::pending_initial`]): the endpoint may have filled, its
+/// after the fan-out's own ([`pending_initial`]): the endpoint may have filled, its
 /// circuit opened or a line formed since.
 pub fn line_up(db: &D1Database, event_id: &str, now: Timestamp) -> Result<D1PreparedStatement, EdgeError> {
     db::stmt(
@@ -214,4 +214,19 @@ pub fn pending_of(results: &[crate::store::Reply]) -> Result<Pending, EdgeError>
         }
     }
     Ok(pending)
+}
+
+/// The deliveries of an event not attempted yet to endpoints that take attempts now, with their
+/// endpoint's URL, to enqueue. Those that the fan-out would put into their endpoint's line now
+/// (its circuit not closed, its line not empty, or full) go there in the same batch, with no
+/// queue message ([`line_up`]): while a circuit is open or an endpoint is busy, its new
+/// deliveries take no consumer time until the line reaches them.
+pub async fn pending_initial(
+    db: &D1Database,
+    event_id: &str,
+    now: Timestamp,
+) -> Result<Vec<(String, String)>, EdgeError> {
+    let statements = vec![line_up(db, event_id, now)?, pending(db, event_id, now, None)?];
+    let results = db::batch(db, statements).await?;
+    Ok(pending_of(&results)?.queued)
 }

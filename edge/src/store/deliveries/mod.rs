@@ -132,21 +132,6 @@ pub struct Attempt {
     pub request_signature: Option<String>,
 }
 
-/// The deliveries of an event not attempted yet to endpoints that take attempts now, with their
-/// endpoint's URL, to enqueue. Those that the fan-out would put into their endpoint's line now
-/// (its circuit not closed, its line not empty, or full) go there in the same batch, with no
-/// queue message ([`fanout::line_up`]): while a circuit is open or an endpoint is busy, its new
-/// deliveries take no consumer time until the line reaches them.
-pub async fn pending_initial(
-    db: &D1Database,
-    event_id: &str,
-    now: Timestamp,
-) -> Result<Vec<(String, String)>, EdgeError> {
-    let statements = vec![fanout::line_up(db, event_id, now)?, fanout::pending(db, event_id, now, None)?];
-    let results = db::batch(db, statements).await?;
-    Ok(fanout::pending_of(&results)?.queued)
-}
-
 /// The delivery `id` with its endpoint and payload.
 pub async fn due(db: &D1Database, id: &str) -> Result<Option<Due>, EdgeError> {
     db::first(due_query(db, Some(id), None)?).await

@@ -528,7 +528,7 @@ async fn feed_breaker(
             breaker::State::Closed { .. } => queues::wake_later(env, &due.endpoint_id, 0).await?,
             breaker::State::HalfOpen { .. } => {}
         }
-        queues::announce_events(env, db, &signals).await?;
+        queues::deliver_many(env, crate::store::outbox::to_enqueue_for(db, &signals).await?).await?;
         return Ok(());
     }
     Ok(())
@@ -595,7 +595,7 @@ async fn record(
         Answer::Gone => {
             let signals =
                 deliveries::record_gone(db, &attempt(Some(410), Some("410 Gone".into()), None), &subject).await?;
-            queues::announce_events(env, db, &signals).await?;
+            queues::deliver_many(env, crate::store::outbox::to_enqueue_for(db, &signals).await?).await?;
             Ok(Done::EndpointGone)
         }
         Answer::Failure { status, error, retry_after, .. } => {
@@ -621,7 +621,7 @@ async fn record(
                 }
                 None => Done::DeliveryGaveUp,
             };
-            queues::announce_events(env, db, &signals).await?;
+            queues::deliver_many(env, crate::store::outbox::to_enqueue_for(db, &signals).await?).await?;
             Ok(done)
         }
     }
