@@ -154,18 +154,27 @@ pub fn portal_token(token: &str) -> Option<(&str, &str)> {
     (id.starts_with("ps_") && well_formed(id) && well_formed(secret)).then_some((id, secret))
 }
 
+/// How an origin that may embed the portal is served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OriginScheme {
+    /// `https://`.
+    Https,
+    /// `http://` on `localhost` or `127.0.0.1`: local development only.
+    LocalHttp,
+}
+
 /// Checks an origin that may embed the portal: `https://host[:port]` (or `http://` for
 /// `localhost` and `127.0.0.1`), lowercase, nothing after the host; the form a browser compares
-/// against `frame-ancestors`.
-pub fn frame_origin(origin: &str) -> Result<(), &'static str> {
-    let rest = if let Some(rest) = origin.strip_prefix("https://") {
-        rest
+/// against `frame-ancestors`. Its scheme, when it is one.
+pub fn frame_origin(origin: &str) -> Result<OriginScheme, &'static str> {
+    let (rest, scheme) = if let Some(rest) = origin.strip_prefix("https://") {
+        (rest, OriginScheme::Https)
     } else if let Some(rest) = origin.strip_prefix("http://") {
         let host = rest.split(':').next().unwrap_or_default();
         if host != "localhost" && host != "127.0.0.1" {
             return Err("must be https:// (http:// only for localhost)");
         }
-        rest
+        (rest, OriginScheme::LocalHttp)
     } else {
         return Err("must start with https://");
     };
@@ -184,7 +193,7 @@ pub fn frame_origin(origin: &str) -> Result<(), &'static str> {
             return Err("has a port that is not a number");
         }
     }
-    Ok(())
+    Ok(scheme)
 }
 
 #[cfg(test)]
@@ -258,7 +267,11 @@ mod tests {
     fn frame_origins_are_bare_origins() {
         for good in ["https://app.example.com", "https://example.com:8443", "http://localhost:3000", "http://127.0.0.1"]
         {
-            assert_eq!(frame_origin(good), Ok(()), "{good}");
+            assert!(frame_origin(good).is_ok(), "{good}");
+        }
+        assert_eq!(frame_origin("https://example.com:8443"), Ok(OriginScheme::Https));
+        for local in ["http://localhost:3000", "http://127.0.0.1"] {
+            assert_eq!(frame_origin(local), Ok(OriginScheme::LocalHttp), "{local}");
         }
         for bad in [
             "https://app.example.com/",

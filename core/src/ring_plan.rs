@@ -35,6 +35,27 @@ pub const DEFAULT_RING_TIMEOUT_SECS: u32 = 30;
 /// The shortest and longest ring timeout a number may have.
 pub const RING_TIMEOUT_SECS: std::ops::RangeInclusive<u32> = 5..=120;
 
+/// What a ring target is: a SIP URI (`sip:...`) is dialled as it is written; anything else must
+/// be an E.164 number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetKind {
+    /// A SIP URI.
+    Sip,
+    /// A phone number (E.164 once checked).
+    Phone,
+}
+
+impl TargetKind {
+    /// The kind of `target`, by its scheme.
+    pub fn of(target: &str) -> Self {
+        if target.starts_with("sip:") {
+            TargetKind::Sip
+        } else {
+            TargetKind::Phone
+        }
+    }
+}
+
 /// The ordered targets of one number (E.164 numbers or SIP URIs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RingPlan {
@@ -84,6 +105,15 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn a_target_is_sip_by_its_scheme_and_a_phone_number_otherwise() {
+        assert_eq!(TargetKind::of("sip:alice@example.com"), TargetKind::Sip);
+        assert_eq!(TargetKind::of("+15551234567"), TargetKind::Phone);
+        // Anything else is a phone number to check, which refuses it.
+        assert_eq!(TargetKind::of("SIP:alice@example.com"), TargetKind::Phone);
+        assert_eq!(TargetKind::of("alice@sip:example.com"), TargetKind::Phone);
+    }
 
     #[test]
     fn leg_tags_round_trip() {

@@ -151,9 +151,9 @@ async fn set_origins(mut req: Request, env: &Env, account_id: &str) -> Result<se
     // Plain http (localhost only) is for local development, as private endpoints are.
     let local_allowed = crate::config::get(env)?.allow_private_endpoints;
     for origin in &patch.portal_origins {
-        exactly_core::access::frame_origin(origin)
+        let scheme = exactly_core::access::frame_origin(origin)
             .map_err(|problem| EdgeError::invalid("portal_origins", format!("{origin:?} {problem}")))?;
-        if !local_allowed && origin.starts_with("http://") {
+        if !local_allowed && scheme == exactly_core::access::OriginScheme::LocalHttp {
             let problem = "must be https:// (http://localhost only where ALLOW_PRIVATE_ENDPOINTS is set)";
             return Err(EdgeError::invalid("portal_origins", format!("{origin:?} {problem}")));
         }

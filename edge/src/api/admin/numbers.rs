@@ -1,7 +1,7 @@
 //! `/admin/numbers`: numbers, each owned by one account, with their ring plans.
 
 use exactly_core::event::Provider;
-use exactly_core::ring_plan::{RingPlan, DEFAULT_RING_TIMEOUT_SECS, RING_TIMEOUT_SECS};
+use exactly_core::ring_plan::{RingPlan, TargetKind, DEFAULT_RING_TIMEOUT_SECS, RING_TIMEOUT_SECS};
 use serde::Deserialize;
 use serde_json::json;
 use worker::{Env, Request, Response};
@@ -32,7 +32,7 @@ pub async fn create_number(mut req: Request, env: &Env) -> Result<Response, Edge
     let phone_number =
         e164("phone_number", &body.phone_number.ok_or_else(|| EdgeError::invalid("phone_number", "is required"))?)?;
     for target in &body.ring_targets {
-        if !target.starts_with("sip:") {
+        if TargetKind::of(target) == TargetKind::Phone {
             e164("ring_targets", target)?;
         }
     }
