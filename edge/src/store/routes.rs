@@ -8,7 +8,7 @@
 //! backfill); a message route only for an account outside `DB`. A key with no route is in
 //! `DB`: the accounts, numbers and messages from before routing are found where they always were.
 
-use exactly_core::Timestamp;
+use exactly_core::{Provider, Timestamp};
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement, Env};
 
@@ -196,13 +196,13 @@ pub async fn of_number(env: &Env, number: &str) -> Result<Option<String>, EdgeEr
 
 /// The database of the account that sent the message with this carrier id; `None` when no
 /// route names it (a message of an account in `DB`, or none recorded yet).
-pub async fn of_message(env: &Env, carrier: &str, carrier_message_id: &str) -> Result<Option<String>, EdgeError> {
+pub async fn of_message(env: &Env, carrier: Provider, carrier_message_id: &str) -> Result<Option<String>, EdgeError> {
     if !sharded(env) {
         return Ok(None);
     }
     let sql = "SELECT a.binding FROM message_routes m JOIN account_routes a ON a.account_id = m.account_id
                WHERE m.carrier = ?1 AND m.carrier_message_id = ?2";
-    binding_of(&db::d1(env, DB)?, sql, &[text(carrier), text(carrier_message_id)]).await
+    binding_of(&db::d1(env, DB)?, sql, &[text(carrier.as_str()), text(carrier_message_id)]).await
 }
 
 /// Before a send of an account outside `DB` is recorded in its database: the route of its
@@ -212,7 +212,7 @@ pub async fn of_message(env: &Env, carrier: &str, carrier_message_id: &str) -> R
 /// messages.
 pub async fn record_message(
     env: &Env,
-    carrier: &str,
+    carrier: Provider,
     carrier_message_id: &str,
     account_id: &str,
     now: Timestamp,
@@ -228,7 +228,7 @@ pub async fn record_message(
                 &root,
                 "INSERT INTO message_routes (carrier, carrier_message_id, account_id) VALUES (?1, ?2, ?3)
                  ON CONFLICT DO NOTHING",
-                &[text(carrier), text(carrier_message_id), text(account_id)],
+                &[text(carrier.as_str()), text(carrier_message_id), text(account_id)],
             )?,
             crate::store::carrier_events::wake_routed_stmt(&root, carrier, carrier_message_id, now)?,
         ],

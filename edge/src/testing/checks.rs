@@ -232,7 +232,7 @@ async fn carrier_events_park_and_wake(env: &Env, db: &D1Database) -> Result<Valu
     sent_as(db, &carrier_id).await?;
     let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
     for _ in 0..2 {
-        let results = db::batch(db, vec![carrier_events::wake_stmt(db, "telnyx", &carrier_id, now())?]).await?;
+        let results = db::batch(db, vec![carrier_events::wake_stmt(db, Provider::Telnyx, &carrier_id, now())?]).await?;
         let woken = results.first().map(carrier_events::woken).transpose()?.unwrap_or_default();
         r.runs.push((json!(woken), rows(db, &show).await?));
     }
@@ -251,7 +251,7 @@ async fn carrier_events_expire_park(env: &Env, db: &D1Database, name: &str) -> R
         carrier_events::Woken { id: id.clone(), carrier: Provider::Telnyx, carrier_message_id: carrier_id.clone() };
     if name == "carrier_events.expire_after_wake" {
         sent_as(db, &carrier_id).await?;
-        db::batch(db, vec![carrier_events::wake_stmt(db, "telnyx", &carrier_id, now())?]).await?;
+        db::batch(db, vec![carrier_events::wake_stmt(db, Provider::Telnyx, &carrier_id, now())?]).await?;
     }
     let show = format!(
         "SELECT (SELECT COUNT(*) FROM carrier_events WHERE 'cev_' || printf('%016x', id) = {id} AND error IS NOT NULL)

@@ -78,7 +78,7 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
         let retry = |reason: String| retry_or_fail(env, db, &message, &token, attempt, true, reason);
         match carrier_api::sent_since(env, carrier, &outgoing, since).await? {
             CallResult::Ok(listed) => {
-                let found = messages::unowned(db, carrier.as_str(), &listed).await?;
+                let found = messages::unowned(db, carrier, &listed).await?;
                 if let Some(oldest) = found.first() {
                     return match messages::rivals(db, &message, since, now()).await? {
                         messages::Rivals::None => sent(env, db, &message, &token, oldest).await,
@@ -152,8 +152,7 @@ async fn sent(
     // The route of the carrier id first (docs/scaling.md, "Accounts across databases"): a
     // receipt that comes after the route waits beside the message, one before it in `DB`.
     let routed =
-        crate::store::routes::record_message(env, message.carrier.as_str(), carrier_id, &message.account_id, now())
-            .await?;
+        crate::store::routes::record_message(env, message.carrier, carrier_id, &message.account_id, now()).await?;
     if crate::faults::crash_after_route(&message.text, &message.id) {
         return Err(EdgeError::unavailable(
             "injected fault",

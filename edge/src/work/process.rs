@@ -307,7 +307,7 @@ async fn status_report(
     report: &exactly_core::event::StatusReport,
 ) -> Result<Outcome, EdgeError> {
     // The sender's account database: where the route of the carrier id points, or `DB`.
-    let route = routes::of_message(env, event.provider.as_str(), &report.carrier_message_id).await?;
+    let route = routes::of_message(env, event.provider, &report.carrier_message_id).await?;
     let account_binding = route.clone();
     let (env, db) = &routes::open(env, route)?;
     let Some(message) = messages::by_carrier_id(db, event.provider, &report.carrier_message_id).await? else {

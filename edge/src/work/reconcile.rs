@@ -200,8 +200,7 @@ async fn learned(
     body: &str,
     now: Timestamp,
 ) -> Result<Option<String>, EdgeError> {
-    let stored =
-        carrier_events::Log::open(env)?.store_learned(carrier.as_str(), event_id, event_type, body, now).await?;
+    let stored = carrier_events::Log::open(env)?.store_learned(carrier, event_id, event_type, body, now).await?;
     worker::console_log!(
         "{}",
         json!({"cron": "reconcile", "carrier": carrier.as_str(), "event": event_id, "stored": stored.is_some()})

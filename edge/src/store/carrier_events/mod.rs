@@ -125,7 +125,7 @@ impl Row {
 
 /// A carrier event to store, with its virtual shard.
 struct NewEvent<'a> {
-    carrier: &'a str,
+    carrier: Provider,
     carrier_event_id: &'a str,
     event_type: &'a str,
     payload: &'a str,
@@ -274,7 +274,7 @@ impl Log {
         now: Timestamp,
     ) -> Result<(Stored, usize), EdgeError> {
         let e = event.event();
-        self.insert(e.provider.as_str(), &e.event_id, &e.event_type, payload, now).await
+        self.insert(e.provider, &e.event_id, &e.event_type, payload, now).await
     }
 
     /// Stores a fact the platform learned by asking the carrier (reconciliation), in the
@@ -283,7 +283,7 @@ impl Log {
     /// carrier's own webhook with the same key, is stored once.
     pub async fn store_learned(
         &self,
-        carrier: &str,
+        carrier: Provider,
         carrier_event_id: &str,
         event_type: &str,
         payload: &str,
@@ -297,13 +297,13 @@ impl Log {
 
     async fn insert(
         &self,
-        carrier: &str,
+        carrier: Provider,
         carrier_event_id: &str,
         event_type: &str,
         payload: &str,
         now: Timestamp,
     ) -> Result<(Stored, usize), EdgeError> {
-        let vshard = shard::virtual_shard(carrier, carrier_event_id);
+        let vshard = shard::virtual_shard(carrier.as_str(), carrier_event_id);
         let event = NewEvent { carrier, carrier_event_id, event_type, payload, now, vshard };
         let mut binding = self.map.binding(vshard).to_owned();
         let mut checked = false;
@@ -364,7 +364,7 @@ impl Log {
                  ON CONFLICT (carrier, carrier_event_id) DO NOTHING"
             ),
             &[
-                text(event.carrier),
+                text(event.carrier.as_str()),
                 text(event.carrier_event_id),
                 text(event.event_type),
                 text(event.payload),
@@ -383,7 +383,7 @@ impl Log {
                  LEFT JOIN carrier_events e ON e.carrier = ?1 AND e.carrier_event_id = ?2
                  LEFT JOIN shard_moves m ON m.vshard = k.v"
             ),
-            &[text(event.carrier), text(event.carrier_event_id), int(i64::from(event.vshard))],
+            &[text(event.carrier.as_str()), text(event.carrier_event_id), int(i64::from(event.vshard))],
         )?;
         // Read field by field from D1's own objects: this runs on every delivery (see
         // store::batch_raw).
@@ -409,7 +409,7 @@ impl Log {
                  LEFT JOIN carrier_events e ON e.carrier = ?1 AND e.carrier_event_id = ?2
                  LEFT JOIN shard_moves m ON m.vshard = k.v"
             ),
-            &[text(event.carrier), text(event.carrier_event_id), int(i64::from(event.vshard))],
+            &[text(event.carrier.as_str()), text(event.carrier_event_id), int(i64::from(event.vshard))],
         )?)
         .await?;
         let there = there.ok_or_else(|| EdgeError::unavailable("store", "store carrier event: no answer"))?;

@@ -2,7 +2,7 @@
 //! "Moving virtual shards"), recorded in `shard_moves` in both.
 
 use exactly_core::shard;
-use exactly_core::Timestamp;
+use exactly_core::{Provider, Timestamp};
 use worker::D1Database;
 
 use super::Log;
@@ -36,7 +36,7 @@ crate::store::row! {
     #[derive(Clone)]
     struct Copy {
         id: i64,
-        carrier: String,
+        carrier: Provider,
         carrier_event_id: String,
         event_type: String,
         payload: Option<String>,
@@ -157,7 +157,7 @@ impl Log {
         // during its rollout does not carry its shard.
         let moving: Vec<&Copy> = page
             .iter()
-            .filter(|r| (first..=last).contains(&shard::virtual_shard(&r.carrier, &r.carrier_event_id)))
+            .filter(|r| (first..=last).contains(&shard::virtual_shard(r.carrier.as_str(), &r.carrier_event_id)))
             .collect();
         done.copied += self.copy_rows(source, target, moving).await?;
         // The move's progress, only on from where it stood: the copied mark below needs
@@ -370,7 +370,7 @@ fn copy_stmts(target: &D1Database, rows: &[&Copy]) -> Result<Vec<worker::D1Prepa
                    AND carrier_events.carrier_event_id = excluded.carrier_event_id",
                 &[
                     int(r.id),
-                    text(&r.carrier),
+                    text(r.carrier.as_str()),
                     text(&r.carrier_event_id),
                     text(&r.event_type),
                     db::opt_text(r.payload.as_deref()),

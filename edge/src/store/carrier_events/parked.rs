@@ -158,7 +158,7 @@ impl Log {
 /// woken, until the sweeper finds their events settled ([`Log::recheck_woken`]).
 pub fn wake_stmt(
     db: &D1Database,
-    carrier: &str,
+    carrier: Provider,
     carrier_message_id: &str,
     now: Timestamp,
 ) -> Result<worker::D1PreparedStatement, EdgeError> {
@@ -167,7 +167,7 @@ pub fn wake_stmt(
         "UPDATE parked_receipts SET woken_at = ?3 WHERE carrier = ?1 AND carrier_message_id = ?2 AND woken_at IS NULL
            AND EXISTS (SELECT 1 FROM messages WHERE carrier = ?1 AND carrier_message_id = ?2)
          RETURNING carrier_event AS id",
-        &[text(carrier), text(carrier_message_id), time(now)],
+        &[text(carrier.as_str()), text(carrier_message_id), time(now)],
     )
 }
 
@@ -179,7 +179,7 @@ pub fn wake_stmt(
 /// instead of leaving them to the sweeper (a second enqueue of one is a no-op job).
 pub fn wake_routed_stmt(
     db: &D1Database,
-    carrier: &str,
+    carrier: Provider,
     carrier_message_id: &str,
     now: Timestamp,
 ) -> Result<worker::D1PreparedStatement, EdgeError> {
@@ -189,7 +189,7 @@ pub fn wake_routed_stmt(
          WHERE carrier = ?1 AND carrier_message_id = ?2 AND (woken_at IS NULL OR woken_at > 0)
            AND EXISTS (SELECT 1 FROM message_routes WHERE carrier = ?1 AND carrier_message_id = ?2)
          RETURNING carrier_event AS id",
-        &[text(carrier), text(carrier_message_id), time(now)],
+        &[text(carrier.as_str()), text(carrier_message_id), time(now)],
     )
 }
 
@@ -203,7 +203,7 @@ pub fn woken(result: &crate::store::Reply) -> Result<Vec<String>, EdgeError> {
 /// returns their ids like [`wake_stmt`].
 pub fn wake_legacy_stmt(
     db: &D1Database,
-    carrier: &str,
+    carrier: Provider,
     carrier_message_id: &str,
 ) -> Result<worker::D1PreparedStatement, EdgeError> {
     db::stmt(
@@ -214,7 +214,7 @@ pub fn wake_legacy_stmt(
            AND NOT EXISTS (SELECT 1 FROM parked_receipts p WHERE p.carrier = ?1 AND p.carrier_message_id = ?2
                            AND p.carrier_event = 'cev_' || printf('%016x', carrier_events.id))
          RETURNING 'cev_' || printf('%016x', id) AS id",
-        &[text(carrier), text(carrier_message_id)],
+        &[text(carrier.as_str()), text(carrier_message_id)],
     )
 }
 

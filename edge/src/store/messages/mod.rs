@@ -314,8 +314,8 @@ pub async fn record_sent(
                 now,
             )?,
             event.fan_out(db, now)?,
-            crate::store::carrier_events::wake_stmt(db, message.carrier.as_str(), carrier_message_id, now)?,
-            crate::store::carrier_events::wake_legacy_stmt(db, message.carrier.as_str(), carrier_message_id)?,
+            crate::store::carrier_events::wake_stmt(db, message.carrier, carrier_message_id, now)?,
+            crate::store::carrier_events::wake_legacy_stmt(db, message.carrier, carrier_message_id)?,
         ],
     )
     .await?;
@@ -570,7 +570,7 @@ pub async fn cancel(db: &D1Database, account_id: &str, id: &str, now: Timestamp)
 
 /// Those of `carrier_ids` (a lookup's, at most a hundred) that no message of this carrier owns
 /// yet, in their order, read in one query: what a send whose answer was lost may have become.
-pub async fn unowned(db: &D1Database, carrier: &str, carrier_ids: &[String]) -> Result<Vec<String>, EdgeError> {
+pub async fn unowned(db: &D1Database, carrier: Provider, carrier_ids: &[String]) -> Result<Vec<String>, EdgeError> {
     if carrier_ids.is_empty() {
         return Ok(Vec::new());
     }
@@ -579,7 +579,7 @@ pub async fn unowned(db: &D1Database, carrier: &str, carrier_ids: &[String]) -> 
         db,
         "SELECT carrier_message_id AS id FROM messages
          WHERE carrier = ?1 AND carrier_message_id IN (SELECT value FROM json_each(?2))",
-        &[text(carrier), text(&listed)],
+        &[text(carrier.as_str()), text(&listed)],
     )?)
     .await?;
     Ok(carrier_ids.iter().filter(|id| !owned.contains(id)).cloned().collect())
