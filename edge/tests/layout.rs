@@ -61,21 +61,36 @@ fn ident(text: &str) -> &str {
     &text[..end]
 }
 
-/// The modules `text` references through `crate::...` paths (a `{...}` group counts each item).
-fn references(text: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
-    let resolve = |path: &[&str]| -> Option<String> {
+/// The modules `text`, the code of module `module`, references through `crate::...` and
+/// `super::...` paths (a `{...}` group counts each item).
+fn references(module: &str, text: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
+    let resolve = |path: &[String]| -> Option<String> {
         (1..=path.len()).rev().map(|n| path[..n].join("::")).find(|m| modules.contains(m))
     };
+    let own: Vec<String> = module.split("::").filter(|p| !p.is_empty()).map(str::to_owned).collect();
     let mut found = BTreeSet::new();
-    for (i, _) in text.match_indices("crate::") {
-        let mut rest = &text[i + "crate::".len()..];
-        let mut path: Vec<&str> = Vec::new();
+    for (i, _) in text.match_indices("crate::").chain(text.match_indices("super::")) {
+        // `a_super::` or `crate::super::` is not where a path starts.
+        if text[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let mut rest = &text[i..];
+        let mut path: Vec<String> = Vec::new();
+        if let Some(r) = rest.strip_prefix("crate::") {
+            rest = r;
+        } else {
+            path = own.clone();
+            while let Some(r) = rest.strip_prefix("super::") {
+                rest = r;
+                path.pop();
+            }
+        }
         loop {
             let name = ident(rest);
             if name.is_empty() {
                 break;
             }
-            path.push(name);
+            path.push(name.to_owned());
             rest = &rest[name.len()..];
             match rest.strip_prefix("::") {
                 Some(r) => rest = r,
@@ -88,7 +103,7 @@ fn references(text: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
                 let item = ident(item.trim());
                 let mut full = path.clone();
                 if item != "self" && !item.is_empty() {
-                    full.push(item);
+                    full.push(item.to_owned());
                 }
                 found.extend(resolve(&full));
             }
@@ -111,7 +126,7 @@ fn the_house_has_no_circle_and_each_wing_keeps_to_its_imports() {
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut broken = Vec::new();
     for (module, text) in texts.iter().filter(|(m, _)| !m.is_empty()) {
-        for target in references(&code(text), &modules) {
+        for target in references(module, &code(text), &modules) {
             // A module naming itself, or its own children (declarations, re-exports), is structure.
             if target == *module || target.starts_with(&format!("{module}::")) {
                 continue;
@@ -264,8 +279,12 @@ fn the_checker_sees_references_and_groups() {
     let modules: BTreeSet<String> =
         ["store", "store::messages", "store::numbers", "queues"].iter().map(|s| s.to_string()).collect();
     let text = "use crate::store::{self as db, messages, int};\nlet x = crate::queues::announce(env);";
-    let found: Vec<String> = references(text, &modules).into_iter().collect();
+    let found: Vec<String> = references("api", text, &modules).into_iter().collect();
     assert_eq!(found, ["queues", "store", "store::messages"]);
+    // `super::` climbs from the module that writes it.
+    let text = "use super::{numbers, Cursor};\nlet y = super::super::queues::send(x);";
+    let found: Vec<String> = references("store::messages", text, &modules).into_iter().collect();
+    assert_eq!(found, ["queues", "store", "store::numbers"]);
 }
 
 /// The most lines a production file of `edge/src` or `sim/src` may have (its tests excluded).

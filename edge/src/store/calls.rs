@@ -18,6 +18,7 @@ use crate::error::EdgeError;
 use crate::platform::new_id;
 use crate::store::messages::Direction;
 use crate::store::outbox::{Change, Event};
+use crate::store::transition::Transition;
 use crate::store::usage;
 use crate::store::Cursor;
 use crate::store::{self as db, int, opt_text, opt_time, text, time};
@@ -248,35 +249,27 @@ fn event_of(view: &CallView, status: CallStatus, now: Timestamp) -> Result<Event
 pub async fn record(db: &D1Database, view: &CallView, now: Timestamp) -> Result<Change, EdgeError> {
     let info = &view.info;
     let event = event_of(view, CallStatus::Ringing, now)?;
-    let results = db::batch(
+    let guard = db::stmt(
         db,
-        vec![
-            db::stmt(
-                db,
-                "INSERT INTO calls (id, account_id, direction, from_number, to_number, status, carrier,
+        "INSERT INTO calls (id, account_id, direction, from_number, to_number, status, carrier,
                  call_session_id, call_control_id,
                                 call_leg_id, created_at, updated_at)
              VALUES (?1, ?2, 'inbound', ?3, ?4, 'ringing', ?5, ?6, ?7, ?8, ?9, ?10)
              ON CONFLICT DO NOTHING",
-                &[
-                    text(&info.id),
-                    text(&info.account_id),
-                    text(&info.from),
-                    text(&info.to),
-                    text(info.carrier.as_str()),
-                    text(&info.call_session_id),
-                    text(&info.call_control_id),
-                    text(&info.call_leg_id),
-                    time(info.created_at),
-                    time(now),
-                ],
-            )?,
-            event.insert_if_changed(db, now)?,
-            event.fan_out(db, now)?,
+        &[
+            text(&info.id),
+            text(&info.account_id),
+            text(&info.from),
+            text(&info.to),
+            text(info.carrier.as_str()),
+            text(&info.call_session_id),
+            text(&info.call_control_id),
+            text(&info.call_leg_id),
+            time(info.created_at),
+            time(now),
         ],
-    )
-    .await?;
-    Ok(Change::of(&results, Some(&event)))
+    )?;
+    Ok(Transition::new(guard, Some(event)).commit(db, now).await?.change)
 }
 
 /// Writes a leg's outcome; a write older than the row's (`version`) changes nothing. Returns
@@ -325,45 +318,35 @@ pub async fn record_answered(
     now: Timestamp,
 ) -> Result<Change, EdgeError> {
     let event = event_of(view, CallStatus::InProgress, now)?;
-    let results = db::batch(
+    let guard = db::stmt(
         db,
-        vec![
-            db::stmt(
-                db,
-                "UPDATE calls SET status = 'in_progress', answered_at = ?2, updated_at = ?3 WHERE id = ?1 AND
-                 status = 'ringing' AND ended_at IS NULL",
-                &[text(&view.info.id), time(at), time(now)],
-            )?,
-            event.insert_if_changed(db, now)?,
-            event.fan_out(db, now)?,
-        ],
-    )
-    .await?;
-    Ok(Change::of(&results, Some(&event)))
+        "UPDATE calls SET status = 'in_progress', answered_at = ?2, updated_at = ?3 WHERE id = ?1 AND
+         status = 'ringing' AND ended_at IS NULL",
+        &[text(&view.info.id), time(at), time(now)],
+    )?;
+    Ok(Transition::new(guard, Some(event)).commit(db, now).await?.change)
 }
 
 /// Ends the call once (`ended_at IS NULL`): status, duration and billed minutes, the usage row
 /// and the `call.completed`/`call.missed` event in the same batch, each only if the end happened.
 pub async fn record_end(db: &D1Database, view: &CallView, end: CallEnd, now: Timestamp) -> Result<Change, EdgeError> {
     let event = event_of(view, end.status, now)?;
-    let mut statements = vec![
-        db::stmt(
-            db,
-            "UPDATE calls SET status = ?2, ended_at = ?3, duration_secs = ?4, billed_minutes = ?5, updated_at = ?6
+    let guard = db::stmt(
+        db,
+        "UPDATE calls SET status = ?2, ended_at = ?3, duration_secs = ?4, billed_minutes = ?5, updated_at = ?6
              WHERE id = ?1 AND ended_at IS NULL",
-            &[
-                text(&view.info.id),
-                text(end.status.as_str()),
-                time(end.ended_at),
-                int(end.duration_secs as i64),
-                int(end.billable_minutes as i64),
-                time(now),
-            ],
-        )?,
-        event.insert_if_changed(db, now)?,
-    ];
+        &[
+            text(&view.info.id),
+            text(end.status.as_str()),
+            time(end.ended_at),
+            int(end.duration_secs as i64),
+            int(end.billable_minutes as i64),
+            time(now),
+        ],
+    )?;
+    let mut transition = Transition::new(guard, Some(event));
     if end.billable_minutes > 0 {
-        statements.push(usage::charge_if_changed(
+        transition = transition.then(usage::charge_if_changed(
             db,
             &view.info.account_id,
             usage::Kind::CallMinutes,
@@ -372,9 +355,7 @@ pub async fn record_end(db: &D1Database, view: &CallView, end: CallEnd, now: Tim
             now,
         )?);
     }
-    statements.push(event.fan_out(db, now)?);
-    let results = db::batch(db, statements).await?;
-    Ok(Change::of(&results, Some(&event)))
+    Ok(transition.commit(db, now).await?.change)
 }
 
 /// Claims reconciliation's check of one call: whether this run asks the carrier (no other run

@@ -45,6 +45,7 @@ pub mod reconcile;
 pub mod retention;
 pub mod routes;
 pub mod signals;
+pub mod transition;
 pub mod usage;
 
 /// The database of the account being served: `DB`, or the account shard an [`account_scope`]

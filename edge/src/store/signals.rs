@@ -61,22 +61,19 @@ impl Signal {
     /// The inserts, to stand right after the guarded statement (each is written only if the
     /// statement before it changed a row, so the chain holds), then the fan-outs.
     pub fn statements(&self, db: &D1Database, now: Timestamp) -> Result<Vec<D1PreparedStatement>, EdgeError> {
-        let mut out = Vec::with_capacity(2 * self.copies.len());
-        for copy in &self.copies {
-            out.push(copy.insert_if_changed(db, now)?);
-        }
-        for copy in &self.copies {
-            out.push(copy.fan_out(db, now)?);
-        }
-        Ok(out)
+        self.chain(db, now, false)
     }
 
     /// The statements of a signal no guarded change precedes: the operator's copy is written
     /// once per resource and type ([`Event::insert_once`]) and guards the account's copy.
     pub fn statements_once(&self, db: &D1Database, now: Timestamp) -> Result<Vec<D1PreparedStatement>, EdgeError> {
+        self.chain(db, now, true)
+    }
+
+    fn chain(&self, db: &D1Database, now: Timestamp, once: bool) -> Result<Vec<D1PreparedStatement>, EdgeError> {
         let mut out = Vec::with_capacity(2 * self.copies.len());
         for (i, copy) in self.copies.iter().enumerate() {
-            out.push(if i == 0 { copy.insert_once(db, now)? } else { copy.insert_if_changed(db, now)? });
+            out.push(if once && i == 0 { copy.insert_once(db, now)? } else { copy.insert_if_changed(db, now)? });
         }
         for copy in &self.copies {
             out.push(copy.fan_out(db, now)?);

@@ -8,8 +8,8 @@ use exactly_core::Timestamp;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement};
 
-pub use super::Due;
-use super::{DUE_COLUMNS, IN_FLIGHT, IN_FLIGHT_LIMIT, LINED};
+pub use super::due::Due;
+use super::due::{DUE_COLUMNS, IN_FLIGHT, IN_FLIGHT_LIMIT, LINED};
 use crate::error::EdgeError;
 use crate::store::endpoints::CIRCUIT;
 use crate::store::{self as db, opt_text, text, time};

@@ -18,6 +18,7 @@ use worker::{D1Database, D1PreparedStatement};
 use crate::error::EdgeError;
 use crate::store::media::{self, Media};
 use crate::store::outbox::{Change, Event};
+use crate::store::transition::Transition;
 use crate::store::usage;
 use crate::store::{self as db, int, opt_text, opt_time, text, time};
 
@@ -293,37 +294,26 @@ pub async fn record_sent(
     after.carrier_message_id = Some(carrier_message_id.to_owned());
     after.sent_at = Some(now);
     let event = Event::new(&message.account_id, EventType::MessageSent, &message.id, after.to_json(), now)?;
-    let results = db::batch(
+    let guard = db::stmt(
         db,
-        vec![
-            db::stmt(
-                db,
-                "UPDATE messages SET status = 'sent', carrier_message_id = ?3, sent_at = ?4, updated_at = ?4,
-                 claimed_until = 0
-             WHERE id = ?1 AND status = 'sending' AND dispatch_token = ?2",
-                &[text(&message.id), text(token), text(carrier_message_id), time(now)],
-            )?,
-            event.insert_if_changed(db, now)?,
-            history_if_changed(db, &message.id, MessageStatus::Sent, None, None, now)?,
-            usage::charge_if_changed(
-                db,
-                &message.account_id,
-                message.charge().0,
-                message.charge().1,
-                &message.id,
-                now,
-            )?,
-            event.fan_out(db, now)?,
-            crate::store::carrier_events::wake_stmt(db, message.carrier, carrier_message_id, now)?,
-            crate::store::carrier_events::wake_legacy_stmt(db, message.carrier, carrier_message_id)?,
-        ],
-    )
-    .await?;
+        "UPDATE messages SET status = 'sent', carrier_message_id = ?3, sent_at = ?4, updated_at = ?4,
+             claimed_until = 0
+         WHERE id = ?1 AND status = 'sending' AND dispatch_token = ?2",
+        &[text(&message.id), text(token), text(carrier_message_id), time(now)],
+    )?;
+    let (kind, segments) = message.charge();
+    let committed = Transition::new(guard, Some(event))
+        .then(history_if_changed(db, &message.id, MessageStatus::Sent, None, None, now)?)
+        .then(usage::charge_if_changed(db, &message.account_id, kind, segments, &message.id, now)?)
+        .apart(crate::store::carrier_events::wake_stmt(db, message.carrier, carrier_message_id, now)?)
+        .apart(crate::store::carrier_events::wake_legacy_stmt(db, message.carrier, carrier_message_id)?)
+        .commit(db, now)
+        .await?;
     let mut woken = Vec::new();
-    for result in &results[results.len().saturating_sub(2)..] {
+    for result in (0..2).filter_map(|n| committed.apart(n)) {
         woken.extend(crate::store::carrier_events::woken(result)?);
     }
-    Ok((Change::of(&results, Some(&event)), woken))
+    Ok((committed.change, woken))
 }
 
 /// `sending -> failed` when the carrier refused the send (4xx), by the claim's owner.
@@ -338,23 +328,15 @@ pub async fn record_send_failed(
     after.error_code = Some(error.code.clone());
     after.error_title = error.title.clone();
     let event = Event::new(&message.account_id, EventType::MessageFailed, &message.id, after.to_json(), now)?;
-    let results = db::batch(
+    let guard = db::stmt(
         db,
-        vec![
-            db::stmt(
-                db,
-                "UPDATE messages SET status = 'failed', error_code = ?3, error_title = ?4, updated_at = ?5,
-                 claimed_until = 0
-             WHERE id = ?1 AND status = 'sending' AND dispatch_token = ?2",
-                &[text(&message.id), text(token), text(&error.code), opt_text(error.title.as_deref()), time(now)],
-            )?,
-            event.insert_if_changed(db, now)?,
-            history_if_changed(db, &message.id, MessageStatus::Failed, None, None, now)?,
-            event.fan_out(db, now)?,
-        ],
-    )
-    .await?;
-    Ok(Change::of(&results, Some(&event)))
+        "UPDATE messages SET status = 'failed', error_code = ?3, error_title = ?4, updated_at = ?5,
+             claimed_until = 0
+         WHERE id = ?1 AND status = 'sending' AND dispatch_token = ?2",
+        &[text(&message.id), text(token), text(&error.code), opt_text(error.title.as_deref()), time(now)],
+    )?;
+    let history = history_if_changed(db, &message.id, MessageStatus::Failed, None, None, now)?;
+    Ok(Transition::new(guard, Some(event)).then(history).commit(db, now).await?.change)
 }
 
 /// Applies a carrier's status report to `message`, guarded by the core lattice: the UPDATE's
@@ -370,66 +352,48 @@ pub async fn apply_report(
     also: Option<D1PreparedStatement>,
 ) -> Result<Change, EdgeError> {
     let predecessors: Vec<String> = to.predecessors().iter().map(|s| format!("'{}'", s.as_str())).collect();
-    let first_error = report.errors.first();
-    let mut statements = Vec::with_capacity(5);
-    let mut event = None;
-    if !predecessors.is_empty() {
-        let mut after = message.moved(to, now);
-        if let Some(e) = first_error {
-            after.error_code = Some(e.code.clone());
-            after.error_title = e.title.clone();
+    if predecessors.is_empty() {
+        // Nothing may move to `to`: the carrier event's processed mark commits alone.
+        if let Some(also) = also {
+            db::batch(db, vec![also]).await?;
         }
-        statements.push(db::stmt(
-            db,
-            // The guard: only a status `to` may follow moves (core::message::transition).
-            &format!(
-                "UPDATE messages SET status = ?2, error_code = COALESCE(?3, error_code), error_title =
-                     COALESCE(?4, error_title), updated_at = ?5
-                 WHERE id = ?1 AND status IN ({})",
-                predecessors.join(", ")
-            ),
-            &[
-                text(&message.id),
-                text(to.as_str()),
-                opt_text(first_error.map(|e| e.code.as_str())),
-                opt_text(first_error.and_then(|e| e.title.as_deref())),
-                time(now),
-            ],
-        )?);
-        if let Some(event_type) = to.event_type() {
-            let e = Event::new(&message.account_id, event_type, &message.id, after.to_json(), now)?;
-            statements.push(e.insert_if_changed(db, now)?);
-            event = Some(e);
-        }
-        statements.push(history_if_changed(
-            db,
-            &message.id,
-            to,
-            Some(&report.carrier_status),
-            Some(carrier_event),
-            now,
-        )?);
-        if let Some(e) = &event {
-            statements.push(e.fan_out(db, now)?);
-        }
-    }
-    // The carrier event's processed mark, when it commits with the effects (alone when nothing
-    // may move to `to`).
-    let moves = !statements.is_empty();
-    statements.extend(also);
-    // The event's deliveries come back with the batch.
-    if let Some(e) = &event {
-        statements.push(e.pending_deliveries(db, now, None)?);
-    }
-    if statements.is_empty() {
         return Ok(Change::default());
     }
-    let results = db::batch(db, statements).await?;
-    Ok(match (moves, &event) {
-        (true, Some(e)) => Change::announced(&results, e, None)?,
-        (true, None) => Change::of(&results, None),
-        (false, _) => Change::default(),
-    })
+    let first_error = report.errors.first();
+    let mut after = message.moved(to, now);
+    if let Some(e) = first_error {
+        after.error_code = Some(e.code.clone());
+        after.error_title = e.title.clone();
+    }
+    let guard = db::stmt(
+        db,
+        // The guard: only a status `to` may follow moves (core::message::transition).
+        &format!(
+            "UPDATE messages SET status = ?2, error_code = COALESCE(?3, error_code), error_title =
+                 COALESCE(?4, error_title), updated_at = ?5
+             WHERE id = ?1 AND status IN ({})",
+            predecessors.join(", ")
+        ),
+        &[
+            text(&message.id),
+            text(to.as_str()),
+            opt_text(first_error.map(|e| e.code.as_str())),
+            opt_text(first_error.and_then(|e| e.title.as_deref())),
+            time(now),
+        ],
+    )?;
+    let event = match to.event_type() {
+        Some(event_type) => Some(Event::new(&message.account_id, event_type, &message.id, after.to_json(), now)?),
+        None => None,
+    };
+    let history = history_if_changed(db, &message.id, to, Some(&report.carrier_status), Some(carrier_event), now)?;
+    // The carrier event's processed mark commits with the effects; the event's deliveries come
+    // back with the batch.
+    let mut transition = Transition::new(guard, event).then(history).announced(None);
+    if let Some(also) = also {
+        transition = transition.apart(also);
+    }
+    Ok(transition.commit(db, now).await?.change)
 }
 
 /// An inbound message, once per carrier message id, with its media items and its
@@ -483,39 +447,48 @@ pub async fn insert_inbound(
         media: Media::new_items(id, &inbound.media, true),
     };
     let event = Event::new(account_id, EventType::MessageReceived, id, message.to_json(), now)?;
-    let mut statements =
-        vec![
-        db::stmt(
-            db,
-            "INSERT INTO messages (id, account_id, direction, from_number, to_number, text, segments, encoding, status,
+    let guard = db::stmt(
+        db,
+        "INSERT INTO messages (id, account_id, direction, from_number, to_number, text, segments, encoding, status,
                                    carrier, carrier_message_id, created_at, updated_at)
              SELECT ?1, ?2, 'inbound', ?3, ?4, ?5, ?6, ?7, 'received', ?8, ?9, ?10, ?10
              WHERE ?11 IS NULL
                 OR EXISTS (SELECT 1 FROM carrier_events
                            WHERE id = ?11 AND processed_at IS NULL AND error IS NULL AND payload IS NOT NULL)
              ON CONFLICT (carrier, carrier_message_id) DO NOTHING",
-            &[text(id), text(account_id), text(&inbound.from), text(&inbound.to), text(&inbound.text),
-                int(i64::from(segments.count)), text(segments.encoding.as_str()), text(carrier.as_str()),
-                text(&inbound.carrier_message_id), time(now), unsettled.unwrap_or(JsValue::NULL)],
-        )?,
-        event.insert_if_changed(db, now)?,
-        event.fan_out_claiming(db, now, lease)?,
-    ];
+        &[
+            text(id),
+            text(account_id),
+            text(&inbound.from),
+            text(&inbound.to),
+            text(&inbound.text),
+            int(i64::from(segments.count)),
+            text(segments.encoding.as_str()),
+            text(carrier.as_str()),
+            text(&inbound.carrier_message_id),
+            time(now),
+            unsettled.unwrap_or(JsValue::NULL),
+        ],
+    )?;
+    let mut transition = Transition::new(guard, Some(event)).announced(lease);
     // Statements with nothing to do are left out: each costs its share of the batch.
+    let mut apart = 0;
     if !message.media.is_empty() {
-        statements.push(media::insert_if_message(db, id, &message.media, now)?);
+        transition = transition.apart(media::insert_if_message(db, id, &message.media, now)?);
+        apart += 1;
     }
     if learn_carrier {
-        statements.push(crate::store::numbers::learn_carrier(db, &inbound.to, carrier)?);
+        transition = transition.apart(crate::store::numbers::learn_carrier(db, &inbound.to, carrier)?);
+        apart += 1;
     }
-    // The carrier event's processed mark, when it commits with the effects; then the event's
-    // deliveries come back with the batch.
-    let also_at = also.as_ref().map(|_| statements.len());
-    statements.extend(also);
-    statements.push(event.pending_deliveries(db, now, lease)?);
-    let results = db::batch(db, statements).await?;
-    let also_changed = also_at.and_then(|at| results.get(at)).map(db::changes) == Some(1);
-    Ok((Change::announced(&results, &event, lease.map(|_| now))?, also_changed))
+    // The carrier event's processed mark, when it commits with the effects.
+    let also_at = also.as_ref().map(|_| apart);
+    if let Some(also) = also {
+        transition = transition.apart(also);
+    }
+    let committed = transition.commit(db, now).await?;
+    let also_changed = also_at.and_then(|n| committed.apart(n)).map(db::changes) == Some(1);
+    Ok((committed.change, also_changed))
 }
 
 /// Outbound messages not handed to the carrier whose last change is older than `before`: their
@@ -644,25 +617,17 @@ pub async fn fail_undispatched(
     after.error_code = Some("dispatch_failed".into());
     after.error_title = Some("the message could not be handed to the carrier".into());
     let event = Event::new(&message.account_id, EventType::MessageFailed, &message.id, after.to_json(), now)?;
-    let results = db::batch(
+    let guard = db::stmt(
         db,
-        vec![
-            db::stmt(
-                db,
-                "UPDATE messages SET status = 'failed', error_code = 'dispatch_failed', error_title = ?2,
-                 updated_at = ?3, claimed_until = 0
-             WHERE id = ?1 AND carrier_message_id IS NULL AND status IN ('queued', 'scheduled', 'sending')
-               AND (status != 'scheduled' OR send_at <= ?3)
-               AND claimed_until < ?3 AND (send_attempts = 0 OR COALESCE(send_at, created_at) < ?4)",
-                &[text(id), opt_text(after.error_title.as_deref()), time(now), time(horizon)],
-            )?,
-            event.insert_if_changed(db, now)?,
-            history_if_changed(db, id, MessageStatus::Failed, None, None, now)?,
-            event.fan_out(db, now)?,
-        ],
-    )
-    .await?;
-    Ok(Change::of(&results, Some(&event)))
+        "UPDATE messages SET status = 'failed', error_code = 'dispatch_failed', error_title = ?2,
+             updated_at = ?3, claimed_until = 0
+         WHERE id = ?1 AND carrier_message_id IS NULL AND status IN ('queued', 'scheduled', 'sending')
+           AND (status != 'scheduled' OR send_at <= ?3)
+           AND claimed_until < ?3 AND (send_attempts = 0 OR COALESCE(send_at, created_at) < ?4)",
+        &[text(id), opt_text(after.error_title.as_deref()), time(now), time(horizon)],
+    )?;
+    let history = history_if_changed(db, id, MessageStatus::Failed, None, None, now)?;
+    Ok(Transition::new(guard, Some(event)).then(history).commit(db, now).await?.change)
 }
 
 /// Claims reconciliation's check of one message: whether this run asks the carrier (no other
