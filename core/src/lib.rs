@@ -64,6 +64,7 @@ pub mod filter;
 pub mod form;
 pub mod headers;
 pub mod id;
+pub mod learned;
 pub mod media;
 pub mod message;
 pub mod number;

@@ -29,6 +29,7 @@ use crate::event::{
     CarrierError, CarrierEvent, Cost, EventKind, InboundMessage, Provider, StatusReport, VerifiedEvent,
 };
 use crate::form::{self, Url};
+use crate::learned::Learned;
 use crate::message::MessageStatus;
 use crate::reject::{PayloadError, Rejection, SignatureError};
 use crate::secret::{Secret, SecretError};
@@ -239,6 +240,17 @@ pub fn message_status(status: &str) -> Option<MessageStatus> {
         "undelivered" | "failed" | "rejected" => MessageStatus::Failed,
         _ => return None,
     })
+}
+
+/// A message's final status, learned from the Message API, as the status callback Plivo would
+/// have posted for it (and under its key, `{uuid}:{status}`).
+pub fn learned_status(uuid: &str, status: &str, error_code: Option<&str>) -> Learned {
+    let mut form = form_urlencoded::Serializer::new(String::new());
+    form.append_pair("MessageUUID", uuid).append_pair("Status", status);
+    if let Some(code) = error_code {
+        form.append_pair("ErrorCode", code);
+    }
+    Learned { event_id: format!("{uuid}:{status}"), event_type: "message.status", body: form.finish() }
 }
 
 #[cfg(test)]

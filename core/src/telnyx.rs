@@ -27,6 +27,7 @@ use crate::event::{
     CallDirection, CallLeg, CallLegEvent, CarrierError, CarrierEvent, Cost, EventKind, Hangup, InboundMessage,
     Provider, StatusReport, VerifiedEvent,
 };
+use crate::learned::Learned;
 use crate::media::MediaItem;
 use crate::message::MessageStatus;
 use crate::reject::{check_tolerance, PayloadError, Rejection, SignatureError};
@@ -330,6 +331,48 @@ pub fn encode_client_state(state: &str) -> String {
 
 fn non_empty(text: Option<Cow<'_, str>>) -> Option<String> {
     text.filter(|t| !t.trim().is_empty()).map(|t| t.into_owned())
+}
+
+/// A Telnyx v2 webhook envelope, as the carrier would have sent it, for a fact learned from its
+/// API ([`crate::learned`]).
+fn learned_envelope(id: &str, event_type: &'static str, occurred_at: Timestamp, payload: Value) -> Learned {
+    let body = serde_json::json!({
+        "data": {"record_type": "event", "id": id, "event_type": event_type,
+            "occurred_at": occurred_at.to_rfc3339(), "payload": payload},
+        "meta": {"attempt": 1, "delivered_to": "reconciliation"},
+    })
+    .to_string();
+    Learned { event_id: id.to_owned(), event_type, body }
+}
+
+/// A message's final status, learned from `GET /v2/messages/{id}`, as `message.finalized` under
+/// the key `reconciled:{id}:{status}`; `errors` is the API's `errors` array, carried as it is.
+pub fn learned_status(carrier_message_id: &str, status: &str, errors: &Value, now: Timestamp) -> Learned {
+    let id = format!("reconciled:{carrier_message_id}:{status}");
+    let payload = serde_json::json!({
+        "id": carrier_message_id, "direction": "outbound", "to": [{"status": status}], "errors": errors,
+    });
+    learned_envelope(&id, "message.finalized", now, payload)
+}
+
+/// What a learned hangup names of its call.
+pub struct CallOf<'a> {
+    pub call_control_id: &'a str,
+    pub call_leg_id: &'a str,
+    pub call_session_id: &'a str,
+    pub from: &'a str,
+    pub to: &'a str,
+}
+
+/// The caller's leg ended at `ended_at`, learned from `GET /v2/calls/{id}`, as `call.hangup` of
+/// the call `call_id` under the key `reconciled:{call_id}:hangup`.
+pub fn learned_hangup(call_id: &str, call: &CallOf<'_>, ended_at: Timestamp) -> Learned {
+    let payload = serde_json::json!({
+        "call_control_id": call.call_control_id, "call_leg_id": call.call_leg_id,
+        "call_session_id": call.call_session_id, "from": call.from, "to": call.to,
+        "direction": "incoming", "hangup_cause": "normal_clearing", "hangup_source": "unknown",
+    });
+    learned_envelope(&format!("reconciled:{call_id}:hangup"), "call.hangup", ended_at, payload)
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ use subtle::ConstantTimeEq;
 
 use crate::event::{CarrierError, CarrierEvent, EventKind, InboundMessage, Provider, StatusReport, VerifiedEvent};
 use crate::form::{self, Url};
+use crate::learned::Learned;
 use crate::message::MessageStatus;
 use crate::reject::{PayloadError, Rejection, SignatureError};
 use crate::secret::{Secret, SecretError};
@@ -249,6 +250,17 @@ pub fn message_status(status: &str) -> Option<MessageStatus> {
         "undelivered" | "failed" | "canceled" => MessageStatus::Failed,
         _ => return None,
     })
+}
+
+/// A message's final status, learned from the Messages API, as the status callback Twilio would
+/// have posted for it (and under its key, `{sid}:{status}`).
+pub fn learned_status(sid: &str, status: &str, error_code: Option<&str>) -> Learned {
+    let mut form = form_urlencoded::Serializer::new(String::new());
+    form.append_pair("MessageSid", sid).append_pair("MessageStatus", status);
+    if let Some(code) = error_code {
+        form.append_pair("ErrorCode", code);
+    }
+    Learned { event_id: format!("{sid}:{status}"), event_type: "message.status", body: form.finish() }
 }
 
 #[cfg(test)]

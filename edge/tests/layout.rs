@@ -219,7 +219,6 @@ const STRING_WORDS: &[(&str, &str, &str)] = &[
     ("lib.rs", "admin: pattern.starts_with(\"/admin/\")", "the route table's own patterns, read once"),
     ("lib.rs", "path.starts_with(\"/webhooks/\")", "the router: ingest logs its own line"),
     ("store/page.rs", "k == \"cursor\"", "a query parameter found by its name"),
-    ("work/reconcile.rs", "c != \"0\"", "Twilio's and Plivo's word for no error code"),
 ];
 
 /// Files of the test build only, whose checks may compare anything.

@@ -1,13 +1,13 @@
 //! Reconciliation (docs/contract.md §4): the cron asks the carrier about calls and messages
 //! whose next webhook is overdue, and applies what it learns as one more carrier fact, in the
-//! carrier's own format, under a dedupe key of its own. The fact then takes the path every
-//! webhook takes, so a reconciled ending and a late real webhook never both take effect: the
+//! carrier's own format (built in `exactly_core::learned`, beside the carrier's parser), under a
+//! dedupe key of its own. The fact then takes the path every webhook takes, so a reconciled ending and a late real webhook never both take effect: the
 //! call machine and the message lattice apply the first and ignore the second.
 
 use exactly_core::event::Provider;
-use exactly_core::message::MessageStatus;
+use exactly_core::learned::Learned;
 use exactly_core::Timestamp;
-use serde_json::{json, Value};
+use serde_json::json;
 use worker::Env;
 
 use crate::carrier::{plivo, telnyx, twilio, CallResult};
@@ -128,18 +128,14 @@ async fn reconcile_call(env: &Env, call: &StaleCall, now: Timestamp) -> Result<O
         }
         return Ok(None);
     };
-    let event_id = format!("reconciled:{}:hangup", call.id);
-    let body = telnyx_envelope(
-        &event_id,
-        "call.hangup",
-        ended_at,
-        json!({
-            "call_control_id": call.call_control_id, "call_leg_id": call.call_leg_id,
-            "call_session_id": call.call_session_id, "from": call.from_number, "to": call.to_number,
-            "direction": "incoming", "hangup_cause": "normal_clearing", "hangup_source": "unknown",
-        }),
-    );
-    learned(env, Provider::Telnyx, &event_id, "call.hangup", &body, now).await
+    let of = exactly_core::telnyx::CallOf {
+        call_control_id: &call.call_control_id,
+        call_leg_id: &call.call_leg_id,
+        call_session_id: &call.call_session_id,
+        from: &call.from_number,
+        to: &call.to_number,
+    };
+    learned(env, Provider::Telnyx, &exactly_core::telnyx::learned_hangup(&call.id, &of, ended_at), now).await
 }
 
 /// Asks what became of a sent message; a final word (delivered or failed) is stored as the
@@ -153,67 +149,19 @@ async fn reconcile_message(env: &Env, message: &StaleMessage, now: Timestamp) ->
         Provider::Plivo => plivo::message_status(env, id).await?,
     };
     let CallResult::Ok((status, errors)) = answer else { return Ok(None) };
-    let mapped = match carrier {
-        Provider::Telnyx => exactly_core::telnyx::message_status(&status),
-        Provider::Twilio => exactly_core::twilio::message_status(&status),
-        Provider::Plivo => exactly_core::plivo::message_status(&status),
-    };
-    if !mapped.is_some_and(MessageStatus::is_terminal) {
-        return Ok(None);
+    match exactly_core::learned::final_status(carrier, id, &status, &errors, now) {
+        Some(fact) => learned(env, carrier, &fact, now).await,
+        None => Ok(None),
     }
-    let form = |pairs: &[(&str, &str)]| form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish();
-    let code = |v: &Value| crate::carrier::text_of(v).filter(|c| c != "0");
-    let (event_id, event_type, body) = match carrier {
-        Provider::Telnyx => {
-            let event_id = format!("reconciled:{id}:{status}");
-            let payload = json!({"id": id, "direction": "outbound", "to": [{"status": status}], "errors": errors});
-            let body = telnyx_envelope(&event_id, "message.finalized", now, payload);
-            (event_id, "message.finalized", body)
-        }
-        // The same key as the carrier's own callback for this status: whichever comes first is
-        // the fact, the other its duplicate.
-        Provider::Twilio => {
-            let error = code(&errors["code"]);
-            let mut pairs = vec![("MessageSid", id.as_str()), ("MessageStatus", status.as_str())];
-            if let Some(error) = &error {
-                pairs.push(("ErrorCode", error));
-            }
-            (format!("{id}:{status}"), "message.status", form(&pairs))
-        }
-        Provider::Plivo => {
-            let error = code(&errors["code"]);
-            let mut pairs = vec![("MessageUUID", id.as_str()), ("Status", status.as_str())];
-            if let Some(error) = &error {
-                pairs.push(("ErrorCode", error));
-            }
-            (format!("{id}:{status}"), "message.status", form(&pairs))
-        }
-    };
-    learned(env, carrier, &event_id, event_type, &body, now).await
 }
 
-async fn learned(
-    env: &Env,
-    carrier: Provider,
-    event_id: &str,
-    event_type: &str,
-    body: &str,
-    now: Timestamp,
-) -> Result<Option<String>, EdgeError> {
-    let stored = carrier_events::Log::open(env)?.store_learned(carrier, event_id, event_type, body, now).await?;
+/// Stores `fact`, learned from `carrier`'s API, as that carrier's event.
+async fn learned(env: &Env, carrier: Provider, fact: &Learned, now: Timestamp) -> Result<Option<String>, EdgeError> {
+    let log = carrier_events::Log::open(env)?;
+    let stored = log.store_learned(carrier, &fact.event_id, fact.event_type, &fact.body, now).await?;
     worker::console_log!(
         "{}",
-        json!({"cron": "reconcile", "carrier": carrier.as_str(), "event": event_id, "stored": stored.is_some()})
+        json!({"cron": "reconcile", "carrier": carrier.as_str(), "event": fact.event_id, "stored": stored.is_some()})
     );
     Ok(stored)
-}
-
-/// A Telnyx v2 webhook envelope, as the carrier would have sent it.
-fn telnyx_envelope(id: &str, event_type: &str, occurred_at: Timestamp, payload: Value) -> String {
-    json!({
-        "data": {"record_type": "event", "id": id, "event_type": event_type,
-            "occurred_at": occurred_at.to_rfc3339(), "payload": payload},
-        "meta": {"attempt": 1, "delivered_to": "reconciliation"},
-    })
-    .to_string()
 }
