@@ -6,34 +6,17 @@
 
 use std::fmt;
 
-/// What an API key may do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
-    /// Everything under `/v1`, keys and portal sessions included.
-    Full,
-    /// Every read (`GET`) of messages, calls, usage, endpoints and events; no writes, no keys.
-    Read,
-    /// Webhook endpoints, their deliveries and the events they carry, read and written; nothing
-    /// of messages, calls, usage or keys.
-    Endpoints,
-}
-
-impl Scope {
-    /// Every scope, in the order the API documents them.
-    pub const ALL: [Scope; 3] = [Scope::Full, Scope::Read, Scope::Endpoints];
-
-    /// The wire name.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Scope::Full => "full",
-            Scope::Read => "read",
-            Scope::Endpoints => "endpoints",
-        }
-    }
-
-    /// The scope a wire name names.
-    pub fn parse(name: &str) -> Option<Scope> {
-        Scope::ALL.into_iter().find(|s| s.as_str() == name)
+crate::text_enum! {
+    /// What an API key may do.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Scope {
+        /// Everything under `/v1`, keys and portal sessions included.
+        Full = "full",
+        /// Every read (`GET`) of messages, calls, usage, endpoints and events; no writes, no keys.
+        Read = "read",
+        /// Webhook endpoints, their deliveries and the events they carry, read and written; nothing
+        /// of messages, calls, usage or keys.
+        Endpoints = "endpoints",
     }
 }
 
@@ -239,10 +222,10 @@ mod tests {
     #[test]
     fn scope_names_round_trip() {
         for scope in Scope::ALL {
-            assert_eq!(Scope::parse(scope.as_str()), Some(scope));
+            assert_eq!(Scope::from_name(scope.as_str()), Some(scope));
         }
-        assert_eq!(Scope::parse("admin"), None);
-        assert_eq!(Scope::parse("Full"), None);
+        assert_eq!(Scope::from_name("admin"), None);
+        assert_eq!(Scope::from_name("Full"), None);
     }
 
     #[test]

@@ -12,40 +12,23 @@
 use crate::webhook::EventType;
 use crate::Timestamp;
 
-/// Where a call stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CallStatus {
-    /// Created, not answered.
-    Ringing,
-    /// Answered, not ended.
-    InProgress,
-    /// Answered, then ended (terminal).
-    Completed,
-    /// Ended without an answer (terminal).
-    Missed,
+crate::text_enum! {
+    /// Where a call stands.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum CallStatus {
+        /// Created, not answered.
+        Ringing = "ringing",
+        /// Answered, not ended.
+        InProgress = "in_progress",
+        /// Answered, then ended (terminal).
+        Completed = "completed",
+        /// Ended without an answer (terminal).
+        Missed = "missed",
+    }
 }
 
 impl CallStatus {
-    /// Every status.
-    pub const ALL: [CallStatus; 4] =
-        [CallStatus::Ringing, CallStatus::InProgress, CallStatus::Completed, CallStatus::Missed];
-
-    /// The name stored in `calls.status` and shown by the API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CallStatus::Ringing => "ringing",
-            CallStatus::InProgress => "in_progress",
-            CallStatus::Completed => "completed",
-            CallStatus::Missed => "missed",
-        }
-    }
-
-    /// The status named `name`, as stored.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == name)
-    }
-
     /// The customer event announcing this status.
     pub fn event_type(self) -> EventType {
         match self {

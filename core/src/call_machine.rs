@@ -245,29 +245,19 @@ pub struct Leg {
     pub written: Option<(LegView, u32)>,
 }
 
-/// A leg's outcome as the record shows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LegOutcome {
-    /// Ringing.
-    Dialing,
-    /// Answered (and bridged, unless the caller had left).
-    Answered,
-    /// Ended unanswered, or the carrier refused to dial it.
-    NoAnswer,
-    /// Hung up by the platform because the caller left or the call ended.
-    Canceled,
-}
-
-impl LegOutcome {
-    /// The name stored in `call_legs.outcome`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LegOutcome::Dialing => "dialing",
-            LegOutcome::Answered => "answered",
-            LegOutcome::NoAnswer => "no_answer",
-            LegOutcome::Canceled => "canceled",
-        }
+crate::text_enum! {
+    /// A leg's outcome as the record shows it.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum LegOutcome {
+        /// Ringing.
+        Dialing = "dialing",
+        /// Answered (and bridged, unless the caller had left).
+        Answered = "answered",
+        /// Ended unanswered, or the carrier refused to dial it.
+        NoAnswer = "no_answer",
+        /// Hung up by the platform because the caller left or the call ended.
+        Canceled = "canceled",
     }
 }
 

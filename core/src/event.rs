@@ -7,33 +7,16 @@ use crate::media::MediaItem;
 use crate::message::MessageStatus;
 use crate::Timestamp;
 
-/// The carrier that sent an event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Provider {
-    /// Telnyx (Ed25519-signed JSON, API v2).
-    Telnyx,
-    /// Twilio (HMAC-SHA1-signed form posts).
-    Twilio,
-    /// Plivo (HMAC-SHA256 V2/V3 signatures over form posts).
-    Plivo,
-}
-
-impl Provider {
-    /// Every provider, in a fixed order.
-    pub const ALL: [Provider; 3] = [Provider::Telnyx, Provider::Twilio, Provider::Plivo];
-
-    /// The name stored in `carrier_events.carrier` and used in URLs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Provider::Telnyx => "telnyx",
-            Provider::Twilio => "twilio",
-            Provider::Plivo => "plivo",
-        }
-    }
-
-    /// The provider named `name`, as stored in `carrier_events.carrier`.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|p| p.as_str() == name)
+crate::text_enum! {
+    /// The carrier that sent an event.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Provider {
+        /// Telnyx (Ed25519-signed JSON, API v2).
+        Telnyx = "telnyx",
+        /// Twilio (HMAC-SHA1-signed form posts).
+        Twilio = "twilio",
+        /// Plivo (HMAC-SHA256 V2/V3 signatures over form posts).
+        Plivo = "plivo",
     }
 }
 

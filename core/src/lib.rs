@@ -45,6 +45,7 @@
 //!
 //! Plumbing:
 //! - [`reject`]: why a delivery was refused: unauthenticated, malformed or too large.
+//! - [`text_enum!`]: every enum's name and its parsing, written once.
 //! - [`timestamp`]: the one time type, milliseconds since the Unix epoch, and RFC 3339.
 //! - [`secret`]: carrier auth tokens, redacted in `Debug`.
 //! - [`id`]: prefixed resource ids (`cev_...`) built from caller-supplied random bytes.
@@ -76,6 +77,7 @@ pub mod secret;
 pub mod segments;
 pub mod shard;
 pub mod telnyx;
+pub mod text_enum;
 pub mod timestamp;
 pub mod twilio;
 pub mod webhook;

@@ -14,25 +14,27 @@
 
 use crate::webhook::EventType;
 
-/// Where an outbound (or inbound) message stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MessageStatus {
-    /// Accepted, waiting to be sent.
-    Queued,
-    /// Accepted for sending at a later time.
-    Scheduled,
-    /// Claimed by a dispatcher; the carrier is being asked to send it.
-    Sending,
-    /// The carrier accepted it.
-    Sent,
-    /// The handset received it (terminal).
-    Delivered,
-    /// It will never be delivered (terminal).
-    Failed,
-    /// An inbound message that arrived (terminal; inbound messages have no lattice).
-    Received,
-    /// A scheduled message canceled through the API before its time (terminal; never sent).
-    Canceled,
+crate::text_enum! {
+    /// Where an outbound (or inbound) message stands.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum MessageStatus {
+        /// Accepted, waiting to be sent.
+        Queued = "queued",
+        /// Accepted for sending at a later time.
+        Scheduled = "scheduled",
+        /// Claimed by a dispatcher; the carrier is being asked to send it.
+        Sending = "sending",
+        /// The carrier accepted it.
+        Sent = "sent",
+        /// The handset received it (terminal).
+        Delivered = "delivered",
+        /// It will never be delivered (terminal).
+        Failed = "failed",
+        /// An inbound message that arrived (terminal; inbound messages have no lattice).
+        Received = "received",
+        /// A scheduled message canceled through the API before its time (terminal; never sent).
+        Canceled = "canceled",
+    }
 }
 
 /// The answer of [`transition`].
@@ -61,37 +63,6 @@ pub enum Unchanged {
 }
 
 impl MessageStatus {
-    /// Every status, in lattice order.
-    pub const ALL: [MessageStatus; 8] = [
-        MessageStatus::Queued,
-        MessageStatus::Scheduled,
-        MessageStatus::Sending,
-        MessageStatus::Sent,
-        MessageStatus::Delivered,
-        MessageStatus::Failed,
-        MessageStatus::Received,
-        MessageStatus::Canceled,
-    ];
-
-    /// The name stored in `messages.status` and shown by the API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MessageStatus::Queued => "queued",
-            MessageStatus::Scheduled => "scheduled",
-            MessageStatus::Sending => "sending",
-            MessageStatus::Sent => "sent",
-            MessageStatus::Delivered => "delivered",
-            MessageStatus::Failed => "failed",
-            MessageStatus::Received => "received",
-            MessageStatus::Canceled => "canceled",
-        }
-    }
-
-    /// The status named `name`, as stored.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == name)
-    }
-
     /// Whether nothing may follow this status.
     pub fn is_terminal(self) -> bool {
         matches!(

@@ -6,29 +6,18 @@
 //! segments. Any other character switches the whole message to UCS-2: 70 UTF-16 code units in a
 //! single segment, 67 per segment when split, and a surrogate pair is never split.
 
-/// How a message's text is encoded on the air.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Encoding {
-    /// The GSM 03.38 7-bit default alphabet (with its extension table).
-    Gsm7,
-    /// UCS-2 / UTF-16.
-    Ucs2,
+crate::text_enum! {
+    /// How a message's text is encoded on the air.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Encoding {
+        /// The GSM 03.38 7-bit default alphabet (with its extension table).
+        Gsm7 = "GSM-7",
+        /// UCS-2 / UTF-16.
+        Ucs2 = "UCS-2",
+    }
 }
 
 impl Encoding {
-    /// The name stored in `messages.encoding` and shown by the API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Encoding::Gsm7 => "GSM-7",
-            Encoding::Ucs2 => "UCS-2",
-        }
-    }
-
-    /// The encoding stored as `name`.
-    pub fn from_name(name: &str) -> Option<Self> {
-        [Encoding::Gsm7, Encoding::Ucs2].into_iter().find(|e| e.as_str() == name)
-    }
-
     fn limits(self) -> (u32, u32) {
         match self {
             Encoding::Gsm7 => (160, 153),

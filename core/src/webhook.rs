@@ -14,27 +14,30 @@ use sha2::Sha256;
 
 use crate::Timestamp;
 
-/// A customer event's type (docs/contract.md §6): the `type` of its webhook body, by its wire
-/// name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum EventType {
-    MessageReceived,
-    MessageSent,
-    MessageDelivered,
-    MessageFailed,
-    CallInitiated,
-    CallAnswered,
-    CallCompleted,
-    CallMissed,
-    EndpointDisabled,
-    DeliveryExhausted,
-    BacklogHigh,
-    EndpointCircuitOpened,
-    EndpointCircuitClosed,
-    /// A carrier event that failed for good: the operator's only.
-    CarrierEventFailed,
-    /// The event `POST /v1/webhook_endpoints/{id}/test` sends, to that endpoint only.
-    EndpointTest,
+crate::text_enum! {
+    /// A customer event's type (docs/contract.md §6): the `type` of its webhook body, by its wire
+    /// name. Declared in the order of [`EventType::ALL`]: the subscribable types, then the
+    /// operator's own, then the test.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum EventType {
+        MessageReceived = "message.received",
+        MessageSent = "message.sent",
+        MessageDelivered = "message.delivered",
+        MessageFailed = "message.failed",
+        CallInitiated = "call.initiated",
+        CallAnswered = "call.answered",
+        CallCompleted = "call.completed",
+        CallMissed = "call.missed",
+        EndpointDisabled = "endpoint.disabled",
+        DeliveryExhausted = "delivery.exhausted",
+        BacklogHigh = "backlog.high",
+        EndpointCircuitOpened = "endpoint.circuit_opened",
+        EndpointCircuitClosed = "endpoint.circuit_closed",
+        /// A carrier event that failed for good: the operator's only.
+        CarrierEventFailed = "carrier_event.failed",
+        /// The event `POST /v1/webhook_endpoints/{id}/test` sends, to that endpoint only.
+        EndpointTest = "endpoint.test",
+    }
 }
 
 impl EventType {
@@ -69,44 +72,6 @@ impl EventType {
         }
         all
     };
-
-    /// Every type the product sends: the subscribable ones, then the operator's own and the test.
-    pub const ALL: [EventType; 15] = {
-        let mut all = [EventType::EndpointTest; 15];
-        let mut i = 0;
-        while i < Self::SUBSCRIBABLE.len() {
-            all[i] = Self::SUBSCRIBABLE[i];
-            i += 1;
-        }
-        all[13] = EventType::CarrierEventFailed;
-        all
-    };
-
-    /// The wire name (`message.delivered`, ...).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            EventType::MessageReceived => "message.received",
-            EventType::MessageSent => "message.sent",
-            EventType::MessageDelivered => "message.delivered",
-            EventType::MessageFailed => "message.failed",
-            EventType::CallInitiated => "call.initiated",
-            EventType::CallAnswered => "call.answered",
-            EventType::CallCompleted => "call.completed",
-            EventType::CallMissed => "call.missed",
-            EventType::EndpointDisabled => "endpoint.disabled",
-            EventType::DeliveryExhausted => "delivery.exhausted",
-            EventType::BacklogHigh => "backlog.high",
-            EventType::EndpointCircuitOpened => "endpoint.circuit_opened",
-            EventType::EndpointCircuitClosed => "endpoint.circuit_closed",
-            EventType::CarrierEventFailed => "carrier_event.failed",
-            EventType::EndpointTest => "endpoint.test",
-        }
-    }
-
-    /// The type whose wire name is `name`.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == name)
-    }
 }
 
 impl fmt::Display for EventType {

@@ -48,69 +48,35 @@ pub enum EdgeError {
     },
 }
 
-/// Why a request conflicts with a resource's state: its `error.code` (docs/openapi.json
-/// enumerates each operation's).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Conflict {
-    /// The Idempotency-Key was used for a different request (answered 422, not 409).
-    IdempotencyKeyReused,
-    /// A request with the Idempotency-Key is still running.
-    IdempotencyKeyInUse,
-    /// The message is no longer scheduled, so it cannot be canceled.
-    NotScheduled,
-    /// No enabled endpoint is subscribed to the event's type.
-    NoEndpoint,
-    /// The number belongs to an account already.
-    NumberTaken,
-    /// The number to erase belongs to an account.
-    NumberOwned,
-    /// Only a failed delivery is re-driven.
-    NotFailed,
-    /// The shards are not where the map says, or are moving between other databases.
-    ShardMove,
-    /// The account's last live `full` API key cannot be revoked by the account.
-    LastFullKey,
-    /// The account holds as many live API keys as it may.
-    KeyLimit,
-    /// The account holds as many live portal sessions as it may.
-    SessionLimit,
-    /// The account holds as many endpoints as it may.
-    EndpointLimit,
-}
-
-impl Conflict {
-    /// Every conflict there is.
-    pub const ALL: [Conflict; 12] = [
-        Conflict::IdempotencyKeyReused,
-        Conflict::IdempotencyKeyInUse,
-        Conflict::NotScheduled,
-        Conflict::NoEndpoint,
-        Conflict::NumberTaken,
-        Conflict::NumberOwned,
-        Conflict::NotFailed,
-        Conflict::ShardMove,
-        Conflict::LastFullKey,
-        Conflict::KeyLimit,
-        Conflict::SessionLimit,
-        Conflict::EndpointLimit,
-    ];
-
-    /// The wire code.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Conflict::IdempotencyKeyReused => "idempotency_key_reused",
-            Conflict::IdempotencyKeyInUse => "idempotency_key_in_use",
-            Conflict::NotScheduled => "not_scheduled",
-            Conflict::NoEndpoint => "no_endpoint",
-            Conflict::NumberTaken => "number_taken",
-            Conflict::NumberOwned => "number_owned",
-            Conflict::NotFailed => "not_failed",
-            Conflict::ShardMove => "shard_move_conflict",
-            Conflict::LastFullKey => "last_full_key",
-            Conflict::KeyLimit => "key_limit",
-            Conflict::SessionLimit => "session_limit",
-            Conflict::EndpointLimit => "endpoint_limit",
-        }
+exactly_core::text_enum! {
+    /// Why a request conflicts with a resource's state: its `error.code` (docs/openapi.json
+    /// enumerates each operation's).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Conflict {
+        /// The Idempotency-Key was used for a different request (answered 422, not 409).
+        IdempotencyKeyReused = "idempotency_key_reused",
+        /// A request with the Idempotency-Key is still running.
+        IdempotencyKeyInUse = "idempotency_key_in_use",
+        /// The message is no longer scheduled, so it cannot be canceled.
+        NotScheduled = "not_scheduled",
+        /// No enabled endpoint is subscribed to the event's type.
+        NoEndpoint = "no_endpoint",
+        /// The number belongs to an account already.
+        NumberTaken = "number_taken",
+        /// The number to erase belongs to an account.
+        NumberOwned = "number_owned",
+        /// Only a failed delivery is re-driven.
+        NotFailed = "not_failed",
+        /// The shards are not where the map says, or are moving between other databases.
+        ShardMove = "shard_move_conflict",
+        /// The account's last live `full` API key cannot be revoked by the account.
+        LastFullKey = "last_full_key",
+        /// The account holds as many live API keys as it may.
+        KeyLimit = "key_limit",
+        /// The account holds as many live portal sessions as it may.
+        SessionLimit = "session_limit",
+        /// The account holds as many endpoints as it may.
+        EndpointLimit = "endpoint_limit",
     }
 }
 

@@ -94,22 +94,24 @@ pub enum Part {
     Retain(Step),
 }
 
-/// A retention step, pruned a page at a time ([`Part::Retain`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Step {
-    /// Expired portal sessions (`DB`).
-    Sessions,
-    /// Settled carrier events' payloads (a dedupe database).
-    Payloads,
-    /// Settled carrier events' rows (a dedupe database).
-    CarrierEvents,
-    /// Delivered webhooks' attempts (an account database).
-    Attempts,
-    /// Old customer events (an account database).
-    CustomerEvents,
-    /// Idempotency keys past their 24 hours (an account database).
-    IdempotencyKeys,
+exactly_core::text_enum! {
+    /// A retention step, pruned a page at a time ([`Part::Retain`]).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Step {
+        /// Expired portal sessions (`DB`).
+        Sessions = "sessions",
+        /// Settled carrier events' payloads (a dedupe database).
+        Payloads = "payloads",
+        /// Settled carrier events' rows (a dedupe database).
+        CarrierEvents = "carrier_events",
+        /// Delivered webhooks' attempts (an account database).
+        Attempts = "attempts",
+        /// Old customer events (an account database).
+        CustomerEvents = "customer_events",
+        /// Idempotency keys past their 24 hours (an account database).
+        IdempotencyKeys = "idempotency_keys",
+    }
 }
 
 impl Step {
@@ -117,18 +119,6 @@ impl Step {
     pub const LOG: [Step; 2] = [Step::Payloads, Step::CarrierEvents];
     /// The steps of each account database.
     pub const ACCOUNTS: [Step; 3] = [Step::Attempts, Step::CustomerEvents, Step::IdempotencyKeys];
-
-    /// Its name in log lines.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Step::Sessions => "sessions",
-            Step::Payloads => "payloads",
-            Step::CarrierEvents => "carrier_events",
-            Step::Attempts => "attempts",
-            Step::CustomerEvents => "customer_events",
-            Step::IdempotencyKeys => "idempotency_keys",
-        }
-    }
 }
 
 impl Part {

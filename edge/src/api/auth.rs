@@ -78,7 +78,7 @@ pub async fn caller(req: &web_sys::Request, env: &Env) -> Result<Caller, EdgeErr
     }
     let hash = key_hash(&token);
     let key = keys::live_key(&root, &hash).await?.ok_or(EdgeError::Unauthorized)?;
-    let scope = Scope::parse(&key.scope).ok_or_else(|| {
+    let scope = Scope::from_name(&key.scope).ok_or_else(|| {
         EdgeError::unavailable("store", format!("key {} has the unknown scope {}", key.id, key.scope))
     })?;
     if keys::stale(key.last_used_at, at) {

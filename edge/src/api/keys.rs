@@ -51,7 +51,7 @@ async fn create_for(mut req: Request, env: &Env, account_id: &str) -> Result<Res
     }
     let scope = match body.scope.as_deref() {
         None => Scope::Full,
-        Some(s) => Scope::parse(s).ok_or_else(|| EdgeError::invalid("scope", "must be full, read or endpoints"))?,
+        Some(s) => Scope::from_name(s).ok_or_else(|| EdgeError::invalid("scope", "must be full, read or endpoints"))?,
     };
     let secret = new_secret()?;
     let (id, at, hash) = (new_id("key")?, now(), auth::key_hash(&secret));

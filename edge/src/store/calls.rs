@@ -63,17 +63,6 @@ crate::store::row! {
     }
 }
 
-/// `call_legs.outcome`: the name [`LegOutcome::as_str`] gives it.
-impl crate::store::row::Column for LegOutcome {
-    fn read(cell: crate::store::row::Cell) -> Result<Self, String> {
-        let stored = crate::store::row::text(cell)?;
-        [LegOutcome::Dialing, LegOutcome::Answered, LegOutcome::NoAnswer, LegOutcome::Canceled]
-            .into_iter()
-            .find(|o| o.as_str() == stored)
-            .ok_or_else(|| format!("holds {stored}, which no leg outcome is"))
-    }
-}
-
 const COLUMNS: &str =
     "id, account_id, direction, from_number, to_number, status, carrier, call_session_id, call_control_id,
     call_leg_id, answered_at, ended_at, duration_secs, billed_minutes, created_at, updated_at";

@@ -46,26 +46,17 @@ crate::store::row! {
     }
 }
 
-/// Where an erasure stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
-    /// Its pages run.
-    Running,
-    /// Its last page ran.
-    Finished,
-}
-
-crate::store::row::text_enum!(State { "running" => State::Running, "finished" => State::Finished });
-
-impl State {
-    /// Its name in the API and the row.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Running => "running",
-            State::Finished => "finished",
-        }
+exactly_core::text_enum! {
+    /// Where an erasure stands.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum State {
+        /// Its pages run.
+        Running = "running",
+        /// Its last page ran.
+        Finished = "finished",
     }
 }
+crate::store::row::named!(State);
 
 /// What each count of an erasure's record counts.
 pub const COUNTS: [&str; 7] =

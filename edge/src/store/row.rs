@@ -170,8 +170,9 @@ impl Column for CustomHeaders {
     }
 }
 
-/// Implements [`Column`] for types stored as their name: each reads with its `from_name`, and a
-/// name it does not know is an error.
+/// Implements [`Column`] for enums stored as their name, each declared with
+/// `exactly_core::text_enum!` (the one way an enum becomes text and back): each reads with its
+/// `from_name`, and a name it does not know is an error.
 macro_rules! named {
     ($($t:ty),* $(,)?) => {$(
         impl $crate::store::row::Column for $t {
@@ -183,30 +184,16 @@ macro_rules! named {
     )*};
 }
 pub(crate) use named;
+
+// The core's enums a column holds; each of the edge's maps its own beside its declaration.
 named!(
     EventType,
     exactly_core::event::Provider,
     exactly_core::message::MessageStatus,
     exactly_core::segments::Encoding,
     exactly_core::call::CallStatus,
+    exactly_core::call_machine::LegOutcome,
 );
-
-/// Implements [`Column`] for an enum stored as text: each variant with its stored name; any other
-/// text is an error.
-macro_rules! text_enum {
-    ($t:ty { $($name:literal => $variant:expr),* $(,)? }) => {
-        impl $crate::store::row::Column for $t {
-            fn read(cell: $crate::store::row::Cell) -> Result<Self, String> {
-                let stored = $crate::store::row::text(cell)?;
-                match stored.as_str() {
-                    $($name => Ok($variant),)*
-                    _ => Err(format!("holds {stored}, which no {} is", stringify!($t))),
-                }
-            }
-        }
-    };
-}
-pub(crate) use text_enum;
 
 /// Declares a row type and its [`FromRow`]: each field is read from the column of its name, or
 /// of the name after `=`; `= flatten` reads a field that is a row type itself from the same row,

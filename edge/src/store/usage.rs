@@ -7,27 +7,19 @@ use worker::{D1Database, D1PreparedStatement};
 use crate::error::EdgeError;
 use crate::store as db;
 
-/// What a usage row counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// SMS segments sent.
-    SmsSegments,
-    /// MMS sent: one unit per message, whatever its text's length.
-    Mms,
-    /// Call minutes (rounded up per call).
-    CallMinutes,
-}
-
-impl Kind {
-    /// The name stored in `usage.kind`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::SmsSegments => "sms_segments",
-            Kind::Mms => "mms",
-            Kind::CallMinutes => "call_minutes",
-        }
+exactly_core::text_enum! {
+    /// What a usage row counts.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Kind {
+        /// SMS segments sent.
+        SmsSegments = "sms_segments",
+        /// MMS sent: one unit per message, whatever its text's length.
+        Mms = "mms",
+        /// Call minutes (rounded up per call).
+        CallMinutes = "call_minutes",
     }
 }
+crate::store::row::named!(Kind);
 
 /// The charge, written only if the previous statement of the batch changed exactly one row,
 /// and at most once per resource and kind (`UNIQUE (kind, resource_id)`).

@@ -7,56 +7,35 @@ use exactly_core::Timestamp;
 
 use crate::store::endpoints::Columns;
 
-/// Where a delivery stands (`webhook_deliveries.status`); a row with any other value is an error
-/// where it is read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeliveryStatus {
-    /// Its next attempt is due at `next_attempt_at` (or it waits in its endpoint's line).
-    Pending,
-    /// An attempt was answered 2xx.
-    Succeeded,
-    /// Exhausted, or refused for good (`410`, a disabled endpoint).
-    Failed,
-    /// Its endpoint's filter held it back: nothing was sent.
-    Filtered,
+exactly_core::text_enum! {
+    /// Where a delivery stands (`webhook_deliveries.status`); a row with any other value is an error
+    /// where it is read.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum DeliveryStatus {
+        /// Its next attempt is due at `next_attempt_at` (or it waits in its endpoint's line).
+        Pending = "pending",
+        /// An attempt was answered 2xx.
+        Succeeded = "succeeded",
+        /// Exhausted, or refused for good (`410`, a disabled endpoint).
+        Failed = "failed",
+        /// Its endpoint's filter held it back: nothing was sent.
+        Filtered = "filtered",
+    }
 }
-
-/// Why a delivery exists (`webhook_deliveries.kind`): its event's first fan-out, or a replay an
-/// account or the operator asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeliveryKind {
-    Initial,
-    Replay,
-}
-crate::store::row::text_enum!(DeliveryKind { "initial" => DeliveryKind::Initial, "replay" => DeliveryKind::Replay });
-
 crate::store::row::named!(DeliveryStatus);
 
-impl DeliveryStatus {
-    /// The status named `name` (its column and API value).
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "pending" => Some(DeliveryStatus::Pending),
-            "succeeded" => Some(DeliveryStatus::Succeeded),
-            "failed" => Some(DeliveryStatus::Failed),
-            "filtered" => Some(DeliveryStatus::Filtered),
-            _ => None,
-        }
-    }
-
-    /// Its column and API value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryStatus::Pending => "pending",
-            DeliveryStatus::Succeeded => "succeeded",
-            DeliveryStatus::Failed => "failed",
-            DeliveryStatus::Filtered => "filtered",
-        }
+exactly_core::text_enum! {
+    /// Why a delivery exists (`webhook_deliveries.kind`): its event's first fan-out, or a replay an
+    /// account or the operator asked for.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum DeliveryKind {
+        Initial = "initial",
+        Replay = "replay",
     }
 }
-
+crate::store::row::named!(DeliveryKind);
 crate::store::row! {
     /// A delivery as its attempt needs it: the delivery, its endpoint (absent when deleted) and the
     /// event's payload.

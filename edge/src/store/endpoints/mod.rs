@@ -274,15 +274,16 @@ pub async fn rotate_secret(
     Ok(())
 }
 
-/// A circuit's state as its column holds it: [`breaker::State::name`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Circuit {
-    Closed,
-    Open,
-    HalfOpen,
+exactly_core::text_enum! {
+    /// A circuit's state as its column holds it: [`breaker::State::name`].
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Circuit {
+        Closed = "closed",
+        Open = "open",
+        HalfOpen = "half_open",
+    }
 }
-crate::store::row::text_enum!(Circuit { "closed" => Circuit::Closed, "open" => Circuit::Open, "half_open" => Circuit::HalfOpen });
-
+crate::store::row::named!(Circuit);
 crate::store::row! {
     /// The circuit columns as a row holds them (also read with a delivery, see
     /// [`crate::store::deliveries::Due`]).

@@ -67,36 +67,18 @@ pub const MESSAGE_COLUMNS: &str =
             'size', size, 'r2_key', r2_key, 'stored_at', stored_at))
      FROM (SELECT * FROM message_media WHERE message_id = messages.id ORDER BY position)) AS media";
 
-/// Which way a message went.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Direction {
-    /// To a platform number.
-    Inbound,
-    /// Sent by an account.
-    Outbound,
+exactly_core::text_enum! {
+    /// Which way a message went.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Direction {
+        /// To a platform number.
+        Inbound = "inbound",
+        /// Sent by an account.
+        Outbound = "outbound",
+    }
 }
-
 crate::store::row::named!(Direction);
-
-impl Direction {
-    /// The direction named `name` (its column and API value).
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "inbound" => Some(Direction::Inbound),
-            "outbound" => Some(Direction::Outbound),
-            _ => None,
-        }
-    }
-
-    /// Its column and API value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::Inbound => "inbound",
-            Direction::Outbound => "outbound",
-        }
-    }
-}
 
 impl Message {
     /// Whether it is an outbound message not handed to the carrier yet.
