@@ -289,29 +289,20 @@ impl CallRing {
         let scoped = if writes { self.account_env().await? } else { self.env.clone() };
         let env = &scoped;
         let db = || crate::store::database(env);
-        let command = |result: CallResult<()>, what: &str| match result {
-            CallResult::Ok(()) => Ok(true),
-            // The leg is gone or the command no longer applies.
-            CallResult::Refused(e) => {
-                worker::console_log!(
-                    "{}",
-                    serde_json::json!({"call_ring": what, "outcome": "refused", "code": e.code})
-                );
-                Ok(false)
-            }
-            CallResult::Transient(reason) | CallResult::Lost(reason) => {
-                Err(EdgeError::unavailable("carrier", format!("{what}: {reason}")))
-            }
-        };
+        let config = crate::config::get(env)?;
         Ok(match action {
             Action::AnswerCaller { call_control_id, command_id } => {
-                let accepted =
-                    command(carrier_api::command(env, call_control_id, Command::Answer, command_id).await?, "answer")?;
+                let accepted = commanded(
+                    carrier_api::command(&config, call_control_id, Command::Answer, command_id).await?,
+                    "answer",
+                )?;
                 Some(Input::AnswerResult { accepted })
             }
             Action::Dial { position, target, from, tag, idempotency_key, timeout_secs } => {
                 let result =
-                    match carrier_api::dial(env, idempotency_key, from, target, &tag.encode(), *timeout_secs).await? {
+                    match carrier_api::dial(&config, idempotency_key, from, target, &tag.encode(), *timeout_secs)
+                        .await?
+                    {
                         CallResult::Ok(leg) => DialResult::Placed { call_control_id: leg.call_control_id },
                         CallResult::Refused(e) => DialResult::Refused { code: e.code },
                         CallResult::Transient(reason) | CallResult::Lost(reason) => {
@@ -322,12 +313,15 @@ impl CallRing {
             }
             Action::Bridge { caller_control_id, leg_control_id, command_id, .. } => {
                 let bridge = Command::Bridge { other_call_control_id: leg_control_id };
-                command(carrier_api::command(env, caller_control_id, bridge, command_id).await?, "bridge")?;
+                commanded(carrier_api::command(&config, caller_control_id, bridge, command_id).await?, "bridge")?;
                 None
             }
             Action::HangupLeg { call_control_id, command_id, .. }
             | Action::HangupCaller { call_control_id, command_id } => {
-                command(carrier_api::command(env, call_control_id, Command::Hangup, command_id).await?, "hangup")?;
+                commanded(
+                    carrier_api::command(&config, call_control_id, Command::Hangup, command_id).await?,
+                    "hangup",
+                )?;
                 None
             }
             Action::RecordCall { view } => {
@@ -381,6 +375,21 @@ pub async fn send(env: &Env, call_id: &str, input: &Input) -> std::result::Resul
     }
     let body = response.bytes().await.map_err(|e| EdgeError::platform("call answer", e))?;
     serde_json::from_slice::<Answer>(&body).map_err(|e| EdgeError::platform("call answer", e))
+}
+
+/// Whether the carrier took a call command: `false` when it refused it (the leg is gone or the
+/// command no longer applies), an error to retry when it did not answer.
+fn commanded(result: CallResult<()>, what: &str) -> Result<bool, EdgeError> {
+    match result {
+        CallResult::Ok(()) => Ok(true),
+        CallResult::Refused(e) => {
+            worker::console_log!("{}", serde_json::json!({"call_ring": what, "outcome": "refused", "code": e.code}));
+            Ok(false)
+        }
+        CallResult::Transient(reason) | CallResult::Lost(reason) => {
+            Err(EdgeError::unavailable("carrier", format!("{what}: {reason}")))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -15,8 +15,9 @@ use base64::Engine as _;
 use exactly_core::event::{CarrierError, Provider};
 use exactly_core::Timestamp;
 use serde_json::Value;
-use worker::{Env, Headers, Method};
+use worker::{Headers, Method};
 
+use crate::config::Config;
 use crate::error::EdgeError;
 
 /// The outcome of a carrier API call.
@@ -76,14 +77,14 @@ pub struct Outgoing<'a> {
 
 /// Sends `message` through `carrier`; on success, the carrier's message id.
 pub async fn send_message(
-    env: &Env,
+    config: &Config,
     carrier: Provider,
     message: &Outgoing<'_>,
 ) -> Result<CallResult<String>, EdgeError> {
     match carrier {
-        Provider::Telnyx => telnyx::send_message(env, message).await,
-        Provider::Twilio => twilio::send_message(env, message).await,
-        Provider::Plivo => plivo::send_message(env, message).await,
+        Provider::Telnyx => telnyx::send_message(config, message).await,
+        Provider::Twilio => twilio::send_message(config, message).await,
+        Provider::Plivo => plivo::send_message(config, message).await,
     }
 }
 
@@ -91,15 +92,15 @@ pub async fn send_message(
 /// list shows the text) since `since`, oldest first: what a send whose answer was lost may have
 /// become. Telnyx needs no lookup (its idempotency key answers a repeat with the first send).
 pub async fn sent_since(
-    env: &Env,
+    config: &Config,
     carrier: Provider,
     message: &Outgoing<'_>,
     since: Timestamp,
 ) -> Result<CallResult<Vec<String>>, EdgeError> {
     match carrier {
         Provider::Telnyx => Ok(CallResult::Ok(Vec::new())),
-        Provider::Twilio => twilio::sent_since(env, message, since).await,
-        Provider::Plivo => plivo::sent_since(env, message, since).await,
+        Provider::Twilio => twilio::sent_since(config, message, since).await,
+        Provider::Plivo => plivo::sent_since(config, message, since).await,
     }
 }
 

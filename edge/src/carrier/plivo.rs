@@ -6,10 +6,10 @@
 use exactly_core::event::CarrierError;
 use exactly_core::Timestamp;
 use serde_json::{json, Value};
-use worker::{Env, Method};
+use worker::Method;
 
 use crate::carrier::{basic_call, text_of, Body, CallResult, Outgoing};
-use crate::config::{self, Rest};
+use crate::config::{Config, Rest};
 use crate::error::EdgeError;
 
 const CREDENTIALS: &str = "PLIVO_AUTH_ID and PLIVO_AUTH_TOKEN";
@@ -37,8 +37,7 @@ fn digits(number: &str) -> &str {
 }
 
 /// `POST /v1/Account/{auth_id}/Message/`; on success, the message's uuid.
-pub async fn send_message(env: &Env, message: &Outgoing<'_>) -> Result<CallResult<String>, EdgeError> {
-    let config = config::get(env)?;
+pub async fn send_message(config: &Config, message: &Outgoing<'_>) -> Result<CallResult<String>, EdgeError> {
     let Some(rest) = &config.plivo_rest else { return Ok(unconfigured()) };
     let mut body = json!({
         "src": digits(message.from), "dst": digits(message.to), "text": message.text,
@@ -61,11 +60,10 @@ pub async fn send_message(env: &Env, message: &Outgoing<'_>) -> Result<CallResul
 /// filters by time and direction but not by number, 20 to a page: up to [`LOOKUP_PAGES`] pages
 /// are read, so a lost send is found among the account's next 100 messages.
 pub async fn sent_since(
-    env: &Env,
+    config: &Config,
     message: &Outgoing<'_>,
     since: Timestamp,
 ) -> Result<CallResult<Vec<String>>, EdgeError> {
-    let config = config::get(env)?;
     let Some(rest) = &config.plivo_rest else { return Ok(unconfigured()) };
     // Plivo's time filter reads `YYYY-MM-DD HH:MM:SS` (UTC).
     let at = since.to_rfc3339().replace('T', " ");
@@ -113,8 +111,7 @@ const LOOKUP_PAGES: usize = 5;
 
 /// `GET /v1/Account/{auth_id}/Message/{uuid}/`: the message's `message_state` as Plivo words it,
 /// with its error code.
-pub async fn message_status(env: &Env, uuid: &str) -> Result<CallResult<(String, Value)>, EdgeError> {
-    let config = config::get(env)?;
+pub async fn message_status(config: &Config, uuid: &str) -> Result<CallResult<(String, Value)>, EdgeError> {
     let Some(rest) = &config.plivo_rest else { return Ok(unconfigured()) };
     let uuid: String = form_urlencoded::byte_serialize(uuid.as_bytes()).collect();
     let url = format!("{}{uuid}/", messages_url(rest));

@@ -2,15 +2,15 @@
 //! idempotency key, so a retried send never becomes a second message at the carrier.
 
 use serde_json::{json, Value};
-use worker::{Env, Headers, Method};
+use worker::{Headers, Method};
 
 use crate::carrier::{CallResult, Outgoing};
-use crate::config;
+use crate::config::Config;
 use crate::error::EdgeError;
 
 /// `POST {TELNYX_API_BASE}/v2/messages`; on success, the carrier's message id. Media URLs make it
 /// an MMS (Telnyx's `media_urls`).
-pub async fn send_message(env: &Env, outgoing: &Outgoing<'_>) -> Result<CallResult<String>, EdgeError> {
+pub async fn send_message(config: &Config, outgoing: &Outgoing<'_>) -> Result<CallResult<String>, EdgeError> {
     let mut body = json!({ "from": outgoing.from, "to": outgoing.to });
     if !outgoing.text.is_empty() || outgoing.media_urls.is_empty() {
         body["text"] = json!(outgoing.text);
@@ -18,32 +18,36 @@ pub async fn send_message(env: &Env, outgoing: &Outgoing<'_>) -> Result<CallResu
     if !outgoing.media_urls.is_empty() {
         body["media_urls"] = json!(outgoing.media_urls);
     }
-    if let Some(profile) = &config::get(env)?.telnyx_messaging_profile_id {
+    if let Some(profile) = &config.telnyx_messaging_profile_id {
         body["messaging_profile_id"] = json!(profile);
     }
-    Ok(post(env, "/v2/messages", outgoing.id, &body).await?.and_then(|answer| match answer["data"]["id"].as_str() {
+    Ok(post(config, "/v2/messages", outgoing.id, &body).await?.and_then(|answer| match answer["data"]["id"].as_str() {
         Some(id) if !id.is_empty() => CallResult::Ok(id.to_owned()),
         _ => CallResult::Lost("carrier answered 2xx without data.id".into()),
     }))
 }
 
 /// POSTs JSON to the Telnyx API with the API key and an idempotency key.
-pub async fn post(env: &Env, path: &str, idempotency_key: &str, body: &Value) -> Result<CallResult<Value>, EdgeError> {
-    call(env, Method::Post, path, Some((idempotency_key, body))).await
+pub async fn post(
+    config: &Config,
+    path: &str,
+    idempotency_key: &str,
+    body: &Value,
+) -> Result<CallResult<Value>, EdgeError> {
+    call(config, Method::Post, path, Some((idempotency_key, body))).await
 }
 
 /// GETs a Telnyx API resource with the API key.
-pub async fn get(env: &Env, path: &str) -> Result<CallResult<Value>, EdgeError> {
-    call(env, Method::Get, path, None).await
+pub async fn get(config: &Config, path: &str) -> Result<CallResult<Value>, EdgeError> {
+    call(config, Method::Get, path, None).await
 }
 
 async fn call(
-    env: &Env,
+    config: &Config,
     method: Method,
     path: &str,
     keyed_body: Option<(&str, &Value)>,
 ) -> Result<CallResult<Value>, EdgeError> {
-    let config = config::get(env)?;
     let url = format!("{}{path}", config.telnyx_api_base);
     let headers = Headers::new();
     let set = |name: &str, value: &str| headers.set(name, value).map_err(|e| EdgeError::platform("header", e));
@@ -82,19 +86,19 @@ pub struct DialedLeg {
 /// `client_state` (base64 on the wire), ringing for `timeout_secs`. The idempotency key names the call and position, so a
 /// retried dial is one leg at the carrier.
 pub async fn dial(
-    env: &Env,
+    config: &Config,
     idempotency_key: &str,
     from: &str,
     to: &str,
     client_state: &str,
     timeout_secs: u32,
 ) -> Result<CallResult<DialedLeg>, EdgeError> {
-    let connection_id = config::get(env)?.telnyx_connection_id.clone();
+    let connection_id = config.telnyx_connection_id.clone();
     let body = json!({
         "connection_id": connection_id, "to": to, "from": from, "timeout_secs": timeout_secs,
         "client_state": exactly_core::telnyx::encode_client_state(client_state),
     });
-    Ok(post(env, "/v2/calls", idempotency_key, &body).await?.and_then(|answer| {
+    Ok(post(config, "/v2/calls", idempotency_key, &body).await?.and_then(|answer| {
         let data = &answer["data"];
         match (data["call_control_id"].as_str(), data["call_leg_id"].as_str()) {
             (Some(control), Some(leg)) => {
@@ -119,7 +123,7 @@ pub enum Command<'a> {
 /// `POST {TELNYX_API_BASE}/v2/calls/{id}/actions/{answer|bridge|hangup}`. `command_id` makes a
 /// repeated command a no-op at the carrier.
 pub async fn command(
-    env: &Env,
+    config: &Config,
     call_control_id: &str,
     command: Command<'_>,
     command_id: &str,
@@ -131,7 +135,7 @@ pub async fn command(
     };
     body["command_id"] = json!(command_id);
     let id: String = form_urlencoded::byte_serialize(call_control_id.as_bytes()).collect();
-    Ok(post(env, &format!("/v2/calls/{id}/actions/{action}"), command_id, &body)
+    Ok(post(config, &format!("/v2/calls/{id}/actions/{action}"), command_id, &body)
         .await?
         .and_then(|_| CallResult::Ok(())))
 }
@@ -146,10 +150,10 @@ pub struct LegStatus {
 
 /// `GET /v2/calls/{call_control_id}`. Only an answer that says `is_alive: false` ends a leg; a
 /// refusal (the carrier no longer knows the id, or anything else) says nothing about it.
-pub async fn call_status(env: &Env, call_control_id: &str) -> Result<CallResult<LegStatus>, EdgeError> {
+pub async fn call_status(config: &Config, call_control_id: &str) -> Result<CallResult<LegStatus>, EdgeError> {
     use exactly_core::Timestamp;
     let id: String = form_urlencoded::byte_serialize(call_control_id.as_bytes()).collect();
-    Ok(get(env, &format!("/v2/calls/{id}")).await?.and_then(|answer| {
+    Ok(get(config, &format!("/v2/calls/{id}")).await?.and_then(|answer| {
         let data = &answer["data"];
         let time = |field: &str| data[field].as_str().and_then(Timestamp::parse_rfc3339);
         let ended_at = time("end_time").or_else(|| {
@@ -162,9 +166,12 @@ pub async fn call_status(env: &Env, call_control_id: &str) -> Result<CallResult<
 
 /// `GET /v2/messages/{id}`: the recipient's status as Telnyx words it (`delivered`, `sent`, ...)
 /// and the errors it lists.
-pub async fn message_status(env: &Env, carrier_message_id: &str) -> Result<CallResult<(String, Value)>, EdgeError> {
+pub async fn message_status(
+    config: &Config,
+    carrier_message_id: &str,
+) -> Result<CallResult<(String, Value)>, EdgeError> {
     let id: String = form_urlencoded::byte_serialize(carrier_message_id.as_bytes()).collect();
-    Ok(get(env, &format!("/v2/messages/{id}")).await?.and_then(|answer| {
+    Ok(get(config, &format!("/v2/messages/{id}")).await?.and_then(|answer| {
         let data = &answer["data"];
         let status = data["to"][0]["status"].as_str().unwrap_or_default().to_owned();
         CallResult::Ok((status, data["errors"].clone()))

@@ -4,10 +4,10 @@
 use exactly_core::event::CarrierError;
 use exactly_core::Timestamp;
 use serde_json::Value;
-use worker::{Env, Method};
+use worker::Method;
 
 use crate::carrier::{basic_call, text_of, Body, CallResult, Outgoing};
-use crate::config::{self, Rest};
+use crate::config::{Config, Rest};
 use crate::error::EdgeError;
 
 const CREDENTIALS: &str = "TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN";
@@ -32,8 +32,7 @@ fn unconfigured<T>() -> CallResult<T> {
 }
 
 /// `POST /2010-04-01/Accounts/{sid}/Messages.json`; on success, the message's `sid`.
-pub async fn send_message(env: &Env, message: &Outgoing<'_>) -> Result<CallResult<String>, EdgeError> {
-    let config = config::get(env)?;
+pub async fn send_message(config: &Config, message: &Outgoing<'_>) -> Result<CallResult<String>, EdgeError> {
     let Some(rest) = &config.twilio_rest else { return Ok(unconfigured()) };
     let mut form = vec![
         ("To", message.to.to_owned()),
@@ -59,11 +58,10 @@ pub async fn send_message(env: &Env, message: &Outgoing<'_>) -> Result<CallResul
 /// filter that covers messages not yet sent, so the newest page is read and filtered here; the
 /// caller skips sids another message already owns.
 pub async fn sent_since(
-    env: &Env,
+    config: &Config,
     message: &Outgoing<'_>,
     since: Timestamp,
 ) -> Result<CallResult<Vec<String>>, EdgeError> {
-    let config = config::get(env)?;
     let Some(rest) = &config.twilio_rest else { return Ok(unconfigured()) };
     let query: String = form_urlencoded::Serializer::new(String::new())
         .append_pair("To", message.to)
@@ -97,8 +95,7 @@ pub async fn sent_since(
 }
 
 /// `GET .../Messages/{sid}.json`: the message's `status` as Twilio words it, with its error.
-pub async fn message_status(env: &Env, sid: &str) -> Result<CallResult<(String, Value)>, EdgeError> {
-    let config = config::get(env)?;
+pub async fn message_status(config: &Config, sid: &str) -> Result<CallResult<(String, Value)>, EdgeError> {
     let Some(rest) = &config.twilio_rest else { return Ok(unconfigured()) };
     let sid: String = form_urlencoded::byte_serialize(sid.as_bytes()).collect();
     let url = messages_url(rest).replace("/Messages.json", &format!("/Messages/{sid}.json"));

@@ -59,6 +59,7 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
         return Ok(Outcome::RetryIn(until(message.claimed_until, started), Wait::ClaimedByAnotherDispatcher));
     };
     let attempt = message.send_attempts as u32 + 1;
+    let config = crate::config::get(env)?;
     let carrier = message.carrier;
     let media_urls: Vec<&str> = message.media.iter().map(|m| m.url.as_str()).collect();
     let outgoing = Outgoing {
@@ -76,7 +77,7 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
             message.send_at.unwrap_or(message.created_at).unix_millis() - LOOKUP_SKEW_MILLIS,
         );
         let retry = |reason: String| retry_or_fail(env, db, &message, &token, attempt, true, reason);
-        match carrier_api::sent_since(env, carrier, &outgoing, since).await? {
+        match carrier_api::sent_since(&config, carrier, &outgoing, since).await? {
             CallResult::Ok(listed) => {
                 let found = messages::unowned(db, carrier, &listed).await?;
                 if let Some(oldest) = found.first() {
@@ -94,7 +95,7 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
             CallResult::Transient(reason) | CallResult::Lost(reason) => return retry(reason).await,
         }
     }
-    match carrier_api::send_message(env, carrier, &outgoing).await? {
+    match carrier_api::send_message(&config, carrier, &outgoing).await? {
         CallResult::Ok(carrier_id) => sent(env, db, &message, &token, &carrier_id).await,
         CallResult::Refused(error) => {
             let change = messages::record_send_failed(db, &message, &token, &error, now()).await?;

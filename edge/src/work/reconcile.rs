@@ -114,7 +114,8 @@ async fn reconcile_call(env: &Env, call: &StaleCall, now: Timestamp) -> Result<O
     if call.carrier != Provider::Telnyx {
         return Ok(None);
     }
-    let status = match telnyx::call_status(env, &call.call_control_id).await? {
+    let config = crate::config::get(env)?;
+    let status = match telnyx::call_status(&config, &call.call_control_id).await? {
         CallResult::Ok(status) => status,
         CallResult::Refused(_) | CallResult::Transient(_) | CallResult::Lost(_) => return Ok(None),
     };
@@ -143,10 +144,11 @@ async fn reconcile_call(env: &Env, call: &StaleCall, now: Timestamp) -> Result<O
 async fn reconcile_message(env: &Env, message: &StaleMessage, now: Timestamp) -> Result<Option<String>, EdgeError> {
     let carrier = message.carrier;
     let id = &message.carrier_message_id;
+    let config = crate::config::get(env)?;
     let answer = match carrier {
-        Provider::Telnyx => telnyx::message_status(env, id).await?,
-        Provider::Twilio => twilio::message_status(env, id).await?,
-        Provider::Plivo => plivo::message_status(env, id).await?,
+        Provider::Telnyx => telnyx::message_status(&config, id).await?,
+        Provider::Twilio => twilio::message_status(&config, id).await?,
+        Provider::Plivo => plivo::message_status(&config, id).await?,
     };
     let CallResult::Ok((status, errors)) = answer else { return Ok(None) };
     match exactly_core::learned::final_status(carrier, id, &status, &errors, now) {
