@@ -1382,7 +1382,7 @@ export interface components {
             };
         };
         /** @description A customer event: the webhook body itself, as delivered and as `/v1/events` lists it. */
-        Event: components["schemas"]["MessageEvent"] | components["schemas"]["CallEvent"] | components["schemas"]["EndpointTestEvent"] | components["schemas"]["EndpointDisabledEvent"] | components["schemas"]["DeliveryExhaustedEvent"] | components["schemas"]["BacklogHighEvent"] | components["schemas"]["CarrierEventFailedEvent"];
+        Event: components["schemas"]["MessageEvent"] | components["schemas"]["CallEvent"] | components["schemas"]["EndpointTestEvent"] | components["schemas"]["EndpointDisabledEvent"] | components["schemas"]["DeliveryExhaustedEvent"] | components["schemas"]["BacklogHighEvent"] | components["schemas"]["EndpointCircuitOpenedEvent"] | components["schemas"]["EndpointCircuitClosedEvent"] | components["schemas"]["CarrierEventFailedEvent"];
         Attempt: {
             attempt?: number;
             /** Format: date-time */
@@ -2069,7 +2069,7 @@ export interface components {
         };
     };
     parameters: {
-        /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+        /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
         Bookmark: string;
         /** @description The event id (`evt_...`), the same on every attempt: a receiver keeps the ids it has handled and drops a repeat. */
         WebhookId: string;
@@ -2093,7 +2093,7 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: number;
-                /** @description Opaque cursor from a previous page. */
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: never;
@@ -2282,13 +2282,13 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyInUseError"];
                 };
             };
-            /** @description The Idempotency-Key was used for a different request */
+            /** @description The Idempotency-Key was used for a different request; or an `Idempotency-Key` longer than 255 characters (`invalid_field`, field `Idempotency-Key`) */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["IdempotencyKeyReusedError"];
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
             429: components["responses"]["RateLimited"];
@@ -2534,7 +2534,7 @@ export interface operations {
             query?: {
                 status?: "failed" | "pending" | "processed";
                 limit?: number;
-                /** @description Opaque cursor from a previous page. */
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: never;
@@ -2584,11 +2584,11 @@ export interface operations {
                 status?: string;
                 direction?: "inbound" | "outbound";
                 limit?: number;
-                /** @description Opaque cursor from a previous page. */
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path?: never;
@@ -2654,7 +2654,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
                 /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -2764,7 +2764,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path: {
@@ -2838,11 +2838,11 @@ export interface operations {
             query?: {
                 status?: "ringing" | "in_progress" | "completed" | "missed";
                 limit?: number;
-                /** @description Opaque cursor from a previous page. */
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path?: never;
@@ -2908,7 +2908,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path: {
@@ -2984,7 +2984,7 @@ export interface operations {
                 to?: string;
             };
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path?: never;
@@ -3046,11 +3046,11 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: number;
-                /** @description Opaque cursor from a previous page. */
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path?: never;
@@ -3116,7 +3116,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
                 /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -3218,7 +3218,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path: {
@@ -3291,7 +3291,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path: {
@@ -3362,7 +3362,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
                 /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -3479,7 +3479,7 @@ export interface operations {
             query?: {
                 type?: components["schemas"]["EventType"] | "endpoint.test";
                 limit?: number;
-                /** @description Opaque cursor from a previous page. */
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
                 cursor?: string;
                 /** @description Only events about this message or call */
                 resource_id?: string;
@@ -3489,7 +3489,7 @@ export interface operations {
                 until?: string;
             };
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path?: never;
@@ -3555,7 +3555,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path?: never;
@@ -3610,7 +3610,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path: {
@@ -3686,7 +3686,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
                 /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -3856,13 +3856,13 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyInUseError"];
                 };
             };
-            /** @description The Idempotency-Key was used for a different request */
+            /** @description The Idempotency-Key was used for a different request; or an `Idempotency-Key` longer than 255 characters (`invalid_field`, field `Idempotency-Key`) */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["IdempotencyKeyReusedError"];
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
             429: components["responses"]["RateLimited"];
@@ -4021,7 +4021,7 @@ export interface operations {
                     "application/json": components["schemas"]["BodyTooLargeError"];
                 };
             };
-            /** @description A field failed validation (`error.field` names it), or the Idempotency-Key was used for a different request */
+            /** @description A field failed validation (`error.field` names it; `to` also when no D1 database is bound under that name), or the Idempotency-Key was used for a different request */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4047,7 +4047,7 @@ export interface operations {
             query?: {
                 status?: "failed" | "pending" | "succeeded" | "filtered";
                 limit?: number;
-                /** @description Opaque cursor from a previous page. */
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: never;
@@ -4158,13 +4158,13 @@ export interface operations {
                     } | components["schemas"]["IdempotencyKeyInUseError"];
                 };
             };
-            /** @description The Idempotency-Key was used for a different request */
+            /** @description The Idempotency-Key was used for a different request; or an `Idempotency-Key` longer than 255 characters (`invalid_field`, field `Idempotency-Key`) */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["IdempotencyKeyReusedError"];
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
             429: components["responses"]["RateLimited"];
@@ -4175,7 +4175,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
                 /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -4244,13 +4244,13 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyInUseError"];
                 };
             };
-            /** @description The Idempotency-Key was used for a different request */
+            /** @description The Idempotency-Key was used for a different request; or an `Idempotency-Key` longer than 255 characters (`invalid_field`, field `Idempotency-Key`) */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["IdempotencyKeyReusedError"];
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
             429: components["responses"]["RateLimited"];
@@ -4261,7 +4261,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
                 /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -4368,7 +4368,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path: {
@@ -4433,7 +4433,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
                 /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -4538,10 +4538,11 @@ export interface operations {
                 /** @description The `webhook-id` sent (the event's id) */
                 webhook_id?: string;
                 limit?: number;
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path: {
@@ -4640,7 +4641,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path: {
@@ -4743,7 +4744,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
                 /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -4816,13 +4817,13 @@ export interface operations {
                     } | components["schemas"]["IdempotencyKeyInUseError"];
                 };
             };
-            /** @description The Idempotency-Key was used for a different request */
+            /** @description The Idempotency-Key was used for a different request; or an `Idempotency-Key` longer than 255 characters (`invalid_field`, field `Idempotency-Key`) */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["IdempotencyKeyReusedError"];
+                    "application/json": components["schemas"]["InvalidFieldError"] | components["schemas"]["IdempotencyKeyReusedError"];
                 };
             };
             429: components["responses"]["RateLimited"];
@@ -4838,7 +4839,7 @@ export interface operations {
                 signature: string;
             };
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path: {
@@ -4895,7 +4896,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path: {
@@ -5196,10 +5197,11 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: number;
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path?: never;
@@ -5264,7 +5266,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
                 /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -5355,7 +5357,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path: {
@@ -5428,6 +5430,7 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: number;
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: never;
@@ -5701,7 +5704,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path?: never;
@@ -5763,7 +5766,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
                 /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -5862,10 +5865,11 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: number;
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path?: never;
@@ -5930,7 +5934,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
                 /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -6034,7 +6038,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path: {
@@ -6119,7 +6123,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
                 /** @description Makes the request safe to send again (docs/contract.md §5, "Idempotency"): for 24 hours the same key with the same request answers the first answer again (status and body, with `idempotent-replayed: true`) without doing the work twice; with a different request it answers 422 `idempotency_key_reused`; while the first is still running (or if it stopped without an answer), 409 `idempotency_key_in_use`. A refusal (4xx) is not kept: the same request may run again; a 5xx answer is kept. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -6226,7 +6230,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes; anything else answers 400. */
+                /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
                 "x-d1-bookmark"?: components["parameters"]["Bookmark"];
             };
             path: {

@@ -210,4 +210,34 @@ mod tests {
             assert_eq!(entry(e.event_type).map(|found| found.event_type), Some(e.event_type));
         }
     }
+
+    /// docs/openapi.json's `Event`, what `/v1/events` lists and every webhook's body, is one of
+    /// its schemas, each for some types: together, every type the product sends, once.
+    #[test]
+    fn the_documents_event_schema_covers_every_type_once() {
+        let document: serde_json::Value =
+            serde_json::from_str(include_str!("../../docs/openapi.json")).expect("docs/openapi.json is JSON");
+        let schemas = &document["components"]["schemas"];
+        let mut covered = Vec::new();
+        for choice in schemas["Event"]["oneOf"].as_array().expect("Event is a oneOf") {
+            let name = choice["$ref"].as_str().and_then(|r| r.strip_prefix("#/components/schemas/")).expect("a ref");
+            let kind = &schemas[name]["properties"]["type"];
+            let names: Vec<&str> = match kind["const"].as_str() {
+                Some(one) => vec![one],
+                None => kind["enum"]
+                    .as_array()
+                    .expect("type is a const or an enum")
+                    .iter()
+                    .filter_map(|v| v.as_str())
+                    .collect(),
+            };
+            for n in names {
+                covered.push(EventType::from_name(n).unwrap_or_else(|| panic!("{name}: {n} is no event type")));
+            }
+        }
+        covered.sort();
+        let mut all = EventType::ALL.to_vec();
+        all.sort();
+        assert_eq!(covered, all, "docs/openapi.json's Event against EventType::ALL");
+    }
 }

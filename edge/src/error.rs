@@ -22,8 +22,8 @@ pub enum EdgeError {
     NotPermitted(exactly_core::access::Refusal),
     /// The media item exists but its copy is not stored (yet, or ever: 404).
     MediaNotStored,
-    /// The route exists but not for this method (405).
-    MethodNotAllowed,
+    /// The route exists but not for this method (405); `allow` names its methods (`GET, POST`).
+    MethodNotAllowed { allow: String },
     /// The request body is not JSON of the expected shape (400).
     BadRequest(String),
     /// The request body is longer than the route takes (413).
@@ -121,7 +121,9 @@ impl EdgeError {
             EdgeError::MediaNotStored => {
                 (404, "media_not_stored", "the media item has not been copied from the carrier".into(), None)
             }
-            EdgeError::MethodNotAllowed => (405, "method_not_allowed", "method not allowed on this route".into(), None),
+            EdgeError::MethodNotAllowed { .. } => {
+                (405, "method_not_allowed", "method not allowed on this route".into(), None)
+            }
             EdgeError::BadRequest(message) => (400, "bad_request", message.clone(), None),
             EdgeError::BodyTooLarge { max } => {
                 (413, "body_too_large", format!("the request body is larger than {max} bytes"), None)
@@ -156,6 +158,9 @@ impl EdgeError {
         }
         if code == Conflict::IdempotencyKeyInUse.as_str() {
             response.headers_mut().set("retry-after", "1")?;
+        }
+        if let EdgeError::MethodNotAllowed { allow } = self {
+            response.headers_mut().set("allow", allow)?;
         }
         if let EdgeError::RateLimited { retry_after } = self {
             response.headers_mut().set("retry-after", &retry_after.to_string())?;
@@ -217,7 +222,7 @@ mod tests {
         for e in &all {
             // Exhaustive: the routing errors (no route, no such method) belong to no operation.
             match e {
-                EdgeError::NoRoute | EdgeError::MethodNotAllowed => unreachable!(),
+                EdgeError::NoRoute | EdgeError::MethodNotAllowed { .. } => unreachable!(),
                 EdgeError::Rejected(_)
                 | EdgeError::Unauthorized
                 | EdgeError::NotFound
@@ -274,5 +279,28 @@ mod tests {
             answered.entry(status.to_string()).or_default().insert(code.to_owned());
         }
         assert_eq!(documented, answered, "docs/openapi.json's error codes, by status, against the edge's");
+    }
+
+    /// An `Idempotency-Key` over its documented length is refused as an invalid field by every
+    /// operation that takes one (`api::idempotency`), so each documents that answer.
+    #[test]
+    fn every_operation_taking_an_idempotency_key_documents_its_invalid_field_answer() {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../docs/openapi.json")).expect("docs/openapi.json is JSON");
+        let mut missing = Vec::new();
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            for (method, op) in item.as_object().expect("a path item") {
+                let parameters = op["parameters"].as_array().cloned().unwrap_or_default();
+                if !parameters.iter().any(|p| p["$ref"] == "#/components/parameters/IdempotencyKey") {
+                    continue;
+                }
+                let schema = &op["responses"]["422"]["content"]["application/json"]["schema"];
+                let alternatives = schema["anyOf"].as_array().cloned().unwrap_or_else(|| vec![schema.clone()]);
+                if !alternatives.iter().any(|a| a["$ref"] == "#/components/schemas/InvalidFieldError") {
+                    missing.push(format!("{method} {path}"));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "422 without InvalidFieldError: {missing:?}");
     }
 }

@@ -197,19 +197,20 @@ thread_local! {
         .collect();
 }
 
-/// Finds the route for `method` and the path's segments. `Err(true)`: the path exists for
-/// another method (405); `Err(false)`: no such path (404). A literal segment beats `{id}`, so
-/// `/admin/carrier_events/retry` is not read as a retry of the event `retry`.
-fn find<'a>(method: &str, segments: &[&'a str]) -> Result<Matched<'a>, bool> {
+/// Finds the route for `method` and the path's segments. `Err(Some(allow))`: the path exists
+/// for other methods only, `allow` (405, whose `Allow` header names them); `Err(None)`: no such
+/// path (404). A literal segment beats `{id}`, so `/admin/carrier_events/retry` is not read as a
+/// retry of the event `retry`.
+fn find<'a>(method: &str, segments: &[&'a str]) -> Result<Matched<'a>, Option<String>> {
     PATTERNS.with(|patterns| {
-        let mut path_known = false;
+        let mut allow = std::collections::BTreeSet::new();
         let mut best: Option<(usize, Matched<'a>)> = None;
         for pattern in patterns {
             let parts = &pattern.parts;
             if parts.len() != segments.len() || !parts.iter().zip(segments).all(|(p, s)| p.starts_with('{') || p == s) {
                 continue;
             }
-            path_known = true;
+            allow.insert(pattern.method);
             if pattern.method != method {
                 continue;
             }
@@ -220,7 +221,8 @@ fn find<'a>(method: &str, segments: &[&'a str]) -> Result<Matched<'a>, bool> {
                 best = Some((pattern.wildcards, Matched { handler, admin, id, position }));
             }
         }
-        best.map(|(_, m)| m).ok_or(path_known)
+        best.map(|(_, m)| m)
+            .ok_or_else(|| (!allow.is_empty()).then(|| allow.into_iter().collect::<Vec<_>>().join(", ")))
     })
 }
 
@@ -240,8 +242,8 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
     }
     let matched = match find(method, &segments) {
         Ok(m) => m,
-        Err(true) => return Err(EdgeError::MethodNotAllowed),
-        Err(false) => return Err(EdgeError::NoRoute),
+        Err(Some(allow)) => return Err(EdgeError::MethodNotAllowed { allow }),
+        Err(None) => return Err(EdgeError::NoRoute),
     };
     if matched.handler == Handler::Health {
         return raw(api::health::check(env).await?);
@@ -471,9 +473,9 @@ async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> worker::Result
 
 /// Answers one request for `path` (as [`fetch`]'s one invocation).
 async fn answer(req: web_sys::Request, path: &str, env: Env) -> worker::Result<web_sys::Response> {
-    // Read as the worker crate reads it (uppercased; an unknown method is GET), so routing is
-    // the same for every route.
-    let method = worker::Method::from(req.method()).to_string();
+    // Uppercased, as the runtime does for the standard methods; a method no route takes (an
+    // unknown one included) is answered 405 by the router, never read as another.
+    let method = req.method().to_ascii_uppercase();
     let webhook = path.starts_with("/webhooks/");
     let started = (!webhook).then(platform::now);
     match route(req, &method, path, &env).await {
@@ -568,8 +570,10 @@ mod tests {
         }
         let retry_all: Vec<&str> = vec!["admin", "carrier_events", "retry"];
         assert_eq!(find("POST", &retry_all).map(|m| m.handler).ok(), Some(Handler::RetryFailedCarrierEvents));
-        assert_eq!(find("DELETE", &["v1", "messages"]).map(|m| m.handler).err(), Some(true), "405");
-        assert_eq!(find("GET", &["v1", "nothing"]).map(|m| m.handler).err(), Some(false), "404");
+        let allow = find("DELETE", &["v1", "messages"]).map(|m| m.handler).err();
+        assert_eq!(allow, Some(Some("GET, POST".to_owned())), "405");
+        assert_eq!(find("QUERY", &["v1", "account"]).map(|m| m.handler).err(), Some(Some("GET, PATCH".to_owned())));
+        assert_eq!(find("GET", &["v1", "nothing"]).map(|m| m.handler).err(), Some(None), "404");
     }
 
     /// Every route the router serves is in the OpenAPI document (the carriers' webhooks and

@@ -253,7 +253,6 @@ const STRING_WORDS: &[(&str, &str, &str)] = &[
     ("lib.rs", "segments.first() == Some(&\"__e2e\")", "the test build's own routes"),
     ("lib.rs", "admin: pattern.starts_with(\"/admin/\")", "the route table's own patterns, read once"),
     ("lib.rs", "path.starts_with(\"/webhooks/\")", "the router: ingest logs its own line"),
-    ("store/page.rs", "k == \"cursor\"", "a query parameter found by its name"),
 ];
 
 /// Files of the test build only, whose checks may compare anything.

@@ -784,9 +784,38 @@ fn validation_and_auth_errors(w: &Worker) {
         &[],
     );
     assert_eq!((bad.status, bad.json()["error"]["field"].as_str()), (422, Some("account_id")));
+    // A shard move to a database the worker does not have names the field, and moves nothing.
+    let unbound = w.call(
+        "POST",
+        "/admin/event_shards/move",
+        exactly_tests::ADMIN_TOKEN,
+        Some(&json!({"first": 0, "last": 0, "to": "EVENTS_62"})),
+        &[],
+    );
+    assert_eq!((unbound.status, unbound.json()["error"]["field"].as_str()), (422, Some("to")), "{}", unbound.body);
     assert_eq!(w.call("GET", "/v1/messages?limit=0", &c.key, None, &[]).json()["error"]["field"], "limit");
     assert_eq!(w.call("GET", "/v1/messages?cursor=zzz", &c.key, None, &[]).json()["error"]["field"], "cursor");
+    // An empty cursor is no cursor: the first page, as the document allows.
+    for path in ["/v1/messages", "/v1/api_keys", "/v1/events"] {
+        let first = w.call("GET", path, &c.key, None, &[]);
+        let empty = w.call("GET", &format!("{path}?cursor="), &c.key, None, &[]);
+        assert_eq!((empty.status, empty.json()["data"].clone()), (200, first.json()["data"].clone()), "{path}");
+    }
     assert_eq!(w.call("DELETE", "/v1/messages", &c.key, None, &[]).status, 405);
+    // A method no route takes is not read as another: 405, naming the path's methods in `Allow`.
+    for (method, path, allow) in [
+        ("QUERY", "/v1/account", "GET, PATCH"),
+        ("QUERY", "/v1/api_keys", "GET, POST"),
+        ("PUT", "/v1/messages", "GET, POST"),
+        ("DELETE", "/v1/messages", "GET, POST"),
+        ("PATCH", "/admin/accounts", "GET, POST"),
+    ] {
+        let token = if path.starts_with("/admin") { exactly_tests::ADMIN_TOKEN } else { &c.key };
+        let answer = w.call(method, path, token, None, &[]);
+        let allowed = answer.headers.iter().find(|(name, _)| name == "allow").map(|(_, v)| v.as_str());
+        assert_eq!((answer.status, allowed), (405, Some(allow)), "{method} {path}: {}", answer.body);
+        assert_eq!(answer.json()["error"]["code"], "method_not_allowed", "{method} {path}");
+    }
 }
 
 fn list_filters_and_paginates(w: &Worker) {

@@ -42,9 +42,10 @@ impl Cursor {
         })
     }
 
-    /// Reads the `cursor` parameter; 422 when it is not one this API handed out.
+    /// Reads the `cursor` parameter (absent or blank: the first page); 422 when it is not one
+    /// this API handed out.
     pub fn from_params(params: &[(String, String)]) -> Result<Option<Self>, EdgeError> {
-        let Some(text) = params.iter().find(|(k, _)| k == "cursor").map(|(_, v)| v.as_str()) else { return Ok(None) };
+        let Some(text) = exactly_core::form::get(params, "cursor") else { return Ok(None) };
         let invalid = || EdgeError::invalid("cursor", "is not a cursor from a previous page");
         let decoded = URL_SAFE_NO_PAD.decode(text).map_err(|_| invalid())?;
         let decoded = String::from_utf8(decoded).map_err(|_| invalid())?;

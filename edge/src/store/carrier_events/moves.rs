@@ -73,7 +73,10 @@ impl Log {
         rival: Option<&str>,
     ) -> Result<Move, EdgeError> {
         let from = self.move_source(first, last, to)?;
-        let (source, target) = (self.database(&from)?, self.database(to)?);
+        // A name of the right form that no binding has is the caller's mistake, not an outage.
+        let target =
+            self.database(to).map_err(|_| EdgeError::invalid("to", "no D1 database is bound under that name"))?;
+        let source = self.database(&from)?;
         check_holders(&source, &target, first, last, &from, to).await?;
         let now = crate::platform::now();
         if let Some(rival) = rival.filter(|r| *r != to && *r != from) {
