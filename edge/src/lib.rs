@@ -282,15 +282,16 @@ async fn served(
 ) -> Result<web_sys::Response, EdgeError> {
     if outside_v1 {
         let req: Request = req.into();
+        let ctx = api::auth::Ctx { env, caller: None };
         if matched.admin && api::idempotency::requested(method, &req) {
             api::auth::admin(&req, env)?;
-            return raw(api::idempotency::once(req, env, "admin", |req| dispatch(matched, req, env)).await?);
+            return raw(api::idempotency::once(req, env, "admin", |req| dispatch(matched, req, &ctx)).await?);
         }
-        return raw(dispatch(matched, req, env).await?);
+        return raw(dispatch(matched, req, &ctx).await?);
     }
     // A signed media link is its own credential: no key, no account.
     if matched.handler == Handler::ServeMedia {
-        return raw(dispatch(matched, req.into(), env).await?);
+        return raw(dispatch(matched, req.into(), &api::auth::Ctx { env, caller: None }).await?);
     }
     // The customer API runs in a D1 session started from the bookmark the client sent back,
     // and answers with the session's latest, so the client reads its own writes.
@@ -307,11 +308,11 @@ async fn served(
     let session = store::Session::open(env, bookmark.as_deref(), writes)?;
     let env = session.as_ref().map_or(env, store::Session::env);
     let req: Request = req.into();
+    let ctx = api::auth::Ctx { env, caller: Some(&caller) };
     let mut response = if api::idempotency::requested(method, &req) {
-        let scope = api::auth::account(&req, env).await?.id;
-        api::idempotency::once(req, env, &scope, |req| dispatch(matched, req, env)).await?
+        api::idempotency::once(req, env, &caller.account_id, |req| dispatch(matched, req, &ctx)).await?
     } else {
-        dispatch(matched, req, env).await?
+        dispatch(matched, req, &ctx).await?
     };
     if let Some(latest) = session.and_then(|s| s.bookmark()) {
         response.headers_mut().set(api::http::BOOKMARK, &latest).map_err(|e| EdgeError::platform("header", e))?;
@@ -393,7 +394,7 @@ fn raw(response: Response) -> Result<web_sys::Response, EdgeError> {
     })
 }
 
-async fn dispatch(matched: Matched<'_>, req: Request, env: &Env) -> Result<Response, EdgeError> {
+async fn dispatch(matched: Matched<'_>, req: Request, ctx: &api::auth::Ctx<'_>) -> Result<Response, EdgeError> {
     use api::{admin, calls, events, keys, media, messages, usage, webhook_endpoints as endpoints};
     let Matched { handler, id, position, .. } = matched;
     match handler {
@@ -401,61 +402,61 @@ async fn dispatch(matched: Matched<'_>, req: Request, env: &Env) -> Result<Respo
         // reaches here with them: a second call of the ingest handler would be a second copy of
         // it in the bundle.
         Handler::Webhook(_) => Err(EdgeError::NoRoute),
-        Handler::CreateAccount => admin::accounts::create_account(req, env).await,
-        Handler::ListAccounts => admin::accounts::list_accounts(req, env).await,
-        Handler::RotateAccountKey => admin::accounts::rotate_account_key(req, env, id).await,
-        Handler::CreateNumber => admin::numbers::create_number(req, env).await,
-        Handler::CreateErasure => api::erasures::create(req, env).await,
-        Handler::GetErasure => api::erasures::get(req, env, id).await,
-        Handler::ListCarrierEvents => admin::carrier_events::list_carrier_events(req, env).await,
-        Handler::RetryFailedCarrierEvents => admin::carrier_events::retry_failed_carrier_events(req, env).await,
-        Handler::MoveEventShards => admin::shards::move_event_shards(req, env).await,
-        Handler::RetryCarrierEvent => admin::carrier_events::retry_carrier_event(req, env, id).await,
-        Handler::ListFailedDeliveries => admin::deliveries::list_failed_deliveries(req, env).await,
-        Handler::Metrics => admin::metrics::metrics(req, env).await,
-        Handler::RetryDelivery => admin::deliveries::retry_delivery(req, env, id).await,
-        Handler::CreateMessage => messages::create(req, env).await,
-        Handler::ListMessages => messages::list(req, env).await,
-        Handler::GetMessage => messages::get(req, env, id).await,
-        Handler::MessageHistory => messages::history(req, env, id).await,
-        Handler::CancelMessage => messages::cancel(req, env, id).await,
-        Handler::MessageMedia => media::redirect(req, env, id, position).await,
-        Handler::ServeMedia => media::serve(req, env, id, position).await,
-        Handler::ListCalls => calls::list(req, env).await,
-        Handler::GetCall => calls::get(req, env, id).await,
-        Handler::GetUsage => usage::get(req, env).await,
-        Handler::CreateEndpoint => endpoints::create(req, env).await,
-        Handler::ListEndpoints => endpoints::list(req, env).await,
-        Handler::GetEndpoint => endpoints::get(req, env, id).await,
-        Handler::UpdateEndpoint => endpoints::update(req, env, id).await,
-        Handler::DeleteEndpoint => endpoints::delete(req, env, id).await,
-        Handler::RotateEndpointSecret => endpoints::rotate_secret(req, env, id).await,
-        Handler::RecoverEndpoint => endpoints::recover(req, env, id).await,
-        Handler::GetRecovery => endpoints::recovery(req, env, id, position).await,
-        Handler::TestEndpoint => endpoints::test(req, env, id).await,
-        Handler::EndpointAttempts => api::delivery_log::attempts(req, env, id).await,
-        Handler::ListEvents => events::list(req, env).await,
-        Handler::EventTypes => events::types(req, env).await,
-        Handler::GetEvent => events::get(req, env, id).await,
-        Handler::ReplayEvent => events::replay(req, env, id).await,
-        Handler::RetryFailedDeliveries => api::delivery_log::create(req, env, id).await,
-        Handler::GetDeliveryRetry => api::delivery_log::get(req, env, id, position).await,
-        Handler::ListKeys => keys::list(req, env).await,
-        Handler::CreateKey => keys::create(req, env).await,
-        Handler::RevokeKey => keys::revoke(req, env, id).await,
-        Handler::AdminListKeys => keys::admin_list(req, env, id).await,
-        Handler::AdminCreateKey => keys::admin_create(req, env, id).await,
-        Handler::AdminRevokeKey => keys::admin_revoke(req, env, id, position).await,
-        Handler::AdminUpdateAccount => api::portal::admin_update_account(req, env, id).await,
-        Handler::GetAccount => api::portal::account(req, env).await,
-        Handler::UpdateAccount => api::portal::update_account(req, env).await,
-        Handler::CreatePortalSession => api::portal::create_session(req, env).await,
-        Handler::ListPortalSessions => api::portal::list_sessions(req, env).await,
-        Handler::RevokePortalSession => api::portal::revoke_session(req, env, id).await,
-        Handler::Portal => api::portal::page(req, env, id).await,
-        Handler::MetricsSeries => admin::metrics::metrics_series(req, env).await,
+        Handler::CreateAccount => admin::accounts::create_account(req, ctx).await,
+        Handler::ListAccounts => admin::accounts::list_accounts(req, ctx).await,
+        Handler::RotateAccountKey => admin::accounts::rotate_account_key(req, ctx, id).await,
+        Handler::CreateNumber => admin::numbers::create_number(req, ctx).await,
+        Handler::CreateErasure => api::erasures::create(req, ctx).await,
+        Handler::GetErasure => api::erasures::get(req, ctx, id).await,
+        Handler::ListCarrierEvents => admin::carrier_events::list_carrier_events(req, ctx).await,
+        Handler::RetryFailedCarrierEvents => admin::carrier_events::retry_failed_carrier_events(req, ctx).await,
+        Handler::MoveEventShards => admin::shards::move_event_shards(req, ctx).await,
+        Handler::RetryCarrierEvent => admin::carrier_events::retry_carrier_event(req, ctx, id).await,
+        Handler::ListFailedDeliveries => admin::deliveries::list_failed_deliveries(req, ctx).await,
+        Handler::Metrics => admin::metrics::metrics(req, ctx).await,
+        Handler::RetryDelivery => admin::deliveries::retry_delivery(req, ctx, id).await,
+        Handler::CreateMessage => messages::create(req, ctx).await,
+        Handler::ListMessages => messages::list(req, ctx).await,
+        Handler::GetMessage => messages::get(req, ctx, id).await,
+        Handler::MessageHistory => messages::history(req, ctx, id).await,
+        Handler::CancelMessage => messages::cancel(req, ctx, id).await,
+        Handler::MessageMedia => media::redirect(req, ctx, id, position).await,
+        Handler::ServeMedia => media::serve(req, ctx, id, position).await,
+        Handler::ListCalls => calls::list(req, ctx).await,
+        Handler::GetCall => calls::get(req, ctx, id).await,
+        Handler::GetUsage => usage::get(req, ctx).await,
+        Handler::CreateEndpoint => endpoints::create(req, ctx).await,
+        Handler::ListEndpoints => endpoints::list(req, ctx).await,
+        Handler::GetEndpoint => endpoints::get(req, ctx, id).await,
+        Handler::UpdateEndpoint => endpoints::update(req, ctx, id).await,
+        Handler::DeleteEndpoint => endpoints::delete(req, ctx, id).await,
+        Handler::RotateEndpointSecret => endpoints::rotate_secret(req, ctx, id).await,
+        Handler::RecoverEndpoint => endpoints::recover(req, ctx, id).await,
+        Handler::GetRecovery => endpoints::recovery(req, ctx, id, position).await,
+        Handler::TestEndpoint => endpoints::test(req, ctx, id).await,
+        Handler::EndpointAttempts => api::delivery_log::attempts(req, ctx, id).await,
+        Handler::ListEvents => events::list(req, ctx).await,
+        Handler::EventTypes => events::types(req, ctx).await,
+        Handler::GetEvent => events::get(req, ctx, id).await,
+        Handler::ReplayEvent => events::replay(req, ctx, id).await,
+        Handler::RetryFailedDeliveries => api::delivery_log::create(req, ctx, id).await,
+        Handler::GetDeliveryRetry => api::delivery_log::get(req, ctx, id, position).await,
+        Handler::ListKeys => keys::list(req, ctx).await,
+        Handler::CreateKey => keys::create(req, ctx).await,
+        Handler::RevokeKey => keys::revoke(req, ctx, id).await,
+        Handler::AdminListKeys => keys::admin_list(req, ctx, id).await,
+        Handler::AdminCreateKey => keys::admin_create(req, ctx, id).await,
+        Handler::AdminRevokeKey => keys::admin_revoke(req, ctx, id, position).await,
+        Handler::AdminUpdateAccount => api::portal::admin_update_account(req, ctx, id).await,
+        Handler::GetAccount => api::portal::account(req, ctx).await,
+        Handler::UpdateAccount => api::portal::update_account(req, ctx).await,
+        Handler::CreatePortalSession => api::portal::create_session(req, ctx).await,
+        Handler::ListPortalSessions => api::portal::list_sessions(req, ctx).await,
+        Handler::RevokePortalSession => api::portal::revoke_session(req, ctx, id).await,
+        Handler::Portal => api::portal::page(req, ctx, id).await,
+        Handler::MetricsSeries => admin::metrics::metrics_series(req, ctx).await,
         Handler::OpenApi => api::openapi::document(),
-        Handler::Health => api::health::check(env).await,
+        Handler::Health => api::health::check(ctx.env).await,
     }
 }
 

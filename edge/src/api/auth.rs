@@ -92,64 +92,61 @@ pub async fn caller(req: &web_sys::Request, env: &Env) -> Result<Caller, EdgeErr
     Ok(Caller { account_id: key.account_id, key_id: Some(key.id), binding: key.binding, access: Access::Key(scope) })
 }
 
-/// What a caller may do, as `GET /v1/account` shows it (`access`) and as a request's bindings
-/// carry it to the handlers.
-#[derive(serde::Serialize, serde::Deserialize)]
+/// What a caller may do, as `GET /v1/account` shows it (`access`).
+#[derive(serde::Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-enum Described {
-    ApiKey { scope: String, key_id: String },
-    PortalSession { read_only: bool, endpoint_ids: Option<Vec<String>> },
-}
-
-fn described(caller: &Caller) -> Described {
-    match &caller.access {
-        Access::Key(scope) => {
-            Described::ApiKey { scope: scope.as_str().to_owned(), key_id: caller.key_id.clone().unwrap_or_default() }
-        }
-        Access::Portal { read_only, endpoints } => {
-            Described::PortalSession { read_only: *read_only, endpoint_ids: endpoints.clone() }
-        }
-    }
+enum Described<'a> {
+    ApiKey { scope: &'static str, key_id: &'a str },
+    PortalSession { read_only: bool, endpoint_ids: Option<&'a [String]> },
 }
 
 /// The bindings a `/v1` request runs with: those of the caller's account database
-/// (docs/scaling.md, "Accounts across databases"), marked with the account and with what the
-/// caller may do.
+/// (docs/scaling.md, "Accounts across databases").
 pub fn scope(env: &Env, caller: &Caller) -> Result<Env, EdgeError> {
-    let scoped = crate::store::routes::scope(env, caller.binding.clone())?;
-    let marked = serde_json::to_string(&described(caller))
-        .map_err(|e| EdgeError::unavailable("store", format!("describe access: {e}")))?;
-    crate::store::with_account(&scoped, &caller.account_id, &marked)
+    crate::store::routes::scope(env, caller.binding.clone())
 }
 
-/// The account the request's caller acts for, as [`scope`] marked it.
-pub async fn account(_req: &Request, env: &Env) -> Result<Account, EdgeError> {
-    crate::store::routed_account(env).map(|id| Account { id }).ok_or(EdgeError::Unauthorized)
+/// What one API request runs with, built once where it is routed and handed to its handler:
+/// the bindings (for `/v1`, those of the caller's account database, in the request's D1
+/// session) and, for `/v1`, who the caller is.
+pub struct Ctx<'a> {
+    pub env: &'a Env,
+    /// The `/v1` caller; `None` for `/admin`, pages and signed media links.
+    pub caller: Option<&'a Caller>,
 }
 
-fn marked(env: &Env) -> Option<Described> {
-    serde_json::from_str(&crate::store::routed_access(env)?).ok()
-}
-
-/// What the caller may do, as [`scope`] marked it.
-pub fn access(env: &Env) -> serde_json::Value {
-    marked(env).and_then(|d| serde_json::to_value(d).ok()).unwrap_or(serde_json::Value::Null)
-}
-
-/// The id of the caller's API key (`None` for a portal session).
-pub fn key_id(env: &Env) -> Option<String> {
-    match marked(env) {
-        Some(Described::ApiKey { key_id, .. }) => Some(key_id),
-        _ => None,
+impl Ctx<'_> {
+    /// The account the `/v1` caller acts for; 401 outside `/v1`.
+    pub fn account(&self) -> Result<Account, EdgeError> {
+        self.caller.map(|c| Account { id: c.account_id.clone() }).ok_or(EdgeError::Unauthorized)
     }
-}
 
-/// The endpoints the caller reaches, when it reaches only some (a limited portal session). A
-/// caller whose access cannot be read reaches none.
-pub fn endpoints(env: &Env) -> Option<Vec<String>> {
-    match marked(env) {
-        Some(Described::ApiKey { .. }) => None,
-        Some(Described::PortalSession { endpoint_ids, .. }) => endpoint_ids,
-        None => Some(Vec::new()),
+    /// What the caller may do, as `GET /v1/account` shows it.
+    pub fn access(&self) -> serde_json::Value {
+        let Some(caller) = self.caller else { return serde_json::Value::Null };
+        let described = match &caller.access {
+            Access::Key(scope) => {
+                Described::ApiKey { scope: scope.as_str(), key_id: caller.key_id.as_deref().unwrap_or_default() }
+            }
+            Access::Portal { read_only, endpoints } => {
+                Described::PortalSession { read_only: *read_only, endpoint_ids: endpoints.as_deref() }
+            }
+        };
+        serde_json::to_value(described).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The id of the caller's API key (`None` for a portal session).
+    pub fn key_id(&self) -> Option<String> {
+        self.caller.and_then(|c| c.key_id.clone())
+    }
+
+    /// The endpoints the caller reaches, when it reaches only some (a limited portal session);
+    /// outside `/v1`, none.
+    pub fn endpoints(&self) -> Option<Vec<String>> {
+        match self.caller.map(|c| &c.access) {
+            Some(Access::Key(_)) => None,
+            Some(Access::Portal { endpoints, .. }) => endpoints.clone(),
+            None => Some(Vec::new()),
+        }
     }
 }

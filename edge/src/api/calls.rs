@@ -1,9 +1,9 @@
 //! `/v1/calls`: a call with its legs, and the list of calls.
 
+use crate::api::auth::Ctx;
 use exactly_core::call::CallStatus;
-use worker::{Env, Request, Response};
+use worker::{Request, Response};
 
-use crate::api::auth;
 use crate::api::http::{self as http, Cursor};
 use crate::api::{page, with_charge};
 use crate::error::EdgeError;
@@ -11,17 +11,19 @@ use crate::store::calls;
 
 /// `GET /v1/calls/{id}`: status, legs dialled with their outcomes and times, duration, billed
 /// minutes and the charge.
-pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+pub async fn get(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     let (call, legs, charge) = calls::get_shown(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     http::json(200, &with_charge(call.to_json(&legs), charge))
 }
 
 /// `GET /v1/calls?status=&limit=&cursor=`, newest first.
-pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
+pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     let params = http::query(&req);
     let status = http::param(&params, "status")
         .map(|s| {

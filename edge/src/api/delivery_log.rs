@@ -2,13 +2,14 @@
 //! what was sent and what came back, filtered; and "retry all failed", one bounded operation with
 //! its progress.
 
+use crate::api::auth::Ctx;
 use exactly_core::headers::REDACTED;
 use serde::Deserialize;
 use serde_json::json;
-use worker::{Env, Request, Response};
+use worker::{Request, Response};
 
 use crate::api::http::{self as http, Cursor};
-use crate::api::{auth, page};
+use crate::api::page;
 use crate::error::EdgeError;
 use crate::platform::{new_id, now};
 use crate::store::deliveries::retries::{self, NewRetry, MAX_PER_RETRY};
@@ -16,9 +17,9 @@ use crate::store::deliveries::{self, DeliveryStatus, LogFilter};
 use crate::store::endpoints::Endpoint;
 
 /// The caller's account and its endpoint `id`; 404 for another account's.
-async fn endpoint(req: &Request, env: &Env, id: &str) -> Result<(String, Endpoint), EdgeError> {
-    let account = auth::account(req, env).await?;
-    let found = crate::api::webhook_endpoints::find(&crate::store::database(env)?, &account.id, id).await?;
+async fn endpoint(ctx: &Ctx<'_>, id: &str) -> Result<(String, Endpoint), EdgeError> {
+    let account = ctx.account()?;
+    let found = crate::api::webhook_endpoints::find(&crate::store::database(ctx.env)?, &account.id, id).await?;
     Ok((account.id, found))
 }
 
@@ -51,8 +52,9 @@ fn filter_of(params: &[(String, String)]) -> Result<LogFilter, EdgeError> {
 /// every attempt to this endpoint, newest first: its outcome (status, latency, error, the
 /// response's headers and first 1 KiB), and the request as it was sent (headers, signature and
 /// body; the endpoint's own header values read `[redacted]`).
-pub async fn attempts(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
-    let (_, endpoint) = endpoint(&req, env, id).await?;
+pub async fn attempts(req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
+    let (_, endpoint) = endpoint(ctx, id).await?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;
     let filter = filter_of(&params)?;
@@ -127,8 +129,9 @@ fn shown(p: &retries::Progress) -> serde_json::Value {
 /// -> 202: re-sends the endpoint's failed deliveries the filter keeps (by when each was created),
 /// at most 1,000, oldest first, each once; the answer is the operation, its progress at
 /// `GET .../retries/{retry_id}`.
-pub async fn create(mut req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
-    let (account_id, endpoint) = endpoint(&req, env, id).await?;
+pub async fn create(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
+    let (account_id, endpoint) = endpoint(ctx, id).await?;
     let body: RetryBody = http::optional_json_body(&mut req).await?;
     let filter = LogFilter {
         status: Some(DeliveryStatus::Failed),
@@ -164,8 +167,9 @@ pub async fn create(mut req: Request, env: &Env, id: &str) -> Result<Response, E
 }
 
 /// `GET /v1/webhook_endpoints/{id}/retries/{retry_id}`: the operation and its progress.
-pub async fn get(req: Request, env: &Env, id: &str, retry_id: &str) -> Result<Response, EdgeError> {
-    let (_, endpoint) = endpoint(&req, env, id).await?;
+pub async fn get(_req: Request, ctx: &Ctx<'_>, id: &str, retry_id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
+    let (_, endpoint) = endpoint(ctx, id).await?;
     let db = crate::store::database(env)?;
     let progress = retries::progress(&db, &endpoint.id, retry_id).await?.ok_or(EdgeError::NotFound)?;
     http::json(200, &shown(&progress))

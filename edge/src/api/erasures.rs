@@ -1,6 +1,7 @@
 //! `POST /admin/erasures` and `GET /admin/erasures/{id}`: erase one person's phone number from
 //! everything the product keeps (docs/contract.md §5, "Erasure"), in pages (work::erase).
 
+use crate::api::auth::Ctx;
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
@@ -26,7 +27,8 @@ struct Erasure {
 /// account owns is refused (409 `number_owned`). Asked again while that erasure of the number
 /// (and account) runs, it answers the same record and goes on from where its pages got; asked
 /// once it finished, it is a new erasure, which finds nothing more.
-pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
+pub async fn create(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     auth::admin(&req, env)?;
     let body: Erasure = http::json_body(&mut req).await?;
     let number =
@@ -71,7 +73,8 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
 
 /// `GET /admin/erasures/{id}` -> 200 the erasure's record: `state` (`running`, `finished`), what
 /// it erased so far per kind, the pages it ran, and when it finished. Never the number.
-pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+pub async fn get(req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     auth::admin(&req, env)?;
     let root = store::d1(env, crate::bindings::DB)?;
     let record = erasures::find(&root, id).await?.ok_or(EdgeError::NotFound)?;

@@ -1,10 +1,10 @@
 //! `/v1/events`: the customer events of an account, their delivery attempts, and replay.
 
+use crate::api::auth::Ctx;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use worker::{D1Database, Env, Request, Response};
+use worker::{D1Database, Request, Response};
 
-use crate::api::auth;
 use crate::api::http::{self as http, Cursor};
 use crate::api::page;
 use crate::error::EdgeError;
@@ -18,16 +18,17 @@ async fn find(db: &D1Database, account_id: &str, id: &str) -> Result<Stored, Edg
 
 /// `GET /v1/event_types`: the event catalog, every type with its summary, description, whether
 /// an endpoint may subscribe to it, the JSON Schema of its body and an example body.
-pub async fn types(req: Request, env: &Env) -> Result<Response, EdgeError> {
-    auth::account(&req, env).await?;
+pub async fn types(_req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    ctx.account()?;
     crate::api::openapi::event_types()
 }
 
 /// `GET /v1/events?type=&resource_id=&since=&until=&limit=&cursor=`, newest first; each is the
 /// webhook body itself.
-pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
+pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;
     let filter = outbox::Filter {
@@ -44,9 +45,10 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
 }
 
 /// `GET /v1/events/{id}`: the event with its deliveries and every attempt.
-pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+pub async fn get(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     let event = find(&db, &account.id, id).await?;
     let deliveries = deliveries::of_event(&db, &event.id).await?;
     let attempts = deliveries::attempts_of_event(&db, &event.id).await?;
@@ -83,9 +85,10 @@ struct ReplayRequest {
 
 /// `POST /v1/events/{id}/replay` `{endpoint_id?}`: a new delivery of the same event (same
 /// `webhook-id`) to each enabled endpoint subscribed to its type, or to the one named.
-pub async fn replay(mut req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+pub async fn replay(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     // Capped like every JSON body, before anything is looked up.
     let body: ReplayRequest = http::optional_json_body(&mut req).await?;
     let event = find(&db, &account.id, id).await?;

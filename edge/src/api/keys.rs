@@ -2,6 +2,7 @@
 //! sessions"): `/v1/api_keys` for the account's own full keys, and the same under
 //! `/admin/accounts/{id}/keys` for the operator. Rotation is create-then-revoke.
 
+use crate::api::auth::Ctx;
 use exactly_core::access::Scope;
 use serde::Deserialize;
 use serde_json::json;
@@ -95,39 +96,45 @@ async fn revoke_for(env: &Env, account_id: &str, id: &str, operator: bool) -> Re
 }
 
 /// `POST /v1/api_keys` -> 201 with the key, shown once.
-pub async fn create(req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let account = auth::account(&req, env).await?;
+pub async fn create(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
+    let account = ctx.account()?;
     create_for(req, env, &account.id).await
 }
 
 /// `GET /v1/api_keys`: the account's keys, revoked ones too, newest first.
-pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let account = auth::account(&req, env).await?;
+pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
+    let account = ctx.account()?;
     list_for(&req, env, &account.id).await
 }
 
 /// `DELETE /v1/api_keys/{id}`: revokes the key from this moment (409 `last_full_key` for the
 /// account's last full key). Revoking a revoked key answers it as it is.
-pub async fn revoke(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
-    let account = auth::account(&req, env).await?;
+pub async fn revoke(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
+    let account = ctx.account()?;
     revoke_for(env, &account.id, id, false).await
 }
 
 /// `POST /admin/accounts/{id}/keys`.
-pub async fn admin_create(req: Request, env: &Env, account_id: &str) -> Result<Response, EdgeError> {
+pub async fn admin_create(req: Request, ctx: &Ctx<'_>, account_id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     auth::admin(&req, env)?;
     create_for(req, env, account_id).await
 }
 
 /// `GET /admin/accounts/{id}/keys`.
-pub async fn admin_list(req: Request, env: &Env, account_id: &str) -> Result<Response, EdgeError> {
+pub async fn admin_list(req: Request, ctx: &Ctx<'_>, account_id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     auth::admin(&req, env)?;
     list_for(&req, env, account_id).await
 }
 
 /// `DELETE /admin/accounts/{id}/keys/{key_id}`: the operator may revoke any key, the last full
 /// one included.
-pub async fn admin_revoke(req: Request, env: &Env, account_id: &str, id: &str) -> Result<Response, EdgeError> {
+pub async fn admin_revoke(req: Request, ctx: &Ctx<'_>, account_id: &str, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     auth::admin(&req, env)?;
     revoke_for(env, account_id, id, true).await
 }

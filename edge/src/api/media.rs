@@ -5,12 +5,12 @@
 //! Customer events carry the stable route, never a link: an event body is stored once and
 //! delivered for days, and a link in it would expire.
 
+use crate::api::auth::Ctx;
 use exactly_core::media::LinkSigner;
 use exactly_core::Timestamp;
 use serde_json::Value;
 use worker::{Env, Headers, Request, Response};
 
-use crate::api::auth;
 use crate::api::http;
 use crate::error::EdgeError;
 use crate::platform::now;
@@ -53,7 +53,8 @@ pub fn shown(message: &Message, env: &Env) -> Result<Value, EdgeError> {
 /// `GET /v1/media/{message_id}/{position}?expires=&signature=`: the stored copy, with its content
 /// type. No API key: the signature is the credential. 403 for a signature that is not valid or
 /// a link past its time, 404 while the item is not copied.
-pub async fn serve(req: Request, env: &Env, message_id: &str, position_text: &str) -> Result<Response, EdgeError> {
+pub async fn serve(req: Request, ctx: &Ctx<'_>, message_id: &str, position_text: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let config = crate::config::get(env)?;
     let params = http::query(&req);
     let expires = http::param(&params, "expires").unwrap_or_default();
@@ -103,9 +104,15 @@ pub async fn serve(req: Request, env: &Env, message_id: &str, position_text: &st
 /// `GET /v1/messages/{id}/media/{position}`: 302 to a fresh signed link to the stored copy of one
 /// item of the caller's message. 404 for another account's message, an item that does not
 /// exist or is outbound (not copied), and while the copy is not stored.
-pub async fn redirect(req: Request, env: &Env, message_id: &str, position_text: &str) -> Result<Response, EdgeError> {
+pub async fn redirect(
+    _req: Request,
+    ctx: &Ctx<'_>,
+    message_id: &str,
+    position_text: &str,
+) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     let message = messages::get(&db, &account.id, message_id).await?.ok_or(EdgeError::NotFound)?;
     let position = position(position_text)?;
     let item = message.media.iter().find(|m| m.position == position).ok_or(EdgeError::NotFound)?;

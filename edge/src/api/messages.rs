@@ -1,14 +1,15 @@
 //! `/v1/messages`: send a message, SMS or MMS (with `Idempotency-Key`), read one (with its charge
 //! and fresh links to its media), list them.
 
+use crate::api::auth::Ctx;
 use exactly_core::media::MAX_OUTBOUND_ITEMS;
 use exactly_core::message::MessageStatus;
 use exactly_core::segments;
 use exactly_core::Timestamp;
 use serde::Deserialize;
-use worker::{Env, Request, Response};
+use worker::{Request, Response};
 
-use crate::api::auth::{self as auth, Account};
+use crate::api::auth::Account;
 use crate::api::http::{self as http, Cursor};
 use crate::api::media;
 use crate::api::{e164, page, with_charge};
@@ -35,9 +36,10 @@ struct NewMessage {
 /// `POST /v1/messages` `{from, to, text, send_at?, media_urls?}`: 201 with the queued (or
 /// scheduled) message, or 200 with the same message when the `Idempotency-Key` was used before
 /// (no second send). `media_urls` (1 to 10 `https` URLs) makes it an MMS, whose text may be empty.
-pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
+pub async fn create(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let Account { id: account_id } = auth::account(&req, env).await?;
+    let Account { id: account_id } = ctx.account()?;
     let key =
         req.headers().get("idempotency-key").ok().flatten().map(|k| k.trim().to_owned()).filter(|k| !k.is_empty());
     if key.as_ref().is_some_and(|k| k.len() > 255) {
@@ -147,9 +149,10 @@ fn schedule_window(at: Timestamp, now: Timestamp) -> Result<(), EdgeError> {
 
 /// `POST /v1/messages/{id}/cancel`: a scheduled message is canceled and never sent (200 with the
 /// message; again 200 once canceled). 409 once it is on its way or was never scheduled.
-pub async fn cancel(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+pub async fn cancel(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     messages::cancel(&db, &account.id, id, now()).await?;
     let message = messages::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     if message.status != MessageStatus::Canceled {
@@ -162,18 +165,20 @@ pub async fn cancel(req: Request, env: &Env, id: &str) -> Result<Response, EdgeE
 }
 
 /// `GET /v1/messages/{id}`; another account's message is 404.
-pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+pub async fn get(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     let (message, charge) = messages::get_charged(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     http::json(200, &with_charge(media::shown(&message, env)?, charge))
 }
 
 /// `GET /v1/messages/{id}/history`: every status the message moved to, oldest first, with the
 /// carrier's own word for it.
-pub async fn history(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+pub async fn history(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     let message = messages::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     let steps = messages::history(&db, &message.id).await?;
     let data: Vec<serde_json::Value> = steps
@@ -189,9 +194,10 @@ pub async fn history(req: Request, env: &Env, id: &str) -> Result<Response, Edge
 }
 
 /// `GET /v1/messages?status=&direction=&limit=&cursor=`, newest first.
-pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
+pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     let params = http::query(&req);
     let status = http::param(&params, "status")
         .map(|s| MessageStatus::from_name(s).ok_or_else(|| EdgeError::invalid("status", "is not a message status")))

@@ -2,6 +2,7 @@
 //! minted with a full key, the account's settings (which origins may embed the portal), and the
 //! portal's page, the console served with the account's `frame-ancestors`.
 
+use crate::api::auth::Ctx;
 use serde::Deserialize;
 use serde_json::json;
 use worker::{Env, Request, Response};
@@ -49,10 +50,11 @@ fn origin_of(url: &str) -> &str {
 
 /// `POST /v1/portal_sessions` -> 201 `{id, url, token, expires_at, read_only, endpoint_ids}`:
 /// a link to the account's portal, its secret in the fragment (no server ever receives it).
-pub async fn create_session(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let account = auth::account(&req, env).await?;
+pub async fn create_session(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
+    let account = ctx.account()?;
     // Only a key mints a session (the router refuses a portal session here).
-    let key_id = auth::key_id(env).ok_or(EdgeError::Unauthorized)?;
+    let key_id = ctx.key_id().ok_or(EdgeError::Unauthorized)?;
     let body: NewSessionBody = http::optional_json_body(&mut req).await?;
     let ttl = body.expires_in.unwrap_or(DEFAULT_TTL_SECS);
     if !(MIN_TTL_SECS..=MAX_TTL_SECS).contains(&ttl) {
@@ -113,8 +115,9 @@ fn shown(s: &sessions::ListedSession) -> serde_json::Value {
 
 /// `GET /v1/portal_sessions`: the account's live sessions (unexpired, minted by a live key),
 /// those that end last first, paged.
-pub async fn list_sessions(req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let account = auth::account(&req, env).await?;
+pub async fn list_sessions(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
+    let account = ctx.account()?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;
     let rows = sessions::list_sessions(env, &account.id, http::Cursor::from_params(&params)?, limit, now()).await?;
@@ -124,8 +127,9 @@ pub async fn list_sessions(req: Request, env: &Env) -> Result<Response, EdgeErro
 
 /// `DELETE /v1/portal_sessions/{id}`: 204, the session ends now (its link and token are refused
 /// from this moment); 404 for no live session of the account by that id.
-pub async fn revoke_session(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
-    let account = auth::account(&req, env).await?;
+pub async fn revoke_session(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
+    let account = ctx.account()?;
     if !sessions::revoke_session(env, &account.id, id, now()).await? {
         return Err(EdgeError::NotFound);
     }
@@ -169,24 +173,27 @@ async fn set_origins(mut req: Request, env: &Env, account_id: &str) -> Result<se
 }
 
 /// `GET /v1/account`: the account, its portal settings and what the caller may do in it.
-pub async fn account(req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let account = auth::account(&req, env).await?;
+pub async fn account(_req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
+    let account = ctx.account()?;
     let origins = routes::portal_origins(env, &account.id).await?.ok_or(EdgeError::NotFound)?;
     http::json(
         200,
-        &json!({ "id": account.id, "portal_origins": origins_json(origins.as_deref()), "access": auth::access(env) }),
+        &json!({ "id": account.id, "portal_origins": origins_json(origins.as_deref()), "access": ctx.access() }),
     )
 }
 
 /// `PATCH /v1/account` `{portal_origins}`.
-pub async fn update_account(req: Request, env: &Env) -> Result<Response, EdgeError> {
-    let account = auth::account(&req, env).await?;
+pub async fn update_account(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
+    let account = ctx.account()?;
     let origins = set_origins(req, env, &account.id).await?;
-    http::json(200, &json!({ "id": account.id, "portal_origins": origins, "access": auth::access(env) }))
+    http::json(200, &json!({ "id": account.id, "portal_origins": origins, "access": ctx.access() }))
 }
 
 /// `PATCH /admin/accounts/{id}` `{portal_origins}`.
-pub async fn admin_update_account(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+pub async fn admin_update_account(req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     auth::admin(&req, env)?;
     let origins = set_origins(req, env, id).await?;
     http::json(200, &json!({ "id": id, "portal_origins": origins }))
@@ -196,7 +203,8 @@ pub async fn admin_update_account(req: Request, env: &Env, id: &str) -> Result<R
 /// framable by the origins the session's account allows and by no other. An unknown or expired
 /// session gets the same page framable by none, and the console says the link is no longer
 /// valid when its first request is refused.
-pub async fn page(_req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+pub async fn page(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let root = crate::store::d1(env, crate::bindings::DB)?;
     let session = sessions::session(&root, id).await?.filter(|s| s.expires_at > now());
     let origins: Vec<String> = session

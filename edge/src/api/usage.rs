@@ -1,10 +1,10 @@
 //! `GET /v1/usage?from=&to=`: ledger totals per kind.
 
+use crate::api::auth::Ctx;
 use exactly_core::Timestamp;
 use serde_json::json;
-use worker::{Env, Request, Response};
+use worker::{Request, Response};
 
-use crate::api::auth;
 use crate::api::http;
 use crate::error::EdgeError;
 use crate::platform::now;
@@ -13,9 +13,10 @@ use crate::store::usage;
 use http::time_param;
 
 /// Totals of the caller's account over `[from, to)` (default: everything until now).
-pub async fn get(req: Request, env: &Env) -> Result<Response, EdgeError> {
+pub async fn get(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     let params = http::query(&req);
     let from = time_param(&params, "from")?.unwrap_or(Timestamp::from_unix_millis(0));
     let to = time_param(&params, "to")?.unwrap_or_else(|| Timestamp::from_unix_millis(now().unix_millis() + 1));

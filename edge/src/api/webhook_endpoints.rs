@@ -1,5 +1,6 @@
 //! `/v1/webhook_endpoints`: where an account's customer events are delivered.
 
+use crate::api::auth::Ctx;
 use exactly_core::filter::Filter;
 use exactly_core::headers::CustomHeaders;
 use exactly_core::webhook::{EventType, SigningSecret, EVENT_TYPES};
@@ -7,7 +8,6 @@ use serde::Deserialize;
 use serde_json::json;
 use worker::{D1Database, Env, Request, Response};
 
-use crate::api::auth;
 use crate::api::http::{self as http, Cursor};
 use crate::api::page;
 use crate::config;
@@ -131,9 +131,10 @@ fn max_in_flight(value: Option<serde_json::Value>) -> Result<Option<u32>, EdgeEr
 /// `POST /v1/webhook_endpoints` `{url, event_types, rate_limit_per_second?, max_in_flight?,
 /// filter?, headers?}` -> the endpoint and its `whsec_` secret
 /// (32 random bytes), shown here once.
-pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
+pub async fn create(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     let body: NewEndpoint = http::json_body(&mut req).await?;
     let url = check_url(env, &body.url.ok_or_else(|| EdgeError::invalid("url", "is required"))?)?;
     let types = check_types(&body.event_types.ok_or_else(|| EdgeError::invalid("event_types", "is required"))?)?;
@@ -169,14 +170,15 @@ pub async fn create(mut req: Request, env: &Env) -> Result<Response, EdgeError> 
 }
 
 /// `GET /v1/webhook_endpoints?limit=&cursor=`.
-pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
+pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;
     // A portal session limited to some endpoints lists only those: the page and its cursor are
     // read among them, so neither names an endpoint it may not see.
-    let reached = auth::endpoints(env);
+    let reached = ctx.endpoints();
     let rows = endpoints::list(&db, &account.id, reached.as_deref(), Cursor::from_params(&params)?, limit).await?;
     let next = Cursor::after(&rows, limit, |r| (r.created_at, &r.id));
     let at = now();
@@ -184,9 +186,10 @@ pub async fn list(req: Request, env: &Env) -> Result<Response, EdgeError> {
 }
 
 /// `GET /v1/webhook_endpoints/{id}` (without the secret).
-pub async fn get(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+pub async fn get(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     let endpoint = find(&db, &account.id, id).await?;
     http::json(200, &shown(&db, &endpoint).await?)
 }
@@ -210,15 +213,16 @@ struct Patch {
 /// max_in_flight?, filter?, headers?}` (`null` clears the last four's nullable ones). Enabling again
 /// clears the failure count and the reason it was disabled. A paused or disabled endpoint holds
 /// its deliveries; resuming or enabling it delivers everything held, oldest first.
-pub async fn update(mut req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+pub async fn update(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     let patch: Patch = http::json_body(&mut req).await?;
     // A portal session limited to some endpoints may pause, resume, enable and pace them; it
     // never points them elsewhere or widens what they receive (docs/contract.md §5).
     let reshapes =
         patch.url.is_some() || patch.event_types.is_some() || patch.filter.is_some() || patch.headers.is_some();
-    if reshapes && auth::endpoints(env).is_some() {
+    if reshapes && ctx.endpoints().is_some() {
         return Err(EdgeError::NotPermitted(exactly_core::access::Refusal::Reshape));
     }
     let current = find(&db, &account.id, id).await?;
@@ -277,9 +281,10 @@ async fn shown(db: &D1Database, endpoint: &Endpoint) -> Result<serde_json::Value
 }
 
 /// `DELETE /v1/webhook_endpoints/{id}`: 204. Its pending deliveries fail at their next attempt.
-pub async fn delete(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+pub async fn delete(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     if !endpoints::delete(&db, &account.id, id).await? {
         return Err(EdgeError::NotFound);
     }
@@ -292,9 +297,10 @@ const ROTATION_WINDOW_MILLIS: i64 = 24 * 3600 * 1000;
 /// `POST /v1/webhook_endpoints/{id}/rotate_secret` -> `{secret}`: a new `whsec_` secret. For 24
 /// hours every delivery carries a signature under each of the two secrets (space-separated in
 /// `webhook-signature`, as Standard Webhooks allows), so receivers switch without downtime.
-pub async fn rotate_secret(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+pub async fn rotate_secret(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     find(&db, &account.id, id).await?;
     let mut key = [0u8; 32];
     getrandom::getrandom(&mut key).map_err(|e| EdgeError::platform("random", e))?;
@@ -321,9 +327,10 @@ const MAX_RECOVER_MILLIS: i64 = 30 * 24 * 3600 * 1000;
 /// successfully (nor has pending), oldest first, in pages that run as jobs
 /// (`work::recover`); `GET .../recoveries/{recovery_id}` shows how far it got. Running it twice
 /// queues nothing twice.
-pub async fn recover(mut req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+pub async fn recover(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     let body: Recover = http::json_body(&mut req).await?;
     // Another account's endpoint is 404 whatever the body says.
     let endpoint = find(&db, &account.id, id).await?;
@@ -349,9 +356,10 @@ pub async fn recover(mut req: Request, env: &Env, id: &str) -> Result<Response, 
 }
 
 /// `GET /v1/webhook_endpoints/{id}/recoveries/{recovery_id}`: a recovery and how far it got.
-pub async fn recovery(req: Request, env: &Env, id: &str, recovery_id: &str) -> Result<Response, EdgeError> {
+pub async fn recovery(_req: Request, ctx: &Ctx<'_>, id: &str, recovery_id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     let endpoint = find(&db, &account.id, id).await?;
     let recovery = recoveries::find(&db, &endpoint.id, recovery_id).await?.ok_or(EdgeError::NotFound)?;
     http::json(200, &recovery.to_json())
@@ -365,9 +373,10 @@ struct TestSend {
 /// `POST /v1/webhook_endpoints/{id}/test` `{event_type?}` -> 202: a test event to this endpoint
 /// only, signed like any delivery and marked `"test": true`: `endpoint.test`, or the catalog's
 /// example of `event_type` (any type an endpoint may subscribe to, subscribed or not).
-pub async fn test(mut req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+pub async fn test(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     let db = crate::store::database(env)?;
-    let account = auth::account(&req, env).await?;
+    let account = ctx.account()?;
     let body: TestSend = http::optional_json_body(&mut req).await?;
     let event_type = match body.event_type {
         None => EventType::EndpointTest,

@@ -147,39 +147,6 @@ pub fn account_scope(env: &worker::Env, binding: &str) -> Result<worker::Env, Ed
     Ok(scoped.unchecked_into())
 }
 
-/// The bindings `env` gives, marked as serving the account `account_id`, whose API key's route
-/// the request's key matched ([`routed_account`]). A new object: the bindings it derives from
-/// may serve other requests.
-pub fn with_account(env: &worker::Env, account_id: &str, access: &str) -> Result<worker::Env, EdgeError> {
-    use wasm_bindgen::JsCast as _;
-    let marked: js_sys::Object = js_sys::Object::create(env.unchecked_ref());
-    for (key, value) in [(routed_account_key(), account_id), (routed_access_key(), access)] {
-        js_sys::Reflect::set(&marked, &key, &JsValue::from_str(value))
-            .map_err(|e| EdgeError::platform("account scope", js_error(&e)))?;
-    }
-    Ok(marked.unchecked_into())
-}
-
-/// The account [`with_account`] marked `env` as serving.
-pub fn routed_account(env: &worker::Env) -> Option<String> {
-    js_sys::Reflect::get(env.as_ref(), &routed_account_key()).ok().and_then(|v| v.as_string())
-}
-
-/// What the caller may do, as [`with_account`] marked it (the API's description of it).
-pub fn routed_access(env: &worker::Env) -> Option<String> {
-    js_sys::Reflect::get(env.as_ref(), &routed_access_key()).ok().and_then(|v| v.as_string())
-}
-
-fn routed_access_key() -> JsValue {
-    js_sys::Symbol::for_("exactly.routed_access").into()
-}
-
-/// Where [`with_account`] marks the account: a symbol, which no binding or variable of the
-/// configuration can be named, so nothing but a matched route ever sets it.
-fn routed_account_key() -> JsValue {
-    js_sys::Symbol::for_("exactly.routed_account").into()
-}
-
 /// One API request's D1 session (docs/contract.md §5, "Reading your own writes"): with read
 /// replication, its reads may be served by a replica, but never one older than the bookmark it
 /// started from, nor than its own writes. A request with no bookmark starts anywhere when it

@@ -1,8 +1,9 @@
 //! `/admin/accounts`: accounts, with their first key, and key rotation.
 
+use crate::api::auth::Ctx;
 use serde::Deserialize;
 use serde_json::json;
-use worker::{Env, Request, Response};
+use worker::{Request, Response};
 
 use super::newest_first;
 use crate::api::auth;
@@ -19,7 +20,8 @@ struct NewAccount {
 }
 
 /// `POST /admin/accounts` -> `{id, name, api_key}`; the key is shown here once, stored hashed.
-pub async fn create_account(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
+pub async fn create_account(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     auth::admin(&req, env)?;
     let body: NewAccount = http::json_body(&mut req).await?;
     let name = body.name.unwrap_or_default();
@@ -54,7 +56,8 @@ pub async fn create_account(mut req: Request, env: &Env) -> Result<Response, Edg
 /// moment this answers only the new key works (docs/security.md, "Rotating each secret"). A
 /// rotation without an outage is create-then-revoke (`/v1/api_keys`). 404 for no such customer
 /// account.
-pub async fn rotate_account_key(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+pub async fn rotate_account_key(req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     auth::admin(&req, env)?;
     let api_key = crate::api::keys::new_secret()?;
     let (key_id, hash) = (new_id("key")?, auth::key_hash(&api_key));
@@ -75,7 +78,8 @@ pub async fn rotate_account_key(req: Request, env: &Env, id: &str) -> Result<Res
 }
 
 /// `GET /admin/accounts?limit=&cursor=`: the accounts with their numbers, newest first.
-pub async fn list_accounts(req: Request, env: &Env) -> Result<Response, EdgeError> {
+pub async fn list_accounts(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     auth::admin(&req, env)?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;

@@ -1,7 +1,8 @@
 //! `/admin/carrier_events`: the dedupe log by state, and the re-drive of failed events.
 
+use crate::api::auth::Ctx;
 use serde_json::json;
-use worker::{Env, Request, Response};
+use worker::{Request, Response};
 
 use crate::api::auth;
 use crate::api::http::{self as http, Cursor};
@@ -11,7 +12,8 @@ use crate::store::carrier_events;
 use crate::store::carrier_events::EventState;
 
 /// `GET /admin/carrier_events?status=failed|pending|processed&limit=&cursor=`.
-pub async fn list_carrier_events(req: Request, env: &Env) -> Result<Response, EdgeError> {
+pub async fn list_carrier_events(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     auth::admin(&req, env)?;
     let params = http::query(&req);
     let state = EventState::from_name(http::param(&params, "status").unwrap_or("failed"))
@@ -41,7 +43,8 @@ pub async fn list_carrier_events(req: Request, env: &Env) -> Result<Response, Ed
 /// `POST /admin/carrier_events/{id}/retry`: re-drives a failed (or stuck) event. As idempotent
 /// as the first run: a processed event is left alone, and a second re-drive of a pending one
 /// only enqueues a job the guards make a no-op.
-pub async fn retry_carrier_event(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+pub async fn retry_carrier_event(req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     auth::admin(&req, env)?;
     let log = carrier_events::Log::open(env)?;
     let row = log.load(id).await?.ok_or(EdgeError::NotFound)?;
@@ -54,7 +57,8 @@ pub async fn retry_carrier_event(req: Request, env: &Env, id: &str) -> Result<Re
 }
 
 /// `POST /admin/carrier_events/retry?status=failed`: re-drives up to 100 failed events at once.
-pub async fn retry_failed_carrier_events(req: Request, env: &Env) -> Result<Response, EdgeError> {
+pub async fn retry_failed_carrier_events(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     auth::admin(&req, env)?;
     let params = http::query(&req);
     let state = EventState::from_name(http::param(&params, "status").unwrap_or("failed"));

@@ -1,7 +1,8 @@
 //! `/admin/webhook_deliveries`: failed customer deliveries, and their re-drive.
 
+use crate::api::auth::Ctx;
 use serde_json::json;
-use worker::{Env, Request, Response};
+use worker::{Request, Response};
 
 use super::newest_first;
 use crate::api::auth;
@@ -17,7 +18,8 @@ use crate::store::routes;
 ///
 /// Paged by (`created_at`, `id`), which never change: `updated_at` moves on every attempt, so a
 /// cursor on it would skip or repeat rows that were retried between two pages.
-pub async fn list_failed_deliveries(req: Request, env: &Env) -> Result<Response, EdgeError> {
+pub async fn list_failed_deliveries(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     auth::admin(&req, env)?;
     let params = http::query(&req);
     let status = match http::param(&params, "status") {
@@ -47,7 +49,8 @@ pub async fn list_failed_deliveries(req: Request, env: &Env) -> Result<Response,
 }
 
 /// `POST /admin/webhook_deliveries/{id}/retry`: one more attempt of a failed delivery, now.
-pub async fn retry_delivery(req: Request, env: &Env, id: &str) -> Result<Response, EdgeError> {
+pub async fn retry_delivery(req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     auth::admin(&req, env)?;
     // The delivery's id names no account: it is looked for in each account database.
     for scoped in routes::each(env)? {

@@ -1,8 +1,9 @@
 //! `/admin/metrics` and `/admin/metrics/series`: what operators watch.
 
+use crate::api::auth::Ctx;
 use exactly_core::Timestamp;
 use serde_json::json;
-use worker::{Env, Request, Response};
+use worker::{Request, Response};
 
 use crate::api::auth;
 use crate::api::http;
@@ -12,7 +13,8 @@ use crate::platform::now;
 /// `GET /admin/metrics`: the Prometheus text format (version 0.0.4) of what operators watch:
 /// carrier events ingested, pending, parked and failed; customer deliveries created, pending
 /// and failed; and the age of the oldest pending event and delivery.
-pub async fn metrics(req: Request, env: &Env) -> Result<Response, EdgeError> {
+pub async fn metrics(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     auth::admin(&req, env)?;
     let f = crate::store::metrics::figures(env).await?;
     let at = now().unix_millis();
@@ -97,7 +99,8 @@ fn seconds(millis: i64) -> String {
 /// `GET /admin/metrics/series?hours=&bucket_minutes=`: what the operator's charts draw, as JSON
 /// (the Prometheus text at `/admin/metrics` stays for scrapers): per bucket, attempts by outcome,
 /// the success rate, time-to-webhook of first attempts, and the backlog at the bucket's end.
-pub async fn metrics_series(req: Request, env: &Env) -> Result<Response, EdgeError> {
+pub async fn metrics_series(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     auth::admin(&req, env)?;
     let params = http::query(&req);
     let number = |name: &'static str, default: i64, max: i64| -> Result<i64, EdgeError> {

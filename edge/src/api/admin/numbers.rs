@@ -1,10 +1,11 @@
 //! `/admin/numbers`: numbers, each owned by one account, with their ring plans.
 
+use crate::api::auth::Ctx;
 use exactly_core::event::Provider;
 use exactly_core::ring_plan::{RingPlan, TargetKind, DEFAULT_RING_TIMEOUT_SECS, RING_TIMEOUT_SECS};
 use serde::Deserialize;
 use serde_json::json;
-use worker::{Env, Request, Response};
+use worker::{Request, Response};
 
 use crate::api::auth;
 use crate::api::e164;
@@ -25,7 +26,8 @@ struct NewNumber {
 
 /// `POST /admin/numbers` `{account_id, phone_number, ring_targets, ring_timeout_secs?, carrier?}`.
 /// Without `carrier`, the number's carrier is the one its first message comes from.
-pub async fn create_number(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
+pub async fn create_number(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     auth::admin(&req, env)?;
     let body: NewNumber = http::json_body(&mut req).await?;
     let account_id = body.account_id.ok_or_else(|| EdgeError::invalid("account_id", "is required"))?;

@@ -1,8 +1,9 @@
 //! `/admin/event_shards/move`: moving virtual shards of the dedupe log between databases.
 
+use crate::api::auth::Ctx;
 use serde::Deserialize;
 use serde_json::json;
-use worker::{Env, Request, Response};
+use worker::{Request, Response};
 
 use crate::api::auth;
 use crate::api::http;
@@ -13,7 +14,8 @@ use crate::store::carrier_events;
 /// the dedupe log to another database, up to `pages` (default and most 20) pages of 100 rows per
 /// call; call again with the answer's
 /// `after` until it says `done` (docs/scaling.md, "Moving virtual shards").
-pub async fn move_event_shards(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
+pub async fn move_event_shards(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
+    let env = ctx.env;
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Body {
