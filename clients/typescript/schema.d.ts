@@ -1794,7 +1794,7 @@ export interface components {
                 message: string;
             };
         };
-        /** @description 401: the bearer token is missing or is not the key this route takes. */
+        /** @description 401: the bearer token is missing or is not the credential this route takes. `message` says which case it is (no `Authorization` header; not `Bearer <token>`; not a valid API key; not a valid portal session; the admin token on `/v1`; an account's key on `/admin`; not the admin token), never whether a key exists. */
         UnauthorizedError: {
             error: {
                 /** @enum {string} */

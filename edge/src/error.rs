@@ -11,7 +11,7 @@ pub enum EdgeError {
     /// A carrier delivery that must not be stored (401, 400 or 413).
     Rejected(Rejection),
     /// Missing or wrong bearer token (401).
-    Unauthorized,
+    Unauthorized(Refused),
     /// No route for this path (404).
     NoRoute,
     /// No such resource for this account (404).
@@ -46,6 +46,46 @@ pub enum EdgeError {
         /// What it said.
         cause: String,
     },
+}
+
+/// Why a bearer credential was refused (401): each says what to check, and none says whether a
+/// key or session exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The request has no `Authorization` header.
+    NoHeader,
+    /// The header is not `Bearer <token>`.
+    NotBearer,
+    /// `/v1` was given a token that is no live API key.
+    NotAKey,
+    /// `/v1` was given a portal session token that is no live session.
+    NotASession,
+    /// `/v1` was given the admin token.
+    AdminTokenOnV1,
+    /// `/admin` was given an account's API key or portal session token.
+    AccountKeyOnAdmin,
+    /// `/admin` was given a token that is not the admin token.
+    NotTheAdminToken,
+    /// The caller's credential does not reach this (a portal session where a key is needed).
+    NotThisCredential,
+}
+
+impl Refused {
+    /// What the 401 says.
+    pub fn message(self) -> &'static str {
+        match self {
+            Refused::NoHeader => "no Authorization header: send `Authorization: Bearer <API key>`",
+            Refused::NotBearer => "the Authorization header must read `Authorization: Bearer <token>`",
+            Refused::NotAKey => "the bearer token is not a valid API key (mistyped, revoked, or another deployment's)",
+            Refused::NotASession => "the portal session token is not valid (mistyped, revoked or expired)",
+            Refused::AdminTokenOnV1 => {
+                "that is the admin token, which only /admin takes: /v1 takes an account's API key"
+            }
+            Refused::AccountKeyOnAdmin => "/admin takes the ADMIN_TOKEN, not an account's key or portal session",
+            Refused::NotTheAdminToken => "the bearer token does not match ADMIN_TOKEN",
+            Refused::NotThisCredential => "this route takes an account's API key, not a portal session",
+        }
+    }
 }
 
 exactly_core::text_enum! {
@@ -107,7 +147,7 @@ impl EdgeError {
                 };
                 (status, r.code(), r.to_string(), None)
             }
-            EdgeError::Unauthorized => (401, "unauthorized", "missing or invalid bearer token".into(), None),
+            EdgeError::Unauthorized(why) => (401, "unauthorized", why.message().into(), None),
             EdgeError::NoRoute => (404, "no_route", "no such route".into(), None),
             EdgeError::NotFound => (404, "not_found", "not found".into(), None),
             EdgeError::Forbidden(e) => {
@@ -205,7 +245,7 @@ mod tests {
             EdgeError::Rejected(Rejection::Unauthenticated(SignatureError::Stale)),
             EdgeError::Rejected(Rejection::Malformed(PayloadError::NotParseable)),
             EdgeError::Rejected(Rejection::TooLarge { limit: 1 }),
-            EdgeError::Unauthorized,
+            EdgeError::Unauthorized(super::Refused::NoHeader),
             EdgeError::NotFound,
             EdgeError::Forbidden(LinkError::Expired),
             EdgeError::Forbidden(LinkError::BadSignature),
@@ -224,7 +264,7 @@ mod tests {
             match e {
                 EdgeError::NoRoute | EdgeError::MethodNotAllowed { .. } => unreachable!(),
                 EdgeError::Rejected(_)
-                | EdgeError::Unauthorized
+                | EdgeError::Unauthorized(_)
                 | EdgeError::NotFound
                 | EdgeError::Forbidden(_)
                 | EdgeError::NotPermitted(_)

@@ -267,7 +267,9 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
     api::limits::admit(&req, &address, at)?;
     api::limits::count(&req, env, matched.admin, at).await?;
     match served(req, method, matched, outside_v1, env).await {
-        Err(EdgeError::Unauthorized) => Err(api::limits::failed(env, &address, platform::now()).await),
+        Err(refused @ EdgeError::Unauthorized(_)) => {
+            Err(api::limits::failed(env, &address, platform::now(), refused).await)
+        }
         other => other,
     }
 }

@@ -107,7 +107,7 @@ test('the console is served at /console with its security headers, and the API s
 
 test('sign in: a wrong token shows the API error, an API key opens the account', async () => {
   await signIn('sk_not_a_key');
-  await page.getByRole('alert').filter({ hasText: 'missing or invalid bearer token' }).waitFor();
+  await page.getByRole('alert').filter({ hasText: 'not a valid API key' }).waitFor();
   await shot('sign-in', { mobile: true });
   await page.getByLabel('API key or admin token').fill(account.api_key);
   await page.getByRole('button', { name: 'Sign in' }).click();

@@ -739,9 +739,22 @@ fn validation_and_auth_errors(w: &Worker) {
     }
     let a = w.post("/v1/messages", &[("authorization", &format!("Bearer {}", c.key))], b"not json");
     assert_eq!(a.status, 400);
-    assert_eq!(w.call("GET", "/v1/messages", "sk_wrong", None, &[]).status, 401);
-    assert_eq!(w.get("/v1/messages").status, 401);
-    assert_eq!(w.call("POST", "/admin/accounts", "wrong-admin", Some(&json!({})), &[]).status, 401);
+    // Every 401 says which case it is (never whether a key exists), and it is the same code.
+    let basic = w.post("/v1/messages", &[("authorization", "Basic dXNlcjpwYXNz")], b"{}");
+    for (answer, says) in [
+        (w.call("GET", "/v1/messages", "sk_wrong", None, &[]), "not a valid API key"),
+        (w.call("GET", "/v1/messages", &format!("sk_{}", "0".repeat(64)), None, &[]), "not a valid API key"),
+        (w.get("/v1/messages"), "no Authorization header"),
+        (basic, "Authorization: Bearer"),
+        (w.call("GET", "/v1/messages", exactly_tests::ADMIN_TOKEN, None, &[]), "the admin token"),
+        (w.call("GET", "/admin/accounts", &c.key, None, &[]), "an account's key"),
+        (w.call("POST", "/admin/accounts", "wrong-admin", Some(&json!({})), &[]), "does not match"),
+    ] {
+        let error = &answer.json()["error"];
+        assert_eq!((answer.status, error["code"].as_str()), (401, Some("unauthorized")), "{}", answer.body);
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{says:?} in {message:?}");
+    }
     let taken = w.call(
         "POST",
         "/admin/numbers",

@@ -6,9 +6,8 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use worker::{Env, Request};
 
-use crate::api::http::bearer;
 use crate::config;
-use crate::error::EdgeError;
+use crate::error::{EdgeError, Refused};
 use crate::platform::now;
 use crate::store::access as keys;
 
@@ -23,15 +22,31 @@ pub struct Account {
 pub fn admin(req: &Request, env: &Env) -> Result<(), EdgeError> {
     let config = config::get(env)?;
     let expected = &config.admin_token;
-    let given = bearer(req).ok_or(EdgeError::Unauthorized)?;
+    let header = req.headers().get("authorization").ok().flatten();
+    let given = bearer_token(header.as_deref())?;
     // Compare digests so the comparison does not leak the token's length either.
     let same: bool = Sha256::digest(given.as_bytes()).ct_eq(&Sha256::digest(expected.as_bytes())).into();
     if same {
         crate::api::limits::passed(key_hash(&given), now());
         Ok(())
+    } else if portal_token(&given).is_some() || exactly_core::access::key_shaped(&given) {
+        Err(EdgeError::Unauthorized(Refused::AccountKeyOnAdmin))
     } else {
-        Err(EdgeError::Unauthorized)
+        Err(EdgeError::Unauthorized(Refused::NotTheAdminToken))
     }
+}
+
+/// The bearer token of an `Authorization` header; 401 saying which is wrong when there is none.
+fn bearer_token(header: Option<&str>) -> Result<String, EdgeError> {
+    let header = header.ok_or(EdgeError::Unauthorized(Refused::NoHeader))?;
+    crate::api::http::bearer_of(header).ok_or(EdgeError::Unauthorized(Refused::NotBearer))
+}
+
+/// Whether `token` is the admin token, compared as [`admin`] does.
+fn is_admin_token(token: &str, env: &Env) -> bool {
+    config::get(env).is_ok_and(|config| {
+        Sha256::digest(token.as_bytes()).ct_eq(&Sha256::digest(config.admin_token.as_bytes())).into()
+    })
 }
 
 /// The SHA-256 (hex) under which an API key or a portal session's secret is stored.
@@ -52,14 +67,14 @@ pub struct Caller {
 /// or an expired session.
 pub async fn caller(req: &web_sys::Request, env: &Env) -> Result<Caller, EdgeError> {
     let header = req.headers().get("authorization").ok().flatten();
-    let token = header.as_deref().and_then(crate::api::http::bearer_of).ok_or(EdgeError::Unauthorized)?;
+    let token = bearer_token(header.as_deref())?;
     let root = crate::store::d1(env, crate::bindings::DB)?;
     let at = now();
     if let Some((id, secret)) = portal_token(&token) {
-        let session = keys::session(&root, id).await?.ok_or(EdgeError::Unauthorized)?;
+        let session = keys::session(&root, id).await?.ok_or(EdgeError::Unauthorized(Refused::NotASession))?;
         let same: bool = key_hash(secret).as_bytes().ct_eq(session.secret_hash.as_bytes()).into();
         if !same || session.expires_at <= at {
-            return Err(EdgeError::Unauthorized);
+            return Err(EdgeError::Unauthorized(Refused::NotASession));
         }
         let endpoints = match session.endpoint_ids.as_deref() {
             Some(ids) => Some(
@@ -74,10 +89,11 @@ pub async fn caller(req: &web_sys::Request, env: &Env) -> Result<Caller, EdgeErr
     }
     // Nothing shaped otherwise is ever a key: refused without a read.
     if !exactly_core::access::key_shaped(&token) {
-        return Err(EdgeError::Unauthorized);
+        let why = if is_admin_token(&token, env) { Refused::AdminTokenOnV1 } else { Refused::NotAKey };
+        return Err(EdgeError::Unauthorized(why));
     }
     let hash = key_hash(&token);
-    let key = keys::live_key(&root, &hash).await?.ok_or(EdgeError::Unauthorized)?;
+    let key = keys::live_key(&root, &hash).await?.ok_or(EdgeError::Unauthorized(Refused::NotAKey))?;
     let scope = Scope::from_name(&key.scope).ok_or_else(|| {
         EdgeError::unavailable("store", format!("key {} has the unknown scope {}", key.id, key.scope))
     })?;
@@ -118,7 +134,7 @@ pub struct Ctx<'a> {
 impl Ctx<'_> {
     /// The account the `/v1` caller acts for; 401 outside `/v1`.
     pub fn account(&self) -> Result<Account, EdgeError> {
-        self.caller.map(|c| Account { id: c.account_id.clone() }).ok_or(EdgeError::Unauthorized)
+        self.caller.map(|c| Account { id: c.account_id.clone() }).ok_or(EdgeError::Unauthorized(Refused::NotAKey))
     }
 
     /// What the caller may do, as `GET /v1/account` shows it.

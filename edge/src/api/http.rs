@@ -136,11 +136,6 @@ fn parse_bookmark(header: Option<&str>) -> Result<Option<String>, EdgeError> {
     Ok(Some(text.to_owned()))
 }
 
-/// The bearer token of the `Authorization` header.
-pub fn bearer(req: &Request) -> Option<String> {
-    bearer_of(&req.headers().get("authorization").ok().flatten()?)
-}
-
 /// The token of an `Authorization: Bearer <token>` header's value.
 pub fn bearer_of(header: &str) -> Option<String> {
     let (scheme, token) = header.trim().split_once(' ')?;

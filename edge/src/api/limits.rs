@@ -90,13 +90,13 @@ pub fn passed(token_hash: String, now: Timestamp) {
     PASSED.with(|p| remember(p, token_hash, at + WINDOW_SECS * 1000, at));
 }
 
-/// Counts a failed authentication against `address`; what to answer: 401, or 429 once the
+/// Counts a failed authentication against `address`; what to answer: `refused` (the 401), or 429 once the
 /// address is past its limit (remembered until the window ends, so its next guesses read
 /// nothing).
-pub async fn failed(env: &Env, address: &str, now: Timestamp) -> EdgeError {
-    let Ok(limiter) = env.rate_limiter(AUTH_FAILURES) else { return EdgeError::Unauthorized };
+pub async fn failed(env: &Env, address: &str, now: Timestamp, refused: EdgeError) -> EdgeError {
+    let Ok(limiter) = env.rate_limiter(AUTH_FAILURES) else { return refused };
     match limit(&limiter, format!("address:{address}"), now).await {
-        Ok(()) => EdgeError::Unauthorized,
+        Ok(()) => refused,
         Err(limited) => {
             let at = now.unix_millis();
             let until = at + i64::from(retry_after(now)) * 1000;

@@ -54,7 +54,7 @@ pub async fn create_session(mut req: Request, ctx: &Ctx<'_>) -> Result<Response,
     let env = ctx.env;
     let account = ctx.account()?;
     // Only a key mints a session (the router refuses a portal session here).
-    let key_id = ctx.key_id().ok_or(EdgeError::Unauthorized)?;
+    let key_id = ctx.key_id().ok_or(EdgeError::Unauthorized(crate::error::Refused::NotThisCredential))?;
     let body: NewSessionBody = http::optional_json_body(&mut req).await?;
     let ttl = body.expires_in.unwrap_or(DEFAULT_TTL_SECS);
     if !(MIN_TTL_SECS..=MAX_TTL_SECS).contains(&ttl) {
