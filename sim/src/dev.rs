@@ -47,16 +47,43 @@ impl Profile {
     }
 }
 
+/// The worker `make dev` serves when nothing else is named.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:8787";
+
 /// Where the worker is and who is asking.
 #[derive(Clone, Debug)]
 pub struct Target {
     pub url: String,
+    /// Where `url` came from, for errors: `EXACTLY_URL`, the profile, or the default.
+    pub url_from: String,
     pub profile: PathBuf,
     /// `make dev`'s variables: where the admin token comes from when `ADMIN_TOKEN` is unset.
     pub vars: PathBuf,
 }
 
 impl Target {
+    /// The worker `url` names (`--url` or `EXACTLY_URL`); without one, the worker the profile's
+    /// account was created on; without a profile, [`DEFAULT_URL`].
+    pub fn resolve(url: Option<String>, profile: PathBuf, vars: PathBuf) -> Self {
+        let (url, url_from) = match url.filter(|u| !u.trim().is_empty()) {
+            Some(url) => (url, "EXACTLY_URL or --url".to_owned()),
+            None => match Profile::load(&profile) {
+                Ok(kept) => (kept.url, format!("the profile {}", profile.display())),
+                Err(_) => (DEFAULT_URL.to_owned(), "the default; set EXACTLY_URL for another worker".to_owned()),
+            },
+        };
+        Target { url: url.trim_end_matches('/').to_owned(), url_from, profile, vars }
+    }
+
+    /// `error`, with the worker and the key it was met with, so a wrong one is plain to see.
+    pub fn explain(&self, error: &str) -> String {
+        let key = match std::env::var("EXACTLY_API_KEY") {
+            Ok(_) => "EXACTLY_API_KEY".to_owned(),
+            Err(_) => format!("the profile {}", self.profile.display()),
+        };
+        format!("{error}\n  worker: {} (from {})\n  API key: from {key}", self.url, self.url_from)
+    }
+
     fn client(&self) -> Client {
         Client::new(&self.url)
     }
@@ -220,5 +247,34 @@ pub fn events(target: &Target, follow: bool, json_lines: bool) -> Result<(), Str
         new.retain(|e| e["id"].as_str().is_some_and(|id| seen.insert(id.to_owned())));
         new.reverse();
         new.iter().for_each(print);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worker_is_the_named_one_else_the_profiles_else_the_default() {
+        let dir = std::env::temp_dir().join(format!("sim-profile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        let profile = dir.join("account.json");
+        let vars = dir.join("vars");
+        let none = Target::resolve(None, profile.clone(), vars.clone());
+        assert_eq!((none.url.as_str(), none.url_from.starts_with("the default")), (DEFAULT_URL, true));
+
+        let kept = Profile { url: "http://127.0.0.1:9787".into(), account_id: "acct_1".into(), api_key: "sk_1".into() };
+        kept.save(&profile).expect("save");
+        let from_profile = Target::resolve(None, profile.clone(), vars.clone());
+        assert_eq!(from_profile.url, "http://127.0.0.1:9787");
+        assert!(from_profile.url_from.contains("account.json"), "{}", from_profile.url_from);
+        let named = Target::resolve(Some("http://127.0.0.1:7000/".into()), profile.clone(), vars.clone());
+        assert_eq!((named.url.as_str(), named.url_from.as_str()), ("http://127.0.0.1:7000", "EXACTLY_URL or --url"));
+
+        let explained = from_profile.explain("GET /v1/events: 401");
+        assert!(explained.contains("http://127.0.0.1:9787 (from the profile"), "{explained}");
+        assert!(explained.contains("API key: from"), "{explained}");
+        assert!(!explained.contains("sk_1"), "never the key itself: {explained}");
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

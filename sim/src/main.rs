@@ -55,9 +55,10 @@ enum Command {
 /// Where the worker is, and which account is asking.
 #[derive(Args)]
 struct Conn {
-    /// The worker's base URL.
-    #[arg(long, env = "EXACTLY_URL", default_value = "http://127.0.0.1:8787")]
-    url: String,
+    /// The worker's base URL; unset, the worker the profile's account was created on, else
+    /// http://127.0.0.1:8787.
+    #[arg(long, env = "EXACTLY_URL")]
+    url: Option<String>,
     /// The profile file: `account create` writes the account and its API key there, the other
     /// commands read them (`EXACTLY_API_KEY` overrides the key).
     #[arg(long, env = "EXACTLY_PROFILE", default_value = ".dev.account.json")]
@@ -69,7 +70,7 @@ struct Conn {
 
 impl Conn {
     fn target(&self) -> sim::dev::Target {
-        sim::dev::Target { url: self.url.clone(), profile: self.profile.clone(), vars: self.vars.clone() }
+        sim::dev::Target::resolve(self.url.clone(), self.profile.clone(), self.vars.clone())
     }
 }
 
@@ -294,20 +295,30 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let done = match cli.command {
         Command::Account(AccountCommand::Create { name, new, conn }) => {
-            print(sim::dev::create_account(&conn.target(), &name, new))
+            let t = conn.target();
+            print(sim::dev::create_account(&t, &name, new).map_err(|e| t.explain(&e)))
         }
         Command::Number(NumberCommand::Add { phone, carrier, conn }) => {
-            print(sim::dev::add_number(&conn.target(), &phone, carrier.map(Carrier::name)))
+            let t = conn.target();
+            print(sim::dev::add_number(&t, &phone, carrier.map(Carrier::name)).map_err(|e| t.explain(&e)))
         }
         Command::Listen(args) => listen(args),
-        Command::Send(a) => print(sim::dev::send(&a.conn.target(), &a.from, &a.to, &a.text)),
+        Command::Send(a) => {
+            let t = a.conn.target();
+            print(sim::dev::send(&t, &a.from, &a.to, &a.text).map_err(|e| t.explain(&e)))
+        }
         Command::Inbound(InboundCommand::Sms { from, to, text, keys, conn }) => {
-            print(sim::dev::inbound_sms(&conn.target(), &keys, &from, &to, &text))
+            let t = conn.target();
+            print(sim::dev::inbound_sms(&t, &keys, &from, &to, &text).map_err(|e| t.explain(&e)))
         }
         Command::Inbound(InboundCommand::Call { from, to, keys, conn }) => {
-            print(sim::dev::inbound_call(&conn.target(), &keys, &from, &to))
+            let t = conn.target();
+            print(sim::dev::inbound_call(&t, &keys, &from, &to).map_err(|e| t.explain(&e)))
         }
-        Command::Events(a) => sim::dev::events(&a.conn.target(), a.follow, a.json),
+        Command::Events(a) => {
+            let t = a.conn.target();
+            sim::dev::events(&t, a.follow, a.json).map_err(|e| t.explain(&e))
+        }
         Command::Sign(sign) => sign_body(&sign),
         Command::Carrier(args) => serve_carrier(args),
         Command::Keygen => {
@@ -347,14 +358,17 @@ fn print(done: Result<String, String>) -> Result<(), String> {
 }
 
 fn listen(args: ListenArgs) -> Result<(), String> {
+    let target = args.conn.target();
+    let explained = target.clone();
     sim::listen::run(sim::listen::Options {
-        target: args.conn.target(),
+        target,
         port: args.port,
         event_types: args.event_types,
         existing: args.endpoint.zip(args.secret),
         json: args.json,
         forward_to: args.forward_to,
     })
+    .map_err(|e| explained.explain(&e))
 }
 
 fn sign_body(sign: &Sign) -> Result<(), String> {
