@@ -92,6 +92,7 @@ pub enum Handler {
     MetricsSeries,
     OpenApi,
     Health,
+    Home,
 }
 
 /// Declares the route table once: [`ROUTES`] (method and path pattern, for docs and tests) and
@@ -163,6 +164,7 @@ routes! {
     ("GET", "/portal/{id}") => Handler::Portal,
     ("GET", "/openapi.json") => Handler::OpenApi,
     ("GET", "/healthz") => Handler::Health,
+    ("GET", "/") => Handler::Home,
 }
 
 /// A route matched: its handler and the segments its wildcards took (`{id}`, then
@@ -247,6 +249,10 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
     };
     if matched.handler == Handler::Health {
         return raw(api::health::check(env).await?);
+    }
+    // Where things are, whatever the configuration says.
+    if matched.handler == Handler::Home {
+        return raw(api::home::page()?);
     }
     // Validated once per isolate; until it is valid, every route answers 503 naming the
     // variable.
@@ -384,7 +390,8 @@ fn access_route<'a>(matched: &Matched<'a>, method: &str) -> exactly_core::access
         | Handler::AdminUpdateAccount
         | Handler::Portal
         | Handler::OpenApi
-        | Handler::Health => route(Area::Keys, None, true),
+        | Handler::Health
+        | Handler::Home => route(Area::Keys, None, true),
     }
 }
 
@@ -459,6 +466,7 @@ async fn dispatch(matched: Matched<'_>, req: Request, ctx: &api::auth::Ctx<'_>) 
         Handler::MetricsSeries => admin::metrics::metrics_series(req, ctx).await,
         Handler::OpenApi => api::openapi::document(),
         Handler::Health => api::health::check(ctx.env).await,
+        Handler::Home => api::home::page(),
     }
 }
 

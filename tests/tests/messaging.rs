@@ -815,6 +815,13 @@ fn validation_and_auth_errors(w: &Worker) {
         assert_eq!((empty.status, empty.json()["data"].clone()), (200, first.json()["data"].clone()), "{path}");
     }
     assert_eq!(w.call("DELETE", "/v1/messages", &c.key, None, &[]).status, 405);
+    // A browser pointed at the worker finds where things are.
+    let home = w.get("/");
+    let html = home.headers.iter().any(|(name, v)| name == "content-type" && v.starts_with("text/html"));
+    assert_eq!((home.status, html), (200, true), "{}", home.body);
+    for link in ["href=\"/console/\"", "href=\"/openapi.json\"", "href=\"/healthz\""] {
+        assert!(home.body.contains(link), "{link} in {}", home.body);
+    }
     // A method no route takes is not read as another: 405, naming the path's methods in `Allow`.
     for (method, path, allow) in [
         ("QUERY", "/v1/account", "GET, PATCH"),

@@ -109,6 +109,7 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("GET", "/portal/{id}", Access::Public),
     ("GET", "/openapi.json", Access::Public),
     ("GET", "/healthz", Access::Public),
+    ("GET", "/", Access::Public),
 ];
 
 /// Account A's resources, one of each kind.

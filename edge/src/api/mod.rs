@@ -7,6 +7,7 @@ pub mod delivery_log;
 pub mod erasures;
 pub mod events;
 pub mod health;
+pub mod home;
 pub mod http;
 pub mod idempotency;
 pub mod ingest;
