@@ -1,11 +1,30 @@
 #!/bin/sh
 # Creates .dev.vars from .dev.vars.example when it is missing, with a new development Ed25519
 # key pair (the public half goes into .dev.vars, the private seed into .dev.keys, read by sim)
-# and a random ADMIN_TOKEN.
+# and a random ADMIN_TOKEN. Every run then points PUBLIC_BASE_URL at the worker's PORT and every
+# *_API_BASE at the fake carrier's CARRIER_PORT (defaults 8787 and 8788), so links, callbacks
+# and sends follow the ports `make dev` serves on.
 set -eu
 cd "$(dirname "$0")/.."
+PORT="${PORT:-8787}"
+CARRIER_PORT="${CARRIER_PORT:-8788}"
+ports() {
+    node -e '
+const fs = require("fs");
+const [port, carrier] = process.argv.slice(1);
+const before = fs.readFileSync(".dev.vars", "utf8");
+const after = before
+  .replace(/^PUBLIC_BASE_URL=http:\/\/127\.0\.0\.1:\d+$/m, "PUBLIC_BASE_URL=http://127.0.0.1:" + port)
+  .replace(/^(TELNYX|TWILIO|PLIVO)_API_BASE=http:\/\/127\.0\.0\.1:\d+$/gm, (_, c) => c + "_API_BASE=http://127.0.0.1:" + carrier);
+if (after !== before) {
+  fs.writeFileSync(".dev.vars", after, { mode: 0o600 });
+  console.log("dev: .dev.vars now points at the worker on " + port + " and the fake carrier on " + carrier);
+}
+' "$PORT" "$CARRIER_PORT"
+}
 if [ -f .dev.vars ]; then
     echo "dev: .dev.vars exists (kept); simulator keys in $PWD/.dev.keys"
+    ports
     exit 0
 fi
 node -e '
@@ -24,3 +43,4 @@ fs.writeFileSync(".dev.keys",
   "TELNYX_PRIVATE_SEED=" + seed + "\n", { mode: 0o600 });
 '
 echo "dev: created .dev.vars (ADMIN_TOKEN is in it); the matching development signing key is in $PWD/.dev.keys"
+ports

@@ -5,6 +5,18 @@ set -eu
 cd "$(dirname "$0")/.."
 export WRANGLER_SEND_METRICS=false WRANGLER_SEND_ERROR_REPORTS=false CLOUDFLARE_CF_FETCH_ENABLED=false
 PORT="${PORT:-8787}"
+# The fake carrier's port: the *_API_BASE lines of .dev.vars follow it (scripts/dev-vars.sh).
+CARRIER_PORT="${CARRIER_PORT:-8788}"
+export PORT CARRIER_PORT
+# A port another process holds would send this worker's traffic to that one: stop instead.
+for pair in "PORT $PORT" "CARRIER_PORT $CARRIER_PORT"; do
+    set -- $pair
+    if ! node -e 'require("net").createServer().once("error", () => process.exit(1))
+        .listen(+process.argv[1], "127.0.0.1", function () { this.close(); })' "$2"; then
+        echo "dev: port $2 ($1) is taken by another process (another make dev?); choose another, e.g. $1=$(($2 + 10)) make dev" >&2
+        exit 1
+    fi
+done
 # Derived from PORT so two `make dev`s on one machine never share an inspector (8787 -> 9229).
 INSPECTOR_PORT="${INSPECTOR_PORT:-$((PORT + 442))}"
 STATE=.wrangler/state
@@ -17,7 +29,7 @@ done
 
 # The fake carrier API that .dev.vars points TELNYX_API_BASE at (sends work without an account).
 cargo build -q -p sim
-"${CARGO_TARGET_DIR:-target}/debug/sim" carrier --listen 127.0.0.1:8788 --worker "http://127.0.0.1:$PORT" &
+"${CARGO_TARGET_DIR:-target}/debug/sim" carrier --listen "127.0.0.1:$CARRIER_PORT" --worker "http://127.0.0.1:$PORT" &
 SIM_PID=$!
 
 # wrangler dev does not fire cron triggers locally; this loop does, every minute.
@@ -29,7 +41,7 @@ SIM_PID=$!
 CRON_PID=$!
 trap 'kill $CRON_PID $SIM_PID 2>/dev/null || true' EXIT INT TERM
 
-echo "dev: serving on http://127.0.0.1:$PORT (console: http://127.0.0.1:$PORT/console/)"
+echo "dev: serving on http://127.0.0.1:$PORT (console: http://127.0.0.1:$PORT/console/; the fake carrier: http://127.0.0.1:$CARRIER_PORT)"
 # The console (static assets built by scripts/build-console.sh, `[assets]` in wrangler.toml) is
 # served ahead of the worker: only paths that are files under console/dist, all below /console/.
 npx wrangler dev --local --ip 127.0.0.1 --port "$PORT" --inspector-port "$INSPECTOR_PORT" --persist-to "$STATE" --test-scheduled
