@@ -177,6 +177,22 @@ pub fn send(target: &Target, from: &str, to: &str, text: &str) -> Result<String,
     Ok(format!("message {} {}", message["id"].as_str().unwrap_or("?"), message["status"].as_str().unwrap_or("?")))
 }
 
+/// A warning when no account owns `number`: the carrier's event is stored, and then fails,
+/// which its `accepted` answer does not say. Empty when an account owns it, or when the admin
+/// token is not at hand to ask.
+fn unowned_warning(target: &Target, number: &str) -> String {
+    let Ok(admin) = target.admin_token() else { return String::new() };
+    let Ok(accounts) = target.client().all("/admin/accounts", &admin) else { return String::new() };
+    let owned = accounts.iter().any(|a| a["numbers"].as_array().is_some_and(|n| n.iter().any(|n| n == number)));
+    if owned {
+        return String::new();
+    }
+    format!(
+        "\nsim: warning: no account owns {number}: the event is stored, then fails as unowned \
+         (GET /admin/carrier_events?status=failed); give it to the account first: sim number add {number}"
+    )
+}
+
 /// Delivers a signed Telnyx `message.received` for an SMS from `from` to `to`, as the carrier would.
 pub fn inbound_sms(target: &Target, keys: &Path, from: &str, to: &str, text: &str) -> Result<String, String> {
     let id = crate::random_hex();
@@ -188,7 +204,7 @@ pub fn inbound_sms(target: &Target, keys: &Path, from: &str, to: &str, text: &st
                "from": {"phone_number": from}, "to": [{"phone_number": to}], "media": []}),
         1,
     );
-    deliver_telnyx(target, keys, &body)
+    Ok(deliver_telnyx(target, keys, &body)? + &unowned_warning(target, to))
 }
 
 /// Delivers a signed Telnyx `call.initiated` for a call from `from` to `to`, as the carrier would.
@@ -196,7 +212,45 @@ pub fn inbound_call(target: &Target, keys: &Path, from: &str, to: &str) -> Resul
     let id = crate::random_hex();
     let (event, control, session) = (format!("evt-{id}"), format!("sim-cc-{id}"), format!("sim-sess-{id}"));
     let body = crate::facts::call_initiated(&event, &now_rfc3339(), &control, &session, from, to);
-    deliver_telnyx(target, keys, &body)
+    Ok(deliver_telnyx(target, keys, &body)? + &unowned_warning(target, to))
+}
+
+/// The account's webhook endpoints, one line each: id, state, URL, the types it takes.
+pub fn endpoints(target: &Target) -> Result<String, String> {
+    let key = target.api_key()?;
+    let listed = target.client().all("/v1/webhook_endpoints", &key)?;
+    if listed.is_empty() {
+        return Ok("no endpoints (sim listen registers one while it runs)".to_owned());
+    }
+    let lines: Vec<String> = listed
+        .iter()
+        .map(|e| {
+            let state = match (e["enabled"].as_bool(), e["paused"].as_bool()) {
+                (Some(false), _) => "disabled".to_owned(),
+                (_, Some(true)) => "paused".to_owned(),
+                _ => format!("circuit {}", e["circuit"].as_str().unwrap_or("?")),
+            };
+            let types: Vec<&str> =
+                e["event_types"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            let types = if types.is_empty() { "every type".to_owned() } else { types.join(",") };
+            format!("{}  {state:<16} {}  {types}", e["id"].as_str().unwrap_or("?"), e["url"].as_str().unwrap_or("?"))
+        })
+        .collect();
+    Ok(lines.join("\nsim: "))
+}
+
+/// Delivers event `event_id` again: to every endpoint subscribed to its type, or to `endpoint`.
+pub fn replay(target: &Target, event_id: &str, endpoint: Option<&str>) -> Result<String, String> {
+    let key = target.api_key()?;
+    let body = match endpoint {
+        Some(id) => json!({ "endpoint_id": id }),
+        None => json!({}),
+    };
+    let path = format!("/v1/events/{event_id}/replay");
+    let answer = target.client().call("POST", &path, &key, Some(&body));
+    let replayed = expect(answer, 202, &format!("POST {path}"))?;
+    let deliveries = replayed["deliveries"].as_array().map_or(0, Vec::len);
+    Ok(format!("event {event_id}: {deliveries} new deliveries (sim listen or the console shows them arrive)"))
 }
 
 fn deliver_telnyx(target: &Target, keys: &Path, body: &str) -> Result<String, String> {

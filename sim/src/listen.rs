@@ -25,7 +25,14 @@ pub struct Options {
     pub json: bool,
     /// Forwards each verified delivery here, headers and body unchanged.
     pub forward_to: Option<String>,
+    /// Prints the endpoint's signing secret once it is known (to stderr).
+    pub print_secret: bool,
+    /// Prints each delivery's headers and body under its line (in `json`: as fields).
+    pub verbose: bool,
 }
+
+/// A delivery's headers (names lowercased) and body, as it arrived.
+type Raw<'a> = (&'a [(String, String)], &'a [u8]);
 
 /// A delivery, as printed.
 struct Arrival {
@@ -40,10 +47,10 @@ struct Arrival {
 }
 
 impl Arrival {
-    fn render(&self, json_lines: bool) -> String {
+    fn render(&self, json_lines: bool, verbose: Option<Raw<'_>>) -> String {
         let event = &self.event;
         if json_lines {
-            return json!({
+            let mut line = json!({
                 "webhook_id": self.webhook_id,
                 "attempt": self.attempt,
                 "verified": self.verified.is_ok(),
@@ -51,8 +58,11 @@ impl Arrival {
                 "forwarded_status": self.forwarded.as_ref().and_then(|f| f.as_ref().ok()),
                 "forward_error": self.forwarded.as_ref().and_then(|f| f.as_ref().err()),
                 "event": event,
-            })
-            .to_string();
+            });
+            if let Some((headers, _)) = verbose {
+                line["headers"] = headers.iter().map(|(k, v)| (k.clone(), json!(printable(v)))).collect();
+            }
+            return line.to_string();
         }
         let resource = event["data"]["id"].as_str().or(event["data"]["endpoint_id"].as_str()).unwrap_or("-");
         let sequence = event["sequence"].as_i64().map(|s| format!("seq {s}")).unwrap_or_else(|| "-".into());
@@ -66,13 +76,26 @@ impl Arrival {
             None => String::new(),
         };
         let attempt = self.attempt.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
-        format!(
+        let mut line = format!(
             "{:<24} {:<38} {:<7} webhook-id {} attempt {attempt}  {mark}{forwarded}",
             printable(event["type"].as_str().unwrap_or("?")),
             printable(resource),
             sequence,
             printable(&self.webhook_id),
-        )
+        );
+        if let Some((headers, body)) = verbose {
+            for (name, value) in headers {
+                line.push_str(&format!("\n    {}: {}", printable(name), printable(value)));
+            }
+            let shown = serde_json::from_slice::<Value>(body)
+                .ok()
+                .and_then(|v| serde_json::to_string_pretty(&v).ok())
+                .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+            for body_line in shown.lines() {
+                line.push_str(&format!("\n    {}", printable(body_line)));
+            }
+        }
+        line
     }
 }
 
@@ -105,6 +128,9 @@ pub fn run(options: Options) -> Result<(), String> {
     let webhook = Arc::new(standardwebhooks::Webhook::new(&secret).map_err(|e| format!("the endpoint's secret: {e}"))?);
     let removal = if options.existing.is_none() { " (Ctrl-C removes it)" } else { "" };
     eprintln!("sim: listening on {url} as endpoint {id}{removal}");
+    if options.print_secret {
+        eprintln!("sim: its signing secret: {secret} (WEBHOOK_SECRET for docs/receivers/receiver.py)");
+    }
     let forward = ureq::AgentBuilder::new().timeout(std::time::Duration::from_secs(10)).redirects(0).build();
     let attempts: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
     let options = Arc::new(options);
@@ -160,7 +186,7 @@ fn serve(
     };
     let event = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let arrival = Arrival { webhook_id, attempt, verified, event, forwarded };
-    println!("{}", arrival.render(options.json));
+    println!("{}", arrival.render(options.json, options.verbose.then_some((&headers, &body))));
     let _ = request.respond(tiny_http::Response::empty(status));
 }
 

@@ -31,8 +31,12 @@ enum Command {
     /// Makes the fake carrier deliver an inbound SMS or call, signed as Telnyx signs.
     #[command(subcommand)]
     Inbound(InboundCommand),
-    /// Prints the account's events, oldest first (`--follow`: then each new one).
+    /// Prints the account's events, oldest first (`--follow`: then each new one); `events
+    /// replay` delivers one again.
     Events(EventsArgs),
+    /// The account's webhook endpoints.
+    #[command(subcommand)]
+    Endpoints(EndpointsCommand),
     /// Prints `-H name:value` arguments for curl that sign BODY as the carrier would.
     Sign(Sign),
     /// Serves fake Telnyx, Twilio and Plivo REST APIs that record and answer sends, and signs
@@ -123,6 +127,13 @@ struct ListenArgs {
     /// Forwards each verified delivery to this URL and answers with its status.
     #[arg(long)]
     forward_to: Option<String>,
+    /// Prints the endpoint's signing secret (to stderr), for a verifying receiver behind
+    /// --forward-to (e.g. `WEBHOOK_SECRET=whsec_... python3 docs/receivers/receiver.py`).
+    #[arg(long)]
+    print_secret: bool,
+    /// Prints each delivery's headers and body under its line.
+    #[arg(long)]
+    verbose: bool,
     #[command(flatten)]
     conn: Conn,
 }
@@ -172,7 +183,10 @@ enum InboundCommand {
 }
 
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
 struct EventsArgs {
+    #[command(subcommand)]
+    action: Option<EventsAction>,
     /// Keeps printing new events as they are written.
     #[arg(long)]
     follow: bool,
@@ -181,6 +195,28 @@ struct EventsArgs {
     json: bool,
     #[command(flatten)]
     conn: Conn,
+}
+
+#[derive(Subcommand)]
+enum EventsAction {
+    /// Delivers event EVENT_ID again: to every endpoint subscribed to its type, or to one.
+    Replay {
+        event_id: String,
+        /// Only this endpoint (`ep_...`).
+        #[arg(long)]
+        endpoint: Option<String>,
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+#[derive(Subcommand)]
+enum EndpointsCommand {
+    /// Lists the account's webhook endpoints: id, state, URL, event types.
+    Ls {
+        #[command(flatten)]
+        conn: Conn,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -315,9 +351,17 @@ fn main() -> ExitCode {
             let t = conn.target();
             print(sim::dev::inbound_call(&t, &keys, &from, &to).map_err(|e| t.explain(&e)))
         }
+        Command::Events(EventsArgs { action: Some(EventsAction::Replay { event_id, endpoint, conn }), .. }) => {
+            let t = conn.target();
+            print(sim::dev::replay(&t, &event_id, endpoint.as_deref()).map_err(|e| t.explain(&e)))
+        }
         Command::Events(a) => {
             let t = a.conn.target();
             sim::dev::events(&t, a.follow, a.json).map_err(|e| t.explain(&e))
+        }
+        Command::Endpoints(EndpointsCommand::Ls { conn }) => {
+            let t = conn.target();
+            print(sim::dev::endpoints(&t).map_err(|e| t.explain(&e)))
         }
         Command::Sign(sign) => sign_body(&sign),
         Command::Carrier(args) => serve_carrier(args),
@@ -367,6 +411,8 @@ fn listen(args: ListenArgs) -> Result<(), String> {
         existing: args.endpoint.zip(args.secret),
         json: args.json,
         forward_to: args.forward_to,
+        print_secret: args.print_secret,
+        verbose: args.verbose,
     })
     .map_err(|e| explained.explain(&e))
 }

@@ -11,8 +11,10 @@ use exactly_tests::{root, Worker, ADMIN_TOKEN};
 
 use crate::TestFn;
 
-pub const TESTS: &[(&str, TestFn)] =
-    &[("quickstart::the_readmes_commands_end_in_a_verified_webhook", the_readmes_commands_end_in_a_verified_webhook)];
+pub const TESTS: &[(&str, TestFn)] = &[
+    ("quickstart::the_readmes_commands_end_in_a_verified_webhook", the_readmes_commands_end_in_a_verified_webhook),
+    ("quickstart::listen_hands_its_secret_to_a_verifying_receiver", listen_hands_its_secret_to_a_verifying_receiver),
+];
 
 /// The commands of the README's quickstart: the lines of the first `sh` block under its
 /// `## Quickstart` heading.
@@ -162,4 +164,79 @@ fn the_readmes_commands_end_in_a_verified_webhook(_shared: &Worker) {
     let key = profile["api_key"].as_str().expect("the profile's key");
     let gone = w.call("GET", &format!("/v1/webhook_endpoints/{endpoint}"), key, None, &[]);
     assert_eq!(gone.status, 404, "the endpoint is gone: {}", gone.body);
+}
+
+/// Waits for a line of `lines` that `wanted` accepts; returns it.
+fn line_where(w: &Worker, lines: &Mutex<Vec<String>>, wanted: impl Fn(&str) -> bool) -> Option<String> {
+    let mut found = None;
+    w.eventually(Duration::from_secs(60), || {
+        found = lines.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().find(|l| wanted(l)).cloned();
+        found.is_some()
+    });
+    found
+}
+
+/// `listen --print-secret --verbose --forward-to` in front of the project's own verifying
+/// receiver (docs/receivers/receiver.py): the receiver verifies what listen forwards, with the
+/// secret listen printed; `endpoints ls` shows listen's endpoint; `events replay` sends the
+/// event again under its webhook-id; `inbound sms` to a number no account owns warns. The
+/// commands find the worker through the profile alone (no `EXACTLY_URL`).
+fn listen_hands_its_secret_to_a_verifying_receiver(w: &Worker) {
+    let c = w.new_customer("listen-forward");
+    let dir = root().join("target/e2e").join(format!("listen-{}", sim::random_hex()));
+    std::fs::create_dir_all(&dir).expect("make the test's directory");
+    let keys = dir.join("keys");
+    std::fs::write(&keys, format!("TELNYX_PRIVATE_SEED={}\n", w.telnyx.seed_base64())).expect("write keys");
+    let profile = dir.join("account.json");
+    let kept = sim::dev::Profile { url: w.base.clone(), account_id: c.account.clone(), api_key: c.key.clone() };
+    kept.save(&profile).expect("write the profile");
+    let env = [
+        ("EXACTLY_PROFILE", profile.display().to_string()),
+        ("EXACTLY_TELNYX_KEYS", keys.display().to_string()),
+        ("ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
+    ];
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+    let command = format!(
+        "bin/sim listen --print-secret --verbose --event-type message.received --forward-to http://127.0.0.1:{port}/"
+    );
+    let (_listen, lines) = background(&command, &env);
+    let said = line_where(w, &lines, |l| l.starts_with("sim: its signing secret: whsec_"));
+    let said = said.unwrap_or_else(|| panic!("listen printed its secret: {:?}", lines.lock().unwrap()));
+    let secret = said.trim_start_matches("sim: its signing secret: ").split(' ').next().unwrap_or_default().to_owned();
+    let endpoint = line_where(w, &lines, |l| l.starts_with("sim: listening on "))
+        .and_then(|l| l.split(" as endpoint ").nth(1).and_then(|r| r.split(' ').next()).map(str::to_owned))
+        .expect("listen named its endpoint");
+
+    let receiver =
+        format!("WEBHOOK_SECRET={secret} PORT={port} PYTHONPATH=.tools/python python3 docs/receivers/receiver.py");
+    let (_receiver, received) = background(&receiver, &env);
+    assert!(line_where(w, &received, |l| l.starts_with("listening on ")).is_some(), "the receiver listens");
+
+    let run = |command: &str| {
+        let out = shell(command, &env).output().expect("run a sim command");
+        let printed = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{command}: {printed}");
+        printed
+    };
+    let inbound = run(&format!("bin/sim inbound sms --to {} --text forwarded", c.number));
+    assert!(!inbound.contains("warning"), "{inbound}");
+    let arrived = line_where(w, &lines, |l| l.starts_with("message.received ") && l.contains("verified  -> 204"));
+    let arrived = arrived.unwrap_or_else(|| panic!("listen forwarded, answered 204: {:?}", lines.lock().unwrap()));
+    let webhook_id = arrived.split("webhook-id ").nth(1).and_then(|r| r.split(' ').next()).expect("a webhook-id");
+    let verified = format!("verified message.received {webhook_id}");
+    assert!(line_where(w, &received, |l| l.starts_with(&verified)).is_some(), "the receiver verified it");
+    // --verbose: the headers under the line.
+    let header = format!("    webhook-id: {webhook_id}");
+    assert!(line_where(w, &lines, |l| l == header).is_some(), "{header:?} in {:?}", lines.lock().unwrap());
+
+    let listed = run("bin/sim endpoints ls");
+    assert!(listed.contains(&endpoint) && listed.contains("circuit closed"), "{listed}");
+    let replayed = run(&format!("bin/sim events replay {webhook_id} --endpoint {endpoint}"));
+    assert!(replayed.contains("1 new deliveries"), "{replayed}");
+    let again = line_where(w, &lines, |l| l.contains(&format!("webhook-id {webhook_id} attempt 2  verified  -> 204")));
+    assert!(again.is_some(), "the replay arrived as attempt 2: {:?}", lines.lock().unwrap());
+
+    let unowned = run(&format!("bin/sim inbound sms --to {} --text nobody", exactly_tests::fresh_number()));
+    assert!(unowned.contains("warning: no account owns"), "{unowned}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
