@@ -259,8 +259,10 @@ impl Report {
         out.push_str(&format!("ingest latency:       p50 {:.1} ms, p99 {:.1} ms\n", self.p50_ms, self.p99_ms));
         if let (Some(p50), Some(p99)) = (self.ttw_p50_ms, self.ttw_p99_ms) {
             out.push_str(&format!(
-                "time to webhook:      p50 {p50:.0} ms, p99 {p99:.0} ms (the counted endpoint{})\n",
-                if self.misbehaving.is_empty() { "" } else { ", beside the misbehaving ones" }
+                "time to webhook:      p50 {p50:.0} ms, p99 {p99:.0} ms (an inbound message's first accepted \
+                 carrier delivery to its webhook at the counted endpoint, while the whole run's copies are \
+                 absorbed{}; not an idle worker's latency)\n",
+                if self.misbehaving.is_empty() { "" } else { ", beside the misbehaving endpoints" }
             ));
         }
         for m in &self.misbehaving {

@@ -14,6 +14,10 @@ use super::{
 use crate::api::Client;
 use crate::telnyx::envelope;
 
+/// The marker that keeps a fake carrier's own receipts back ([`crate::carrier`]): the run sends
+/// each message's receipts itself, in its own order.
+const NO_RECEIPT: &str = "[no-receipt] ";
+
 /// How many of each kind a run sends.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct Plan {
@@ -229,10 +233,12 @@ impl Run<'_, '_> {
             // for them (`fault-dedupe-outage`, in the test build) until their jobs have spent every
             // retry and their dead-letter writes every attempt. Only the sweeper can still apply
             // them.
+            // Every other one is `[no-receipt]`: a fake carrier that delivers unmarked messages on
+            // its own (`make dev`'s) leaves their receipts to this run.
             let marker = match i {
                 0 => "[slow-receipts] ",
                 1 => "[receipt-first] fault-dedupe-outage ",
-                _ => "",
+                _ => NO_RECEIPT,
             };
             let text = format!("{marker}chaos {tag} {i}");
             let id = create_message(api, &key, &json!({"from": numbers.inbound, "to": RECIPIENT, "text": text}))?;
@@ -250,7 +256,7 @@ impl Run<'_, '_> {
         let rest = &numbers.rest;
         for i in 0..plan.rest {
             let (carrier, from) = &rest[i % rest.len()];
-            let text = format!("chaos {tag} {} {i}", carrier.as_str());
+            let text = format!("{NO_RECEIPT}chaos {tag} {} {i}", carrier.as_str());
             let id = create_message(api, &key, &json!({"from": from, "to": RECIPIENT, "text": text}))?;
             // The last message of each carrier loses its final callback until reconciliation asked.
             let reconciled = reconcile && i + rest.len() >= plan.rest;
@@ -309,7 +315,7 @@ impl Run<'_, '_> {
             let ahead = if canceled { CANCELED_DUE_IN_SECS } else { DUE_IN_SECS };
             // From the moment of each request: `send_at` must be in the future when it arrives.
             let send_at = Timestamp::from_unix_seconds(crate::unix_now() + ahead);
-            let body = json!({"from": numbers.inbound, "to": RECIPIENT, "text": format!("chaos {} later {i}", self.tag),
+            let body = json!({"from": numbers.inbound, "to": RECIPIENT, "text": format!("{NO_RECEIPT}chaos {} later {i}", self.tag),
                 "send_at": send_at.to_rfc3339()});
             let text = body["text"].as_str().unwrap_or_default().to_owned();
             scheduled.push(Scheduled { id: create_message(self.api, &self.key, &body)?, text, send_at, canceled });
