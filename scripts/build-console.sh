@@ -6,7 +6,7 @@ set -eu
 cd "$(dirname "$0")/.."
 OUT=console/dist
 STAMP="$OUT/console/app.js"
-if [ -f "$STAMP" ] && [ -z "$(find console/src console/index.html console/console.css console/_headers console/package-lock.json clients/typescript package-lock.json scripts/build-console.sh -newer "$STAMP" -type f 2>/dev/null | head -n 1)" ]; then
+if [ -f "$STAMP" ] && [ -z "$(find console/src console/index.html console/console.css console/_headers console/package-lock.json clients/typescript/index.ts clients/typescript/schema.d.ts package-lock.json scripts/build-console.sh -newer "$STAMP" -type f 2>/dev/null | head -n 1)" ]; then
     echo "build: console up to date"
     exit 0
 fi

@@ -3,9 +3,9 @@
 // difference), and openapi-fetch turns it into calls whose paths, parameters, bodies and answers
 // are checked by the compiler. The console (console/src/client.ts) is its first user.
 import createClient, { type Client, type ClientOptions } from "openapi-fetch";
-import type { paths } from "./schema";
+import type { paths } from "./schema.js";
 
-export type { components, operations, paths, webhooks } from "./schema";
+export type { components, operations, paths, webhooks } from "./schema.js";
 
 /** A client of one worker: every path of the API, typed. */
 export type Exactly = Client<paths>;

@@ -41,6 +41,7 @@ pub type TestFn = fn(&Worker);
 const LAYOUT_FREE: &[&str] = &[
     "quickstart::the_readmes_commands_end_in_a_verified_webhook",
     "quickstart::listen_hands_its_secret_to_a_verifying_receiver",
+    "quickstart::the_typescript_client_installs_as_a_package",
     "receivers::the_node_receiver_verifies_real_deliveries",
     "receivers::the_python_receiver_verifies_real_deliveries",
     "mms::private_media_links_are_refused_in_production",

@@ -14,6 +14,7 @@ use crate::TestFn;
 pub const TESTS: &[(&str, TestFn)] = &[
     ("quickstart::the_readmes_commands_end_in_a_verified_webhook", the_readmes_commands_end_in_a_verified_webhook),
     ("quickstart::listen_hands_its_secret_to_a_verifying_receiver", listen_hands_its_secret_to_a_verifying_receiver),
+    ("quickstart::the_typescript_client_installs_as_a_package", the_typescript_client_installs_as_a_package),
 ];
 
 /// The commands of the README's quickstart: the lines of the first `sh` block under its
@@ -239,4 +240,38 @@ fn listen_hands_its_secret_to_a_verifying_receiver(w: &Worker) {
     let unowned = run(&format!("bin/sim inbound sms --to {} --text nobody", exactly_tests::fresh_number()));
     assert!(unowned.contains("warning: no account owns"), "{unowned}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// clients/typescript built as its README says, packed, and installed from the tarball into a
+/// scratch Node project (so only what the package ships is there), where its example lists the
+/// account's messages from the profile, on the Node that runs the tests.
+fn the_typescript_client_installs_as_a_package(w: &Worker) {
+    let c = w.new_customer("ts-client");
+    let body = serde_json::json!({"from": c.number, "to": "+15559990000", "text": "from the package's test"});
+    let sent = w.call("POST", "/v1/messages", &c.key, Some(&body), &[]);
+    assert_eq!(sent.status, 201, "{}", sent.body);
+    let id = sent.json()["id"].as_str().expect("an id").to_owned();
+
+    let scratch = root().join("target/e2e").join(format!("ts-client-{}", sim::random_hex()));
+    std::fs::create_dir_all(&scratch).expect("make the scratch project");
+    let run = |command: &str, dir: &std::path::Path| {
+        let out = Command::new("sh").arg("-c").arg(command).current_dir(dir).output().expect("run");
+        let printed = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{command}: {printed}");
+        printed
+    };
+    // The build `npm run build` runs, with the project's own TypeScript.
+    let client = root().join("clients/typescript");
+    run("../../node_modules/.bin/tsc -p tsconfig.json && cp schema.d.ts dist/schema.d.ts", &client);
+    let packed = run(&format!("npm pack --silent --pack-destination {}", scratch.display()), &client);
+    let tarball = packed.lines().last().expect("npm pack names its tarball").trim().to_owned();
+    std::fs::write(scratch.join("package.json"), r#"{"name": "scratch", "private": true, "type": "module"}"#)
+        .expect("write the scratch package.json");
+    run(&format!("npm install --no-audit --no-fund --prefer-offline --loglevel=error ./{tarball}"), &scratch);
+    std::fs::copy(client.join("examples/list-messages.mjs"), scratch.join("list-messages.mjs")).expect("copy");
+    let profile = sim::dev::Profile { url: w.base.clone(), account_id: c.account.clone(), api_key: c.key.clone() };
+    profile.save(&scratch.join(".dev.account.json")).expect("write the profile");
+    let listed = run("node list-messages.mjs", &scratch);
+    assert!(listed.contains(&format!("{id} outbound")), "the example lists {id}: {listed}");
+    let _ = std::fs::remove_dir_all(&scratch);
 }
