@@ -17,13 +17,17 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("quickstart::the_typescript_client_installs_as_a_package", the_typescript_client_installs_as_a_package),
 ];
 
-/// The commands of the README's quickstart: the lines of the first `sh` block under its
-/// `## Quickstart` heading.
+/// The commands of the README's quickstart: the lines of the `sh` blocks under its
+/// `## Quickstart` heading (one per terminal), in order, but `make dev`, whose worker the test
+/// starts itself.
 fn quickstart_commands(readme: &str) -> Vec<String> {
     let section = readme.split("\n## Quickstart").nth(1).expect("the README has a Quickstart section");
-    let block = section.split("```sh\n").nth(1).expect("the quickstart has an sh block");
-    let block = block.split("```").next().unwrap_or_default();
-    block.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_owned).collect()
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let blocks: Vec<&str> =
+        section.split("```sh\n").skip(1).map(|b| b.split("```").next().unwrap_or_default()).collect();
+    assert!(!blocks.is_empty(), "the quickstart has sh blocks");
+    let lines = blocks.iter().flat_map(|b| b.lines()).map(str::trim);
+    lines.filter(|l| !l.is_empty() && !l.starts_with('#') && *l != "make dev").map(str::to_owned).collect()
 }
 
 /// A shell running `command` from the project's root with the quickstart's environment, in a
