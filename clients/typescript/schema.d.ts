@@ -2997,8 +2997,10 @@ export interface operations {
     getUsage: {
         parameters: {
             query?: {
-                from?: string;
-                to?: string;
+                /** @description An RFC 3339 time; empty is the same as leaving it out. */
+                from?: string | unknown | unknown;
+                /** @description An RFC 3339 time; empty is the same as leaving it out. */
+                to?: string | unknown | unknown;
             };
             header?: {
                 /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
@@ -3500,10 +3502,10 @@ export interface operations {
                 cursor?: string;
                 /** @description Only events about this message or call */
                 resource_id?: string;
-                /** @description Written at or after this time */
-                since?: string;
-                /** @description Written before this time */
-                until?: string;
+                /** @description Written at or after this time. An RFC 3339 time; empty is the same as leaving it out. */
+                since?: string | unknown | unknown;
+                /** @description Written before this time. An RFC 3339 time; empty is the same as leaving it out. */
+                until?: string | unknown | unknown;
             };
             header?: {
                 /** @description The bookmark an earlier answer carried: this request is served by a copy of the database at least that recent, so it reads its own writes. Opaque text of letters, digits and dashes (empty: as if absent); anything else answers 400. */
@@ -4548,8 +4550,10 @@ export interface operations {
                 /** @description The delivery's status */
                 status?: "pending" | "succeeded" | "failed" | "filtered";
                 event_type?: string;
-                since?: string;
-                until?: string;
+                /** @description An RFC 3339 time; empty is the same as leaving it out. */
+                since?: string | unknown | unknown;
+                /** @description An RFC 3339 time; empty is the same as leaving it out. */
+                until?: string | unknown | unknown;
                 /** @description The message or call the event is about */
                 resource_id?: string;
                 /** @description The `webhook-id` sent (the event's id) */

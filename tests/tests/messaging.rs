@@ -808,11 +808,16 @@ fn validation_and_auth_errors(w: &Worker) {
     assert_eq!((unbound.status, unbound.json()["error"]["field"].as_str()), (422, Some("to")), "{}", unbound.body);
     assert_eq!(w.call("GET", "/v1/messages?limit=0", &c.key, None, &[]).json()["error"]["field"], "limit");
     assert_eq!(w.call("GET", "/v1/messages?cursor=zzz", &c.key, None, &[]).json()["error"]["field"], "cursor");
-    // An empty cursor is no cursor: the first page, as the document allows.
+    // An empty cursor is no cursor: the first page, as the document allows; so is an empty
+    // time.
     for path in ["/v1/messages", "/v1/api_keys", "/v1/events"] {
         let first = w.call("GET", path, &c.key, None, &[]);
         let empty = w.call("GET", &format!("{path}?cursor="), &c.key, None, &[]);
         assert_eq!((empty.status, empty.json()["data"].clone()), (200, first.json()["data"].clone()), "{path}");
+    }
+    for (path, empty) in [("/v1/events", "until"), ("/v1/events", "since"), ("/v1/usage", "from")] {
+        let answer = w.call("GET", &format!("{path}?{empty}="), &c.key, None, &[]);
+        assert_eq!(answer.status, 200, "{path}?{empty}=: {}", answer.body);
     }
     assert_eq!(w.call("DELETE", "/v1/messages", &c.key, None, &[]).status, 405);
     // A browser pointed at the worker finds where things are.
