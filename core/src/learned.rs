@@ -39,15 +39,16 @@ pub fn final_status(
     if !mapped.is_some_and(MessageStatus::is_terminal) {
         return None;
     }
-    let code = match &errors["code"] {
+    // Twilio's and Plivo's one error code; Telnyx's array is carried as it is.
+    let code = || match &errors["code"] {
         Value::String(s) if !s.is_empty() && s != "0" => Some(s.clone()),
         Value::Number(n) if n.as_u64() != Some(0) => Some(n.to_string()),
         _ => None,
     };
     Some(match provider {
         Provider::Telnyx => telnyx::learned_status(carrier_message_id, status, errors, now),
-        Provider::Twilio => twilio::learned_status(carrier_message_id, status, code.as_deref()),
-        Provider::Plivo => plivo::learned_status(carrier_message_id, status, code.as_deref()),
+        Provider::Twilio => twilio::learned_status(carrier_message_id, status, code().as_deref()),
+        Provider::Plivo => plivo::learned_status(carrier_message_id, status, code().as_deref()),
     })
 }
 

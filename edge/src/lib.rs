@@ -205,17 +205,13 @@ thread_local! {
 /// retry of the event `retry`.
 fn find<'a>(method: &str, segments: &[&'a str]) -> Result<Matched<'a>, Option<String>> {
     PATTERNS.with(|patterns| {
-        let mut allow = std::collections::BTreeSet::new();
-        let mut best: Option<(usize, Matched<'a>)> = None;
-        for pattern in patterns {
+        let fits = |pattern: &&Pattern| {
             let parts = &pattern.parts;
-            if parts.len() != segments.len() || !parts.iter().zip(segments).all(|(p, s)| p.starts_with('{') || p == s) {
-                continue;
-            }
-            allow.insert(pattern.method);
-            if pattern.method != method {
-                continue;
-            }
+            parts.len() == segments.len() && parts.iter().zip(segments).all(|(p, s)| p.starts_with('{') || p == s)
+        };
+        let mut best: Option<(usize, Matched<'a>)> = None;
+        for pattern in patterns.iter().filter(fits).filter(|p| p.method == method) {
+            let parts = &pattern.parts;
             let mut taken = parts.iter().zip(segments).filter(|(p, _)| p.starts_with('{')).map(|(_, s)| *s);
             let (id, position) = (taken.next().unwrap_or(""), taken.next().unwrap_or(""));
             if best.as_ref().is_none_or(|(w, _)| pattern.wildcards < *w) {
@@ -223,8 +219,11 @@ fn find<'a>(method: &str, segments: &[&'a str]) -> Result<Matched<'a>, Option<St
                 best = Some((pattern.wildcards, Matched { handler, admin, id, position }));
             }
         }
-        best.map(|(_, m)| m)
-            .ok_or_else(|| (!allow.is_empty()).then(|| allow.into_iter().collect::<Vec<_>>().join(", ")))
+        // The path's methods are gathered only for a 405, never on a route's way in.
+        best.map(|(_, m)| m).ok_or_else(|| {
+            let allow: std::collections::BTreeSet<&str> = patterns.iter().filter(fits).map(|p| p.method).collect();
+            (!allow.is_empty()).then(|| allow.into_iter().collect::<Vec<_>>().join(", "))
+        })
     })
 }
 

@@ -24,9 +24,7 @@ pub fn admin(req: &Request, env: &Env) -> Result<(), EdgeError> {
     let expected = &config.admin_token;
     let header = req.headers().get("authorization").ok().flatten();
     let given = bearer_token(header.as_deref())?;
-    // Compare digests so the comparison does not leak the token's length either.
-    let same: bool = Sha256::digest(given.as_bytes()).ct_eq(&Sha256::digest(expected.as_bytes())).into();
-    if same {
+    if same_token(&given, expected) {
         crate::api::limits::passed(key_hash(&given), now());
         Ok(())
     } else if portal_token(&given).is_some() || exactly_core::access::key_shaped(&given) {
@@ -42,11 +40,10 @@ fn bearer_token(header: Option<&str>) -> Result<String, EdgeError> {
     crate::api::http::bearer_of(header).ok_or(EdgeError::Unauthorized(Refused::NotBearer))
 }
 
-/// Whether `token` is the admin token, compared as [`admin`] does.
-fn is_admin_token(token: &str, env: &Env) -> bool {
-    config::get(env).is_ok_and(|config| {
-        Sha256::digest(token.as_bytes()).ct_eq(&Sha256::digest(config.admin_token.as_bytes())).into()
-    })
+/// Whether `given` is `expected`, in constant time: digests are compared, so the comparison
+/// does not leak the token's length either.
+fn same_token(given: &str, expected: &str) -> bool {
+    Sha256::digest(given.as_bytes()).ct_eq(&Sha256::digest(expected.as_bytes())).into()
 }
 
 /// The SHA-256 (hex) under which an API key or a portal session's secret is stored.
@@ -89,7 +86,8 @@ pub async fn caller(req: &web_sys::Request, env: &Env) -> Result<Caller, EdgeErr
     }
     // Nothing shaped otherwise is ever a key: refused without a read.
     if !exactly_core::access::key_shaped(&token) {
-        let why = if is_admin_token(&token, env) { Refused::AdminTokenOnV1 } else { Refused::NotAKey };
+        let admin = config::get(env).is_ok_and(|config| same_token(&token, &config.admin_token));
+        let why = if admin { Refused::AdminTokenOnV1 } else { Refused::NotAKey };
         return Err(EdgeError::Unauthorized(why));
     }
     let hash = key_hash(&token);

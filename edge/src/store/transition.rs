@@ -60,6 +60,12 @@ impl Transition {
         self
     }
 
+    /// How many statements apart from the change were added so far: the position
+    /// ([`Committed::apart`]) of the next one.
+    pub fn aparts(&self) -> usize {
+        self.apart.len()
+    }
+
     /// Adds a statement apart from the change, after the fan-out.
     pub fn apart(mut self, statement: D1PreparedStatement) -> Self {
         self.apart.push(statement);

@@ -454,17 +454,14 @@ pub async fn insert_inbound(
     )?;
     let mut transition = Transition::new(guard, Some(event)).announced(lease);
     // Statements with nothing to do are left out: each costs its share of the batch.
-    let mut apart = 0;
     if !message.media.is_empty() {
         transition = transition.apart(media::insert_if_message(db, id, &message.media, now)?);
-        apart += 1;
     }
     if learn_carrier {
         transition = transition.apart(crate::store::numbers::learn_carrier(db, &inbound.to, carrier)?);
-        apart += 1;
     }
     // The carrier event's processed mark, when it commits with the effects.
-    let also_at = also.as_ref().map(|_| apart);
+    let also_at = also.as_ref().map(|_| transition.aparts());
     if let Some(also) = also {
         transition = transition.apart(also);
     }
