@@ -77,9 +77,9 @@ impl Target {
 
     /// `error`, with the worker and the key it was met with, so a wrong one is plain to see.
     pub fn explain(&self, error: &str) -> String {
-        let key = match std::env::var("EXACTLY_API_KEY") {
-            Ok(_) => "EXACTLY_API_KEY".to_owned(),
-            Err(_) => format!("the profile {}", self.profile.display()),
+        let key = match key_from_env() {
+            Some(_) => "EXACTLY_API_KEY".to_owned(),
+            None => format!("the profile {}", self.profile.display()),
         };
         format!("{error}\n  worker: {} (from {})\n  API key: from {key}", self.url, self.url_from)
     }
@@ -101,11 +101,16 @@ impl Target {
 
     /// The account's API key: `EXACTLY_API_KEY` from the environment, else the profile's.
     pub fn api_key(&self) -> Result<String, String> {
-        match std::env::var("EXACTLY_API_KEY") {
-            Ok(key) => Ok(key),
-            Err(_) => Ok(Profile::load(&self.profile)?.api_key),
+        match key_from_env() {
+            Some(key) => Ok(key),
+            None => Ok(Profile::load(&self.profile)?.api_key),
         }
     }
+}
+
+/// `EXACTLY_API_KEY`, which overrides the profile's key.
+fn key_from_env() -> Option<String> {
+    std::env::var("EXACTLY_API_KEY").ok()
 }
 
 /// The answer's JSON when it has `status`, else an error naming the request and the answer.

@@ -331,38 +331,24 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let done = match cli.command {
         Command::Account(AccountCommand::Create { name, new, conn }) => {
-            let t = conn.target();
-            print(sim::dev::create_account(&t, &name, new).map_err(|e| t.explain(&e)))
+            against(&conn, |t| sim::dev::create_account(t, &name, new)).and_then(print)
         }
         Command::Number(NumberCommand::Add { phone, carrier, conn }) => {
-            let t = conn.target();
-            print(sim::dev::add_number(&t, &phone, carrier.map(Carrier::name)).map_err(|e| t.explain(&e)))
+            against(&conn, |t| sim::dev::add_number(t, &phone, carrier.map(Carrier::name))).and_then(print)
         }
         Command::Listen(args) => listen(args),
-        Command::Send(a) => {
-            let t = a.conn.target();
-            print(sim::dev::send(&t, &a.from, &a.to, &a.text).map_err(|e| t.explain(&e)))
-        }
+        Command::Send(a) => against(&a.conn, |t| sim::dev::send(t, &a.from, &a.to, &a.text)).and_then(print),
         Command::Inbound(InboundCommand::Sms { from, to, text, keys, conn }) => {
-            let t = conn.target();
-            print(sim::dev::inbound_sms(&t, &keys, &from, &to, &text).map_err(|e| t.explain(&e)))
+            against(&conn, |t| sim::dev::inbound_sms(t, &keys, &from, &to, &text)).and_then(print)
         }
         Command::Inbound(InboundCommand::Call { from, to, keys, conn }) => {
-            let t = conn.target();
-            print(sim::dev::inbound_call(&t, &keys, &from, &to).map_err(|e| t.explain(&e)))
+            against(&conn, |t| sim::dev::inbound_call(t, &keys, &from, &to)).and_then(print)
         }
         Command::Events(EventsArgs { action: Some(EventsAction::Replay { event_id, endpoint, conn }), .. }) => {
-            let t = conn.target();
-            print(sim::dev::replay(&t, &event_id, endpoint.as_deref()).map_err(|e| t.explain(&e)))
+            against(&conn, |t| sim::dev::replay(t, &event_id, endpoint.as_deref())).and_then(print)
         }
-        Command::Events(a) => {
-            let t = a.conn.target();
-            sim::dev::events(&t, a.follow, a.json).map_err(|e| t.explain(&e))
-        }
-        Command::Endpoints(EndpointsCommand::Ls { conn }) => {
-            let t = conn.target();
-            print(sim::dev::endpoints(&t).map_err(|e| t.explain(&e)))
-        }
+        Command::Events(a) => against(&a.conn, |t| sim::dev::events(t, a.follow, a.json)),
+        Command::Endpoints(EndpointsCommand::Ls { conn }) => against(&conn, sim::dev::endpoints).and_then(print),
         Command::Sign(sign) => sign_body(&sign),
         Command::Carrier(args) => serve_carrier(args),
         Command::Keygen => {
@@ -397,24 +383,30 @@ impl Carrier {
 }
 
 /// Prints what a command did.
-fn print(done: Result<String, String>) -> Result<(), String> {
-    done.map(|line| println!("sim: {line}"))
+fn print(line: String) -> Result<(), String> {
+    println!("sim: {line}");
+    Ok(())
+}
+
+/// Runs a command against the worker `conn` names; its error says which worker and key it met.
+fn against<T>(conn: &Conn, command: impl FnOnce(&sim::dev::Target) -> Result<T, String>) -> Result<T, String> {
+    let target = conn.target();
+    command(&target).map_err(|e| target.explain(&e))
 }
 
 fn listen(args: ListenArgs) -> Result<(), String> {
-    let target = args.conn.target();
-    let explained = target.clone();
-    sim::listen::run(sim::listen::Options {
-        target,
-        port: args.port,
-        event_types: args.event_types,
-        existing: args.endpoint.zip(args.secret),
-        json: args.json,
-        forward_to: args.forward_to,
-        print_secret: args.print_secret,
-        verbose: args.verbose,
+    against(&args.conn, |target| {
+        sim::listen::run(sim::listen::Options {
+            target: target.clone(),
+            port: args.port,
+            event_types: args.event_types,
+            existing: args.endpoint.zip(args.secret),
+            json: args.json,
+            forward_to: args.forward_to,
+            print_secret: args.print_secret,
+            verbose: args.verbose,
+        })
     })
-    .map_err(|e| explained.explain(&e))
 }
 
 fn sign_body(sign: &Sign) -> Result<(), String> {
