@@ -50,6 +50,18 @@ impl Profile {
 /// The worker `make dev` serves when nothing else is named.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8787";
 
+/// The worker `make dev` serves, and where that was read: the `PUBLIC_BASE_URL` of its
+/// variables (`make dev` points it at its `PORT`), else [`DEFAULT_URL`].
+pub fn dev_worker(vars: &Path) -> (String, String) {
+    let named = std::fs::read_to_string(vars).ok().and_then(|text| {
+        text.lines().find_map(|l| l.trim().strip_prefix("PUBLIC_BASE_URL=").map(|u| u.trim().to_owned()))
+    });
+    match named.filter(|u| !u.is_empty()) {
+        Some(url) => (url, format!("PUBLIC_BASE_URL in {}", vars.display())),
+        None => (DEFAULT_URL.to_owned(), "the default; set EXACTLY_URL for another worker".to_owned()),
+    }
+}
+
 /// Where the worker is and who is asking.
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -63,13 +75,13 @@ pub struct Target {
 
 impl Target {
     /// The worker `url` names (`--url` or `EXACTLY_URL`); without one, the worker the profile's
-    /// account was created on; without a profile, [`DEFAULT_URL`].
+    /// account was created on; without a profile, [`dev_worker`].
     pub fn resolve(url: Option<String>, profile: PathBuf, vars: PathBuf) -> Self {
         let (url, url_from) = match url.filter(|u| !u.trim().is_empty()) {
             Some(url) => (url, "EXACTLY_URL or --url".to_owned()),
             None => match Profile::load(&profile) {
                 Ok(kept) => (kept.url, format!("the profile {}", profile.display())),
-                Err(_) => (DEFAULT_URL.to_owned(), "the default; set EXACTLY_URL for another worker".to_owned()),
+                Err(_) => dev_worker(&vars),
             },
         };
         Target { url: url.trim_end_matches('/').to_owned(), url_from, profile, vars }
@@ -314,13 +326,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_worker_is_the_named_one_else_the_profiles_else_the_default() {
+    fn the_worker_is_the_named_one_else_the_profiles_else_make_devs_else_the_default() {
         let dir = std::env::temp_dir().join(format!("sim-profile-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("scratch dir");
         let profile = dir.join("account.json");
         let vars = dir.join("vars");
         let none = Target::resolve(None, profile.clone(), vars.clone());
         assert_eq!((none.url.as_str(), none.url_from.starts_with("the default")), (DEFAULT_URL, true));
+        std::fs::write(&vars, "ADMIN_TOKEN=t\nPUBLIC_BASE_URL=http://127.0.0.1:8797\n").expect("write vars");
+        let moved = Target::resolve(None, profile.clone(), vars.clone());
+        assert_eq!(moved.url, "http://127.0.0.1:8797", "make dev's PORT, as its variables name it");
+        assert!(moved.url_from.starts_with("PUBLIC_BASE_URL in "), "{}", moved.url_from);
 
         let kept = Profile { url: "http://127.0.0.1:9787".into(), account_id: "acct_1".into(), api_key: "sk_1".into() };
         kept.save(&profile).expect("save");

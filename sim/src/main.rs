@@ -59,8 +59,8 @@ enum Command {
 /// Where the worker is, and which account is asking.
 #[derive(Args)]
 struct Conn {
-    /// The worker's base URL; unset, the worker the profile's account was created on, else
-    /// http://127.0.0.1:8787.
+    /// The worker's base URL; unset, the worker the profile's account was created on, else the
+    /// PUBLIC_BASE_URL of the vars file (make dev's PORT), else http://127.0.0.1:8787.
     #[arg(long, env = "EXACTLY_URL")]
     url: Option<String>,
     /// The profile file: `account create` writes the account and its API key there, the other
@@ -68,7 +68,7 @@ struct Conn {
     #[arg(long, env = "EXACTLY_PROFILE", default_value = ".dev.account.json")]
     profile: PathBuf,
     /// Where the admin token comes from unless ADMIN_TOKEN is in the environment.
-    #[arg(long, default_value = ".dev.vars")]
+    #[arg(long, env = "EXACTLY_VARS", default_value = ".dev.vars")]
     vars: PathBuf,
 }
 
@@ -233,7 +233,7 @@ struct Sign {
     /// The request body: Telnyx's JSON, or Twilio's and Plivo's form (`a=1&b=2`).
     body: String,
     /// Telnyx: the key file (written by `make dev`).
-    #[arg(long, default_value = sim::devkeys::DEFAULT_PATH)]
+    #[arg(long, env = "EXACTLY_TELNYX_KEYS", default_value = sim::devkeys::DEFAULT_PATH)]
     keys: PathBuf,
     /// Telnyx: sign as sent at these Unix seconds (default: now).
     #[arg(long)]
@@ -256,7 +256,7 @@ struct CarrierArgs {
     #[arg(long, default_value = "http://127.0.0.1:8787")]
     worker: String,
     /// The Telnyx key file that signs receipts.
-    #[arg(long, default_value = sim::devkeys::DEFAULT_PATH)]
+    #[arg(long, env = "EXACTLY_TELNYX_KEYS", default_value = sim::devkeys::DEFAULT_PATH)]
     keys: PathBuf,
     /// Signs Twilio status callbacks (the development token of .dev.vars.example).
     #[arg(long, default_value = "dev-twilio-auth-token")]
@@ -276,7 +276,7 @@ struct Load {
     #[arg(long, default_value = "http://127.0.0.1:8787")]
     url: String,
     /// The Telnyx key file to sign with.
-    #[arg(long, default_value = sim::devkeys::DEFAULT_PATH)]
+    #[arg(long, env = "EXACTLY_TELNYX_KEYS", default_value = sim::devkeys::DEFAULT_PATH)]
     keys: PathBuf,
     /// Event ids start with this.
     #[arg(long, default_value = "load")]
@@ -294,9 +294,10 @@ struct Load {
 
 #[derive(Args)]
 struct Scenario {
-    /// The worker's base URL; its PUBLIC_BASE_URL, which Twilio and Plivo callbacks are signed for.
-    #[arg(long, default_value = "http://127.0.0.1:8787")]
-    url: String,
+    /// The worker's base URL; its PUBLIC_BASE_URL, which Twilio and Plivo callbacks are signed for
+    /// (unset: the vars file's, else http://127.0.0.1:8787).
+    #[arg(long, env = "EXACTLY_URL")]
+    url: Option<String>,
     /// Facts in all (default 500 for chaos, 50 for one kind).
     #[arg(long)]
     facts: Option<usize>,
@@ -319,11 +320,11 @@ struct Scenario {
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// The Telnyx key file to sign with.
-    #[arg(long, default_value = sim::devkeys::DEFAULT_PATH)]
+    #[arg(long, env = "EXACTLY_TELNYX_KEYS", default_value = sim::devkeys::DEFAULT_PATH)]
     keys: PathBuf,
     /// Where ADMIN_TOKEN and the carriers' tokens come from unless ADMIN_TOKEN is in the
     /// environment.
-    #[arg(long, default_value = ".dev.vars")]
+    #[arg(long, env = "EXACTLY_VARS", default_value = ".dev.vars")]
     vars: PathBuf,
 }
 
@@ -504,9 +505,13 @@ fn scenario(mix: sim::chaos::Mix, s: &Scenario) -> Result<(), String> {
     let admin_token =
         var("ADMIN_TOKEN").ok_or_else(|| format!("no ADMIN_TOKEN in the environment or in {}", s.vars.display()))?;
     let signer = sim::devkeys::telnyx_signer(&s.keys)?;
+    let url = match s.url.clone().filter(|u| !u.trim().is_empty()) {
+        Some(url) => url,
+        None => sim::dev::dev_worker(&s.vars).0,
+    };
     let customer = sim::customer::CustomerEndpoint::start().map_err(|e| format!("customer endpoint: {e}"))?;
     let target = sim::chaos::Target {
-        api: sim::api::Client::new(&s.url),
+        api: sim::api::Client::new(&url),
         signer,
         admin_token,
         customer: Some(&customer),

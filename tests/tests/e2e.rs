@@ -42,6 +42,7 @@ const LAYOUT_FREE: &[&str] = &[
     "quickstart::the_readmes_commands_end_in_a_verified_webhook",
     "quickstart::listen_hands_its_secret_to_a_verifying_receiver",
     "quickstart::the_typescript_client_installs_as_a_package",
+    "quickstart::make_dev_on_other_ports_serves_the_quickstart_and_chaos",
     "receivers::the_node_receiver_verifies_real_deliveries",
     "receivers::the_python_receiver_verifies_real_deliveries",
     "mms::private_media_links_are_refused_in_production",
@@ -89,6 +90,7 @@ const OWN_LAYOUT: &str = "shards::";
 /// Tests that take longest (most start workers of their own), started first so that the run
 /// does not end waiting on one of them.
 const LONGEST: &[&str] = &[
+    "quickstart::make_dev_on_other_ports_serves_the_quickstart_and_chaos",
     "erasure::an_erased_number_is_in_no_database_and_a_late_retry_is_still_a_duplicate",
     "limits::a_burst_over_the_limit_is_answered_429_and_slows_no_one_else",
     "isolation::a_hung_endpoint_never_slows_another_accounts_webhooks",

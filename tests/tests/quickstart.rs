@@ -15,6 +15,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("quickstart::the_readmes_commands_end_in_a_verified_webhook", the_readmes_commands_end_in_a_verified_webhook),
     ("quickstart::listen_hands_its_secret_to_a_verifying_receiver", listen_hands_its_secret_to_a_verifying_receiver),
     ("quickstart::the_typescript_client_installs_as_a_package", the_typescript_client_installs_as_a_package),
+    (
+        "quickstart::make_dev_on_other_ports_serves_the_quickstart_and_chaos",
+        make_dev_on_other_ports_serves_the_quickstart_and_chaos,
+    ),
 ];
 
 /// The commands of the README's quickstart: the lines of the `sh` blocks under its
@@ -59,7 +63,16 @@ impl Drop for Background {
 /// Runs `command` in the background; returns it and the lines it prints on stdout and stderr,
 /// as they come.
 fn background(command: &str, env: &[(&str, String)]) -> (Background, Arc<Mutex<Vec<String>>>) {
-    let mut child = shell(command, env).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start listen");
+    background_without(command, env, &[])
+}
+
+/// [`background`], without the variables in `unset`.
+fn background_without(command: &str, env: &[(&str, String)], unset: &[&str]) -> (Background, Arc<Mutex<Vec<String>>>) {
+    let mut sh = shell(command, env);
+    unset.iter().for_each(|name| {
+        sh.env_remove(name);
+    });
+    let mut child = sh.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start in the background");
     let lines = Arc::new(Mutex::new(Vec::new()));
     let outputs: [Box<dyn std::io::Read + Send>; 2] = [
         Box::new(child.stdout.take().expect("listen's stdout")),
@@ -69,7 +82,7 @@ fn background(command: &str, env: &[(&str, String)]) -> (Background, Arc<Mutex<V
         let sink = Arc::clone(&lines);
         std::thread::spawn(move || {
             for line in BufReader::new(output).lines().map_while(Result::ok) {
-                eprintln!("quickstart: listen: {line}");
+                eprintln!("quickstart: background: {line}");
                 sink.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(line);
             }
         });
@@ -98,37 +111,7 @@ fn the_readmes_commands_end_in_a_verified_webhook(_shared: &Worker) {
         ("EXACTLY_TELNYX_KEYS", keys.display().to_string()),
         ("ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
     ];
-    let mut listen: Option<(Background, Arc<Mutex<Vec<String>>>)> = None;
-    let mut printed = Vec::new();
-    for command in &commands {
-        if command.contains(" listen") {
-            let (child, lines) = background(command, &env);
-            let ready = w.eventually(Duration::from_secs(120), || {
-                lines.lock().unwrap().iter().any(|l| l.starts_with("sim: listening on http://127.0.0.1:"))
-            });
-            assert!(ready, "listen registered its endpoint: {:?}", lines.lock().unwrap());
-            listen = Some((child, lines));
-            continue;
-        }
-        let out = shell(command, &env).output().expect("run a quickstart command");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        eprintln!("quickstart: {command}\n{stdout}{}", String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "{command} failed: {}", String::from_utf8_lossy(&out.stderr));
-        printed.push(stdout);
-    }
-    let printed = printed.concat();
-    for said in ["sim: account acct_", "sim: number +", "sim: carrier event cev_", "sim: message msg_"] {
-        assert!(printed.contains(said), "a command printed {said:?}: {printed}");
-    }
-    let (child, lines) = listen.expect("the quickstart runs listen");
-    let seen = |kind: &str| {
-        lines.lock().unwrap().iter().any(|l| l.starts_with(&format!("{kind} ")) && l.ends_with("  verified"))
-    };
-    let all = w.eventually(Duration::from_secs(90), || {
-        ["message.received", "message.sent", "message.delivered"].iter().all(|k| seen(k))
-    });
-    assert!(all, "listen printed the three events, verified: {:?}", lines.lock().unwrap());
-    assert!(!lines.lock().unwrap().iter().any(|l| l.contains("NOT VERIFIED")), "every delivery verified");
+    let (child, lines) = run_quickstart(&w, &commands, &env, &[]);
 
     // `sim events` lists the same events, oldest first.
     let out = shell("cargo run -q -p sim -- events", &env).output().expect("run sim events");
@@ -169,6 +152,50 @@ fn the_readmes_commands_end_in_a_verified_webhook(_shared: &Worker) {
     let key = profile["api_key"].as_str().expect("the profile's key");
     let gone = w.call("GET", &format!("/v1/webhook_endpoints/{endpoint}"), key, None, &[]);
     assert_eq!(gone.status, 404, "the endpoint is gone: {}", gone.body);
+}
+
+/// Runs the quickstart's `commands` in order with `env` (and without the variables in `unset`),
+/// `listen` in the background as in a second terminal; asserts each command succeeded and said
+/// what it made, then waits for listen to print the three events, verified (and none not).
+/// Returns listen and its lines.
+type Listen = (Background, Arc<Mutex<Vec<String>>>);
+fn run_quickstart(w: &Worker, commands: &[String], env: &[(&str, String)], unset: &[&str]) -> Listen {
+    let mut listen: Option<(Background, Arc<Mutex<Vec<String>>>)> = None;
+    let mut printed = Vec::new();
+    for command in commands {
+        if command.contains(" listen") {
+            let (child, lines) = background_without(command, env, unset);
+            let ready = w.eventually(Duration::from_secs(120), || {
+                lines.lock().unwrap().iter().any(|l| l.starts_with("sim: listening on http://127.0.0.1:"))
+            });
+            assert!(ready, "listen registered its endpoint: {:?}", lines.lock().unwrap());
+            listen = Some((child, lines));
+            continue;
+        }
+        let mut sh = shell(command, env);
+        unset.iter().for_each(|name| {
+            sh.env_remove(name);
+        });
+        let out = sh.output().expect("run a quickstart command");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        eprintln!("quickstart: {command}\n{stdout}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{command} failed: {}", String::from_utf8_lossy(&out.stderr));
+        printed.push(stdout);
+    }
+    let printed = printed.concat();
+    for said in ["sim: account acct_", "sim: number +", "sim: carrier event cev_", "sim: message msg_"] {
+        assert!(printed.contains(said), "a command printed {said:?}: {printed}");
+    }
+    let (child, lines) = listen.expect("the quickstart runs listen");
+    let seen = |kind: &str| {
+        lines.lock().unwrap().iter().any(|l| l.starts_with(&format!("{kind} ")) && l.ends_with("  verified"))
+    };
+    let all = w.eventually(Duration::from_secs(90), || {
+        ["message.received", "message.sent", "message.delivered"].iter().all(|k| seen(k))
+    });
+    assert!(all, "listen printed the three events, verified: {:?}", lines.lock().unwrap());
+    assert!(!lines.lock().unwrap().iter().any(|l| l.contains("NOT VERIFIED")), "every delivery verified");
+    (child, lines)
 }
 
 /// Waits for a line of `lines` that `wanted` accepts; returns it.
@@ -278,4 +305,84 @@ fn the_typescript_client_installs_as_a_package(w: &Worker) {
     let listed = run("node list-messages.mjs", &scratch);
     assert!(listed.contains(&format!("{id} outbound")), "the example lists {id}: {listed}");
     let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// A free loopback port (free when asked; nothing else on this machine picks ports this way).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
+}
+
+/// `make dev`'s script, as a newcomer meets it where another process holds 8787 and 8788: it
+/// refuses the taken port, naming its setting; on two other ports (`PORT`, `CARRIER_PORT`) it
+/// serves, its variables follow the ports, and it says where everything is after wrangler's
+/// lines, without wrangler's "changed" line for a build nothing changed. Against it, the README's
+/// quickstart with no `EXACTLY_URL` and no `ADMIN_TOKEN` ends in three verified webhooks, and the
+/// README's `sim chaos` line with seeds 7 and 1234 reports 0 duplicate effects and 0 missing. Its
+/// variables, keys, local state and profile live in a scratch directory (`DEV_VARS`,
+/// `DEV_STATE`, `EXACTLY_VARS`, `EXACTLY_TELNYX_KEYS`, `EXACTLY_PROFILE`).
+fn make_dev_on_other_ports_serves_the_quickstart_and_chaos(w: &Worker) {
+    let dir = root().join("target/e2e").join(format!("make-dev-{}", sim::random_hex()));
+    std::fs::create_dir_all(&dir).expect("make the scratch directory");
+    // Another process on the defaults; when this machine's own `make dev` holds them, they are
+    // taken all the same.
+    let _held: Vec<_> =
+        ["127.0.0.1:8787", "127.0.0.1:8788"].iter().filter_map(|a| std::net::TcpListener::bind(a).ok()).collect();
+    let vars = dir.join(".dev.vars").display().to_string();
+    let mut env = vec![
+        ("DEV_VARS", vars.clone()),
+        ("DEV_STATE", dir.join("state").display().to_string()),
+        ("EXACTLY_VARS", vars.clone()),
+        ("EXACTLY_TELNYX_KEYS", dir.join(".dev.keys").display().to_string()),
+        ("EXACTLY_PROFILE", dir.join(".dev.account.json").display().to_string()),
+    ];
+    let unset = ["EXACTLY_URL", "ADMIN_TOKEN", "EXACTLY_API_KEY", "PORT", "CARRIER_PORT", "INSPECTOR_PORT"];
+    let mut refused = shell("sh scripts/dev.sh", &env);
+    unset.iter().for_each(|name| {
+        refused.env_remove(name);
+    });
+    let refused = refused.output().expect("run make dev's script");
+    let said = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(!refused.status.success() && said.contains("port 8787 (PORT) is taken"), "refused: {said}");
+
+    let (port, carrier) = (free_port(), free_port());
+    env.extend([
+        ("PORT", port.to_string()),
+        ("CARRIER_PORT", carrier.to_string()),
+        ("INSPECTOR_PORT", free_port().to_string()),
+    ]);
+    let unset = &unset[..3];
+    let (_dev, served) = background_without("sh scripts/dev.sh", &env, unset);
+    let console = format!("dev: the console: http://127.0.0.1:{port}/console/");
+    let ready = line_where(w, &served, |l| l == console);
+    assert!(ready.is_some(), "make dev said where the console is: {:?}", served.lock().unwrap());
+    let written = std::fs::read_to_string(&vars).expect("make dev wrote its variables");
+    for line in
+        [format!("PUBLIC_BASE_URL=http://127.0.0.1:{port}"), format!("TELNYX_API_BASE=http://127.0.0.1:{carrier}")]
+    {
+        assert!(written.lines().any(|l| l == line), "{line} in {vars}");
+    }
+
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("read README.md");
+    let (_listen, _lines) = run_quickstart(w, &quickstart_commands(&readme), &env, unset);
+
+    let section = readme.split("\n## The carrier simulator").nth(1).expect("the README's simulator section");
+    let chaos = section.lines().find(|l| l.starts_with("bin/sim chaos --facts")).expect("the README's chaos line");
+    let chaos = chaos.split('#').next().unwrap_or_default().trim();
+    for seed in [7, 1234] {
+        let mut sh = shell(&format!("{chaos} --seed {seed}"), &env);
+        unset.iter().for_each(|name| {
+            sh.env_remove(name);
+        });
+        let out = sh.output().expect("run chaos");
+        let printed = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        eprintln!("quickstart: {chaos} --seed {seed}\n{printed}");
+        assert!(out.status.success(), "{chaos} --seed {seed}: {printed}");
+        for count in ["duplicate effects:", "events missing:"] {
+            let value = printed.lines().find_map(|l| l.strip_prefix(count)).map(str::trim);
+            assert_eq!(value, Some("0"), "{count} with seed {seed}: {printed}");
+        }
+    }
+    let spurious = "The file edge/src,core/src changed, restarting build...";
+    assert!(!served.lock().unwrap().iter().any(|l| l == spurious), "no build announced that nothing caused");
+    let _ = std::fs::remove_dir_all(&dir);
 }
