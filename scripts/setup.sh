@@ -141,3 +141,19 @@ else
     PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-deps --target .tools/python \
         "standardwebhooks==$PY_SW_VERSION"
 fi
+
+# 9. The Python client (clients/python): its generator into .tools/pygen, and, for the test that
+# installs the client into a fresh virtualenv without the network, its run-time packages and
+# build backend (pinned in clients/python/requirements.txt) into .tools/python-wheels.
+WHEELS=.tools/python-wheels
+python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv
+sh scripts/python-client.sh install
+if cmp -s clients/python/requirements.txt "$WHEELS/requirements.txt" 2>/dev/null; then
+    step "python client's packages (downloaded)"
+else
+    step "python client's packages (pip download into $WHEELS)"
+    rm -rf "$WHEELS"
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip download --quiet --disable-pip-version-check -d "$WHEELS" \
+        -r clients/python/requirements.txt
+    cp clients/python/requirements.txt "$WHEELS/requirements.txt"
+fi

@@ -43,6 +43,7 @@ const LAYOUT_FREE: &[&str] = &[
     "quickstart::listen_hands_its_secret_to_a_verifying_receiver",
     "quickstart::the_typescript_client_installs_as_a_package",
     "quickstart::make_dev_on_other_ports_serves_the_quickstart_and_chaos",
+    "quickstart::the_python_client_installs_as_a_package",
     "receivers::the_node_receiver_verifies_real_deliveries",
     "receivers::the_python_receiver_verifies_real_deliveries",
     "mms::private_media_links_are_refused_in_production",

@@ -15,6 +15,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("quickstart::the_readmes_commands_end_in_a_verified_webhook", the_readmes_commands_end_in_a_verified_webhook),
     ("quickstart::listen_hands_its_secret_to_a_verifying_receiver", listen_hands_its_secret_to_a_verifying_receiver),
     ("quickstart::the_typescript_client_installs_as_a_package", the_typescript_client_installs_as_a_package),
+    ("quickstart::the_python_client_installs_as_a_package", the_python_client_installs_as_a_package),
     (
         "quickstart::make_dev_on_other_ports_serves_the_quickstart_and_chaos",
         make_dev_on_other_ports_serves_the_quickstart_and_chaos,
@@ -273,18 +274,23 @@ fn listen_hands_its_secret_to_a_verifying_receiver(w: &Worker) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A new customer with one message sent, and a scratch directory named after `name`.
+fn a_sent_message(w: &Worker, name: &str) -> (exactly_tests::Customer, String, std::path::PathBuf) {
+    let c = w.new_customer(name);
+    let body = serde_json::json!({"from": c.number, "to": "+15559990000", "text": format!("from the {name} test")});
+    let sent = w.call("POST", "/v1/messages", &c.key, Some(&body), &[]);
+    assert_eq!(sent.status, 201, "{}", sent.body);
+    let id = sent.json()["id"].as_str().expect("an id").to_owned();
+    let scratch = root().join("target/e2e").join(format!("{name}-{}", sim::random_hex()));
+    std::fs::create_dir_all(&scratch).expect("make the scratch directory");
+    (c, id, scratch)
+}
+
 /// clients/typescript built as its README says, packed, and installed from the tarball into a
 /// scratch Node project (so only what the package ships is there), where its example lists the
 /// account's messages from the profile, on the Node that runs the tests.
 fn the_typescript_client_installs_as_a_package(w: &Worker) {
-    let c = w.new_customer("ts-client");
-    let body = serde_json::json!({"from": c.number, "to": "+15559990000", "text": "from the package's test"});
-    let sent = w.call("POST", "/v1/messages", &c.key, Some(&body), &[]);
-    assert_eq!(sent.status, 201, "{}", sent.body);
-    let id = sent.json()["id"].as_str().expect("an id").to_owned();
-
-    let scratch = root().join("target/e2e").join(format!("ts-client-{}", sim::random_hex()));
-    std::fs::create_dir_all(&scratch).expect("make the scratch project");
+    let (c, id, scratch) = a_sent_message(w, "ts-client");
     let run = |command: &str, dir: &std::path::Path| {
         let out = Command::new("sh").arg("-c").arg(command).current_dir(dir).output().expect("run");
         let printed = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
@@ -304,6 +310,45 @@ fn the_typescript_client_installs_as_a_package(w: &Worker) {
     profile.save(&scratch.join(".dev.account.json")).expect("write the profile");
     let listed = run("node list-messages.mjs", &scratch);
     assert!(listed.contains(&format!("{id} outbound")), "the example lists {id}: {listed}");
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// clients/python generated from docs/openapi.json and installed from its folder (a copy) into a
+/// fresh virtualenv (from the wheels `scripts/setup.sh` downloaded, without the network), where its example lists the account's
+/// messages from the profile, and answers a wrong key with the API's typed error.
+fn the_python_client_installs_as_a_package(w: &Worker) {
+    let (c, id, scratch) = a_sent_message(w, "py-client");
+    let run = |command: &str, env: &[(&str, &str)]| {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .current_dir(&scratch)
+            .env_remove("EXACTLY_API_KEY")
+            .envs(env.iter().copied())
+            .output()
+            .expect("run");
+        let printed = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), printed)
+    };
+    let (wheels, client) = (root().join(".tools/python-wheels"), root().join("clients/python"));
+    // Generated as its README says, then a copy of the folder installed (setuptools builds in the
+    // folder it installs from).
+    let install = format!(
+        "sh {}/scripts/python-client.sh && cp -r {} client && python3 -m venv venv && venv/bin/pip install --quiet --disable-pip-version-check \
+         --no-index --find-links {} ./client",
+        root().display(),
+        client.display(),
+        wheels.display()
+    );
+    let (ok, printed) = run(&install, &[]);
+    assert!(ok, "{install}: {printed}");
+    std::fs::copy(client.join("examples/list_messages.py"), scratch.join("list_messages.py")).expect("copy");
+    let profile = sim::dev::Profile { url: w.base.clone(), account_id: c.account.clone(), api_key: c.key.clone() };
+    profile.save(&scratch.join(".dev.account.json")).expect("write the profile");
+    let (ok, listed) = run("venv/bin/python list_messages.py", &[]);
+    assert!(ok && listed.contains(&format!("{id} outbound")), "the example lists {id}: {listed}");
+    let (ok, refused) = run("venv/bin/python list_messages.py", &[("EXACTLY_API_KEY", "sk_not_a_key")]);
+    assert!(!ok && refused.contains("GET /v1/messages: 401 unauthorized: "), "the typed error: {refused}");
     let _ = std::fs::remove_dir_all(&scratch);
 }
 
