@@ -24,6 +24,7 @@ use crate::carrier::CallResult;
 use crate::error::EdgeError;
 use crate::platform::now;
 use crate::store::call_storage as storage;
+use crate::store::AccountDb;
 
 /// How long a failed action waits before the alarm runs the queue again, at first.
 const RETRY_MILLIS: i64 = 5_000;
@@ -263,15 +264,15 @@ impl CallRing {
         Ok(())
     }
 
-    /// The bindings of the database of the call's account (`DB` before `call.initiated` named
-    /// it, or with no route).
-    async fn account_env(&self) -> std::result::Result<Env, EdgeError> {
+    /// The database of the call's account (`DB` before `call.initiated` named it, or with no
+    /// route).
+    async fn account_db(&self) -> std::result::Result<AccountDb, EdgeError> {
         let account = self.load()?.call.map(|c| c.account_id).filter(|a| !a.is_empty());
         let binding = match account {
             Some(account) => crate::store::routes::of_account(&self.env, &account).await?,
             None => None,
         };
-        crate::store::routes::scope(&self.env, binding)
+        AccountDb::named(&self.env, binding.as_deref())
     }
 
     /// Carries out one action; the input that reports its result, if it has one. An error
@@ -286,9 +287,8 @@ impl CallRing {
                 | Action::RecordAnswered { .. }
                 | Action::RecordEnd { .. }
         );
-        let scoped = if writes { self.account_env().await? } else { self.env.clone() };
-        let env = &scoped;
-        let db = || crate::store::database(env);
+        let account = if writes { self.account_db().await? } else { AccountDb::new(&self.env, crate::bindings::DB)? };
+        let (env, db) = (account.env(), account.db());
         let config = crate::config::get(env)?;
         Ok(match action {
             Action::AnswerCaller { call_control_id, command_id } => {
@@ -325,8 +325,8 @@ impl CallRing {
                 None
             }
             Action::RecordCall { view } => {
-                let change = crate::store::calls::record(&db()?, view, now()).await?;
-                crate::queues::deliver_many(env, change.to_enqueue(&db()?).await?).await?;
+                let change = crate::store::calls::record(db, view, now()).await?;
+                crate::queues::deliver_many(&account, change.to_enqueue(db).await?).await?;
                 None
             }
             Action::RecordLeg { call_id, leg, version } => {
@@ -336,17 +336,17 @@ impl CallRing {
                         format!("injected D1 failure writing leg {} of {call_id}", leg.position),
                     ));
                 }
-                crate::store::calls::record_leg(&db()?, call_id, leg, *version, now()).await?;
+                crate::store::calls::record_leg(db, call_id, leg, *version, now()).await?;
                 None
             }
             Action::RecordAnswered { at, view, .. } => {
-                let change = crate::store::calls::record_answered(&db()?, view, *at, now()).await?;
-                crate::queues::deliver_many(env, change.to_enqueue(&db()?).await?).await?;
+                let change = crate::store::calls::record_answered(db, view, *at, now()).await?;
+                crate::queues::deliver_many(&account, change.to_enqueue(db).await?).await?;
                 None
             }
             Action::RecordEnd { end, view } => {
-                let change = crate::store::calls::record_end(&db()?, view, *end, now()).await?;
-                crate::queues::deliver_many(env, change.to_enqueue(&db()?).await?).await?;
+                let change = crate::store::calls::record_end(db, view, *end, now()).await?;
+                crate::queues::deliver_many(&account, change.to_enqueue(db).await?).await?;
                 None
             }
             Action::MarkProcessed { event } => {

@@ -289,16 +289,17 @@ async fn served(
 ) -> Result<web_sys::Response, EdgeError> {
     if outside_v1 {
         let req: Request = req.into();
-        let ctx = api::auth::Ctx { env, caller: None };
+        let ctx = api::auth::Ctx { env, caller: None, database: None };
         if matched.admin && api::idempotency::requested(method, &req) {
             api::auth::admin(&req, env)?;
-            return raw(api::idempotency::once(req, env, "admin", |req| dispatch(matched, req, &ctx)).await?);
+            let db = store::d1(env, bindings::DB)?;
+            return raw(api::idempotency::once(req, env, &db, "admin", |req| dispatch(matched, req, &ctx)).await?);
         }
         return raw(dispatch(matched, req, &ctx).await?);
     }
     // A signed media link is its own credential: no key, no account.
     if matched.handler == Handler::ServeMedia {
-        return raw(dispatch(matched, req.into(), &api::auth::Ctx { env, caller: None }).await?);
+        return raw(dispatch(matched, req.into(), &api::auth::Ctx { env, caller: None, database: None }).await?);
     }
     // The customer API runs in a D1 session started from the bookmark the client sent back,
     // and answers with the session's latest, so the client reads its own writes.
@@ -309,15 +310,13 @@ async fn served(
     let caller = api::auth::caller(&req, env).await?;
     api::limits::count_account(env, &caller.account_id, caller.key_id.is_none(), platform::now()).await?;
     caller.access.permits(&access_route(&matched, method)).map_err(EdgeError::NotPermitted)?;
-    let scoped = api::auth::scope(env, &caller)?;
-    let env = &scoped;
     let writes = worker::Method::from(method.to_owned()) != worker::Method::Get;
-    let session = store::Session::open(env, bookmark.as_deref(), writes)?;
-    let env = session.as_ref().map_or(env, store::Session::env);
+    let (account, session) =
+        store::AccountDb::named(env, caller.binding.as_deref())?.in_session(bookmark.as_deref(), writes)?;
     let req: Request = req.into();
-    let ctx = api::auth::Ctx { env, caller: Some(&caller) };
+    let ctx = api::auth::Ctx { env, caller: Some(&caller), database: Some(&account) };
     let mut response = if api::idempotency::requested(method, &req) {
-        api::idempotency::once(req, env, &caller.account_id, |req| dispatch(matched, req, &ctx)).await?
+        api::idempotency::once(req, env, account.db(), &caller.account_id, |req| dispatch(matched, req, &ctx)).await?
     } else {
         dispatch(matched, req, &ctx).await?
     };

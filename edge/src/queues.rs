@@ -9,6 +9,7 @@ use worker::{Env, MessageBuilder};
 use crate::bindings;
 use crate::error::EdgeError;
 use crate::quotas;
+use crate::store::AccountDb;
 
 /// A message on the `jobs` queue.
 #[derive(Debug, Serialize, Deserialize)]
@@ -155,19 +156,19 @@ impl std::fmt::Debug for Carried {
 pub const CARRIED_PAYLOAD_MAX: usize = 32 * 1024;
 
 impl Job {
-    /// The dispatch of a message of the account database `env` serves.
-    pub fn dispatch(env: &Env, message_id: &str) -> Self {
-        Job::Dispatch { message_id: message_id.to_owned(), database: database_of(env) }
+    /// The dispatch of a message of the account database `account` is.
+    pub fn dispatch(account: &AccountDb, message_id: &str) -> Self {
+        Job::Dispatch { message_id: message_id.to_owned(), database: account.binding() }
     }
 
-    /// The copy of a media item of a message of the account database `env` serves.
-    pub fn copy_media(env: &Env, message_id: &str, position: u32) -> Self {
-        Job::CopyMedia { message_id: message_id.to_owned(), position, database: database_of(env) }
+    /// The copy of a media item of a message of the account database `account` is.
+    pub fn copy_media(account: &AccountDb, message_id: &str, position: u32) -> Self {
+        Job::CopyMedia { message_id: message_id.to_owned(), position, database: account.binding() }
     }
 
-    /// The next page of a recovery of the account database `env` serves.
-    pub fn recover(env: &Env, id: &str) -> Self {
-        Job::Recover { id: id.to_owned(), database: database_of(env) }
+    /// The next page of a recovery of the account database `account` is.
+    pub fn recover(account: &AccountDb, id: &str) -> Self {
+        Job::Recover { id: id.to_owned(), database: account.binding() }
     }
 
     /// A carrier event to process again (a sweep, a re-drive): its lane is not known.
@@ -203,12 +204,6 @@ impl Job {
     pub fn tick(part: Part, database: &str) -> Self {
         Job::Tick { part, database: database.to_owned(), round: 0 }
     }
-}
-
-/// The account database a queue message names: absent for `DB`, so messages of a worker with
-/// one database look as they always did.
-fn database_of(env: &Env) -> Option<String> {
-    Some(crate::store::account_binding(env)).filter(|b| b != bindings::DB)
 }
 
 /// A message on the `deliveries` queue: a delivery to attempt, or an endpoint whose line to
@@ -267,11 +262,11 @@ const MAX_DELAY_SECS: i64 = 12 * 3600;
 /// Enqueues the dispatch of a scheduled message to run when it is due (Unix ms `at`), or as
 /// close as the queue's longest delay allows: rounded up, so it never runs early by a fraction of
 /// a second; a job that is still early (12 hours at most) enqueues itself again.
-pub async fn dispatch_at(env: &Env, message_id: &str, at: i64) -> Result<(), EdgeError> {
+pub async fn dispatch_at(account: &AccountDb, message_id: &str, at: i64) -> Result<(), EdgeError> {
     let remaining = at - crate::platform::now().unix_millis();
     let delay = ((remaining + 999) / 1000).clamp(0, MAX_DELAY_SECS);
-    let job = Job::dispatch(env, message_id);
-    enqueue_later(env, job, u32::try_from(delay).unwrap_or(0)).await
+    let job = Job::dispatch(account, message_id);
+    enqueue_later(account.env(), job, u32::try_from(delay).unwrap_or(0)).await
 }
 
 /// Enqueues one job to run after `delay_seconds`.
@@ -310,27 +305,28 @@ fn chunks<T: Serialize>(messages: Vec<T>) -> Vec<Vec<T>> {
 }
 
 /// Enqueues the copy of each of the first `count` media items of an inbound message.
-pub async fn copy_media(env: &Env, message_id: &str, count: usize) -> Result<(), EdgeError> {
+pub async fn copy_media(account: &AccountDb, message_id: &str, count: usize) -> Result<(), EdgeError> {
     let positions = 0..u32::try_from(count).unwrap_or(u32::MAX);
-    enqueue_many(env, positions.map(|position| Job::copy_media(env, message_id, position)).collect()).await
+    enqueue_many(account.env(), positions.map(|position| Job::copy_media(account, message_id, position)).collect())
+        .await
 }
 
 /// Enqueues attempts of these deliveries now, in as few calls as the queue's batch limits allow.
-pub async fn deliver_many(env: &Env, ids: Vec<String>) -> Result<(), EdgeError> {
-    let database = database_of(env);
+pub async fn deliver_many(account: &AccountDb, ids: Vec<String>) -> Result<(), EdgeError> {
+    let database = account.binding();
     let batch: Vec<DeliveryJob> = ids
         .into_iter()
         .map(|delivery_id| DeliveryJob { delivery_id, wake: None, database: database.clone() })
         .collect();
-    send_many(env, bindings::DELIVERIES, batch, "enqueue deliveries").await
+    send_many(account.env(), bindings::DELIVERIES, batch, "enqueue deliveries").await
 }
 
 /// Enqueues attempts of these deliveries, whose rows an API request has just written: a send
 /// that fails is logged and left to the sweeper, which enqueues every pending delivery once it is
 /// overdue, so the request still answers with what it wrote (asking again would write it twice).
-pub async fn deliver_written(env: &Env, ids: Vec<String>) {
+pub async fn deliver_written(account: &AccountDb, ids: Vec<String>) {
     let count = ids.len();
-    if let Err(e) = deliver_many(env, ids).await {
+    if let Err(e) = deliver_many(account, ids).await {
         let line =
             serde_json::json!({"enqueue": "deliveries", "count": count, "left_to": "sweeper", "error": e.to_string()});
         worker::console_error!("{line}");
@@ -338,21 +334,21 @@ pub async fn deliver_written(env: &Env, ids: Vec<String>) {
 }
 
 /// Enqueues the next attempt of a delivery after `delay_secs`.
-pub async fn deliver_later(env: &Env, delivery_id: &str, delay_secs: u64) -> Result<(), EdgeError> {
+pub async fn deliver_later(account: &AccountDb, delivery_id: &str, delay_secs: u64) -> Result<(), EdgeError> {
     // Queues accept delays up to 12 hours; the schedule's longest is 10.
     let delay = u32::try_from(delay_secs.min(backoff::MAX_RETRY_AFTER_SECS)).unwrap_or(u32::MAX);
-    let job = DeliveryJob { delivery_id: delivery_id.to_owned(), wake: None, database: database_of(env) };
-    send_one(env, bindings::DELIVERIES, job, delay, "enqueue delivery").await
+    let job = DeliveryJob { delivery_id: delivery_id.to_owned(), wake: None, database: account.binding() };
+    send_one(account.env(), bindings::DELIVERIES, job, delay, "enqueue delivery").await
 }
 
 /// Enqueues a wake of an endpoint's line after `delay_secs` (the queue's longest delay at most:
 /// a wake that comes early finds the circuit still open and leaves the line as it is; the
 /// sweeper wakes every line each minute).
-pub async fn wake_later(env: &Env, endpoint_id: &str, delay_secs: u64) -> Result<(), EdgeError> {
+pub async fn wake_later(account: &AccountDb, endpoint_id: &str, delay_secs: u64) -> Result<(), EdgeError> {
     let delay = u32::try_from(delay_secs.min(MAX_DELAY_SECS as u64)).unwrap_or(0);
     let job =
-        DeliveryJob { delivery_id: String::new(), wake: Some(endpoint_id.to_owned()), database: database_of(env) };
-    send_one(env, bindings::DELIVERIES, job, delay, "enqueue wake").await
+        DeliveryJob { delivery_id: String::new(), wake: Some(endpoint_id.to_owned()), database: account.binding() };
+    send_one(account.env(), bindings::DELIVERIES, job, delay, "enqueue wake").await
 }
 
 #[cfg(test)]

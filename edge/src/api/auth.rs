@@ -10,6 +10,7 @@ use crate::config;
 use crate::error::{EdgeError, Refused};
 use crate::platform::now;
 use crate::store::access as keys;
+use crate::store::AccountDb;
 
 /// The account a request acts for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,22 +115,28 @@ enum Described<'a> {
     PortalSession { read_only: bool, endpoint_ids: Option<&'a [String]> },
 }
 
-/// The bindings a `/v1` request runs with: those of the caller's account database
-/// (docs/scaling.md, "Accounts across databases").
-pub fn scope(env: &Env, caller: &Caller) -> Result<Env, EdgeError> {
-    crate::store::routes::scope(env, caller.binding.clone())
-}
-
 /// What one API request runs with, built once where it is routed and handed to its handler:
-/// the bindings (for `/v1`, those of the caller's account database, in the request's D1
-/// session) and, for `/v1`, who the caller is.
+/// the worker's bindings and, for `/v1`, who the caller is and the caller's account database
+/// (docs/scaling.md, "Accounts across databases"), in the request's D1 session.
 pub struct Ctx<'a> {
     pub env: &'a Env,
     /// The `/v1` caller; `None` for `/admin`, pages and signed media links.
     pub caller: Option<&'a Caller>,
+    /// The `/v1` caller's account database; `None` where there is no caller.
+    pub database: Option<&'a AccountDb>,
 }
 
 impl Ctx<'_> {
+    /// The `/v1` caller's account database; 401 outside `/v1`.
+    pub fn account_db(&self) -> Result<&AccountDb, EdgeError> {
+        self.database.ok_or(EdgeError::Unauthorized(Refused::NotAKey))
+    }
+
+    /// The `/v1` caller's account database's handle (the request's session over it).
+    pub fn db(&self) -> Result<&worker::D1Database, EdgeError> {
+        Ok(self.account_db()?.db())
+    }
+
     /// The account the `/v1` caller acts for; 401 outside `/v1`.
     pub fn account(&self) -> Result<Account, EdgeError> {
         self.caller.map(|c| Account { id: c.account_id.clone() }).ok_or(EdgeError::Unauthorized(Refused::NotAKey))

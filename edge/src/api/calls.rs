@@ -12,17 +12,15 @@ use crate::store::calls;
 /// `GET /v1/calls/{id}`: status, legs dialled with their outcomes and times, duration, billed
 /// minutes and the charge.
 pub async fn get(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
-    let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
-    let (call, legs, charge) = calls::get_shown(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
+    let (call, legs, charge) = calls::get_shown(db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     http::json(200, &with_charge(call.to_json(&legs), charge))
 }
 
 /// `GET /v1/calls?status=&limit=&cursor=`, newest first.
 pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
-    let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
     let params = http::query(&req);
     let status = http::param(&params, "status")
@@ -32,10 +30,10 @@ pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
         })
         .transpose()?;
     let limit = http::limit(&params)?;
-    let rows = calls::list(&db, &account.id, status, Cursor::from_params(&params)?, limit).await?;
+    let rows = calls::list(db, &account.id, status, Cursor::from_params(&params)?, limit).await?;
     let next = Cursor::after(&rows, limit, |c| (c.created_at, &c.id));
     let ids: Vec<&str> = rows.iter().map(|c| c.id.as_str()).collect();
-    let legs = calls::legs_of(&db, &ids).await?;
+    let legs = calls::legs_of(db, &ids).await?;
     let data = rows.iter().map(|call| call.to_json(legs.get(&call.id).map_or(&[], Vec::as_slice))).collect();
     http::json(200, &page(data, next))
 }

@@ -19,7 +19,7 @@ use crate::store::endpoints::Endpoint;
 /// The caller's account and its endpoint `id`; 404 for another account's.
 async fn endpoint(ctx: &Ctx<'_>, id: &str) -> Result<(String, Endpoint), EdgeError> {
     let account = ctx.account()?;
-    let found = crate::api::webhook_endpoints::find(&crate::store::database(ctx.env)?, &account.id, id).await?;
+    let found = crate::api::webhook_endpoints::find(ctx.db()?, &account.id, id).await?;
     Ok((account.id, found))
 }
 
@@ -53,14 +53,13 @@ fn filter_of(params: &[(String, String)]) -> Result<LogFilter, EdgeError> {
 /// response's headers and first 1 KiB), and the request as it was sent (headers, signature and
 /// body; the endpoint's own header values read `[redacted]`).
 pub async fn attempts(req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
-    let env = ctx.env;
     let (_, endpoint) = endpoint(ctx, id).await?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;
     let filter = filter_of(&params)?;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let rows =
-        deliveries::attempts_of_endpoint(&db, &endpoint.id, &filter, Cursor::from_params(&params)?, limit).await?;
+        deliveries::attempts_of_endpoint(db, &endpoint.id, &filter, Cursor::from_params(&params)?, limit).await?;
     let next = if rows.len() == limit as usize {
         rows.last().map(|a| Cursor { created_at: a.attempted_at.unix_millis(), id: a.id.to_string() })
     } else {
@@ -130,7 +129,6 @@ fn shown(p: &retries::Progress) -> serde_json::Value {
 /// at most 1,000, oldest first, each once; the answer is the operation, its progress at
 /// `GET .../retries/{retry_id}`.
 pub async fn create(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
-    let env = ctx.env;
     let (account_id, endpoint) = endpoint(ctx, id).await?;
     let body: RetryBody = http::optional_json_body(&mut req).await?;
     let filter = LogFilter {
@@ -155,22 +153,21 @@ pub async fn create(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Respons
         filter_json: &filter_json,
         at: now(),
     };
-    let db = crate::store::database(env)?;
-    let taken = retries::start(&db, &retry, &filter).await?;
+    let db = ctx.db()?;
+    let taken = retries::start(db, &retry, &filter).await?;
     // A paused or disabled endpoint holds them until it is resumed; a send lost here is found
     // by the sweeper once it is overdue.
     if endpoint.enabled && !endpoint.paused {
-        crate::queues::deliver_written(env, taken).await;
+        crate::queues::deliver_written(ctx.account_db()?, taken).await;
     }
-    let progress = retries::progress(&db, &endpoint.id, &retry_id).await?.ok_or(EdgeError::NotFound)?;
+    let progress = retries::progress(db, &endpoint.id, &retry_id).await?.ok_or(EdgeError::NotFound)?;
     http::json(202, &shown(&progress))
 }
 
 /// `GET /v1/webhook_endpoints/{id}/retries/{retry_id}`: the operation and its progress.
 pub async fn get(_req: Request, ctx: &Ctx<'_>, id: &str, retry_id: &str) -> Result<Response, EdgeError> {
-    let env = ctx.env;
     let (_, endpoint) = endpoint(ctx, id).await?;
-    let db = crate::store::database(env)?;
-    let progress = retries::progress(&db, &endpoint.id, retry_id).await?.ok_or(EdgeError::NotFound)?;
+    let db = ctx.db()?;
+    let progress = retries::progress(db, &endpoint.id, retry_id).await?.ok_or(EdgeError::NotFound)?;
     http::json(200, &shown(&progress))
 }

@@ -37,12 +37,14 @@ pub async fn create(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeErr
     let account = body.account_id.as_deref();
     if let Some(account) = account {
         let binding = routes::of_account(env, account).await?;
-        if !crate::store::accounts::exists(&routes::open(env, binding)?.1, account).await? {
+        if !crate::store::accounts::exists(crate::store::AccountDb::named(env, binding.as_deref())?.db(), account)
+            .await?
+        {
             return Err(EdgeError::invalid("account_id", "no such account"));
         }
     }
     for binding in routes::databases(env) {
-        if numbers::owner(&routes::open(env, Some(binding))?.1, number).await?.is_some() {
+        if numbers::owner(crate::store::AccountDb::new(env, &binding)?.db(), number).await?.is_some() {
             return Err(EdgeError::Conflict {
                 code: Conflict::NumberOwned,
                 message: "the number belongs to an account; erasure is for the people it talks to".into(),

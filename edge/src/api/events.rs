@@ -26,8 +26,7 @@ pub async fn types(_req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> 
 /// `GET /v1/events?type=&resource_id=&since=&until=&limit=&cursor=`, newest first; each is the
 /// webhook body itself.
 pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
-    let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;
@@ -37,7 +36,7 @@ pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
         since: http::time_param(&params, "since")?,
         until: http::time_param(&params, "until")?,
     };
-    let rows = outbox::list(&db, &account.id, &filter, Cursor::from_params(&params)?, limit).await?;
+    let rows = outbox::list(db, &account.id, &filter, Cursor::from_params(&params)?, limit).await?;
     let next = Cursor::after(&rows, limit, |r| (r.created_at, &r.id));
     let data =
         rows.iter().map(|r| serde_json::from_slice::<Value>(r.payload.as_bytes()).unwrap_or(Value::Null)).collect();
@@ -46,12 +45,11 @@ pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
 
 /// `GET /v1/events/{id}`: the event with its deliveries and every attempt.
 pub async fn get(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
-    let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
-    let event = find(&db, &account.id, id).await?;
-    let deliveries = deliveries::of_event(&db, &event.id).await?;
-    let attempts = deliveries::attempts_of_event(&db, &event.id).await?;
+    let event = find(db, &account.id, id).await?;
+    let deliveries = deliveries::of_event(db, &event.id).await?;
+    let attempts = deliveries::attempts_of_event(db, &event.id).await?;
     let deliveries: Vec<Value> = deliveries
         .iter()
         .map(|d| {
@@ -86,21 +84,19 @@ struct ReplayRequest {
 /// `POST /v1/events/{id}/replay` `{endpoint_id?}`: a new delivery of the same event (same
 /// `webhook-id`) to each enabled endpoint subscribed to its type, or to the one named.
 pub async fn replay(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
-    let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
     // Capped like every JSON body, before anything is looked up.
     let body: ReplayRequest = http::optional_json_body(&mut req).await?;
-    let event = find(&db, &account.id, id).await?;
+    let event = find(db, &account.id, id).await?;
     let at = now();
-    let ids =
-        deliveries::replay(&db, &event.id, &account.id, event.event_type, body.endpoint_id.as_deref(), at).await?;
+    let ids = deliveries::replay(db, &event.id, &account.id, event.event_type, body.endpoint_id.as_deref(), at).await?;
     if ids.is_empty() {
         return Err(EdgeError::Conflict {
             code: crate::error::Conflict::NoEndpoint,
             message: "no enabled endpoint is subscribed to this event's type (a test send is never replayed)".into(),
         });
     }
-    crate::queues::deliver_written(env, ids.clone()).await;
+    crate::queues::deliver_written(ctx.account_db()?, ids.clone()).await;
     http::json(202, &json!({ "event_id": event.id, "deliveries": ids }))
 }

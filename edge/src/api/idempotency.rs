@@ -18,7 +18,7 @@ use chacha20poly1305::aead::{Aead, KeyInit};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
-use worker::{Env, Request, RequestInit, Response};
+use worker::{D1Database, Env, Request, RequestInit, Response};
 
 use crate::api::http;
 use crate::config;
@@ -52,31 +52,42 @@ fn key_of(req: &Request) -> Result<Option<String>, EdgeError> {
     Ok(key)
 }
 
-/// Runs `handle` on `req` once per Idempotency-Key of `scope` (the account, or `admin`), or as it
-/// is when the request sent none. The body is read here (under the JSON cap) to fingerprint the
-/// request, and handed on unchanged.
-pub async fn once<F, Fut>(mut req: Request, env: &Env, scope: &str, handle: F) -> Result<Response, EdgeError>
-where
-    F: FnOnce(Request) -> Fut,
-    Fut: Future<Output = Result<Response, EdgeError>>,
-{
-    let Some(key) = key_of(&req)? else { return handle(req).await };
+/// The request's fingerprint (its method, path, query and body, each length-prefixed, hashed),
+/// and its body, read under the JSON cap.
+async fn fingerprint(req: &mut Request) -> Result<(String, Vec<u8>), EdgeError> {
     let method = req.method().to_string();
     // The runtime's own serialization of the URL (no URL parser in the bundle for it).
     let url = req.inner().url();
     let parts =
         exactly_core::form::Url::parse(&url).ok_or_else(|| EdgeError::BadRequest("an unreadable URL".into()))?;
     let body =
-        http::body_capped(&mut req, http::MAX_JSON_BYTES, || EdgeError::BodyTooLarge { max: http::MAX_JSON_BYTES })
-            .await?;
+        http::body_capped(req, http::MAX_JSON_BYTES, || EdgeError::BodyTooLarge { max: http::MAX_JSON_BYTES }).await?;
     let mut print = Sha256::new();
     for part in [method.as_bytes(), parts.path.as_bytes(), parts.query.unwrap_or_default().as_bytes(), &body] {
         print.update((part.len() as u64).to_be_bytes());
         print.update(part);
     }
-    let fingerprint: String = print.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    let db = crate::store::database(env)?;
-    match idempotency::take(&db, scope, &key, &fingerprint, now()).await? {
+    Ok((print.finalize().iter().map(|b| format!("{b:02x}")).collect(), body))
+}
+
+/// Runs `handle` on `req` once per Idempotency-Key of `scope` (the account, or `admin`), whose
+/// keys are kept in `db` (the account's database, or `DB`), or as it
+/// is when the request sent none. The body is read here (under the JSON cap) to fingerprint the
+/// request, and handed on unchanged.
+pub async fn once<F, Fut>(
+    mut req: Request,
+    env: &Env,
+    db: &D1Database,
+    scope: &str,
+    handle: F,
+) -> Result<Response, EdgeError>
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Result<Response, EdgeError>>,
+{
+    let Some(key) = key_of(&req)? else { return handle(req).await };
+    let (fingerprint, body) = fingerprint(&mut req).await?;
+    match idempotency::take(db, scope, &key, &fingerprint, now()).await? {
         Taken::Run => {}
         Taken::Answered { status, sealed } => return replay(status, &open(env, scope, &key, &sealed)?),
         Taken::Reused => {
@@ -105,7 +116,7 @@ where
     if !body.is_empty() {
         init.with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
     }
-    let rebuilt = Request::new_with_init(&url, &init).map_err(|e| EdgeError::platform("request", e))?;
+    let rebuilt = Request::new_with_init(&req.inner().url(), &init).map_err(|e| EdgeError::platform("request", e))?;
     let answered = handle(rebuilt).await;
     let refused = match &answered {
         Ok(response) => (400..500).contains(&response.status_code()),
@@ -114,7 +125,7 @@ where
     if refused {
         // Not kept: nothing was done, so the same request may run again. A release that fails
         // leaves the key in use until it expires.
-        if let Err(e) = idempotency::release(&db, scope, &key).await {
+        if let Err(e) = idempotency::release(db, scope, &key).await {
             log_unkept(&e);
         }
         return answered;
@@ -135,7 +146,7 @@ where
     // The work is done: an answer that cannot be kept is still given (a retry after the lock
     // then runs again, as without a key).
     let kept = match seal(env, scope, &key, &text) {
-        Ok(sealed) => idempotency::finish(&db, scope, &key, status, &sealed).await,
+        Ok(sealed) => idempotency::finish(db, scope, &key, status, &sealed).await,
         Err(e) => Err(e),
     };
     if let Err(e) = kept {

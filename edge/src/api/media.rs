@@ -65,10 +65,9 @@ pub async fn serve(req: Request, ctx: &Ctx<'_>, message_id: &str, position_text:
     config.media_links.verify(message_id, position, expires, signature, now()).map_err(EdgeError::Forbidden)?;
     // A signed link names no account: with accounts in more than one database, the item is
     // looked for in each.
-    let scopes = if crate::store::routes::sharded(env) { crate::store::routes::each(env)? } else { vec![env.clone()] };
     let mut found = None;
-    for scoped in &scopes {
-        found = media::stored(&crate::store::database(scoped)?, message_id, position).await?;
+    for scoped in crate::store::routes::each(env)? {
+        found = media::stored(scoped.db(), message_id, position).await?;
         if found.is_some() {
             break;
         }
@@ -111,9 +110,9 @@ pub async fn redirect(
     position_text: &str,
 ) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
-    let message = messages::get(&db, &account.id, message_id).await?.ok_or(EdgeError::NotFound)?;
+    let message = messages::get(db, &account.id, message_id).await?.ok_or(EdgeError::NotFound)?;
     let position = position(position_text)?;
     let item = message.media.iter().find(|m| m.position == position).ok_or(EdgeError::NotFound)?;
     if item.r2_key.is_none() {

@@ -38,7 +38,7 @@ struct NewMessage {
 /// (no second send). `media_urls` (1 to 10 `https` URLs) makes it an MMS, whose text may be empty.
 pub async fn create(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let Account { id: account_id } = ctx.account()?;
     let key =
         req.headers().get("idempotency-key").ok().flatten().map(|k| k.trim().to_owned()).filter(|k| !k.is_empty());
@@ -65,14 +65,14 @@ pub async fn create(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeErr
     if let Some(at) = send_at {
         // A replay of a scheduled request may come after its time: it answers with the message.
         let replay = match key.as_deref() {
-            Some(key) => messages::by_idempotency_key(&db, &account_id, key).await?.is_some(),
+            Some(key) => messages::by_idempotency_key(db, &account_id, key).await?.is_some(),
             None => false,
         };
         if !replay {
             schedule_window(at, created_at)?;
         }
     }
-    if !crate::store::numbers::owned_by(&db, &from, &account_id).await? {
+    if !crate::store::numbers::owned_by(db, &from, &account_id).await? {
         return Err(EdgeError::invalid("from", "is not a number of this account"));
     }
 
@@ -90,7 +90,7 @@ pub async fn create(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeErr
         send_at,
         media_urls: &media_urls,
     };
-    let (message, created) = messages::create_outbound(&db, new, created_at).await?;
+    let (message, created) = messages::create_outbound(db, new, created_at).await?;
     let same_time = message.send_at == send_at;
     if !created
         && (message.from_number != from.as_str()
@@ -107,10 +107,10 @@ pub async fn create(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeErr
     // A replay of a message whose first dispatch job may have been lost enqueues it again; the
     // dispatcher's claim makes a second job a no-op.
     match (message.status, message.send_at) {
-        (MessageStatus::Queued, _) => jobs::enqueue(env, Job::dispatch(env, &message.id)).await?,
+        (MessageStatus::Queued, _) => jobs::enqueue(env, Job::dispatch(ctx.account_db()?, &message.id)).await?,
         // Due then; if this job is lost, the sweeper enqueues the send once due.
         (MessageStatus::Scheduled, Some(at)) if created => {
-            jobs::dispatch_at(env, &message.id, at.unix_millis()).await?
+            jobs::dispatch_at(ctx.account_db()?, &message.id, at.unix_millis()).await?
         }
         _ => {}
     }
@@ -151,10 +151,10 @@ fn schedule_window(at: Timestamp, now: Timestamp) -> Result<(), EdgeError> {
 /// message; again 200 once canceled). 409 once it is on its way or was never scheduled.
 pub async fn cancel(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
-    messages::cancel(&db, &account.id, id, now()).await?;
-    let message = messages::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
+    messages::cancel(db, &account.id, id, now()).await?;
+    let message = messages::get(db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     if message.status != MessageStatus::Canceled {
         return Err(EdgeError::Conflict {
             code: crate::error::Conflict::NotScheduled,
@@ -167,20 +167,19 @@ pub async fn cancel(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, 
 /// `GET /v1/messages/{id}`; another account's message is 404.
 pub async fn get(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
-    let (message, charge) = messages::get_charged(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
+    let (message, charge) = messages::get_charged(db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
     http::json(200, &with_charge(media::shown(&message, env)?, charge))
 }
 
 /// `GET /v1/messages/{id}/history`: every status the message moved to, oldest first, with the
 /// carrier's own word for it.
 pub async fn history(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
-    let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
-    let message = messages::get(&db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
-    let steps = messages::history(&db, &message.id).await?;
+    let message = messages::get(db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
+    let steps = messages::history(db, &message.id).await?;
     let data: Vec<serde_json::Value> = steps
         .iter()
         .map(|h| {
@@ -196,7 +195,7 @@ pub async fn history(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response,
 /// `GET /v1/messages?status=&direction=&limit=&cursor=`, newest first.
 pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
     let params = http::query(&req);
     let status = http::param(&params, "status")
@@ -206,12 +205,9 @@ pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
         .map(|d| Direction::from_name(d).ok_or_else(|| EdgeError::invalid("direction", "must be inbound or outbound")))
         .transpose()?;
     let limit = http::limit(&params)?;
-    let rows = messages::list(
-        &db,
-        &account.id,
-        ListFilter { status, direction, cursor: Cursor::from_params(&params)?, limit },
-    )
-    .await?;
+    let rows =
+        messages::list(db, &account.id, ListFilter { status, direction, cursor: Cursor::from_params(&params)?, limit })
+            .await?;
     let next = Cursor::after(&rows, limit, |m| (m.created_at, &m.id));
     let data = rows.iter().map(|m| media::shown(m, env)).collect::<Result<Vec<_>, _>>()?;
     http::json(200, &page(data, next))

@@ -64,9 +64,9 @@ pub async fn create_session(mut req: Request, ctx: &Ctx<'_>) -> Result<Response,
         if ids.is_empty() || ids.len() > MAX_ENDPOINTS {
             return Err(EdgeError::invalid("endpoint_ids", format!("must name 1 to {MAX_ENDPOINTS} endpoints")));
         }
-        let db = crate::store::database(env)?;
+        let db = ctx.db()?;
         for id in ids {
-            if endpoints::get(&db, &account.id, id).await?.is_none() {
+            if endpoints::get(db, &account.id, id).await?.is_none() {
                 return Err(EdgeError::invalid("endpoint_ids", format!("{id} is not an endpoint of this account")));
             }
         }

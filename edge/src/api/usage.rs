@@ -14,8 +14,7 @@ use http::time_param;
 
 /// Totals of the caller's account over `[from, to)` (default: everything until now).
 pub async fn get(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
-    let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
     let params = http::query(&req);
     let from = time_param(&params, "from")?.unwrap_or(Timestamp::from_unix_millis(0));
@@ -23,7 +22,7 @@ pub async fn get(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
     if to < from {
         return Err(EdgeError::invalid("to", "must not be before from"));
     }
-    let totals = usage::totals(&db, &account.id, from, to).await?;
+    let totals = usage::totals(db, &account.id, from, to).await?;
     http::json(
         200,
         &json!({

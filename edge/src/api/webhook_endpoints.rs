@@ -16,6 +16,7 @@ use crate::platform::{new_id, now};
 use crate::store::deliveries;
 use crate::store::deliveries::recoveries::{self, NewRecovery};
 use crate::store::endpoints::{self, Endpoint};
+use crate::store::AccountDb;
 use exactly_core::Timestamp;
 
 /// Checks `url` as `fetch` will parse it and returns the normalized form, which is what is
@@ -133,7 +134,7 @@ fn max_in_flight(value: Option<serde_json::Value>) -> Result<Option<u32>, EdgeEr
 /// (32 random bytes), shown here once.
 pub async fn create(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
     let body: NewEndpoint = http::json_body(&mut req).await?;
     let url = check_url(env, &body.url.ok_or_else(|| EdgeError::invalid("url", "is required"))?)?;
@@ -158,28 +159,27 @@ pub async fn create(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeErr
         filter: filter.as_deref(),
         headers: &headers,
     };
-    if !endpoints::create(&db, &new, created).await? {
+    if !endpoints::create(db, &new, created).await? {
         return Err(EdgeError::Conflict {
             code: Conflict::EndpointLimit,
             message: format!("the account holds {} endpoints: delete one first", endpoints::MAX_ENDPOINTS),
         });
     }
-    let mut shown = find(&db, &account.id, &id).await?.to_json(created);
+    let mut shown = find(db, &account.id, &id).await?.to_json(created);
     shown["secret"] = json!(secret);
     http::json(201, &shown)
 }
 
 /// `GET /v1/webhook_endpoints?limit=&cursor=`.
 pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
-    let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;
     // A portal session limited to some endpoints lists only those: the page and its cursor are
     // read among them, so neither names an endpoint it may not see.
     let reached = ctx.endpoints();
-    let rows = endpoints::list(&db, &account.id, reached.as_deref(), Cursor::from_params(&params)?, limit).await?;
+    let rows = endpoints::list(db, &account.id, reached.as_deref(), Cursor::from_params(&params)?, limit).await?;
     let next = Cursor::after(&rows, limit, |r| (r.created_at, &r.id));
     let at = now();
     http::json(200, &page(rows.iter().map(|e| e.to_json(at)).collect(), next))
@@ -187,11 +187,10 @@ pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
 
 /// `GET /v1/webhook_endpoints/{id}` (without the secret).
 pub async fn get(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
-    let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
-    let endpoint = find(&db, &account.id, id).await?;
-    http::json(200, &shown(&db, &endpoint).await?)
+    let endpoint = find(db, &account.id, id).await?;
+    http::json(200, &shown(db, &endpoint).await?)
 }
 
 #[derive(Deserialize)]
@@ -215,7 +214,7 @@ struct Patch {
 /// its deliveries; resuming or enabling it delivers everything held, oldest first.
 pub async fn update(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
     let patch: Patch = http::json_body(&mut req).await?;
     // A portal session limited to some endpoints may pause, resume, enable and pace them; it
@@ -225,7 +224,7 @@ pub async fn update(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Respons
     if reshapes && ctx.endpoints().is_some() {
         return Err(EdgeError::NotPermitted(exactly_core::access::Refusal::Reshape));
     }
-    let current = find(&db, &account.id, id).await?;
+    let current = find(db, &account.id, id).await?;
     // An unchanged URL is checked again too: a row written before a rule cannot keep it.
     let url = check_url(env, &patch.url.unwrap_or(current.url))?;
     let types = match patch.event_types {
@@ -244,20 +243,21 @@ pub async fn update(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Respons
         filter: filter.as_ref().map(Option::as_deref),
         headers: headers.as_ref(),
     };
-    endpoints::update(&db, &account.id, id, &change, now()).await?;
-    let after = find(&db, &account.id, id).await?;
+    endpoints::update(db, &account.id, id, &change, now()).await?;
+    let after = find(db, &account.id, id).await?;
     if after.enabled && !after.paused && (patch.enabled == Some(true) || patch.paused == Some(false)) {
-        release(env, &db, id).await?;
+        release(ctx.account_db()?, id).await?;
     }
-    shown(&db, &after).await.and_then(|v| http::json(200, &v))
+    shown(db, &after).await.and_then(|v| http::json(200, &v))
 }
 
 /// Delivers what the endpoint held: everything goes into its line, due now, and the line is
 /// woken: oldest first, as many at once as the endpoint's in-flight limit allows (the sweeper
 /// wakes it again if this wake is lost).
-async fn release(env: &Env, db: &D1Database, id: &str) -> Result<(), EdgeError> {
+async fn release(account: &AccountDb, id: &str) -> Result<(), EdgeError> {
+    let db = account.db();
     if deliveries::release(db, id, now()).await? > 0 {
-        crate::queues::wake_later(env, id, 0).await?;
+        crate::queues::wake_later(account, id, 0).await?;
     }
     Ok(())
 }
@@ -282,10 +282,9 @@ async fn shown(db: &D1Database, endpoint: &Endpoint) -> Result<serde_json::Value
 
 /// `DELETE /v1/webhook_endpoints/{id}`: 204. Its pending deliveries fail at their next attempt.
 pub async fn delete(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
-    let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
-    if !endpoints::delete(&db, &account.id, id).await? {
+    if !endpoints::delete(db, &account.id, id).await? {
         return Err(EdgeError::NotFound);
     }
     Ok(Response::empty().map_err(|e| EdgeError::platform("respond", e))?.with_status(204))
@@ -298,17 +297,16 @@ const ROTATION_WINDOW_MILLIS: i64 = 24 * 3600 * 1000;
 /// hours every delivery carries a signature under each of the two secrets (space-separated in
 /// `webhook-signature`, as Standard Webhooks allows), so receivers switch without downtime.
 pub async fn rotate_secret(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
-    let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
-    find(&db, &account.id, id).await?;
+    find(db, &account.id, id).await?;
     let mut key = [0u8; 32];
     getrandom::getrandom(&mut key).map_err(|e| EdgeError::platform("random", e))?;
     let secret = SigningSecret::from_bytes(&key).to_whsec();
     let at = now();
     let previous_until = exactly_core::Timestamp::from_unix_millis(at.unix_millis() + ROTATION_WINDOW_MILLIS);
-    endpoints::rotate_secret(&db, &account.id, id, &secret, previous_until, at).await?;
-    let mut shown = find(&db, &account.id, id).await?.to_json(at);
+    endpoints::rotate_secret(db, &account.id, id, &secret, previous_until, at).await?;
+    let mut shown = find(db, &account.id, id).await?.to_json(at);
     shown["secret"] = json!(secret);
     http::json(200, &shown)
 }
@@ -329,11 +327,11 @@ const MAX_RECOVER_MILLIS: i64 = 30 * 24 * 3600 * 1000;
 /// queues nothing twice.
 pub async fn recover(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
     let body: Recover = http::json_body(&mut req).await?;
     // Another account's endpoint is 404 whatever the body says.
-    let endpoint = find(&db, &account.id, id).await?;
+    let endpoint = find(db, &account.id, id).await?;
     let time = |field: &'static str, text: Option<String>| {
         text.map(|t| Timestamp::parse_rfc3339(&t).ok_or_else(|| EdgeError::invalid(field, "must be an RFC 3339 time")))
             .transpose()
@@ -349,19 +347,18 @@ pub async fn recover(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Respon
     }
     let recovery_id = new_id("rcv")?;
     let new = NewRecovery { id: &recovery_id, account_id: &account.id, endpoint_id: &endpoint.id, since, until, at };
-    recoveries::start(&db, &new).await?;
-    crate::queues::enqueue(env, crate::queues::Job::recover(env, &recovery_id)).await?;
-    let recovery = recoveries::find(&db, &endpoint.id, &recovery_id).await?.ok_or(EdgeError::NotFound)?;
+    recoveries::start(db, &new).await?;
+    crate::queues::enqueue(env, crate::queues::Job::recover(ctx.account_db()?, &recovery_id)).await?;
+    let recovery = recoveries::find(db, &endpoint.id, &recovery_id).await?.ok_or(EdgeError::NotFound)?;
     http::json(202, &recovery.to_json())
 }
 
 /// `GET /v1/webhook_endpoints/{id}/recoveries/{recovery_id}`: a recovery and how far it got.
 pub async fn recovery(_req: Request, ctx: &Ctx<'_>, id: &str, recovery_id: &str) -> Result<Response, EdgeError> {
-    let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
-    let endpoint = find(&db, &account.id, id).await?;
-    let recovery = recoveries::find(&db, &endpoint.id, recovery_id).await?.ok_or(EdgeError::NotFound)?;
+    let endpoint = find(db, &account.id, id).await?;
+    let recovery = recoveries::find(db, &endpoint.id, recovery_id).await?.ok_or(EdgeError::NotFound)?;
     http::json(200, &recovery.to_json())
 }
 
@@ -374,8 +371,7 @@ struct TestSend {
 /// only, signed like any delivery and marked `"test": true`: `endpoint.test`, or the catalog's
 /// example of `event_type` (any type an endpoint may subscribe to, subscribed or not).
 pub async fn test(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
-    let env = ctx.env;
-    let db = crate::store::database(env)?;
+    let db = ctx.db()?;
     let account = ctx.account()?;
     let body: TestSend = http::optional_json_body(&mut req).await?;
     let event_type = match body.event_type {
@@ -386,11 +382,11 @@ pub async fn test(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response,
                 EdgeError::invalid("event_type", format!("unknown event type {name}; see GET /v1/event_types"))
             })?,
     };
-    let endpoint = find(&db, &account.id, id).await?;
+    let endpoint = find(db, &account.id, id).await?;
     let test = crate::store::outbox::TestSend { account_id: &account.id, endpoint_id: &endpoint.id, event_type };
-    let (event, delivery) = crate::store::outbox::test_event(&db, &test, now()).await?;
+    let (event, delivery) = crate::store::outbox::test_event(db, &test, now()).await?;
     if endpoint.enabled && !endpoint.paused {
-        crate::queues::deliver_written(env, vec![delivery.clone()]).await;
+        crate::queues::deliver_written(ctx.account_db()?, vec![delivery.clone()]).await;
     }
     http::json(202, &json!({ "event_id": event.id, "delivery_id": delivery }))
 }

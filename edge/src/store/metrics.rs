@@ -70,7 +70,7 @@ pub async fn figures(env: &worker::Env) -> Result<Figures, EdgeError> {
     let mut figures = Figures::default();
     for scoped in crate::store::routes::each(env)? {
         let a: AccountFigures = db::first(db::stmt(
-            &db::database(&scoped)?,
+            scoped.db(),
             "SELECT
                (SELECT COUNT(*) FROM parked_receipts WHERE woken_at IS NULL) AS events_parked,
                (SELECT MAX(rowid) FROM webhook_deliveries) AS deliveries_created,
@@ -155,12 +155,12 @@ pub async fn series(env: &worker::Env, to: i64, width_ms: i64, buckets: i64) -> 
     let mut open_before = 0;
     let mut changes = vec![0; out.len()];
     for scoped in crate::store::routes::each(env)? {
-        let database = db::database(&scoped)?;
+        let database = scoped.db();
         // Bound as numbers D1 passes as REAL: every bucket's start is cast back to an integer
         // (an integer division of REALs would not floor).
         let args = [db::int(from), db::int(width_ms), db::int(to)];
         let attempts = db::stmt(
-            &database,
+            database,
             "SELECT CAST(?1 + CAST((a.attempted_at - ?1) / ?2 AS INTEGER) * ?2 AS INTEGER) AS start, COUNT(*) AS attempts,
                     COALESCE(SUM(a.status_code BETWEEN 200 AND 299), 0) AS succeeded,
                     COALESCE(SUM(a.status_code IS NOT NULL AND NOT (a.status_code BETWEEN 200 AND 299)), 0) AS refused,
@@ -180,7 +180,7 @@ pub async fn series(env: &worker::Env, to: i64, width_ms: i64, buckets: i64) -> 
         // plus each bucket's created less its settled (a settled delivery's `updated_at` is when
         // it settled), summed below.
         let flows = db::stmt(
-            &database,
+            database,
             "SELECT CAST(?1 + CAST((created_at - ?1) / ?2 AS INTEGER) * ?2 AS INTEGER) AS start, COUNT(*) AS opened,
                     0 AS settled
              FROM webhook_deliveries WHERE created_at >= ?1 AND created_at < ?3 GROUP BY 1
@@ -192,7 +192,7 @@ pub async fn series(env: &worker::Env, to: i64, width_ms: i64, buckets: i64) -> 
              FROM webhook_deliveries WHERE created_at < ?1 AND (status = 'pending' OR updated_at >= ?1)",
             &args,
         )?;
-        let results = db::batch(&database, vec![attempts, flows]).await?;
+        let results = db::batch(database, vec![attempts, flows]).await?;
         let flow: Vec<Flow> = results.get(1).map(db::rows).transpose()?.unwrap_or_default();
         for f in &flow {
             match out.iter().position(|b| b.start == f.start) {

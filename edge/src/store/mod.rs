@@ -22,6 +22,7 @@ use worker::{D1Database, D1PreparedStatement};
 use crate::error::EdgeError;
 
 pub mod access;
+mod account_db;
 pub mod accounts;
 pub mod calls;
 pub mod carrier_events;
@@ -32,6 +33,7 @@ pub mod idempotency;
 mod page;
 pub mod row;
 
+pub use account_db::{AccountDb, Session};
 pub use page::Cursor;
 pub(crate) use row::row;
 pub use row::FromRow;
@@ -48,17 +50,9 @@ pub mod signals;
 pub mod transition;
 pub mod usage;
 
-/// The database of the account being served: `DB`, or the account shard an [`account_scope`]
-/// chose. Inside an API request, that request's [`Session`], which answers the same `prepare`
-/// and `batch`.
-pub fn database(env: &worker::Env) -> Result<D1Database, EdgeError> {
-    usable(binding(env, crate::bindings::DB)?, crate::bindings::DB)
-}
-
-/// The D1 database bound as `name` in the worker's own bindings: `DB` is always the routing
-/// database (`DB` itself), whatever account an [`account_scope`] serves.
+/// The D1 database bound as `name` in the worker's bindings.
 pub fn d1(env: &worker::Env, name: &str) -> Result<D1Database, EdgeError> {
-    usable(binding(&root_env(env), name)?, name)
+    usable(binding(env, name)?, name)
 }
 
 fn usable(binding: JsValue, name: &str) -> Result<D1Database, EdgeError> {
@@ -77,7 +71,7 @@ fn binding(env: &worker::Env, name: &str) -> Result<JsValue, EdgeError> {
         .ok_or_else(|| EdgeError::platform("D1 binding", format!("the binding {name} is missing")))
 }
 
-/// `DB` first, then every D1 database of the worker's own bindings whose name `kind` accepts and
+/// `DB` first, then every D1 database of the worker's bindings whose name `kind` accepts and
 /// every name in `named` (bound or not: a missing one fails where it is used), in the order of
 /// `number`, each once. The dedupe log's databases and the account databases are both listed so.
 pub fn databases_of_kind(
@@ -86,10 +80,9 @@ pub fn databases_of_kind(
     named: &[String],
     number: impl Fn(&str) -> Option<u8>,
 ) -> Vec<String> {
-    let root = root_env(env);
-    let keys = js_sys::Reflect::own_keys(root.as_ref()).map(|k| k.to_vec()).unwrap_or_default();
+    let keys = js_sys::Reflect::own_keys(env.as_ref()).map(|k| k.to_vec()).unwrap_or_default();
     let mut found: Vec<String> =
-        keys.iter().filter_map(JsValue::as_string).filter(|k| kind(k) && d1(&root, k).is_ok()).collect();
+        keys.iter().filter_map(JsValue::as_string).filter(|k| kind(k) && d1(env, k).is_ok()).collect();
     found.extend(named.iter().cloned());
     found.sort_by_key(|b| number(b));
     let mut out = vec![crate::bindings::DB.to_owned()];
@@ -99,100 +92,6 @@ pub fn databases_of_kind(
         }
     }
     out
-}
-
-/// Where a scoped view of the bindings keeps the worker's own.
-const ROOT_ENV: &str = "__exactly_root_env";
-/// Where a scoped view of the bindings names the account database it serves.
-const ACCOUNT_DB: &str = "__exactly_account_db";
-
-fn js(env: &worker::Env) -> JsValue {
-    AsRef::<JsValue>::as_ref(env).clone()
-}
-
-/// The worker's own bindings, under any account scope or session.
-pub fn root_env(env: &worker::Env) -> worker::Env {
-    use wasm_bindgen::JsCast as _;
-    match js_sys::Reflect::get(env.as_ref(), &JsValue::from_str(ROOT_ENV)) {
-        Ok(root) if root.is_object() => root.unchecked_into(),
-        _ => env.clone(),
-    }
-}
-
-/// The binding of the account database `env` serves (`DB` outside any [`account_scope`]).
-pub fn account_binding(env: &worker::Env) -> String {
-    js_sys::Reflect::get(env.as_ref(), &JsValue::from_str(ACCOUNT_DB))
-        .ok()
-        .and_then(|v| v.as_string())
-        .unwrap_or_else(|| crate::bindings::DB.to_owned())
-}
-
-/// The bindings as an account shard's work sees them (docs/scaling.md, "Accounts across
-/// databases"): everything as it is, but `DB` ([`database`]) is the account database bound as
-/// `binding`. [`d1`], [`root_env`] and the dedupe log still reach the worker's own `DB`.
-pub fn account_scope(env: &worker::Env, binding: &str) -> Result<worker::Env, EdgeError> {
-    use wasm_bindgen::JsCast as _;
-    let root = root_env(env);
-    if binding == crate::bindings::DB {
-        return Ok(root);
-    }
-    let shard = d1(&root, binding)?;
-    let scoped: js_sys::Object = js_sys::Object::create(root.unchecked_ref());
-    for (name, value) in
-        [(crate::bindings::DB, JsValue::from(shard)), (ROOT_ENV, js(&root)), (ACCOUNT_DB, JsValue::from_str(binding))]
-    {
-        js_sys::Reflect::set(&scoped, &JsValue::from_str(name), &value)
-            .map_err(|e| EdgeError::platform("account scope", js_error(&e)))?;
-    }
-    Ok(scoped.unchecked_into())
-}
-
-/// One API request's D1 session (docs/contract.md §5, "Reading your own writes"): with read
-/// replication, its reads may be served by a replica, but never one older than the bookmark it
-/// started from, nor than its own writes. A request with no bookmark starts anywhere when it
-/// only reads, and at the primary when it may write.
-pub struct Session {
-    env: worker::Env,
-    session: JsValue,
-}
-
-impl Session {
-    /// Opens a session on the account database `env` serves; `None` where the runtime has no
-    /// sessions.
-    pub fn open(env: &worker::Env, bookmark: Option<&str>, writes: bool) -> Result<Option<Self>, EdgeError> {
-        use wasm_bindgen::JsCast as _;
-        let db = binding(env, crate::bindings::DB)?;
-        let Some(with_session) = js_sys::Reflect::get(&db, &JsValue::from_str("withSession"))
-            .ok()
-            .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
-        else {
-            return Ok(None);
-        };
-        let start = bookmark.unwrap_or(if writes { "first-primary" } else { "first-unconstrained" });
-        let session = with_session
-            .call1(&db, &JsValue::from_str(start))
-            .map_err(|e| EdgeError::platform("d1 session", js_error(&e)))?;
-        // The request's own view of the bindings: everything as it is, but `DB` is the session.
-        let scoped: js_sys::Object = js_sys::Object::create(env.unchecked_ref());
-        for (name, value) in [(crate::bindings::DB, session.clone()), (ROOT_ENV, js(&root_env(env)))] {
-            js_sys::Reflect::set(&scoped, &JsValue::from_str(name), &value)
-                .map_err(|e| EdgeError::platform("d1 session", js_error(&e)))?;
-        }
-        Ok(Some(Session { env: scoped.unchecked_into(), session }))
-    }
-
-    /// The bindings to serve the request with.
-    pub fn env(&self) -> &worker::Env {
-        &self.env
-    }
-
-    /// The latest bookmark the session saw, for the client to send back.
-    pub fn bookmark(&self) -> Option<String> {
-        use wasm_bindgen::JsCast as _;
-        let get: js_sys::Function =
-            js_sys::Reflect::get(&self.session, &JsValue::from_str("getBookmark")).ok()?.dyn_into().ok()?;
-        get.call0(&self.session).ok()?.as_string()
-    }
 }
 
 /// Whether D1 answers a query at all (for `/healthz`).
@@ -363,7 +262,7 @@ pub fn field(row: &JsValue, name: &str) -> JsValue {
 }
 
 /// What a JavaScript exception says (D1 puts the reason in `cause`).
-fn js_error(error: &JsValue) -> String {
+pub(crate) fn js_error(error: &JsValue) -> String {
     use wasm_bindgen::JsCast as _;
     match error.dyn_ref::<js_sys::Error>() {
         Some(e) => match e.cause().dyn_ref::<js_sys::Error>() {

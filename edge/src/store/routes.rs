@@ -14,7 +14,7 @@ use worker::{D1Database, D1PreparedStatement, Env};
 
 use crate::bindings::{ACCOUNTS_PREFIX, DB};
 use crate::error::EdgeError;
-use crate::store::{self as db, text, time};
+use crate::store::{self as db, text, time, AccountDb};
 
 /// Every account database the worker has: `DB` first, then every `ACCOUNTS_<n>` binding and any
 /// other `ACCOUNT_SHARDS` names (a missing one fails where it is used, and `/healthz` names it).
@@ -43,21 +43,9 @@ pub fn placement(env: &Env) -> Result<Vec<String>, EdgeError> {
     })
 }
 
-/// The account database bindings, each as the scoped bindings its work runs with.
-pub fn each(env: &Env) -> Result<Vec<Env>, EdgeError> {
-    databases(env).iter().map(|binding| db::account_scope(env, binding)).collect()
-}
-
-/// The bindings of the account database the route names (`DB` when there is no route).
-pub fn scope(env: &Env, binding: Option<String>) -> Result<Env, EdgeError> {
-    db::account_scope(env, binding.as_deref().unwrap_or(DB))
-}
-
-/// The bindings and the database of the account database a route names (`DB` when none does).
-pub fn open(env: &Env, binding: Option<String>) -> Result<(Env, D1Database), EdgeError> {
-    let scoped = scope(env, binding)?;
-    let db = db::database(&scoped)?;
-    Ok((scoped, db))
+/// Every account database, each as the handle its work runs with.
+pub fn each(env: &Env) -> Result<Vec<AccountDb>, EdgeError> {
+    databases(env).iter().map(|binding| AccountDb::new(env, binding)).collect()
 }
 
 crate::store::row! {
@@ -211,16 +199,16 @@ pub async fn of_message(env: &Env, carrier: Provider, carrier_message_id: &str) 
 /// `DB`, until the sweeper finds them settled. A no-op for an account in `DB`, whose receipts park and wake beside its
 /// messages.
 pub async fn record_message(
-    env: &Env,
+    account: &AccountDb,
     carrier: Provider,
     carrier_message_id: &str,
     account_id: &str,
     now: Timestamp,
 ) -> Result<Vec<String>, EdgeError> {
-    if db::account_binding(env) == DB {
+    if account.binding().is_none() {
         return Ok(Vec::new());
     }
-    let root = db::d1(env, DB)?;
+    let root = db::d1(account.env(), DB)?;
     let results = db::batch(
         &root,
         vec![

@@ -149,7 +149,7 @@ fn view(
 
 /// Runs the check named `name`.
 pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
-    let db = &db::database(env)?;
+    let db = &db::d1(env, crate::bindings::DB)?;
     match name {
         "carrier_events.mark_processed" => carrier_events_mark_processed(env, db).await,
         "carrier_events.mark_failed" => carrier_events_mark_failed(env, db).await,

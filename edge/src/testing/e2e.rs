@@ -44,7 +44,7 @@ async fn probe(mut req: Request, env: &Env) -> Result<Response, EdgeError> {
     const COUNT: &str = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?1) \
                          SELECT count(*) AS n FROM c";
     let probe: Probe = crate::api::http::json_body(&mut req).await?;
-    let db = crate::store::database(env)?;
+    let db = crate::store::d1(env, crate::bindings::DB)?;
     let rows = crate::store::int(probe.rows.unwrap_or(1));
     for _ in 0..probe.statements {
         crate::store::query(crate::store::stmt(&db, COUNT, std::slice::from_ref(&rows))?).await?;

@@ -9,32 +9,27 @@
 
 use exactly_core::call_machine::{self, Input, Routed};
 use exactly_core::CarrierEvent;
-use worker::{D1Database, Env};
 
 use crate::error::EdgeError;
 use crate::platform::now;
 use crate::store::carrier_events::{Log, Row};
 use crate::store::numbers;
+use crate::store::AccountDb;
 use crate::work::outcome::{Done, Outcome};
 
 /// Processes one stored call event.
-pub async fn process(
-    env: &Env,
-    db: &D1Database,
-    log: &Log,
-    row: &Row,
-    event: &CarrierEvent,
-) -> Result<Outcome, EdgeError> {
+pub async fn process(account: &AccountDb, log: &Log, row: &Row, event: &CarrierEvent) -> Result<Outcome, EdgeError> {
+    let (env, db) = (account.env(), account.db());
     let (call_id, fact) = match call_machine::route(event, now()) {
         Routed::Ignore => return Ok(Outcome::applied(log.mark_processed(row, now()).await?)),
         Routed::Fact { call_id, fact } => (call_id, fact),
         Routed::Inbound(inbound) => {
-            let (_, resources) =
-                crate::store::routes::open(env, crate::store::routes::of_number(env, &inbound.call.to).await?)?;
-            let Some(owner) = numbers::owner(&resources, &inbound.call.to).await? else {
+            let binding = crate::store::routes::of_number(env, &inbound.call.to).await?;
+            let owners = AccountDb::named(env, binding.as_deref())?;
+            let Some(owner) = numbers::owner(owners.db(), &inbound.call.to).await? else {
                 let problem = format!("no account owns the number {}", inbound.call.to);
                 let failed = log.mark_failed(db, row, &problem).await?;
-                crate::queues::deliver_many(env, crate::store::outbox::to_enqueue_for(db, &failed.signals).await?)
+                crate::queues::deliver_many(account, crate::store::outbox::to_enqueue_for(db, &failed.signals).await?)
                     .await?;
                 return Ok(Outcome::Done(Done::Failed));
             };

@@ -79,7 +79,7 @@ async fn sweep_and_reconcile(env: &Env, database: &str) -> Result<bool, EdgeErro
             "dispatches": report.dispatches, "deliveries": report.deliveries,
             "backlog_signals": report.backlog_signals, "media": report.media})
     );
-    let reconciled = reconcile::run_database(&routes::scope(env, Some(database.to_owned()))?).await?;
+    let reconciled = reconcile::run_database(&crate::store::AccountDb::new(env, database)?).await?;
     worker::console_log!(
         "{}",
         serde_json::json!({"cron": "reconcile", "tick_part": Part::Sweep.as_str(), "database": database,

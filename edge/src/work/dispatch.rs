@@ -11,12 +11,13 @@ use exactly_core::backoff;
 use exactly_core::event::Provider;
 use exactly_core::message::MessageStatus;
 use exactly_core::Timestamp;
-use worker::{D1Database, Env};
+use worker::Env;
 
 use crate::carrier::{self as carrier_api, CallResult, Outgoing};
 use crate::error::EdgeError;
 use crate::platform::{new_id, now};
 use crate::store::messages::{self as messages, Message};
+use crate::store::AccountDb;
 use crate::work::outcome::{Done, Outcome, Wait};
 
 /// How long a claim holds: longer than a carrier call may take.
@@ -36,7 +37,8 @@ const LOOKUP_SKEW_MILLIS: i64 = 60_000;
 const MAX_RETRY_SECS: u64 = 600;
 
 /// Dispatches one message.
-pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Outcome, EdgeError> {
+pub async fn dispatch(account: &AccountDb, message_id: &str) -> Result<Outcome, EdgeError> {
+    let (env, db) = (account.env(), account.db());
     let Some(message) = messages::by_id(db, message_id).await? else {
         return Ok(Outcome::Done(Done::NoSuchMessage));
     };
@@ -48,7 +50,7 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
         if at > started {
             // Early (the queue delays 12 hours at most): again when due. Should this enqueue be
             // lost, the sweeper enqueues it once it is due.
-            crate::queues::dispatch_at(env, &message.id, at.unix_millis()).await?;
+            crate::queues::dispatch_at(account, &message.id, at.unix_millis()).await?;
             return Ok(Outcome::Done(Done::NotDue));
         }
     }
@@ -76,18 +78,18 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
         let since = Timestamp::from_unix_millis(
             message.send_at.unwrap_or(message.created_at).unix_millis() - LOOKUP_SKEW_MILLIS,
         );
-        let retry = |reason: String| retry_or_fail(env, db, &message, &token, attempt, true, reason);
+        let retry = |reason: String| retry_or_fail(account, &message, &token, attempt, true, reason);
         match carrier_api::sent_since(&config, carrier, &outgoing, since).await? {
             CallResult::Ok(listed) => {
                 let found = messages::unowned(db, carrier, &listed).await?;
                 if let Some(oldest) = found.first() {
                     return match messages::rivals(db, &message, since, now()).await? {
-                        messages::Rivals::None => sent(env, db, &message, &token, oldest).await,
+                        messages::Rivals::None => sent(account, &message, &token, oldest).await,
                         messages::Rivals::InFlight(claimed_until) => {
                             messages::release(db, &message.id, &token, true).await?;
                             Ok(Outcome::RetryIn(until(claimed_until, now()), Wait::ClaimedByAnotherDispatcher))
                         }
-                        messages::Rivals::Unconfirmed => unconfirmed(env, db, &message, &token, &found).await,
+                        messages::Rivals::Unconfirmed => unconfirmed(account, &message, &token, &found).await,
                     };
                 }
             }
@@ -96,14 +98,14 @@ pub async fn dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<Ou
         }
     }
     match carrier_api::send_message(&config, carrier, &outgoing).await? {
-        CallResult::Ok(carrier_id) => sent(env, db, &message, &token, &carrier_id).await,
+        CallResult::Ok(carrier_id) => sent(account, &message, &token, &carrier_id).await,
         CallResult::Refused(error) => {
             let change = messages::record_send_failed(db, &message, &token, &error, now()).await?;
-            crate::queues::deliver_many(env, change.to_enqueue(db).await?).await?;
+            crate::queues::deliver_many(account, change.to_enqueue(db).await?).await?;
             Ok(Outcome::Done(Done::RefusedByCarrier))
         }
-        CallResult::Transient(reason) => retry_or_fail(env, db, &message, &token, attempt, false, reason).await,
-        CallResult::Lost(reason) => retry_or_fail(env, db, &message, &token, attempt, true, reason).await,
+        CallResult::Transient(reason) => retry_or_fail(account, &message, &token, attempt, false, reason).await,
+        CallResult::Lost(reason) => retry_or_fail(account, &message, &token, attempt, true, reason).await,
     }
 }
 
@@ -117,12 +119,12 @@ fn until(claimed_until: Timestamp, now: Timestamp) -> u32 {
 /// second time. It is neither guessed nor sent again: it fails as `send_unconfirmed` (uncharged,
 /// `message.failed`), and the log names what the carrier listed, for the operator to check.
 async fn unconfirmed(
-    env: &Env,
-    db: &D1Database,
+    account: &AccountDb,
     message: &Message,
     token: &str,
     found: &[String],
 ) -> Result<Outcome, EdgeError> {
+    let db = account.db();
     worker::console_error!(
         "{}",
         serde_json::json!({"job": "dispatch", "message_id": message.id, "outcome": "send_unconfirmed",
@@ -137,23 +139,18 @@ async fn unconfirmed(
         ),
     };
     let change = messages::record_send_failed(db, message, token, &error, now()).await?;
-    crate::queues::deliver_many(env, change.to_enqueue(db).await?).await?;
+    crate::queues::deliver_many(account, change.to_enqueue(db).await?).await?;
     Ok(Outcome::Done(Done::Failed))
 }
 
 /// Records the carrier's id for the claim's owner, wakes the receipts parked on it and announces
 /// `message.sent`.
-async fn sent(
-    env: &Env,
-    db: &D1Database,
-    message: &Message,
-    token: &str,
-    carrier_id: &str,
-) -> Result<Outcome, EdgeError> {
+async fn sent(account: &AccountDb, message: &Message, token: &str, carrier_id: &str) -> Result<Outcome, EdgeError> {
+    let (env, db) = (account.env(), account.db());
     // The route of the carrier id first (docs/scaling.md, "Accounts across databases"): a
     // receipt that comes after the route waits beside the message, one before it in `DB`.
     let routed =
-        crate::store::routes::record_message(env, message.carrier, carrier_id, &message.account_id, now()).await?;
+        crate::store::routes::record_message(account, message.carrier, carrier_id, &message.account_id, now()).await?;
     if crate::faults::crash_after_route(&message.text, &message.id) {
         return Err(EdgeError::unavailable(
             "injected fault",
@@ -164,7 +161,7 @@ async fn sent(
     // woken receipts are enqueued after both, and a lost enqueue is the sweeper's.
     let (change, woken) = messages::record_sent(db, message, token, carrier_id, now()).await?;
     wake(env, carrier_id, &[woken, routed].concat()).await;
-    crate::queues::deliver_many(env, change.to_enqueue(db).await?).await?;
+    crate::queues::deliver_many(account, change.to_enqueue(db).await?).await?;
     Ok(Outcome::Done(if change.changed { Done::Sent } else { Done::NoOp }))
 }
 
@@ -194,14 +191,14 @@ fn wake_later(about: &str, error: &EdgeError) {
 /// carrier may have taken the message, so that the next try of a carrier without keys looks it
 /// up first. It fails only past [`SEND_HORIZON_MILLIS`].
 async fn retry_or_fail(
-    env: &Env,
-    db: &D1Database,
+    account: &AccountDb,
     message: &Message,
     token: &str,
     attempt: u32,
     answer_lost: bool,
     reason: String,
 ) -> Result<Outcome, EdgeError> {
+    let db = account.db();
     // Counted from when it could first be sent: a scheduled message waited by design.
     let age = now().unix_millis() - message.send_at.unwrap_or(message.created_at).unix_millis();
     if age < SEND_HORIZON_MILLIS {
@@ -218,6 +215,6 @@ async fn retry_or_fail(
         title: Some(format!("the carrier did not answer for 24 hours ({attempt} attempts): {reason}")),
     };
     let change = messages::record_send_failed(db, message, token, &error, now()).await?;
-    crate::queues::deliver_many(env, change.to_enqueue(db).await?).await?;
+    crate::queues::deliver_many(account, change.to_enqueue(db).await?).await?;
     Ok(Outcome::Done(Done::GaveUp))
 }

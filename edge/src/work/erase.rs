@@ -20,13 +20,14 @@
 use exactly_core::erasure;
 use exactly_core::number::PhoneNumber;
 use serde_json::{json, Value};
-use worker::{D1Database, Env};
+use worker::Env;
 
 use crate::error::EdgeError;
 use crate::platform::now;
 use crate::queues::{self, Job, Personal};
 use crate::store::erasures::{self, no_counts, Erasure, Found, Next, State};
 use crate::store::messages::erase::ERASED;
+use crate::store::AccountDb;
 use crate::store::{self, calls, carrier_events, deliveries, media, messages, numbers, outbox, routes};
 use crate::work::outcome::{Done, Outcome};
 
@@ -215,28 +216,29 @@ async fn page(
     let n = number.as_str();
     match step {
         Step::Messages(binding) => {
-            let (_, db) = routes::open(env, Some(binding.clone()))?;
-            let found = messages::erase::page(&db, n, account, after).await?;
+            let shard = AccountDb::new(env, binding)?;
+            let found = messages::erase::page(shard.db(), n, account, after).await?;
             if !found.hits.is_empty() {
-                erase_messages(env, &db, n, &erasures::ids(&found.hits)?, counts).await?;
+                erase_messages(&shard, n, &erasures::ids(&found.hits)?, counts).await?;
                 add(counts, "messages", found.hits.len());
             }
             Ok(found)
         }
         Step::Calls(binding) => {
-            let (_, db) = routes::open(env, Some(binding.clone()))?;
-            let found = calls::erasure_page(&db, n, account, after).await?;
+            let shard = AccountDb::new(env, binding)?;
+            let db = shard.db();
+            let found = calls::erasure_page(db, n, account, after).await?;
             if !found.hits.is_empty() {
                 let ids = erasures::ids(&found.hits)?;
                 for hit in &found.hits {
                     add(counts, "call_states", usize::from(erase_call_state(env, &hit.id, n).await?));
                 }
-                let [calls_stmt, legs_stmt] = calls::redact(&db, n, &ids, ERASED)?;
+                let [calls_stmt, legs_stmt] = calls::redact(db, n, &ids, ERASED)?;
                 let results = store::batch(
-                    &db,
+                    db,
                     vec![
-                        deliveries::prune::erase_answers(&db, &ids)?,
-                        outbox::erase(&db, n, &ids, ERASED)?,
+                        deliveries::prune::erase_answers(db, &ids)?,
+                        outbox::erase(db, n, &ids, ERASED)?,
                         calls_stmt,
                         legs_stmt,
                     ],
@@ -249,10 +251,11 @@ async fn page(
             Ok(found)
         }
         Step::RingTargets(binding) => {
-            let (_, db) = routes::open(env, Some(binding.clone()))?;
-            let found = numbers::erasure_page(&db, n, account, after).await?;
+            let shard = AccountDb::new(env, binding)?;
+            let db = shard.db();
+            let found = numbers::erasure_page(db, n, account, after).await?;
             if !found.hits.is_empty() {
-                add(counts, "ring_targets", numbers::drop_target(&db, n, &erasures::ids(&found.hits)?).await?);
+                add(counts, "ring_targets", numbers::drop_target(db, n, &erasures::ids(&found.hits)?).await?);
             }
             Ok(found)
         }
@@ -277,7 +280,8 @@ async fn page(
 
 /// Erases the messages `ids` (a JSON array) of a page: their media copies, what endpoints
 /// answered to their events, the events, the media rows and the messages' number and text.
-async fn erase_messages(env: &Env, db: &D1Database, n: &str, ids: &str, counts: &mut Value) -> Result<(), EdgeError> {
+async fn erase_messages(account: &AccountDb, n: &str, ids: &str, counts: &mut Value) -> Result<(), EdgeError> {
+    let (env, db) = (account.env(), account.db());
     // The copies first: once the rows are gone nothing names them.
     let keys = media::keys_of(db, ids).await?;
     for key in &keys {
@@ -329,9 +333,10 @@ async fn of_account<'a>(
     all.sort_unstable();
     all.dedup();
     let binding = routes::of_account(env, account).await?;
-    let (_, db): (Env, D1Database) = routes::open(env, binding)?;
+    let shard = AccountDb::named(env, binding.as_deref())?;
+    let db = shard.db();
     let list = serde_json::to_string(&all).map_err(|e| EdgeError::platform("encode", e))?;
-    let owned = numbers::owned_of(&db, account, &list).await?;
+    let owned = numbers::owned_of(db, account, &list).await?;
     Ok(hits.into_iter().filter(|h| others(h).iter().any(|n| owned.contains(n))).collect())
 }
 

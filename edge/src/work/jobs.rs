@@ -7,12 +7,12 @@
 
 use async_lock::Semaphore;
 use futures_util::future::join_all;
-use worker::{Context, D1Database, Env, Message, MessageBatch, MessageExt};
+use worker::{Context, Env, Message, MessageBatch, MessageExt};
 
 use crate::bindings;
 use crate::error::EdgeError;
 use crate::queues::{enqueue_later, Job, Part};
-use crate::store::carrier_events;
+use crate::store::{carrier_events, AccountDb};
 use crate::work::outcome::Outcome;
 use crate::work::{cron, deliver, dispatch, erase, media, process, recover};
 
@@ -106,13 +106,6 @@ async fn one(env: &Env, message: &Message<serde_json::Value>, job: &Job, beside:
     });
 }
 
-/// The bindings a job runs with: those of the account database it names.
-fn scoped(env: &Env, job: &Job) -> Result<(Env, D1Database), EdgeError> {
-    let env = crate::store::account_scope(env, job.database().unwrap_or(bindings::DB))?;
-    let db = crate::store::database(&env)?;
-    Ok((env, db))
-}
-
 /// Runs a job; for a carrier event, also whether its row was read (`false`: processed from what
 /// its job carried, work::process).
 async fn run(env: &Env, job: &Job, beside: Option<&deliver::Beside<'_>>) -> (Result<Outcome, EdgeError>, Option<bool>) {
@@ -124,20 +117,22 @@ async fn run(env: &Env, job: &Job, beside: Option<&deliver::Beside<'_>>) -> (Res
     if let Job::Erase { id, number } = job {
         return (erase::next_page(env, id, &number.0).await, None);
     }
-    let (env, db) = match scoped(env, job) {
-        Ok(scoped) => scoped,
+    // The account database the job names.
+    let account = match AccountDb::named(env, job.database()) {
+        Ok(account) => account,
         Err(e) => return (Err(e), None),
     };
+    let account = &account;
     match job {
         Job::CarrierEvent { id, number, event, .. } => {
-            match process::process(&env, &db, id, number.as_deref(), event.as_deref(), beside).await {
+            match process::process(account, id, number.as_deref(), event.as_deref(), beside).await {
                 Ok((outcome, read)) => (Ok(outcome), Some(read)),
                 Err(e) => (Err(e), None),
             }
         }
-        Job::Dispatch { message_id, .. } => (dispatch::dispatch(&env, &db, message_id).await, None),
-        Job::CopyMedia { message_id, position, .. } => (media::copy(&env, &db, message_id, *position).await, None),
-        Job::Recover { id, .. } => (recover::next_page(&env, &db, id).await, None),
+        Job::Dispatch { message_id, .. } => (dispatch::dispatch(account, message_id).await, None),
+        Job::CopyMedia { message_id, position, .. } => (media::copy(account, message_id, *position).await, None),
+        Job::Recover { id, .. } => (recover::next_page(account, id).await, None),
         Job::Tick { .. } | Job::Erase { .. } => (Ok(Outcome::applied(false)), None),
     }
 }
@@ -145,16 +140,17 @@ async fn run(env: &Env, job: &Job, beside: Option<&deliver::Beside<'_>>) -> (Res
 /// A dispatch that failed on every retry fails the message only when that cannot hide a send
 /// ([`crate::store::messages::fail_undispatched`]); otherwise it is tried again later, with the same
 /// idempotency key.
-async fn dead_dispatch(env: &Env, db: &D1Database, message_id: &str) -> Result<(), EdgeError> {
+async fn dead_dispatch(account: &AccountDb, message_id: &str) -> Result<(), EdgeError> {
+    let (env, db) = (account.env(), account.db());
     let now = crate::platform::now();
     let horizon = exactly_core::Timestamp::from_unix_millis(now.unix_millis() - dispatch::SEND_HORIZON_MILLIS);
     let change = crate::store::messages::fail_undispatched(db, message_id, now, horizon).await?;
     if change.changed {
-        return crate::queues::deliver_many(env, change.to_enqueue(db).await?).await;
+        return crate::queues::deliver_many(account, change.to_enqueue(db).await?).await;
     }
     let undispatched = crate::store::messages::by_id(db, message_id).await?.is_some_and(|m| m.undispatched());
     if undispatched {
-        enqueue_later(env, Job::dispatch(env, message_id), 60).await?;
+        enqueue_later(env, Job::dispatch(account, message_id), 60).await?;
     }
     Ok(())
 }
@@ -188,13 +184,13 @@ pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &
 }
 
 async fn dead_letter(env: &Env, job: &Job) -> Result<(), EdgeError> {
-    let (env, db) = scoped(env, job)?;
+    let account = &AccountDb::named(env, job.database())?;
     match job {
         Job::CarrierEvent { id, .. } => {
             // The failure signal goes to the operator, whose account is in `DB`.
-            let root = crate::store::d1(&env, bindings::DB)?;
+            let root = AccountDb::new(env, bindings::DB)?;
             let problem = "processing failed on every retry (dead-lettered)";
-            let log = carrier_events::Log::open(&env)?;
+            let log = carrier_events::Log::open(env)?;
             if crate::faults::ENABLED {
                 let row = log.load(id).await?;
                 if let Some(row) = row.filter(|r| crate::faults::dead_letter_outage(&r.carrier_event_id)) {
@@ -204,22 +200,22 @@ async fn dead_letter(env: &Env, job: &Job) -> Result<(), EdgeError> {
                     ));
                 }
             }
-            match log.mark_failed_id(&root, id, problem).await? {
+            match log.mark_failed_id(root.db(), id, problem).await? {
                 Some(failed) => {
                     crate::queues::deliver_many(
-                        &env,
-                        crate::store::outbox::to_enqueue_for(&root, &failed.signals).await?,
+                        &root,
+                        crate::store::outbox::to_enqueue_for(root.db(), &failed.signals).await?,
                     )
                     .await
                 }
                 None => Ok(()),
             }
         }
-        Job::Dispatch { message_id, .. } => dead_dispatch(&env, &db, message_id).await,
+        Job::Dispatch { message_id, .. } => dead_dispatch(account, message_id).await,
         Job::CopyMedia { message_id, position, .. } => {
             let problem = "copying failed on every retry (dead-lettered)";
             let at = crate::platform::now();
-            crate::store::media::record_failed(&db, message_id, *position, None, problem, at).await.map(|_| ())
+            crate::store::media::record_failed(account.db(), message_id, *position, None, problem, at).await.map(|_| ())
         }
         // The next tick does the part again; its failures were logged by each try.
         Job::Tick { .. } => Ok(()),
@@ -227,10 +223,10 @@ async fn dead_letter(env: &Env, job: &Job) -> Result<(), EdgeError> {
         // where its row says: the row is the cursor, so nothing is done twice, and a recovery or
         // erasure never stays running with no job.
         Job::Recover { id, database } => {
-            enqueue_later(&env, Job::Recover { id: id.clone(), database: database.clone() }, PAGE_AGAIN_SECS).await
+            enqueue_later(env, Job::Recover { id: id.clone(), database: database.clone() }, PAGE_AGAIN_SECS).await
         }
         Job::Erase { id, number } => {
-            enqueue_later(&env, Job::Erase { id: id.clone(), number: number.clone() }, PAGE_AGAIN_SECS).await
+            enqueue_later(env, Job::Erase { id: id.clone(), number: number.clone() }, PAGE_AGAIN_SECS).await
         }
     }
 }

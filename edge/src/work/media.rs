@@ -9,11 +9,12 @@
 use exactly_core::backoff;
 use exactly_core::media::{fetch_verdict, FetchVerdict, MAX_ITEM_BYTES};
 use exactly_core::Timestamp;
-use worker::{D1Database, Env};
+use worker::Env;
 
 use crate::error::EdgeError;
 use crate::platform::{endpoint_url, fetch, now, open, resolve_url, Cut, Longer};
 use crate::store::media::{self, Claimed};
+use crate::store::AccountDb;
 use crate::work::outcome::{Done, Outcome, Wait};
 
 /// How long a claim holds: longer than a fetch and a put may take.
@@ -26,7 +27,8 @@ fn fetch_timeout(env: &Env) -> std::time::Duration {
 }
 
 /// Copies item `position` of `message_id`.
-pub async fn copy(env: &Env, db: &D1Database, message_id: &str, position: u32) -> Result<Outcome, EdgeError> {
+pub async fn copy(account: &AccountDb, message_id: &str, position: u32) -> Result<Outcome, EdgeError> {
+    let (env, db) = (account.env(), account.db());
     let started = now();
     let lease_until = Timestamp::from_unix_millis(started.unix_millis() + LEASE_MILLIS);
     let Some(claimed) = media::claim(db, message_id, position, started, lease_until).await? else {

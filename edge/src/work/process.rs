@@ -12,14 +12,14 @@
 use exactly_core::event::EventKind;
 use exactly_core::message::{transition, Transition};
 use exactly_core::CarrierEvent;
-use worker::{D1Database, Env};
+use worker::Env;
 
 use crate::error::EdgeError;
 use crate::platform::{new_id, now};
 use crate::queues::Carried;
 use crate::store::carrier_events::{Log, Row};
 use crate::store::outbox::Change;
-use crate::store::{messages, numbers, routes};
+use crate::store::{messages, numbers, routes, AccountDb};
 use crate::work::deliver::Beside;
 use crate::work::outcome::{Done, Outcome, Wait};
 
@@ -30,29 +30,29 @@ use crate::work::outcome::{Done, Outcome, Wait};
 /// its deliveries that can go at once, which is sent beside the jobs' batch ([`Beside`]). Also
 /// says whether the event's row was read.
 pub async fn process(
-    env: &Env,
-    db: &D1Database,
+    account: &AccountDb,
     id: &str,
     number: Option<&str>,
     carried: Option<&Carried>,
     beside: Option<&Beside<'_>>,
 ) -> Result<(Outcome, bool), EdgeError> {
+    let env = account.env();
     let log = Log::open(env)?;
-    if let Some((outcome, carrier_event_id)) = from_job(env, db, &log, id, number, carried, beside).await? {
+    if let Some((outcome, carrier_event_id)) = from_job(account, &log, id, number, carried, beside).await? {
         return Ok((crashed_after(outcome, &carrier_event_id)?, false));
     }
-    Ok((read_and_process(env, db, &log, id, number, beside).await?, true))
+    Ok((read_and_process(account, &log, id, number, beside).await?, true))
 }
 
 /// [`process`] after reading the event's row.
 async fn read_and_process(
-    env: &Env,
-    db: &D1Database,
+    account: &AccountDb,
     log: &Log,
     id: &str,
     number: Option<&str>,
     beside: Option<&Beside<'_>>,
 ) -> Result<Outcome, EdgeError> {
+    let (env, db) = (account.env(), account.db());
     let (row, ahead) = match number.filter(|_| !routes::sharded(env)) {
         Some(number) => {
             let (row, owner) = log.load_with(id, |db| crate::store::numbers::owner_query(db, number)).await?;
@@ -76,15 +76,16 @@ async fn read_and_process(
         Ok(event) => event,
         Err(problem) => {
             let failed = log.mark_failed(db, &row, &problem.to_string()).await?;
-            crate::queues::deliver_many(env, crate::store::outbox::to_enqueue_for(db, &failed.signals).await?).await?;
+            crate::queues::deliver_many(account, crate::store::outbox::to_enqueue_for(db, &failed.signals).await?)
+                .await?;
             return Ok(Outcome::Done(Done::Failed));
         }
     };
     let outcome = match &event.kind {
-        EventKind::MessageReceived(inbound) => received(env, db, log, &row, &event, inbound, ahead, beside).await?,
+        EventKind::MessageReceived(inbound) => received(account, log, &row, &event, inbound, ahead, beside).await?,
         EventKind::MessageStatus(report) => status_report(env, log, &row, &event, report).await?,
         EventKind::CallInitiated(_) | EventKind::CallAnswered(_) | EventKind::CallHangup(_) => {
-            crate::work::calls::process(env, db, log, &row, &event).await?
+            crate::work::calls::process(account, log, &row, &event).await?
         }
         // Bridge reports and events this product does not act on are acknowledged as processed.
         EventKind::CallBridged(_) | EventKind::Unrecognized => Outcome::applied(log.mark_processed(&row, now()).await?),
@@ -111,14 +112,14 @@ fn crashed_after(outcome: Outcome, carrier_event_id: &str) -> Result<Outcome, Ed
 /// run again, an event failed, erased or elsewhere): then the event is read and decided as any other.
 /// Returns the outcome and the event's carrier id.
 async fn from_job(
-    env: &Env,
-    db: &D1Database,
+    account: &AccountDb,
     log: &Log,
     id: &str,
     number: Option<&str>,
     carried: Option<&Carried>,
     beside: Option<&Beside<'_>>,
 ) -> Result<Option<(Outcome, String)>, EdgeError> {
+    let (env, db) = (account.env(), account.db());
     let (Some(number), Some(c)) = (number, carried) else { return Ok(None) };
     if routes::sharded(env) {
         return Ok(None);
@@ -161,7 +162,7 @@ async fn from_job(
     if !marked {
         // Nothing was written, so nothing claimed: the room goes back.
         if let Some(beside) = beside {
-            beside.take(env, db, change.claimed).await;
+            beside.take(account, change.claimed).await;
         }
         return Ok(None);
     }
@@ -169,9 +170,9 @@ async fn from_job(
         numbers::learned(number);
     }
     if change.changed && !inbound.media.is_empty() {
-        crate::queues::copy_media(env, &message_id, inbound.media.len()).await?;
+        crate::queues::copy_media(account, &message_id, inbound.media.len()).await?;
     }
-    let outcome = settled(env, db, log, &row, change, true, beside).await?;
+    let outcome = settled(account, log, &row, change, true, beside).await?;
     Ok(Some((outcome, row.carrier_event_id)))
 }
 
@@ -199,16 +200,16 @@ fn parse(row: &Row) -> Result<CarrierEvent, Unusable> {
 /// After a change committed: hand the first attempt its batch claimed to `beside`, enqueue its
 /// event's other deliveries, and say what happened.
 pub async fn announced(
-    env: &Env,
-    db: &D1Database,
+    account: &AccountDb,
     mut change: Change,
     beside: Option<&Beside<'_>>,
 ) -> Result<Outcome, EdgeError> {
+    let db = account.db();
     let claimed = std::mem::take(&mut change.claimed);
     if let Some(beside) = beside {
-        beside.take(env, db, claimed).await;
+        beside.take(account, claimed).await;
     }
-    crate::queues::deliver_many(env, change.to_enqueue(db).await?).await?;
+    crate::queues::deliver_many(account, change.to_enqueue(db).await?).await?;
     Ok(Outcome::applied(change.changed))
 }
 
@@ -217,8 +218,7 @@ pub async fn announced(
 /// reruns the job, which changes nothing but the mark; after the one, the sweeper sends what was
 /// not announced.
 async fn settled(
-    env: &Env,
-    db: &D1Database,
+    account: &AccountDb,
     log: &Log,
     row: &Row,
     change: Change,
@@ -234,7 +234,7 @@ async fn settled(
             ),
         ));
     }
-    let outcome = announced(env, db, change, beside).await?;
+    let outcome = announced(account, change, beside).await?;
     if !marked {
         log.mark_processed(row, now()).await?;
     }
@@ -243,8 +243,7 @@ async fn settled(
 
 #[allow(clippy::too_many_arguments)]
 async fn received(
-    env: &Env,
-    db: &D1Database,
+    account: &AccountDb,
     log: &Log,
     row: &Row,
     event: &CarrierEvent,
@@ -252,14 +251,15 @@ async fn received(
     ahead: Option<(&str, crate::store::Reply)>,
     beside: Option<&Beside<'_>>,
 ) -> Result<Outcome, EdgeError> {
+    let (env, db) = (account.env(), account.db());
     // The number's account database (docs/scaling.md, "Accounts across databases").
     let binding = routes::of_number(env, &inbound.to).await?;
-    let account_binding = binding.clone();
-    let (scoped, resources) = routes::open(env, binding)?;
+    let owners = AccountDb::named(env, binding.as_deref())?;
+    let (account_binding, resources) = (binding, owners.db());
     let owner = match ahead {
         // Read with the event, in `DB`: the account database when no account is elsewhere.
         Some((number, result)) if number == inbound.to => numbers::owner_in(&result, number)?,
-        _ => numbers::owner(&resources, &inbound.to).await?,
+        _ => numbers::owner(resources, &inbound.to).await?,
     };
     if let (None, Some(owner)) = (&account_binding, &owner) {
         numbers::remember(&inbound.to, owner);
@@ -267,16 +267,16 @@ async fn received(
     let Some(owner) = owner else {
         let problem = format!("no account owns the number {}", inbound.to);
         let failed = log.mark_failed(db, row, &problem).await?;
-        crate::queues::deliver_many(env, crate::store::outbox::to_enqueue_for(db, &failed.signals).await?).await?;
+        crate::queues::deliver_many(account, crate::store::outbox::to_enqueue_for(db, &failed.signals).await?).await?;
         return Ok(Outcome::Done(Done::Failed));
     };
     let id = new_id("msg")?;
-    let mark = log.mark_with_effects(&resources, account_binding.as_deref(), row, now())?;
+    let mark = log.mark_with_effects(resources, account_binding.as_deref(), row, now())?;
     let marked = mark.is_some();
     let at = now();
     let lease = beside.and_then(|b| b.claiming(at));
     let (change, _) = messages::insert_inbound(
-        &resources,
+        resources,
         &id,
         &owner.account_id,
         event.provider,
@@ -294,9 +294,9 @@ async fn received(
     // Only the batch that recorded the message wrote its media rows. If this enqueue is lost,
     // the sweeper finds the items not copied.
     if change.changed && !inbound.media.is_empty() {
-        crate::queues::copy_media(&scoped, &id, inbound.media.len()).await?;
+        crate::queues::copy_media(&owners, &id, inbound.media.len()).await?;
     }
-    settled(&scoped, &resources, log, row, change, marked, beside).await
+    settled(&owners, log, row, change, marked, beside).await
 }
 
 async fn status_report(
@@ -308,8 +308,8 @@ async fn status_report(
 ) -> Result<Outcome, EdgeError> {
     // The sender's account database: where the route of the carrier id points, or `DB`.
     let route = routes::of_message(env, event.provider, &report.carrier_message_id).await?;
-    let account_binding = route.clone();
-    let (env, db) = &routes::open(env, route)?;
+    let account = &AccountDb::named(env, route.as_deref())?;
+    let (account_binding, db) = (route, account.db());
     let Some(message) = messages::by_carrier_id(db, event.provider, &report.carrier_message_id).await? else {
         // The receipt beat the send result. It waits, parked on the carrier's message id, and
         // the batch that records the send (or, in `DB`, its route) wakes it; duplicates and
@@ -335,7 +335,7 @@ async fn status_report(
             let mark = log.mark_with_effects(db, account_binding.as_deref(), row, now())?;
             let marked = mark.is_some();
             let change = messages::apply_report(db, &message, to, report, &row.id, now(), mark).await?;
-            settled(env, db, log, row, change, marked, None).await
+            settled(account, log, row, change, marked, None).await
         }
         // Duplicate, late or after a terminal word: nothing moves, the event is done.
         Transition::Unchanged(_) => {

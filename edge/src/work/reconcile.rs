@@ -15,7 +15,7 @@ use crate::error::EdgeError;
 use crate::platform::now;
 use crate::queues::{self as jobs, Job};
 use crate::store::reconcile::{self as stale, StaleCall, StaleMessage};
-use crate::store::{self as db, calls, carrier_events, messages};
+use crate::store::{calls, carrier_events, messages, AccountDb};
 
 /// At most this many calls and this many messages are asked about per run.
 const BATCH: u32 = 20;
@@ -36,22 +36,21 @@ pub struct Report {
     pub learned: usize,
 }
 
-/// One reconciliation run in the account database `env` is scoped to (its part of the cron's
-/// tick, `work::cron`).
-pub async fn run_database(env: &Env) -> Result<Report, EdgeError> {
+/// One reconciliation run in `account` (its part of the cron's tick, `work::cron`).
+pub async fn run_database(account: &AccountDb) -> Result<Report, EdgeError> {
+    let (env, db) = (account.env(), account.db());
     let config = crate::config::get(env)?;
-    let db = db::database(env)?;
     let now = now();
     let ago = |secs: i64| Timestamp::from_unix_millis(now.unix_millis() - secs * 1000);
     let mut report = Report::default();
     let mut learned = Vec::new();
 
     let call_cutoff = ago(config.reconcile_call_idle_secs);
-    let mut calls = stale::idle_calls(&db, call_cutoff, call_cutoff, BATCH).await?;
-    calls.extend(stale::ringing_calls(&db, now, RING_MARGIN_MILLIS, call_cutoff, BATCH).await?);
+    let mut calls = stale::idle_calls(db, call_cutoff, call_cutoff, BATCH).await?;
+    calls.extend(stale::ringing_calls(db, now, RING_MARGIN_MILLIS, call_cutoff, BATCH).await?);
     for call in calls {
         // One call the carrier cannot answer about does not stop the others.
-        match ask_about_call(env, &db, &call, call_cutoff, now).await {
+        match ask_about_call(env, db, &call, call_cutoff, now).await {
             Ok((asked, fact)) => {
                 report.asked += usize::from(asked);
                 learned.extend(fact);
@@ -63,8 +62,8 @@ pub async fn run_database(env: &Env) -> Result<Report, EdgeError> {
     }
     let message_cutoff = ago(config.reconcile_message_secs);
     let oldest = ago(MESSAGE_HORIZON_SECS);
-    for message in stale::stale_messages(&db, oldest, message_cutoff, message_cutoff, BATCH).await? {
-        match ask_about_message(env, &db, &message, message_cutoff, now).await {
+    for message in stale::stale_messages(db, oldest, message_cutoff, message_cutoff, BATCH).await? {
+        match ask_about_message(env, db, &message, message_cutoff, now).await {
             Ok((asked, fact)) => {
                 report.asked += usize::from(asked);
                 learned.extend(fact);

@@ -10,7 +10,7 @@ use crate::error::EdgeError;
 use crate::platform::now;
 use crate::queues::{self as jobs, Job};
 use crate::store::signals::{self, Stuck};
-use crate::store::{carrier_events, deliveries, messages, routes};
+use crate::store::{carrier_events, deliveries, messages, routes, AccountDb};
 
 /// Work unfinished for this long has lost its job (or is stuck behind retries).
 const STALE_AFTER_MILLIS: i64 = 2 * 60 * 1000;
@@ -51,12 +51,12 @@ pub async fn sweep_log(env: &Env) -> Result<Report, EdgeError> {
 /// media copies whose job was lost are enqueued again, and its oldest overdue delivery raises
 /// `backlog.high`.
 pub async fn sweep_account(env: &Env, binding: &str) -> Result<Report, EdgeError> {
-    let scoped = routes::scope(env, Some(binding.to_owned()))?;
+    let account = AccountDb::new(env, binding)?;
     let log = carrier_events::Log::open(env)?;
     let cutoff = Timestamp::from_unix_millis(now().unix_millis() - STALE_AFTER_MILLIS);
-    let found = sweep_database(&scoped, &log, cutoff).await?;
+    let found = sweep_database(&account, &log, cutoff).await?;
     let backlog_signals = match found.oldest_delivery {
-        Some((scoped, id)) => delivery_backlog(env, &scoped, &id).await?,
+        Some(id) => delivery_backlog(&account, &id).await?,
         None => 0,
     };
     Ok(Report {
@@ -80,21 +80,21 @@ struct Found {
     dispatches: usize,
     deliveries: usize,
     media: usize,
-    /// Its oldest delivery overdue past the backlog threshold, with the bindings to read it.
-    oldest_delivery: Option<(Env, String)>,
+    /// Its oldest delivery overdue past the backlog threshold.
+    oldest_delivery: Option<String>,
 }
 
-/// Sweeps one account database, with the bindings `env` scoped to it.
-async fn sweep_database(env: &Env, log: &carrier_events::Log, cutoff: Timestamp) -> Result<Found, EdgeError> {
-    let db = crate::store::database(env)?;
+/// Sweeps one account database.
+async fn sweep_database(account: &AccountDb, log: &carrier_events::Log, cutoff: Timestamp) -> Result<Found, EdgeError> {
+    let (env, db) = (account.env(), account.db());
     // Receipts woken by a recorded send a while ago: removed once applied or failed, enqueued
     // again otherwise (their job may have been lost, whatever became of its retries).
     let mut woken = Vec::new();
     let again_after = crate::config::tuning(env).woken_recheck;
     let recheck =
         Timestamp::from_unix_millis(now().unix_millis() - i64::try_from(again_after.as_millis()).unwrap_or(0));
-    for park in carrier_events::still_woken(&db, recheck, BATCH).await? {
-        match log.recheck_woken(&db, &park, now()).await {
+    for park in carrier_events::still_woken(db, recheck, BATCH).await? {
+        match log.recheck_woken(db, &park, now()).await {
             Ok(true) => woken.push(park),
             Ok(false) => {}
             Err(e) => skipped("woken receipt", &park.id, &e),
@@ -104,17 +104,16 @@ async fn sweep_database(env: &Env, log: &carrier_events::Log, cutoff: Timestamp)
     let mut expired = 0;
     // The operator's signals are written, and their deliveries enqueued, where the operator's
     // account is.
-    let root = crate::store::d1(env, crate::bindings::DB)?;
-    let root_env = crate::store::root_env(env);
+    let root = AccountDb::new(env, crate::bindings::DB)?;
     // One park whose expiry fails (its event's database unreachable) is logged and retried next
     // run; it holds up neither the other parks nor the rest of this sweep.
-    for park in carrier_events::expired_parks(&db, parked_horizon, BATCH).await? {
-        match log.expire_park(&db, &root, &park, parked_horizon).await {
+    for park in carrier_events::expired_parks(db, parked_horizon, BATCH).await? {
+        match log.expire_park(db, root.db(), &park, parked_horizon).await {
             Ok(failed) => {
                 expired += usize::from(failed.changed);
                 let signals = &failed.signals;
                 let announced = async {
-                    crate::queues::deliver_many(&root_env, crate::store::outbox::to_enqueue_for(&root, signals).await?)
+                    crate::queues::deliver_many(&root, crate::store::outbox::to_enqueue_for(root.db(), signals).await?)
                         .await
                 };
                 if let Err(e) = announced.await {
@@ -131,27 +130,27 @@ async fn sweep_database(env: &Env, log: &carrier_events::Log, cutoff: Timestamp)
                 "reason": "no message within 24 hours", "count": expired})
         );
     }
-    let mut dispatches = messages::undispatched(&db, cutoff, BATCH).await?;
-    dispatches.extend(messages::due(&db, now(), BATCH).await?);
+    let mut dispatches = messages::undispatched(db, cutoff, BATCH).await?;
+    dispatches.extend(messages::due(db, now(), BATCH).await?);
     let overdue =
-        deliveries::overdue(&db, Timestamp::from_unix_millis(now().unix_millis() - DELIVERY_GRACE_MILLIS), BATCH)
+        deliveries::overdue(db, Timestamp::from_unix_millis(now().unix_millis() - DELIVERY_GRACE_MILLIS), BATCH)
             .await?;
-    let uncopied = crate::store::media::uncopied(&db, cutoff, BATCH).await?;
+    let uncopied = crate::store::media::uncopied(db, cutoff, BATCH).await?;
     // A line whose wake was lost (an attempt's chain cut short, a wake message dropped) is woken
     // here; one that is still being drained, or whose circuit holds, is left as it is by its wake.
-    let lines = crate::store::endpoints::circuit::with_line(&db, BATCH).await?;
+    let lines = crate::store::endpoints::circuit::with_line(db, BATCH).await?;
     for endpoint in &lines {
-        crate::queues::wake_later(env, endpoint, 0).await?;
+        crate::queues::wake_later(account, endpoint, 0).await?;
     }
     let found_counts = (woken.len(), dispatches.len(), overdue.len() + lines.len(), uncopied.len());
-    crate::queues::deliver_many(env, overdue).await?;
+    crate::queues::deliver_many(account, overdue).await?;
     let mut work: Vec<Job> = woken.iter().map(|w| Job::carrier_event(&w.id)).collect();
-    work.extend(dispatches.iter().map(|message_id| Job::dispatch(env, message_id)));
-    work.extend(uncopied.iter().map(|m| Job::copy_media(env, &m.message_id, m.position)));
+    work.extend(dispatches.iter().map(|message_id| Job::dispatch(account, message_id)));
+    work.extend(uncopied.iter().map(|m| Job::copy_media(account, &m.message_id, m.position)));
     jobs::enqueue_many(env, work).await?;
     let threshold_secs = crate::config::get(env)?.backlog_alert_secs;
     let backlog_cutoff = Timestamp::from_unix_millis(now().unix_millis() - threshold_secs.saturating_mul(1000));
-    let oldest_delivery = deliveries::overdue(&db, backlog_cutoff, 1).await?.pop().map(|id| (env.clone(), id));
+    let oldest_delivery = deliveries::overdue(db, backlog_cutoff, 1).await?.pop();
     let (woken, dispatches, deliveries, media) = found_counts;
     Ok(Found { woken, dispatches, deliveries, media, oldest_delivery })
 }
@@ -164,7 +163,7 @@ async fn sweep_database(env: &Env, log: &carrier_events::Log, cutoff: Timestamp)
 /// the operator's, in `DB`.
 async fn log_backlog(env: &Env, log: &carrier_events::Log) -> Result<usize, EdgeError> {
     let threshold_secs = crate::config::get(env)?.backlog_alert_secs;
-    let root = crate::store::d1(env, crate::bindings::DB)?;
+    let root = AccountDb::new(env, crate::bindings::DB)?;
     let at = now();
     let cutoff = Timestamp::from_unix_millis(at.unix_millis() - threshold_secs.saturating_mul(1000));
     let mut stuck = Vec::new();
@@ -176,25 +175,26 @@ async fn log_backlog(env: &Env, log: &carrier_events::Log) -> Result<usize, Edge
         if let Some(row) = log.load(&id).await?.filter(|r| !r.settled()) {
             let since = row.created_at;
             stuck.push(
-                signals::backlog_high(&root, &Stuck::CarrierEvent { id: &row.id, since }, threshold_secs, at).await?,
+                signals::backlog_high(root.db(), &Stuck::CarrierEvent { id: &row.id, since }, threshold_secs, at)
+                    .await?,
             );
         }
     }
     // Each signal written is a list of its copies' event ids; one already written is empty.
     let raised = stuck.iter().filter(|ids| !ids.is_empty()).count();
-    crate::queues::deliver_many(env, crate::store::outbox::to_enqueue_for(&root, &stuck.concat()).await?).await?;
+    crate::queues::deliver_many(&root, crate::store::outbox::to_enqueue_for(root.db(), &stuck.concat()).await?).await?;
     Ok(raised)
 }
 
 /// Raises `backlog.high` about delivery `id`, the oldest overdue delivery of an endpoint
 /// neither paused nor disabled (what such an endpoint holds waits for its owner) of the account
-/// database `scoped` serves, if it is still pending. It is written in its account's database,
-/// for the account and the operator both. Returns how many signals this wrote (0 or 1).
-async fn delivery_backlog(env: &Env, scoped: &Env, id: &str) -> Result<usize, EdgeError> {
-    let threshold_secs = crate::config::get(env)?.backlog_alert_secs;
+/// database `account`, if it is still pending. It is written in its account's database, for the
+/// account and the operator both. Returns how many signals this wrote (0 or 1).
+async fn delivery_backlog(account: &AccountDb, id: &str) -> Result<usize, EdgeError> {
+    let threshold_secs = crate::config::get(account.env())?.backlog_alert_secs;
     let at = now();
-    let db = crate::store::database(scoped)?;
-    let Some(due) = deliveries::due(&db, id).await?.filter(|d| d.status == deliveries::DeliveryStatus::Pending) else {
+    let db = account.db();
+    let Some(due) = deliveries::due(db, id).await?.filter(|d| d.status == deliveries::DeliveryStatus::Pending) else {
         return Ok(0);
     };
     let delivery = Stuck::Delivery {
@@ -204,8 +204,8 @@ async fn delivery_backlog(env: &Env, scoped: &Env, id: &str) -> Result<usize, Ed
         account_id: &due.account_id,
         since: due.next_attempt_at,
     };
-    let written = signals::backlog_high(&db, &delivery, threshold_secs, at).await?;
-    crate::queues::deliver_many(scoped, crate::store::outbox::to_enqueue_for(&db, &written).await?).await?;
+    let written = signals::backlog_high(db, &delivery, threshold_secs, at).await?;
+    crate::queues::deliver_many(account, crate::store::outbox::to_enqueue_for(db, &written).await?).await?;
     Ok(usize::from(!written.is_empty()))
 }
 
@@ -232,8 +232,8 @@ pub async fn register_operator(env: &Env) -> Result<bool, EdgeError> {
     // In every account database: an account's signals (a disabled endpoint, an exhausted
     // delivery) are written beside its deliveries, the operator's copy with them.
     for binding in routes::databases(env) {
-        let registered = match routes::open(env, Some(binding.clone())) {
-            Ok((_, db)) => crate::store::signals::register_operator(&db, url.as_str(), &secret, now()).await,
+        let registered = match AccountDb::new(env, &binding) {
+            Ok(account) => crate::store::signals::register_operator(account.db(), url.as_str(), &secret, now()).await,
             Err(e) => Err(e),
         };
         if let Err(e) = registered {

@@ -46,8 +46,8 @@ pub async fn create_account(mut req: Request, ctx: &Ctx<'_>) -> Result<Response,
         at: created,
     };
     let binding = routes::place_account(env, &id, &key_hash, created, access::insert(&root, &key)?).await?;
-    let scoped = routes::scope(env, Some(binding))?;
-    accounts::create(&crate::store::database(&scoped)?, &id, &name, &key_hash, created).await?;
+    let scoped = crate::store::AccountDb::new(env, &binding)?;
+    accounts::create(scoped.db(), &id, &name, &key_hash, created).await?;
     http::json(201, &json!({ "id": id, "name": name, "api_key": api_key, "created_at": created.to_rfc3339() }))
 }
 
@@ -86,7 +86,7 @@ pub async fn list_accounts(req: Request, ctx: &Ctx<'_>) -> Result<Response, Edge
     let cursor = Cursor::from_params(&params)?;
     let mut rows = Vec::new();
     for scoped in routes::each(env)? {
-        rows.extend(accounts::list(&crate::store::database(&scoped)?, cursor.clone(), limit).await?);
+        rows.extend(accounts::list(scoped.db(), cursor.clone(), limit).await?);
     }
     let rows = newest_first(rows, limit, |a| (a.created_at, &a.id));
     let next = Cursor::after(&rows, limit, |a| (a.created_at, &a.id));

@@ -31,7 +31,7 @@ pub async fn list_failed_deliveries(req: Request, ctx: &Ctx<'_>) -> Result<Respo
     let cursor = Cursor::from_params(&params)?;
     let mut rows = Vec::new();
     for scoped in routes::each(env)? {
-        rows.extend(deliveries::list(&crate::store::database(&scoped)?, status, cursor.clone(), limit).await?);
+        rows.extend(deliveries::list(scoped.db(), status, cursor.clone(), limit).await?);
     }
     let rows = newest_first(rows, limit, |d| (d.created_at, &d.id));
     let next = Cursor::after(&rows, limit, |d| (d.created_at, &d.id));
@@ -54,7 +54,7 @@ pub async fn retry_delivery(req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Res
     auth::admin(&req, env)?;
     // The delivery's id names no account: it is looked for in each account database.
     for scoped in routes::each(env)? {
-        match deliveries::redrive(&crate::store::database(&scoped)?, id, now()).await? {
+        match deliveries::redrive(scoped.db(), id, now()).await? {
             Redrive::Pending => {
                 crate::queues::deliver_written(&scoped, vec![id.to_owned()]).await;
                 return http::json(202, &json!({ "id": id, "status": "pending" }));

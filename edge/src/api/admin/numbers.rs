@@ -63,9 +63,9 @@ pub async fn create_number(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, 
         .transpose()?;
     let binding = routes::of_account(env, &account_id).await?;
     let in_db = binding.as_deref().is_none_or(|b| b == crate::bindings::DB);
-    let scoped = routes::scope(env, binding)?;
-    let db = crate::store::database(&scoped)?;
-    if !accounts::exists(&db, &account_id).await? {
+    let scoped = crate::store::AccountDb::named(env, binding.as_deref())?;
+    let db = scoped.db();
+    if !accounts::exists(db, &account_id).await? {
         return Err(EdgeError::invalid("account_id", "no such account"));
     }
     let id = new_id("num")?;
@@ -80,10 +80,10 @@ pub async fn create_number(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, 
     };
     // Numbers are unique across every account database: claimed in `DB` first, and for an
     // account in `DB` assigned in the same batch.
-    let row = if in_db { Some(numbers::create_stmt(&db, new(), created, true)?) } else { None };
+    let row = if in_db { Some(numbers::create_stmt(db, new(), created, true)?) } else { None };
     let assigned = match routes::claim_number(env, phone_number.as_str(), &account_id, row).await? {
         routes::Claim::Assigned => true,
-        routes::Claim::Claimed => numbers::create(&db, new(), created).await?,
+        routes::Claim::Claimed => numbers::create(db, new(), created).await?,
         routes::Claim::Taken | routes::Claim::Already => false,
     };
     if !assigned {

@@ -206,7 +206,7 @@ const MARK_PROCESSED: &str = "UPDATE carrier_events SET processed_at = ?2, attem
 impl Log {
     /// The log as configured (`EVENT_SHARDS`, default: everything in `DB`).
     pub fn open(env: &Env) -> Result<Self, EdgeError> {
-        Ok(Log { env: db::root_env(env), map: Rc::clone(&crate::config::get(env)?.event_shards) })
+        Ok(Log { env: env.clone(), map: Rc::clone(&crate::config::get(env)?.event_shards) })
     }
 
     /// The database of a dedupe binding.

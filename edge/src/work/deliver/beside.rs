@@ -15,12 +15,12 @@ use std::rc::Rc;
 
 use exactly_core::breaker;
 use exactly_core::Timestamp;
-use worker::{Context, D1Database, Env};
+use worker::Context;
 
 use super::gate::{lease_from, Claimed};
 use super::{start, Invocation, Shared};
 use crate::store::deliveries;
-use crate::store::outbox;
+use crate::store::{outbox, AccountDb};
 
 /// The most first attempts one invocation claims with its jobs' batches (the `deliveries`
 /// queue's batch size).
@@ -33,7 +33,7 @@ pub struct Beside<'a> {
     /// Claims it may still make.
     room: Cell<usize>,
     /// Claimed attempts, started when the batch's jobs have ended ([`Beside::go`]).
-    ready: RefCell<Vec<(Env, Claimed)>>,
+    ready: RefCell<Vec<(AccountDb, Claimed)>>,
 }
 
 impl<'a> Beside<'a> {
@@ -53,7 +53,7 @@ impl<'a> Beside<'a> {
 
     /// Takes what a batch made under [`Beside::claiming`] claimed, to start with the others once
     /// the batch's jobs have ended; a batch that claimed nothing gives its room back.
-    pub async fn take(&self, env: &Env, db: &D1Database, claimed: outbox::Claimed) {
+    pub async fn take(&self, account: &AccountDb, claimed: outbox::Claimed) {
         if let Some(problem) = &claimed.unread {
             worker::console_error!(
                 "{}",
@@ -68,14 +68,14 @@ impl<'a> Beside<'a> {
             if crate::faults::delivery_message_lost(due.url.as_deref().unwrap_or_default()) {
                 // As a lost queue message would leave it: unclaimed, for the sweeper. A give-back
                 // that fails leaves it to its lease.
-                if let Err(e) = deliveries::give_back(db, &due.id, due.attempts, at, false).await {
+                if let Err(e) = deliveries::give_back(account.db(), &due.id, due.attempts, at, false).await {
                     super::log(&due.id, &Err(e));
                 }
                 continue;
             }
             let number = due.attempts;
             let claimed = Claimed { due, number, admission: breaker::Admission::Send, at };
-            self.ready.borrow_mut().push((env.clone(), claimed));
+            self.ready.borrow_mut().push((account.clone(), claimed));
         }
     }
 
@@ -83,8 +83,8 @@ impl<'a> Beside<'a> {
     pub fn go(&self) {
         // Their time runs from now, when they start, not from the batch's start.
         self.shared.began.set(crate::platform::now());
-        for (env, claimed) in self.ready.take() {
-            start(self.ctx, &env, claimed, &self.shared);
+        for (account, claimed) in self.ready.take() {
+            start(self.ctx, &account, claimed, &self.shared);
         }
     }
 }

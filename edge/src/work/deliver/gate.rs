@@ -4,7 +4,7 @@
 
 use exactly_core::breaker;
 use exactly_core::Timestamp;
-use worker::{D1Database, Env};
+use worker::D1Database;
 
 use super::filtering::{verdict, Verdict};
 use super::ATTEMPT_LEASE_MILLIS;
@@ -12,6 +12,7 @@ use crate::error::EdgeError;
 use crate::platform::now;
 use crate::store::deliveries::{self, Claim, Due, Queued, Taken};
 use crate::store::endpoints::circuit;
+use crate::store::AccountDb;
 use crate::work::outcome::Done;
 
 /// What a delivery's gates decided.
@@ -49,7 +50,8 @@ impl Claimed {
 /// also checks the in-flight limit (under a rate limit, at most the rate), the line (older
 /// deliveries go first) and that the circuit has not changed (else into the line). A probe's
 /// turn is taken after its claim, so a turn is never taken for an attempt that does not go.
-pub(super) async fn gate(env: &Env, db: &D1Database, id: &str, mut ahead: Option<Box<Due>>) -> Result<Gate, EdgeError> {
+pub(super) async fn gate(account: &AccountDb, id: &str, mut ahead: Option<Box<Due>>) -> Result<Gate, EdgeError> {
+    let (env, db) = (account.env(), account.db());
     for _ in 0..3 {
         // Read with its take from the line the first time, when it was.
         let due = match ahead.take() {
@@ -129,14 +131,15 @@ pub(super) async fn gate(env: &Env, db: &D1Database, id: &str, mut ahead: Option
 /// circuit, which admits every attempt, and room at its endpoint), or put into its endpoint's
 /// line in that batch when only the room was missing; else through [`gate`] with what that
 /// batch read.
-pub(super) async fn gate_queued(env: &Env, db: &D1Database, id: &str) -> Result<Gate, EdgeError> {
+pub(super) async fn gate_queued(account: &AccountDb, id: &str) -> Result<Gate, EdgeError> {
+    let db = account.db();
     let at = now();
     match deliveries::due_claiming(db, id, at, lease_from(at)).await? {
         Queued::Claimed(due, number) => {
             Ok(Gate::Claimed(Box::new(Claimed { due, number, admission: breaker::Admission::Send, at })))
         }
         Queued::InLine => Ok(Gate::Done(Done::WaitingForEndpoint)),
-        Queued::Read(due) => gate(env, db, id, due.map(Box::new)).await,
+        Queued::Read(due) => gate(account, id, due.map(Box::new)).await,
     }
 }
 
@@ -155,9 +158,10 @@ pub(super) async fn take(db: &D1Database, endpoint: &str) -> Result<Option<Taken
 /// A delivery taken out of its endpoint's line through its gates: one whose attempt the take
 /// claimed goes as claimed (through the closed circuit the take found, read in its batch), the
 /// others through [`gate`].
-pub(super) async fn gate_taken(env: &Env, db: &D1Database, taken: Taken) -> Result<Gate, EdgeError> {
+pub(super) async fn gate_taken(account: &AccountDb, taken: Taken) -> Result<Gate, EdgeError> {
+    let db = account.db();
     let Taken { id, due, claimed, at } = taken;
-    let Some(number) = claimed else { return gate(env, db, &id, due).await };
+    let Some(number) = claimed else { return gate(account, &id, due).await };
     let (due, at) = match due {
         Some(due) => (*due, at),
         // Not read with the take: read now, and renewed before it is sent (a claim time long

@@ -28,13 +28,13 @@ use exactly_core::{backoff, breaker};
 use futures_util::future::join_all;
 use worker::{Context, D1Database, Env, Message, MessageBatch, MessageExt};
 
-use crate::bindings;
 use crate::config;
 use crate::error::EdgeError;
 use crate::platform::{endpoint_url, now, random_u32};
 use crate::queues::{self, DeliveryJob};
 use crate::store::deliveries::{self, Attempt, Due, Subject, Taken};
 use crate::store::endpoints::{self, circuit};
+use crate::store::AccountDb;
 use crate::work::outcome::Wait;
 use crate::work::outcome::{Done, Outcome};
 
@@ -134,31 +134,25 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env, ctx: &Co
     Ok(())
 }
 
-/// The bindings and database of the account database a delivery job names.
-fn scoped(env: &Env, job: &DeliveryJob) -> Result<(Env, D1Database), EdgeError> {
-    let env = crate::store::account_scope(env, job.database.as_deref().unwrap_or(bindings::DB))?;
-    let db = crate::store::database(&env)?;
-    Ok((env, db))
-}
-
 async fn consume_one(env: &Env, ctx: &Context, shared: &Shared, message: &Message<serde_json::Value>) {
     let Ok(job) = serde_json::from_value::<DeliveryJob>(message.body().clone()) else {
         message.ack();
         return;
     };
-    let (env, db) = match scoped(env, &job) {
-        Ok(scoped) => scoped,
+    // The account database the job names.
+    let account = match AccountDb::named(env, job.database.as_deref()) {
+        Ok(account) => account,
         Err(e) => return crate::work::outcome::settle(message, Err(e), |line| tag(line, &job)),
     };
     if let Some(endpoint) = &job.wake {
-        let result = wake(&env, &db, ctx, shared, endpoint).await.map(Outcome::Done);
+        let result = wake(&account, ctx, shared, endpoint).await.map(Outcome::Done);
         return crate::work::outcome::settle(message, result, |line| tag(line, &job));
     }
-    match gate_queued(&env, &db, &job.delivery_id).await {
+    match gate_queued(&account, &job.delivery_id).await {
         Ok(Gate::Claimed(claimed)) => {
             // Its outcome is logged when it is recorded.
             message.ack();
-            start(ctx, &env, *claimed, shared);
+            start(ctx, &account, *claimed, shared);
         }
         Ok(Gate::Done(done)) => crate::work::outcome::settle(message, Ok(Outcome::Done(done)), |line| tag(line, &job)),
         Ok(Gate::LookAgain) => {
@@ -196,8 +190,8 @@ fn log(delivery_id: &str, result: &Result<Done, EdgeError>) {
 pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
     for message in batch.messages()? {
         let result = match serde_json::from_value::<DeliveryJob>(message.body().clone()) {
-            Ok(job) if job.wake.is_none() => match scoped(env, &job) {
-                Ok((_, db)) => dead_letter(&db, &job.delivery_id).await,
+            Ok(job) if job.wake.is_none() => match AccountDb::named(env, job.database.as_deref()) {
+                Ok(account) => dead_letter(account.db(), &job.delivery_id).await,
                 Err(e) => Err(e),
             },
             // A wake that failed every retry: the sweeper wakes the line.
@@ -217,26 +211,22 @@ async fn dead_letter(db: &D1Database, delivery_id: &str) -> Result<(), EdgeError
 }
 
 /// Starts a claimed attempt beside the batch.
-fn start(ctx: &Context, env: &Env, claimed: Claimed, shared: &Shared) {
+fn start(ctx: &Context, account: &AccountDb, claimed: Claimed, shared: &Shared) {
     shared.outstanding.set(shared.outstanding.get() + 1);
-    ctx.wait_until(crate::quotas::beside(run(env.clone(), claimed, Rc::clone(shared))));
+    ctx.wait_until(crate::quotas::beside(run(account.clone(), claimed, Rc::clone(shared))));
 }
 
 /// Runs a claimed attempt, then, while the endpoint has a line, the next delivery in it: an
 /// attempt that ends hands its in-flight place to the oldest waiting, with no queue message
 /// between (at most [`CHAIN_MAX`] in a row and [`ROUNDS_MAX`] in the invocation, then a wake
 /// carries the line on).
-async fn run(env: Env, first: Claimed, shared: Shared) {
-    chain(&env, first, &shared).await;
+async fn run(account: AccountDb, first: Claimed, shared: Shared) {
+    chain(&account, first, &shared).await;
     shared.outstanding.set(shared.outstanding.get().saturating_sub(1));
 }
 
-async fn chain(env: &Env, first: Claimed, shared: &Invocation) {
-    let db = match crate::store::database(env) {
-        Ok(db) => db,
-        // The lease runs out and the sweeper finds the delivery.
-        Err(e) => return log(&first.due.id, &Err(e)),
-    };
+async fn chain(account: &AccountDb, first: Claimed, shared: &Invocation) {
+    let (env, db) = (account.env(), account.db());
     let began = now();
     let mut claimed = first;
     for round in 1.. {
@@ -251,22 +241,22 @@ async fn chain(env: &Env, first: Claimed, shared: &Invocation) {
         };
         // A success's record takes the next in line in its own batch when the chain goes on
         // (one round trip fewer); a delivery taken so is gated even if the chain ran out meanwhile.
-        let (result, taken) = attempt(env, &db, claimed, shared, goes_on()).await;
+        let (result, taken) = attempt(account, claimed, shared, goes_on()).await;
         log(&id, &result);
         let next = match taken {
             Some(next) => next,
             None if !goes_on() => {
-                if let Err(e) = queues::wake_later(env, &endpoint, 0).await {
+                if let Err(e) = queues::wake_later(account, &endpoint, 0).await {
                     log(&id, &Err(e));
                 }
                 return;
             }
-            None => match take(&db, &endpoint).await {
+            None => match take(db, &endpoint).await {
                 Ok(next) => next,
                 Err(e) => return log(&id, &Err(e)),
             },
         };
-        let Some(taken) = claim_next(env, &db, &endpoint, next, shared).await else { return };
+        let Some(taken) = claim_next(account, &endpoint, next, shared).await else { return };
         claimed = taken;
     }
 }
@@ -277,17 +267,17 @@ async fn chain(env: &Env, first: Claimed, shared: &Invocation) {
 /// and a wake carries the line on. A delivery taken out of the line is always gated: the budget
 /// is checked before the next one is taken.
 async fn claim_next(
-    env: &Env,
-    db: &D1Database,
+    account: &AccountDb,
     endpoint: &str,
     mut next: Option<Taken>,
     shared: &Invocation,
 ) -> Option<Claimed> {
+    let db = account.db();
     let mut held_back = 0;
     loop {
         let taken = next?;
         let id = taken.id.clone();
-        match gate_taken(env, db, taken).await {
+        match gate_taken(account, taken).await {
             Ok(Gate::Claimed(c)) => return Some(*c),
             Ok(Gate::Done(Done::Filtered)) => log(&id, &Ok(Done::Filtered)),
             Ok(Gate::Done(done)) => {
@@ -317,7 +307,7 @@ async fn claim_next(
             }
         };
     }
-    if let Err(e) = queues::wake_later(env, endpoint, 0).await {
+    if let Err(e) = queues::wake_later(account, endpoint, 0).await {
         log(endpoint, &Err(e));
     }
     None
@@ -328,16 +318,17 @@ async fn claim_next(
 /// the line is empty; each
 /// claimed attempt runs beside the batch as [`run`]. An invocation that has as many attempts
 /// outstanding as it should hold wakes the line again a second later instead.
-async fn wake(env: &Env, db: &D1Database, ctx: &Context, shared: &Shared, endpoint: &str) -> Result<Done, EdgeError> {
+async fn wake(account: &AccountDb, ctx: &Context, shared: &Shared, endpoint: &str) -> Result<Done, EdgeError> {
+    let db = account.db();
     for _ in 0..WAKE_MAX {
         if shared.outstanding.get() >= OUTSTANDING_MAX {
-            queues::wake_later(env, endpoint, 1).await?;
+            queues::wake_later(account, endpoint, 1).await?;
             break;
         }
         let Some(taken) = take(db, endpoint).await? else { break };
         let id = taken.id.clone();
-        match gate_taken(env, db, taken).await {
-            Ok(Gate::Claimed(claimed)) => start(ctx, env, *claimed, shared),
+        match gate_taken(account, taken).await {
+            Ok(Gate::Claimed(claimed)) => start(ctx, account, *claimed, shared),
             Ok(Gate::Done(done)) => {
                 log(&id, &Ok(done));
                 if matches!(done, Done::WaitingForEndpoint | Done::WaitingForCircuit | Done::Held) {
@@ -362,27 +353,26 @@ async fn wake(env: &Env, db: &D1Database, ctx: &Context, shared: &Shared, endpoi
 /// With `take_next`, a success's record also takes the next delivery in the endpoint's line:
 /// the second value is then what it took (`None` when nothing was taken).
 async fn attempt(
-    env: &Env,
-    db: &D1Database,
+    account: &AccountDb,
     claimed: Claimed,
     shared: &Invocation,
     take_next: bool,
 ) -> (Result<Done, EdgeError>, Option<Option<Taken>>) {
     let _place = shared.lanes.place(&claimed.due.endpoint_id, claimed.fast()).await;
     let taken = Cell::new(None);
-    let result = attempt_in_lane(env, db, claimed, shared, take_next.then_some(&taken)).await;
+    let result = attempt_in_lane(account, claimed, shared, take_next.then_some(&taken)).await;
     (result, taken.take())
 }
 
 /// [`attempt`], with its place in a lane taken.
 async fn attempt_in_lane(
-    env: &Env,
-    db: &D1Database,
+    account: &AccountDb,
     claimed: Claimed,
     shared: &Invocation,
     take_next: Option<&Cell<Option<Option<Taken>>>>,
 ) -> Result<Done, EdgeError> {
-    let (circuit_now, started) = match ready(env, db, &claimed).await {
+    let (env, db) = (account.env(), account.db());
+    let (circuit_now, started) = match ready(account, &claimed).await {
         Ok(Some(ready)) => ready,
         Ok(None) => return Ok(Done::ClaimedElsewhere),
         Err(e) => {
@@ -396,7 +386,7 @@ async fn attempt_in_lane(
     let left = shared.left_millis(env);
     if left < SEND_MIN_MILLIS {
         deliveries::unclaim(db, &claimed.due.id, claimed.number, now()).await?;
-        queues::wake_later(env, &claimed.due.endpoint_id, 0).await?;
+        queues::wake_later(account, &claimed.due.endpoint_id, 0).await?;
         return Ok(Done::ClaimedElsewhere);
     }
     let timeout = attempt_timeout(env).min(Duration::from_millis(u64::try_from(left).unwrap_or(0)));
@@ -436,9 +426,9 @@ async fn attempt_in_lane(
     // circuit that counted no failure. Any other success may open or close it, and the one taken
     // goes through its gates as the circuit is then.
     let take_next = take_next.map(|into| (into, leaves_circuit_alone(admission, &circuit_now)));
-    let done = record(env, db, &due, (number, started, latency_ms), answer, reply, take_next).await?;
+    let done = record(account, &due, (number, started, latency_ms), answer, reply, take_next).await?;
     if !(cut_short && outcome != breaker::Outcome::Success && admission == breaker::Admission::Send) {
-        feed_breaker(env, db, &due, &circuit_now, admission, outcome, ended).await?;
+        feed_breaker(account, &due, &circuit_now, admission, outcome, ended).await?;
     }
     Ok(done)
 }
@@ -447,11 +437,8 @@ async fn attempt_in_lane(
 /// `Ok(None)` when the attempt is no longer this job's (a later attempt was claimed after its
 /// lease lapsed, or its turn was too far off and it went back into line); else the endpoint's
 /// circuit as it is now and the time the attempt starts (its turn, under a rate limit).
-async fn ready(
-    env: &Env,
-    db: &D1Database,
-    claimed: &Claimed,
-) -> Result<Option<(endpoints::Columns, Timestamp)>, EdgeError> {
+async fn ready(account: &AccountDb, claimed: &Claimed) -> Result<Option<(endpoints::Columns, Timestamp)>, EdgeError> {
+    let (env, db) = (account.env(), account.db());
     let due = &claimed.due;
     config::get(env)?;
     let rate = due.rate_limit_per_second.filter(|r| *r >= 1);
@@ -487,14 +474,14 @@ async fn ready(
 /// as the attempt was sent. The swap is retried against the state another attempt wrote
 /// meanwhile; an opening schedules the wake at the probe time, a closing wakes the line now.
 async fn feed_breaker(
-    env: &Env,
-    db: &D1Database,
+    account: &AccountDb,
     due: &Due,
     sent_under: &endpoints::Columns,
     admission: breaker::Admission,
     outcome: breaker::Outcome,
     at: Timestamp,
 ) -> Result<(), EdgeError> {
+    let (env, db) = (account.env(), account.db());
     // A success sent through a closed circuit that held no failures changes nothing: a healthy
     // endpoint's row is never written.
     if outcome == breaker::Outcome::Success && leaves_circuit_alone(admission, sent_under) {
@@ -523,12 +510,12 @@ async fn feed_breaker(
         match next {
             breaker::State::Open { probe_at, .. } => {
                 let secs = (probe_at - at.unix_millis()).max(0).div_euclid(1000) + 1;
-                queues::wake_later(env, &due.endpoint_id, u64::try_from(secs).unwrap_or(1)).await?;
+                queues::wake_later(account, &due.endpoint_id, u64::try_from(secs).unwrap_or(1)).await?;
             }
-            breaker::State::Closed { .. } => queues::wake_later(env, &due.endpoint_id, 0).await?,
+            breaker::State::Closed { .. } => queues::wake_later(account, &due.endpoint_id, 0).await?,
             breaker::State::HalfOpen { .. } => {}
         }
-        queues::deliver_many(env, crate::store::outbox::to_enqueue_for(db, &signals).await?).await?;
+        queues::deliver_many(account, crate::store::outbox::to_enqueue_for(db, &signals).await?).await?;
         return Ok(());
     }
     Ok(())
@@ -553,14 +540,14 @@ fn leaves_circuit_alone(admission: breaker::Admission, sent_under: &endpoints::C
 /// `take_next` also takes the endpoint's next delivery in line, into its cell, claiming its
 /// attempt in the same batch when its flag says the circuit stays as it is.
 async fn record(
-    env: &Env,
-    db: &D1Database,
+    account: &AccountDb,
     due: &Due,
     (number, started, latency_ms): (i64, Timestamp, i64),
     answer: Answer,
     reply: Reply,
     take_next: Option<(&Cell<Option<Option<Taken>>>, bool)>,
 ) -> Result<Done, EdgeError> {
+    let (env, db) = (account.env(), account.db());
     let attempt = |status: Option<u16>, error: Option<String>, next_attempt_at: Option<Timestamp>| Attempt {
         delivery_id: due.id.clone(),
         number,
@@ -595,7 +582,7 @@ async fn record(
         Answer::Gone => {
             let signals =
                 deliveries::record_gone(db, &attempt(Some(410), Some("410 Gone".into()), None), &subject).await?;
-            queues::deliver_many(env, crate::store::outbox::to_enqueue_for(db, &signals).await?).await?;
+            queues::deliver_many(account, crate::store::outbox::to_enqueue_for(db, &signals).await?).await?;
             Ok(Done::EndpointGone)
         }
         Answer::Failure { status, error, retry_after, .. } => {
@@ -614,14 +601,14 @@ async fn record(
             // retry whose enqueue fails, once it is overdue.
             let done = match next {
                 Some(delay) => {
-                    if let Err(e) = queues::deliver_later(env, &due.id, delay).await {
+                    if let Err(e) = queues::deliver_later(account, &due.id, delay).await {
                         worker::console_error!("{}", serde_json::json!({"delivery": due.id, "error": e.to_string()}));
                     }
                     Done::RetryScheduled
                 }
                 None => Done::DeliveryGaveUp,
             };
-            queues::deliver_many(env, crate::store::outbox::to_enqueue_for(db, &signals).await?).await?;
+            queues::deliver_many(account, crate::store::outbox::to_enqueue_for(db, &signals).await?).await?;
             Ok(done)
         }
     }
