@@ -65,27 +65,60 @@ if [ "$MODE" != serve ]; then
     fi
 fi
 
-# 2. worker-build, exactly this version. Both cargo installs build in one target directory, so
-# the dependencies they share build once.
+# 2 and 3. worker-build, exactly this version, and wasm-bindgen-cli at the version Cargo.lock
+# pins for the wasm-bindgen library. Building them is the slow part of a first setup, so they
+# build in the background while the steps after this one download, and in one target directory,
+# so the dependencies they share build once. They build at opt-level 1: measured on two cores,
+# 293 s against 403 s at the release profile's 3, and wasm-bindgen then takes 246 ms against
+# 216 ms to bind the worker (docs/testing.md, "The first run").
 INSTALL_TARGET="${CARGO_TARGET_DIR:-$HOME/.cache/exactly/target}/install"
+BINDGEN_VERSION=$(awk '/^name = "wasm-bindgen"$/ {getline; gsub(/[^0-9.]/, ""); print; exit}' Cargo.lock)
+TOOLS_LOG="$TOOLS/cargo-install.log"
+TOOLS_PID=""
+need_worker_build=""
+need_bindgen=""
 if [ "$(worker-build --version 2>/dev/null | awk '{print $NF}')" = "$WORKER_BUILD_VERSION" ]; then
     step "worker-build $WORKER_BUILD_VERSION (installed)"
 else
-    step "worker-build $WORKER_BUILD_VERSION (installing, a few minutes)"
-    cargo install worker-build --version "$WORKER_BUILD_VERSION" --locked --quiet --target-dir "$INSTALL_TARGET"
+    need_worker_build=1
 fi
-
-# 3. wasm-bindgen-cli at the version Cargo.lock pins for the wasm-bindgen library.
-BINDGEN_VERSION=$(awk '/^name = "wasm-bindgen"$/ {getline; gsub(/[^0-9.]/, ""); print; exit}' Cargo.lock)
 if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $NF}')" = "$BINDGEN_VERSION" ] \
    && command -v wasm-bindgen-test-runner >/dev/null; then
     step "wasm-bindgen-cli $BINDGEN_VERSION (installed)"
 else
-    step "wasm-bindgen-cli $BINDGEN_VERSION (installing, a few minutes)"
-    # Not --locked: the lock file published with 0.2.130 pins a webpki-roots release the registry
-    # no longer serves. The version that matters, wasm-bindgen's own, is pinned by --version.
-    cargo install wasm-bindgen-cli --version "$BINDGEN_VERSION" --quiet --target-dir "$INSTALL_TARGET"
+    need_bindgen=1
 fi
+if [ -n "$need_worker_build$need_bindgen" ]; then
+    step "worker-build $WORKER_BUILD_VERSION and wasm-bindgen-cli $BINDGEN_VERSION (building in the background, a few minutes)"
+    TOOLS_STARTED=$(date +%s)
+    (
+        export CARGO_PROFILE_RELEASE_OPT_LEVEL=1
+        if [ -n "$need_worker_build" ]; then
+            cargo install worker-build --version "$WORKER_BUILD_VERSION" --locked --quiet --target-dir "$INSTALL_TARGET"
+        fi
+        if [ -n "$need_bindgen" ]; then
+            # Not --locked: the lock file published with 0.2.130 pins a webpki-roots release the
+            # registry no longer serves. The version that matters, wasm-bindgen's own, is pinned
+            # by --version.
+            cargo install wasm-bindgen-cli --version "$BINDGEN_VERSION" --quiet --target-dir "$INSTALL_TARGET"
+        fi
+    ) >"$TOOLS_LOG" 2>&1 &
+    TOOLS_PID=$!
+fi
+# Waits for the background build of the tools; stops setup if it failed.
+tools_built() {
+    [ -n "$TOOLS_PID" ] || return 0
+    if wait "$TOOLS_PID"; then
+        step "worker-build and wasm-bindgen-cli built ($(( $(date +%s) - TOOLS_STARTED )) s)"
+    else
+        cat "$TOOLS_LOG" >&2
+        step "building worker-build or wasm-bindgen-cli FAILED (above; $TOOLS_LOG)"
+        exit 1
+    fi
+    TOOLS_PID=""
+}
+# Whatever stops setup early does not leave the build running behind it.
+trap '[ -z "$TOOLS_PID" ] || { pkill -P "$TOOLS_PID" 2>/dev/null; kill "$TOOLS_PID" 2>/dev/null; } || true' EXIT
 
 # 4. wrangler (and the esbuild worker-build bundles with), pinned in package-lock.json.
 if [ "$(node -p 'require("./node_modules/wrangler/package.json").version' 2>/dev/null)" = "$WRANGLER_VERSION" ] \
@@ -109,6 +142,7 @@ else
 fi
 
 if [ "$MODE" = serve ]; then
+    tools_built
     exit 0
 fi
 
@@ -157,3 +191,5 @@ else
         -r clients/python/requirements.txt
     cp clients/python/requirements.txt "$WHEELS/requirements.txt"
 fi
+
+tools_built

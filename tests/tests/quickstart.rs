@@ -357,6 +357,44 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
 }
 
+/// Starts `make dev`'s script on free ports and waits until it says where the console is
+/// (its start applies every migration through wrangler and checks the build, which on a machine
+/// busy with the rest of the suite takes minutes). A port is free when picked and may be taken
+/// by another test's worker before the script or wrangler binds it: then the script stops
+/// saying so, or wrangler cannot listen, and it starts again on other ports, as a user would.
+fn serve_make_dev(
+    w: &Worker,
+    env: &mut Vec<(&str, String)>,
+    unset: &[&str],
+) -> (Background, Arc<Mutex<Vec<String>>>, u16, u16) {
+    for _ in 0..5 {
+        let (port, carrier) = (free_port(), free_port());
+        env.retain(|(name, _)| !["PORT", "CARRIER_PORT", "INSPECTOR_PORT"].contains(name));
+        env.extend([
+            ("PORT", port.to_string()),
+            ("CARRIER_PORT", carrier.to_string()),
+            ("INSPECTOR_PORT", free_port().to_string()),
+        ]);
+        let (mut dev, served) = background_without("sh scripts/dev.sh", env, unset);
+        let console = format!("dev: the console: http://127.0.0.1:{port}/console/");
+        let taken = |l: &String| {
+            l.contains("is taken by another process")
+                || l.contains("EADDRINUSE")
+                || l.to_lowercase().contains("address already in use")
+        };
+        let settled = w.eventually(Duration::from_secs(600), || {
+            let lines = served.lock().unwrap();
+            lines.contains(&console) || lines.iter().any(taken) || matches!(dev.0.try_wait(), Ok(Some(_)))
+        });
+        let lines = served.lock().unwrap().clone();
+        if lines.contains(&console) {
+            return (dev, served, port, carrier);
+        }
+        assert!(settled && lines.iter().any(taken), "make dev said where the console is: {lines:?}");
+    }
+    panic!("make dev found its ports taken five times in a row")
+}
+
 /// `make dev`'s script, as a newcomer meets it where another process holds 8787 and 8788: it
 /// refuses the taken port, naming its setting; on two other ports (`PORT`, `CARRIER_PORT`) it
 /// serves, its variables follow the ports, and it says where everything is after wrangler's
@@ -389,17 +427,8 @@ fn make_dev_on_other_ports_serves_the_quickstart_and_chaos(w: &Worker) {
     let said = String::from_utf8_lossy(&refused.stderr).into_owned();
     assert!(!refused.status.success() && said.contains("port 8787 (PORT) is taken"), "refused: {said}");
 
-    let (port, carrier) = (free_port(), free_port());
-    env.extend([
-        ("PORT", port.to_string()),
-        ("CARRIER_PORT", carrier.to_string()),
-        ("INSPECTOR_PORT", free_port().to_string()),
-    ]);
     let unset = &unset[..3];
-    let (_dev, served) = background_without("sh scripts/dev.sh", &env, unset);
-    let console = format!("dev: the console: http://127.0.0.1:{port}/console/");
-    let ready = line_where(w, &served, |l| l == console);
-    assert!(ready.is_some(), "make dev said where the console is: {:?}", served.lock().unwrap());
+    let (_dev, served, port, carrier) = serve_make_dev(w, &mut env, unset);
     let written = std::fs::read_to_string(&vars).expect("make dev wrote its variables");
     for line in
         [format!("PUBLIC_BASE_URL=http://127.0.0.1:{port}"), format!("TELNYX_API_BASE=http://127.0.0.1:{carrier}")]
