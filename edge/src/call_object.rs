@@ -14,6 +14,7 @@
 //! timer, and deletes everything the object stores once the call has been settled for its grace.
 
 use std::cell::Cell;
+use std::rc::Rc;
 
 use exactly_core::call_machine::{Action, CallMachine, DialResult, Input};
 use serde::{Deserialize, Serialize};
@@ -21,6 +22,7 @@ use worker::{durable_object, DurableObject, Env, Request, Response, Result, SqlS
 
 use crate::carrier::telnyx::{self as carrier_api, Command};
 use crate::carrier::CallResult;
+use crate::config::Config;
 use crate::error::EdgeError;
 use crate::platform::now;
 use crate::store::call_storage as storage;
@@ -266,13 +268,13 @@ impl CallRing {
 
     /// The database of the call's account (`DB` before `call.initiated` named it, or with no
     /// route).
-    async fn account_db(&self) -> std::result::Result<AccountDb, EdgeError> {
+    async fn account_db(&self, config: &Rc<Config>) -> std::result::Result<AccountDb, EdgeError> {
         let account = self.load()?.call.map(|c| c.account_id).filter(|a| !a.is_empty());
         let binding = match account {
-            Some(account) => crate::store::routes::of_account(&self.env, &account).await?,
+            Some(account) => crate::store::routes::of_account(&self.env, config, &account).await?,
             None => None,
         };
-        AccountDb::named(&self.env, binding.as_deref())
+        AccountDb::named(&self.env, config, binding.as_deref())
     }
 
     /// Carries out one action; the input that reports its result, if it has one. An error
@@ -287,9 +289,14 @@ impl CallRing {
                 | Action::RecordAnswered { .. }
                 | Action::RecordEnd { .. }
         );
-        let account = if writes { self.account_db().await? } else { AccountDb::new(&self.env, crate::bindings::DB)? };
+        // The object's entry point: the configuration is read here, once per action.
+        let config = crate::config::get(&self.env)?;
+        let account = if writes {
+            self.account_db(&config).await?
+        } else {
+            AccountDb::new(&self.env, &config, crate::bindings::DB)?
+        };
         let (env, db) = (account.env(), account.db());
-        let config = crate::config::get(env)?;
         Ok(match action {
             Action::AnswerCaller { call_control_id, command_id } => {
                 let accepted = commanded(
@@ -350,7 +357,7 @@ impl CallRing {
                 None
             }
             Action::MarkProcessed { event } => {
-                crate::store::carrier_events::Log::open(env)?.mark_processed_id(event, now()).await?;
+                crate::store::carrier_events::Log::open(env, &config).mark_processed_id(event, now()).await?;
                 None
             }
             // The alarm is armed from the stored state after every drain.

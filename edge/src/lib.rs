@@ -11,6 +11,28 @@
 //! - Plumbing every wing may use: [`error`] (the one error type, mapped to HTTP), [`queues`] (the producers), [`config`] (with the product's timings and policies), [`bindings`], [`platform`] (time and
 //!   randomness), [`quotas`] (Cloudflare's per-call limits, guarded in the test build), [`faults`]
 //!   (test-only fault switches).
+//!
+//! # Layout
+//!
+//! Where each concept lives: one room in each wing that has something to do with it, and its
+//! rules in `exactly-core` (`-` where the wing has nothing to do with it).
+//!
+//! | concept | api | work | store | core |
+//! |---|---|---|---|---|
+//! | message | `api::messages` | `work::process` (in), `work::dispatch` (out), `work::media` | `store::messages` | `message`, `segments` |
+//! | call | `api::calls` | `work::calls`, [`call_object`] | `store::calls`, `store::call_storage` | `call_machine`, `call` |
+//! | delivery | `api::delivery_log`, `api::admin::deliveries` | `work::deliver` | `store::deliveries` | `webhook`, `backoff` |
+//! | endpoint | `api::webhook_endpoints` | `work::deliver::gate` | `store::endpoints` | `endpoint` |
+//! | account | `api::admin::accounts` | - | `store::accounts`, `store::routes`, `store::AccountDb` | `shard` |
+//! | key | `api::keys`, `api::auth` | - | `store::access` | `access` |
+//! | portal session | `api::portal` | - | `store::access` | `access` |
+//! | filter | `api::webhook_endpoints` | `work::deliver::filtering` | `store::endpoints` | `filter` |
+//! | idempotency | `api::idempotency` | - | `store::idempotency` | - |
+//! | erasure | `api::erasures` | `work::erase` | `store::erasures` | `erasure` |
+//! | limit | `api::limits` (rate limits) | - | - | - |
+//! | breaker | - | `work::deliver::gate` | `store::endpoints::circuit` | `breaker` |
+//!
+//! Cloudflare's per-call limits (queries, subrequests, batch sizes) are plumbing: [`quotas`].
 
 use worker::{event, Context, Env, MessageBatch, Request, Response, ScheduleContext, ScheduledEvent};
 
@@ -254,16 +276,17 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
         return raw(api::home::page()?);
     }
     // Validated once per isolate; until it is valid, every route answers 503 naming the
-    // variable.
-    config::get(env)?;
+    // variable. Read here once, and handed down.
+    let config = &config::get(env)?;
     if let Handler::Webhook(provider) = matched.handler {
         // The carriers' route reads the runtime's request as it is: no conversion into the worker
         // crate's type, which would also read `request.cf` and copy the URL, method and headers.
-        return api::ingest::webhook(provider, &req, env).await;
+        return api::ingest::webhook(provider, &req, env, config).await;
     }
     let outside_v1 = segments.first() != Some(&"v1");
+    let bindings = Bindings { env, config };
     if matched.handler == Handler::OpenApi {
-        return served(req, method, matched, outside_v1, env).await;
+        return served(req, method, matched, outside_v1, bindings).await;
     }
     // Every `/admin` and `/v1` request counts against its caller's rate limit, before it reads
     // anything (the carriers' webhooks above never do); one whose credential fails counts
@@ -271,12 +294,19 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
     let (address, at) = (api::limits::address(&req), platform::now());
     api::limits::admit(&req, &address, at)?;
     api::limits::count(&req, env, matched.admin, at).await?;
-    match served(req, method, matched, outside_v1, env).await {
+    match served(req, method, matched, outside_v1, bindings).await {
         Err(refused @ EdgeError::Unauthorized(_)) => {
             Err(api::limits::failed(env, &address, platform::now(), refused).await)
         }
         other => other,
     }
+}
+
+/// The worker's bindings and its configuration, as a request is served with them.
+#[derive(Clone, Copy)]
+struct Bindings<'a> {
+    env: &'a Env,
+    config: &'a std::rc::Rc<config::Config>,
 }
 
 /// Serves a matched `/admin`, `/v1` or page route past its rate limit.
@@ -285,21 +315,21 @@ async fn served(
     method: &str,
     matched: Matched<'_>,
     outside_v1: bool,
-    env: &Env,
+    Bindings { env, config }: Bindings<'_>,
 ) -> Result<web_sys::Response, EdgeError> {
     if outside_v1 {
         let req: Request = req.into();
-        let ctx = api::auth::Ctx { env, caller: None, database: None };
+        let ctx = api::auth::Ctx { env, config, caller: None, database: None };
         if matched.admin && api::idempotency::requested(method, &req) {
-            api::auth::admin(&req, env)?;
+            api::auth::admin(&req, config)?;
             let db = store::d1(env, bindings::DB)?;
-            return raw(api::idempotency::once(req, env, &db, "admin", |req| dispatch(matched, req, &ctx)).await?);
+            return raw(api::idempotency::once(req, config, &db, "admin", |req| dispatch(matched, req, &ctx)).await?);
         }
         return raw(dispatch(matched, req, &ctx).await?);
     }
     // A signed media link is its own credential: no key, no account.
     if matched.handler == Handler::ServeMedia {
-        return raw(dispatch(matched, req.into(), &api::auth::Ctx { env, caller: None, database: None }).await?);
+        return raw(dispatch(matched, req.into(), &api::auth::Ctx { env, config, caller: None, database: None }).await?);
     }
     // The customer API runs in a D1 session started from the bookmark the client sent back,
     // and answers with the session's latest, so the client reads its own writes.
@@ -307,16 +337,17 @@ async fn served(
     // databases"), once the caller's key or portal session allows the route (docs/contract.md
     // §5, "Keys, scopes and portal sessions").
     let bookmark = api::http::bookmark(&req)?;
-    let caller = api::auth::caller(&req, env).await?;
+    let caller = api::auth::caller(&req, env, config).await?;
     api::limits::count_account(env, &caller.account_id, caller.key_id.is_none(), platform::now()).await?;
     caller.access.permits(&access_route(&matched, method)).map_err(EdgeError::NotPermitted)?;
     let writes = worker::Method::from(method.to_owned()) != worker::Method::Get;
     let (account, session) =
-        store::AccountDb::named(env, caller.binding.as_deref())?.in_session(bookmark.as_deref(), writes)?;
+        store::AccountDb::named(env, config, caller.binding.as_deref())?.in_session(bookmark.as_deref(), writes)?;
     let req: Request = req.into();
-    let ctx = api::auth::Ctx { env, caller: Some(&caller), database: Some(&account) };
+    let ctx = api::auth::Ctx { env, config, caller: Some(&caller), database: Some(&account) };
     let mut response = if api::idempotency::requested(method, &req) {
-        api::idempotency::once(req, env, account.db(), &caller.account_id, |req| dispatch(matched, req, &ctx)).await?
+        api::idempotency::once(req, config, account.db(), &caller.account_id, |req| dispatch(matched, req, &ctx))
+            .await?
     } else {
         dispatch(matched, req, &ctx).await?
     };
@@ -549,11 +580,19 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
 
 /// Runs one cron tick (as [`scheduled`]'s one invocation).
 async fn tick(env: Env) {
-    if let Err(e) = work::sweep::register_operator(&env).await {
+    // Read once for the tick; while it is invalid the tick does nothing (every request answers
+    // 503 naming the variable meanwhile).
+    let config = match config::get(&env) {
+        Ok(config) => config,
+        Err(e) => {
+            return worker::console_error!("{}", serde_json::json!({"cron": "tick", "error": e.to_string()}));
+        }
+    };
+    if let Err(e) = work::sweep::register_operator(&env, &config).await {
         worker::console_error!("{}", serde_json::json!({"cron": "operator endpoint", "error": e.to_string()}));
     }
     // Every other part of the tick runs in a job of its own, per database (work::cron).
-    match work::cron::tick(&env).await {
+    match work::cron::tick(&env, &config).await {
         Ok(parts) => worker::console_log!("{}", serde_json::json!({"cron": "tick", "parts": parts})),
         Err(e) => worker::console_error!("{}", serde_json::json!({"cron": "tick", "error": e.to_string()})),
     }

@@ -2,11 +2,13 @@
 //! `DB` as SHA-256 hashes; docs/contract.md §5, "Keys, scopes and portal sessions").
 
 use exactly_core::access::{portal_token, Access, Scope};
+use std::rc::Rc;
+
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use worker::{Env, Request};
 
-use crate::config;
+use crate::config::Config;
 use crate::error::{EdgeError, Refused};
 use crate::platform::now;
 use crate::store::access as keys;
@@ -20,8 +22,7 @@ pub struct Account {
 }
 
 /// Checks `Authorization: Bearer $ADMIN_TOKEN`, in constant time.
-pub fn admin(req: &Request, env: &Env) -> Result<(), EdgeError> {
-    let config = config::get(env)?;
+pub fn admin(req: &Request, config: &Config) -> Result<(), EdgeError> {
     let expected = &config.admin_token;
     let header = req.headers().get("authorization").ok().flatten();
     let given = bearer_token(header.as_deref())?;
@@ -63,7 +64,7 @@ pub struct Caller {
 
 /// The caller whose API key or portal session the bearer token is; 401 for none, a revoked key
 /// or an expired session.
-pub async fn caller(req: &web_sys::Request, env: &Env) -> Result<Caller, EdgeError> {
+pub async fn caller(req: &web_sys::Request, env: &Env, config: &Config) -> Result<Caller, EdgeError> {
     let header = req.headers().get("authorization").ok().flatten();
     let token = bearer_token(header.as_deref())?;
     let root = crate::store::d1(env, crate::bindings::DB)?;
@@ -87,7 +88,7 @@ pub async fn caller(req: &web_sys::Request, env: &Env) -> Result<Caller, EdgeErr
     }
     // Nothing shaped otherwise is ever a key: refused without a read.
     if !exactly_core::access::key_shaped(&token) {
-        let admin = config::get(env).is_ok_and(|config| same_token(&token, &config.admin_token));
+        let admin = same_token(&token, &config.admin_token);
         let why = if admin { Refused::AdminTokenOnV1 } else { Refused::NotAKey };
         return Err(EdgeError::Unauthorized(why));
     }
@@ -120,6 +121,8 @@ enum Described<'a> {
 /// (docs/scaling.md, "Accounts across databases"), in the request's D1 session.
 pub struct Ctx<'a> {
     pub env: &'a Env,
+    /// The configuration, read once for the request.
+    pub config: &'a Rc<Config>,
     /// The `/v1` caller; `None` for `/admin`, pages and signed media links.
     pub caller: Option<&'a Caller>,
     /// The `/v1` caller's account database; `None` where there is no caller.

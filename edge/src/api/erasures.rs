@@ -5,7 +5,7 @@ use crate::api::auth::Ctx;
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
-use worker::{Env, Request, Response};
+use worker::{Request, Response};
 
 use crate::api::{auth, e164, http};
 use crate::error::{Conflict, EdgeError};
@@ -29,22 +29,25 @@ struct Erasure {
 /// once it finished, it is a new erasure, which finds nothing more.
 pub async fn create(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    auth::admin(&req, env)?;
+    auth::admin(&req, ctx.config)?;
     let body: Erasure = http::json_body(&mut req).await?;
     let number =
         e164("phone_number", &body.phone_number.ok_or_else(|| EdgeError::invalid("phone_number", "is required"))?)?;
     let number = number.as_str();
     let account = body.account_id.as_deref();
     if let Some(account) = account {
-        let binding = routes::of_account(env, account).await?;
-        if !crate::store::accounts::exists(crate::store::AccountDb::named(env, binding.as_deref())?.db(), account)
-            .await?
+        let binding = routes::of_account(env, ctx.config, account).await?;
+        if !crate::store::accounts::exists(
+            crate::store::AccountDb::named(env, ctx.config, binding.as_deref())?.db(),
+            account,
+        )
+        .await?
         {
             return Err(EdgeError::invalid("account_id", "no such account"));
         }
     }
-    for binding in routes::databases(env) {
-        if numbers::owner(crate::store::AccountDb::new(env, &binding)?.db(), number).await?.is_some() {
+    for binding in routes::databases(env, ctx.config) {
+        if numbers::owner(crate::store::AccountDb::new(env, ctx.config, &binding)?.db(), number).await?.is_some() {
             return Err(EdgeError::Conflict {
                 code: Conflict::NumberOwned,
                 message: "the number belongs to an account; erasure is for the people it talks to".into(),
@@ -52,7 +55,7 @@ pub async fn create(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeErr
         }
     }
     let root = store::d1(env, crate::bindings::DB)?;
-    let mac = mac(env, number)?;
+    let mac = mac(ctx.config, number)?;
     let record = match erasures::running(&root, &mac, account).await? {
         Some(running) => running,
         None => {
@@ -77,15 +80,14 @@ pub async fn create(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeErr
 /// it erased so far per kind, the pages it ran, and when it finished. Never the number.
 pub async fn get(req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    auth::admin(&req, env)?;
+    auth::admin(&req, ctx.config)?;
     let root = store::d1(env, crate::bindings::DB)?;
     let record = erasures::find(&root, id).await?.ok_or(EdgeError::NotFound)?;
     http::json(200, &record.to_json())
 }
 
 /// HMAC-SHA256 of the number under `ADMIN_TOKEN`, hex: the erasure record never holds the number.
-fn mac(env: &Env, number: &str) -> Result<String, EdgeError> {
-    let config = crate::config::get(env)?;
+fn mac(config: &crate::config::Config, number: &str) -> Result<String, EdgeError> {
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(config.admin_token.as_bytes())
         .map_err(|e| EdgeError::platform("mac", e))?;
     mac.update(b"exactly erasure v1\0");

@@ -32,8 +32,9 @@ pub async fn check(env: &Env) -> Result<Response, EdgeError> {
     let (status, body) = match fresh {
         Some(cached) => cached,
         None => {
-            let config = config::get(env).err().map(|e| e.to_string());
-            let d1 = d1_problems(env).await;
+            let loaded = config::get(env);
+            let d1 = d1_problems(env, loaded.as_deref().ok()).await;
+            let config = loaded.err().map(|e| e.to_string());
             let ready = config.is_none() && d1.is_none();
             let shown = |problem: Option<String>| problem.unwrap_or_else(|| "ok".to_owned());
             let status = if ready { 200 } else { 503 };
@@ -50,8 +51,8 @@ pub async fn check(env: &Env) -> Result<Response, EdgeError> {
 }
 
 /// What keeps D1 from answering, if anything: `DB` first; then the other databases of the
-/// dedupe log and of the accounts, when the configuration names or binds any.
-async fn d1_problems(env: &Env) -> Option<String> {
+/// dedupe log and of the accounts, when the configuration (while it is valid) names or binds any.
+async fn d1_problems(env: &Env, config: Option<&config::Config>) -> Option<String> {
     match env.d1(bindings::DB) {
         Ok(db) => {
             if crate::store::ping(&db).await.is_err() {
@@ -60,9 +61,9 @@ async fn d1_problems(env: &Env) -> Option<String> {
         }
         Err(_) => return Some("binding missing".to_owned()),
     }
-    let log = crate::store::carrier_events::Log::open(env);
+    let log = config.map(|c| crate::store::carrier_events::Log::open(env, c));
     let mut others: Vec<String> = log.as_ref().map(|l| l.bindings()).unwrap_or_default();
-    for binding in crate::store::routes::databases(env) {
+    for binding in config.map(|c| crate::store::routes::databases(env, c)).unwrap_or_default() {
         if !others.contains(&binding) {
             others.push(binding);
         }

@@ -18,10 +18,10 @@ use chacha20poly1305::aead::{Aead, KeyInit};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
-use worker::{D1Database, Env, Request, RequestInit, Response};
+use worker::{D1Database, Request, RequestInit, Response};
 
 use crate::api::http;
-use crate::config;
+use crate::config::Config;
 use crate::error::{Conflict, EdgeError};
 use crate::platform::now;
 use crate::store::idempotency::{self, Taken};
@@ -76,7 +76,7 @@ async fn fingerprint(req: &mut Request) -> Result<(String, Vec<u8>), EdgeError> 
 /// request, and handed on unchanged.
 pub async fn once<F, Fut>(
     mut req: Request,
-    env: &Env,
+    config: &Config,
     db: &D1Database,
     scope: &str,
     handle: F,
@@ -89,7 +89,7 @@ where
     let (fingerprint, body) = fingerprint(&mut req).await?;
     match idempotency::take(db, scope, &key, &fingerprint, now()).await? {
         Taken::Run => {}
-        Taken::Answered { status, sealed } => return replay(status, &open(env, scope, &key, &sealed)?),
+        Taken::Answered { status, sealed } => return replay(status, &open(config, scope, &key, &sealed)?),
         Taken::Reused => {
             return Err(EdgeError::Conflict {
                 code: Conflict::IdempotencyKeyReused,
@@ -145,7 +145,7 @@ where
     let text = response.text().await.map_err(|e| EdgeError::platform("answer", e))?;
     // The work is done: an answer that cannot be kept is still given (a retry after the lock
     // then runs again, as without a key).
-    let kept = match seal(env, scope, &key, &text) {
+    let kept = match seal(config, scope, &key, &text) {
         Ok(sealed) => idempotency::finish(db, scope, &key, status, &sealed).await,
         Err(e) => Err(e),
     };
@@ -179,8 +179,7 @@ fn answer(status: u16, text: &str, replayed: bool) -> Result<Response, EdgeError
 }
 
 /// The sealing key of `key` in `scope`: HMAC-SHA256 under `ADMIN_TOKEN`.
-fn cipher(env: &Env, scope: &str, key: &str) -> Result<ChaCha20Poly1305, EdgeError> {
-    let config = config::get(env)?;
+fn cipher(config: &Config, scope: &str, key: &str) -> Result<ChaCha20Poly1305, EdgeError> {
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(config.admin_token.as_bytes())
         .map_err(|e| EdgeError::platform("seal", e))?;
     for part in [b"exactly idempotency v1".as_slice(), scope.as_bytes(), key.as_bytes()] {
@@ -192,10 +191,10 @@ fn cipher(env: &Env, scope: &str, key: &str) -> Result<ChaCha20Poly1305, EdgeErr
 }
 
 /// `text` sealed: base64 of a random 12-byte nonce and the ciphertext.
-fn seal(env: &Env, scope: &str, key: &str, text: &str) -> Result<String, EdgeError> {
+fn seal(config: &Config, scope: &str, key: &str, text: &str) -> Result<String, EdgeError> {
     let mut nonce = [0u8; 12];
     getrandom::getrandom(&mut nonce).map_err(|e| EdgeError::platform("random", e))?;
-    let sealed = cipher(env, scope, key)?
+    let sealed = cipher(config, scope, key)?
         .encrypt(Nonce::from_slice(&nonce), text.as_bytes())
         .map_err(|_| EdgeError::platform("seal", "encryption failed"))?;
     Ok(base64::engine::general_purpose::STANDARD.encode([nonce.as_slice(), &sealed].concat()))
@@ -203,7 +202,7 @@ fn seal(env: &Env, scope: &str, key: &str, text: &str) -> Result<String, EdgeErr
 
 /// What [`seal`] sealed. A kept answer that does not open (`ADMIN_TOKEN` changed since) is an
 /// error, never another answer.
-fn open(env: &Env, scope: &str, key: &str, sealed: &str) -> Result<String, EdgeError> {
+fn open(config: &Config, scope: &str, key: &str, sealed: &str) -> Result<String, EdgeError> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(sealed)
         .map_err(|e| EdgeError::unavailable("store", format!("a kept answer is not base64: {e}")))?;
@@ -211,7 +210,7 @@ fn open(env: &Env, scope: &str, key: &str, sealed: &str) -> Result<String, EdgeE
         return Err(EdgeError::unavailable("store", "a kept answer is too short"));
     }
     let (nonce, sealed) = bytes.split_at(12);
-    let text = cipher(env, scope, key)?
+    let text = cipher(config, scope, key)?
         .decrypt(Nonce::from_slice(nonce), sealed)
         .map_err(|_| EdgeError::unavailable("store", "a kept answer does not open (ADMIN_TOKEN changed?)"))?;
     String::from_utf8(text).map_err(|e| EdgeError::unavailable("store", e))

@@ -8,14 +8,14 @@ use web_sys::{Headers, Request, Response};
 use worker::Env;
 
 use crate::bindings::vars;
-use crate::config;
+use crate::config::{self, Config};
 use crate::error::EdgeError;
 use crate::platform::now;
 use crate::queues::{self as jobs, Carried, Job, CARRIED_PAYLOAD_MAX};
 use crate::store::carrier_events::{Log, Stored};
 
 /// Handles one delivery from `provider`, on the runtime's request as it arrived.
-pub async fn webhook(provider: Provider, req: &Request, env: &Env) -> Result<Response, EdgeError> {
+pub async fn webhook(provider: Provider, req: &Request, env: &Env, config: &Config) -> Result<Response, EdgeError> {
     // One `Headers` object for every header read here.
     let headers = req.headers();
     // Capped while reading: a chunked body has no Content-Length to refuse up front.
@@ -24,11 +24,10 @@ pub async fn webhook(provider: Provider, req: &Request, env: &Env) -> Result<Res
     })
     .await?;
     let started = now();
-    let config = config::get(env)?;
-    let verified = verify(provider, req, &headers, &config, &body, started)?;
+    let verified = verify(provider, req, &headers, config, &body, started)?;
     let payload = std::str::from_utf8(&body).map_err(|_| Rejection::Malformed(PayloadError::NotParseable))?;
 
-    let log = Log::open(env)?;
+    let log = Log::open(env, config);
     if crate::faults::d1_write_fails_once(&verified.event().event_id) {
         return Err(EdgeError::unavailable("injected fault", "injected D1 write failure"));
     }
@@ -54,7 +53,7 @@ pub async fn webhook(provider: Provider, req: &Request, env: &Env) -> Result<Res
                 && number.is_some()
                 && payload.len() <= CARRIED_PAYLOAD_MAX
                 && log.all_in_db()
-                && !crate::store::routes::sharded(env))
+                && !crate::store::routes::sharded(env, config))
             .then(|| {
                 Box::new(Carried {
                     carrier: event.provider,

@@ -120,14 +120,14 @@ pub async fn revoke(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, 
 /// `POST /admin/accounts/{id}/keys`.
 pub async fn admin_create(req: Request, ctx: &Ctx<'_>, account_id: &str) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    auth::admin(&req, env)?;
+    auth::admin(&req, ctx.config)?;
     create_for(req, env, account_id).await
 }
 
 /// `GET /admin/accounts/{id}/keys`.
 pub async fn admin_list(req: Request, ctx: &Ctx<'_>, account_id: &str) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    auth::admin(&req, env)?;
+    auth::admin(&req, ctx.config)?;
     list_for(&req, env, account_id).await
 }
 
@@ -135,6 +135,6 @@ pub async fn admin_list(req: Request, ctx: &Ctx<'_>, account_id: &str) -> Result
 /// one included.
 pub async fn admin_revoke(req: Request, ctx: &Ctx<'_>, account_id: &str, id: &str) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    auth::admin(&req, env)?;
+    auth::admin(&req, ctx.config)?;
     revoke_for(env, account_id, id, true).await
 }

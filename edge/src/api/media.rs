@@ -9,7 +9,7 @@ use crate::api::auth::Ctx;
 use exactly_core::media::LinkSigner;
 use exactly_core::Timestamp;
 use serde_json::Value;
-use worker::{Env, Headers, Request, Response};
+use worker::{Headers, Request, Response};
 
 use crate::api::http;
 use crate::error::EdgeError;
@@ -33,8 +33,7 @@ fn link(links: &LinkSigner, base: &str, message_id: &str, position: u32, now: Ti
 }
 
 /// The message as an API answer shows it: every stored item with a fresh signed `url`.
-pub fn shown(message: &Message, env: &Env) -> Result<Value, EdgeError> {
-    let config = crate::config::get(env)?;
+pub fn shown(message: &Message, config: &crate::config::Config) -> Result<Value, EdgeError> {
     let now = now();
     let mut json = message.to_json();
     if let Some(items) = json["media"].as_array_mut() {
@@ -55,7 +54,7 @@ pub fn shown(message: &Message, env: &Env) -> Result<Value, EdgeError> {
 /// a link past its time, 404 while the item is not copied.
 pub async fn serve(req: Request, ctx: &Ctx<'_>, message_id: &str, position_text: &str) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    let config = crate::config::get(env)?;
+    let config = ctx.config;
     let params = http::query(&req);
     let expires = http::param(&params, "expires").unwrap_or_default();
     let signature = http::param(&params, "signature").unwrap_or_default();
@@ -66,7 +65,7 @@ pub async fn serve(req: Request, ctx: &Ctx<'_>, message_id: &str, position_text:
     // A signed link names no account: with accounts in more than one database, the item is
     // looked for in each.
     let mut found = None;
-    for scoped in crate::store::routes::each(env)? {
+    for scoped in crate::store::routes::each(env, ctx.config)? {
         found = media::stored(scoped.db(), message_id, position).await?;
         if found.is_some() {
             break;
@@ -109,7 +108,6 @@ pub async fn redirect(
     message_id: &str,
     position_text: &str,
 ) -> Result<Response, EdgeError> {
-    let env = ctx.env;
     let db = ctx.db()?;
     let account = ctx.account()?;
     let message = messages::get(db, &account.id, message_id).await?.ok_or(EdgeError::NotFound)?;
@@ -121,7 +119,7 @@ pub async fn redirect(
     if item.stored_at.is_none() {
         return Err(EdgeError::MediaNotStored);
     }
-    let config = crate::config::get(env)?;
+    let config = ctx.config;
     let (url, expires) = link(&config.media_links, &config.public_base_url, &message.id, position, now());
     let mut response = http::json(302, &serde_json::json!({"url": url, "url_expires_at": expires.to_rfc3339()}))?;
     response.headers_mut().set("location", &url).map_err(|e| EdgeError::platform("header", e))?;

@@ -114,7 +114,7 @@ pub async fn create(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeErr
         }
         _ => {}
     }
-    http::json(if created { 201 } else { 200 }, &media::shown(&message, env)?)
+    http::json(if created { 201 } else { 200 }, &media::shown(&message, ctx.config)?)
 }
 
 /// `media_urls`: absent or empty for an SMS; else 1 to 10 `https` URLs, each checked as the
@@ -150,7 +150,6 @@ fn schedule_window(at: Timestamp, now: Timestamp) -> Result<(), EdgeError> {
 /// `POST /v1/messages/{id}/cancel`: a scheduled message is canceled and never sent (200 with the
 /// message; again 200 once canceled). 409 once it is on its way or was never scheduled.
 pub async fn cancel(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
-    let env = ctx.env;
     let db = ctx.db()?;
     let account = ctx.account()?;
     messages::cancel(db, &account.id, id, now()).await?;
@@ -161,16 +160,15 @@ pub async fn cancel(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, 
             message: format!("the message is {}, not scheduled: it can no longer be canceled", message.status.as_str()),
         });
     }
-    http::json(200, &media::shown(&message, env)?)
+    http::json(200, &media::shown(&message, ctx.config)?)
 }
 
 /// `GET /v1/messages/{id}`; another account's message is 404.
 pub async fn get(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
-    let env = ctx.env;
     let db = ctx.db()?;
     let account = ctx.account()?;
     let (message, charge) = messages::get_charged(db, &account.id, id).await?.ok_or(EdgeError::NotFound)?;
-    http::json(200, &with_charge(media::shown(&message, env)?, charge))
+    http::json(200, &with_charge(media::shown(&message, ctx.config)?, charge))
 }
 
 /// `GET /v1/messages/{id}/history`: every status the message moved to, oldest first, with the
@@ -194,7 +192,6 @@ pub async fn history(_req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response,
 
 /// `GET /v1/messages?status=&direction=&limit=&cursor=`, newest first.
 pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
-    let env = ctx.env;
     let db = ctx.db()?;
     let account = ctx.account()?;
     let params = http::query(&req);
@@ -209,6 +206,6 @@ pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
         messages::list(db, &account.id, ListFilter { status, direction, cursor: Cursor::from_params(&params)?, limit })
             .await?;
     let next = Cursor::after(&rows, limit, |m| (m.created_at, &m.id));
-    let data = rows.iter().map(|m| media::shown(m, env)).collect::<Result<Vec<_>, _>>()?;
+    let data = rows.iter().map(|m| media::shown(m, ctx.config)).collect::<Result<Vec<_>, _>>()?;
     http::json(200, &page(data, next))
 }

@@ -5,7 +5,7 @@
 use crate::api::auth::Ctx;
 use serde::Deserialize;
 use serde_json::json;
-use worker::{Env, Request, Response};
+use worker::{Request, Response};
 
 use crate::api::{auth, http};
 use crate::error::EdgeError;
@@ -147,13 +147,14 @@ fn origins_json(origins: Option<&str>) -> serde_json::Value {
 }
 
 /// Checks and stores which origins may embed the account's portal; 404 for no such account.
-async fn set_origins(mut req: Request, env: &Env, account_id: &str) -> Result<serde_json::Value, EdgeError> {
+async fn set_origins(mut req: Request, ctx: &Ctx<'_>, account_id: &str) -> Result<serde_json::Value, EdgeError> {
+    let env = ctx.env;
     let patch: AccountPatch = http::json_body(&mut req).await?;
     if patch.portal_origins.len() > MAX_ORIGINS {
         return Err(EdgeError::invalid("portal_origins", format!("at most {MAX_ORIGINS} origins")));
     }
     // Plain http (localhost only) is for local development, as private endpoints are.
-    let local_allowed = crate::config::get(env)?.allow_private_endpoints;
+    let local_allowed = ctx.config.allow_private_endpoints;
     for origin in &patch.portal_origins {
         let scheme = exactly_core::access::frame_origin(origin)
             .map_err(|problem| EdgeError::invalid("portal_origins", format!("{origin:?} {problem}")))?;
@@ -185,17 +186,15 @@ pub async fn account(_req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError
 
 /// `PATCH /v1/account` `{portal_origins}`.
 pub async fn update_account(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
-    let env = ctx.env;
     let account = ctx.account()?;
-    let origins = set_origins(req, env, &account.id).await?;
+    let origins = set_origins(req, ctx, &account.id).await?;
     http::json(200, &json!({ "id": account.id, "portal_origins": origins, "access": ctx.access() }))
 }
 
 /// `PATCH /admin/accounts/{id}` `{portal_origins}`.
 pub async fn admin_update_account(req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
-    let env = ctx.env;
-    auth::admin(&req, env)?;
-    let origins = set_origins(req, env, id).await?;
+    auth::admin(&req, ctx.config)?;
+    let origins = set_origins(req, ctx, id).await?;
     http::json(200, &json!({ "id": id, "portal_origins": origins }))
 }
 

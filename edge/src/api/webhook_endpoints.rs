@@ -6,11 +6,11 @@ use exactly_core::headers::CustomHeaders;
 use exactly_core::webhook::{EventType, SigningSecret, EVENT_TYPES};
 use serde::Deserialize;
 use serde_json::json;
-use worker::{D1Database, Env, Request, Response};
+use worker::{D1Database, Request, Response};
 
 use crate::api::http::{self as http, Cursor};
 use crate::api::page;
-use crate::config;
+use crate::config::Config;
 use crate::error::{Conflict, EdgeError};
 use crate::platform::{new_id, now};
 use crate::store::deliveries;
@@ -21,8 +21,8 @@ use exactly_core::Timestamp;
 
 /// Checks `url` as `fetch` will parse it and returns the normalized form, which is what is
 /// stored: the text checked here is the text every attempt sends to.
-fn check_url(env: &Env, url: &str) -> Result<String, EdgeError> {
-    let allow_private = config::get(env)?.allow_private_endpoints;
+fn check_url(config: &Config, url: &str) -> Result<String, EdgeError> {
+    let allow_private = config.allow_private_endpoints;
     crate::platform::endpoint_url(url, allow_private)
         .map(|parsed| parsed.as_str().to_owned())
         .map_err(|problem| EdgeError::invalid("url", problem.message()))
@@ -133,11 +133,10 @@ fn max_in_flight(value: Option<serde_json::Value>) -> Result<Option<u32>, EdgeEr
 /// filter?, headers?}` -> the endpoint and its `whsec_` secret
 /// (32 random bytes), shown here once.
 pub async fn create(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
-    let env = ctx.env;
     let db = ctx.db()?;
     let account = ctx.account()?;
     let body: NewEndpoint = http::json_body(&mut req).await?;
-    let url = check_url(env, &body.url.ok_or_else(|| EdgeError::invalid("url", "is required"))?)?;
+    let url = check_url(ctx.config, &body.url.ok_or_else(|| EdgeError::invalid("url", "is required"))?)?;
     let types = check_types(&body.event_types.ok_or_else(|| EdgeError::invalid("event_types", "is required"))?)?;
     let rate = rate_limit(body.rate_limit_per_second)?.flatten();
     let most = max_in_flight(body.max_in_flight)?;
@@ -213,7 +212,6 @@ struct Patch {
 /// clears the failure count and the reason it was disabled. A paused or disabled endpoint holds
 /// its deliveries; resuming or enabling it delivers everything held, oldest first.
 pub async fn update(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
-    let env = ctx.env;
     let db = ctx.db()?;
     let account = ctx.account()?;
     let patch: Patch = http::json_body(&mut req).await?;
@@ -226,7 +224,7 @@ pub async fn update(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Respons
     }
     let current = find(db, &account.id, id).await?;
     // An unchanged URL is checked again too: a row written before a rule cannot keep it.
-    let url = check_url(env, &patch.url.unwrap_or(current.url))?;
+    let url = check_url(ctx.config, &patch.url.unwrap_or(current.url))?;
     let types = match patch.event_types {
         Some(types) => check_types(&types)?,
         None => current.event_types,

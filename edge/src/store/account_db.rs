@@ -9,32 +9,46 @@ use worker::D1Database;
 
 use super::{d1, js_error};
 use crate::bindings::DB;
+use crate::config::Config;
 use crate::error::EdgeError;
 
-/// An account database and the worker's bindings: [`AccountDb::db`] is where the account's rows
-/// are (an API request's D1 session over it), [`AccountDb::env`] the bindings as the worker has
-/// them, for the routing database (`DB`), the dedupe log, queues and Durable Objects.
+/// An account database, the worker's bindings and its configuration: [`AccountDb::db`] is where
+/// the account's rows are (an API request's D1 session over it), [`AccountDb::env`] the bindings
+/// as the worker has them, for the routing database (`DB`), the dedupe log, queues and Durable
+/// Objects, and [`AccountDb::config`] the configuration the request, batch or tick read once.
 #[derive(Clone)]
 pub struct AccountDb {
     env: worker::Env,
+    config: Rc<Config>,
     binding: String,
     db: Rc<D1Database>,
 }
 
 impl AccountDb {
     /// The account database bound as `binding`.
-    pub fn new(env: &worker::Env, binding: &str) -> Result<Self, EdgeError> {
-        Ok(AccountDb { env: env.clone(), binding: binding.to_owned(), db: Rc::new(d1(env, binding)?) })
+    pub fn new(env: &worker::Env, config: &Rc<Config>, binding: &str) -> Result<Self, EdgeError> {
+        let db = Rc::new(d1(env, binding)?);
+        Ok(AccountDb { env: env.clone(), config: Rc::clone(config), binding: binding.to_owned(), db })
     }
 
     /// The account database a route names, `DB` when none does.
-    pub fn named(env: &worker::Env, binding: Option<&str>) -> Result<Self, EdgeError> {
-        Self::new(env, binding.unwrap_or(DB))
+    pub fn named(env: &worker::Env, config: &Rc<Config>, binding: Option<&str>) -> Result<Self, EdgeError> {
+        Self::new(env, config, binding.unwrap_or(DB))
+    }
+
+    /// Another account database, with the same bindings and configuration.
+    pub fn other(&self, binding: Option<&str>) -> Result<Self, EdgeError> {
+        Self::named(&self.env, &self.config, binding)
     }
 
     /// The worker's bindings.
     pub fn env(&self) -> &worker::Env {
         &self.env
+    }
+
+    /// The worker's configuration, as the work that built this read it.
+    pub fn config(&self) -> &Rc<Config> {
+        &self.config
     }
 
     /// The account database (or the request's session over it).
@@ -66,7 +80,8 @@ impl AccountDb {
             .call1(db, &JsValue::from_str(start))
             .map_err(|e| EdgeError::platform("d1 session", js_error(&e)))?;
         // A session answers the same `prepare` and `batch` as its database.
-        let scoped = AccountDb { env: self.env, binding: self.binding, db: Rc::new(session.clone().unchecked_into()) };
+        let db = Rc::new(session.clone().unchecked_into());
+        let scoped = AccountDb { env: self.env, config: self.config, binding: self.binding, db };
         Ok((scoped, Some(Session(session))))
     }
 }

@@ -1,8 +1,11 @@
 //! What `/admin/metrics` reports, each figure from an indexed query (a partial index, a rowid
 //! bound or an index's first entry), so the cost stays flat as the tables grow.
 
+use std::rc::Rc;
+
 use exactly_core::Timestamp;
 
+use crate::config::Config;
 use crate::error::EdgeError;
 use crate::store as db;
 
@@ -66,9 +69,9 @@ fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
 
 /// Reads every figure: one round trip to each account database and one to each database of the
 /// dedupe log (`DB` is both).
-pub async fn figures(env: &worker::Env) -> Result<Figures, EdgeError> {
+pub async fn figures(env: &worker::Env, config: &Rc<Config>) -> Result<Figures, EdgeError> {
     let mut figures = Figures::default();
-    for scoped in crate::store::routes::each(env)? {
+    for scoped in crate::store::routes::each(env, config)? {
         let a: AccountFigures = db::first(db::stmt(
             scoped.db(),
             "SELECT
@@ -90,7 +93,7 @@ pub async fn figures(env: &worker::Env) -> Result<Figures, EdgeError> {
         figures.deliveries_failed += a.deliveries_failed;
         figures.oldest_pending_delivery = earliest(figures.oldest_pending_delivery, a.oldest_pending_delivery);
     }
-    let log = crate::store::carrier_events::Log::open(env)?;
+    let log = crate::store::carrier_events::Log::open(env, config);
     for binding in log.bindings() {
         let events = log.database(&binding)?;
         // Ingested: the sequence number of the highest id or the id floor (exactly_core::shard),
@@ -147,14 +150,20 @@ crate::store::row! {
 /// asked for, not waited on). The backlog at a bucket's end is counted from each delivery's
 /// creation and its last change (a settled delivery's `updated_at` is when it settled; one
 /// re-driven later counts as open from its creation until it settles again).
-pub async fn series(env: &worker::Env, to: i64, width_ms: i64, buckets: i64) -> Result<Vec<Bucket>, EdgeError> {
+pub async fn series(
+    env: &worker::Env,
+    config: &Rc<Config>,
+    to: i64,
+    width_ms: i64,
+    buckets: i64,
+) -> Result<Vec<Bucket>, EdgeError> {
     let from = to - width_ms * buckets;
     let mut out: Vec<Bucket> =
         (0..buckets).map(|i| Bucket { start: from + i * width_ms, ..Bucket::default() }).collect();
     // Deliveries open when the window began, and each bucket's created less its settled.
     let mut open_before = 0;
     let mut changes = vec![0; out.len()];
-    for scoped in crate::store::routes::each(env)? {
+    for scoped in crate::store::routes::each(env, config)? {
         let database = scoped.db();
         // Bound as numbers D1 passes as REAL: every bucket's start is cast back to an integer
         // (an integer division of REALs would not floor).

@@ -8,44 +8,46 @@
 //! backfill); a message route only for an account outside `DB`. A key with no route is in
 //! `DB`: the accounts, numbers and messages from before routing are found where they always were.
 
+use std::rc::Rc;
+
 use exactly_core::{Provider, Timestamp};
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement, Env};
 
 use crate::bindings::{ACCOUNTS_PREFIX, DB};
+use crate::config::Config;
 use crate::error::EdgeError;
 use crate::store::{self as db, text, time, AccountDb};
 
 /// Every account database the worker has: `DB` first, then every `ACCOUNTS_<n>` binding and any
 /// other `ACCOUNT_SHARDS` names (a missing one fails where it is used, and `/healthz` names it).
-pub fn databases(env: &Env) -> Vec<String> {
-    let named = crate::config::get(env).ok().and_then(|c| c.account_shards.clone());
+pub fn databases(env: &Env, config: &Config) -> Vec<String> {
     db::databases_of_kind(
         env,
         |k| k.starts_with(ACCOUNTS_PREFIX) && exactly_core::shard::is_account_binding(k),
-        named.as_deref().map_or(&[], Vec::as_slice),
+        config.account_shards.as_deref().map_or(&[], Vec::as_slice),
         |b| b.strip_prefix(ACCOUNTS_PREFIX).and_then(|n| n.parse::<u8>().ok()),
     )
 }
 
 /// Whether accounts may live outside `DB`, so routes must be read.
-pub fn sharded(env: &Env) -> bool {
-    databases(env).len() > 1
+pub fn sharded(env: &Env, config: &Config) -> bool {
+    databases(env, config).len() > 1
 }
 
 /// The databases new accounts are placed in: `ACCOUNT_SHARDS`, or `DB` when it is unset. Binding
 /// a database places nobody there until it is named, so the deploy that adds a binding (after
 /// which every isolate reads routes) comes before any account lives outside `DB`.
-pub fn placement(env: &Env) -> Result<Vec<String>, EdgeError> {
-    Ok(match &crate::config::get(env)?.account_shards {
+pub fn placement(config: &Config) -> Vec<String> {
+    match &config.account_shards {
         Some(named) => named.as_ref().clone(),
         None => vec![DB.to_owned()],
-    })
+    }
 }
 
 /// Every account database, each as the handle its work runs with.
-pub fn each(env: &Env) -> Result<Vec<AccountDb>, EdgeError> {
-    databases(env).iter().map(|binding| AccountDb::new(env, binding)).collect()
+pub fn each(env: &Env, config: &Rc<Config>) -> Result<Vec<AccountDb>, EdgeError> {
+    databases(env, config).iter().map(|binding| AccountDb::new(env, config, binding)).collect()
 }
 
 crate::store::row! {
@@ -71,12 +73,13 @@ async fn binding_of(root: &D1Database, sql: &str, args: &[JsValue]) -> Result<Op
 /// anything behind (the key was never handed out).
 pub async fn place_account(
     env: &Env,
+    config: &Config,
     account_id: &str,
     api_key_hash: &str,
     now: Timestamp,
     key: D1PreparedStatement,
 ) -> Result<String, EdgeError> {
-    let choices = placement(env)?;
+    let choices = placement(config);
     let binding = choices[exactly_core::shard::place(account_id, choices.len())].clone();
     let root = db::d1(env, DB)?;
     let route = db::stmt(
@@ -113,8 +116,8 @@ pub async fn portal_origins(env: &Env, account_id: &str) -> Result<Option<Option
 }
 
 /// The database of account `account_id`; `None` when no route names it (`DB`).
-pub async fn of_account(env: &Env, account_id: &str) -> Result<Option<String>, EdgeError> {
-    if !sharded(env) {
+pub async fn of_account(env: &Env, config: &Config, account_id: &str) -> Result<Option<String>, EdgeError> {
+    if !sharded(env, config) {
         return Ok(None);
     }
     let sql = "SELECT binding FROM account_routes WHERE account_id = ?1";
@@ -173,8 +176,8 @@ pub async fn claim_number(
 }
 
 /// The database of the account that owns `number`; `None` when no route names it (`DB`).
-pub async fn of_number(env: &Env, number: &str) -> Result<Option<String>, EdgeError> {
-    if !sharded(env) {
+pub async fn of_number(env: &Env, config: &Config, number: &str) -> Result<Option<String>, EdgeError> {
+    if !sharded(env, config) {
         return Ok(None);
     }
     let sql = "SELECT a.binding FROM number_routes n JOIN account_routes a ON a.account_id = n.account_id
@@ -184,8 +187,13 @@ pub async fn of_number(env: &Env, number: &str) -> Result<Option<String>, EdgeEr
 
 /// The database of the account that sent the message with this carrier id; `None` when no
 /// route names it (a message of an account in `DB`, or none recorded yet).
-pub async fn of_message(env: &Env, carrier: Provider, carrier_message_id: &str) -> Result<Option<String>, EdgeError> {
-    if !sharded(env) {
+pub async fn of_message(
+    env: &Env,
+    config: &Config,
+    carrier: Provider,
+    carrier_message_id: &str,
+) -> Result<Option<String>, EdgeError> {
+    if !sharded(env, config) {
         return Ok(None);
     }
     let sql = "SELECT a.binding FROM message_routes m JOIN account_routes a ON a.account_id = m.account_id

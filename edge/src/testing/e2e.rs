@@ -83,13 +83,14 @@ async fn sql(mut req: worker::Request, env: &worker::Env) -> Result<worker::Resp
         binding: Option<String>,
     }
     let query: Query = crate::api::http::json_body(&mut req).await?;
-    let log = crate::store::carrier_events::Log::open(env)?;
+    let log = crate::store::carrier_events::Log::open(env, &*crate::config::get(env)?);
     let databases = match (&query.binding, query.events) {
         (Some(binding), _) => vec![log.database(binding)?],
         (None, true) => log.bindings().iter().map(|b| log.database(b)).collect::<Result<_, _>>()?,
-        (None, false) => {
-            crate::store::routes::databases(env).iter().map(|b| crate::store::d1(env, b)).collect::<Result<_, _>>()?
-        }
+        (None, false) => crate::store::routes::databases(env, &*crate::config::get(env)?)
+            .iter()
+            .map(|b| crate::store::d1(env, b))
+            .collect::<Result<_, _>>()?,
     };
     let mut rows = Vec::new();
     for db in &databases {

@@ -24,8 +24,8 @@ pub async fn process(account: &AccountDb, log: &Log, row: &Row, event: &CarrierE
         Routed::Ignore => return Ok(Outcome::applied(log.mark_processed(row, now()).await?)),
         Routed::Fact { call_id, fact } => (call_id, fact),
         Routed::Inbound(inbound) => {
-            let binding = crate::store::routes::of_number(env, &inbound.call.to).await?;
-            let owners = AccountDb::named(env, binding.as_deref())?;
+            let binding = crate::store::routes::of_number(env, account.config(), &inbound.call.to).await?;
+            let owners = account.other(binding.as_deref())?;
             let Some(owner) = numbers::owner(owners.db(), &inbound.call.to).await? else {
                 let problem = format!("no account owns the number {}", inbound.call.to);
                 let failed = log.mark_failed(db, row, &problem).await?;

@@ -8,9 +8,12 @@
 //! and a retention step whose page was full goes on at once with its next page, up to
 //! [`MAX_ROUNDS`] pages a tick, so a backlog drains as fast as pages run.
 
+use std::rc::Rc;
+
 use worker::Env;
 
 use crate::bindings::DB;
+use crate::config::Config;
 use crate::error::EdgeError;
 use crate::platform::now;
 use crate::queues::{self, Job, Part, Step};
@@ -24,12 +27,12 @@ use crate::work::{reconcile, retention, sweep};
 pub const MAX_ROUNDS: u32 = 120;
 
 /// The tick: enqueues every part. Returns how many.
-pub async fn tick(env: &Env) -> Result<usize, EdgeError> {
+pub async fn tick(env: &Env, config: &Config) -> Result<usize, EdgeError> {
     let mut parts = vec![Job::tick(Part::Log, DB), Job::tick(Part::Retain(Step::Sessions), DB)];
-    for binding in carrier_events::Log::open(env)?.bindings() {
+    for binding in carrier_events::Log::open(env, config).bindings() {
         parts.extend(Step::LOG.iter().map(|step| Job::tick(Part::Retain(*step), &binding)));
     }
-    for binding in routes::databases(env) {
+    for binding in routes::databases(env, config) {
         parts.push(Job::tick(Part::Sweep, &binding));
         parts.extend(Step::ACCOUNTS.iter().map(|step| Job::tick(Part::Retain(*step), &binding)));
     }
@@ -44,9 +47,9 @@ pub async fn tick(env: &Env) -> Result<usize, EdgeError> {
 /// Each run of a part ends with one log line that names it (`"tick_part"`), whatever it did, so
 /// what a tick set going can be seen to have ended: the tick's line counts its parts, and a
 /// retention page that enqueued the next says so (`"next": true`).
-pub async fn run(env: &Env, part: Part, database: &str, round: u32) -> Result<Outcome, EdgeError> {
+pub async fn run(env: &Env, config: &Rc<Config>, part: Part, database: &str, round: u32) -> Result<Outcome, EdgeError> {
     let done = match part {
-        Part::Log => sweep::sweep_log(env).await.map(|report| {
+        Part::Log => sweep::sweep_log(env, config).await.map(|report| {
             worker::console_log!(
                 "{}",
                 serde_json::json!({"cron": "sweep", "tick_part": part.as_str(), "database": database,
@@ -54,8 +57,8 @@ pub async fn run(env: &Env, part: Part, database: &str, round: u32) -> Result<Ou
             );
             report.events + report.backlog_signals > 0
         }),
-        Part::Sweep => sweep_and_reconcile(env, database).await,
-        Part::Retain(step) => retain(env, step, database, round).await,
+        Part::Sweep => sweep_and_reconcile(env, config, database).await,
+        Part::Retain(step) => retain(env, config, step, database, round).await,
     };
     match done {
         Ok(changed) => Ok(Outcome::applied(changed)),
@@ -71,15 +74,16 @@ pub async fn run(env: &Env, part: Part, database: &str, round: u32) -> Result<Ou
 }
 
 /// An account database's sweep, then its reconciliation; whether either did anything.
-async fn sweep_and_reconcile(env: &Env, database: &str) -> Result<bool, EdgeError> {
-    let report = sweep::sweep_account(env, database).await?;
+async fn sweep_and_reconcile(env: &Env, config: &Rc<Config>, database: &str) -> Result<bool, EdgeError> {
+    let account = crate::store::AccountDb::new(env, config, database)?;
+    let report = sweep::sweep_account(&account).await?;
     worker::console_log!(
         "{}",
         serde_json::json!({"cron": "sweep", "database": database, "events": report.events,
             "dispatches": report.dispatches, "deliveries": report.deliveries,
             "backlog_signals": report.backlog_signals, "media": report.media})
     );
-    let reconciled = reconcile::run_database(&crate::store::AccountDb::new(env, database)?).await?;
+    let reconciled = reconcile::run_database(&account).await?;
     worker::console_log!(
         "{}",
         serde_json::json!({"cron": "reconcile", "tick_part": Part::Sweep.as_str(), "database": database,
@@ -90,8 +94,8 @@ async fn sweep_and_reconcile(env: &Env, database: &str) -> Result<bool, EdgeErro
 }
 
 /// One page of a retention step; its next page is enqueued at once when this one was full.
-async fn retain(env: &Env, step: Step, database: &str, round: u32) -> Result<bool, EdgeError> {
-    let retention = crate::config::get(env)?.retention;
+async fn retain(env: &Env, config: &Config, step: Step, database: &str, round: u32) -> Result<bool, EdgeError> {
+    let retention = config.retention;
     let db = crate::store::d1(env, database)?;
     let page = retention::page(&db, step, retention, now()).await?;
     let next = page.more && round + 1 < MAX_ROUNDS;

@@ -38,7 +38,7 @@ const MAX_RETRY_SECS: u64 = 600;
 
 /// Dispatches one message.
 pub async fn dispatch(account: &AccountDb, message_id: &str) -> Result<Outcome, EdgeError> {
-    let (env, db) = (account.env(), account.db());
+    let db = account.db();
     let Some(message) = messages::by_id(db, message_id).await? else {
         return Ok(Outcome::Done(Done::NoSuchMessage));
     };
@@ -61,7 +61,7 @@ pub async fn dispatch(account: &AccountDb, message_id: &str) -> Result<Outcome, 
         return Ok(Outcome::RetryIn(until(message.claimed_until, started), Wait::ClaimedByAnotherDispatcher));
     };
     let attempt = message.send_attempts as u32 + 1;
-    let config = crate::config::get(env)?;
+    let config = account.config();
     let carrier = message.carrier;
     let media_urls: Vec<&str> = message.media.iter().map(|m| m.url.as_str()).collect();
     let outgoing = Outgoing {
@@ -79,7 +79,7 @@ pub async fn dispatch(account: &AccountDb, message_id: &str) -> Result<Outcome, 
             message.send_at.unwrap_or(message.created_at).unix_millis() - LOOKUP_SKEW_MILLIS,
         );
         let retry = |reason: String| retry_or_fail(account, &message, &token, attempt, true, reason);
-        match carrier_api::sent_since(&config, carrier, &outgoing, since).await? {
+        match carrier_api::sent_since(config, carrier, &outgoing, since).await? {
             CallResult::Ok(listed) => {
                 let found = messages::unowned(db, carrier, &listed).await?;
                 if let Some(oldest) = found.first() {
@@ -97,7 +97,7 @@ pub async fn dispatch(account: &AccountDb, message_id: &str) -> Result<Outcome, 
             CallResult::Transient(reason) | CallResult::Lost(reason) => return retry(reason).await,
         }
     }
-    match carrier_api::send_message(&config, carrier, &outgoing).await? {
+    match carrier_api::send_message(config, carrier, &outgoing).await? {
         CallResult::Ok(carrier_id) => sent(account, &message, &token, &carrier_id).await,
         CallResult::Refused(error) => {
             let change = messages::record_send_failed(db, &message, &token, &error, now()).await?;

@@ -17,10 +17,14 @@
 //! and counts nothing twice: only the run that moves the record writes its counts and enqueues
 //! the next page.
 
+use std::rc::Rc;
+
 use exactly_core::erasure;
 use exactly_core::number::PhoneNumber;
 use serde_json::{json, Value};
 use worker::Env;
+
+use crate::config::Config;
 
 use crate::error::EdgeError;
 use crate::platform::now;
@@ -71,12 +75,12 @@ fn planned(plan: &str, now: Vec<Step>) -> (Vec<String>, Vec<Option<Step>>) {
 }
 
 /// The steps of an erasure for `account` (or every account), in order.
-async fn steps(env: &Env, account: Option<&str>) -> Result<Vec<Step>, EdgeError> {
+async fn steps(env: &Env, config: &Rc<Config>, account: Option<&str>) -> Result<Vec<Step>, EdgeError> {
     let accounts = match account {
         Some(account) => {
-            vec![routes::of_account(env, account).await?.unwrap_or_else(|| crate::bindings::DB.to_owned())]
+            vec![routes::of_account(env, config, account).await?.unwrap_or_else(|| crate::bindings::DB.to_owned())]
         }
-        None => routes::databases(env),
+        None => routes::databases(env, config),
     };
     let mut steps = Vec::new();
     for binding in accounts {
@@ -84,18 +88,18 @@ async fn steps(env: &Env, account: Option<&str>) -> Result<Vec<Step>, EdgeError>
         steps.push(Step::Calls(binding.clone()));
         steps.push(Step::RingTargets(binding));
     }
-    steps.extend(carrier_events::Log::open(env)?.bindings().into_iter().map(Step::CarrierEvents));
+    steps.extend(carrier_events::Log::open(env, config).bindings().into_iter().map(Step::CarrierEvents));
     Ok(steps)
 }
 
 /// Runs the next page of erasure `id`, whose number is `number`.
-pub async fn next_page(env: &Env, id: &str, number: &str) -> Result<Outcome, EdgeError> {
+pub async fn next_page(env: &Env, config: &Rc<Config>, id: &str, number: &str) -> Result<Outcome, EdgeError> {
     let root = store::d1(env, crate::bindings::DB)?;
     let Some(erasure) = erasures::find(&root, id).await?.filter(|e| e.state == State::Running) else {
         return Ok(Outcome::Done(Done::NoOp));
     };
     let number = PhoneNumber::parse(number).map_err(|e| EdgeError::invalid("number", e.to_string()))?;
-    let tail = crate::config::tuning(env).erasure_tail_secs;
+    let tail = config.tuning.erasure_tail_secs;
     let marks: Vec<i64> = serde_json::from_str(&erasure.marks).unwrap_or_default();
     // The tail waits its minute from when pass 1 ended (the record's last move), however its
     // page was asked for: a request for the same erasure enqueues one at once.
@@ -109,7 +113,7 @@ pub async fn next_page(env: &Env, id: &str, number: &str) -> Result<Outcome, Edg
             return Ok(Outcome::Done(Done::NotDue));
         }
     }
-    let (names, steps) = planned(&erasure.plan, steps(env, erasure.account_id.as_deref()).await?);
+    let (names, steps) = planned(&erasure.plan, steps(env, config, erasure.account_id.as_deref()).await?);
     let plan = serde_json::to_string(&names).map_err(|e| EdgeError::platform("encode", e))?;
     let mut counts: Value = serde_json::from_str(&erasure.counts).unwrap_or_else(|_| no_counts());
     let index = usize::try_from(erasure.step).unwrap_or(usize::MAX);
@@ -118,7 +122,7 @@ pub async fn next_page(env: &Env, id: &str, number: &str) -> Result<Outcome, Edg
         // over the shards, so "written since" has no row id there, and a carrier event stored
         // after the erasure began is a new fact.
         Some(Some(Step::CarrierEvents(_))) if erasure.pass == 2 => None,
-        Some(Some(step)) => Some(page(env, &erasure, step, &number, &mut counts).await?),
+        Some(Some(step)) => Some(page(env, config, &erasure, step, &number, &mut counts).await?),
         Some(None) => {
             let line = json!({"erasure": erasure.id, "step": names.get(index), "skipped": "no longer bound"});
             worker::console_warn!("{line}");
@@ -206,6 +210,7 @@ fn add(counts: &mut Value, name: &str, n: usize) {
 /// Runs one page of `step`: erases what names `number` in its window, and says where it ended.
 async fn page(
     env: &Env,
+    config: &Rc<Config>,
     erasure: &Erasure,
     step: &Step,
     number: &PhoneNumber,
@@ -216,7 +221,7 @@ async fn page(
     let n = number.as_str();
     match step {
         Step::Messages(binding) => {
-            let shard = AccountDb::new(env, binding)?;
+            let shard = AccountDb::new(env, config, binding)?;
             let found = messages::erase::page(shard.db(), n, account, after).await?;
             if !found.hits.is_empty() {
                 erase_messages(&shard, n, &erasures::ids(&found.hits)?, counts).await?;
@@ -225,7 +230,7 @@ async fn page(
             Ok(found)
         }
         Step::Calls(binding) => {
-            let shard = AccountDb::new(env, binding)?;
+            let shard = AccountDb::new(env, config, binding)?;
             let db = shard.db();
             let found = calls::erasure_page(db, n, account, after).await?;
             if !found.hits.is_empty() {
@@ -251,7 +256,7 @@ async fn page(
             Ok(found)
         }
         Step::RingTargets(binding) => {
-            let shard = AccountDb::new(env, binding)?;
+            let shard = AccountDb::new(env, config, binding)?;
             let db = shard.db();
             let found = numbers::erasure_page(db, n, account, after).await?;
             if !found.hits.is_empty() {
@@ -260,13 +265,13 @@ async fn page(
             Ok(found)
         }
         Step::CarrierEvents(binding) => {
-            let log = carrier_events::Log::open(env)?;
+            let log = carrier_events::Log::open(env, config);
             let db = log.database(binding)?;
             let found = carrier_events::erasure_page(&db, erasure::digits(number), after).await?;
             let named: Vec<&erasures::Hit> =
                 found.hits.iter().filter(|h| h.body.as_deref().is_some_and(|b| erasure::names(b, number))).collect();
             let named = match account {
-                Some(account) => of_account(env, account, named, number).await?,
+                Some(account) => of_account(env, config, account, named, number).await?,
                 None => named,
             };
             if !named.is_empty() {
@@ -315,6 +320,7 @@ async fn erase_messages(account: &AccountDb, n: &str, ids: &str, counts: &mut Va
 /// erased number, a number the account owns.
 async fn of_account<'a>(
     env: &Env,
+    config: &Rc<Config>,
     account: &str,
     hits: Vec<&'a erasures::Hit>,
     number: &PhoneNumber,
@@ -332,8 +338,8 @@ async fn of_account<'a>(
     let mut all: Vec<String> = hits.iter().flat_map(|h| others(h)).collect();
     all.sort_unstable();
     all.dedup();
-    let binding = routes::of_account(env, account).await?;
-    let shard = AccountDb::named(env, binding.as_deref())?;
+    let binding = routes::of_account(env, config, account).await?;
+    let shard = AccountDb::named(env, config, binding.as_deref())?;
     let db = shard.db();
     let list = serde_json::to_string(&all).map_err(|e| EdgeError::platform("encode", e))?;
     let owned = numbers::owned_of(db, account, &list).await?;

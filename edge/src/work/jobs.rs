@@ -5,11 +5,14 @@
 //! twice: the guards make the second run a no-op. A message that fails on every retry goes to
 //! the dead-letter queue, whose consumer records the failure visibly.
 
+use std::rc::Rc;
+
 use async_lock::Semaphore;
 use futures_util::future::join_all;
 use worker::{Context, Env, Message, MessageBatch, MessageExt};
 
 use crate::bindings;
+use crate::config::Config;
 use crate::error::EdgeError;
 use crate::queues::{enqueue_later, Job, Part};
 use crate::store::{carrier_events, AccountDb};
@@ -25,6 +28,9 @@ use crate::work::{cron, deliver, dispatch, erase, media, process, recover};
 /// sends the first attempts its inbound messages' batches claimed beside it once its jobs have
 /// ended ([`deliver::Beside`]), so they share no connection with a job.
 pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env, ctx: &Context) -> worker::Result<()> {
+    // Read once for the batch and handed to every job; while it is invalid no job can run.
+    let Some(config) = crate::work::outcome::configured(&batch, env) else { return Ok(()) };
+    let config = &config;
     let calling_out = Semaphore::new(CALLING_OUT_AT_ONCE);
     let mut lanes: Vec<(String, Lane)> = Vec::new();
     for message in batch.messages()? {
@@ -58,7 +64,7 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env, ctx: &Co
                 }
                 Job::CarrierEvent { .. } | Job::Tick { .. } | Job::Recover { .. } | Job::Erase { .. } => None,
             };
-            one(env, message, job, beside).await;
+            one(env, config, message, job, beside).await;
         }
     }))
     .await;
@@ -84,9 +90,15 @@ const PAGE_AGAIN_SECS: u32 = 300;
 type Lane = Vec<(Message<serde_json::Value>, Job)>;
 
 /// Runs one job and settles its message.
-async fn one(env: &Env, message: &Message<serde_json::Value>, job: &Job, beside: Option<&deliver::Beside<'_>>) {
+async fn one(
+    env: &Env,
+    config: &Rc<Config>,
+    message: &Message<serde_json::Value>,
+    job: &Job,
+    beside: Option<&deliver::Beside<'_>>,
+) {
     let started = crate::platform::now();
-    let (outcome, event_read) = run(env, job, beside).await;
+    let (outcome, event_read) = run(env, config, job, beside).await;
     let latency_ms = crate::platform::now().unix_millis() - started.unix_millis();
     let (kind, id) = match job {
         Job::CarrierEvent { id, .. } => ("carrier_event", id.clone()),
@@ -108,17 +120,22 @@ async fn one(env: &Env, message: &Message<serde_json::Value>, job: &Job, beside:
 
 /// Runs a job; for a carrier event, also whether its row was read (`false`: processed from what
 /// its job carried, work::process).
-async fn run(env: &Env, job: &Job, beside: Option<&deliver::Beside<'_>>) -> (Result<Outcome, EdgeError>, Option<bool>) {
+async fn run(
+    env: &Env,
+    config: &Rc<Config>,
+    job: &Job,
+    beside: Option<&deliver::Beside<'_>>,
+) -> (Result<Outcome, EdgeError>, Option<bool>) {
     // A part of the cron's tick names its own database, of either kind.
     if let Job::Tick { part, database, round } = job {
-        return (cron::run(env, *part, database, *round).await, None);
+        return (cron::run(env, config, *part, database, *round).await, None);
     }
     // An erasure's record is in `DB`; its pages visit every database they name.
     if let Job::Erase { id, number } = job {
-        return (erase::next_page(env, id, &number.0).await, None);
+        return (erase::next_page(env, config, id, &number.0).await, None);
     }
     // The account database the job names.
-    let account = match AccountDb::named(env, job.database()) {
+    let account = match AccountDb::named(env, config, job.database()) {
         Ok(account) => account,
         Err(e) => return (Err(e), None),
     };
@@ -162,12 +179,13 @@ async fn dead_dispatch(account: &AccountDb, message_id: &str) -> Result<(), Edge
 /// sweeper's to find: a carrier event neither processed nor failed, a woken receipt, a message
 /// still queued.
 pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
+    let Some(config) = crate::work::outcome::configured(&batch, env) else { return Ok(()) };
     for message in batch.messages()? {
         let Ok(job) = serde_json::from_value::<Job>(message.body().clone()) else {
             message.ack();
             continue;
         };
-        match dead_letter(env, &job).await {
+        match dead_letter(env, &config, &job).await {
             Ok(()) => message.ack(),
             Err(e) => {
                 // The job as its Debug shows it: a carried event's payload is left out.
@@ -183,14 +201,14 @@ pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &
     Ok(())
 }
 
-async fn dead_letter(env: &Env, job: &Job) -> Result<(), EdgeError> {
-    let account = &AccountDb::named(env, job.database())?;
+async fn dead_letter(env: &Env, config: &Rc<Config>, job: &Job) -> Result<(), EdgeError> {
+    let account = &AccountDb::named(env, config, job.database())?;
     match job {
         Job::CarrierEvent { id, .. } => {
             // The failure signal goes to the operator, whose account is in `DB`.
-            let root = AccountDb::new(env, bindings::DB)?;
+            let root = account.other(Some(bindings::DB))?;
             let problem = "processing failed on every retry (dead-lettered)";
-            let log = carrier_events::Log::open(env)?;
+            let log = carrier_events::Log::open(env, config);
             if crate::faults::ENABLED {
                 let row = log.load(id).await?;
                 if let Some(row) = row.filter(|r| crate::faults::dead_letter_outage(&r.carrier_event_id)) {

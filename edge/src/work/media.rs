@@ -11,6 +11,7 @@ use exactly_core::media::{fetch_verdict, FetchVerdict, MAX_ITEM_BYTES};
 use exactly_core::Timestamp;
 use worker::Env;
 
+use crate::config::Config;
 use crate::error::EdgeError;
 use crate::platform::{endpoint_url, fetch, now, open, resolve_url, Cut, Longer};
 use crate::store::media::{self, Claimed};
@@ -22,8 +23,8 @@ const LEASE_MILLIS: i64 = 90_000;
 
 /// How long the fetch of a carrier's link may take, body included
 /// ([`crate::config::Tuning::media_fetch_timeout`]).
-fn fetch_timeout(env: &Env) -> std::time::Duration {
-    crate::config::tuning(env).media_fetch_timeout
+fn fetch_timeout(config: &Config) -> std::time::Duration {
+    config.tuning.media_fetch_timeout
 }
 
 /// Copies item `position` of `message_id`.
@@ -47,7 +48,7 @@ pub async fn copy(account: &AccountDb, message_id: &str, position: u32) -> Resul
                 "outcome": outcome, "reason": reason})
         );
     };
-    match fetch_and_put(env, &claimed).await {
+    match fetch_and_put(account, &claimed).await {
         Ok(Fetched::Stored { size, content_type }) => {
             let recorded = media::record_stored(db, message_id, position, size, content_type.as_deref(), now()).await?;
             if !recorded && !media::exists(db, message_id, position).await? {
@@ -108,10 +109,11 @@ const MAX_HOPS: usize = 5;
 /// A body of a declared length (not encoded) goes into the bucket as it comes, never whole in
 /// the worker's memory (an isolate has 128 MB, and up to three copies run at once); one of
 /// unknown length is read under the cap ([`MAX_ITEM_BYTES`]) and then stored.
-async fn fetch_and_put(env: &Env, item: &Claimed) -> Result<Fetched, EdgeError> {
-    let allow_private = crate::config::get(env)?.allow_private_endpoints;
+async fn fetch_and_put(account: &AccountDb, item: &Claimed) -> Result<Fetched, EdgeError> {
+    let (env, config) = (account.env(), account.config());
+    let allow_private = config.allow_private_endpoints;
     // One deadline for the whole copy, redirects and body included, well inside the claim.
-    let deadline = now().unix_millis() + i64::try_from(fetch_timeout(env).as_millis()).unwrap_or(i64::MAX);
+    let deadline = now().unix_millis() + i64::try_from(fetch_timeout(config).as_millis()).unwrap_or(i64::MAX);
     let mut url = item.url.clone();
     let mut hops = 0;
     let answer = loop {
@@ -166,7 +168,7 @@ async fn fetch_and_put(env: &Env, item: &Claimed) -> Result<Fetched, EdgeError> 
         answer.abort();
         return fetch_whole(env, item, &url, content_type, deadline).await;
     };
-    let stored = stream_into_bucket(env, item, &body, length, content_type.as_deref(), deadline).await;
+    let stored = stream_into_bucket(account, item, &body, length, content_type.as_deref(), deadline).await;
     if !matches!(stored, Ok(Fetched::Stored { .. })) {
         answer.abort();
     }
@@ -176,7 +178,7 @@ async fn fetch_and_put(env: &Env, item: &Claimed) -> Result<Fetched, EdgeError> 
 /// Stores `body`, `length` bytes as the answer declared, under the item's key as it comes, within
 /// the fetch's deadline.
 async fn stream_into_bucket(
-    env: &Env,
+    account: &AccountDb,
     item: &Claimed,
     body: &wasm_bindgen::JsValue,
     length: u64,
@@ -186,9 +188,9 @@ async fn stream_into_bucket(
     use futures_util::future::{select, Either};
     let fixed = crate::platform::fixed_length(body, length as f64)
         .map_err(|e| EdgeError::platform("media stream", worker::Error::from(e)))?;
-    let put = media::put_copy(env, &item.r2_key, fixed, content_type);
+    let put = media::put_copy(account.env(), &item.r2_key, fixed, content_type);
     futures_util::pin_mut!(put);
-    let timeout = fetch_timeout(env);
+    let timeout = fetch_timeout(account.config());
     match select(put, worker::Delay::from(left(deadline))).await {
         Either::Left((Ok(()), _)) => {
             let line = serde_json::json!({"media": "stored", "key": item.r2_key, "bytes": length, "streamed": true});

@@ -217,3 +217,20 @@ pub fn settle<T>(
         }
     }
 }
+
+/// The configuration a queue batch runs with, read once for the batch; `None` after retrying
+/// every message of the batch when it is invalid (no job can run meanwhile, and every request
+/// answers 503 naming the variable).
+pub fn configured(
+    batch: &worker::MessageBatch<serde_json::Value>,
+    env: &worker::Env,
+) -> Option<std::rc::Rc<crate::config::Config>> {
+    match crate::config::get(env) {
+        Ok(config) => Some(config),
+        Err(e) => {
+            worker::console_error!("{}", serde_json::json!({"batch": "retried", "error": e.to_string()}));
+            batch.retry_all();
+            None
+        }
+    }
+}

@@ -12,7 +12,6 @@
 use exactly_core::event::EventKind;
 use exactly_core::message::{transition, Transition};
 use exactly_core::CarrierEvent;
-use worker::Env;
 
 use crate::error::EdgeError;
 use crate::platform::{new_id, now};
@@ -37,7 +36,7 @@ pub async fn process(
     beside: Option<&Beside<'_>>,
 ) -> Result<(Outcome, bool), EdgeError> {
     let env = account.env();
-    let log = Log::open(env)?;
+    let log = Log::open(env, account.config());
     if let Some((outcome, carrier_event_id)) = from_job(account, &log, id, number, carried, beside).await? {
         return Ok((crashed_after(outcome, &carrier_event_id)?, false));
     }
@@ -53,7 +52,7 @@ async fn read_and_process(
     beside: Option<&Beside<'_>>,
 ) -> Result<Outcome, EdgeError> {
     let (env, db) = (account.env(), account.db());
-    let (row, ahead) = match number.filter(|_| !routes::sharded(env)) {
+    let (row, ahead) = match number.filter(|_| !routes::sharded(env, account.config())) {
         Some(number) => {
             let (row, owner) = log.load_with(id, |db| crate::store::numbers::owner_query(db, number)).await?;
             (row, owner.map(|result| (number, result)))
@@ -83,7 +82,7 @@ async fn read_and_process(
     };
     let outcome = match &event.kind {
         EventKind::MessageReceived(inbound) => received(account, log, &row, &event, inbound, ahead, beside).await?,
-        EventKind::MessageStatus(report) => status_report(env, log, &row, &event, report).await?,
+        EventKind::MessageStatus(report) => status_report(account, log, &row, &event, report).await?,
         EventKind::CallInitiated(_) | EventKind::CallAnswered(_) | EventKind::CallHangup(_) => {
             crate::work::calls::process(account, log, &row, &event).await?
         }
@@ -121,7 +120,7 @@ async fn from_job(
 ) -> Result<Option<(Outcome, String)>, EdgeError> {
     let (env, db) = (account.env(), account.db());
     let (Some(number), Some(c)) = (number, carried) else { return Ok(None) };
-    if routes::sharded(env) {
+    if routes::sharded(env, account.config()) {
         return Ok(None);
     }
     let Some(owner) = numbers::remembered(number) else { return Ok(None) };
@@ -253,8 +252,8 @@ async fn received(
 ) -> Result<Outcome, EdgeError> {
     let (env, db) = (account.env(), account.db());
     // The number's account database (docs/scaling.md, "Accounts across databases").
-    let binding = routes::of_number(env, &inbound.to).await?;
-    let owners = AccountDb::named(env, binding.as_deref())?;
+    let binding = routes::of_number(env, account.config(), &inbound.to).await?;
+    let owners = account.other(binding.as_deref())?;
     let (account_binding, resources) = (binding, owners.db());
     let owner = match ahead {
         // Read with the event, in `DB`: the account database when no account is elsewhere.
@@ -300,15 +299,15 @@ async fn received(
 }
 
 async fn status_report(
-    env: &Env,
+    account: &AccountDb,
     log: &Log,
     row: &Row,
     event: &CarrierEvent,
     report: &exactly_core::event::StatusReport,
 ) -> Result<Outcome, EdgeError> {
     // The sender's account database: where the route of the carrier id points, or `DB`.
-    let route = routes::of_message(env, event.provider, &report.carrier_message_id).await?;
-    let account = &AccountDb::named(env, route.as_deref())?;
+    let route = routes::of_message(account.env(), account.config(), event.provider, &report.carrier_message_id).await?;
+    let account = &account.other(route.as_deref())?;
     let (account_binding, db) = (route, account.db());
     let Some(message) = messages::by_carrier_id(db, event.provider, &report.carrier_message_id).await? else {
         // The receipt beat the send result. It waits, parked on the carrier's message id, and

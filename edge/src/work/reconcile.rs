@@ -8,7 +8,6 @@ use exactly_core::event::Provider;
 use exactly_core::learned::Learned;
 use exactly_core::Timestamp;
 use serde_json::json;
-use worker::Env;
 
 use crate::carrier::{plivo, telnyx, twilio, CallResult};
 use crate::error::EdgeError;
@@ -39,7 +38,7 @@ pub struct Report {
 /// One reconciliation run in `account` (its part of the cron's tick, `work::cron`).
 pub async fn run_database(account: &AccountDb) -> Result<Report, EdgeError> {
     let (env, db) = (account.env(), account.db());
-    let config = crate::config::get(env)?;
+    let config = account.config();
     let now = now();
     let ago = |secs: i64| Timestamp::from_unix_millis(now.unix_millis() - secs * 1000);
     let mut report = Report::default();
@@ -50,7 +49,7 @@ pub async fn run_database(account: &AccountDb) -> Result<Report, EdgeError> {
     calls.extend(stale::ringing_calls(db, now, RING_MARGIN_MILLIS, call_cutoff, BATCH).await?);
     for call in calls {
         // One call the carrier cannot answer about does not stop the others.
-        match ask_about_call(env, db, &call, call_cutoff, now).await {
+        match ask_about_call(account, &call, call_cutoff, now).await {
             Ok((asked, fact)) => {
                 report.asked += usize::from(asked);
                 learned.extend(fact);
@@ -63,7 +62,7 @@ pub async fn run_database(account: &AccountDb) -> Result<Report, EdgeError> {
     let message_cutoff = ago(config.reconcile_message_secs);
     let oldest = ago(MESSAGE_HORIZON_SECS);
     for message in stale::stale_messages(db, oldest, message_cutoff, message_cutoff, BATCH).await? {
-        match ask_about_message(env, db, &message, message_cutoff, now).await {
+        match ask_about_message(account, &message, message_cutoff, now).await {
             Ok((asked, fact)) => {
                 report.asked += usize::from(asked);
                 learned.extend(fact);
@@ -82,39 +81,37 @@ pub async fn run_database(account: &AccountDb) -> Result<Report, EdgeError> {
 }
 
 async fn ask_about_call(
-    env: &Env,
-    db: &worker::D1Database,
+    account: &AccountDb,
     call: &StaleCall,
     cutoff: Timestamp,
     now: Timestamp,
 ) -> Result<(bool, Option<String>), EdgeError> {
-    if !calls::claim_check(db, &call.id, cutoff, now).await? {
+    if !calls::claim_check(account.db(), &call.id, cutoff, now).await? {
         return Ok((false, None));
     }
-    Ok((true, reconcile_call(env, call, now).await?))
+    Ok((true, reconcile_call(account, call, now).await?))
 }
 
 async fn ask_about_message(
-    env: &Env,
-    db: &worker::D1Database,
+    account: &AccountDb,
     message: &StaleMessage,
     cutoff: Timestamp,
     now: Timestamp,
 ) -> Result<(bool, Option<String>), EdgeError> {
-    if !messages::claim_check(db, &message.id, cutoff, now).await? {
+    if !messages::claim_check(account.db(), &message.id, cutoff, now).await? {
         return Ok((false, None));
     }
-    Ok((true, reconcile_message(env, message, now).await?))
+    Ok((true, reconcile_message(account, message, now).await?))
 }
 
 /// Asks whether the caller's leg is still up; if it is gone, stores its hangup as a Telnyx
 /// `call.hangup` under the key `reconciled:{call}:hangup`.
-async fn reconcile_call(env: &Env, call: &StaleCall, now: Timestamp) -> Result<Option<String>, EdgeError> {
+async fn reconcile_call(account: &AccountDb, call: &StaleCall, now: Timestamp) -> Result<Option<String>, EdgeError> {
     if call.carrier != Provider::Telnyx {
         return Ok(None);
     }
-    let config = crate::config::get(env)?;
-    let status = match telnyx::call_status(&config, &call.call_control_id).await? {
+    let config = account.config();
+    let status = match telnyx::call_status(config, &call.call_control_id).await? {
         CallResult::Ok(status) => status,
         CallResult::Refused(_) | CallResult::Transient(_) | CallResult::Lost(_) => return Ok(None),
     };
@@ -135,30 +132,39 @@ async fn reconcile_call(env: &Env, call: &StaleCall, now: Timestamp) -> Result<O
         from: &call.from_number,
         to: &call.to_number,
     };
-    learned(env, Provider::Telnyx, &exactly_core::telnyx::learned_hangup(&call.id, &of, ended_at), now).await
+    learned(account, Provider::Telnyx, &exactly_core::telnyx::learned_hangup(&call.id, &of, ended_at), now).await
 }
 
 /// Asks what became of a sent message; a final word (delivered or failed) is stored as the
 /// carrier's own status report.
-async fn reconcile_message(env: &Env, message: &StaleMessage, now: Timestamp) -> Result<Option<String>, EdgeError> {
+async fn reconcile_message(
+    account: &AccountDb,
+    message: &StaleMessage,
+    now: Timestamp,
+) -> Result<Option<String>, EdgeError> {
     let carrier = message.carrier;
     let id = &message.carrier_message_id;
-    let config = crate::config::get(env)?;
+    let config = account.config();
     let answer = match carrier {
-        Provider::Telnyx => telnyx::message_status(&config, id).await?,
-        Provider::Twilio => twilio::message_status(&config, id).await?,
-        Provider::Plivo => plivo::message_status(&config, id).await?,
+        Provider::Telnyx => telnyx::message_status(config, id).await?,
+        Provider::Twilio => twilio::message_status(config, id).await?,
+        Provider::Plivo => plivo::message_status(config, id).await?,
     };
     let CallResult::Ok((status, errors)) = answer else { return Ok(None) };
     match exactly_core::learned::final_status(carrier, id, &status, &errors, now) {
-        Some(fact) => learned(env, carrier, &fact, now).await,
+        Some(fact) => learned(account, carrier, &fact, now).await,
         None => Ok(None),
     }
 }
 
 /// Stores `fact`, learned from `carrier`'s API, as that carrier's event.
-async fn learned(env: &Env, carrier: Provider, fact: &Learned, now: Timestamp) -> Result<Option<String>, EdgeError> {
-    let log = carrier_events::Log::open(env)?;
+async fn learned(
+    account: &AccountDb,
+    carrier: Provider,
+    fact: &Learned,
+    now: Timestamp,
+) -> Result<Option<String>, EdgeError> {
+    let log = carrier_events::Log::open(account.env(), account.config());
     let stored = log.store_learned(carrier, &fact.event_id, fact.event_type, &fact.body, now).await?;
     worker::console_log!(
         "{}",

@@ -3,8 +3,12 @@
 //! a part of the tick of its own (`work::cron`): the dedupe log's in [`sweep_log`], each
 //! account database's in [`sweep_account`].
 
+use std::rc::Rc;
+
 use exactly_core::Timestamp;
 use worker::Env;
+
+use crate::config::Config;
 
 use crate::error::EdgeError;
 use crate::platform::now;
@@ -38,25 +42,24 @@ const DELIVERY_GRACE_MILLIS: i64 = 60 * 1000;
 /// The dedupe log's part of a sweep (`DB`'s tick): carrier events neither processed nor failed
 /// for a while are enqueued again (re-enqueueing work that is in fact still queued is harmless:
 /// the guards make the second run a no-op), and the oldest of them raises `backlog.high`.
-pub async fn sweep_log(env: &Env) -> Result<Report, EdgeError> {
-    let log = carrier_events::Log::open(env)?;
+pub async fn sweep_log(env: &Env, config: &Rc<Config>) -> Result<Report, EdgeError> {
+    let log = carrier_events::Log::open(env, config);
     let cutoff = Timestamp::from_unix_millis(now().unix_millis() - STALE_AFTER_MILLIS);
     let events: Vec<String> = log.unprocessed(cutoff, BATCH).await?.into_iter().map(|(id, _)| id).collect();
     jobs::enqueue_many(env, events.iter().map(|id| Job::carrier_event(id)).collect()).await?;
-    let backlog_signals = log_backlog(env, &log).await?;
+    let backlog_signals = log_backlog(env, config, &log).await?;
     Ok(Report { events: events.len(), dispatches: 0, deliveries: 0, backlog_signals, media: 0 })
 }
 
 /// One account database's part of a sweep (its tick): receipts, dispatches, deliveries and
 /// media copies whose job was lost are enqueued again, and its oldest overdue delivery raises
 /// `backlog.high`.
-pub async fn sweep_account(env: &Env, binding: &str) -> Result<Report, EdgeError> {
-    let account = AccountDb::new(env, binding)?;
-    let log = carrier_events::Log::open(env)?;
+pub async fn sweep_account(account: &AccountDb) -> Result<Report, EdgeError> {
+    let log = carrier_events::Log::open(account.env(), account.config());
     let cutoff = Timestamp::from_unix_millis(now().unix_millis() - STALE_AFTER_MILLIS);
-    let found = sweep_database(&account, &log, cutoff).await?;
+    let found = sweep_database(account, &log, cutoff).await?;
     let backlog_signals = match found.oldest_delivery {
-        Some(id) => delivery_backlog(&account, &id).await?,
+        Some(id) => delivery_backlog(account, &id).await?,
         None => 0,
     };
     Ok(Report {
@@ -90,7 +93,7 @@ async fn sweep_database(account: &AccountDb, log: &carrier_events::Log, cutoff: 
     // Receipts woken by a recorded send a while ago: removed once applied or failed, enqueued
     // again otherwise (their job may have been lost, whatever became of its retries).
     let mut woken = Vec::new();
-    let again_after = crate::config::tuning(env).woken_recheck;
+    let again_after = account.config().tuning.woken_recheck;
     let recheck =
         Timestamp::from_unix_millis(now().unix_millis() - i64::try_from(again_after.as_millis()).unwrap_or(0));
     for park in carrier_events::still_woken(db, recheck, BATCH).await? {
@@ -104,7 +107,7 @@ async fn sweep_database(account: &AccountDb, log: &carrier_events::Log, cutoff: 
     let mut expired = 0;
     // The operator's signals are written, and their deliveries enqueued, where the operator's
     // account is.
-    let root = AccountDb::new(env, crate::bindings::DB)?;
+    let root = account.other(Some(crate::bindings::DB))?;
     // One park whose expiry fails (its event's database unreachable) is logged and retried next
     // run; it holds up neither the other parks nor the rest of this sweep.
     for park in carrier_events::expired_parks(db, parked_horizon, BATCH).await? {
@@ -148,7 +151,7 @@ async fn sweep_database(account: &AccountDb, log: &carrier_events::Log, cutoff: 
     work.extend(dispatches.iter().map(|message_id| Job::dispatch(account, message_id)));
     work.extend(uncopied.iter().map(|m| Job::copy_media(account, &m.message_id, m.position)));
     jobs::enqueue_many(env, work).await?;
-    let threshold_secs = crate::config::get(env)?.backlog_alert_secs;
+    let threshold_secs = account.config().backlog_alert_secs;
     let backlog_cutoff = Timestamp::from_unix_millis(now().unix_millis() - threshold_secs.saturating_mul(1000));
     let oldest_delivery = deliveries::overdue(db, backlog_cutoff, 1).await?.pop();
     let (woken, dispatches, deliveries, media) = found_counts;
@@ -161,9 +164,9 @@ async fn sweep_database(account: &AccountDb, log: &carrier_events::Log, cutoff: 
 /// sweeps find it, so a backlog that drains raises one more signal for each new oldest item
 /// still past the threshold. Returns how many signals this run wrote. A carrier event's signal is
 /// the operator's, in `DB`.
-async fn log_backlog(env: &Env, log: &carrier_events::Log) -> Result<usize, EdgeError> {
-    let threshold_secs = crate::config::get(env)?.backlog_alert_secs;
-    let root = AccountDb::new(env, crate::bindings::DB)?;
+async fn log_backlog(env: &Env, config: &Rc<Config>, log: &carrier_events::Log) -> Result<usize, EdgeError> {
+    let threshold_secs = config.backlog_alert_secs;
+    let root = AccountDb::new(env, config, crate::bindings::DB)?;
     let at = now();
     let cutoff = Timestamp::from_unix_millis(at.unix_millis() - threshold_secs.saturating_mul(1000));
     let mut stuck = Vec::new();
@@ -191,7 +194,7 @@ async fn log_backlog(env: &Env, log: &carrier_events::Log) -> Result<usize, Edge
 /// database `account`, if it is still pending. It is written in its account's database, for the
 /// account and the operator both. Returns how many signals this wrote (0 or 1).
 async fn delivery_backlog(account: &AccountDb, id: &str) -> Result<usize, EdgeError> {
-    let threshold_secs = crate::config::get(account.env())?.backlog_alert_secs;
+    let threshold_secs = account.config().backlog_alert_secs;
     let at = now();
     let db = account.db();
     let Some(due) = deliveries::due(db, id).await?.filter(|d| d.status == deliveries::DeliveryStatus::Pending) else {
@@ -212,7 +215,7 @@ async fn delivery_backlog(account: &AccountDb, id: &str) -> Result<usize, EdgeEr
 /// Registers the operator's endpoint from `OPERATOR_WEBHOOK_URL` and `OPERATOR_WEBHOOK_SECRET`
 /// (both optional; unset, signals are recorded and listed but delivered to no operator). The URL
 /// is checked like any endpoint's, and the secret must be a `whsec_` secret.
-pub async fn register_operator(env: &Env) -> Result<bool, EdgeError> {
+pub async fn register_operator(env: &Env, config: &Rc<Config>) -> Result<bool, EdgeError> {
     use crate::bindings::vars;
     let (Some(url), Some(secret)) = (
         crate::config::optional(env, vars::OPERATOR_WEBHOOK_URL),
@@ -220,7 +223,7 @@ pub async fn register_operator(env: &Env) -> Result<bool, EdgeError> {
     ) else {
         return Ok(false);
     };
-    let allow_private = crate::config::get(env)?.allow_private_endpoints;
+    let allow_private = config.allow_private_endpoints;
     let url = crate::platform::endpoint_url(&url, allow_private).map_err(|problem| EdgeError::Config {
         variable: vars::OPERATOR_WEBHOOK_URL,
         problem: problem.message().to_owned(),
@@ -231,8 +234,8 @@ pub async fn register_operator(env: &Env) -> Result<bool, EdgeError> {
     })?;
     // In every account database: an account's signals (a disabled endpoint, an exhausted
     // delivery) are written beside its deliveries, the operator's copy with them.
-    for binding in routes::databases(env) {
-        let registered = match AccountDb::new(env, &binding) {
+    for binding in routes::databases(env, config) {
+        let registered = match AccountDb::new(env, config, &binding) {
             Ok(account) => crate::store::signals::register_operator(account.db(), url.as_str(), &secret, now()).await,
             Err(e) => Err(e),
         };

@@ -22,7 +22,7 @@ struct NewAccount {
 /// `POST /admin/accounts` -> `{id, name, api_key}`; the key is shown here once, stored hashed.
 pub async fn create_account(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    auth::admin(&req, env)?;
+    auth::admin(&req, ctx.config)?;
     let body: NewAccount = http::json_body(&mut req).await?;
     let name = body.name.unwrap_or_default();
     if name.len() > 200 {
@@ -45,8 +45,8 @@ pub async fn create_account(mut req: Request, ctx: &Ctx<'_>) -> Result<Response,
         prefix: crate::api::keys::prefix(&api_key),
         at: created,
     };
-    let binding = routes::place_account(env, &id, &key_hash, created, access::insert(&root, &key)?).await?;
-    let scoped = crate::store::AccountDb::new(env, &binding)?;
+    let binding = routes::place_account(env, ctx.config, &id, &key_hash, created, access::insert(&root, &key)?).await?;
+    let scoped = crate::store::AccountDb::new(env, ctx.config, &binding)?;
     accounts::create(scoped.db(), &id, &name, &key_hash, created).await?;
     http::json(201, &json!({ "id": id, "name": name, "api_key": api_key, "created_at": created.to_rfc3339() }))
 }
@@ -58,7 +58,7 @@ pub async fn create_account(mut req: Request, ctx: &Ctx<'_>) -> Result<Response,
 /// account.
 pub async fn rotate_account_key(req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    auth::admin(&req, env)?;
+    auth::admin(&req, ctx.config)?;
     let api_key = crate::api::keys::new_secret()?;
     let (key_id, hash) = (new_id("key")?, auth::key_hash(&api_key));
     let key = access::NewKey {
@@ -80,12 +80,12 @@ pub async fn rotate_account_key(req: Request, ctx: &Ctx<'_>, id: &str) -> Result
 /// `GET /admin/accounts?limit=&cursor=`: the accounts with their numbers, newest first.
 pub async fn list_accounts(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    auth::admin(&req, env)?;
+    auth::admin(&req, ctx.config)?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;
     let cursor = Cursor::from_params(&params)?;
     let mut rows = Vec::new();
-    for scoped in routes::each(env)? {
+    for scoped in routes::each(env, ctx.config)? {
         rows.extend(accounts::list(scoped.db(), cursor.clone(), limit).await?);
     }
     let rows = newest_first(rows, limit, |a| (a.created_at, &a.id));

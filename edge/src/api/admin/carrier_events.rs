@@ -14,12 +14,12 @@ use crate::store::carrier_events::EventState;
 /// `GET /admin/carrier_events?status=failed|pending|processed&limit=&cursor=`.
 pub async fn list_carrier_events(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    auth::admin(&req, env)?;
+    auth::admin(&req, ctx.config)?;
     let params = http::query(&req);
     let state = EventState::from_name(http::param(&params, "status").unwrap_or("failed"))
         .ok_or_else(|| EdgeError::invalid("status", "must be failed, pending or processed"))?;
     let limit = http::limit(&params)?;
-    let rows = carrier_events::Log::open(env)?.list(state, Cursor::from_params(&params)?, limit).await?;
+    let rows = carrier_events::Log::open(env, ctx.config).list(state, Cursor::from_params(&params)?, limit).await?;
     let next = Cursor::after(&rows, limit, |r| (r.created_at, &r.id));
     let data = rows
         .iter()
@@ -45,8 +45,8 @@ pub async fn list_carrier_events(req: Request, ctx: &Ctx<'_>) -> Result<Response
 /// only enqueues a job the guards make a no-op.
 pub async fn retry_carrier_event(req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    auth::admin(&req, env)?;
-    let log = carrier_events::Log::open(env)?;
+    auth::admin(&req, ctx.config)?;
+    let log = carrier_events::Log::open(env, ctx.config);
     let row = log.load(id).await?.ok_or(EdgeError::NotFound)?;
     if row.processed_at.is_some() {
         return http::json(200, &json!({ "id": row.id, "status": "processed", "requeued": false }));
@@ -59,13 +59,13 @@ pub async fn retry_carrier_event(req: Request, ctx: &Ctx<'_>, id: &str) -> Resul
 /// `POST /admin/carrier_events/retry?status=failed`: re-drives up to 100 failed events at once.
 pub async fn retry_failed_carrier_events(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    auth::admin(&req, env)?;
+    auth::admin(&req, ctx.config)?;
     let params = http::query(&req);
     let state = EventState::from_name(http::param(&params, "status").unwrap_or("failed"));
     if state != Some(EventState::Failed) {
         return Err(EdgeError::invalid("status", "only failed events are re-driven in bulk"));
     }
-    let log = carrier_events::Log::open(env)?;
+    let log = carrier_events::Log::open(env, ctx.config);
     let mut rows = Vec::new();
     for listed in log.list(EventState::Failed, None, 100).await? {
         rows.extend(log.load(&listed.id).await?);

@@ -20,7 +20,7 @@ use crate::store::routes;
 /// cursor on it would skip or repeat rows that were retried between two pages.
 pub async fn list_failed_deliveries(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    auth::admin(&req, env)?;
+    auth::admin(&req, ctx.config)?;
     let params = http::query(&req);
     let status = match http::param(&params, "status") {
         None => deliveries::DeliveryStatus::Failed,
@@ -30,7 +30,7 @@ pub async fn list_failed_deliveries(req: Request, ctx: &Ctx<'_>) -> Result<Respo
     let limit = http::limit(&params)?;
     let cursor = Cursor::from_params(&params)?;
     let mut rows = Vec::new();
-    for scoped in routes::each(env)? {
+    for scoped in routes::each(env, ctx.config)? {
         rows.extend(deliveries::list(scoped.db(), status, cursor.clone(), limit).await?);
     }
     let rows = newest_first(rows, limit, |d| (d.created_at, &d.id));
@@ -51,9 +51,9 @@ pub async fn list_failed_deliveries(req: Request, ctx: &Ctx<'_>) -> Result<Respo
 /// `POST /admin/webhook_deliveries/{id}/retry`: one more attempt of a failed delivery, now.
 pub async fn retry_delivery(req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    auth::admin(&req, env)?;
+    auth::admin(&req, ctx.config)?;
     // The delivery's id names no account: it is looked for in each account database.
-    for scoped in routes::each(env)? {
+    for scoped in routes::each(env, ctx.config)? {
         match deliveries::redrive(scoped.db(), id, now()).await? {
             Redrive::Pending => {
                 crate::queues::deliver_written(&scoped, vec![id.to_owned()]).await;

@@ -15,8 +15,8 @@ use crate::platform::now;
 /// and failed; and the age of the oldest pending event and delivery.
 pub async fn metrics(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    auth::admin(&req, env)?;
-    let f = crate::store::metrics::figures(env).await?;
+    auth::admin(&req, ctx.config)?;
+    let f = crate::store::metrics::figures(env, ctx.config).await?;
     let at = now().unix_millis();
     let age = |oldest: Option<Timestamp>| seconds(oldest.map_or(0, |t| at - t.unix_millis()));
     let ingested = f.events_ingested.unwrap_or(0);
@@ -101,7 +101,7 @@ fn seconds(millis: i64) -> String {
 /// the success rate, time-to-webhook of first attempts, and the backlog at the bucket's end.
 pub async fn metrics_series(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    auth::admin(&req, env)?;
+    auth::admin(&req, ctx.config)?;
     let params = http::query(&req);
     let number = |name: &'static str, default: i64, max: i64| -> Result<i64, EdgeError> {
         match http::param(&params, name) {
@@ -122,7 +122,7 @@ pub async fn metrics_series(req: Request, ctx: &Ctx<'_>) -> Result<Response, Edg
     let width = minutes * 60_000;
     // Buckets end at the next whole bucket, so a chart asked twice draws the same edges.
     let to = (now().unix_millis() / width + 1) * width;
-    let series = crate::store::metrics::series(env, to, width, buckets).await?;
+    let series = crate::store::metrics::series(env, ctx.config, to, width, buckets).await?;
     let at = |ms: i64| Timestamp::from_unix_millis(ms).to_rfc3339();
     let data: Vec<serde_json::Value> = series
         .iter()

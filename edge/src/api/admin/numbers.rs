@@ -28,7 +28,7 @@ struct NewNumber {
 /// Without `carrier`, the number's carrier is the one its first message comes from.
 pub async fn create_number(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
     let env = ctx.env;
-    auth::admin(&req, env)?;
+    auth::admin(&req, ctx.config)?;
     let body: NewNumber = http::json_body(&mut req).await?;
     let account_id = body.account_id.ok_or_else(|| EdgeError::invalid("account_id", "is required"))?;
     let phone_number =
@@ -61,9 +61,9 @@ pub async fn create_number(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, 
             Provider::from_name(&name).ok_or_else(|| EdgeError::invalid("carrier", "must be telnyx, twilio or plivo"))
         })
         .transpose()?;
-    let binding = routes::of_account(env, &account_id).await?;
+    let binding = routes::of_account(env, ctx.config, &account_id).await?;
     let in_db = binding.as_deref().is_none_or(|b| b == crate::bindings::DB);
-    let scoped = crate::store::AccountDb::named(env, binding.as_deref())?;
+    let scoped = crate::store::AccountDb::named(env, ctx.config, binding.as_deref())?;
     let db = scoped.db();
     if !accounts::exists(db, &account_id).await? {
         return Err(EdgeError::invalid("account_id", "no such account"));

@@ -27,13 +27,13 @@ pub async fn move_event_shards(mut req: Request, ctx: &Ctx<'_>) -> Result<Respon
         #[serde(default)]
         pages: Option<usize>,
     }
-    auth::admin(&req, env)?;
+    auth::admin(&req, ctx.config)?;
     let body: Body = http::json_body(&mut req).await?;
     let pages = body.pages.unwrap_or(20);
     if !(1..=20).contains(&pages) {
         return Err(EdgeError::invalid("pages", "must be from 1 to 20"));
     }
-    let log = carrier_events::Log::open(env)?;
+    let log = carrier_events::Log::open(env, ctx.config);
     let rival = crate::faults::rival_move(env);
     let moved = log.move_shards(body.first, body.last, &body.to, body.after, pages, rival.as_deref()).await?;
     worker::console_log!("{}", json!({"admin": "move event shards", "move": &moved}));

@@ -204,9 +204,9 @@ const MARK_PROCESSED: &str = "UPDATE carrier_events SET processed_at = ?2, attem
      WHERE id = ?1 AND processed_at IS NULL AND error IS NULL";
 
 impl Log {
-    /// The log as configured (`EVENT_SHARDS`, default: everything in `DB`).
-    pub fn open(env: &Env) -> Result<Self, EdgeError> {
-        Ok(Log { env: env.clone(), map: Rc::clone(&crate::config::get(env)?.event_shards) })
+    /// The log as `config` maps it (`EVENT_SHARDS`, default: everything in `DB`).
+    pub fn open(env: &Env, config: &crate::config::Config) -> Self {
+        Log { env: env.clone(), map: Rc::clone(&config.event_shards) }
     }
 
     /// The database of a dedupe binding.

@@ -51,7 +51,7 @@ impl Claimed {
 /// deliveries go first) and that the circuit has not changed (else into the line). A probe's
 /// turn is taken after its claim, so a turn is never taken for an attempt that does not go.
 pub(super) async fn gate(account: &AccountDb, id: &str, mut ahead: Option<Box<Due>>) -> Result<Gate, EdgeError> {
-    let (env, db) = (account.env(), account.db());
+    let db = account.db();
     for _ in 0..3 {
         // Read with its take from the line the first time, when it was.
         let due = match ahead.take() {
@@ -91,7 +91,7 @@ pub(super) async fn gate(account: &AccountDb, id: &str, mut ahead: Option<Box<Du
         let attempts = due.attempts;
         let version = due.circuit.version();
         let policy =
-            crate::faults::breaker_for(due.url.as_deref().unwrap_or_default(), crate::config::tuning(env).breaker);
+            crate::faults::breaker_for(due.url.as_deref().unwrap_or_default(), account.config().tuning.breaker);
         let (admission, probe) = breaker::admit(&policy, due.circuit.state(), started.unix_millis());
         if let breaker::Admission::Hold(_) = admission {
             if deliveries::wait_for_circuit(db, &due.id, &due.endpoint_id, attempts, version, started).await? {

@@ -28,7 +28,7 @@ use exactly_core::{backoff, breaker};
 use futures_util::future::join_all;
 use worker::{Context, D1Database, Env, Message, MessageBatch, MessageExt};
 
-use crate::config;
+use crate::config::Config;
 use crate::error::EdgeError;
 use crate::platform::{endpoint_url, now, random_u32};
 use crate::queues::{self, DeliveryJob};
@@ -50,8 +50,8 @@ pub use beside::Beside;
 
 /// Success is any 2xx within this long ([`crate::config::Tuning::attempt_timeout`]). Of the
 /// body, only the first [`http::MAX_REPLY_BYTES`] are read, as far as they come within it.
-fn attempt_timeout(env: &Env) -> Duration {
-    crate::config::tuning(env).attempt_timeout
+fn attempt_timeout(config: &Config) -> Duration {
+    config.tuning.attempt_timeout
 }
 
 /// While an attempt is in flight, other jobs for the delivery stand back this long, and it
@@ -85,8 +85,8 @@ const TURN_WAIT_MAX_MILLIS: f64 = 5_000.0;
 /// How long after the attempts beside an invocation start (its batch's start; a `jobs`
 /// batch's end) the last of them may still be sending
 /// ([`crate::config::Tuning::beside_millis`]).
-fn beside_millis(env: &Env) -> i64 {
-    crate::config::tuning(env).beside_millis
+fn beside_millis(config: &Config) -> i64 {
+    config.tuning.beside_millis
 }
 /// The least time an attempt is sent with. With less left in its invocation it is not sent:
 /// it goes back into its endpoint's line, no attempt spent, and a wake sends it from an
@@ -113,8 +113,8 @@ impl Invocation {
     }
 
     /// Milliseconds left for what runs beside the invocation.
-    fn left_millis(&self, env: &Env) -> i64 {
-        self.began.get().unix_millis() + beside_millis(env) - now().unix_millis()
+    fn left_millis(&self, config: &Config) -> i64 {
+        self.began.get().unix_millis() + beside_millis(config) - now().unix_millis()
     }
 }
 
@@ -128,19 +128,27 @@ type Shared = Rc<Invocation>;
 /// runs beside the batch (`wait_until`), so no message of the batch, and no later batch, waits
 /// for an endpoint to answer; its lease stands for it, renewed right before it is sent.
 pub async fn consume(batch: MessageBatch<serde_json::Value>, env: &Env, ctx: &Context) -> worker::Result<()> {
+    // Read once for the batch and handed to every delivery; while it is invalid none can go.
+    let Some(config) = crate::work::outcome::configured(&batch, env) else { return Ok(()) };
     let messages = batch.messages()?;
     let shared = Rc::new(Invocation::new());
-    join_all(messages.iter().map(|message| consume_one(env, ctx, &shared, message))).await;
+    join_all(messages.iter().map(|message| consume_one(env, &config, ctx, &shared, message))).await;
     Ok(())
 }
 
-async fn consume_one(env: &Env, ctx: &Context, shared: &Shared, message: &Message<serde_json::Value>) {
+async fn consume_one(
+    env: &Env,
+    config: &Rc<Config>,
+    ctx: &Context,
+    shared: &Shared,
+    message: &Message<serde_json::Value>,
+) {
     let Ok(job) = serde_json::from_value::<DeliveryJob>(message.body().clone()) else {
         message.ack();
         return;
     };
     // The account database the job names.
-    let account = match AccountDb::named(env, job.database.as_deref()) {
+    let account = match AccountDb::named(env, config, job.database.as_deref()) {
         Ok(account) => account,
         Err(e) => return crate::work::outcome::settle(message, Err(e), |line| tag(line, &job)),
     };
@@ -188,9 +196,10 @@ fn log(delivery_id: &str, result: &Result<Done, EdgeError>) {
 
 /// Consumes the deliveries dead-letter queue: the delivery fails visibly.
 pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &Env) -> worker::Result<()> {
+    let Some(config) = crate::work::outcome::configured(&batch, env) else { return Ok(()) };
     for message in batch.messages()? {
         let result = match serde_json::from_value::<DeliveryJob>(message.body().clone()) {
-            Ok(job) if job.wake.is_none() => match AccountDb::named(env, job.database.as_deref()) {
+            Ok(job) if job.wake.is_none() => match AccountDb::named(env, &config, job.database.as_deref()) {
                 Ok(account) => dead_letter(account.db(), &job.delivery_id).await,
                 Err(e) => Err(e),
             },
@@ -226,7 +235,7 @@ async fn run(account: AccountDb, first: Claimed, shared: Shared) {
 }
 
 async fn chain(account: &AccountDb, first: Claimed, shared: &Invocation) {
-    let (env, db) = (account.env(), account.db());
+    let db = account.db();
     let began = now();
     let mut claimed = first;
     for round in 1.. {
@@ -234,7 +243,10 @@ async fn chain(account: &AccountDb, first: Claimed, shared: &Invocation) {
         let endpoint = claimed.due.endpoint_id.clone();
         let id = claimed.due.id.clone();
         // The next goes only if a whole attempt fits in what is left of the invocation's time.
-        let fits = || shared.left_millis(env) >= attempt_timeout(env).as_millis() as i64 + SEND_MIN_MILLIS;
+        let fits = || {
+            shared.left_millis(account.config())
+                >= attempt_timeout(account.config()).as_millis() as i64 + SEND_MIN_MILLIS
+        };
         let goes_on = || {
             let spent = round >= CHAIN_MAX || shared.rounds.get() >= ROUNDS_MAX;
             !spent && now().unix_millis() - began.unix_millis() <= CHAIN_MILLIS && fits()
@@ -371,7 +383,7 @@ async fn attempt_in_lane(
     shared: &Invocation,
     take_next: Option<&Cell<Option<Option<Taken>>>>,
 ) -> Result<Done, EdgeError> {
-    let (env, db) = (account.env(), account.db());
+    let db = account.db();
     let (circuit_now, started) = match ready(account, &claimed).await {
         Ok(Some(ready)) => ready,
         Ok(None) => return Ok(Done::ClaimedElsewhere),
@@ -383,23 +395,23 @@ async fn attempt_in_lane(
     // An attempt never outlives its invocation's time (its lane wait and turn counted in it):
     // with too little left it is not sent but given back, and one sent is cut at the end of the
     // time and recorded as no answer, to be sent again under its webhook-id.
-    let left = shared.left_millis(env);
+    let left = shared.left_millis(account.config());
     if left < SEND_MIN_MILLIS {
         deliveries::unclaim(db, &claimed.due.id, claimed.number, now()).await?;
         queues::wake_later(account, &claimed.due.endpoint_id, 0).await?;
         return Ok(Done::ClaimedElsewhere);
     }
-    let timeout = attempt_timeout(env).min(Duration::from_millis(u64::try_from(left).unwrap_or(0)));
+    let timeout = attempt_timeout(account.config()).min(Duration::from_millis(u64::try_from(left).unwrap_or(0)));
     // Cut short by the invocation's time, not by the endpoint: an attempt that got no answer in
     // it says nothing about the endpoint's health, so the breaker does not count it (a probe's
     // outcome always settles its circuit).
-    let cut_short = timeout < attempt_timeout(env);
+    let cut_short = timeout < attempt_timeout(account.config());
     let Claimed { due, number, admission, .. } = claimed;
     let (Some(url), Some(secret)) = (due.url.as_deref(), due.secret.as_deref()) else {
         deliveries::fail(db, &due.id, "the endpoint was deleted", started).await?;
         return Ok(Done::EndpointDisabled);
     };
-    let allow_private = config::get(env)?.allow_private_endpoints;
+    let allow_private = account.config().allow_private_endpoints;
     // Checked again at every attempt, so a URL stored before a rule existed is never sent to;
     // the parsed form is what `fetch` gets, the same text that was checked.
     let answer = match (endpoint_url(url, allow_private), SigningSecret::parse(secret)) {
@@ -438,9 +450,8 @@ async fn attempt_in_lane(
 /// lease lapsed, or its turn was too far off and it went back into line); else the endpoint's
 /// circuit as it is now and the time the attempt starts (its turn, under a rate limit).
 async fn ready(account: &AccountDb, claimed: &Claimed) -> Result<Option<(endpoints::Columns, Timestamp)>, EdgeError> {
-    let (env, db) = (account.env(), account.db());
+    let db = account.db();
     let due = &claimed.due;
-    config::get(env)?;
     let rate = due.rate_limit_per_second.filter(|r| *r >= 1);
     // Sent right after its claim (no lane to wait for, no turn to take) through the circuit it
     // was admitted by: the claim's lease and that circuit stand, and nobody else can have claimed
@@ -481,7 +492,7 @@ async fn feed_breaker(
     outcome: breaker::Outcome,
     at: Timestamp,
 ) -> Result<(), EdgeError> {
-    let (env, db) = (account.env(), account.db());
+    let db = account.db();
     // A success sent through a closed circuit that held no failures changes nothing: a healthy
     // endpoint's row is never written.
     if outcome == breaker::Outcome::Success && leaves_circuit_alone(admission, sent_under) {
@@ -489,7 +500,7 @@ async fn feed_breaker(
     }
     let url = due.url.as_deref().unwrap_or_default();
     let about = circuit::About { endpoint_id: &due.endpoint_id, account_id: &due.account_id, url };
-    let policy = crate::faults::breaker_for(url, crate::config::tuning(env).breaker);
+    let policy = crate::faults::breaker_for(url, account.config().tuning.breaker);
     let mut known = Some(sent_under.clone());
     for _ in 0..8 {
         let columns = match known.take() {
@@ -522,9 +533,9 @@ async fn feed_breaker(
 }
 
 /// The delay before attempt `next` (1-based), or `None` after the last.
-fn delay_before(env: &Env, next: i64) -> Option<u64> {
+fn delay_before(config: &Config, next: i64) -> Option<u64> {
     let next = u32::try_from(next).ok()?;
-    if let Some(schedule) = &crate::config::tuning(env).webhook_schedule {
+    if let Some(schedule) = &config.tuning.webhook_schedule {
         return schedule.get(usize::try_from(next).ok()?.checked_sub(1)?).copied();
     }
     backoff::webhook_delay(next, random_u32())
@@ -547,7 +558,7 @@ async fn record(
     reply: Reply,
     take_next: Option<(&Cell<Option<Option<Taken>>>, bool)>,
 ) -> Result<Done, EdgeError> {
-    let (env, db) = (account.env(), account.db());
+    let db = account.db();
     let attempt = |status: Option<u16>, error: Option<String>, next_attempt_at: Option<Timestamp>| Attempt {
         delivery_id: due.id.clone(),
         number,
@@ -586,7 +597,7 @@ async fn record(
             Ok(Done::EndpointGone)
         }
         Answer::Failure { status, error, retry_after, .. } => {
-            let next = delay_before(env, number + 1).map(|d| backoff::with_retry_after(d, retry_after));
+            let next = delay_before(account.config(), number + 1).map(|d| backoff::with_retry_after(d, retry_after));
             let next_at = next.map(|d| Timestamp::from_unix_millis(started.unix_millis() + (d as i64) * 1000));
             let final_error = format!("gave up after {number} attempts: {error}");
             let signals = deliveries::record_failure(
