@@ -103,7 +103,7 @@ pub fn root() -> PathBuf {
 /// range itself was once handed to another test's customer endpoint between being chosen and
 /// wrangler binding it, which then recorded this worker's readiness probe as a delivery (run 74).
 /// [`Worker::spawn`] still checks that what answers is its own worker.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()

@@ -38,8 +38,17 @@ fn quickstart_commands(readme: &str) -> Vec<String> {
 /// A shell running `command` from the project's root with the quickstart's environment, in a
 /// process group of its own (so an interrupt reaches it as Ctrl-C in a terminal would).
 fn shell(command: &str, env: &[(&str, String)]) -> Command {
+    shell_without(command, env, &[])
+}
+
+/// [`shell`], without the variables in `unset` (the test process's own, if it has them).
+fn shell_without(command: &str, env: &[(&str, String)], unset: &[&str]) -> Command {
     let mut sh = Command::new("sh");
-    sh.arg("-c").arg(command).current_dir(root()).envs(env.iter().map(|(k, v)| (k, v)));
+    sh.arg("-c").arg(command).current_dir(root());
+    unset.iter().for_each(|name| {
+        sh.env_remove(name);
+    });
+    sh.envs(env.iter().map(|(k, v)| (k, v)));
     std::os::unix::process::CommandExt::process_group(&mut sh, 0);
     sh
 }
@@ -69,11 +78,11 @@ fn background(command: &str, env: &[(&str, String)]) -> (Background, Arc<Mutex<V
 
 /// [`background`], without the variables in `unset`.
 fn background_without(command: &str, env: &[(&str, String)], unset: &[&str]) -> (Background, Arc<Mutex<Vec<String>>>) {
-    let mut sh = shell(command, env);
-    unset.iter().for_each(|name| {
-        sh.env_remove(name);
-    });
-    let mut child = sh.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start in the background");
+    let mut child = shell_without(command, env, unset)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start in the background");
     let lines = Arc::new(Mutex::new(Vec::new()));
     let outputs: [Box<dyn std::io::Read + Send>; 2] = [
         Box::new(child.stdout.take().expect("listen's stdout")),
@@ -173,11 +182,7 @@ fn run_quickstart(w: &Worker, commands: &[String], env: &[(&str, String)], unset
             listen = Some((child, lines));
             continue;
         }
-        let mut sh = shell(command, env);
-        unset.iter().for_each(|name| {
-            sh.env_remove(name);
-        });
-        let out = sh.output().expect("run a quickstart command");
+        let out = shell_without(command, env, unset).output().expect("run a quickstart command");
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         eprintln!("quickstart: {command}\n{stdout}{}", String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success(), "{command} failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -228,7 +233,7 @@ fn listen_hands_its_secret_to_a_verifying_receiver(w: &Worker) {
         ("EXACTLY_TELNYX_KEYS", keys.display().to_string()),
         ("ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
     ];
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+    let port = exactly_tests::free_port();
     let command = format!(
         "bin/sim listen --print-secret --verbose --event-type message.received --forward-to http://127.0.0.1:{port}/"
     );
@@ -352,47 +357,26 @@ fn the_python_client_installs_as_a_package(w: &Worker) {
     let _ = std::fs::remove_dir_all(&scratch);
 }
 
-/// A free loopback port (free when asked; nothing else on this machine picks ports this way).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
-}
-
-/// Starts `make dev`'s script on free ports and waits until it says where the console is
-/// (its start applies every migration through wrangler and checks the build, which on a machine
-/// busy with the rest of the suite takes minutes). A port is free when picked and may be taken
-/// by another test's worker before the script or wrangler binds it: then the script stops
-/// saying so, or wrangler cannot listen, and it starts again on other ports, as a user would.
+/// Starts `make dev`'s script on ports no other test is given ([`exactly_tests::free_port`],
+/// below the range that sockets binding port 0 are handed), and waits until it says where the
+/// console is: its start applies every migration through wrangler and checks the build, which
+/// on a machine busy with the rest of the suite takes minutes.
 fn serve_make_dev(
     w: &Worker,
     env: &mut Vec<(&str, String)>,
     unset: &[&str],
 ) -> (Background, Arc<Mutex<Vec<String>>>, u16, u16) {
-    for _ in 0..5 {
-        let (port, carrier) = (free_port(), free_port());
-        env.retain(|(name, _)| !["PORT", "CARRIER_PORT", "INSPECTOR_PORT"].contains(name));
-        env.extend([
-            ("PORT", port.to_string()),
-            ("CARRIER_PORT", carrier.to_string()),
-            ("INSPECTOR_PORT", free_port().to_string()),
-        ]);
-        let (mut dev, served) = background_without("sh scripts/dev.sh", env, unset);
-        let console = format!("dev: the console: http://127.0.0.1:{port}/console/");
-        let taken = |l: &String| {
-            l.contains("is taken by another process")
-                || l.contains("EADDRINUSE")
-                || l.to_lowercase().contains("address already in use")
-        };
-        let settled = w.eventually(Duration::from_secs(600), || {
-            let lines = served.lock().unwrap();
-            lines.contains(&console) || lines.iter().any(taken) || matches!(dev.0.try_wait(), Ok(Some(_)))
-        });
-        let lines = served.lock().unwrap().clone();
-        if lines.contains(&console) {
-            return (dev, served, port, carrier);
-        }
-        assert!(settled && lines.iter().any(taken), "make dev said where the console is: {lines:?}");
-    }
-    panic!("make dev found its ports taken five times in a row")
+    let (port, carrier) = (exactly_tests::free_port(), exactly_tests::free_port());
+    env.extend([
+        ("PORT", port.to_string()),
+        ("CARRIER_PORT", carrier.to_string()),
+        ("INSPECTOR_PORT", exactly_tests::free_port().to_string()),
+    ]);
+    let (dev, served) = background_without("sh scripts/dev.sh", env, unset);
+    let console = format!("dev: the console: http://127.0.0.1:{port}/console/");
+    let ready = w.eventually(Duration::from_secs(600), || served.lock().unwrap().contains(&console));
+    assert!(ready, "make dev said where the console is: {:?}", served.lock().unwrap());
+    (dev, served, port, carrier)
 }
 
 /// `make dev`'s script, as a newcomer meets it where another process holds 8787 and 8788: it
@@ -419,11 +403,7 @@ fn make_dev_on_other_ports_serves_the_quickstart_and_chaos(w: &Worker) {
         ("EXACTLY_PROFILE", dir.join(".dev.account.json").display().to_string()),
     ];
     let unset = ["EXACTLY_URL", "ADMIN_TOKEN", "EXACTLY_API_KEY", "PORT", "CARRIER_PORT", "INSPECTOR_PORT"];
-    let mut refused = shell("sh scripts/dev.sh", &env);
-    unset.iter().for_each(|name| {
-        refused.env_remove(name);
-    });
-    let refused = refused.output().expect("run make dev's script");
+    let refused = shell_without("sh scripts/dev.sh", &env, &unset).output().expect("run make dev's script");
     let said = String::from_utf8_lossy(&refused.stderr).into_owned();
     assert!(!refused.status.success() && said.contains("port 8787 (PORT) is taken"), "refused: {said}");
 
@@ -443,11 +423,7 @@ fn make_dev_on_other_ports_serves_the_quickstart_and_chaos(w: &Worker) {
     let chaos = section.lines().find(|l| l.starts_with("bin/sim chaos --facts")).expect("the README's chaos line");
     let chaos = chaos.split('#').next().unwrap_or_default().trim();
     for seed in [7, 1234] {
-        let mut sh = shell(&format!("{chaos} --seed {seed}"), &env);
-        unset.iter().for_each(|name| {
-            sh.env_remove(name);
-        });
-        let out = sh.output().expect("run chaos");
+        let out = shell_without(&format!("{chaos} --seed {seed}"), &env, unset).output().expect("run chaos");
         let printed = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
         eprintln!("quickstart: {chaos} --seed {seed}\n{printed}");
         assert!(out.status.success(), "{chaos} --seed {seed}: {printed}");
