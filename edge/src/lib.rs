@@ -556,10 +556,8 @@ async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, ctx: Context) -
 /// Consumes one queue batch (as [`queue`]'s one invocation).
 async fn consume(batch: MessageBatch<serde_json::Value>, queue: &str, env: Env, ctx: Context) -> worker::Result<()> {
     // Returning Err would abort the isolate and retry the whole batch, so every consumer acks or
-    // retries each message itself.
-    // The configuration first, so its log switches hold for every job (a consumer that needs it
-    // meets an invalid one again and answers for it).
-    let _ = config::get(&env);
+    // retries each message itself. Each reads the configuration once, before any of its jobs
+    // (`work::outcome::configured`), so its log switches hold for every job.
     match queue {
         bindings::queues::JOBS => work::jobs::consume(batch, &env, &ctx).await,
         bindings::queues::JOBS_DEAD_LETTER => work::jobs::consume_dead_letters(batch, &env).await,
