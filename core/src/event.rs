@@ -244,6 +244,18 @@ impl<'de> serde::Deserialize<'de> for Provider {
     }
 }
 
+/// A fact learned from a carrier's API (`learned`), in that carrier's webhook format: its
+/// dedupe key, its type and its body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Learned {
+    /// The carrier event id it is stored under. For Twilio and Plivo it is the key their own
+    /// callback for the same status has, so whichever comes first is the fact and the other its
+    /// duplicate.
+    pub event_id: String,
+    pub event_type: &'static str,
+    pub body: String,
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]

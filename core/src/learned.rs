@@ -6,19 +6,9 @@
 
 use serde_json::Value;
 
+pub use crate::event::Learned;
 use crate::message::MessageStatus;
 use crate::{plivo, telnyx, twilio, Provider, Timestamp};
-
-/// A fact in a carrier's webhook format: its dedupe key, its type and its body.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Learned {
-    /// The carrier event id it is stored under. For Twilio and Plivo it is the key their own
-    /// callback for the same status has, so whichever comes first is the fact and the other its
-    /// duplicate.
-    pub event_id: String,
-    pub event_type: &'static str,
-    pub body: String,
-}
 
 /// A message's status as `provider`'s API reported it, as that carrier's status report, when it
 /// is final (delivered or failed); `None` for a status that is not final or not known.

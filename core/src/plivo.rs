@@ -26,10 +26,9 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use crate::event::{
-    CarrierError, CarrierEvent, Cost, EventKind, InboundMessage, Provider, StatusReport, VerifiedEvent,
+    CarrierError, CarrierEvent, Cost, EventKind, InboundMessage, Learned, Provider, StatusReport, VerifiedEvent,
 };
 use crate::form::{self, Url};
-use crate::learned::Learned;
 use crate::message::MessageStatus;
 use crate::reject::{PayloadError, Rejection, SignatureError};
 use crate::secret::{Secret, SecretError};

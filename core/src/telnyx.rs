@@ -24,10 +24,9 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use crate::event::{
-    CallDirection, CallLeg, CallLegEvent, CarrierError, CarrierEvent, Cost, EventKind, Hangup, InboundMessage,
+    CallDirection, CallLeg, CallLegEvent, CarrierError, CarrierEvent, Cost, EventKind, Hangup, InboundMessage, Learned,
     Provider, StatusReport, VerifiedEvent,
 };
-use crate::learned::Learned;
 use crate::media::MediaItem;
 use crate::message::MessageStatus;
 use crate::reject::{check_tolerance, PayloadError, Rejection, SignatureError};

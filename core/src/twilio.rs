@@ -21,9 +21,10 @@ use sha1::Sha1;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::event::{CarrierError, CarrierEvent, EventKind, InboundMessage, Provider, StatusReport, VerifiedEvent};
+use crate::event::{
+    CarrierError, CarrierEvent, EventKind, InboundMessage, Learned, Provider, StatusReport, VerifiedEvent,
+};
 use crate::form::{self, Url};
-use crate::learned::Learned;
 use crate::message::MessageStatus;
 use crate::reject::{PayloadError, Rejection, SignatureError};
 use crate::secret::{Secret, SecretError};

@@ -1,5 +1,6 @@
 //! The house rules of the edge, checked on its source (docs/architecture.md draws the map):
-//! - no circle: the modules' references to each other form no cycle;
+//! - no circle: the modules' references to each other form no cycle, in this crate or any other
+//!   of the workspace;
 //! - each wing imports only what its row in [`ALLOWED`] lists;
 //! - every SQL statement sits under `store/`;
 //! - no decision compares a string: values are read into types where they arrive;
@@ -32,7 +33,7 @@ fn wing(module: &str) -> &str {
 }
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in fs::read_dir(dir).expect("read edge/src") {
+    for entry in fs::read_dir(dir).expect("read the sources") {
         let path = entry.expect("entry").path();
         if path.is_dir() {
             sources(&path, out);
@@ -114,35 +115,26 @@ fn references(module: &str, text: &str, modules: &BTreeSet<String>) -> BTreeSet<
     found
 }
 
-#[test]
-fn the_house_has_no_circle_and_each_wing_keeps_to_its_imports() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// The modules of the crate whose sources are under `src`, and the modules each references
+/// (a module naming itself or its own children is structure, not a reference).
+fn graph(src: &Path) -> (BTreeSet<String>, BTreeMap<String, BTreeSet<String>>) {
     let mut files = Vec::new();
-    sources(&src, &mut files);
+    sources(src, &mut files);
     let texts: BTreeMap<String, String> =
-        files.iter().map(|p| (module_of(&src, p), fs::read_to_string(p).expect("read"))).collect();
+        files.iter().map(|p| (module_of(src, p), fs::read_to_string(p).expect("read"))).collect();
     let modules: BTreeSet<String> = texts.keys().filter(|m| !m.is_empty()).cloned().collect();
-
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut broken = Vec::new();
     for (module, text) in texts.iter().filter(|(m, _)| !m.is_empty()) {
-        for target in references(module, &code(text), &modules) {
-            // A module naming itself, or its own children (declarations, re-exports), is structure.
-            if target == *module || target.starts_with(&format!("{module}::")) {
-                continue;
-            }
-            let (from, to) = (wing(module), wing(&target));
-            let allowed =
-                from == to || ALLOWED.iter().find(|(w, _)| *w == from).is_some_and(|(_, ok)| ok.contains(&to));
-            if !allowed {
-                broken.push(format!("{module} ({from}) uses {target} ({to})"));
-            }
-            edges.entry(module.clone()).or_default().insert(target);
-        }
+        let targets = references(module, &code(text), &modules)
+            .into_iter()
+            .filter(|t| t != module && !t.starts_with(&format!("{module}::")));
+        edges.entry(module.clone()).or_default().extend(targets);
     }
-    assert!(broken.is_empty(), "imports across wings that the map does not allow:\n{}", broken.join("\n"));
+    (modules, edges)
+}
 
-    // Depth-first search for a cycle.
+/// A cycle among `edges`, if there is one, as the modules along it.
+fn circle(modules: &BTreeSet<String>, edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
     fn visit(
         node: &str,
         edges: &BTreeMap<String, BTreeSet<String>>,
@@ -171,11 +163,53 @@ fn the_house_has_no_circle_and_each_wing_keeps_to_its_imports() {
         None
     }
     let mut state = BTreeMap::new();
-    for module in &modules {
-        if let Some(cycle) = visit(module, &edges, &mut state, &mut Vec::new()) {
-            panic!("a circle in the house: {}", cycle.join(" -> "));
+    modules.iter().find_map(|m| visit(m, edges, &mut state, &mut Vec::new()))
+}
+
+#[test]
+fn the_house_has_no_circle_and_each_wing_keeps_to_its_imports() {
+    let (modules, edges) = graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    let mut broken = Vec::new();
+    for (module, targets) in &edges {
+        for target in targets {
+            let (from, to) = (wing(module), wing(target));
+            let allowed =
+                from == to || ALLOWED.iter().find(|(w, _)| *w == from).is_some_and(|(_, ok)| ok.contains(&to));
+            if !allowed {
+                broken.push(format!("{module} ({from}) uses {target} ({to})"));
+            }
         }
     }
+    assert!(broken.is_empty(), "imports across wings that the map does not allow:\n{}", broken.join("\n"));
+    if let Some(cycle) = circle(&modules, &edges) {
+        panic!("a circle in the house: {}", cycle.join(" -> "));
+    }
+}
+
+/// The workspace's other crates hold to the same: no module of theirs reaches, through the
+/// others, back to itself.
+#[test]
+fn no_crate_of_the_workspace_has_a_circle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace");
+    let crates = ["core", "sim", "tests", "bench/core", "bench/wasm-floor"];
+    for name in crates {
+        let src = root.join(name).join("src");
+        assert!(src.is_dir(), "{} is a crate of the workspace", src.display());
+        let (modules, edges) = graph(&src);
+        if let Some(cycle) = circle(&modules, &edges) {
+            panic!("a circle in {name}: {}", cycle.join(" -> "));
+        }
+    }
+}
+
+#[test]
+fn the_circle_finder_finds_one_through_three_modules_and_none_in_a_line() {
+    let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>();
+    let modules = set(&["a", "b", "c"]);
+    let mut edges = BTreeMap::from([("a".to_owned(), set(&["b"])), ("b".to_owned(), set(&["c"]))]);
+    assert_eq!(circle(&modules, &edges), None);
+    edges.insert("c".to_owned(), set(&["a"]));
+    assert_eq!(circle(&modules, &edges), Some(vec!["a".into(), "b".into(), "c".into(), "a".into()]));
 }
 
 #[test]

@@ -8,6 +8,15 @@
 //! for the operator (the reserved account [`OPERATOR_ACCOUNT`], whose one endpoint is
 //! `OPERATOR_WEBHOOK_URL`, registered by the cron with [`register_operator`]) and, when it
 //! concerns an account, for that account, whose own endpoints may subscribe to it.
+//!
+//! Signals are not written with [`crate::store::transition`], the recipe of a message's or a
+//! call's change, because their shape is another: a signal has two events chained one after
+//! the other (the operator's copy and the account's), it rides on a guarded change of a
+//! delivery or an endpoint that stands wherever its batch needs it (after the attempt's row and
+//! the failure count it depends on), one batch may carry two of them (a delivery exhausted and
+//! its endpoint disabled, each after its own guard), and its deliveries are announced by event
+//! id after the commit, not read back in the batch. [`Signal`] is their one recipe: every
+//! signal's statements come from [`Signal::statements`] or [`Signal::statements_once`].
 
 use exactly_core::webhook::EventType;
 use exactly_core::Timestamp;

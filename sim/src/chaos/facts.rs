@@ -4,7 +4,7 @@
 use exactly_core::Provider;
 use serde_json::{json, Value};
 
-use super::plan::{mms_item, refused, Outbound, Story};
+use super::plan::{final_word, mms_item, refused, Outbound, Story};
 use super::{Run, RECIPIENT};
 use crate::telnyx::envelope;
 
@@ -209,14 +209,5 @@ impl Run<'_, '_> {
             deliveries.push(Delivery::Form { carrier: o.carrier, params: params(twin) });
             *copies.entry("resigned").or_default() += 1;
         }
-    }
-}
-
-/// The word a Twilio or Plivo status callback uses for a message's final status.
-pub(super) fn final_word(carrier: Provider, delivered: bool) -> &'static str {
-    match (carrier, delivered) {
-        (_, true) => "delivered",
-        (Provider::Twilio, false) => "undelivered",
-        (Provider::Telnyx | Provider::Plivo, false) => "failed",
     }
 }

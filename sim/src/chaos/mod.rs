@@ -394,7 +394,7 @@ pub fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> O
 mod tests {
     use exactly_core::Provider;
 
-    use super::facts::final_word;
+    use super::plan::final_word;
     use super::plan::Plan;
     use super::*;
 

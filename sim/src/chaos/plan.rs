@@ -8,8 +8,8 @@ use exactly_core::{Provider, Timestamp};
 use serde_json::{json, Value};
 
 use super::{
-    facts::final_word, wait_for, Config, Mix, Run, Target, CANCELED_DUE_IN_SECS, COUNTED_TYPES, DUE_IN_SECS,
-    INITIATED_AT, LEG_ANSWERED_AT, RECIPIENT, RING_TIMEOUT_SECS, TARGETS,
+    wait_for, Config, Mix, Run, Target, CANCELED_DUE_IN_SECS, COUNTED_TYPES, DUE_IN_SECS, INITIATED_AT,
+    LEG_ANSWERED_AT, RECIPIENT, RING_TIMEOUT_SECS, TARGETS,
 };
 use crate::api::Client;
 use crate::telnyx::envelope;
@@ -115,6 +115,15 @@ pub(super) struct Story {
     pub(super) calls: Vec<(String, Option<String>)>,
     /// The `call.initiated` and `call.answered` of each call whose hangup is lost.
     pub(super) lost_facts: Vec<String>,
+}
+
+/// The word a Twilio or Plivo status callback uses for a message's final status.
+pub(super) fn final_word(carrier: Provider, delivered: bool) -> &'static str {
+    match (carrier, delivered) {
+        (_, true) => "delivered",
+        (Provider::Twilio, false) => "undelivered",
+        (Provider::Telnyx | Provider::Plivo, false) => "failed",
+    }
 }
 
 /// Every fourth ringing call rings the number whose dials are all refused: its one fact is its
