@@ -192,4 +192,18 @@ else
     cp clients/python/requirements.txt "$WHEELS/requirements.txt"
 fi
 
+# 10. Schemathesis, the property-based tester of the API against docs/openapi.json
+# (tests/tests/contract.rs), into its own virtualenv, every package pinned.
+ST=.tools/schemathesis
+if cmp -s tests/schemathesis/requirements.txt "$ST/requirements.txt" 2>/dev/null; then
+    step "schemathesis (installed)"
+else
+    step "schemathesis (pip install into $ST)"
+    rm -rf "$ST"
+    python3 -m venv "$ST"
+    PIP_ROOT_USER_ACTION=ignore "$ST/bin/pip" install --quiet --disable-pip-version-check \
+        -r tests/schemathesis/requirements.txt
+    cp tests/schemathesis/requirements.txt "$ST/requirements.txt"
+fi
+
 tools_built

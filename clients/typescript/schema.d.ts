@@ -2110,7 +2110,7 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: number;
-                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. A cursor is a position in the list (`<created_at>.<id>` of the last item seen): any text of the pattern is answered with the items after it; anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: never;
@@ -2172,7 +2172,8 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    name?: string;
+                    /** @description The account's name; absent or null: none (`""`). */
+                    name?: string | null;
                 };
             };
         };
@@ -2551,7 +2552,7 @@ export interface operations {
             query?: {
                 status?: "failed" | "pending" | "processed";
                 limit?: number;
-                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. A cursor is a position in the list (`<created_at>.<id>` of the last item seen): any text of the pattern is answered with the items after it; anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: never;
@@ -2598,10 +2599,10 @@ export interface operations {
     listMessages: {
         parameters: {
             query?: {
-                status?: string;
+                status?: "queued" | "scheduled" | "sending" | "sent" | "delivered" | "failed" | "received" | "canceled";
                 direction?: "inbound" | "outbound";
                 limit?: number;
-                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. A cursor is a position in the list (`<created_at>.<id>` of the last item seen): any text of the pattern is answered with the items after it; anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -2855,7 +2856,7 @@ export interface operations {
             query?: {
                 status?: "ringing" | "in_progress" | "completed" | "missed";
                 limit?: number;
-                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. A cursor is a position in the list (`<created_at>.<id>` of the last item seen): any text of the pattern is answered with the items after it; anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -3065,7 +3066,7 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: number;
-                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. A cursor is a position in the list (`<created_at>.<id>` of the last item seen): any text of the pattern is answered with the items after it; anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -3498,7 +3499,7 @@ export interface operations {
             query?: {
                 type?: components["schemas"]["EventType"] | "endpoint.test";
                 limit?: number;
-                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. A cursor is a position in the list (`<created_at>.<id>` of the last item seen): any text of the pattern is answered with the items after it; anything else answers 422 naming `cursor`. */
                 cursor?: string;
                 /** @description Only events about this message or call */
                 resource_id?: string;
@@ -3715,7 +3716,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": {
                     /** @description Only this endpoint. */
@@ -4066,7 +4067,7 @@ export interface operations {
             query?: {
                 status?: "failed" | "pending" | "succeeded" | "filtered";
                 limit?: number;
-                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. A cursor is a position in the list (`<created_at>.<id>` of the last item seen): any text of the pattern is answered with the items after it; anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: never;
@@ -4466,7 +4467,7 @@ export interface operations {
             content: {
                 "application/json": {
                     /** @description A subscribable event type, or `endpoint.test` (the default). */
-                    event_type?: string;
+                    event_type?: components["schemas"]["EventType"] | "endpoint.test";
                 };
             };
         };
@@ -4559,7 +4560,7 @@ export interface operations {
                 /** @description The `webhook-id` sent (the event's id) */
                 webhook_id?: string;
                 limit?: number;
-                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. A cursor is a position in the list (`<created_at>.<id>` of the last item seen): any text of the pattern is answered with the items after it; anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -5238,7 +5239,7 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: number;
-                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. A cursor is a position in the list (`<created_at>.<id>` of the last item seen): any text of the pattern is answered with the items after it; anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -5319,7 +5320,8 @@ export interface operations {
             content: {
                 "application/json": {
                     name: string;
-                    scope?: components["schemas"]["KeyScope"];
+                    /** @description What the key may do; absent or null: `full`. */
+                    scope?: components["schemas"]["KeyScope"] | null;
                 };
             };
         };
@@ -5471,7 +5473,7 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: number;
-                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. A cursor is a position in the list (`<created_at>.<id>` of the last item seen): any text of the pattern is answered with the items after it; anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: never;
@@ -5906,7 +5908,7 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: number;
-                /** @description The `next_cursor` of the previous page; absent or empty for the first page. Anything else answers 422 naming `cursor`. */
+                /** @description The `next_cursor` of the previous page; absent or empty for the first page. A cursor is a position in the list (`<created_at>.<id>` of the last item seen): any text of the pattern is answered with the items after it; anything else answers 422 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -5983,7 +5985,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": {
                     /** @description Only these endpoints (default: all of the account's). A limited session sees no account-wide events and creates no endpoints. */

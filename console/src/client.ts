@@ -83,8 +83,13 @@ export const updateEndpoint = (id: string, body: Body<'/v1/webhook_endpoints/{id
   unwrap(client().PATCH('/v1/webhook_endpoints/{id}', { ...path(id), body }));
 export const deleteEndpoint = (id: string) => unwrap(client().DELETE('/v1/webhook_endpoints/{id}', path(id)));
 export const rotateSecret = (id: string) => unwrap(client().POST('/v1/webhook_endpoints/{id}/rotate_secret', path(id)));
+/** `eventType`: one of `GET /v1/event_types`' names (the document's enum), or the default `endpoint.test`. */
+type TestType = NonNullable<NonNullable<Body<'/v1/webhook_endpoints/{id}/test', 'post'>>['event_type']>;
 export const testEndpoint = (id: string, eventType?: string) =>
-  unwrap(client().POST('/v1/webhook_endpoints/{id}/test', { ...path(id), body: eventType ? { event_type: eventType } : {} }));
+  unwrap(client().POST('/v1/webhook_endpoints/{id}/test', {
+    ...path(id),
+    body: eventType ? { event_type: eventType as TestType } : {},
+  }));
 export const listEventTypes = () => unwrap(client().GET('/v1/event_types'));
 export const recoverEndpoint = (id: string, since: string) =>
   unwrap(client().POST('/v1/webhook_endpoints/{id}/recover', { ...path(id), body: { since } }));

@@ -14,6 +14,7 @@ use libtest_mimic::{Arguments, Trial};
 mod calls;
 mod carriers;
 mod chaos;
+mod contract;
 mod endpoint_options;
 mod erasure;
 mod fanout;
@@ -39,6 +40,8 @@ pub type TestFn = fn(&Worker);
 /// Tests of configuration, validation and policy: what they check happens before, or apart
 /// from, any database the layout spreads, so they run in the one-database pass only.
 const LAYOUT_FREE: &[&str] = &[
+    "contract::schemathesis_finds_no_failure_in_the_api",
+    "contract::schemathesis_finds_no_failure_in_the_admin_api",
     "quickstart::the_readmes_commands_end_in_a_verified_webhook",
     "quickstart::listen_hands_its_secret_to_a_verifying_receiver",
     "quickstart::the_typescript_client_installs_as_a_package",
@@ -70,6 +73,8 @@ const LAYOUT_FREE: &[&str] = &[
     "webhooks::gone_disables_the_endpoint",
     "endpoint_options::bad_filters_and_headers_are_refused_naming_the_problem",
     "limits::a_burst_over_the_limit_is_answered_429_and_slows_no_one_else",
+    "contract::schemathesis_finds_no_failure_in_the_api",
+    "contract::schemathesis_finds_no_failure_in_the_admin_api",
 ];
 
 /// Tests of what only the one-database layout does (a job that carries its event,
@@ -126,6 +131,7 @@ fn main() {
         isolation::TESTS,
         limits::TESTS,
         chaos::TESTS,
+        contract::TESTS,
         operations::TESTS,
         portal::TESTS,
         quickstart::TESTS,

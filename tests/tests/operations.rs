@@ -99,9 +99,7 @@ fn carrier_events_pages_neither_skip_nor_repeat(w: &Worker) {
     }
     let bad = w.call("GET", "/admin/carrier_events?status=processed&cursor=bm90LWEtY3Vyc29y", ADMIN_TOKEN, None, &[]);
     assert_eq!((bad.status, bad.json()["error"]["field"].as_str()), (422, Some("cursor")), "{}", bad.body);
-    let text_id = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, "1:abc");
-    let bad =
-        w.call("GET", &format!("/admin/carrier_events?status=processed&cursor={text_id}"), ADMIN_TOKEN, None, &[]);
+    let bad = w.call("GET", "/admin/carrier_events?status=processed&cursor=1.abc", ADMIN_TOKEN, None, &[]);
     assert_eq!(bad.status, 422, "a carrier event cursor carries an integer id: {}", bad.body);
 }
 

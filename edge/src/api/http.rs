@@ -30,8 +30,29 @@ pub async fn optional_json_body<T: DeserializeOwned + Default>(req: &mut Request
 }
 
 fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, EdgeError> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| EdgeError::BadRequest(format!("body is not valid JSON for this request: {e}")))
+    let bad = |e: serde_json::Error| EdgeError::BadRequest(format!("body is not valid JSON for this request: {e}"));
+    let mut value: serde_json::Value = serde_json::from_slice(bytes).map_err(bad)?;
+    whole_numbers(&mut value);
+    serde_json::from_value(value).map_err(bad)
+}
+
+/// Writes each number with no fraction (`3600.0`, `1e3`) as the integer it is: JSON Schema's
+/// `integer`, which docs/openapi.json uses, is any such number, where serde's integers take
+/// only the digits.
+fn whole_numbers(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            // Within ±2^53 every whole f64 is exact, and so is the integer written for it.
+            if f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0 {
+                *value = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(whole_numbers),
+        Value::Object(fields) => fields.values_mut().for_each(whole_numbers),
+        _ => {}
+    }
 }
 
 /// Reads a request body of at most `max` bytes, answering `too_large()` as soon as it is
@@ -183,6 +204,20 @@ pub use crate::store::Cursor;
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_whole_number_written_with_a_fraction_reads_as_an_integer() {
+        #[derive(serde::Deserialize)]
+        struct Body {
+            expires_in: i64,
+            items: Vec<u32>,
+        }
+        let body: Body =
+            super::parse_json(br#"{"expires_in": 894.0, "items": [1e3, 2]}"#).expect("whole numbers are integers");
+        assert_eq!((body.expires_in, body.items), (894, vec![1000, 2]));
+        assert!(super::parse_json::<Body>(br#"{"expires_in": 894.5, "items": []}"#).is_err());
+        assert!(super::parse_json::<Body>(br#"{"expires_in": 1e300, "items": []}"#).is_err());
+    }
+
     use super::parse_bookmark;
 
     #[test]

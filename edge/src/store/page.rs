@@ -1,7 +1,5 @@
-//! Page cursors: `(created_at, id)` of the last row of a page, opaque to clients.
+//! Page cursors: `(created_at, id)` of the last row of a page.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
 use exactly_core::Timestamp;
 
 use crate::error::EdgeError;
@@ -17,9 +15,10 @@ pub struct Cursor {
 }
 
 impl Cursor {
-    /// The opaque form handed to clients.
+    /// The form handed to clients: `<created_at>.<id>` (docs/openapi.json, `Cursor`). Any text of
+    /// that form is a position in the list, so any is answered: with the items after it.
     pub fn encode(&self) -> String {
-        URL_SAFE_NO_PAD.encode(format!("{}:{}", self.created_at, self.id))
+        format!("{}.{}", self.created_at, self.id)
     }
 
     /// The cursor as the two SQL arguments of a page query (`created_at`, `id`), NULL for the
@@ -42,14 +41,37 @@ impl Cursor {
         })
     }
 
-    /// Reads the `cursor` parameter (absent or blank: the first page); 422 when it is not one
-    /// this API handed out.
+    /// Reads the `cursor` parameter (absent or blank: the first page); 422 when it is not of
+    /// the form [`Cursor::encode`] writes.
     pub fn from_params(params: &[(String, String)]) -> Result<Option<Self>, EdgeError> {
         let Some(text) = exactly_core::form::get(params, "cursor") else { return Ok(None) };
-        let invalid = || EdgeError::invalid("cursor", "is not a cursor from a previous page");
-        let decoded = URL_SAFE_NO_PAD.decode(text).map_err(|_| invalid())?;
-        let decoded = String::from_utf8(decoded).map_err(|_| invalid())?;
-        let (created_at, id) = decoded.split_once(':').ok_or_else(invalid)?;
-        Ok(Some(Cursor { created_at: created_at.parse().map_err(|_| invalid())?, id: id.to_owned() }))
+        Self::parse(text).map(Some).ok_or_else(|| EdgeError::invalid("cursor", "is not a cursor from a previous page"))
+    }
+
+    /// `<created_at>.<id>`: up to 15 digits, then letters, digits and underscores, at most 100.
+    fn parse(text: &str) -> Option<Self> {
+        let (created_at, id) = text.split_once('.')?;
+        let digits = !created_at.is_empty() && created_at.len() <= 15 && created_at.bytes().all(|b| b.is_ascii_digit());
+        let word = !id.is_empty() && id.len() <= 100 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !(digits && word) {
+            return None;
+        }
+        Some(Cursor { created_at: created_at.parse().ok()?, id: id.to_owned() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cursor;
+
+    #[test]
+    fn a_cursor_reads_back_and_only_its_form_reads() {
+        let cursor = Cursor { created_at: 1_733_450_000_123, id: "msg_0a1b".to_owned() };
+        assert_eq!(cursor.encode(), "1733450000123.msg_0a1b");
+        assert_eq!(Cursor::parse(&cursor.encode()), Some(cursor));
+        assert_eq!(Cursor::parse("0.a").map(|c| c.created_at), Some(0));
+        for bad in ["", ".", "1.", ".msg", "x.msg", "1:msg", "1.msg-1", "1.msg 1", "1234567890123456.m", "-1.m"] {
+            assert_eq!(Cursor::parse(bad), None, "{bad:?}");
+        }
     }
 }
