@@ -52,8 +52,8 @@ fn retry_delay(failures: i64) -> Option<i64> {
 
 /// How long a settled call (ended, nothing queued) keeps its storage
 /// ([`crate::config::Tuning::call_grace_millis`]); then the object deletes all it stores.
-fn grace_millis(env: &Env) -> i64 {
-    crate::config::tuning(env).call_grace_millis
+fn grace_millis(config: &Config) -> i64 {
+    config.tuning.call_grace_millis
 }
 
 /// The Durable Object class bound as `CALL_RING` in `wrangler.toml`.
@@ -113,8 +113,9 @@ impl CallRing {
             Ok(input) => input,
             Err(e) => return Response::error(format!("bad call input: {e}"), 400),
         };
-        let result = match self.accept(input) {
-            Ok(()) => self.drain().await,
+        // The object's entry points read the configuration once, here and in the alarm.
+        let result = match self.accept(input).and_then(|()| crate::config::get(&self.env)) {
+            Ok(config) => self.drain(&config).await,
             Err(e) => Err(e),
         };
         match result {
@@ -126,8 +127,10 @@ impl CallRing {
     /// The alarm: a timer input, a retry of queued actions, or, once the call is settled and
     /// past its grace, the end of its storage.
     async fn wake(&self) -> Result<Response> {
-        let machine = self.load().map_err(|e| worker::Error::RustError(e.to_string()))?;
-        if self.past_grace(&machine).map_err(|e| worker::Error::RustError(e.to_string()))? {
+        let failed = |e: EdgeError| worker::Error::RustError(e.to_string());
+        let config = crate::config::get(&self.env).map_err(failed)?;
+        let machine = self.load().map_err(failed)?;
+        if self.past_grace(&machine, &config).map_err(failed)? {
             // Settled and past its grace: nothing of the call is kept. The tables come back empty,
             // so a request this instance still gets finds them.
             self.state.storage().delete_all().await?;
@@ -135,9 +138,9 @@ impl CallRing {
             return Response::ok("");
         }
         if machine.deadline.is_some_and(|d| now() >= d) && !machine.timed_out {
-            self.accept(Input::Timer).map_err(|e| worker::Error::RustError(e.to_string()))?;
+            self.accept(Input::Timer).map_err(failed)?;
         }
-        if let Err(e) = self.drain().await {
+        if let Err(e) = self.drain(&config).await {
             worker::console_error!("{}", serde_json::json!({"call_ring": "alarm", "error": e.to_string()}));
         }
         Response::ok("")
@@ -188,23 +191,23 @@ impl CallRing {
     }
 
     /// Whether the call is settled (ended, nothing queued) and has been for its grace.
-    fn past_grace(&self, machine: &CallMachine) -> std::result::Result<bool, EdgeError> {
+    fn past_grace(&self, machine: &CallMachine, config: &Config) -> std::result::Result<bool, EdgeError> {
         if machine.ended.is_none() || storage::pending(&self.sql())? > 0 {
             return Ok(false);
         }
         let settled_at = storage::meta(&self.sql(), "settled_at")?;
-        Ok(settled_at.is_some_and(|at| now().unix_millis() >= at.saturating_add(grace_millis(&self.env))))
+        Ok(settled_at.is_some_and(|at| now().unix_millis() >= at.saturating_add(grace_millis(config))))
     }
 
     /// Executes queued actions in order until the queue is empty or one fails; then arms the
     /// alarm for a retry or the machine's timer. Returns how many actions are still queued.
-    async fn drain(&self) -> std::result::Result<u32, EdgeError> {
+    async fn drain(&self, config: &Rc<Config>) -> std::result::Result<u32, EdgeError> {
         if !self.draining.get() {
             self.draining.set(true);
             let _guard = Draining(&self.draining);
             let mut failed = false;
             while let Some((seq, action)) = self.next_action()? {
-                match self.execute(&action).await {
+                match self.execute(config, &action).await {
                     Ok(result) => {
                         // The action leaves the queue in the same step its result is applied.
                         storage::remove_action(&self.sql(), seq)?;
@@ -226,14 +229,14 @@ impl CallRing {
             storage::set_meta(&self.sql(), "failures", failures)?;
         }
         let pending = storage::pending(&self.sql())?;
-        self.rearm(pending).await?;
+        self.rearm(config, pending).await?;
         Ok(pending)
     }
 
     /// The alarm runs at the earliest of a retry of queued actions (later and later while they
     /// keep failing, none once the object gives up), the machine's timer, and the end of a
     /// settled call's grace.
-    async fn rearm(&self, pending: u32) -> std::result::Result<(), EdgeError> {
+    async fn rearm(&self, config: &Config, pending: u32) -> std::result::Result<(), EdgeError> {
         let machine = self.load()?;
         let at = now().unix_millis();
         let timer =
@@ -255,7 +258,7 @@ impl CallRing {
                     at
                 }
             };
-            Some(settled_at.saturating_add(grace_millis(&self.env)) - at)
+            Some(settled_at.saturating_add(grace_millis(config)) - at)
         } else {
             None
         };
@@ -279,7 +282,7 @@ impl CallRing {
 
     /// Carries out one action; the input that reports its result, if it has one. An error
     /// leaves the action queued.
-    async fn execute(&self, action: &Action) -> std::result::Result<Option<Input>, EdgeError> {
+    async fn execute(&self, config: &Rc<Config>, action: &Action) -> std::result::Result<Option<Input>, EdgeError> {
         // The call's rows are in its account's database (docs/scaling.md, "Accounts across
         // databases"); the carrier commands need none.
         let writes = matches!(
@@ -289,26 +292,23 @@ impl CallRing {
                 | Action::RecordAnswered { .. }
                 | Action::RecordEnd { .. }
         );
-        // The object's entry point: the configuration is read here, once per action.
-        let config = crate::config::get(&self.env)?;
         let account = if writes {
-            self.account_db(&config).await?
+            self.account_db(config).await?
         } else {
-            AccountDb::new(&self.env, &config, crate::bindings::DB)?
+            AccountDb::new(&self.env, config, crate::bindings::DB)?
         };
         let (env, db) = (account.env(), account.db());
         Ok(match action {
             Action::AnswerCaller { call_control_id, command_id } => {
                 let accepted = commanded(
-                    carrier_api::command(&config, call_control_id, Command::Answer, command_id).await?,
+                    carrier_api::command(config, call_control_id, Command::Answer, command_id).await?,
                     "answer",
                 )?;
                 Some(Input::AnswerResult { accepted })
             }
             Action::Dial { position, target, from, tag, idempotency_key, timeout_secs } => {
                 let result =
-                    match carrier_api::dial(&config, idempotency_key, from, target, &tag.encode(), *timeout_secs)
-                        .await?
+                    match carrier_api::dial(config, idempotency_key, from, target, &tag.encode(), *timeout_secs).await?
                     {
                         CallResult::Ok(leg) => DialResult::Placed { call_control_id: leg.call_control_id },
                         CallResult::Refused(e) => DialResult::Refused { code: e.code },
@@ -320,15 +320,12 @@ impl CallRing {
             }
             Action::Bridge { caller_control_id, leg_control_id, command_id, .. } => {
                 let bridge = Command::Bridge { other_call_control_id: leg_control_id };
-                commanded(carrier_api::command(&config, caller_control_id, bridge, command_id).await?, "bridge")?;
+                commanded(carrier_api::command(config, caller_control_id, bridge, command_id).await?, "bridge")?;
                 None
             }
             Action::HangupLeg { call_control_id, command_id, .. }
             | Action::HangupCaller { call_control_id, command_id } => {
-                commanded(
-                    carrier_api::command(&config, call_control_id, Command::Hangup, command_id).await?,
-                    "hangup",
-                )?;
+                commanded(carrier_api::command(config, call_control_id, Command::Hangup, command_id).await?, "hangup")?;
                 None
             }
             Action::RecordCall { view } => {
@@ -357,7 +354,7 @@ impl CallRing {
                 None
             }
             Action::MarkProcessed { event } => {
-                crate::store::carrier_events::Log::open(env, &config).mark_processed_id(event, now()).await?;
+                crate::store::carrier_events::Log::open(env, config).mark_processed_id(event, now()).await?;
                 None
             }
             // The alarm is armed from the stored state after every drain.

@@ -193,8 +193,7 @@ routes! {
 /// `{position}`), empty where the pattern has none.
 struct Matched<'a> {
     handler: Handler,
-    /// An `/admin` route.
-    admin: bool,
+    area: Area,
     id: &'a str,
     position: &'a str,
 }
@@ -206,7 +205,28 @@ struct Pattern {
     parts: Vec<&'static str>,
     wildcards: usize,
     handler: Handler,
-    admin: bool,
+    area: Area,
+}
+
+/// Which part of the API a route belongs to, read from its pattern once per isolate.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Area {
+    /// `/admin/...`: the operator's, with the admin token.
+    Admin,
+    /// `/v1/...`: an account's, with its key or a portal session.
+    V1,
+    /// Pages, the document, health and the carriers' webhooks.
+    Other,
+}
+
+impl Area {
+    fn from_pattern(pattern: &str) -> Self {
+        match pattern.split('/').nth(1) {
+            Some("admin") => Area::Admin,
+            Some("v1") => Area::V1,
+            _ => Area::Other,
+        }
+    }
 }
 
 thread_local! {
@@ -216,7 +236,7 @@ thread_local! {
         .map(|(&(method, pattern), &handler)| {
             let parts: Vec<&'static str> = pattern.trim_matches('/').split('/').collect();
             let wildcards = parts.iter().filter(|p| p.starts_with('{')).count();
-            Pattern { method, parts, wildcards, handler, admin: pattern.starts_with("/admin/") }
+            Pattern { method, parts, wildcards, handler, area: Area::from_pattern(pattern) }
         })
         .collect();
 }
@@ -237,8 +257,8 @@ fn find<'a>(method: &str, segments: &[&'a str]) -> Result<Matched<'a>, Option<St
             let mut taken = parts.iter().zip(segments).filter(|(p, _)| p.starts_with('{')).map(|(_, s)| *s);
             let (id, position) = (taken.next().unwrap_or(""), taken.next().unwrap_or(""));
             if best.as_ref().is_none_or(|(w, _)| pattern.wildcards < *w) {
-                let (handler, admin) = (pattern.handler, pattern.admin);
-                best = Some((pattern.wildcards, Matched { handler, admin, id, position }));
+                let (handler, area) = (pattern.handler, pattern.area);
+                best = Some((pattern.wildcards, Matched { handler, area, id, position }));
             }
         }
         // The path's methods are gathered only for a 405, never on a route's way in.
@@ -283,18 +303,17 @@ async fn route(req: web_sys::Request, method: &str, path: &str, env: &Env) -> Re
         // crate's type, which would also read `request.cf` and copy the URL, method and headers.
         return api::ingest::webhook(provider, &req, env, config).await;
     }
-    let outside_v1 = segments.first() != Some(&"v1");
     let bindings = Bindings { env, config };
     if matched.handler == Handler::OpenApi {
-        return served(req, method, matched, outside_v1, bindings).await;
+        return served(req, method, matched, bindings).await;
     }
     // Every `/admin` and `/v1` request counts against its caller's rate limit, before it reads
     // anything (the carriers' webhooks above never do); one whose credential fails counts
     // against its address too (docs/contract.md §5, "Rate limits").
     let (address, at) = (api::limits::address(&req), platform::now());
     api::limits::admit(&req, &address, at)?;
-    api::limits::count(&req, env, matched.admin, at).await?;
-    match served(req, method, matched, outside_v1, bindings).await {
+    api::limits::count(&req, env, matched.area == Area::Admin, at).await?;
+    match served(req, method, matched, bindings).await {
         Err(refused @ EdgeError::Unauthorized(_)) => {
             Err(api::limits::failed(env, &address, platform::now(), refused).await)
         }
@@ -314,13 +333,12 @@ async fn served(
     req: web_sys::Request,
     method: &str,
     matched: Matched<'_>,
-    outside_v1: bool,
     Bindings { env, config }: Bindings<'_>,
 ) -> Result<web_sys::Response, EdgeError> {
-    if outside_v1 {
+    if matched.area != Area::V1 {
         let req: Request = req.into();
         let ctx = api::auth::Ctx { env, config, caller: None, database: None };
-        if matched.admin && api::idempotency::requested(method, &req) {
+        if matched.area == Area::Admin && api::idempotency::requested(method, &req) {
             api::auth::admin(&req, config)?;
             let db = store::d1(env, bindings::DB)?;
             return raw(api::idempotency::once(req, config, &db, "admin", |req| dispatch(matched, req, &ctx)).await?);

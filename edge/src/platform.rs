@@ -178,6 +178,12 @@ pub enum Cut {
     Broken(String),
 }
 
+/// Whether a body with this `Content-Encoding` is encoded (compressed): any value but none,
+/// blank or `identity`.
+pub fn is_encoded(content_encoding: Option<&str>) -> bool {
+    content_encoding.map(str::trim).is_some_and(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity"))
+}
+
 /// What [`fetch`] does with a body longer than its limit.
 #[derive(Clone, Copy)]
 pub enum Longer {
@@ -230,8 +236,7 @@ pub async fn fetch(
     // reply the reader's release costs more than the read). Its length bounds what comes only
     // when it is not encoded: the runtime decodes a compressed body, whose declared length is
     // the compressed one, so that one goes through the reader, which stops at the limit.
-    let encoded =
-        headers.get("content-encoding").ok().flatten().is_some_and(|e| !e.trim().eq_ignore_ascii_case("identity"));
+    let encoded = is_encoded(headers.get("content-encoding").ok().flatten().as_deref());
     let whole = match (&cut, declared, response.body()) {
         (None, Some(_), worker::ResponseBody::Stream(stream)) if !over && !encoded => Some(whole_body(stream)),
         _ => None,

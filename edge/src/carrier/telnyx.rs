@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 use worker::{Headers, Method};
 
-use crate::carrier::{CallResult, Outgoing};
+use super::request::{answered, result_of, text_of, CallResult, Outgoing};
 use crate::config::Config;
 use crate::error::EdgeError;
 
@@ -61,8 +61,8 @@ async fn call(
     let request = crate::platform::request(method.as_ref(), &url, Some(&headers), body.as_deref(), true)
         .map_err(|e| EdgeError::platform("carrier request", e))?;
 
-    Ok(match super::answered(request).await {
-        Ok((status, answer)) => super::result_of(status, answer, path, "TELNYX_API_KEY", refusal),
+    Ok(match answered(request).await {
+        Ok((status, answer)) => result_of(status, answer, path, "TELNYX_API_KEY", refusal),
         Err(reason) => CallResult::Lost(reason.to_string()),
     })
 }
@@ -70,7 +70,7 @@ async fn call(
 /// The code and title of a Telnyx refusal: its first error's.
 fn refusal(answer: &Value) -> (Option<String>, Option<String>) {
     let first = &answer["errors"][0];
-    (super::text_of(&first["code"]), super::text_of(&first["title"]).or_else(|| super::text_of(&first["detail"])))
+    (text_of(&first["code"]), text_of(&first["title"]).or_else(|| text_of(&first["detail"])))
 }
 
 /// The ids of a leg the carrier dialled.

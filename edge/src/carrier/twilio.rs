@@ -6,7 +6,7 @@ use exactly_core::Timestamp;
 use serde_json::Value;
 use worker::Method;
 
-use crate::carrier::{basic_call, text_of, Body, CallResult, Outgoing};
+use super::request::{basic_call, text_of, Body, CallResult, Outgoing};
 use crate::config::{Config, Rest};
 use crate::error::EdgeError;
 

@@ -100,6 +100,16 @@ pub struct Config {
     pub account_shards: Option<Rc<Vec<String>>>,
     /// The product's timings and policies ([`Tuning`]).
     pub tuning: Rc<Tuning>,
+    /// `OPERATOR_WEBHOOK_URL` and `OPERATOR_WEBHOOK_SECRET`, when both are set: where operational
+    /// signals go. The cron checks them as it registers the endpoint (a bad one fails only that).
+    pub operator_webhook: Option<OperatorWebhook>,
+}
+
+/// The operator's webhook, as configured (checked where it is registered).
+pub struct OperatorWebhook {
+    pub url: String,
+    /// The `whsec_` secret; never printed.
+    pub secret: String,
 }
 
 /// The switch for the per-delivery log line (see [`Config::log_webhook_requests`]): the line
@@ -129,6 +139,7 @@ impl fmt::Debug for Config {
             .field("log_job_outcomes", &self.log_job_outcomes)
             .field("event_shards", &self.event_shards.bindings())
             .field("account_shards", &self.account_shards)
+            .field("operator_webhook", &self.operator_webhook.as_ref().map(|o| &o.url))
             .finish_non_exhaustive()
     }
 }
@@ -189,13 +200,6 @@ pub fn get(env: &Env) -> Result<Rc<Config>, EdgeError> {
 /// needs a timing never fails for another variable.
 pub fn tuning(env: &Env) -> Rc<Tuning> {
     get(env).map_or_else(|_| Rc::new(Tuning::load(env)), |config| Rc::clone(&config.tuning))
-}
-
-/// Whether the line of a job that ended as planned is written: `LOG_JOB_OUTCOMES` of the
-/// isolate's configuration, on until that is loaded (the queue entry point loads it before any
-/// job runs).
-pub fn logs_job_outcomes() -> bool {
-    CACHED.with(|c| c.borrow().as_ref().is_none_or(|config| config.log_job_outcomes))
 }
 
 /// An optional variable or secret, trimmed; `None` when missing or blank.
@@ -356,7 +360,14 @@ pub fn load(env: &impl Vars) -> Result<Config, EdgeError> {
         event_shards: Rc::new(event_shards),
         account_shards,
         tuning: Rc::new(Tuning::load(env)),
+        operator_webhook: operator_webhook(env),
     })
+}
+
+/// The operator's webhook: both its variables, or none.
+fn operator_webhook(env: &impl Vars) -> Option<OperatorWebhook> {
+    let (url, secret) = (value(env, vars::OPERATOR_WEBHOOK_URL)?, value(env, vars::OPERATOR_WEBHOOK_SECRET)?);
+    Some(OperatorWebhook { url, secret })
 }
 
 #[cfg(test)]
@@ -402,10 +413,19 @@ mod tests {
     const TWILIO_TOKEN: &str = "twilio-auth-token-value";
     const TWILIO_NEXT_TOKEN: &str = "twilio-next-token-value";
     const PLIVO_TOKEN: &str = "plivo-auth-token-value";
+    const OPERATOR_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
     /// Every secret value [`everything`] sets: no error or `Debug` may show one.
-    const SECRETS: [&str; 7] =
-        [API_KEY, CONNECTION_ID, ADMIN_TOKEN, MEDIA_SECRET, TWILIO_TOKEN, TWILIO_NEXT_TOKEN, PLIVO_TOKEN];
+    const SECRETS: [&str; 8] = [
+        API_KEY,
+        CONNECTION_ID,
+        ADMIN_TOKEN,
+        MEDIA_SECRET,
+        TWILIO_TOKEN,
+        TWILIO_NEXT_TOKEN,
+        PLIVO_TOKEN,
+        OPERATOR_SECRET,
+    ];
 
     /// The required variables only.
     fn required_only() -> Fake {
@@ -446,7 +466,9 @@ mod tests {
             .with(LOG_WEBHOOK_REQUESTS, "false")
             .with(LOG_JOB_OUTCOMES, "false")
             .with(vars::EVENT_SHARDS, "DB=0-511, EVENTS_0=512-1023")
-            .with(vars::ACCOUNT_SHARDS, "DB ACCOUNTS_0");
+            .with(vars::ACCOUNT_SHARDS, "DB ACCOUNTS_0")
+            .with(vars::OPERATOR_WEBHOOK_URL, "https://ops.example.com/signals")
+            .with(vars::OPERATOR_WEBHOOK_SECRET, OPERATOR_SECRET);
         fake.bindings.extend(["EVENTS_0", "ACCOUNTS_0"]);
         fake
     }
@@ -604,10 +626,18 @@ mod tests {
             config.account_shards.as_deref().map(Vec::as_slice),
             Some(&["DB".to_owned(), "ACCOUNTS_0".to_owned()][..])
         );
+        let operator = config.operator_webhook.as_ref().expect("the operator's webhook");
+        assert_eq!(
+            (operator.url.as_str(), operator.secret.as_str()),
+            ("https://ops.example.com/signals", OPERATOR_SECRET)
+        );
         let debug = format!("{config:?}");
+        assert!(debug.contains("https://ops.example.com/signals"), "{debug}");
         for secret in SECRETS {
             assert!(!debug.contains(secret), "Debug shows a secret: {debug}");
         }
+        let half = everything().without(vars::OPERATOR_WEBHOOK_SECRET);
+        assert!(load(&half).expect("valid").operator_webhook.is_none(), "a URL without its secret registers nothing");
     }
 
     #[test]

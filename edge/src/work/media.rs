@@ -150,7 +150,7 @@ async fn fetch_and_put(account: &AccountDb, item: &Claimed) -> Result<Fetched, E
     let headers = answer.headers.clone();
     let header = |name: &str| headers.get(name).ok().flatten().filter(|v| !v.trim().is_empty());
     let declared = header("content-length").and_then(|n| n.trim().parse::<u64>().ok());
-    let encoded = header("content-encoding").is_some_and(|e| !e.trim().eq_ignore_ascii_case("identity"));
+    let encoded = crate::platform::is_encoded(header("content-encoding").as_deref());
     let refused = refused.or_else(|| {
         declared
             .filter(|n| *n > MAX_ITEM_BYTES)

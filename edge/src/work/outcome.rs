@@ -1,6 +1,7 @@
 //! How a queue job ended, and the one place that acknowledges or retries its message by that
 //! ([`settle`]), with the job's log line.
 
+use crate::config::Config;
 use crate::error::EdgeError;
 
 /// How a queue job ended, when it did not fail: the one place that decides ack or retry is
@@ -180,12 +181,13 @@ pub const ERROR_RETRY_SECS: u32 = 5;
 /// that ended as planned, only with `LOG_JOB_OUTCOMES` on); `tag` adds the job's own fields
 /// (kind, id) to the line.
 pub fn settle<T>(
+    config: &Config,
     message: &worker::Message<T>,
     result: Result<Outcome, EdgeError>,
     tag: impl FnOnce(&mut serde_json::Value),
 ) {
     use worker::{MessageExt as _, QueueRetryOptionsBuilder};
-    if matches!(result, Ok(Outcome::Done(done)) if !done.is_failure()) && !crate::config::logs_job_outcomes() {
+    if matches!(result, Ok(Outcome::Done(done)) if !done.is_failure()) && !config.log_job_outcomes {
         message.ack();
         return;
     }
@@ -221,10 +223,7 @@ pub fn settle<T>(
 /// The configuration a queue batch runs with, read once for the batch; `None` after retrying
 /// every message of the batch when it is invalid (no job can run meanwhile, and every request
 /// answers 503 naming the variable).
-pub fn configured(
-    batch: &worker::MessageBatch<serde_json::Value>,
-    env: &worker::Env,
-) -> Option<std::rc::Rc<crate::config::Config>> {
+pub fn configured(batch: &worker::MessageBatch<serde_json::Value>, env: &worker::Env) -> Option<std::rc::Rc<Config>> {
     match crate::config::get(env) {
         Ok(config) => Some(config),
         Err(e) => {

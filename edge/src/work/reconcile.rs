@@ -9,7 +9,7 @@ use exactly_core::learned::Learned;
 use exactly_core::Timestamp;
 use serde_json::json;
 
-use crate::carrier::{plivo, telnyx, twilio, CallResult};
+use crate::carrier::{telnyx, CallResult};
 use crate::error::EdgeError;
 use crate::platform::now;
 use crate::queues::{self as jobs, Job};
@@ -144,12 +144,7 @@ async fn reconcile_message(
 ) -> Result<Option<String>, EdgeError> {
     let carrier = message.carrier;
     let id = &message.carrier_message_id;
-    let config = account.config();
-    let answer = match carrier {
-        Provider::Telnyx => telnyx::message_status(config, id).await?,
-        Provider::Twilio => twilio::message_status(config, id).await?,
-        Provider::Plivo => plivo::message_status(config, id).await?,
-    };
+    let answer = crate::carrier::message_status(account.config(), carrier, id).await?;
     let CallResult::Ok((status, errors)) = answer else { return Ok(None) };
     match exactly_core::learned::final_status(carrier, id, &status, &errors, now) {
         Some(fact) => learned(account, carrier, &fact, now).await,

@@ -217,18 +217,14 @@ async fn delivery_backlog(account: &AccountDb, id: &str) -> Result<usize, EdgeEr
 /// is checked like any endpoint's, and the secret must be a `whsec_` secret.
 pub async fn register_operator(env: &Env, config: &Rc<Config>) -> Result<bool, EdgeError> {
     use crate::bindings::vars;
-    let (Some(url), Some(secret)) = (
-        crate::config::optional(env, vars::OPERATOR_WEBHOOK_URL),
-        crate::config::optional(env, vars::OPERATOR_WEBHOOK_SECRET),
-    ) else {
-        return Ok(false);
-    };
+    let Some(operator) = &config.operator_webhook else { return Ok(false) };
+    let secret = &operator.secret;
     let allow_private = config.allow_private_endpoints;
-    let url = crate::platform::endpoint_url(&url, allow_private).map_err(|problem| EdgeError::Config {
+    let url = crate::platform::endpoint_url(&operator.url, allow_private).map_err(|problem| EdgeError::Config {
         variable: vars::OPERATOR_WEBHOOK_URL,
         problem: problem.message().to_owned(),
     })?;
-    exactly_core::webhook::SigningSecret::parse(&secret).map_err(|_| EdgeError::Config {
+    exactly_core::webhook::SigningSecret::parse(secret).map_err(|_| EdgeError::Config {
         variable: vars::OPERATOR_WEBHOOK_SECRET,
         problem: "must be a whsec_ secret".into(),
     })?;
@@ -236,7 +232,7 @@ pub async fn register_operator(env: &Env, config: &Rc<Config>) -> Result<bool, E
     // delivery) are written beside its deliveries, the operator's copy with them.
     for binding in routes::databases(env, config) {
         let registered = match AccountDb::new(env, config, &binding) {
-            Ok(account) => crate::store::signals::register_operator(account.db(), url.as_str(), &secret, now()).await,
+            Ok(account) => crate::store::signals::register_operator(account.db(), url.as_str(), secret, now()).await,
             Err(e) => Err(e),
         };
         if let Err(e) = registered {

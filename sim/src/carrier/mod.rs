@@ -49,69 +49,16 @@
 //! and listed, but the answer comes only after 12 s, past the worker's timeout. Telnyx sends take
 //! `[lost-answer]` too: the first request for a key answers after 12 s.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::thread;
 
 use serde_json::{json, Value};
 
-use crate::telnyx::Signer;
-
 mod rest;
+mod state;
 use rest::{rest_list, rest_send, Rest};
-
-/// One request the fake received.
-#[derive(Clone, Debug)]
-pub struct Recorded {
-    /// `POST`, ...
-    pub method: String,
-    /// `/v2/messages`, ...
-    pub path: String,
-    /// The `Idempotency-Key` header, if any.
-    pub idempotency_key: Option<String>,
-    /// The `Authorization` header, if any.
-    pub authorization: Option<String>,
-    /// The JSON body (Null when not JSON).
-    pub body: Value,
-    /// When it arrived, in Unix milliseconds by this machine's clock (the worker's too, locally).
-    pub at_millis: i64,
-}
-
-/// Where the fake sends webhooks when a scenario asks it to.
-#[derive(Clone)]
-pub struct WebhookTarget {
-    /// The worker's origin, e.g. `http://127.0.0.1:8787`.
-    pub base: String,
-    /// Signs like Telnyx, with the key the worker trusts.
-    pub signer: Signer,
-    /// Signs Twilio status callbacks.
-    pub twilio_token: Option<String>,
-    /// Signs Plivo status callbacks (V3).
-    pub plivo_token: Option<String>,
-}
-
-#[derive(Default)]
-struct State {
-    requests: Vec<Recorded>,
-    /// Idempotency key -> the answer given, replayed for a repeated key.
-    answers: HashMap<String, (u16, Value)>,
-    attempts: HashMap<String, u32>,
-    /// Idempotency key -> the carrier message id, fixed on first sight.
-    carrier_ids: HashMap<String, String>,
-    target: Option<WebhookTarget>,
-    /// Messages Twilio and Plivo took, in order: (carrier, listed as the carrier lists it, text).
-    taken: Vec<(&'static str, Value, String)>,
-    /// Twilio and Plivo send attempts by (carrier, from, to, text).
-    rest_attempts: HashMap<String, u32>,
-    /// Call legs that ended (call control id -> end time), as `GET /v2/calls/{id}` reports.
-    ended_calls: HashMap<String, String>,
-    /// What `GET` of a message reports as its status, by carrier message id.
-    message_statuses: HashMap<String, String>,
-    /// Messages without a marker get their receipts too.
-    deliver_by_default: bool,
-    /// Texts whose sends after the first answer 503 until released.
-    held: std::collections::HashSet<String>,
-}
+use state::{lock, receipts_due, State};
+pub use state::{Recorded, WebhookTarget};
 
 /// A running fake carrier.
 pub struct FakeCarrier {
@@ -252,11 +199,6 @@ impl FakeCarrier {
             })
             .count()
     }
-}
-
-fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
-    // A panicked handler thread leaves the data usable; keep serving.
-    state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn serve(mut request: tiny_http::Request, state: &Mutex<State>) {
@@ -508,19 +450,6 @@ pub fn client_state(req: &Recorded) -> Option<String> {
     let encoded = req.body["client_state"].as_str()?;
     let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).ok()?;
     String::from_utf8(bytes).ok()
-}
-
-/// Whether a message with `text` gets its receipts on its own, and if so whether they say
-/// delivered (`Some(true)`) or failed.
-fn receipts_due(text: &str, by_default: bool) -> Option<bool> {
-    let timed = ["[receipt-first]", "[slow-receipts]", "[no-receipt]", "[refuse]", "[lost-answer]"];
-    if text.contains("[fail]") {
-        Some(false)
-    } else if text.contains("[deliver]") || (by_default && !timed.iter().any(|m| text.contains(m))) {
-        Some(true)
-    } else {
-        None
-    }
 }
 
 /// Fires the receipts of a message with these recipient statuses, in that order.

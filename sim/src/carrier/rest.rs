@@ -7,7 +7,7 @@ use std::thread;
 
 use serde_json::{json, Value};
 
-use super::{lock, receipts_due, Recorded, State, WebhookTarget};
+use super::state::{lock, receipts_due, Recorded, State, WebhookTarget};
 
 /// The two carriers whose send API takes no idempotency key.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use exactly_core::Timestamp;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement};
 
-use super::{due_query, Due, IN_FLIGHT, IN_FLIGHT_LIMIT, OLDEST_IN_LINE};
+use super::due::{due_query, Due, IN_FLIGHT, IN_FLIGHT_LIMIT, OLDEST_IN_LINE};
 use crate::error::EdgeError;
 use crate::store::endpoints::{Columns, CIRCUIT};
 use crate::store::{self as db, int, text, time};

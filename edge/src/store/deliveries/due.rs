@@ -1,11 +1,14 @@
 //! A delivery as its attempt reads it ([`Due`]), its status and kind, and the SQL fragments the
 //! claim, the fan-out and an endpoint's load share so that none of them counts differently. A leaf:
-//! the fan-out ([`super::fanout`]) reads it without reaching the rest of `deliveries`.
+//! the fan-out ([`super::fanout`]) and the claims read it without reaching the rest of `deliveries`.
 
 use exactly_core::headers::CustomHeaders;
 use exactly_core::Timestamp;
+use worker::{D1Database, D1PreparedStatement};
 
-use crate::store::endpoints::Columns;
+use crate::error::EdgeError;
+use crate::store::endpoints::{Columns, CIRCUIT};
+use crate::store::{self as db, opt_text};
 
 exactly_core::text_enum! {
     /// Where a delivery stands (`webhook_deliveries.status`); a row with any other value is an error
@@ -94,3 +97,25 @@ pub const LINED: &str = "EXISTS (SELECT 1 FROM webhook_deliveries l INDEXED BY w
 /// The oldest delivery in the line of endpoint `?1`.
 pub const OLDEST_IN_LINE: &str = "(SELECT id FROM webhook_deliveries WHERE endpoint_id = ?1 AND waiting = 1
      AND status = 'pending' ORDER BY created_at, id LIMIT 1)";
+
+/// The delivery `id` with its endpoint and payload.
+pub async fn due(db: &D1Database, id: &str) -> Result<Option<Due>, EdgeError> {
+    db::first(due_query(db, Some(id), None)?).await
+}
+
+/// The query of the [`Due`] of delivery `id`, or (`id` `None`) of the oldest delivery in the
+/// line of endpoint `line`.
+pub(super) fn due_query(
+    db: &D1Database,
+    id: Option<&str>,
+    line: Option<&str>,
+) -> Result<D1PreparedStatement, EdgeError> {
+    let sql = format!(
+        "SELECT {DUE_COLUMNS}, {CIRCUIT}, o.payload
+         FROM webhook_deliveries d
+         JOIN outbound_events o ON o.id = d.event_id
+         LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
+         WHERE d.id = COALESCE(?2, {OLDEST_IN_LINE})"
+    );
+    db::stmt(db, &sql, &[opt_text(line), opt_text(id)])
+}

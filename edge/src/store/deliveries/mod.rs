@@ -9,10 +9,10 @@ use exactly_core::webhook::EventType;
 use exactly_core::Timestamp;
 use serde_json::json;
 use wasm_bindgen::JsValue;
-use worker::{D1Database, D1PreparedStatement};
+use worker::D1Database;
 
 use crate::error::EdgeError;
-use crate::store::endpoints::{self, CIRCUIT};
+use crate::store::endpoints;
 use crate::store::signals::Signal;
 use crate::store::{self as db, int, opt_text, text, time};
 
@@ -27,7 +27,7 @@ pub use claims::{
     claim_attempt, due_claiming, give_back, next_in_line, renew, unclaim, wait_for_circuit, Claim, Queued, Taken,
 };
 use claims::{next_in_line_stmts, taken};
-pub use due::{DeliveryKind, DeliveryStatus, Due, DUE_COLUMNS, IN_FLIGHT, IN_FLIGHT_LIMIT, LINED, OLDEST_IN_LINE};
+pub use due::{due, DeliveryKind, DeliveryStatus, Due, DUE_COLUMNS, IN_FLIGHT, IN_FLIGHT_LIMIT, LINED, OLDEST_IN_LINE};
 pub use fanout::replay;
 pub use listing::{
     attempts_of_endpoint, attempts_of_event, list, of_event, pending_count, EndpointAttempt, Listed, LogFilter,
@@ -50,28 +50,6 @@ pub struct Attempt {
     pub response_headers: Option<String>,
     /// The `webhook-signature` the request was sent with (`None` when nothing was sent).
     pub request_signature: Option<String>,
-}
-
-/// The delivery `id` with its endpoint and payload.
-pub async fn due(db: &D1Database, id: &str) -> Result<Option<Due>, EdgeError> {
-    db::first(due_query(db, Some(id), None)?).await
-}
-
-/// The query of the [`Due`] of delivery `id`, or (`id` `None`) of the oldest delivery in the
-/// line of endpoint `line`.
-pub(super) fn due_query(
-    db: &D1Database,
-    id: Option<&str>,
-    line: Option<&str>,
-) -> Result<D1PreparedStatement, EdgeError> {
-    let sql = format!(
-        "SELECT {DUE_COLUMNS}, {CIRCUIT}, o.payload
-         FROM webhook_deliveries d
-         JOIN outbound_events o ON o.id = d.event_id
-         LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
-         WHERE d.id = COALESCE(?2, {OLDEST_IN_LINE})"
-    );
-    db::stmt(db, &sql, &[opt_text(line), opt_text(id)])
 }
 
 crate::store::row! {

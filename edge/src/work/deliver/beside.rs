@@ -69,7 +69,7 @@ impl<'a> Beside<'a> {
                 // As a lost queue message would leave it: unclaimed, for the sweeper. A give-back
                 // that fails leaves it to its lease.
                 if let Err(e) = deliveries::give_back(account.db(), &due.id, due.attempts, at, false).await {
-                    super::log(&due.id, &Err(e));
+                    super::log(account.config(), &due.id, &Err(e));
                 }
                 continue;
             }

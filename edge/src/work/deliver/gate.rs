@@ -7,7 +7,6 @@ use exactly_core::Timestamp;
 use worker::D1Database;
 
 use super::filtering::{verdict, Verdict};
-use super::ATTEMPT_LEASE_MILLIS;
 use crate::error::EdgeError;
 use crate::platform::now;
 use crate::store::deliveries::{self, Claim, Due, Queued, Taken};
@@ -142,6 +141,11 @@ pub(super) async fn gate_queued(account: &AccountDb, id: &str) -> Result<Gate, E
         Queued::Read(due) => gate(account, id, due.map(Box::new)).await,
     }
 }
+
+/// While an attempt is in flight, other jobs for the delivery stand back this long, and it
+/// holds one of its endpoint's in-flight places. Renewed right before the attempt is sent,
+/// unless it is sent within [`super::RENEW_AFTER_MILLIS`] of its claim.
+const ATTEMPT_LEASE_MILLIS: i64 = 60_000;
 
 /// The lease of an attempt claimed at `at`.
 pub(super) fn lease_from(at: Timestamp) -> Timestamp {

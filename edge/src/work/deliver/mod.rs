@@ -54,10 +54,6 @@ fn attempt_timeout(config: &Config) -> Duration {
     config.tuning.attempt_timeout
 }
 
-/// While an attempt is in flight, other jobs for the delivery stand back this long, and it
-/// holds one of its endpoint's in-flight places. Renewed right before the attempt is sent,
-/// unless it is sent within [`RENEW_AFTER_MILLIS`] of its claim.
-const ATTEMPT_LEASE_MILLIS: i64 = 60_000;
 /// An attempt sent this soon after its claim goes under the claim's own lease (59 s of it are
 /// left, four attempt timeouts) and the circuit it was claimed under: renewing would cost a
 /// round trip to learn nothing.
@@ -150,11 +146,11 @@ async fn consume_one(
     // The account database the job names.
     let account = match AccountDb::named(env, config, job.database.as_deref()) {
         Ok(account) => account,
-        Err(e) => return crate::work::outcome::settle(message, Err(e), |line| tag(line, &job)),
+        Err(e) => return crate::work::outcome::settle(config, message, Err(e), |line| tag(line, &job)),
     };
     if let Some(endpoint) = &job.wake {
         let result = wake(&account, ctx, shared, endpoint).await.map(Outcome::Done);
-        return crate::work::outcome::settle(message, result, |line| tag(line, &job));
+        return crate::work::outcome::settle(config, message, result, |line| tag(line, &job));
     }
     match gate_queued(&account, &job.delivery_id).await {
         Ok(Gate::Claimed(claimed)) => {
@@ -162,13 +158,15 @@ async fn consume_one(
             message.ack();
             start(ctx, &account, *claimed, shared);
         }
-        Ok(Gate::Done(done)) => crate::work::outcome::settle(message, Ok(Outcome::Done(done)), |line| tag(line, &job)),
+        Ok(Gate::Done(done)) => {
+            crate::work::outcome::settle(config, message, Ok(Outcome::Done(done)), |line| tag(line, &job))
+        }
         Ok(Gate::LookAgain) => {
-            crate::work::outcome::settle(message, Ok(Outcome::RetryIn(1, Wait::CircuitChanging)), |line| {
+            crate::work::outcome::settle(config, message, Ok(Outcome::RetryIn(1, Wait::CircuitChanging)), |line| {
                 tag(line, &job)
             })
         }
-        Err(e) => crate::work::outcome::settle(message, Err(e), |line| tag(line, &job)),
+        Err(e) => crate::work::outcome::settle(config, message, Err(e), |line| tag(line, &job)),
     }
 }
 
@@ -181,9 +179,9 @@ fn tag(line: &mut serde_json::Value, job: &DeliveryJob) {
 
 /// Logs what became of a delivery that no queue message of its own carried (taken from its
 /// endpoint's line), as [`crate::work::outcome::settle`] logs a message's.
-fn log(delivery_id: &str, result: &Result<Done, EdgeError>) {
+fn log(config: &Config, delivery_id: &str, result: &Result<Done, EdgeError>) {
     match result {
-        Ok(done) if done.is_failure() || crate::config::logs_job_outcomes() => {
+        Ok(done) if done.is_failure() || config.log_job_outcomes => {
             worker::console_log!("{}", serde_json::json!({"delivery": delivery_id, "outcome": done.as_str()}))
         }
         Ok(_) => {}
@@ -254,18 +252,18 @@ async fn chain(account: &AccountDb, first: Claimed, shared: &Invocation) {
         // A success's record takes the next in line in its own batch when the chain goes on
         // (one round trip fewer); a delivery taken so is gated even if the chain ran out meanwhile.
         let (result, taken) = attempt(account, claimed, shared, goes_on()).await;
-        log(&id, &result);
+        log(account.config(), &id, &result);
         let next = match taken {
             Some(next) => next,
             None if !goes_on() => {
                 if let Err(e) = queues::wake_later(account, &endpoint, 0).await {
-                    log(&id, &Err(e));
+                    log(account.config(), &id, &Err(e));
                 }
                 return;
             }
             None => match take(db, &endpoint).await {
                 Ok(next) => next,
-                Err(e) => return log(&id, &Err(e)),
+                Err(e) => return log(account.config(), &id, &Err(e)),
             },
         };
         let Some(taken) = claim_next(account, &endpoint, next, shared).await else { return };
@@ -291,18 +289,18 @@ async fn claim_next(
         let id = taken.id.clone();
         match gate_taken(account, taken).await {
             Ok(Gate::Claimed(c)) => return Some(*c),
-            Ok(Gate::Done(Done::Filtered)) => log(&id, &Ok(Done::Filtered)),
+            Ok(Gate::Done(Done::Filtered)) => log(account.config(), &id, &Ok(Done::Filtered)),
             Ok(Gate::Done(done)) => {
-                log(&id, &Ok(done));
+                log(account.config(), &id, &Ok(done));
                 return None;
             }
             // Out of line and due: the sweeper finds it.
             Ok(Gate::LookAgain) => {
-                log(&id, &Ok(Done::ClaimedElsewhere));
+                log(account.config(), &id, &Ok(Done::ClaimedElsewhere));
                 return None;
             }
             Err(e) => {
-                log(&id, &Err(e));
+                log(account.config(), &id, &Err(e));
                 return None;
             }
         }
@@ -314,13 +312,13 @@ async fn claim_next(
         next = match take(db, endpoint).await {
             Ok(next) => next,
             Err(e) => {
-                log(&id, &Err(e));
+                log(account.config(), &id, &Err(e));
                 return None;
             }
         };
     }
     if let Err(e) = queues::wake_later(account, endpoint, 0).await {
-        log(endpoint, &Err(e));
+        log(account.config(), endpoint, &Err(e));
     }
     None
 }
@@ -342,14 +340,14 @@ async fn wake(account: &AccountDb, ctx: &Context, shared: &Shared, endpoint: &st
         match gate_taken(account, taken).await {
             Ok(Gate::Claimed(claimed)) => start(ctx, account, *claimed, shared),
             Ok(Gate::Done(done)) => {
-                log(&id, &Ok(done));
+                log(account.config(), &id, &Ok(done));
                 if matches!(done, Done::WaitingForEndpoint | Done::WaitingForCircuit | Done::Held) {
                     break;
                 }
             }
             Ok(Gate::LookAgain) => break,
             Err(e) => {
-                log(&id, &Err(e));
+                log(account.config(), &id, &Err(e));
                 break;
             }
         }
