@@ -1,7 +1,8 @@
 #!/bin/sh
 # Every test: `make check` (formatting, lints, native and wasm32 unit tests), then at once the
 # end-to-end tests against the real worker in wrangler dev in both layouts of the databases, the
-# console in headless Chromium, and the deploy dry-run. docs/testing.md says where the time goes.
+# console in headless Chromium, and the deploy dry-run; then the API against its document
+# (Schemathesis). docs/testing.md says where the time goes.
 #   E2E_THREADS   tests at a time in each end-to-end layout (default 6: they wait on the worker)
 set -eu
 cd "$(dirname "$0")/.."
@@ -40,14 +41,21 @@ job browser node --test tests/browser/
 job deploy-dry-run node_modules/.bin/wrangler deploy --dry-run --outdir target/deploy-dry-run
 # shellcheck disable=SC2086
 wait $PIDS
+# The API against its document (docs/testing.md): Schemathesis, alone, so that it slows no other test.
+echo "test: then the API against its document (Schemathesis), after $(elapsed)"
+PIDS=""
+job contract env E2E_CONTRACT=1 cargo test -q -p exactly-tests --test e2e -- --test-threads 2
+# shellcheck disable=SC2086
+wait $PIDS
 
 failed=""
-for name in deploy-dry-run browser e2e-one-database e2e-sharded; do
+for name in deploy-dry-run browser e2e-one-database e2e-sharded contract; do
     case $name in
         deploy-dry-run) title="deploy bundle and config (wrangler deploy --dry-run)" ;;
         browser) title="the console in headless Chromium (node --test tests/browser/)" ;;
         e2e-one-database) title="end-to-end against wrangler dev, one database" ;;
         e2e-sharded) title="end-to-end again sharded: the dedupe log in DB and EVENTS_0, the accounts in ACCOUNTS_0 and ACCOUNTS_1 (docs/scaling.md)" ;;
+        contract) title="the API against docs/openapi.json (Schemathesis, every phase)" ;;
     esac
     rc=$(cat "$LOGS/$name.rc")
     echo "test: $title: $( [ "$rc" = 0 ] && echo passed || echo "FAILED (exit $rc)" )"

@@ -2330,17 +2330,14 @@ export interface operations {
                     /** @example +15550001111 */
                     phone_number: string;
                     /** @description E.164 numbers or sip: URIs dialled in order on an inbound call. */
-                    ring_targets?: string[];
+                    ring_targets?: string[] | null;
                     /**
                      * @description How long each ring target rings before the carrier ends its leg unanswered
                      * @default 30
                      */
-                    ring_timeout_secs?: number;
-                    /**
-                     * @description The carrier messages from this number are sent through. Without it, the carrier of the number's first inbound message (Telnyx until one arrives).
-                     * @enum {unknown}
-                     */
-                    carrier?: "telnyx" | "twilio" | "plivo";
+                    ring_timeout_secs?: number | null;
+                    /** @description The carrier messages from this number are sent through. Without it, the carrier of the number's first inbound message (Telnyx until one arrives). */
+                    carrier?: ("telnyx" | "twilio" | "plivo") | null;
                 };
             };
         };
@@ -2436,7 +2433,7 @@ export interface operations {
                     /** @description E.164; not a number an account owns */
                     phone_number: string;
                     /** @description Erase only this account's data of the number */
-                    account_id?: string;
+                    account_id?: string | null;
                 };
             };
         };
@@ -2688,14 +2685,14 @@ export interface operations {
                     /** @example +15550001111 */
                     to: string;
                     /** @description Required and not blank for an SMS; may be empty or absent for an MMS */
-                    text?: string;
+                    text?: string | null;
                     /**
                      * Format: date-time
                      * @description Send later: after now and at most 7 days ahead. The message is `scheduled` until then and can be canceled.
                      */
-                    send_at?: string;
+                    send_at?: string | null;
                     /** @description Makes the message an MMS: up to 10 public `https` URLs (no credentials) the carrier fetches and attaches. Billed as one `mms` unit. An empty array sends an SMS. */
-                    media_urls?: string[];
+                    media_urls?: string[] | null;
                 };
             };
         };
@@ -3153,7 +3150,7 @@ export interface operations {
                     /** @description At most this many deliveries a second; beyond it deliveries wait, never dropped. null: no limit. */
                     rate_limit_per_second?: number | null;
                     /** @description At most this many attempts to the endpoint in flight at once (default 4); beyond it deliveries wait in the endpoint's line, oldest first, never dropped. */
-                    max_in_flight?: number;
+                    max_in_flight?: number | null;
                     /** @description Only events whose body passes this filter are delivered to the endpoint (docs/contract.md §6, "Filters"), e.g. `data.direction = "inbound" and data.text exists`. A delivery it holds back is settled `filtered` on its event; nothing is sent. A filter that does not parse is answered 422 naming the position. null or "": no filter. */
                     filter?: string | null;
                     /** @description Up to 10 headers sent with every attempt (docs/contract.md §6, "Custom headers"); names are HTTP tokens, never `webhook-*`, `host`, `content-type`, `content-length`, `user-agent` or a hop-by-hop header; values are visible ASCII. Replaced as a whole; null clears them. Read back with their values redacted. */
@@ -3396,15 +3393,15 @@ export interface operations {
             content: {
                 "application/json": {
                     /** Format: uri */
-                    url?: string;
-                    event_types?: components["schemas"]["EventType"][];
-                    enabled?: boolean;
+                    url?: string | null;
+                    event_types?: components["schemas"]["EventType"][] | null;
+                    enabled?: boolean | null;
                     /** @description true holds every delivery (nothing is dropped); false delivers what was held, oldest first */
-                    paused?: boolean;
+                    paused?: boolean | null;
                     /** @description At most this many deliveries a second; beyond it deliveries wait, never dropped. null: no limit. */
                     rate_limit_per_second?: number | null;
                     /** @description At most this many attempts to the endpoint in flight at once (default 4); beyond it deliveries wait in the endpoint's line, oldest first, never dropped. */
-                    max_in_flight?: number;
+                    max_in_flight?: number | null;
                     /** @description Only events whose body passes this filter are delivered to the endpoint (docs/contract.md §6, "Filters"), e.g. `data.direction = "inbound" and data.text exists`. A delivery it holds back is settled `filtered` on its event; nothing is sent. A filter that does not parse is answered 422 naming the position. null or "": no filter. */
                     filter?: string | null;
                     /** @description Up to 10 headers sent with every attempt (docs/contract.md §6, "Custom headers"); names are HTTP tokens, never `webhook-*`, `host`, `content-type`, `content-length`, `user-agent` or a hop-by-hop header; values are visible ASCII. Replaced as a whole; null clears them. Read back with their values redacted. */
@@ -3720,7 +3717,7 @@ export interface operations {
             content: {
                 "application/json": {
                     /** @description Only this endpoint. */
-                    endpoint_id?: string;
+                    endpoint_id?: string | null;
                 };
             };
         };
@@ -3969,12 +3966,12 @@ export interface operations {
                      * @description Where the previous call stopped (its `after`); a later value than the move reached starts where it stands.
                      * @default 0
                      */
-                    after?: number;
+                    after?: number | null;
                     /**
                      * @description Pages of 100 rows to read in this call.
                      * @default 20
                      */
-                    pages?: number;
+                    pages?: number | null;
                 };
             };
         };
@@ -4300,7 +4297,7 @@ export interface operations {
                      * Format: date-time
                      * @description Default: now. At most 30 days after since.
                      */
-                    until?: string;
+                    until?: string | null;
                 };
             };
         };
@@ -4467,7 +4464,7 @@ export interface operations {
             content: {
                 "application/json": {
                     /** @description A subscribable event type, or `endpoint.test` (the default). */
-                    event_type?: components["schemas"]["EventType"] | "endpoint.test";
+                    event_type?: (components["schemas"]["EventType"] | "endpoint.test") | null;
                 };
             };
         };
@@ -5534,7 +5531,7 @@ export interface operations {
             content: {
                 "application/json": {
                     name: string;
-                    scope?: components["schemas"]["KeyScope"];
+                    scope?: components["schemas"]["KeyScope"] | null;
                 };
             };
         };
@@ -5988,12 +5985,12 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/json": {
-                    /** @description Only these endpoints (default: all of the account's). A limited session sees no account-wide events and creates no endpoints. */
-                    endpoint_ids?: string[];
+                    /** @description Only these endpoints (default, or null: all of the account's). A limited session sees no account-wide events and creates no endpoints. */
+                    endpoint_ids?: string[] | null;
                     /** @default false */
-                    read_only?: boolean;
+                    read_only?: boolean | null;
                     /** @default 3600 */
-                    expires_in?: number;
+                    expires_in?: number | null;
                 };
             };
         };
@@ -6179,13 +6176,13 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/json": {
-                    event_type?: string;
+                    event_type?: string | null;
                     /** Format: date-time */
-                    since?: string;
+                    since?: string | null;
                     /** Format: date-time */
-                    until?: string;
-                    resource_id?: string;
-                    webhook_id?: string;
+                    until?: string | null;
+                    resource_id?: string | null;
+                    webhook_id?: string | null;
                 };
             };
         };

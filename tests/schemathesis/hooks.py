@@ -1,5 +1,11 @@
-"""Schemathesis hooks for the contract tests (tests/tests/contract.rs)."""
+"""Schemathesis hooks for the contract tests (tests/tests/contract.rs).
 
+Each changes only a request of a positive case (one the document allows), so that what a negative
+case tests (a header left out, a value out of its pattern) stays as it was drawn.
+"""
+
+import datetime
+import os
 import uuid
 
 import schemathesis
@@ -9,17 +15,39 @@ IDEMPOTENCY_KEY = "Idempotency-Key"
 
 @schemathesis.hook
 def before_call(context, case, kwargs):
-    """Gives each request that carries a well-formed Idempotency-Key a key of its own.
+    if case.meta is not None and case.meta.generation.mode.is_negative:
+        return
+    fresh_idempotency_key(case)
+    send_from_the_accounts_number(case)
+
+
+def fresh_idempotency_key(case):
+    """Gives each request that carries an Idempotency-Key a key of its own.
 
     The generator draws keys from a small space ("0", "00", ...), so two different requests
     often carry the same key, which the API rightly answers 422 `idempotency_key_reused`
-    (docs/openapi.json). A key the document refuses (too long) is left as drawn, and so is every
-    request of a negative case: what it tests (a header left out, say) stays as it was drawn.
+    (docs/openapi.json).
     """
-    if case.meta is not None and case.meta.generation.mode.is_negative:
-        return
     headers = case.headers or {}
     key = headers.get(IDEMPOTENCY_KEY)
     if isinstance(key, str) and 0 < len(key) <= 255:
         headers[IDEMPOTENCY_KEY] = uuid.uuid4().hex
         case.headers = headers
+
+
+def send_from_the_accounts_number(case):
+    """Sends a message from the account's own number (`EXACTLY_NUMBER`), and a scheduled one an
+    hour ahead.
+
+    Any E.164 number fits the document's pattern, but only the account's own numbers send, and
+    `send_at` must be within the next 7 days (422 naming the field otherwise): with these, the
+    send itself is tested, and a scheduled message can be canceled.
+    """
+    number = os.environ.get("EXACTLY_NUMBER")
+    if number is None or case.operation.label != "POST /v1/messages" or not isinstance(case.body, dict):
+        return
+    if isinstance(case.body.get("from"), str):
+        case.body["from"] = number
+    if isinstance(case.body.get("send_at"), str):
+        ahead = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
+        case.body["send_at"] = ahead.strftime("%Y-%m-%dT%H:%M:%SZ")

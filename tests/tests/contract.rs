@@ -7,8 +7,9 @@
 //! its document").
 
 use std::process::Command;
+use std::time::Duration;
 
-use exactly_tests::{root, Worker, ADMIN_TOKEN};
+use exactly_tests::{root, telnyx_inbound, Worker, ADMIN_TOKEN};
 
 use crate::TestFn;
 
@@ -21,8 +22,9 @@ pub const TESTS: &[(&str, TestFn)] = &[
 const SEED: &str = "20261206";
 
 /// Runs Schemathesis against `worker` on the operations whose paths match `paths`, with
-/// `token`; panics with its report when it finds a failure.
-fn run(worker: &Worker, paths: &str, token: &str, label: &str) {
+/// `token` and the hooks' `data` (tests/schemathesis/hooks.py); panics with its report when it
+/// finds a failure.
+fn run(worker: &Worker, paths: &str, token: &str, label: &str, data: &[(&str, &str)]) {
     let root = root();
     let dir = root.join("tests/schemathesis");
     let bin = root.join(".tools/schemathesis/bin/schemathesis");
@@ -35,6 +37,7 @@ fn run(worker: &Worker, paths: &str, token: &str, label: &str) {
         .current_dir(&cwd)
         .env("SCHEMATHESIS_HOOKS", "hooks")
         .env("PYTHONPATH", &dir)
+        .envs(data.iter().copied())
         .arg("--no-color")
         .arg("--config-file")
         .arg(dir.join("schemathesis.toml"))
@@ -59,17 +62,25 @@ fn run(worker: &Worker, paths: &str, token: &str, label: &str) {
     assert!(report.contains("Stateful (in "), "the stateful phase did not run:\n{report}");
 }
 
-/// Every `/v1` operation, with a key of a fresh account, on a worker of its own (whose rate
+/// Every `/v1` operation, with the key of an account that has something to read (a number, an
+/// endpoint, an inbound message with its event and delivery), on a worker of its own (whose rate
 /// limits, like every test worker's, do not hide the API behind 429s).
 fn schemathesis_finds_no_failure_in_the_api(_: &Worker) {
     let worker = Worker::start_with(&[]);
-    let (_, key) = worker.create_account("schemathesis");
-    run(&worker, "^/v1/", &key, "/v1");
+    let c = worker.new_customer("schemathesis");
+    let (endpoint, _) = worker.endpoint_at(&c, "/schemathesis", &["message.received"]);
+    let stored = worker.deliver_telnyx(&telnyx_inbound("evt-schemathesis-1", "msg-schemathesis-1", &c.number, "hi"));
+    assert_eq!(stored.status, 200, "{}", stored.body);
+    let delivered = worker.eventually(Duration::from_secs(60), || {
+        worker.count(&format!("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = '{endpoint}'")) == 1
+    });
+    assert!(delivered, "the inbound message's event has its delivery");
+    run(&worker, "^/v1/", &c.key, "/v1", &[("EXACTLY_NUMBER", &c.number)]);
 }
 
 /// Every `/admin` operation, with the admin token, on a worker of its own: what it creates,
 /// moves and deletes touches no other test.
 fn schemathesis_finds_no_failure_in_the_admin_api(_: &Worker) {
     let worker = Worker::start_with(&[]);
-    run(&worker, "^/admin/", ADMIN_TOKEN, "/admin");
+    run(&worker, "^/admin/", ADMIN_TOKEN, "/admin", &[]);
 }

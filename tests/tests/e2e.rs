@@ -73,8 +73,6 @@ const LAYOUT_FREE: &[&str] = &[
     "webhooks::gone_disables_the_endpoint",
     "endpoint_options::bad_filters_and_headers_are_refused_naming_the_problem",
     "limits::a_burst_over_the_limit_is_answered_429_and_slows_no_one_else",
-    "contract::schemathesis_finds_no_failure_in_the_api",
-    "contract::schemathesis_finds_no_failure_in_the_admin_api",
 ];
 
 /// Tests of what only the one-database layout does (a job that carries its event,
@@ -92,6 +90,11 @@ const SCALE: &str = "scale::";
 /// Tests that start workers of their own, in layouts they choose: they run once, in the sharded
 /// pass.
 const OWN_LAYOUT: &str = "shards::";
+
+/// The API's contract tests (Schemathesis against workers of their own): they run only with
+/// `E2E_CONTRACT=1`, alone, after both passes (`scripts/test.sh`): a property-based tester at full
+/// speed would slow every test beside it.
+const CONTRACT: &str = "contract::";
 
 /// Tests that take longest (most start workers of their own), started first so that the run
 /// does not end waiting on one of them.
@@ -145,6 +148,8 @@ fn main() {
     for name in LAYOUT_FREE.iter().chain(ONE_DATABASE).chain(LONGEST) {
         assert!(all.iter().any(|(n, _)| n == name), "e2e.rs names a test that does not exist: {name}");
     }
+    let contract = std::env::var("E2E_CONTRACT").is_ok_and(|v| v == "1");
+    all.retain(|(name, _)| name.starts_with(CONTRACT) == contract);
     if sharded() {
         all.retain(|(name, _)| !LAYOUT_FREE.contains(name) && !ONE_DATABASE.contains(name));
         // The scale suite runs only when asked for (`make scale`).

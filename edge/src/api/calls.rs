@@ -23,7 +23,7 @@ pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
     let db = ctx.db()?;
     let account = ctx.account()?;
     let params = http::query(&req);
-    let status = http::param(&params, "status")
+    let status = http::given(&params, "status")
         .map(|s| {
             CallStatus::from_name(s)
                 .ok_or_else(|| EdgeError::invalid("status", "must be ringing, in_progress, completed or missed"))

@@ -30,7 +30,7 @@ fn stored_headers(text: &str) -> Option<serde_json::Value> {
 /// The log's filter from a query: `status`, `event_type`, `since`, `until`, `resource_id`,
 /// `webhook_id`.
 fn filter_of(params: &[(String, String)]) -> Result<LogFilter, EdgeError> {
-    let status = match http::param(params, "status") {
+    let status = match http::given(params, "status") {
         None => None,
         Some(name) => Some(
             DeliveryStatus::from_name(name)

@@ -1,6 +1,7 @@
 //! `/v1/events`: the customer events of an account, their delivery attempts, and replay.
 
 use crate::api::auth::Ctx;
+use exactly_core::webhook::EventType;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use worker::{D1Database, Request, Response};
@@ -30,8 +31,12 @@ pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
     let account = ctx.account()?;
     let params = http::query(&req);
     let limit = http::limit(&params)?;
+    let event_type = http::given(&params, "type");
+    if event_type.is_some_and(|t| EventType::from_name(t).is_none()) {
+        return Err(EdgeError::invalid("type", "is not an event type; see GET /v1/event_types"));
+    }
     let filter = outbox::Filter {
-        event_type: http::param(&params, "type"),
+        event_type,
         resource_id: http::param(&params, "resource_id"),
         since: http::time_param(&params, "since")?,
         until: http::time_param(&params, "until")?,

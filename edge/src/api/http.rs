@@ -12,6 +12,16 @@ pub const MAX_DRAIN_BYTES: usize = 1024 * 1024;
 /// The largest JSON body the API accepts.
 pub const MAX_JSON_BYTES: usize = 64 * 1024;
 
+/// For a request body's optional field: `null` reads as the field's default, as absent does
+/// (docs/openapi.json allows `null` for every optional field of a request).
+pub fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de> + Default,
+{
+    <Option<T> as serde::Deserialize>::deserialize(deserializer).map(Option::unwrap_or_default)
+}
+
 /// Reads a JSON body into `T`; 413 when it is larger than 64 KiB (refused before more is held),
 /// 400 when it is not JSON of that shape.
 pub async fn json_body<T: DeserializeOwned>(req: &mut Request) -> Result<T, EdgeError> {
@@ -32,6 +42,11 @@ pub async fn optional_json_body<T: DeserializeOwned + Default>(req: &mut Request
 fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, EdgeError> {
     let bad = |e: serde_json::Error| EdgeError::BadRequest(format!("body is not valid JSON for this request: {e}"));
     let mut value: serde_json::Value = serde_json::from_slice(bytes).map_err(bad)?;
+    // Every body docs/openapi.json takes is an object; serde would also read a struct from an
+    // array of its fields in order.
+    if !value.is_object() {
+        return Err(EdgeError::BadRequest("body is not valid JSON for this request: not a JSON object".into()));
+    }
     whole_numbers(&mut value);
     serde_json::from_value(value).map_err(bad)
 }
@@ -176,6 +191,13 @@ pub fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> 
     exactly_core::form::get(params, name)
 }
 
+/// A parameter whose value has a type (a number, one of a list of names), as given: a blank one
+/// is given too, and refused by its reader, as docs/openapi.json's type refuses it. (Free text,
+/// a cursor and a time read blank as absent: [`param`].)
+pub fn given<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
+
 /// Reads an RFC 3339 time parameter; 422 naming it when it is not one.
 pub fn time_param(
     params: &[(String, String)],
@@ -191,7 +213,7 @@ pub fn time_param(
 
 /// The page size of a list request: `limit` between 1 and 100, default 20.
 pub fn limit(params: &[(String, String)]) -> Result<u32, EdgeError> {
-    match param(params, "limit") {
+    match given(params, "limit") {
         None => Ok(20),
         Some(text) => match text.parse::<u32>() {
             Ok(n) if (1..=100).contains(&n) => Ok(n),
@@ -216,6 +238,24 @@ mod tests {
         assert_eq!((body.expires_in, body.items), (894, vec![1000, 2]));
         assert!(super::parse_json::<Body>(br#"{"expires_in": 894.5, "items": []}"#).is_err());
         assert!(super::parse_json::<Body>(br#"{"expires_in": 1e300, "items": []}"#).is_err());
+    }
+
+    #[test]
+    fn null_in_an_optional_field_reads_as_absent() {
+        #[derive(serde::Deserialize)]
+        struct Body {
+            #[serde(default, deserialize_with = "super::null_as_default")]
+            read_only: bool,
+            #[serde(default, deserialize_with = "super::null_as_default")]
+            targets: Vec<String>,
+        }
+        let body: Body = super::parse_json(br#"{"read_only": null, "targets": null}"#).expect("null is absent");
+        assert!(!body.read_only && body.targets.is_empty());
+        let body: Body = super::parse_json(br#"{"read_only": true, "targets": ["+15550001111"]}"#).expect("values");
+        assert!(body.read_only && body.targets.len() == 1);
+        assert!(super::parse_json::<Body>(br#"{"read_only": "yes"}"#).is_err());
+        assert!(super::parse_json::<Body>(b"[]").is_err(), "an array is not a body");
+        assert!(super::parse_json::<Body>(b"[true, []]").is_err(), "not even one of the fields in order");
     }
 
     use super::parse_bookmark;

@@ -195,10 +195,10 @@ pub async fn list(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
     let db = ctx.db()?;
     let account = ctx.account()?;
     let params = http::query(&req);
-    let status = http::param(&params, "status")
+    let status = http::given(&params, "status")
         .map(|s| MessageStatus::from_name(s).ok_or_else(|| EdgeError::invalid("status", "is not a message status")))
         .transpose()?;
-    let direction = http::param(&params, "direction")
+    let direction = http::given(&params, "direction")
         .map(|d| Direction::from_name(d).ok_or_else(|| EdgeError::invalid("direction", "must be inbound or outbound")))
         .transpose()?;
     let limit = http::limit(&params)?;

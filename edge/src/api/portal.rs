@@ -33,7 +33,7 @@ const MAX_ORIGINS: usize = 10;
 struct NewSessionBody {
     #[serde(default)]
     endpoint_ids: Option<Vec<String>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::api::http::null_as_default")]
     read_only: bool,
     #[serde(default)]
     expires_in: Option<i64>,

@@ -16,7 +16,7 @@ pub async fn list_carrier_events(req: Request, ctx: &Ctx<'_>) -> Result<Response
     let env = ctx.env;
     auth::admin(&req, ctx.config)?;
     let params = http::query(&req);
-    let state = EventState::from_name(http::param(&params, "status").unwrap_or("failed"))
+    let state = EventState::from_name(http::given(&params, "status").unwrap_or("failed"))
         .ok_or_else(|| EdgeError::invalid("status", "must be failed, pending or processed"))?;
     let limit = http::limit(&params)?;
     let rows = carrier_events::Log::open(env, ctx.config).list(state, Cursor::from_params(&params)?, limit).await?;
@@ -61,7 +61,7 @@ pub async fn retry_failed_carrier_events(req: Request, ctx: &Ctx<'_>) -> Result<
     let env = ctx.env;
     auth::admin(&req, ctx.config)?;
     let params = http::query(&req);
-    let state = EventState::from_name(http::param(&params, "status").unwrap_or("failed"));
+    let state = EventState::from_name(http::given(&params, "status").unwrap_or("failed"));
     if state != Some(EventState::Failed) {
         return Err(EdgeError::invalid("status", "only failed events are re-driven in bulk"));
     }

@@ -22,7 +22,7 @@ pub async fn list_failed_deliveries(req: Request, ctx: &Ctx<'_>) -> Result<Respo
     let env = ctx.env;
     auth::admin(&req, ctx.config)?;
     let params = http::query(&req);
-    let status = match http::param(&params, "status") {
+    let status = match http::given(&params, "status") {
         None => deliveries::DeliveryStatus::Failed,
         Some(name) => deliveries::DeliveryStatus::from_name(name)
             .ok_or_else(|| EdgeError::invalid("status", "must be failed, pending or succeeded"))?,

@@ -104,7 +104,7 @@ pub async fn metrics_series(req: Request, ctx: &Ctx<'_>) -> Result<Response, Edg
     auth::admin(&req, ctx.config)?;
     let params = http::query(&req);
     let number = |name: &'static str, default: i64, max: i64| -> Result<i64, EdgeError> {
-        match http::param(&params, name) {
+        match http::given(&params, name) {
             None => Ok(default),
             Some(text) => text
                 .parse::<i64>()

@@ -18,7 +18,7 @@ use crate::store::{accounts, numbers, routes};
 struct NewNumber {
     account_id: Option<String>,
     phone_number: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::api::http::null_as_default")]
     ring_targets: Vec<String>,
     ring_timeout_secs: Option<serde_json::Value>,
     carrier: Option<String>,

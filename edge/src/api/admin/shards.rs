@@ -22,7 +22,7 @@ pub async fn move_event_shards(mut req: Request, ctx: &Ctx<'_>) -> Result<Respon
         first: u16,
         last: u16,
         to: String,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "crate::api::http::null_as_default")]
         after: i64,
         #[serde(default)]
         pages: Option<usize>,
