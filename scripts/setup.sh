@@ -194,10 +194,16 @@ fi
 
 # 10. Schemathesis, the property-based tester of the API against docs/openapi.json
 # (tests/tests/contract.rs), into its own virtualenv, every package pinned.
+# Schemathesis 4.32 and its Hypothesis need Python 3.11 or newer.
 ST=.tools/schemathesis
-if cmp -s tests/schemathesis/requirements.txt "$ST/requirements.txt" 2>/dev/null; then
+if cmp -s tests/schemathesis/requirements.txt "$ST/requirements.txt" 2>/dev/null \
+    && "$ST/bin/python" -c 'import schemathesis' 2>/dev/null; then
     step "schemathesis (installed)"
 else
+    if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+        echo "setup: schemathesis needs Python 3.11 or newer; python3 is $(python3 --version 2>&1)" >&2
+        exit 1
+    fi
     step "schemathesis (pip install into $ST)"
     rm -rf "$ST"
     python3 -m venv "$ST"

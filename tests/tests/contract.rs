@@ -9,7 +9,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use exactly_tests::{root, telnyx_inbound, Worker, ADMIN_TOKEN};
+use exactly_tests::{fresh_number, root, telnyx_inbound, Worker, ADMIN_TOKEN};
 
 use crate::TestFn;
 
@@ -63,11 +63,14 @@ fn run(worker: &Worker, paths: &str, token: &str, label: &str, data: &[(&str, &s
 }
 
 /// Every `/v1` operation, with the key of an account that has something to read (a number, an
-/// endpoint, an inbound message with its event and delivery), on a worker of its own (whose rate
-/// limits, like every test worker's, do not hide the API behind 429s).
+/// endpoint, an inbound message with its event and delivery, a ringing call), on a worker of its
+/// own (whose rate limits, like every test worker's, do not hide the API behind 429s).
 fn schemathesis_finds_no_failure_in_the_api(_: &Worker) {
     let worker = Worker::start_with(&[]);
     let c = worker.new_customer("schemathesis");
+    let ringing = fresh_number();
+    worker.create_number(&c.account, &ringing, &crate::calls::TARGETS);
+    crate::calls::ring_on(&worker, c.key.clone(), &ringing);
     let (endpoint, _) = worker.endpoint_at(&c, "/schemathesis", &["message.received"]);
     let stored = worker.deliver_telnyx(&telnyx_inbound("evt-schemathesis-1", "msg-schemathesis-1", &c.number, "hi"));
     assert_eq!(stored.status, 200, "{}", stored.body);
@@ -75,7 +78,23 @@ fn schemathesis_finds_no_failure_in_the_api(_: &Worker) {
         worker.count(&format!("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = '{endpoint}'")) == 1
     });
     assert!(delivered, "the inbound message's event has its delivery");
-    run(&worker, "^/v1/", &c.key, "/v1", &[("EXACTLY_NUMBER", &c.number)]);
+    let receiver = format!("{}/schemathesis", worker.customer.base);
+    run(&worker, "^/v1/", &c.key, "/v1", &[("EXACTLY_NUMBER", &c.number), ("EXACTLY_RECEIVER", &receiver)]);
+    // No endpoint it made was sent to anywhere but the test's receiver. (The deliveries that came
+    // there are not audited as the passes audit theirs: Schemathesis rotates a secret again and
+    // again, and a delivery signed two rotations back has no secret left to verify with.)
+    let elsewhere = worker.count(&format!(
+        "SELECT COUNT(*) AS n FROM webhook_endpoints WHERE account_id = '{}' AND url != '{receiver}'",
+        c.account
+    ));
+    assert_eq!(elsewhere, 0, "endpoints pointed past the test's receiver");
+    no_limit_crossed(&worker);
+}
+
+/// Whatever Schemathesis sent, no call of the worker crossed a limit Cloudflare enforces.
+fn no_limit_crossed(worker: &Worker) {
+    let crossed = worker.limits_crossed();
+    assert!(crossed.is_empty(), "calls that crossed a Cloudflare limit:\n{}", crossed.join("\n"));
 }
 
 /// Every `/admin` operation, with the admin token, on a worker of its own: what it creates,
@@ -83,4 +102,5 @@ fn schemathesis_finds_no_failure_in_the_api(_: &Worker) {
 fn schemathesis_finds_no_failure_in_the_admin_api(_: &Worker) {
     let worker = Worker::start_with(&[]);
     run(&worker, "^/admin/", ADMIN_TOKEN, "/admin", &[]);
+    no_limit_crossed(&worker);
 }

@@ -59,8 +59,8 @@ fn whole_numbers(value: &mut serde_json::Value) {
     match value {
         Value::Number(n) if n.is_f64() => {
             let f = n.as_f64().unwrap_or(f64::NAN);
-            // Within ±2^53 every whole f64 is exact, and so is the integer written for it.
-            if f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0 {
+            // Below 2^53 every whole f64 is exact, and so is the integer written for it.
+            if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 {
                 *value = Value::from(f as i64);
             }
         }

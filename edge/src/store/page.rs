@@ -49,7 +49,18 @@ impl Cursor {
     }
 
     /// `<created_at>.<id>`: up to 15 digits, then letters, digits and underscores, at most 100.
+    /// A cursor of the earlier form (the same two, `:`-separated and base64url-encoded), which a
+    /// client may still hold across a deploy, is read too.
     fn parse(text: &str) -> Option<Self> {
+        let earlier = || {
+            use base64::Engine as _;
+            let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(text).ok()?;
+            String::from_utf8(decoded).ok().map(|d| d.replacen(':', ".", 1))
+        };
+        let text = if text.contains('.') { text.to_owned() } else { earlier()? };
+        if text.contains(':') || !text.contains('.') {
+            return None;
+        }
         let (created_at, id) = text.split_once('.')?;
         let digits = !created_at.is_empty() && created_at.len() <= 15 && created_at.bytes().all(|b| b.is_ascii_digit());
         let word = !id.is_empty() && id.len() <= 100 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
@@ -68,8 +79,10 @@ mod tests {
     fn a_cursor_reads_back_and_only_its_form_reads() {
         let cursor = Cursor { created_at: 1_733_450_000_123, id: "msg_0a1b".to_owned() };
         assert_eq!(cursor.encode(), "1733450000123.msg_0a1b");
-        assert_eq!(Cursor::parse(&cursor.encode()), Some(cursor));
+        assert_eq!(Cursor::parse(&cursor.encode()), Some(cursor.clone()));
         assert_eq!(Cursor::parse("0.a").map(|c| c.created_at), Some(0));
+        // The earlier form: base64url of `1733450000123:msg_0a1b`.
+        assert_eq!(Cursor::parse("MTczMzQ1MDAwMDEyMzptc2dfMGExYg"), Some(cursor.clone()));
         for bad in ["", ".", "1.", ".msg", "x.msg", "1:msg", "1.msg-1", "1.msg 1", "1234567890123456.m", "-1.m"] {
             assert_eq!(Cursor::parse(bad), None, "{bad:?}");
         }
