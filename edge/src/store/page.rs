@@ -57,10 +57,7 @@ impl Cursor {
             let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(text).ok()?;
             String::from_utf8(decoded).ok().map(|d| d.replacen(':', ".", 1))
         };
-        let text = if text.contains('.') { text.to_owned() } else { earlier()? };
-        if text.contains(':') || !text.contains('.') {
-            return None;
-        }
+        let text = if text.contains('.') { std::borrow::Cow::Borrowed(text) } else { earlier()?.into() };
         let (created_at, id) = text.split_once('.')?;
         let digits = !created_at.is_empty() && created_at.len() <= 15 && created_at.bytes().all(|b| b.is_ascii_digit());
         let word = !id.is_empty() && id.len() <= 100 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');

@@ -189,6 +189,13 @@ pub async fn run(env: &Env, name: &str) -> Result<Value, EdgeError> {
     }
 }
 
+/// The dedupe log as the worker's configuration opens it, and its row of carrier event `id`.
+async fn logged(env: &Env, id: &str) -> Result<(carrier_events::Log, carrier_events::Row), EdgeError> {
+    let log = carrier_events::Log::open(env, &*crate::config::get(env)?);
+    let row = log.load(id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
+    Ok((log, row))
+}
+
 async fn carrier_events_mark_processed(env: &Env, db: &D1Database) -> Result<Value, EdgeError> {
     let id = carrier_event(db).await?;
     let show = format!(
@@ -196,8 +203,7 @@ async fn carrier_events_mark_processed(env: &Env, db: &D1Database) -> Result<Val
          WHERE 'cev_' || printf('%016x', id) = {}",
         quote(&id)
     );
-    let log = carrier_events::Log::open(env, &*crate::config::get(env)?);
-    let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
+    let (log, row) = logged(env, &id).await?;
     let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
     for _ in 0..2 {
         let changed = log.mark_processed(&row, now()).await?;
@@ -210,8 +216,7 @@ async fn carrier_events_mark_failed(env: &Env, db: &D1Database) -> Result<Value,
     let id = carrier_event(db).await?;
     let show =
         format!("SELECT error, attempts FROM carrier_events WHERE 'cev_' || printf('%016x', id) = {}", quote(&id));
-    let log = carrier_events::Log::open(env, &*crate::config::get(env)?);
-    let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
+    let (log, row) = logged(env, &id).await?;
     let mut r = Report { before: rows(db, &show).await?, runs: Vec::new() };
     for reason in ["first", "second"] {
         let changed = log.mark_failed(db, &row, reason).await?.changed;
@@ -225,8 +230,7 @@ async fn carrier_events_park_and_wake(env: &Env, db: &D1Database) -> Result<Valu
     let carrier_id = new_id("tlx")?;
     let show =
         format!("SELECT woken_at IS NOT NULL AS woken FROM parked_receipts WHERE carrier_event = {}", quote(&id));
-    let log = carrier_events::Log::open(env, &*crate::config::get(env)?);
-    let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
+    let (log, row) = logged(env, &id).await?;
     log.park(db, &row, Provider::Telnyx, &carrier_id, now()).await?;
     // The send is recorded: a message now has the carrier id (the wake requires it).
     sent_as(db, &carrier_id).await?;
@@ -244,8 +248,7 @@ async fn carrier_events_park_and_wake(env: &Env, db: &D1Database) -> Result<Valu
 async fn carrier_events_expire_park(env: &Env, db: &D1Database, name: &str) -> Result<Value, EdgeError> {
     let id = carrier_event(db).await?;
     let carrier_id = new_id("tlx")?;
-    let log = carrier_events::Log::open(env, &*crate::config::get(env)?);
-    let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
+    let (log, row) = logged(env, &id).await?;
     log.park(db, &row, Provider::Telnyx, &carrier_id, Timestamp::from_unix_millis(1)).await?;
     let park =
         carrier_events::Woken { id: id.clone(), carrier: Provider::Telnyx, carrier_message_id: carrier_id.clone() };
@@ -274,8 +277,7 @@ async fn carrier_events_expire_park(env: &Env, db: &D1Database, name: &str) -> R
 async fn carrier_events_expire_moved_away(env: &Env, db: &D1Database) -> Result<Value, EdgeError> {
     let id = carrier_event(db).await?;
     let carrier_id = new_id("tlx")?;
-    let log = carrier_events::Log::open(env, &*crate::config::get(env)?);
-    let row = log.load(&id).await?.ok_or_else(|| EdgeError::unavailable("test build", "no carrier event"))?;
+    let (log, row) = logged(env, &id).await?;
     log.park(db, &row, Provider::Telnyx, &carrier_id, Timestamp::from_unix_millis(1)).await?;
     let park = carrier_events::Woken { id: id.clone(), carrier: Provider::Telnyx, carrier_message_id: carrier_id };
     raw(
