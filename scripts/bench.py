@@ -156,6 +156,29 @@ queue = "exactly-jobs"
     return directory, path
 
 
+def stock_config(name, main, extra_vars):
+    """A wrangler config for `main` made from the project's own wrangler.toml, as `make dev`
+    serves the product: its compatibility, assets, queues and their consumers, rate limits,
+    cron and observability, with `main` in the product's place. Left out are the build command
+    and the call ring's Durable Object, which a floor does not export."""
+    directory = os.path.join(OUT, name)
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "wrangler.toml")
+    sections, dropped = [], ("[build]", "[[durable_objects.bindings]]", "[[migrations]]")
+    for block in re.split(r"\n(?=\[)", open(os.path.join(ROOT, "wrangler.toml")).read()):
+        header = block.split("\n", 1)[0].strip()
+        if header in dropped:
+            continue
+        if header == "[vars]":
+            block += "".join(f'\n{k} = "{v}"' for k, v in extra_vars.items())
+        sections.append(block)
+    text = "\n".join(sections)
+    text = re.sub(r'^main = ".*"$', f'main = "{main}"', text, count=1, flags=re.M)
+    text = re.sub(r'^(directory|migrations_dir) = "(.*)"$', lambda m: f'{m.group(1)} = "{os.path.join(ROOT, m.group(2))}"', text, flags=re.M)
+    open(path, "w").write(text)
+    return directory, path
+
+
 class Served:
     """`wrangler dev` of one config and state directory, stopped on exit."""
 
@@ -180,6 +203,37 @@ class Served:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.log.close()
+
+
+class DevServed:
+    """The product as `make dev` serves it (`scripts/dev.sh`: wrangler.toml, variables made from
+    .dev.vars.example, the fake carrier, the cron loop, wrangler's output through its filter),
+    on free ports with its own variables and state under `directory`, stopped on exit. Its
+    ADMIN_TOKEN and Telnyx signing seed are read from the files `make dev` writes."""
+
+    def __init__(self, directory, log_path):
+        self.directory, self.log_path = directory, log_path
+
+    def __enter__(self):
+        port, carrier, self.inspector = free_port(), free_port(), free_port()
+        state, variables = os.path.join(self.directory, "state"), os.path.join(self.directory, ".dev.vars")
+        for path in (state, variables, os.path.join(self.directory, ".dev.keys")):
+            subprocess.run(["rm", "-rf", path], check=True)
+        self.log = open(self.log_path, "w")
+        env = dict(ENV, PORT=str(port), CARRIER_PORT=str(carrier), INSPECTOR_PORT=str(self.inspector), DEV_STATE=state, DEV_VARS=variables)
+        subprocess.run(["sh", "scripts/dev-vars.sh"], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+        if os.environ.get("BENCH_STOCK_VARS"):
+            with open(variables, "a") as f:
+                f.write("".join(f"{item}\n" for item in os.environ["BENCH_STOCK_VARS"].split(",")))
+        self.proc = subprocess.Popen(["sh", "scripts/dev.sh"], cwd=ROOT, env=env, stdout=self.log, stderr=self.log,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.base = f"http://127.0.0.1:{port}"
+        wait_ready(self.base)
+        self.admin_token = re.search(r"^ADMIN_TOKEN=(\S+)", open(variables).read(), re.M).group(1)
+        self.seed = re.search(r"^TELNYX_PRIVATE_SEED=(\S+)", open(os.path.join(self.directory, ".dev.keys")).read(), re.M).group(1)
+        return self
+
+    __exit__ = Served.__exit__
 
 
 def migrated(path, state, databases=()):
@@ -373,14 +427,16 @@ def cpu_seconds(group):
     return spent
 
 
-def end_to_end(public_key, seed, round_no, dead=False, floor=None, profile=None):
+def end_to_end(public_key, seed, round_no, dead=False, floor=None, profile=None, stock=False):
     """Inbound messages from the carrier's POST to the customer's endpoint, with one endpoint
     subscribed and every queue consumer running: the rate at which a burst is delivered, then
     time-to-webhook of a paced load at half that rate. With `dead`, another account's endpoint
     beside it accepts connections and never answers, with DEAD_BACKLOG deliveries pending
     before the burst starts. With `floor` (a name of E2E_FLOORS), the same load against that
     end-to-end floor, which delivers every message to the customer's endpoint. With
-    `profile` (a path), the worker's isolate is CPU-profiled over the burst (scripts/profile.mjs)."""
+    `profile` (a path), the worker's isolate is CPU-profiled over the burst (scripts/profile.mjs).
+    With `stock`, the product is served by `make dev`'s own script in its stock configuration
+    (DevServed), its log lines on."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     key = Ed25519PrivateKey.from_private_bytes(base64.b64decode(seed))
     ThreadingHTTPServer.request_queue_size = 256  # bursts of deliveries; the default backlog is 5
@@ -389,12 +445,18 @@ def end_to_end(public_key, seed, round_no, dead=False, floor=None, profile=None)
     threading.Thread(target=customer.serve_forever, daemon=True).start()
     Customer.arrived = {}
     hook = f"http://127.0.0.1:{customer.server_address[1]}/hook"
-    if floor:
+    if stock and floor:
+        directory, path = stock_config(f"{floor}-stock", E2E_FLOORS[floor], {"ENDPOINT_URL": hook})
+    elif stock:
+        directory = os.path.join(OUT, "exactly-stock")
+        os.makedirs(directory, exist_ok=True)
+    elif floor:
         directory, path = config(f"{floor}-e2e", public_key, consumers=True, extra_vars={"ENDPOINT_URL": hook}, main=E2E_FLOORS[floor])
     else:
         directory, path = config("exactly-e2e", public_key, consumers=True, extra_vars={"ALLOW_PRIVATE_ENDPOINTS": "true", **E2E_VARS}, main=WORKERS["exactly"])
     state = os.path.join(directory, f"state-{round_no}{'-dead' if dead else ''}")
-    migrated(path, state)
+    if floor or not stock:
+        migrated(path, state)
     if floor:
         sh("npx", "wrangler", "d1", "execute", "DB", "--local", "--config", path, "--persist-to", state, "--command",
            "INSERT INTO accounts (id, name, api_key_hash, created_at) VALUES ('acct_floor', 'floor', 'none', 0)", stdout=subprocess.DEVNULL)
@@ -441,10 +503,13 @@ def end_to_end(public_key, seed, round_no, dead=False, floor=None, profile=None)
 
     log_path = os.path.join(directory, f"wrangler-{round_no}{'-dead' if dead else ''}.log")
     neighbour = None
-    with Served(path, state, log_path) as served:
+    admin = ADMIN_TOKEN
+    with (DevServed(directory, log_path) if stock and not floor else Served(path, state, log_path)) as served:
         base = served.base
+        if stock and not floor:
+            admin, key = served.admin_token, Ed25519PrivateKey.from_private_bytes(base64.b64decode(served.seed))
         if hung:
-            other = call(base, "POST", "/admin/accounts", ADMIN_TOKEN, {"name": "dead neighbour"})
+            other = call(base, "POST", "/admin/accounts", admin, {"name": "dead neighbour"})
             endpoint = call(base, "POST", "/v1/webhook_endpoints", other["api_key"],
                             {"url": f"http://127.0.0.1:{hung.port}/hook", "event_types": ["message.received"]})
             with ThreadPoolExecutor(CONCURRENCY) as pool:
@@ -452,8 +517,8 @@ def end_to_end(public_key, seed, round_no, dead=False, floor=None, profile=None)
                               range(DEAD_BACKLOG)))
             neighbour = (other["api_key"], endpoint["id"])
         if not floor:
-            account = call(base, "POST", "/admin/accounts", ADMIN_TOKEN, {"name": "bench"})
-            call(base, "POST", "/admin/numbers", ADMIN_TOKEN, {"account_id": account["id"], "phone_number": number, "ring_targets": []})
+            account = call(base, "POST", "/admin/accounts", admin, {"name": "bench"})
+            call(base, "POST", "/admin/numbers", admin, {"account_id": account["id"], "phone_number": number, "ring_targets": []})
             settings = {"max_in_flight": IN_FLIGHT} if IN_FLIGHT else {}
             call(base, "POST", "/v1/webhook_endpoints", account["api_key"], {"url": hook, "event_types": ["message.received"], **settings})
         warm = [f"e2e-warm-{round_no}-{i}" for i in range(50)]
@@ -568,7 +633,11 @@ def main():
     if only:
         # A quick look at one part while tuning; the document is left alone.
         for round_no in range(ROUNDS):
-            if only == "e2e":
+            if only == "stock":
+                if "floor" not in SKIP:
+                    print(json.dumps({"floor": end_to_end(public_key, seed, round_no, floor="floor", stock=True)}), flush=True)
+                print(json.dumps({"stock": end_to_end(public_key, seed, round_no, stock=True)}), flush=True)
+            elif only == "e2e":
                 for name in E2E_FLOORS:
                     if name not in SKIP:
                         print(json.dumps({name: end_to_end(public_key, seed, round_no, floor=name)}), flush=True)
@@ -597,6 +666,8 @@ def main():
     runs = {name: [] for name in WORKERS}
     grown = {n: [] for n in GROWTH}
     e2e, e2e_dead = [], []
+    # The product as `make dev` serves it, and the end-to-end floor served the same way.
+    e2e_stock, e2e_floor_stock = [], []
     e2e_floors = {name: [] for name in E2E_FLOORS}
     spread_over = {n: [] for n in SHARDS}
     for round_no in range(ROUNDS):
@@ -622,11 +693,19 @@ def main():
             print(f"bench: end to end beside a dead endpoint, round {round_no + 1} of {ROUNDS}", flush=True)
             e2e_dead.append(end_to_end(public_key, seed, round_no, dead=True))
             print(json.dumps(e2e_dead[-1]), flush=True)
+        if "stock" not in SKIP:
+            print(f"bench: end-to-end floor as make dev serves, round {round_no + 1} of {ROUNDS}", flush=True)
+            e2e_floor_stock.append(end_to_end(public_key, seed, round_no, floor="floor", stock=True))
+            print(json.dumps(e2e_floor_stock[-1]), flush=True)
+            print(f"bench: end to end through make dev, round {round_no + 1} of {ROUNDS}", flush=True)
+            e2e_stock.append(end_to_end(public_key, seed, round_no, stock=True))
+            print(json.dumps(e2e_stock[-1]), flush=True)
 
     failed = [(name, kind) for name in WORKERS for kind in ("new", "duplicate") for r in runs[name] if r[kind]["errors"]]
     failed += [("growth", n) for n in GROWTH for r in grown[n] if r["new"]["errors"]]
     e2e_floor = e2e_floors["floor"]
-    failed += [("e2e", r["errors"]) for r in e2e + e2e_dead + sum(e2e_floors.values(), []) if r["errors"] or not r["complete"]]
+    failed += [("e2e", r["errors"]) for r in e2e + e2e_dead + e2e_stock + e2e_floor_stock + sum(e2e_floors.values(), [])
+               if r["errors"] or not r["complete"]]
     failed += [("shards", n) for n in SHARDS for r in spread_over[n] if r["new"]["errors"]]
     if failed:
         # A worker that answers errors measures nothing; keep the document as it was.
@@ -693,6 +772,14 @@ def main():
         e2e_dead_result = {f: spread([r[f] for r in e2e_dead]) for f in ("facts_per_s", "paced_rate", "ttw_p50_s", "ttw_p99_s", "workerd_cpu_ms_per_fact")}
         e2e_dead_result["neighbour"] = [r["neighbour"] for r in e2e_dead]
         ratios["e2e_dead_vs_clean"] = spread([d["facts_per_s"] / c["facts_per_s"] for c, d in zip(e2e, e2e_dead)])
+    e2e_stock_result = e2e_floor_stock_result = None
+    if e2e_stock and e2e_floor_stock:
+        e2e_stock_result, e2e_floor_stock_result = ({f: spread([r[f] for r in runs_of]) for f in ("facts_per_s", "paced_rate", "ttw_p50_s", "ttw_p99_s", "workerd_cpu_ms_per_fact")}
+                                                    for runs_of in (e2e_stock, e2e_floor_stock))
+        ratios["e2e_stock_vs_floor_stock"] = spread([r["facts_per_s"] / f["facts_per_s"] for r, f in zip(e2e_stock, e2e_floor_stock)])
+        ratios["e2e_stock_cpu_vs_floor_stock"] = spread([r["workerd_cpu_ms_per_fact"] / f["workerd_cpu_ms_per_fact"] for r, f in zip(e2e_stock, e2e_floor_stock)])
+        if e2e:
+            ratios["e2e_stock_vs_tuned"] = spread([r["facts_per_s"] / t["facts_per_s"] for r, t in zip(e2e_stock, e2e)])
     wasm = open(os.path.join(ROOT, "edge", "build", "index_bg.wasm"), "rb").read()
     sizes = {"raw_bytes": len(wasm), "gzip_bytes": len(gzip.compress(wasm, 9))}
     for key, directory in (("floor", "build"), ("floor_core", "build-core")):
@@ -702,7 +789,7 @@ def main():
     core = criterion()
     results = {"date": started.strftime("%Y-%m-%d"), "requests": REQUESTS, "concurrency": CONCURRENCY, "rounds": ROUNDS,
                "minutes": (datetime.now(timezone.utc) - started).total_seconds() / 60, "load_average": [load_before, os.getloadavg()[0]],
-               "ingest": ingest, "ratios": ratios, "rows_written": rows, "growth": growth_result, "shards": shards_result, "e2e": e2e_result, "e2e_dead": e2e_dead_result, "e2e_floor": e2e_floor_result, "e2e_wasm_floors": e2e_wasm_result, "queues": queues(), "wasm": sizes, "core": core}
+               "ingest": ingest, "ratios": ratios, "rows_written": rows, "growth": growth_result, "shards": shards_result, "e2e": e2e_result, "e2e_dead": e2e_dead_result, "e2e_floor": e2e_floor_result, "e2e_stock": e2e_stock_result, "e2e_floor_stock": e2e_floor_stock_result, "e2e_wasm_floors": e2e_wasm_result, "queues": queues(), "wasm": sizes, "core": core}
     json.dump(results, open(os.path.join(OUT, "results.json"), "w"), indent=1)
     write_doc(results)
     print(open(os.path.join(OUT, "results.md")).read())
@@ -774,6 +861,15 @@ def write_doc(r):
                   f"deliveries pending before the burst): a burst delivered at {fmt(d['facts_per_s'], 1)} facts/s; paced at "
                   f"{fmt(d['paced_rate'], 1)}/s, time-to-webhook p50 {fmt(d['ttw_p50_s'], 2, ' s')}, p99 {fmt(d['ttw_p99_s'], 2, ' s')}. "
                   f"The dead endpoint at the end of each round: {states}."]
+    st, fs = r.get("e2e_stock"), r.get("e2e_floor_stock")
+    if st and fs:
+        lines += ["", "As a user runs it: the same load against the product served by `make dev`'s own script in its stock configuration "
+                  "(wrangler.toml, variables from .dev.vars.example: log lines sampled one in ten, the console's assets, the fake carrier and the cron), "
+                  f"a burst delivered at {fmt(st['facts_per_s'], 1)} facts/s; paced at {fmt(st['paced_rate'], 1)}/s, time-to-webhook p50 "
+                  f"{fmt(st['ttw_p50_s'], 2, ' s')}, p99 {fmt(st['ttw_p99_s'], 2, ' s')}; workerd's CPU time per fact {fmt(st['workerd_cpu_ms_per_fact'], 1, ' ms')}. "
+                  "The end-to-end floor served the same way (wrangler.toml with the floor as `main`): "
+                  f"a burst delivered at {fmt(fs['facts_per_s'], 1)} facts/s; time-to-webhook p99 {fmt(fs['ttw_p99_s'], 2, ' s')}; "
+                  f"workerd's CPU time per fact {fmt(fs['workerd_cpu_ms_per_fact'], 1, ' ms')}."]
     core = r["core"]
     core_ns = f"{core['full_ns']['median']:.0f} ns vs {core['bare_ns']['median']:.0f} ns" if core["ratio"] else "n/a"
     lines += [
@@ -797,6 +893,10 @@ def write_doc(r):
         f"| (end-to-end floor / floor's ingest rate) | {fmt(x.get('e2e_floor_vs_floor'), 2, 'x')} | |",
         f"| (the Rust floor's end to end / the end-to-end floor: without / with the product's core) | {fmt(x.get('e2e_wasm-floor_vs_e2e_floor'), 2, 'x')} / {fmt(x.get('e2e_wasm-floor+core_vs_e2e_floor'), 2, 'x')} | |",
         f"| end-to-end facts/s / the Rust floor's end to end: without / with the product's core | {fmt(x.get('e2e_vs_e2e_wasm-floor'), 2, 'x')} / {fmt(x.get('e2e_vs_e2e_wasm-floor+core'), 2, 'x')} | |",
+        f"| as make dev serves it: end-to-end facts/s / end-to-end floor served the same way | {fmt(x.get('e2e_stock_vs_floor_stock'), 2, 'x')} | >= 1.00x |",
+        f"| as make dev serves it: workerd's CPU per fact / the floor's served the same way | {fmt(x.get('e2e_stock_cpu_vs_floor_stock'), 2, 'x')} | <= 1.20x |",
+        f"| as make dev serves it: time-to-webhook p99 at half its sustained rate | {fmt(st['ttw_p99_s'] if st else None, 2, ' s')} | <= 0.1 s |",
+        f"| (as make dev serves it / tuned: logs off, no assets or cron) end-to-end facts/s | {fmt(x.get('e2e_stock_vs_tuned'), 2, 'x')} | |",
         f"| time-to-webhook p99 at half the sustained end-to-end rate | {fmt(e['ttw_p99_s'] if e else None, 2, ' s')} | <= 0.6 s |",
         f"| end-to-end facts/s beside a dead endpoint / without it | {fmt(x.get('e2e_dead_vs_clean'), 2, 'x')} | >= 0.80x |",
         f"| time-to-webhook p99 beside a dead endpoint | {fmt(d['ttw_p99_s'] if d else None, 2, ' s')} | <= 2 s |",

@@ -237,6 +237,8 @@ impl Worker {
             ("ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
             ("MEDIA_SIGNING_SECRET", MEDIA_SECRET.to_owned()),
             ("ALLOW_PRIVATE_ENDPOINTS", "true".to_owned()),
+            // Every routine line: tests wait for the lines of the jobs they watch.
+            ("LOG_SAMPLE_EVERY", "1".to_owned()),
             ("E2E_WEBHOOK_SCHEDULE_SECS", TEST_WEBHOOK_SCHEDULE.to_owned()),
             ("E2E_ATTEMPT_TIMEOUT_SECS", TEST_ATTEMPT_TIMEOUT_SECS.to_string()),
             ("E2E_MEDIA_FETCH_TIMEOUT_SECS", TEST_MEDIA_FETCH_TIMEOUT_SECS.to_string()),

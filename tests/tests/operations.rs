@@ -30,6 +30,7 @@ pub const TESTS: &[(&str, TestFn)] = &[
     ("operations::failed_deliveries_page_with_a_cursor", failed_deliveries_page_with_a_cursor),
     ("operations::metrics_are_prometheus_text_and_move", metrics_are_prometheus_text_and_move),
     ("operations::accounts_page_with_their_numbers", accounts_page_with_their_numbers),
+    ("operations::routine_lines_are_sampled_and_refusals_never", routine_lines_are_sampled_and_refusals_never),
 ];
 
 /// Walks `/admin/...` pages of `limit` from the first, until `done` says enough was seen or the
@@ -462,4 +463,58 @@ fn accounts_page_with_their_numbers(w: &Worker) {
     let position = |id: &str| ids.iter().position(|x| *x == id);
     assert!(position(&mine[4].0) < position(&mine[0].0), "{ids:?}");
     assert_eq!(w.call("GET", "/admin/accounts", "wrong", None, &[]).status, 401);
+}
+
+/// `LOG_SAMPLE_EVERY=4`: a stored carrier event's line and its job's line are written for the
+/// events whose row id the sample keeps (the first 8 bytes of its SHA-256, big-endian, a
+/// multiple of 4) and for no other; a refused delivery is logged whatever the sample says.
+fn routine_lines_are_sampled_and_refusals_never(_shared: &Worker) {
+    use sha2::Digest as _;
+    const EVERY: u64 = 4;
+    let w = Worker::start_with(&[("LOG_SAMPLE_EVERY", "4")]);
+    let number = fresh_number();
+    let (account, _) = w.create_account("sampled");
+    w.create_number(&account, &number, &[]);
+    let kept = |id: &str| {
+        let digest = sha2::Sha256::digest(id.as_bytes());
+        u64::from_be_bytes(digest[..8].try_into().expect("eight bytes")) % EVERY == 0
+    };
+    let mut events = Vec::new();
+    for n in 0..40 {
+        let event_id = format!("sampled-{n}-{}", sim::random_hex());
+        let a = w.deliver_telnyx(&inbound(&event_id, &number));
+        assert_eq!(a.status, 200, "{}", a.body);
+        let id = a.json()["id"].as_str().expect("the row's id").to_owned();
+        events.push((event_id, kept(&id), id));
+    }
+    let sampled = events.iter().filter(|e| e.1).count();
+    assert!((1..events.len()).contains(&sampled), "the sample keeps some and drops some: {sampled}");
+    // Every job has ended as planned (a message stored) once every event is processed and the
+    // sampled ones' lines are written.
+    let job_line = |id: &str| w.log_lines(&["\"job\":\"carrier_event\"", &format!("\"id\":\"{id}\"")]);
+    let settled = w.eventually(Duration::from_secs(60), || {
+        events.iter().filter(|e| e.1).all(|e| job_line(&e.2) >= 1)
+            && w.events_sql("SELECT COUNT(*) AS n FROM carrier_events WHERE processed_at IS NULL AND carrier_event_id LIKE 'sampled-%'")
+                [0]["n"]
+                == 0
+    });
+    assert!(settled, "every event processed and the sampled ones' job lines written");
+    for (event_id, kept, id) in &events {
+        let stored = w.log_lines(&["\"request\":\"webhook\"", &format!("\"event_id\":\"{event_id}\"")]);
+        assert_eq!(stored, usize::from(*kept), "{event_id}'s ingest line, kept: {kept}");
+        assert_eq!(job_line(id).min(1), usize::from(*kept), "{id}'s job line, kept: {kept}");
+    }
+    for n in 0..3 {
+        let body = inbound(&format!("refused-{n}"), &number);
+        let a = w.post(
+            "/webhooks/telnyx",
+            &[("telnyx-timestamp", "1"), ("telnyx-signature-ed25519", "AAAA")],
+            body.as_bytes(),
+        );
+        assert!(a.status >= 400, "{}", a.body);
+    }
+    let refusals = w.eventually(Duration::from_secs(15), || {
+        w.log_lines(&["\"request\":\"/webhooks/telnyx\"", "\"outcome\":\"rejected\""]) >= 3
+    });
+    assert!(refusals, "every refusal is logged");
 }

@@ -92,6 +92,9 @@ pub struct Config {
     /// planned (an event applied, a delivery sent or waiting in its line, a no-op). Retries,
     /// failures and dead letters are logged whatever it says.
     pub log_job_outcomes: bool,
+    /// `LOG_SAMPLE_EVERY` (default [`DEFAULT_LOG_SAMPLE_EVERY`]): of the routine lines the two
+    /// switches above turn on, one in this many is written ([`Config::samples`]).
+    pub log_sample_every: u64,
     /// `EVENT_SHARDS`: the database of every virtual shard of the dedupe log; unset, all of
     /// them are in `DB` (docs/scaling.md).
     pub event_shards: Rc<exactly_core::shard::ShardMap>,
@@ -118,6 +121,33 @@ pub const LOG_WEBHOOK_REQUESTS: &str = "LOG_WEBHOOK_REQUESTS";
 /// The switch for the line of each job that ended as planned ([`Config::log_job_outcomes`]):
 /// a fact's processing and delivery write two or three such lines (docs/benchmarks.md).
 pub const LOG_JOB_OUTCOMES: &str = "LOG_JOB_OUTCOMES";
+/// How many routine lines one is written of ([`Config::log_sample_every`]): a line per fact at
+/// each of ingest, processing and delivery costs the runtime more than the rest of the fact's
+/// JavaScript in `wrangler dev` (docs/benchmarks.md), and a sample shows the traffic as well.
+pub const LOG_SAMPLE_EVERY: &str = "LOG_SAMPLE_EVERY";
+pub const DEFAULT_LOG_SAMPLE_EVERY: i64 = 10;
+
+impl Config {
+    /// Whether the routine line keyed by `key` (the carrier event's, the job's or the delivery's
+    /// id) is written: the same key gives the same answer in every isolate, so a sampled
+    /// carrier event's ingest line and its processing line are written together. Errors,
+    /// refusals, retries, failures, dead letters and operator signals are never sampled.
+    pub fn samples(&self, key: &str) -> bool {
+        use sha2::Digest as _;
+        if self.log_sample_every <= 1 {
+            return true;
+        }
+        let digest = sha2::Sha256::digest(key.as_bytes());
+        let head = digest.first_chunk::<8>().copied().unwrap_or_default();
+        u64::from_be_bytes(head) % self.log_sample_every == 0
+    }
+
+    /// Whether a job's line keyed by `key` that ended as planned is written: `LOG_JOB_OUTCOMES`
+    /// on and the key sampled.
+    pub fn logs_routine(&self, key: &str) -> bool {
+        self.log_job_outcomes && self.samples(key)
+    }
+}
 
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -137,6 +167,7 @@ impl fmt::Debug for Config {
             .field("reconcile_message_secs", &self.reconcile_message_secs)
             .field("log_webhook_requests", &self.log_webhook_requests)
             .field("log_job_outcomes", &self.log_job_outcomes)
+            .field("log_sample_every", &self.log_sample_every)
             .field("event_shards", &self.event_shards.bindings())
             .field("account_shards", &self.account_shards)
             .field("operator_webhook", &self.operator_webhook.as_ref().map(|o| &o.url))
@@ -325,6 +356,7 @@ pub fn load(env: &impl Vars) -> Result<Config, EdgeError> {
     let reconcile_message_secs = whole(env, vars::RECONCILE_MESSAGE_SECS, 21600, 1, "seconds")?;
     let log_webhook_requests = flag_or(env, LOG_WEBHOOK_REQUESTS, true)?;
     let log_job_outcomes = flag_or(env, LOG_JOB_OUTCOMES, true)?;
+    let log_sample_every = whole(env, LOG_SAMPLE_EVERY, DEFAULT_LOG_SAMPLE_EVERY, 1, "lines")?.unsigned_abs();
     let event_shards = match value(env, vars::EVENT_SHARDS) {
         None => exactly_core::shard::ShardMap::single(),
         Some(text) => exactly_core::shard::ShardMap::parse(&text).map_err(|e| invalid(vars::EVENT_SHARDS, e))?,
@@ -357,6 +389,7 @@ pub fn load(env: &impl Vars) -> Result<Config, EdgeError> {
         reconcile_message_secs,
         log_webhook_requests,
         log_job_outcomes,
+        log_sample_every,
         event_shards: Rc::new(event_shards),
         account_shards,
         tuning: Rc::new(Tuning::load(env)),
@@ -465,6 +498,7 @@ mod tests {
             .with(vars::RECONCILE_MESSAGE_SECS, "7200")
             .with(LOG_WEBHOOK_REQUESTS, "false")
             .with(LOG_JOB_OUTCOMES, "false")
+            .with(LOG_SAMPLE_EVERY, "1")
             .with(vars::EVENT_SHARDS, "DB=0-511, EVENTS_0=512-1023")
             .with(vars::ACCOUNT_SHARDS, "DB ACCOUNTS_0")
             .with(vars::OPERATOR_WEBHOOK_URL, "https://ops.example.com/signals")
@@ -551,12 +585,28 @@ mod tests {
             (vars::BACKLOG_ALERT_SECS, "0"),
             (vars::RECONCILE_CALL_IDLE_SECS, "-1"),
             (vars::RECONCILE_MESSAGE_SECS, "6h"),
+            (LOG_SAMPLE_EVERY, "0"),
+            (LOG_SAMPLE_EVERY, "one in ten"),
         ] {
             let shown = refused(&everything().with(name, value), name, Some(value));
             assert!(shown.contains("must be a whole number of"), "{shown}");
         }
         let shown = refused(&everything().with(vars::RETENTION_EVENT_DAYS, "2"), vars::RETENTION_EVENT_DAYS, None);
         assert!(shown.contains(&format!("days, at least {MIN_EVENT_RETENTION_DAYS}")), "{shown}");
+    }
+
+    #[test]
+    fn routine_lines_are_sampled_by_key_alike_everywhere() {
+        let every = |n: &str| load(&everything().with(LOG_SAMPLE_EVERY, n)).expect("valid");
+        let (all, tenth) = (every("1"), every("10"));
+        let keys: Vec<String> = (0..10_000).map(|n| format!("ce_{n:016x}")).collect();
+        assert!(keys.iter().all(|k| all.samples(k)), "one in one is every line");
+        let kept: Vec<&String> = keys.iter().filter(|k| tenth.samples(k)).collect();
+        assert!((800..1200).contains(&kept.len()), "about one in ten kept: {}", kept.len());
+        // Another isolate (another load of the same configuration) keeps the same lines.
+        let again = every("10");
+        assert!(kept.iter().all(|k| again.samples(k)));
+        assert_eq!(keys.iter().filter(|k| again.samples(k)).count(), kept.len());
     }
 
     #[test]
@@ -620,6 +670,7 @@ mod tests {
             (120, 3600, 7200)
         );
         assert!(!config.log_webhook_requests && !config.log_job_outcomes);
+        assert_eq!(config.log_sample_every, 1);
         assert_eq!(config.event_shards.bindings(), ["DB", "EVENTS_0"]);
         assert_eq!((config.event_shards.binding(511), config.event_shards.binding(512)), ("DB", "EVENTS_0"));
         assert_eq!(
@@ -657,6 +708,7 @@ mod tests {
             (DEFAULT_BACKLOG_ALERT_SECS, 7200, 21600)
         );
         assert!(config.log_webhook_requests && config.log_job_outcomes);
+        assert_eq!(config.log_sample_every, DEFAULT_LOG_SAMPLE_EVERY.unsigned_abs());
         assert_eq!(config.event_shards.bindings(), ["DB"]);
         assert!(config.account_shards.is_none());
         // A token without its account (or the reverse) verifies webhooks but sends nothing.

@@ -108,7 +108,7 @@ async fn one(
         Job::Recover { id, .. } => ("recover", id.clone()),
         Job::Erase { id, .. } => ("erase", id.clone()),
     };
-    crate::work::outcome::settle(config, message, outcome, |line| {
+    crate::work::outcome::settle(config, message, outcome, &id, |line| {
         line["job"] = serde_json::json!(kind);
         line["id"] = serde_json::json!(id);
         line["latency_ms"] = serde_json::json!(latency_ms);

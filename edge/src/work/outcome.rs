@@ -178,16 +178,17 @@ impl Wait {
 pub const ERROR_RETRY_SECS: u32 = 5;
 
 /// Acknowledges or retries one queue message by how its job ended, and logs one line (for a job
-/// that ended as planned, only with `LOG_JOB_OUTCOMES` on); `tag` adds the job's own fields
-/// (kind, id) to the line.
+/// that ended as planned, only with `LOG_JOB_OUTCOMES` on and when `key`, the job's id, is
+/// sampled: Config::samples); `tag` adds the job's own fields (kind, id) to the line.
 pub fn settle<T>(
     config: &Config,
     message: &worker::Message<T>,
     result: Result<Outcome, EdgeError>,
+    key: &str,
     tag: impl FnOnce(&mut serde_json::Value),
 ) {
     use worker::{MessageExt as _, QueueRetryOptionsBuilder};
-    if matches!(result, Ok(Outcome::Done(done)) if !done.is_failure()) && !config.log_job_outcomes {
+    if matches!(result, Ok(Outcome::Done(done)) if !done.is_failure()) && !config.logs_routine(key) {
         message.ack();
         return;
     }

@@ -146,11 +146,11 @@ async fn consume_one(
     // The account database the job names.
     let account = match AccountDb::named(env, config, job.database.as_deref()) {
         Ok(account) => account,
-        Err(e) => return crate::work::outcome::settle(config, message, Err(e), |line| tag(line, &job)),
+        Err(e) => return crate::work::outcome::settle(config, message, Err(e), key(&job), |line| tag(line, &job)),
     };
     if let Some(endpoint) = &job.wake {
         let result = wake(&account, ctx, shared, endpoint).await.map(Outcome::Done);
-        return crate::work::outcome::settle(config, message, result, |line| tag(line, &job));
+        return crate::work::outcome::settle(config, message, result, key(&job), |line| tag(line, &job));
     }
     match gate_queued(&account, &job.delivery_id).await {
         Ok(Gate::Claimed(claimed)) => {
@@ -159,15 +159,22 @@ async fn consume_one(
             start(ctx, &account, *claimed, shared);
         }
         Ok(Gate::Done(done)) => {
-            crate::work::outcome::settle(config, message, Ok(Outcome::Done(done)), |line| tag(line, &job))
+            crate::work::outcome::settle(config, message, Ok(Outcome::Done(done)), key(&job), |line| tag(line, &job))
         }
-        Ok(Gate::LookAgain) => {
-            crate::work::outcome::settle(config, message, Ok(Outcome::RetryIn(1, Wait::CircuitChanging)), |line| {
-                tag(line, &job)
-            })
-        }
-        Err(e) => crate::work::outcome::settle(config, message, Err(e), |line| tag(line, &job)),
+        Ok(Gate::LookAgain) => crate::work::outcome::settle(
+            config,
+            message,
+            Ok(Outcome::RetryIn(1, Wait::CircuitChanging)),
+            key(&job),
+            |line| tag(line, &job),
+        ),
+        Err(e) => crate::work::outcome::settle(config, message, Err(e), key(&job), |line| tag(line, &job)),
     }
+}
+
+/// What a delivery job's line is sampled by: the endpoint it wakes, or its delivery.
+fn key(job: &DeliveryJob) -> &str {
+    job.wake.as_deref().unwrap_or(&job.delivery_id)
 }
 
 fn tag(line: &mut serde_json::Value, job: &DeliveryJob) {
@@ -181,7 +188,7 @@ fn tag(line: &mut serde_json::Value, job: &DeliveryJob) {
 /// endpoint's line), as [`crate::work::outcome::settle`] logs a message's.
 fn log(config: &Config, delivery_id: &str, result: &Result<Done, EdgeError>) {
     match result {
-        Ok(done) if done.is_failure() || config.log_job_outcomes => {
+        Ok(done) if done.is_failure() || config.logs_routine(delivery_id) => {
             worker::console_log!("{}", serde_json::json!({"delivery": delivery_id, "outcome": done.as_str()}))
         }
         Ok(_) => {}
