@@ -959,6 +959,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The running audit of exactly-once
+         * @description Where the running audit stands in each account database and the violations it found (docs/contract.md, "The running audit"). The cron runs each check over the rows written since its last run, a bounded page at a time; every violation also raises `audit.violation` to the operator's endpoint, once.
+         */
+        get: operations["getAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "message.received": {
@@ -1221,6 +1241,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "audit.violation": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Signal (operator only): the audit found a broken promise
+         * @description Signed per Standard Webhooks v1: `webhook-id` (the event id, the same on every attempt), `webhook-timestamp`, `webhook-signature` (docs/contract.md §6).
+         */
+        post: operations["onAuditViolation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "endpoint.circuit_opened": {
         parameters: {
             query?: never;
@@ -1399,7 +1439,7 @@ export interface components {
             };
         };
         /** @description A customer event: the webhook body itself, as delivered and as `/v1/events` lists it. */
-        Event: components["schemas"]["MessageEvent"] | components["schemas"]["CallEvent"] | components["schemas"]["EndpointTestEvent"] | components["schemas"]["EndpointDisabledEvent"] | components["schemas"]["DeliveryExhaustedEvent"] | components["schemas"]["BacklogHighEvent"] | components["schemas"]["EndpointCircuitOpenedEvent"] | components["schemas"]["EndpointCircuitClosedEvent"] | components["schemas"]["CarrierEventFailedEvent"];
+        Event: components["schemas"]["MessageEvent"] | components["schemas"]["CallEvent"] | components["schemas"]["EndpointTestEvent"] | components["schemas"]["EndpointDisabledEvent"] | components["schemas"]["DeliveryExhaustedEvent"] | components["schemas"]["BacklogHighEvent"] | components["schemas"]["EndpointCircuitOpenedEvent"] | components["schemas"]["EndpointCircuitClosedEvent"] | components["schemas"]["CarrierEventFailedEvent"] | components["schemas"]["AuditViolationEvent"];
         Attempt: {
             attempt?: number;
             /** Format: date-time */
@@ -1477,6 +1517,15 @@ export interface components {
             carrier_event_id: string;
             error: string;
             /** @description A carrier event belongs to no account until it is processed. */
+            account_id: null;
+        };
+        AuditViolation: {
+            /** @enum {string} */
+            check: "charges" | "one_success" | "status_order";
+            database: string;
+            rows: string[];
+            detail: string;
+            /** @description The audit's findings are the operator's; they name rows, not an account. */
             account_id: null;
         };
         /** @description The oldest work of one kind has waited longer than `BACKLOG_ALERT_SECS`: one signal per stuck item. */
@@ -1618,6 +1667,28 @@ export interface components {
             /** @description 1, 2, 3, ... per resource in the order its events were written: keep the highest applied per `data.id` and drop lower ones. */
             sequence: number;
             data: components["schemas"]["CarrierEventFailed"];
+            /**
+             * @description Present on a test send (`POST /v1/webhook_endpoints/{id}/test`): the body is the type's example from `GET /v1/event_types`, not a real fact.
+             * @constant
+             */
+            test?: true;
+        };
+        /** @description The running audit found rows that break a promise (the operator's only). */
+        AuditViolationEvent: {
+            /**
+             * @description The event id: the `webhook-id` of every delivery of it.
+             * @example evt_0a1b2c3d4e5f60718293a4b5c6d7e8f9
+             */
+            id: string;
+            /** @constant */
+            type: "audit.violation";
+            /** Format: date-time */
+            created_at: string;
+            /** @description The account the event belongs to (`acct_operator` on the operator's copy of a signal). */
+            account_id: string;
+            /** @description 1, 2, 3, ... per resource in the order its events were written: keep the highest applied per `data.id` and drop lower ones. */
+            sequence: number;
+            data: components["schemas"]["AuditViolation"];
             /**
              * @description Present on a test send (`POST /v1/webhook_endpoints/{id}/test`): the body is the type's example from `GET /v1/event_types`, not a real fact.
              * @constant
@@ -1881,7 +1952,7 @@ export interface components {
             type: string;
             summary: string;
             description: string;
-            /** @description Whether an endpoint may subscribe to it (`endpoint.test` is sent on request, `carrier_event.failed` to the operator only). */
+            /** @description Whether an endpoint may subscribe to it (`endpoint.test` is sent on request, `carrier_event.failed` and `audit.violation` to the operator only). */
             subscribable: boolean;
             /** @description The JSON Schema (2020-12) of the webhook body, self-contained: the same schema as this document's `webhooks` entry for the type. */
             schema: Record<string, never>;
@@ -2061,6 +2132,47 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             expires_at: string;
+        };
+        AuditCheck: {
+            /**
+             * @description `status_order`: every move of a message's status is one its lattice allows from the status before it, and a move to `sent` has its charge; `charges`: every charge matches the segments, MMS or billed minutes it bills; `one_success`: no delivery succeeded twice.
+             * @enum {string}
+             */
+            check: "charges" | "one_success" | "status_order";
+            /** @description The id of the last row the check read (`message_status_history`, `usage`, `webhook_attempts`). */
+            position: number;
+            /** @description Rows the check has read. */
+            checked: number;
+            /** @description Violations the check has raised. */
+            found: number;
+            /**
+             * Format: date-time
+             * @description When the check last read a row (null: it has found no row yet).
+             */
+            ran_at: string | null;
+        };
+        AuditFinding: {
+            /** @description The `audit.violation` event sent to the operator's endpoint. */
+            event_id: string;
+            /** Format: date-time */
+            created_at: string;
+            /** @enum {string} */
+            check: "charges" | "one_success" | "status_order";
+            /** @description The D1 binding whose rows break the promise. */
+            database: string;
+            /** @description The rows, as `<table>:<id>`. */
+            rows: string[];
+            detail: string;
+        };
+        AuditReport: {
+            /** @description Violations found in every database. */
+            found: number;
+            databases: {
+                database: string;
+                checks: components["schemas"]["AuditCheck"][];
+            }[];
+            /** @description The 50 newest violations, newest first. */
+            violations: components["schemas"]["AuditFinding"][];
         };
     };
     responses: {
@@ -6393,6 +6505,37 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    getAudit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The audit's standing */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditReport"];
+                };
+            };
+            /** @description Missing or invalid admin token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     onMessageReceived: {
         parameters: {
             query?: never;
@@ -6782,6 +6925,35 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["CarrierEventFailedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received: any 2xx within 15 s. Anything else is retried; `410` disables the endpoint. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onAuditViolation: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_...`), the same on every attempt: a receiver keeps the ids it has handled and drops a repeat. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in Unix seconds (fresh on every attempt); a receiver refuses one more than 5 minutes from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}` with the endpoint's secret; during a secret rotation two, space-separated, one per secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AuditViolationEvent"];
             };
         };
         responses: {

@@ -96,6 +96,7 @@ export const recoverEndpoint = (id: string, since: string) =>
 
 // The operator's.
 export const metricsText = () => unwrap(client().GET('/admin/metrics', { parseAs: 'text' }));
+export const getAudit = () => unwrap(client().GET('/admin/audit'));
 export const listCarrierEvents = (query: Query<'/admin/carrier_events', 'get'>) =>
   unwrap(client().GET('/admin/carrier_events', { params: { query: q(query) } }));
 export const retryCarrierEvent = (id: string) => unwrap(client().POST('/admin/carrier_events/{id}/retry', path(id)));

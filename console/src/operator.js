@@ -40,7 +40,29 @@ export function OverviewPage() {
       </li>`)}</ul>
       <p class="muted small">From <code>/admin/metrics</code>: ${overview.data.ingested ?? 0} carrier events ingested in all.</p>` : null}
     <button type="button" onClick=${() => overview.reload(false)}>Refresh</button>
+    <${AuditPanel} />
     <${Charts} />
+  </section>`;
+}
+
+/** The running audit of exactly-once, from `/admin/audit`: what it read, and what it found. */
+function AuditPanel() {
+  const audit = useLoad(() => api.getAudit(), 'audit');
+  const checks = audit.data ? audit.data.databases.flatMap((d) => d.checks.map((c) => ({ ...c, database: d.database }))) : [];
+  const read = checks.reduce((n, c) => n + c.checked, 0);
+  const last = checks.map((c) => c.ran_at).filter(Boolean).sort().pop();
+  return html`<section aria-label="Audit">
+    <h2>Audit of exactly-once</h2>
+    <${ErrorBox} error=${audit.error} />
+    ${audit.loading && !audit.data ? html`<${Loading} what="the audit" />` : null}
+    ${audit.data ? html`
+      <p class="audit-summary">${audit.data.found === 0 ? 'No violation found' : `${audit.data.found} violation(s) found`} in ${read} rows checked${last ? html`, last run <${Time} at=${last} />` : ', not run yet'}.</p>
+      ${audit.data.violations.length ? html`<${Table} label="Audit violations" head=${['Check', 'Rows', 'Detail', 'Database', 'Found']}>
+        ${audit.data.violations.map((v) => html`<tr>
+          <td><${Badge} value=${v.check} /></td><td>${v.rows.map((r) => html`<code>${r}</code> `)}</td>
+          <td class="clip">${v.detail}</td><td>${v.database}</td><td><${Time} at=${v.created_at} /></td>
+        </tr>`)}
+      <//>` : null}` : null}
   </section>`;
 }
 

@@ -76,7 +76,7 @@ const CALL_MISSED: &str = r#"{"id": "call_4e5f60718293a4b5c6d7e8f90a1b2c3d", "di
  "created_at": "2026-12-01T10:00:00Z", "updated_at": "2026-12-01T10:00:41Z"}"#;
 
 /// The catalog, in [`EventType::ALL`]'s order.
-pub const CATALOG: [Entry; 15] = [
+pub const CATALOG: [Entry; 16] = [
     Entry {
         event_type: EventType::MessageReceived,
         summary: "An inbound message arrived",
@@ -178,6 +178,15 @@ pub const CATALOG: [Entry; 15] = [
                       receives it.",
         example: r#"{"carrier_event_id": "cev_8293a4b5c6d7e8f90a1b2c3d4e5f6071",
  "error": "a receipt for a message that was never sent (parked 24 h)", "account_id": null}"#,
+    },
+    Entry {
+        event_type: EventType::AuditViolation,
+        summary: "Signal (operator only): the audit found a broken promise",
+        description: "The running audit found rows that break a promise of the product (a status that went back or \
+                      was applied twice, a charge that does not match what it bills, a delivery that succeeded \
+                      twice); `rows` names them. Once per finding; only the operator's endpoint receives it.",
+        example: r#"{"check": "status_order", "database": "DB", "rows": ["message_status_history:4182"],
+ "detail": "message msg_60718293a4b5c6d7e8f90a1b2c3d4e5f went from delivered to sent", "account_id": null}"#,
     },
     Entry {
         event_type: EventType::EndpointTest,

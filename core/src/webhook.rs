@@ -35,6 +35,9 @@ crate::text_enum! {
         EndpointCircuitClosed = "endpoint.circuit_closed",
         /// A carrier event that failed for good: the operator's only.
         CarrierEventFailed = "carrier_event.failed",
+        /// The running audit found a row that breaks one of the product's promises: the
+        /// operator's only.
+        AuditViolation = "audit.violation",
         /// The event `POST /v1/webhook_endpoints/{id}/test` sends, to that endpoint only.
         EndpointTest = "endpoint.test",
     }

@@ -31,6 +31,7 @@
 //! | erasure | `api::erasures` | `work::erase` | `store::erasures` | `erasure` |
 //! | limit | `api::limits` (rate limits) | - | - | - |
 //! | breaker | - | `work::deliver::gate` | `store::endpoints::circuit` | `breaker` |
+//! | audit | `api::admin::audit` | `work::audit` | `store::audit` | `message` (its lattice) |
 //!
 //! Cloudflare's per-call limits (queries, subrequests, batch sizes) are plumbing: [`quotas`].
 
@@ -112,6 +113,7 @@ pub enum Handler {
     RevokePortalSession,
     Portal,
     MetricsSeries,
+    Audit,
     OpenApi,
     Health,
     Home,
@@ -178,6 +180,7 @@ routes! {
     ("DELETE", "/admin/accounts/{id}/keys/{key_id}") => Handler::AdminRevokeKey,
     ("PATCH", "/admin/accounts/{id}") => Handler::AdminUpdateAccount,
     ("GET", "/admin/metrics/series") => Handler::MetricsSeries,
+    ("GET", "/admin/audit") => Handler::Audit,
     ("GET", "/v1/account") => Handler::GetAccount,
     ("PATCH", "/v1/account") => Handler::UpdateAccount,
     ("POST", "/v1/portal_sessions") => Handler::CreatePortalSession,
@@ -430,6 +433,7 @@ fn access_route<'a>(matched: &Matched<'a>, method: &str) -> exactly_core::access
         | Handler::ListFailedDeliveries
         | Handler::Metrics
         | Handler::MetricsSeries
+        | Handler::Audit
         | Handler::RetryDelivery
         | Handler::AdminListKeys
         | Handler::AdminCreateKey
@@ -511,6 +515,7 @@ async fn dispatch(matched: Matched<'_>, req: Request, ctx: &api::auth::Ctx<'_>) 
         Handler::RevokePortalSession => api::portal::revoke_session(req, ctx, id).await,
         Handler::Portal => api::portal::page(req, ctx, id).await,
         Handler::MetricsSeries => admin::metrics::metrics_series(req, ctx).await,
+        Handler::Audit => admin::audit::get(req, ctx).await,
         Handler::OpenApi => api::openapi::document(),
         Handler::Health => api::health::check(ctx.env).await,
         Handler::Home => api::home::page(),

@@ -93,6 +93,8 @@ pub enum Part {
     Sweep,
     /// A page of a retention step.
     Retain(Step),
+    /// A page of each check of the running audit in an account database (work::audit).
+    Audit,
 }
 
 exactly_core::text_enum! {
@@ -129,6 +131,7 @@ impl Part {
             Part::Log => "log",
             Part::Sweep => "sweep",
             Part::Retain(step) => step.as_str(),
+            Part::Audit => "audit",
         }
     }
 }

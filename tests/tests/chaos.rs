@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use exactly_tests::{fresh_number, lit, Worker, ADMIN_TOKEN, PLIVO_TOKEN, TWILIO_TOKEN};
-use serde_json::json;
+use serde_json::{json, Value};
 use sim::chaos::{Config, Mix, Target};
 
 use crate::TestFn;
@@ -137,6 +137,22 @@ fn five_hundred_facts_misdelivered_change_each_thing_once(_shared: &Worker) {
     // Every delivery the customer received matches its schema and verifies.
     if let Err(problems) = w.audit_deliveries() {
         panic!("customer webhook deliveries that break the contract:\n{problems}");
+    }
+    // The running audit, over every row the run wrote, finds nothing.
+    assert_eq!(w.cron().status, 200);
+    let audit = w.call("GET", "/admin/audit", ADMIN_TOKEN, None, &[]);
+    assert_eq!(audit.status, 200, "{}", audit.body);
+    let audit = audit.json();
+    assert_eq!(audit["found"], 0, "the audit found violations in the chaos run: {audit}");
+    let checks: Vec<Value> = audit["databases"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|d| d["checks"].as_array().cloned().unwrap_or_default())
+        .collect();
+    for name in ["status_order", "charges", "one_success"] {
+        let read: u64 = checks.iter().filter(|c| c["check"] == name).filter_map(|c| c["checked"].as_u64()).sum();
+        assert!(read > 0, "{name} read the run's rows: {audit}");
     }
     w.stop();
 }

@@ -11,6 +11,7 @@ use std::time::Instant;
 use exactly_tests::{sharded, Worker};
 use libtest_mimic::{Arguments, Trial};
 
+mod audit;
 mod calls;
 mod carriers;
 mod chaos;
@@ -121,6 +122,7 @@ const LONGEST: &[&str] = &[
 fn main() {
     let args = Arguments::from_args();
     let mut all: Vec<(&str, TestFn)> = [
+        audit::TESTS,
         ingest::TESTS,
         messaging::TESTS,
         carriers::TESTS,

@@ -210,7 +210,11 @@ fn the_catalog_serves_every_type_and_a_test_send_delivers_its_example(w: &Worker
     let subscribable: Vec<&str> =
         entries.iter().filter(|e| e["subscribable"] == true).filter_map(|e| e["type"].as_str()).collect();
     assert_eq!(subscribable, EVENT_TYPES, "{catalog}");
-    assert_eq!(entries.len(), EVENT_TYPES.len() + 2, "with endpoint.test and the operator's carrier_event.failed");
+    assert_eq!(
+        entries.len(),
+        EVENT_TYPES.len() + 3,
+        "with endpoint.test and the operator's carrier_event.failed and audit.violation"
+    );
     let examples: Vec<String> = entries.iter().map(|e| e["example"].to_string()).collect();
     let texts: Vec<&str> = examples.iter().map(String::as_str).collect();
     let problems: Vec<String> = webhook_schema_problems_with(&texts, Some(&catalog)).into_iter().flatten().collect();
@@ -221,7 +225,7 @@ fn the_catalog_serves_every_type_and_a_test_send_delivers_its_example(w: &Worker
     let secret = secret.first().and_then(|r| r["secret"].as_str()).expect("a secret").to_owned();
     let test =
         |body: Option<Value>| w.call("POST", &format!("/v1/webhook_endpoints/{id}/test"), &c.key, body.as_ref(), &[]);
-    for refused in ["carrier_event.failed", "message.nope"] {
+    for refused in ["carrier_event.failed", "audit.violation", "message.nope"] {
         let a = test(Some(json!({ "event_type": refused })));
         assert_eq!((a.status, a.json()["error"]["field"].as_str()), (422, Some("event_type")), "{refused}: {}", a.body);
     }

@@ -162,8 +162,8 @@ fn cron_with_eight_databases(_shared: &Worker) {
     let parts: u64 = lines.iter().filter(|v| v["cron"] == "tick").filter_map(|v| v["parts"].as_u64()).sum();
     // Per tick: the log's sweep and the sessions' retention in DB, two retention steps in each of
     // the four dedupe databases, and in each of the five account databases (DB among them) its
-    // sweep and three retention steps.
-    assert_eq!(parts, 2 + 2 * 4 + 4 * 5, "{lines:?}");
+    // sweep, its audit and three retention steps.
+    assert_eq!(parts, 2 + 2 * 4 + 5 * 5, "{lines:?}");
     let ended = |database: &str, part: &str| {
         lines.iter().filter(|v| v["database"] == database && v["tick_part"] == part && v["error"].is_null()).count()
     };
@@ -173,7 +173,7 @@ fn cron_with_eight_databases(_shared: &Worker) {
         }
     }
     for database in std::iter::once("DB").chain(accounts) {
-        for part in ["sweep", "attempts", "customer_events", "idempotency_keys"] {
+        for part in ["sweep", "audit", "attempts", "customer_events", "idempotency_keys"] {
             assert_eq!(ended(database, part), 1, "{database} {part}: {lines:?}");
         }
     }

@@ -34,6 +34,9 @@ crate::store::row! {
         pub deliveries_failed: i64,
         /// The earliest next attempt of a pending delivery (Unix ms).
         pub oldest_pending_delivery: Option<Timestamp>,
+        /// Rows the running audit has checked, and the violations it found.
+        pub audit_checked: i64,
+        pub audit_found: i64,
     }
 }
 
@@ -57,6 +60,8 @@ crate::store::row! {
         deliveries_pending: i64,
         deliveries_failed: i64,
         oldest_pending_delivery: Option<Timestamp>,
+        audit_checked: i64,
+        audit_found: i64,
     }
 }
 
@@ -80,7 +85,9 @@ pub async fn figures(env: &worker::Env, config: &Rc<Config>) -> Result<Figures, 
                (SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending') AS deliveries_pending,
                (SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'failed') AS deliveries_failed,
                (SELECT MIN(next_attempt_at) FROM webhook_deliveries WHERE status = 'pending')
-                   AS oldest_pending_delivery",
+                   AS oldest_pending_delivery,
+               (SELECT COALESCE(SUM(checked), 0) FROM audit_checks) AS audit_checked,
+               (SELECT COALESCE(SUM(found), 0) FROM audit_checks) AS audit_found",
             &[],
         )?)
         .await?
@@ -92,6 +99,8 @@ pub async fn figures(env: &worker::Env, config: &Rc<Config>) -> Result<Figures, 
         figures.deliveries_pending += a.deliveries_pending;
         figures.deliveries_failed += a.deliveries_failed;
         figures.oldest_pending_delivery = earliest(figures.oldest_pending_delivery, a.oldest_pending_delivery);
+        figures.audit_checked += a.audit_checked;
+        figures.audit_found += a.audit_found;
     }
     let log = crate::store::carrier_events::Log::open(env, config);
     for binding in log.bindings() {

@@ -24,6 +24,7 @@ use crate::error::EdgeError;
 pub mod access;
 mod account_db;
 pub mod accounts;
+pub mod audit;
 pub mod calls;
 pub mod carrier_events;
 pub mod deliveries;

@@ -1,5 +1,5 @@
 //! Operational signals: `endpoint.disabled`, `delivery.exhausted`, `carrier_event.failed`,
-//! `backlog.high`, `endpoint.circuit_opened`, `endpoint.circuit_closed`.
+//! `backlog.high`, `endpoint.circuit_opened`, `endpoint.circuit_closed`, `audit.violation`.
 //!
 //! A signal is a customer event like every other, written in the batch of the guarded change it
 //! reports and only if that change happened, so it is exactly-once too. `backlog.high` reports
@@ -33,13 +33,14 @@ pub const OPERATOR_ACCOUNT: &str = "acct_operator";
 /// The endpoint of `OPERATOR_WEBHOOK_URL`.
 pub const OPERATOR_ENDPOINT: &str = "ep_operator";
 /// Every signal the operator receives.
-pub const OPERATOR_TYPES: [EventType; 6] = [
+pub const OPERATOR_TYPES: [EventType; 7] = [
     EventType::EndpointDisabled,
     EventType::DeliveryExhausted,
     EventType::CarrierEventFailed,
     EventType::BacklogHigh,
     EventType::EndpointCircuitOpened,
     EventType::EndpointCircuitClosed,
+    EventType::AuditViolation,
 ];
 
 /// One signal: the operator's copy and, when it concerns an account, the account's.
@@ -142,6 +143,31 @@ pub async fn backlog_high(
         ),
     };
     let signal = Signal::new(EventType::BacklogHigh, &format!("backlog:{id}"), account, data, now)?;
+    let results = db::batch(db, signal.statements_once(db, now)?).await?;
+    Ok(if results.first().map(db::changes) == Some(1) { signal.event_ids() } else { Vec::new() })
+}
+
+/// What the running audit found: the check, the rows that break its promise (the first names
+/// the finding) and what is wrong with them.
+#[derive(Debug)]
+pub struct Finding {
+    pub check: &'static str,
+    pub rows: Vec<String>,
+    pub detail: String,
+}
+
+/// Writes `audit.violation` about `finding` in `db` (the database whose rows it names), once:
+/// the check and its first row are the signal's resource, so a later run that reads the same
+/// rows again writes nothing. The operator's alone. Returns the event's id if this call wrote it.
+pub async fn audit_violation(
+    db: &D1Database,
+    finding: &Finding,
+    database: &str,
+    now: Timestamp,
+) -> Result<Vec<String>, EdgeError> {
+    let first = finding.rows.first().map_or("", String::as_str);
+    let data = json!({"check": finding.check, "database": database, "rows": finding.rows, "detail": finding.detail});
+    let signal = Signal::new(EventType::AuditViolation, &format!("audit:{}:{first}", finding.check), None, data, now)?;
     let results = db::batch(db, signal.statements_once(db, now)?).await?;
     Ok(if results.first().map(db::changes) == Some(1) { signal.event_ids() } else { Vec::new() })
 }

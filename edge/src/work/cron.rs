@@ -2,7 +2,7 @@
 //!
 //! The scheduled handler registers the operator's endpoint and enqueues one `jobs` message per
 //! database and part ([`Job::Tick`]): the dedupe log's sweep, each account database's sweep and
-//! reconciliation, and each retention step of each database. Each part runs in an invocation of
+//! reconciliation, each account database's audit, and each retention step of each database. Each part runs in an invocation of
 //! its own, so no invocation touches every database nor makes more statements than one
 //! database's part needs; a database whose carrier hangs holds up only its own reconciliation;
 //! and a retention step whose page was full goes on at once with its next page, up to
@@ -34,6 +34,7 @@ pub async fn tick(env: &Env, config: &Config) -> Result<usize, EdgeError> {
     }
     for binding in routes::databases(env, config) {
         parts.push(Job::tick(Part::Sweep, &binding));
+        parts.push(Job::tick(Part::Audit, &binding));
         parts.extend(Step::ACCOUNTS.iter().map(|step| Job::tick(Part::Retain(*step), &binding)));
     }
     let count = parts.len();
@@ -59,6 +60,7 @@ pub async fn run(env: &Env, config: &Rc<Config>, part: Part, database: &str, rou
         }),
         Part::Sweep => sweep_and_reconcile(env, config, database).await,
         Part::Retain(step) => retain(env, config, step, database, round).await,
+        Part::Audit => audit(env, config, database, round).await,
     };
     match done {
         Ok(changed) => Ok(Outcome::applied(changed)),
@@ -91,6 +93,22 @@ async fn sweep_and_reconcile(env: &Env, config: &Rc<Config>, database: &str) -> 
     );
     let swept = report.events + report.dispatches + report.deliveries + report.media + report.backlog_signals;
     Ok(swept + reconciled.learned > 0)
+}
+
+/// One page of each check of the audit; the next pages are enqueued at once when a page was full.
+async fn audit(env: &Env, config: &Rc<Config>, database: &str, round: u32) -> Result<bool, EdgeError> {
+    let account = crate::store::AccountDb::new(env, config, database)?;
+    let report = crate::work::audit::run(&account, database).await?;
+    let next = report.more && round + 1 < MAX_ROUNDS;
+    if next {
+        queues::enqueue(env, Job::Tick { part: Part::Audit, database: database.to_owned(), round: round + 1 }).await?;
+    }
+    worker::console_log!(
+        "{}",
+        serde_json::json!({"cron": "audit", "tick_part": Part::Audit.as_str(), "database": database,
+            "checked": report.checked, "found": report.found, "round": round, "next": next})
+    );
+    Ok(report.found > 0)
 }
 
 /// One page of a retention step; its next page is enqueued at once when this one was full.

@@ -1,4 +1,5 @@
 //! The work wing: queue consumers and the cron.
+pub mod audit;
 pub mod calls;
 pub mod cron;
 pub mod deliver;

@@ -70,6 +70,18 @@ pub async fn metrics(req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError>
         &[("", age(f.oldest_pending_delivery))],
     );
     metric(
+        "exactly_audit_rows_checked_total",
+        "counter",
+        "Rows the running audit has checked against the product's promises.",
+        &[("", count(f.audit_checked))],
+    );
+    metric(
+        "exactly_audit_violations_total",
+        "counter",
+        "Violations the running audit has found (each also raised audit.violation).",
+        &[("", count(f.audit_found))],
+    );
+    metric(
         "exactly_isolate_wasm_memory_bytes",
         "gauge",
         "Linear memory of the wasm instance of the isolate that answered; it never shrinks, so steady growth under steady load is a leak.",

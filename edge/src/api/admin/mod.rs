@@ -3,6 +3,7 @@
 use exactly_core::Timestamp;
 
 pub mod accounts;
+pub mod audit;
 pub mod carrier_events;
 pub mod deliveries;
 pub mod metrics;

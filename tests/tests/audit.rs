@@ -1,0 +1,133 @@
+//! The running audit (docs/contract.md, "The running audit"): violations planted beneath the
+//! API, one of each check's kind, are each reported once, to `GET /admin/audit`, the metrics and
+//! the operator's endpoint, and a later tick that reads the same rows reports nothing more. The
+//! chaos run's worker reports none (chaos.rs).
+
+use std::time::Duration;
+
+use exactly_tests::{lit, Worker, ADMIN_TOKEN, OPERATOR_PATH};
+use serde_json::Value;
+
+use crate::TestFn;
+
+pub const TESTS: &[(&str, TestFn)] =
+    &[("audit::planted_violations_are_each_reported_once", planted_violations_are_each_reported_once)];
+
+fn audit(w: &Worker) -> Value {
+    let a = w.call("GET", "/admin/audit", ADMIN_TOKEN, None, &[]);
+    assert_eq!(a.status, 200, "{}", a.body);
+    a.json()
+}
+
+fn checked(report: &Value) -> u64 {
+    let databases = report["databases"].as_array().cloned().unwrap_or_default();
+    let checks = databases.iter().flat_map(|d| d["checks"].as_array().cloned().unwrap_or_default());
+    checks.map(|c| c["checked"].as_u64().unwrap_or(0)).sum()
+}
+
+/// The `audit.violation` bodies the operator's endpoint received, by event id.
+fn signals(w: &Worker) -> std::collections::BTreeMap<String, Value> {
+    w.customer
+        .received(OPERATOR_PATH)
+        .iter()
+        .filter_map(|r| serde_json::from_str::<Value>(&r.body).ok())
+        .filter(|v| v["type"] == "audit.violation")
+        .map(|v| (v["id"].as_str().unwrap_or_default().to_owned(), v))
+        .collect()
+}
+
+fn planted_violations_are_each_reported_once(_shared: &Worker) {
+    let mut w = Worker::start();
+    let c = w.new_customer("audited");
+    let (endpoint, _) = w.endpoint_at(&c, "/audited", &["message.received"]);
+    let event_id = format!("audited-{}", sim::random_hex());
+    let body = exactly_tests::telnyx_inbound(&event_id, &format!("msg-{event_id}"), &c.number, "audited");
+    assert_eq!(w.deliver_telnyx(&body).status, 200);
+    let delivered = w.eventually(Duration::from_secs(30), || {
+        w.sql_for(
+            &c.account,
+            &format!(
+                "SELECT COUNT(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+             WHERE d.endpoint_id = {} AND a.status_code = 200",
+                lit(&endpoint)
+            ),
+        )[0]["n"]
+            == 1
+    });
+    assert!(delivered, "the inbound message was delivered once");
+    // What the product wrote keeps every promise.
+    assert_eq!(w.cron().status, 200);
+    let clean = audit(&w);
+    assert_eq!(clean["found"], 0, "{clean}");
+    assert!(checked(&clean) >= 1, "the delivery's attempt was checked: {clean}");
+    assert!(signals(&w).is_empty());
+
+    // Planted beneath the API: a message status that goes back, a charge for a message never
+    // sent, and a second success of the delivery.
+    let message = w.sql_for(
+        &c.account,
+        &format!("SELECT id FROM messages WHERE carrier_message_id = {}", lit(&format!("msg-{event_id}"))),
+    );
+    let message = message[0]["id"].as_str().expect("the inbound message").to_owned();
+    let delivery =
+        w.sql_for(&c.account, &format!("SELECT id FROM webhook_deliveries WHERE endpoint_id = {}", lit(&endpoint)));
+    let delivery = delivery[0]["id"].as_str().expect("the delivery").to_owned();
+    let at = sim::unix_millis();
+    let m = lit(&message);
+    w.sql_for(&c.account, &format!(
+        "INSERT INTO message_status_history (message_id, status, created_at) VALUES ({m}, 'delivered', {at}), ({m}, 'sent', {at})"
+    ));
+    w.sql_for(&c.account, &format!(
+        "INSERT INTO usage (account_id, kind, quantity, resource_id, created_at) VALUES ({}, 'sms_segments', 3, {m}, {at})",
+        lit(&c.account)
+    ));
+    w.sql_for(
+        &c.account,
+        &format!(
+        "INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, webhook_timestamp, status_code, latency_ms)
+         VALUES ({}, 2, {at}, {}, 200, 5)", lit(&delivery), at / 1000
+    ),
+    );
+    let row = |table: &str, filter: &str| {
+        let id = w.sql_for(&c.account, &format!("SELECT MAX(id) AS id FROM {table} WHERE {filter}"));
+        format!("{table}:{}", id[0]["id"].as_i64().expect("a planted row"))
+    };
+    let planted = [
+        ("status_order", row("message_status_history", &format!("message_id = {m} AND status = 'sent'"))),
+        ("charges", row("usage", &format!("resource_id = {m}"))),
+        ("one_success", row("webhook_attempts", &format!("delivery_id = {}", lit(&delivery)))),
+    ];
+
+    assert_eq!(w.cron().status, 200);
+    let found = audit(&w);
+    assert_eq!(found["found"], 3, "{found}");
+    let violations = found["violations"].as_array().cloned().unwrap_or_default();
+    for (check, row) in &planted {
+        let named: Vec<&Value> =
+            violations.iter().filter(|v| v["check"] == *check && v["rows"][0] == row.as_str()).collect();
+        assert_eq!(named.len(), 1, "{check} names {row} once: {found}");
+        assert!(named[0]["detail"].as_str().is_some_and(|d| !d.is_empty()), "{found}");
+    }
+    assert_eq!(violations.len(), 3, "nothing else was found: {found}");
+    let told = w.eventually(Duration::from_secs(30), || signals(&w).len() == 3);
+    assert!(told, "each violation reached the operator: {:?}", signals(&w));
+    for (check, row) in &planted {
+        let about = signals(&w)
+            .into_values()
+            .filter(|v| v["data"]["check"] == *check && v["data"]["rows"][0] == row.as_str())
+            .count();
+        assert_eq!(about, 1, "one signal about {row}");
+    }
+    let metrics = w.call("GET", "/admin/metrics", ADMIN_TOKEN, None, &[]);
+    assert!(metrics.body.lines().any(|l| l == "exactly_audit_violations_total 3"), "{}", metrics.body);
+
+    // Another tick reads past them: nothing is found or raised again, even with a check moved
+    // back to read the same rows once more.
+    w.sql_for(&c.account, "UPDATE audit_checks SET position = 0 WHERE name = 'status_order'");
+    assert_eq!(w.cron().status, 200);
+    let again = audit(&w);
+    assert_eq!(again["found"], 3, "{again}");
+    let written = w.sql_for(&c.account, "SELECT COUNT(*) AS n FROM outbound_events WHERE type = 'audit.violation'");
+    assert_eq!(written[0]["n"], 3, "one signal per violation");
+    w.stop();
+}
