@@ -1521,7 +1521,7 @@ export interface components {
         };
         AuditViolation: {
             /** @enum {string} */
-            check: "charges" | "one_success" | "status_order";
+            check: "charges" | "deliveries" | "one_success" | "status_order";
             database: string;
             rows: string[];
             detail: string;
@@ -2135,19 +2135,19 @@ export interface components {
         };
         AuditCheck: {
             /**
-             * @description `status_order`: every move of a message's status is one its lattice allows from the status before it, and a move to `sent` has its charge; `charges`: every charge matches the segments, MMS or billed minutes it bills; `one_success`: no delivery succeeded twice.
+             * @description `status_order`: every move of a message's status is one its lattice allows from the status before it, its first move one only an outbound message makes, and a move to `sent` has its charge; `charges`: every charge matches the segments, MMS or billed minutes it bills, of a message or call that exists; `one_success`: no delivery succeeded twice; `deliveries`: every customer event has its first delivery to each endpoint subscribed to its type since before it was written.
              * @enum {string}
              */
-            check: "charges" | "one_success" | "status_order";
-            /** @description The id of the last row the check read (`message_status_history`, `usage`, `webhook_attempts`). */
+            check: "charges" | "deliveries" | "one_success" | "status_order";
+            /** @description The id of the last row the check read (`message_status_history`, `usage`, `webhook_attempts`; for `deliveries`, the rowid of `outbound_events`). */
             position: number;
             /** @description Rows the check has read. */
             checked: number;
-            /** @description Violations the check has raised. */
+            /** @description Violations the check has found, each counted once. */
             found: number;
             /**
              * Format: date-time
-             * @description When the check last read a row (null: it has found no row yet).
+             * @description When the check last read a row (null: it has read none yet).
              */
             ran_at: string | null;
         };
@@ -2157,10 +2157,10 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             /** @enum {string} */
-            check: "charges" | "one_success" | "status_order";
+            check: "charges" | "deliveries" | "one_success" | "status_order";
             /** @description The D1 binding whose rows break the promise. */
             database: string;
-            /** @description The rows, as `<table>:<id>`. */
+            /** @description The rows, as `<table>:<id>`: the row that breaks the promise, then the row it is held against. */
             rows: string[];
             detail: string;
         };

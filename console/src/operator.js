@@ -56,7 +56,7 @@ function AuditPanel() {
     <${ErrorBox} error=${audit.error} />
     ${audit.loading && !audit.data ? html`<${Loading} what="the audit" />` : null}
     ${audit.data ? html`
-      <p class="audit-summary">${audit.data.found === 0 ? 'No violation found' : `${audit.data.found} violation(s) found`} in ${read} rows checked${last ? html`, last run <${Time} at=${last} />` : ', not run yet'}.</p>
+      <p class="audit-summary">${audit.data.found === 0 ? 'No violation found' : `${audit.data.found} violation(s) found`} in ${read} rows checked${last ? html`, last read <${Time} at=${last} />` : ', nothing read yet'}.</p>
       ${audit.data.violations.length ? html`<${Table} label="Audit violations" head=${['Check', 'Rows', 'Detail', 'Database', 'Found']}>
         ${audit.data.violations.map((v) => html`<tr>
           <td><${Badge} value=${v.check} /></td><td>${v.rows.map((r) => html`<code>${r}</code> `)}</td>

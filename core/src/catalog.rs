@@ -184,7 +184,7 @@ pub const CATALOG: [Entry; 16] = [
         summary: "Signal (operator only): the audit found a broken promise",
         description: "The running audit found rows that break a promise of the product (a status that went back or \
                       was applied twice, a charge that does not match what it bills, a delivery that succeeded \
-                      twice); `rows` names them. Once per finding; only the operator's endpoint receives it.",
+                      twice, an event without its delivery to a subscribed endpoint); `rows` names them. Once per finding; only the operator's endpoint receives it.",
         example: r#"{"check": "status_order", "database": "DB", "rows": ["message_status_history:4182"],
  "detail": "message msg_60718293a4b5c6d7e8f90a1b2c3d4e5f went from delivered to sent", "account_id": null}"#,
     },

@@ -1,5 +1,5 @@
 //! The running audit (docs/contract.md, "The running audit"): violations planted beneath the
-//! API, one of each check's kind, are each reported once, to `GET /admin/audit`, the metrics and
+//! API, one of each of the four checks' kind, are each reported once, to `GET /admin/audit`, the metrics and
 //! the operator's endpoint, and a later tick that reads the same rows reports nothing more. The
 //! chaos run's worker reports none (chaos.rs).
 
@@ -62,45 +62,54 @@ fn planted_violations_are_each_reported_once(_shared: &Worker) {
     assert!(checked(&clean) >= 1, "the delivery's attempt was checked: {clean}");
     assert!(signals(&w).is_empty());
 
-    // Planted beneath the API: a message status that goes back, a charge for a message never
-    // sent, and a second success of the delivery.
-    let message = w.sql_for(
-        &c.account,
-        &format!("SELECT id FROM messages WHERE carrier_message_id = {}", lit(&format!("msg-{event_id}"))),
-    );
+    // Planted beneath the API: a move of the inbound message (it has none), a charge for it (it
+    // was never sent), a second success of the delivery, and an event of the endpoint's type,
+    // written two minutes after the endpoint, without its delivery.
+    let sql = |q: String| w.sql_for(&c.account, &q);
+    let message =
+        sql(format!("SELECT id FROM messages WHERE carrier_message_id = {}", lit(&format!("msg-{event_id}"))));
     let message = message[0]["id"].as_str().expect("the inbound message").to_owned();
-    let delivery =
-        w.sql_for(&c.account, &format!("SELECT id FROM webhook_deliveries WHERE endpoint_id = {}", lit(&endpoint)));
+    let delivery = sql(format!("SELECT id FROM webhook_deliveries WHERE endpoint_id = {}", lit(&endpoint)));
     let delivery = delivery[0]["id"].as_str().expect("the delivery").to_owned();
-    let at = sim::unix_millis();
-    let m = lit(&message);
-    w.sql_for(&c.account, &format!(
-        "INSERT INTO message_status_history (message_id, status, created_at) VALUES ({m}, 'delivered', {at}), ({m}, 'sent', {at})"
+    let (at, m, d, account) = (sim::unix_millis(), lit(&message), lit(&delivery), lit(&c.account));
+    sql(format!("INSERT INTO message_status_history (message_id, status, created_at) VALUES ({m}, 'sent', {at})"));
+    sql(format!(
+        "INSERT INTO usage (account_id, kind, quantity, resource_id, created_at)
+         VALUES ({account}, 'sms_segments', 3, {m}, {at})"
     ));
-    w.sql_for(&c.account, &format!(
-        "INSERT INTO usage (account_id, kind, quantity, resource_id, created_at) VALUES ({}, 'sms_segments', 3, {m}, {at})",
-        lit(&c.account)
-    ));
-    w.sql_for(
-        &c.account,
-        &format!(
+    sql(format!(
         "INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, webhook_timestamp, status_code, latency_ms)
-         VALUES ({}, 2, {at}, {}, 200, 5)", lit(&delivery), at / 1000
-    ),
-    );
-    let row = |table: &str, filter: &str| {
-        let id = w.sql_for(&c.account, &format!("SELECT MAX(id) AS id FROM {table} WHERE {filter}"));
+         VALUES ({d}, 2, {at}, {}, 200, 5)",
+        at / 1000
+    ));
+    // (An attempt that got no answer at all, as a timeout records it, is read past.)
+    sql(format!(
+        "INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, webhook_timestamp, status_code, latency_ms, error)
+         VALUES ({d}, 3, {at}, {}, NULL, 10000, 'timed out')",
+        at / 1000
+    ));
+    sql(format!("UPDATE webhook_endpoints SET created_at = created_at - 120000 WHERE id = {}", lit(&endpoint)));
+    let lost = format!("evt_{}", sim::random_hex());
+    sql(format!(
+        "INSERT INTO outbound_events (id, account_id, type, resource_id, payload, sequence, created_at)
+         VALUES ({}, {account}, 'message.received', {}, '{{}}', 1, {at})",
+        lit(&lost),
+        lit(&format!("audited-{lost}"))
+    ));
+    let row = |table: &str, filter: String| {
+        let id = sql(format!("SELECT MAX(id) AS id FROM {table} WHERE {filter}"));
         format!("{table}:{}", id[0]["id"].as_i64().expect("a planted row"))
     };
     let planted = [
-        ("status_order", row("message_status_history", &format!("message_id = {m} AND status = 'sent'"))),
-        ("charges", row("usage", &format!("resource_id = {m}"))),
-        ("one_success", row("webhook_attempts", &format!("delivery_id = {}", lit(&delivery)))),
+        ("status_order", row("message_status_history", format!("message_id = {m} AND status = 'sent'"))),
+        ("charges", row("usage", format!("resource_id = {m}"))),
+        ("one_success", row("webhook_attempts", format!("delivery_id = {d} AND status_code = 200"))),
+        ("deliveries", format!("outbound_events:{lost}")),
     ];
 
     assert_eq!(w.cron().status, 200);
     let found = audit(&w);
-    assert_eq!(found["found"], 3, "{found}");
+    assert_eq!(found["found"], 4, "{found}");
     let violations = found["violations"].as_array().cloned().unwrap_or_default();
     for (check, row) in &planted {
         let named: Vec<&Value> =
@@ -108,8 +117,10 @@ fn planted_violations_are_each_reported_once(_shared: &Worker) {
         assert_eq!(named.len(), 1, "{check} names {row} once: {found}");
         assert!(named[0]["detail"].as_str().is_some_and(|d| !d.is_empty()), "{found}");
     }
-    assert_eq!(violations.len(), 3, "nothing else was found: {found}");
-    let told = w.eventually(Duration::from_secs(30), || signals(&w).len() == 3);
+    assert_eq!(violations.len(), 4, "nothing else was found: {found}");
+    let missing = violations.iter().find(|v| v["check"] == "deliveries").map(|v| v["rows"][1].clone());
+    assert_eq!(missing, Some(Value::from(format!("webhook_endpoints:{endpoint}"))), "{found}");
+    let told = w.eventually(Duration::from_secs(30), || signals(&w).len() == 4);
     assert!(told, "each violation reached the operator: {:?}", signals(&w));
     for (check, row) in &planted {
         let about = signals(&w)
@@ -119,15 +130,15 @@ fn planted_violations_are_each_reported_once(_shared: &Worker) {
         assert_eq!(about, 1, "one signal about {row}");
     }
     let metrics = w.call("GET", "/admin/metrics", ADMIN_TOKEN, None, &[]);
-    assert!(metrics.body.lines().any(|l| l == "exactly_audit_violations_total 3"), "{}", metrics.body);
+    assert!(metrics.body.lines().any(|l| l == "exactly_audit_violations_total 4"), "{}", metrics.body);
 
     // Another tick reads past them: nothing is found or raised again, even with a check moved
     // back to read the same rows once more.
-    w.sql_for(&c.account, "UPDATE audit_checks SET position = 0 WHERE name = 'status_order'");
+    sql("UPDATE audit_checks SET position = 0 WHERE name = 'status_order'".to_owned());
     assert_eq!(w.cron().status, 200);
     let again = audit(&w);
-    assert_eq!(again["found"], 3, "{again}");
-    let written = w.sql_for(&c.account, "SELECT COUNT(*) AS n FROM outbound_events WHERE type = 'audit.violation'");
-    assert_eq!(written[0]["n"], 3, "one signal per violation");
+    assert_eq!(again["found"], 4, "{again}");
+    let written = sql("SELECT COUNT(*) AS n FROM outbound_events WHERE type = 'audit.violation'".to_owned());
+    assert_eq!(written[0]["n"], 4, "one signal per violation");
     w.stop();
 }

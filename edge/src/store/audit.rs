@@ -1,10 +1,11 @@
 //! The running audit's reads and its place in each check's rows (docs/contract.md, "The running
 //! audit"). Every read is one page of rows after the check's position, by an ever-growing id
-//! (an `AUTOINCREMENT` key), with what the check compares each row against read beside it
-//! through an index; the decisions are [`crate::work::audit`]'s.
+//! (an `AUTOINCREMENT` key; the customer events' rowid, which [`rewind_if_emptied`] keeps
+//! honest), with what the check compares each row against read beside it through an index; the
+//! decisions are [`crate::work::audit`]'s.
 
 use exactly_core::Timestamp;
-use worker::D1Database;
+use worker::{D1Database, D1PreparedStatement};
 
 use crate::error::EdgeError;
 use crate::store as db;
@@ -13,21 +14,23 @@ use crate::store as db;
 pub const PAGE: i64 = 200;
 
 crate::store::row! {
-    /// A status a message moved to, with the status it had before (its previous history row)
-    /// and, for a move to `sent`, how many charges the message has.
+    /// A status a message moved to, with its previous history row (its id and status), whether
+    /// the message is inbound, and, for a move to `sent`, how many charges the message has.
     #[derive(Debug)]
     pub struct Moved {
         pub id: i64,
         pub message_id: String,
         pub status: String,
+        pub previous_id: Option<i64>,
         pub previous: Option<String>,
+        pub inbound: bool,
         pub charges: i64,
     }
 }
 
 crate::store::row! {
-    /// A charge of the ledger with what it bills: the message's segments, media and send, or the
-    /// call's billed minutes (`NULL` where the resource is gone, as after an erasure).
+    /// A charge of the ledger with what it bills: the message's segments and send, or the call's
+    /// billed minutes (`NULL`, and not found, where the resource is missing).
     #[derive(Debug)]
     pub struct Charge {
         pub id: i64,
@@ -43,15 +46,33 @@ crate::store::row! {
 }
 
 crate::store::row! {
-    /// A successful attempt, with the attempt number of an earlier success of the same delivery.
+    /// An attempt, whether it succeeded (2xx), and for a success the id of the first success of
+    /// the same delivery recorded before it.
     #[derive(Debug)]
-    pub struct Success {
+    pub struct Attempt {
         pub id: i64,
         pub delivery_id: String,
-        pub attempt: i64,
+        pub succeeded: bool,
         pub earlier: Option<i64>,
     }
 }
+
+crate::store::row! {
+    /// A customer event, with the first endpoint subscribed to its type since well before it was
+    /// written ([`SUBSCRIBED_BEFORE_MILLIS`]) that has no first delivery of it.
+    #[derive(Debug)]
+    pub struct Written {
+        pub id: i64,
+        pub event_id: String,
+        pub event_type: String,
+        pub missing: Option<String>,
+    }
+}
+
+/// How long before an event an endpoint must have existed, subscribed to its type, for the event
+/// to be owed a delivery to it: the event's time is taken before its batch runs, so an endpoint
+/// written a moment before that time may still have been written after the batch.
+pub const SUBSCRIBED_BEFORE_MILLIS: i64 = 60_000;
 
 crate::store::row! {
     /// Where a check stands.
@@ -74,14 +95,17 @@ pub async fn standings(db: &D1Database) -> Result<Vec<Standing>, EdgeError> {
 pub async fn moves(db: &D1Database, position: i64) -> Result<Vec<Moved>, EdgeError> {
     db::all(db::stmt(
         db,
-        "SELECT h.id, h.message_id, h.status,
-                (SELECT p.status FROM message_status_history p
-                 WHERE p.message_id = h.message_id AND p.id < h.id ORDER BY p.id DESC LIMIT 1) AS previous,
+        "SELECT h.id, h.message_id, h.status, p.id AS previous_id, p.status AS previous,
+                COALESCE((SELECT m.direction = 'inbound' FROM messages m WHERE m.id = h.message_id), 0) AS inbound,
                 CASE WHEN h.status = 'sent'
                      THEN (SELECT COUNT(*) FROM usage u
                            WHERE u.kind IN ('sms_segments', 'mms') AND u.resource_id = h.message_id)
                      ELSE 0 END AS charges
-         FROM message_status_history h WHERE h.id > ?1 ORDER BY h.id LIMIT ?2",
+         FROM message_status_history h
+         LEFT JOIN message_status_history p ON p.id = (
+             SELECT q.id FROM message_status_history q
+             WHERE q.message_id = h.message_id AND q.id < h.id ORDER BY q.id DESC LIMIT 1)
+         WHERE h.id > ?1 ORDER BY h.id LIMIT ?2",
         &[db::int(position), db::int(PAGE)],
     )?)
     .await
@@ -102,37 +126,77 @@ pub async fn charges(db: &D1Database, position: i64) -> Result<Vec<Charge>, Edge
     .await
 }
 
-/// The page of successful attempts after `position`.
-pub async fn successes(db: &D1Database, position: i64) -> Result<Vec<Success>, EdgeError> {
+/// The page of attempts after `position`, every attempt read so the position moves past
+/// failures too.
+pub async fn attempts(db: &D1Database, position: i64) -> Result<Vec<Attempt>, EdgeError> {
     db::all(db::stmt(
         db,
-        "SELECT a.id, a.delivery_id, a.attempt,
-                (SELECT MIN(o.attempt) FROM webhook_attempts o
-                 WHERE o.delivery_id = a.delivery_id AND o.attempt < a.attempt
-                   AND o.status_code BETWEEN 200 AND 299) AS earlier
-         FROM webhook_attempts a
-         WHERE a.id > ?1 AND a.status_code BETWEEN 200 AND 299 ORDER BY a.id LIMIT ?2",
+        "SELECT a.id, a.delivery_id, COALESCE(a.status_code BETWEEN 200 AND 299, 0) AS succeeded,
+                CASE WHEN a.status_code BETWEEN 200 AND 299 THEN
+                    (SELECT MIN(o.id) FROM webhook_attempts o
+                     WHERE o.delivery_id = a.delivery_id AND o.id < a.id AND o.status_code BETWEEN 200 AND 299)
+                END AS earlier
+         FROM webhook_attempts a WHERE a.id > ?1 ORDER BY a.id LIMIT ?2",
         &[db::int(position), db::int(PAGE)],
     )?)
     .await
 }
 
-/// Moves check `name` from `from` to `to`, counting `checked` rows and `found` findings; `false`
-/// when another run moved it first (the rows were checked twice; their findings are raised once).
+/// The page of customer events after `position` (their rowids), test sends left out (each goes
+/// to the one endpoint it was sent to). The endpoints are the account's (an index), each
+/// account's are bounded, and the delivery is looked up by the first deliveries' unique index.
+pub async fn written(db: &D1Database, position: i64) -> Result<Vec<Written>, EdgeError> {
+    db::all(db::stmt(
+        db,
+        "SELECT o.rowid AS id, o.id AS event_id, o.type AS event_type,
+                (SELECT e.id FROM webhook_endpoints e
+                 WHERE e.account_id = o.account_id
+                   AND e.created_at < o.created_at - ?3 AND e.types_at < o.created_at - ?3
+                   AND EXISTS (SELECT 1 FROM json_each(e.event_types) WHERE value = o.type)
+                   AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
+                                   WHERE d.event_id = o.id AND d.endpoint_id = e.id AND d.kind = 'initial')
+                 ORDER BY e.id LIMIT 1) AS missing
+         FROM outbound_events o WHERE o.rowid > ?1 AND o.test = 0 ORDER BY o.rowid LIMIT ?2",
+        &[db::int(position), db::int(PAGE), db::int(SUBSCRIBED_BEFORE_MILLIS)],
+    )?)
+    .await
+}
+
+/// Puts check `name` back to the start when its table's rowids restarted below its position:
+/// customer events have no `AUTOINCREMENT` key, and once retention has emptied the table the
+/// next one is numbered from 1 again.
+pub async fn rewind_if_emptied(db: &D1Database, name: &str, position: i64) -> Result<(), EdgeError> {
+    db::run(db::stmt(
+        db,
+        "UPDATE audit_checks SET position = 0
+         WHERE name = ?1 AND position = ?2 AND (SELECT COALESCE(MAX(rowid), 0) FROM outbound_events) < ?2",
+        &[db::text(name), db::int(position)],
+    )?)
+    .await
+    .map(|_| ())
+}
+
+/// Counts one finding of check `name`, only if the statement before it in the batch (the
+/// finding's signal, written once) changed a row.
+pub fn counted(db: &D1Database, name: &str) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(db, "UPDATE audit_checks SET found = found + 1 WHERE name = ?1 AND changes() = 1", &[db::text(name)])
+}
+
+/// Moves check `name` from `from` to `to`, counting `checked` rows; `false` when another run
+/// moved it first (the rows were checked twice; their findings are raised and counted once).
 pub async fn advance(
     db: &D1Database,
     name: &str,
     from: i64,
     to: i64,
     checked: usize,
-    found: usize,
     now: Timestamp,
 ) -> Result<bool, EdgeError> {
     let moved = db::run(db::stmt(
         db,
-        "UPDATE audit_checks SET position = ?3, checked = checked + ?4, found = found + ?5, ran_at = ?6
+        "UPDATE audit_checks SET position = ?3, checked = checked + ?4, ran_at = ?5
          WHERE name = ?1 AND position = ?2",
-        &[db::text(name), db::int(from), db::int(to), db::int(checked as i64), db::int(found as i64), db::time(now)],
+        &[db::text(name), db::int(from), db::int(to), db::int(checked as i64), db::time(now)],
     )?)
     .await?;
     Ok(moved == 1)
@@ -148,14 +212,13 @@ crate::store::row! {
     }
 }
 
-/// The `limit` newest `audit.violation` events of this database (through the outbox's unique
-/// `(resource_id, type)`: only the audit's own resources are read).
+/// The `limit` newest `audit.violation` events of this database, through their own partial
+/// index.
 pub async fn violations(db: &D1Database, limit: i64) -> Result<Vec<Violation>, EdgeError> {
     db::all(db::stmt(
         db,
         "SELECT id, payload, created_at FROM outbound_events
-         WHERE resource_id >= 'op:audit:' AND resource_id < 'op:audit;' AND type = 'audit.violation'
-         ORDER BY created_at DESC, id DESC LIMIT ?1",
+         WHERE type = 'audit.violation' ORDER BY created_at DESC, id DESC LIMIT ?1",
         &[db::int(limit)],
     )?)
     .await

@@ -168,6 +168,9 @@ pub async fn audit_violation(
     let first = finding.rows.first().map_or("", String::as_str);
     let data = json!({"check": finding.check, "database": database, "rows": finding.rows, "detail": finding.detail});
     let signal = Signal::new(EventType::AuditViolation, &format!("audit:{}:{first}", finding.check), None, data, now)?;
-    let results = db::batch(db, signal.statements_once(db, now)?).await?;
+    // The operator's copy alone: its insert, then (counted only if it wrote) its fan-out.
+    let mut statements = signal.statements_once(db, now)?;
+    statements.insert(1, crate::store::audit::counted(db, finding.check)?);
+    let results = db::batch(db, statements).await?;
     Ok(if results.first().map(db::changes) == Some(1) { signal.event_ids() } else { Vec::new() })
 }

@@ -21,9 +21,10 @@ use crate::store::{carrier_events, routes};
 use crate::work::outcome::{Done, Outcome};
 use crate::work::{reconcile, retention, sweep};
 
-/// The most pages one retention step runs in one database from one tick: 120 pages of
-/// `store::retention::BATCH` rows a minute is 2,000 rows a second per step and database. A step
-/// still behind after them goes on from the next tick.
+/// The most pages one retention step, or the audit, runs in one database from one tick: 120
+/// pages of `store::retention::BATCH` rows a minute is 2,000 rows a second per step and
+/// database (the audit's pages are `store::audit::PAGE` rows per check). A part still behind
+/// after them goes on from the next tick.
 pub const MAX_ROUNDS: u32 = 120;
 
 /// The tick: enqueues every part. Returns how many.

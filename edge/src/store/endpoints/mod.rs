@@ -212,6 +212,7 @@ pub async fn update(
     db::run(db::stmt(
         db,
         "UPDATE webhook_endpoints SET url = ?3, event_types = ?4, updated_at = ?5,
+             types_at = CASE WHEN event_types IS NOT ?4 THEN ?5 ELSE types_at END,
              consecutive_failures = CASE WHEN ?6 = 1 AND enabled = 0 THEN 0 ELSE consecutive_failures END,
              disabled_reason = CASE WHEN ?6 = 1 THEN NULL WHEN ?6 = 0 THEN 'disabled by the account'
                                     ELSE disabled_reason END,
@@ -391,6 +392,8 @@ pub async fn put_operator(
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
          ON CONFLICT (id) DO UPDATE SET url = excluded.url, secret = excluded.secret,
              event_types = excluded.event_types,
+             types_at = CASE WHEN webhook_endpoints.event_types IS NOT excluded.event_types
+                             THEN excluded.updated_at ELSE webhook_endpoints.types_at END,
              updated_at = excluded.updated_at
            WHERE webhook_endpoints.url IS NOT excluded.url OR webhook_endpoints.secret IS NOT excluded.secret
               OR webhook_endpoints.event_types IS NOT excluded.event_types",
