@@ -129,6 +129,11 @@ fn planted_violations_are_each_reported_once(_shared: &Worker) {
             .count();
         assert_eq!(about, 1, "one signal about {row}");
     }
+    // Each body as docs/openapi.json's `webhooks` says an audit.violation is.
+    let bodies: Vec<String> = signals(&w).values().map(Value::to_string).collect();
+    let bodies: Vec<&str> = bodies.iter().map(String::as_str).collect();
+    let problems: Vec<String> = exactly_tests::webhook_schema_problems(&bodies).into_iter().flatten().collect();
+    assert!(problems.is_empty(), "audit.violation bodies that break the document: {problems:?}");
     let metrics = w.call("GET", "/admin/metrics", ADMIN_TOKEN, None, &[]);
     assert!(metrics.body.lines().any(|l| l == "exactly_audit_violations_total 4"), "{}", metrics.body);
 

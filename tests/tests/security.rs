@@ -101,6 +101,7 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("DELETE", "/admin/accounts/{id}/keys/{key_id}", Access::Admin),
     ("PATCH", "/admin/accounts/{id}", Access::Admin),
     ("GET", "/admin/metrics/series", Access::Admin),
+    ("GET", "/admin/audit", Access::Admin),
     ("GET", "/v1/account", Access::Account),
     ("PATCH", "/v1/account", Access::Account),
     ("POST", "/v1/portal_sessions", Access::Account),
