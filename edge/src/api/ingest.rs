@@ -70,7 +70,8 @@ pub async fn webhook(provider: Provider, req: &Request, env: &Env, config: &Conf
         Stored::SettledDuplicate { id } => id,
     };
     if config.log_webhook_requests && config.samples(&id) {
-        // Keyed by the row's id, as its job's line is (Config::samples). Serialized from borrowed fields into one string: no serde_json::Value tree per line.
+        // Keyed by the row's id, as its job's line is (Config::samples). Serialized from
+        // borrowed fields into one string: no serde_json::Value tree per line.
         #[derive(serde::Serialize)]
         struct Line<'a> {
             request: &'static str,

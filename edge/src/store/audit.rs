@@ -5,6 +5,7 @@
 //! decisions are [`crate::work::audit`]'s.
 
 use exactly_core::Timestamp;
+use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement};
 
 use crate::error::EdgeError;
@@ -86,6 +87,18 @@ crate::store::row! {
     }
 }
 
+/// One page of a check's rows: `sql` binds the position as `?1` and [`PAGE`] as `?2`, then
+/// `more`.
+async fn page<T: db::FromRow>(
+    db: &D1Database,
+    sql: &str,
+    position: i64,
+    more: &[JsValue],
+) -> Result<Vec<T>, EdgeError> {
+    let args: Vec<JsValue> = [db::int(position), db::int(PAGE)].into_iter().chain(more.iter().cloned()).collect();
+    db::all(db::stmt(db, sql, &args)?).await
+}
+
 /// Every check's standing in this database, by name.
 pub async fn standings(db: &D1Database) -> Result<Vec<Standing>, EdgeError> {
     db::all(db::stmt(db, "SELECT name, position, checked, found, ran_at FROM audit_checks ORDER BY name", &[])?).await
@@ -93,7 +106,7 @@ pub async fn standings(db: &D1Database) -> Result<Vec<Standing>, EdgeError> {
 
 /// The page of message moves after `position`.
 pub async fn moves(db: &D1Database, position: i64) -> Result<Vec<Moved>, EdgeError> {
-    db::all(db::stmt(
+    page(
         db,
         "SELECT h.id, h.message_id, h.status, p.id AS previous_id, p.status AS previous,
                 COALESCE((SELECT m.direction = 'inbound' FROM messages m WHERE m.id = h.message_id), 0) AS inbound,
@@ -106,14 +119,15 @@ pub async fn moves(db: &D1Database, position: i64) -> Result<Vec<Moved>, EdgeErr
              SELECT q.id FROM message_status_history q
              WHERE q.message_id = h.message_id AND q.id < h.id ORDER BY q.id DESC LIMIT 1)
          WHERE h.id > ?1 ORDER BY h.id LIMIT ?2",
-        &[db::int(position), db::int(PAGE)],
-    )?)
+        position,
+        &[],
+    )
     .await
 }
 
 /// The page of charges after `position`.
 pub async fn charges(db: &D1Database, position: i64) -> Result<Vec<Charge>, EdgeError> {
-    db::all(db::stmt(
+    page(
         db,
         "SELECT u.id, u.kind, u.quantity, u.resource_id, m.segments, m.sent_at, m.id IS NOT NULL AS message_found,
                 c.billed_minutes, c.id IS NOT NULL AS call_found
@@ -121,15 +135,16 @@ pub async fn charges(db: &D1Database, position: i64) -> Result<Vec<Charge>, Edge
          LEFT JOIN messages m ON u.kind IN ('sms_segments', 'mms') AND m.id = u.resource_id
          LEFT JOIN calls c ON u.kind = 'call_minutes' AND c.id = u.resource_id
          WHERE u.id > ?1 ORDER BY u.id LIMIT ?2",
-        &[db::int(position), db::int(PAGE)],
-    )?)
+        position,
+        &[],
+    )
     .await
 }
 
 /// The page of attempts after `position`, every attempt read so the position moves past
 /// failures too.
 pub async fn attempts(db: &D1Database, position: i64) -> Result<Vec<Attempt>, EdgeError> {
-    db::all(db::stmt(
+    page(
         db,
         "SELECT a.id, a.delivery_id, COALESCE(a.status_code BETWEEN 200 AND 299, 0) AS succeeded,
                 CASE WHEN a.status_code BETWEEN 200 AND 299 THEN
@@ -137,8 +152,9 @@ pub async fn attempts(db: &D1Database, position: i64) -> Result<Vec<Attempt>, Ed
                      WHERE o.delivery_id = a.delivery_id AND o.id < a.id AND o.status_code BETWEEN 200 AND 299)
                 END AS earlier
          FROM webhook_attempts a WHERE a.id > ?1 ORDER BY a.id LIMIT ?2",
-        &[db::int(position), db::int(PAGE)],
-    )?)
+        position,
+        &[],
+    )
     .await
 }
 
@@ -146,7 +162,7 @@ pub async fn attempts(db: &D1Database, position: i64) -> Result<Vec<Attempt>, Ed
 /// to the one endpoint it was sent to). The endpoints are the account's (an index), each
 /// account's are bounded, and the delivery is looked up by the first deliveries' unique index.
 pub async fn written(db: &D1Database, position: i64) -> Result<Vec<Written>, EdgeError> {
-    db::all(db::stmt(
+    page(
         db,
         "SELECT o.rowid AS id, o.id AS event_id, o.type AS event_type,
                 (SELECT e.id FROM webhook_endpoints e
@@ -157,8 +173,9 @@ pub async fn written(db: &D1Database, position: i64) -> Result<Vec<Written>, Edg
                                    WHERE d.event_id = o.id AND d.endpoint_id = e.id AND d.kind = 'initial')
                  ORDER BY e.id LIMIT 1) AS missing
          FROM outbound_events o WHERE o.rowid > ?1 AND o.test = 0 ORDER BY o.rowid LIMIT ?2",
-        &[db::int(position), db::int(PAGE), db::int(SUBSCRIBED_BEFORE_MILLIS)],
-    )?)
+        position,
+        &[db::int(SUBSCRIBED_BEFORE_MILLIS)],
+    )
     .await
 }
 

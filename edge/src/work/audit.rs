@@ -29,6 +29,7 @@ use crate::store::audit::{self, PAGE};
 use crate::store::signals::{self, Finding};
 use crate::store::usage::Kind;
 use crate::store::AccountDb;
+use worker::D1Database;
 
 /// The most findings one check raises in one run: each is a batch and a read, and a run stays
 /// well within an invocation's queries.
@@ -49,7 +50,7 @@ pub async fn run(account: &AccountDb, database: &str) -> Result<Report, EdgeErro
     let mut report = Report::default();
     for standing in audit::standings(db).await? {
         let Some(check) = Check::from_name(&standing.name) else { continue };
-        let decided = decide(account, check, standing.position).await?;
+        let decided = decide(db, check, standing.position).await?;
         if decided.is_empty() && check == Check::Deliveries && standing.position > 0 {
             audit::rewind_if_emptied(db, &standing.name, standing.position).await?;
         }
@@ -70,8 +71,7 @@ pub async fn run(account: &AccountDb, database: &str) -> Result<Report, EdgeErro
 }
 
 /// A page of `check` after `position`: each row's id and what it breaks, if anything.
-async fn decide(account: &AccountDb, check: Check, position: i64) -> Result<Vec<(i64, Option<Finding>)>, EdgeError> {
-    let db = account.db();
+async fn decide(db: &D1Database, check: Check, position: i64) -> Result<Vec<(i64, Option<Finding>)>, EdgeError> {
     Ok(match check {
         Check::StatusOrder => audit::moves(db, position).await?.iter().map(|r| (r.id, status_order(r))).collect(),
         Check::Charges => audit::charges(db, position).await?.iter().map(|r| (r.id, charge(r))).collect(),

@@ -2,11 +2,12 @@
 //!
 //! The scheduled handler registers the operator's endpoint and enqueues one `jobs` message per
 //! database and part ([`Job::Tick`]): the dedupe log's sweep, each account database's sweep and
-//! reconciliation, each account database's audit, and each retention step of each database. Each part runs in an invocation of
-//! its own, so no invocation touches every database nor makes more statements than one
-//! database's part needs; a database whose carrier hangs holds up only its own reconciliation;
-//! and a retention step whose page was full goes on at once with its next page, up to
-//! [`MAX_ROUNDS`] pages a tick, so a backlog drains as fast as pages run.
+//! reconciliation, each account database's audit, and each retention step of each database.
+//! Each part runs in an invocation of its own, so no invocation touches every database nor makes
+//! more statements than one database's part needs; a database whose carrier hangs holds up only
+//! its own reconciliation; and a retention step or an audit whose page was full goes on at once
+//! with its next page, up to [`MAX_ROUNDS`] pages a tick, so a backlog drains as fast as pages
+//! run.
 
 use std::rc::Rc;
 
@@ -96,14 +97,21 @@ async fn sweep_and_reconcile(env: &Env, config: &Rc<Config>, database: &str) -> 
     Ok(swept + reconciled.learned > 0)
 }
 
+/// Enqueues round `round + 1` of `part` in `database` when its page was full (`more`) and the
+/// tick has rounds left ([`MAX_ROUNDS`]); whether it did.
+async fn go_on(env: &Env, part: Part, database: &str, round: u32, more: bool) -> Result<bool, EdgeError> {
+    let next = more && round + 1 < MAX_ROUNDS;
+    if next {
+        queues::enqueue(env, Job::Tick { part, database: database.to_owned(), round: round + 1 }).await?;
+    }
+    Ok(next)
+}
+
 /// One page of each check of the audit; the next pages are enqueued at once when a page was full.
 async fn audit(env: &Env, config: &Rc<Config>, database: &str, round: u32) -> Result<bool, EdgeError> {
     let account = crate::store::AccountDb::new(env, config, database)?;
     let report = crate::work::audit::run(&account, database).await?;
-    let next = report.more && round + 1 < MAX_ROUNDS;
-    if next {
-        queues::enqueue(env, Job::Tick { part: Part::Audit, database: database.to_owned(), round: round + 1 }).await?;
-    }
+    let next = go_on(env, Part::Audit, database, round, report.more).await?;
     worker::console_log!(
         "{}",
         serde_json::json!({"cron": "audit", "tick_part": Part::Audit.as_str(), "database": database,
@@ -117,11 +125,7 @@ async fn retain(env: &Env, config: &Config, step: Step, database: &str, round: u
     let retention = config.retention;
     let db = crate::store::d1(env, database)?;
     let page = retention::page(&db, step, retention, now()).await?;
-    let next = page.more && round + 1 < MAX_ROUNDS;
-    if next {
-        let job = Job::Tick { part: Part::Retain(step), database: database.to_owned(), round: round + 1 };
-        queues::enqueue(env, job).await?;
-    }
+    let next = go_on(env, Part::Retain(step), database, round, page.more).await?;
     worker::console_log!(
         "{}",
         serde_json::json!({"cron": "retention", "tick_part": step.as_str(), "database": database,
