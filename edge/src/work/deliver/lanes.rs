@@ -18,6 +18,12 @@
 //! chain gives its place back and asks for one for its next attempt in the same turn of the
 //! runtime, and would otherwise take it again before the waiting attempt is polled, round after
 //! round (an attempt claimed early then went out behind twenty-five claimed after it).
+//!
+//! A wait for a place ends with the invocation's time ([`Lanes::place_within`]): places are held
+//! by attempts that may hang until that time runs out, and an attempt that got its place after
+//! it would give its claim back later still, past the end of what the runtime lets run beside
+//! the invocation (seen: three round trips 2 to 10 s past it, the delivery then stranded claimed
+//! until its lease ran out and the sweeper found it).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -66,6 +72,15 @@ impl Default for Lanes {
 }
 
 impl Lanes {
+    /// [`Lanes::place`], unless `ends` (the end of the time an attempt may still be sent in)
+    /// comes first: then `None`, and the attempt waits no more.
+    pub async fn place_within(&self, endpoint: &str, fast: bool, ends: impl Future<Output = ()>) -> Option<Place<'_>> {
+        match select(pin!(self.place(endpoint, fast)), pin!(ends)).await {
+            Either::Left((place, _)) => Some(place),
+            Either::Right(((), _)) => None,
+        }
+    }
+
     /// A place for an attempt to `endpoint`; `fast` when it may take the fast lane.
     pub async fn place(&self, endpoint: &str, fast: bool) -> Place<'_> {
         // A place given back has woken the attempt waiting for it, which takes it when it runs:
@@ -231,6 +246,28 @@ mod tests {
             retry_now.is_some()
         );
         drop(busy);
+    }
+
+    #[test]
+    fn a_wait_for_a_place_ends_with_the_invocations_time_and_leaves_the_place_to_the_next() {
+        let lanes = Lanes::default();
+        let holders: Vec<_> = std::iter::once(now(&mut Box::pin(lanes.place("busy", true))).expect("fast"))
+            .chain((0..SLOW_LANE).map(|_| now(&mut Box::pin(lanes.place("busy", true))).expect("slow")))
+            .collect();
+        // A free place is taken even as the time ends.
+        let other = now(&mut Box::pin(lanes.place_within("other", true, std::future::ready(()))));
+        assert!(matches!(other, Some(Some(ref p)) if p.is_fast()), "a free place is taken");
+        // While time is left, the attempt waits; once it has ended, an attempt waits no more.
+        let mut waiting = Box::pin(lanes.place_within("busy", true, std::future::pending()));
+        assert!(now(&mut waiting).is_none(), "every place it could take is held");
+        let ended = now(&mut Box::pin(lanes.place_within("busy", true, std::future::ready(()))));
+        assert!(matches!(ended, Some(None)), "the time ended before a place freed: no place");
+        // The attempt that gave up holds nothing and counts as waiting no more: the place freed
+        // next goes to the attempt still waiting.
+        assert_eq!(lanes.waiting.get(), 1);
+        drop(holders);
+        assert!(matches!(now(&mut waiting), Some(Some(_))), "the waiting attempt takes a freed place");
+        assert_eq!(lanes.waiting.get(), 0);
     }
 
     #[test]

@@ -375,7 +375,12 @@ async fn attempt(
     shared: &Invocation,
     take_next: bool,
 ) -> (Result<Done, EdgeError>, Option<Option<Taken>>) {
-    let _place = shared.lanes.place(&claimed.due.endpoint_id, claimed.fast()).await;
+    // The wait for a place ends when too little time is left to send in: the claim goes back.
+    let sendable = shared.left_millis(account.config()) - SEND_MIN_MILLIS;
+    let ends = worker::Delay::from(Duration::from_millis(u64::try_from(sendable).unwrap_or(0)));
+    let Some(_place) = shared.lanes.place_within(&claimed.due.endpoint_id, claimed.fast(), ends).await else {
+        return (out_of_time(account, &claimed).await.map(|()| Done::ClaimedElsewhere), None);
+    };
     let taken = Cell::new(None);
     let result = attempt_in_lane(account, claimed, shared, take_next.then_some(&taken)).await;
     (result, taken.take())
@@ -389,7 +394,7 @@ async fn attempt_in_lane(
     take_next: Option<&Cell<Option<Option<Taken>>>>,
 ) -> Result<Done, EdgeError> {
     let db = account.db();
-    let (circuit_now, started) = match ready(account, &claimed).await {
+    let (circuit_now, started) = match ready(account, &claimed, shared).await {
         Ok(Some(ready)) => ready,
         Ok(None) => return Ok(Done::ClaimedElsewhere),
         Err(e) => {
@@ -402,8 +407,7 @@ async fn attempt_in_lane(
     // time and recorded as no answer, to be sent again under its webhook-id.
     let left = shared.left_millis(account.config());
     if left < SEND_MIN_MILLIS {
-        deliveries::unclaim(db, &claimed.due.id, claimed.number, now()).await?;
-        queues::wake_later(account, &claimed.due.endpoint_id, 0).await?;
+        out_of_time(account, &claimed).await?;
         return Ok(Done::ClaimedElsewhere);
     }
     let timeout = attempt_timeout(account.config()).min(Duration::from_millis(u64::try_from(left).unwrap_or(0)));
@@ -450,11 +454,25 @@ async fn attempt_in_lane(
     Ok(done)
 }
 
+/// Gives a claimed attempt back, unsent, when its invocation has too little time left to send
+/// it in: into its endpoint's line, no attempt spent, and a wake carries the line on from an
+/// invocation of its own.
+async fn out_of_time(account: &AccountDb, claimed: &Claimed) -> Result<(), EdgeError> {
+    deliveries::unclaim(account.db(), &claimed.due.id, claimed.number, now()).await?;
+    queues::wake_later(account, &claimed.due.endpoint_id, 0).await
+}
+
 /// Everything an attempt needs before it is sent: a renewed lease, then its rate-limit turn.
 /// `Ok(None)` when the attempt is no longer this job's (a later attempt was claimed after its
 /// lease lapsed, or its turn was too far off and it went back into line); else the endpoint's
-/// circuit as it is now and the time the attempt starts (its turn, under a rate limit).
-async fn ready(account: &AccountDb, claimed: &Claimed) -> Result<Option<(endpoints::Columns, Timestamp)>, EdgeError> {
+/// circuit as it is now and the time the attempt starts (its turn, under a rate limit). A turn
+/// is too far off past [`TURN_WAIT_MAX_MILLIS`], or past the time its invocation leaves to send
+/// in: a wait is never slept through only to find the time gone.
+async fn ready(
+    account: &AccountDb,
+    claimed: &Claimed,
+    shared: &Invocation,
+) -> Result<Option<(endpoints::Columns, Timestamp)>, EdgeError> {
     let db = account.db();
     let due = &claimed.due;
     let rate = due.rate_limit_per_second.filter(|r| *r >= 1);
@@ -477,7 +495,8 @@ async fn ready(account: &AccountDb, claimed: &Claimed) -> Result<Option<(endpoin
         let Some(wait) = crate::store::endpoints::take_turn(db, &due.endpoint_id, rate as u32, at).await? else {
             return Ok(Some((columns, at)));
         };
-        if waited + wait > TURN_WAIT_MAX_MILLIS {
+        let sendable = (shared.left_millis(account.config()) - SEND_MIN_MILLIS) as f64;
+        if waited + wait > TURN_WAIT_MAX_MILLIS || wait > sendable {
             deliveries::unclaim(db, &due.id, claimed.number, now()).await?;
             return Ok(None);
         }
