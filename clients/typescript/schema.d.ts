@@ -1414,13 +1414,23 @@ export interface components {
             /** Format: date-time */
             updated_at?: string;
             paused?: boolean;
-            /** @description Deliveries the endpoint holds: every pending one while it is paused or disabled; while it is active, those waiting in its line for its circuit to close or for an in-flight place. Shown on GET and PATCH. */
+            /** @description Deliveries the endpoint holds: every pending one while it is paused or disabled; while it is active, those waiting in its line for its circuit to close or for an in-flight place, and at an ordered endpoint those waiting for an earlier event of their resource. Shown on GET and PATCH. */
             held_count?: number;
             rate_limit_per_second?: number | null;
             /** @description Attempts in flight now. Shown on GET and PATCH. */
             in_flight?: number;
             /** @description At most this many attempts in flight at once. */
             max_in_flight?: number;
+            /**
+             * @description `resource`: each message's and call's events arrive in `sequence` order, one at a time.
+             * @enum {unknown}
+             */
+            ordering?: "none" | "resource";
+            /**
+             * @description At an ordered endpoint: `skip` lets a resource's next event go when one is exhausted (naming it in `exactly-skipped`); `hold` keeps the resource waiting until it is delivered.
+             * @enum {unknown}
+             */
+            on_exhausted?: "skip" | "hold";
             /**
              * @description The endpoint's circuit breaker (docs/contract.md §6): `open` sends nothing until `next_probe_at`; `half_open` lets one probe at a time through.
              * @enum {unknown}
@@ -3269,6 +3279,16 @@ export interface operations {
                     headers?: {
                         [key: string]: string;
                     } | null;
+                    /**
+                     * @description How the endpoint receives the events of one resource (a message, a call): `none` (the default), each as it is ready, several at once, to be sorted by `sequence`; `resource`, each resource's events in `sequence` order, one at a time: the next waits until the previous is delivered (docs/contract.md, "Ordered delivery per resource"). Other resources and other endpoints are never held by one. A change puts what waited for an earlier event back in line, to be decided under the new rule.
+                     * @enum {unknown}
+                     */
+                    ordering?: "none" | "resource";
+                    /**
+                     * @description At an ordered endpoint, what a delivery that is exhausted (its retries spent) does to its resource: `skip` (the default) lets the next event go, its request naming the skipped events' ids in `exactly-skipped`; `hold` keeps the resource's later events waiting until the exhausted one is delivered (by a retry, a replay or a recovery).
+                     * @enum {unknown}
+                     */
+                    on_exhausted?: "skip" | "hold";
                 };
             };
         };
@@ -3520,6 +3540,16 @@ export interface operations {
                     headers?: {
                         [key: string]: string;
                     } | null;
+                    /**
+                     * @description How the endpoint receives the events of one resource (a message, a call): `none` (the default), each as it is ready, several at once, to be sorted by `sequence`; `resource`, each resource's events in `sequence` order, one at a time: the next waits until the previous is delivered (docs/contract.md, "Ordered delivery per resource"). Other resources and other endpoints are never held by one. A change puts what waited for an earlier event back in line, to be decided under the new rule.
+                     * @enum {unknown}
+                     */
+                    ordering?: "none" | "resource";
+                    /**
+                     * @description At an ordered endpoint, what a delivery that is exhausted (its retries spent) does to its resource: `skip` (the default) lets the next event go, its request naming the skipped events' ids in `exactly-skipped`; `hold` keeps the resource's later events waiting until the exhausted one is delivered (by a retry, a replay or a recovery).
+                     * @enum {unknown}
+                     */
+                    on_exhausted?: "skip" | "hold";
                 };
             };
         };

@@ -39,6 +39,13 @@ function stateOf(ep) {
   return ep.enabled ? 'enabled' : 'disabled';
 }
 
+/** How the endpoint receives a resource's events, as the facts table says it. */
+function orderingOf(ep) {
+  if (ep.ordering !== 'resource') return 'none: each event as it is ready (sort by sequence)';
+  const exhausted = ep.on_exhausted === 'hold' ? 'an exhausted event holds its resource' : 'an exhausted event is skipped and named in exactly-skipped';
+  return `per resource, in sequence, one at a time; ${exhausted}`;
+}
+
 function EventTypes({ idPrefix, selected, onChange }) {
   const toggle = (type) => onChange(selected.includes(type) ? selected.filter((t) => t !== type) : [...selected, type]);
   return html`<fieldset class="types">
@@ -96,7 +103,10 @@ export function EndpointPage({ id, access }) {
     return html`<section><${PageTitle}>Endpoint<//><${ErrorBox} error=${detail.error} />${detail.loading ? html`<${Loading} what="the endpoint" />` : null}</section>`;
   }
   const { endpoint: ep } = detail.data;
-  const form = edit || { url: ep.url, types: ep.event_types, filter: ep.filter || '', rate: ep.rate_limit_per_second ? String(ep.rate_limit_per_second) : '' };
+  const form = edit || {
+    url: ep.url, types: ep.event_types, filter: ep.filter || '', rate: ep.rate_limit_per_second ? String(ep.rate_limit_per_second) : '',
+    ordering: ep.ordering, onExhausted: ep.on_exhausted,
+  };
   const act = async (label, call) => {
     const done = await run(async () => ({ label, answer: await call() }));
     if (done) {
@@ -115,6 +125,7 @@ export function EndpointPage({ id, access }) {
       ['Held deliveries', String(ep.held_count)],
       ['Attempts in flight', `${ep.in_flight} of at most ${ep.max_in_flight}`],
       ['Rate limit', ep.rate_limit_per_second ? `${ep.rate_limit_per_second} per second` : 'none'],
+      ['Ordering', orderingOf(ep)],
       ['Filter', ep.filter ? html`<code>${ep.filter}</code>` : 'none: every event of its types'],
       ['Custom headers', Object.keys(ep.headers || {}).length ? Object.keys(ep.headers).join(', ') : 'none'],
       ['Consecutive failures', String(ep.consecutive_failures)],
@@ -154,6 +165,7 @@ export function EndpointPage({ id, access }) {
       act('Saved', () => api.updateEndpoint(id, {
         url: form.url.trim(), event_types: form.types, filter: form.filter.trim() || null,
         rate_limit_per_second: form.rate.trim() ? Number(form.rate) : null,
+        ordering: form.ordering, on_exhausted: form.onExhausted,
       }));
     }}>
       <div class="field"><label for="edit-url">URL</label>
@@ -163,6 +175,16 @@ export function EndpointPage({ id, access }) {
         <input id="edit-filter" type="text" spellcheck="false" placeholder='data.direction = "inbound"' value=${form.filter} onInput=${(e) => setEdit({ ...form, filter: e.currentTarget.value })} /></div>
       <div class="field"><label for="edit-rate">Rate limit (deliveries a second; empty for none)</label>
         <input id="edit-rate" type="number" min="1" inputmode="numeric" value=${form.rate} onInput=${(e) => setEdit({ ...form, rate: e.currentTarget.value })} /></div>
+      <div class="field"><label for="edit-ordering">Ordering</label>
+        <select id="edit-ordering" value=${form.ordering} onChange=${(e) => setEdit({ ...form, ordering: e.currentTarget.value })}>
+          <option value="none">none: each event as it is ready</option>
+          <option value="resource">resource: each message's and call's events in order, one at a time</option>
+        </select></div>
+      <div class="field"><label for="edit-exhausted">When an ordered event is exhausted</label>
+        <select id="edit-exhausted" value=${form.onExhausted} onChange=${(e) => setEdit({ ...form, onExhausted: e.currentTarget.value })}>
+          <option value="skip">skip it: the next goes, naming it in exactly-skipped</option>
+          <option value="hold">hold the resource until it is delivered</option>
+        </select></div>
       <div><button class="primary" type="submit" disabled=${action.busy}>Save</button></div>
     </form>`}
     <${DeliveryLog} endpointId=${ep.id} readOnly=${readOnly} />

@@ -54,6 +54,8 @@ struct State {
     resets: HashSet<String>,
     /// Paths that alternate, every period, between answering 500 and answering as scripted.
     flaps: HashMap<String, (Instant, Duration)>,
+    /// Paths that answer 500 to every request whose body holds each of these texts.
+    refusals: HashMap<String, Vec<String>>,
 }
 
 /// One request as it came off a connection.
@@ -139,6 +141,9 @@ fn answer(request: Request, shared: &Shared) -> Option<Reply> {
         let arrived = Instant::now();
         let scripted = s.scripts.get_mut(&path).and_then(VecDeque::pop_front);
         let mut status = scripted.or_else(|| s.always.get(&path).copied()).unwrap_or(200);
+        if s.refusals.get(&path).is_some_and(|texts| texts.iter().all(|t| body.contains(t.as_str()))) {
+            status = 500;
+        }
         if let Some((since, period)) = s.flaps.get(&path) {
             let periods = arrived.duration_since(*since).as_millis() / period.as_millis().max(1);
             if periods % 2 == 0 {
@@ -256,6 +261,17 @@ impl CustomerEndpoint {
     /// otherwise) for `period`, and so on.
     pub fn flap(&self, path: &str, period: Duration) {
         lock(&self.state.0).flaps.insert(path.to_owned(), (Instant::now(), period));
+    }
+
+    /// Every request on `path` whose body holds each of `texts` is answered 500 from now on
+    /// (one event of one resource, say), until [`Self::accept_all`].
+    pub fn refuse_bodies_with(&self, path: &str, texts: &[&str]) {
+        lock(&self.state.0).refusals.insert(path.to_owned(), texts.iter().map(|t| t.to_string()).collect());
+    }
+
+    /// Ends [`Self::refuse_bodies_with`] on `path`.
+    pub fn accept_all(&self, path: &str) {
+        lock(&self.state.0).refusals.remove(path);
     }
 
     /// Everything received, on every path, in order.

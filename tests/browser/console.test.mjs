@@ -291,8 +291,13 @@ test('endpoints: pause, see the held count, send a test event, resume', async ()
   await page.getByRole('button', { name: 'Send test event' }).click();
   await page.getByRole('status').filter({ hasText: 'Test event sent' }).waitFor();
   await page.getByLabel(/^Filter/).fill('data.direction exists');
+  // Ordered per resource, holding a resource whose event is exhausted: saved and shown, and what
+  // the endpoint held still goes out on resume below.
+  await page.getByLabel('Ordering').selectOption('resource');
+  await page.getByLabel('When an ordered event is exhausted').selectOption('hold');
   await page.getByRole('button', { name: 'Save' }).click();
   await page.locator('.facts').getByText('data.direction exists').waitFor();
+  await page.locator('.facts').getByText(/per resource, in sequence, one at a time; an exhausted event holds its resource/).waitFor();
   await page.getByLabel('Recover failed deliveries since').waitFor();
   await shot('endpoint', { mobile: true });
   await assertFitsMobile('the endpoint page');

@@ -41,7 +41,7 @@ pub(crate) const TARGETS: [&str; 3] = ["+15557770001", "+15557770002", "+1555777
 /// An inbound call ringing through a number's three targets.
 pub(crate) struct Ring {
     account_key: String,
-    call_id: String,
+    pub(crate) call_id: String,
     session: String,
     caller_control: String,
 }
@@ -354,7 +354,7 @@ struct Inbound {
     number: String,
     session: String,
     caller_control: String,
-    call_id: String,
+    pub(crate) call_id: String,
 }
 
 fn inbound(w: &Worker, targets: &[&str]) -> Inbound {

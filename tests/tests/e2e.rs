@@ -26,6 +26,7 @@ mod limits;
 mod messaging;
 mod mms;
 mod operations;
+mod ordering;
 mod portal;
 mod quickstart;
 mod receivers;
@@ -130,6 +131,7 @@ fn main() {
         calls::TESTS,
         webhooks::TESTS,
         endpoint_options::TESTS,
+        ordering::TESTS,
         erasure::TESTS,
         fanout::TESTS,
         idempotency::TESTS,

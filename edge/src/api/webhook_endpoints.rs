@@ -15,7 +15,7 @@ use crate::error::{Conflict, EdgeError};
 use crate::platform::{new_id, now};
 use crate::store::deliveries;
 use crate::store::deliveries::recoveries::{self, NewRecovery};
-use crate::store::endpoints::{self, Endpoint};
+use crate::store::endpoints::{self, Endpoint, OnExhausted, Ordering};
 use crate::store::AccountDb;
 use exactly_core::Timestamp;
 
@@ -59,6 +59,8 @@ struct NewEndpoint {
     max_in_flight: Option<serde_json::Value>,
     filter: Option<serde_json::Value>,
     headers: Option<serde_json::Value>,
+    ordering: Option<serde_json::Value>,
+    on_exhausted: Option<serde_json::Value>,
 }
 
 /// A field that is present, even as `null`, is `Some`: `null` clears, absent changes nothing.
@@ -129,8 +131,28 @@ fn max_in_flight(value: Option<serde_json::Value>) -> Result<Option<u32>, EdgeEr
         .transpose()
 }
 
+/// Reads `ordering`: absent (`None`), `"none"` or `"resource"`.
+fn ordering(value: Option<serde_json::Value>) -> Result<Option<Ordering>, EdgeError> {
+    named(value, "ordering", Ordering::from_name, "must be \"none\" or \"resource\"")
+}
+
+/// Reads `on_exhausted`: absent (`None`), `"skip"` or `"hold"`.
+fn on_exhausted(value: Option<serde_json::Value>) -> Result<Option<OnExhausted>, EdgeError> {
+    named(value, "on_exhausted", OnExhausted::from_name, "must be \"skip\" or \"hold\"")
+}
+
+/// Reads field `field`, absent or one of the names `from_name` knows.
+fn named<T>(
+    value: Option<serde_json::Value>,
+    field: &'static str,
+    from_name: fn(&str) -> Option<T>,
+    rule: &'static str,
+) -> Result<Option<T>, EdgeError> {
+    value.map(|v| v.as_str().and_then(from_name).ok_or_else(|| EdgeError::invalid(field, rule))).transpose()
+}
+
 /// `POST /v1/webhook_endpoints` `{url, event_types, rate_limit_per_second?, max_in_flight?,
-/// filter?, headers?}` -> the endpoint and its `whsec_` secret
+/// filter?, headers?, ordering?, on_exhausted?}` -> the endpoint and its `whsec_` secret
 /// (32 random bytes), shown here once.
 pub async fn create(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeError> {
     let db = ctx.db()?;
@@ -142,6 +164,8 @@ pub async fn create(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeErr
     let most = max_in_flight(body.max_in_flight)?;
     let filter = filter(body.filter)?.flatten();
     let headers = custom_headers(body.headers)?.unwrap_or_default();
+    let ordering = ordering(body.ordering)?.unwrap_or(Ordering::None);
+    let on_exhausted = on_exhausted(body.on_exhausted)?.unwrap_or(OnExhausted::Skip);
     let mut key = [0u8; 32];
     getrandom::getrandom(&mut key).map_err(|e| EdgeError::platform("random", e))?;
     let secret = SigningSecret::from_bytes(&key).to_whsec();
@@ -157,6 +181,8 @@ pub async fn create(mut req: Request, ctx: &Ctx<'_>) -> Result<Response, EdgeErr
         max_in_flight: most,
         filter: filter.as_deref(),
         headers: &headers,
+        ordering,
+        on_exhausted,
     };
     if !endpoints::create(db, &new, created).await? {
         return Err(EdgeError::Conflict {
@@ -205,12 +231,17 @@ struct Patch {
     filter: Option<serde_json::Value>,
     #[serde(default, deserialize_with = "present")]
     headers: Option<serde_json::Value>,
+    ordering: Option<serde_json::Value>,
+    on_exhausted: Option<serde_json::Value>,
 }
 
 /// `PATCH /v1/webhook_endpoints/{id}` `{url?, event_types?, enabled?, paused?, rate_limit_per_second?,
-/// max_in_flight?, filter?, headers?}` (`null` clears the last four's nullable ones). Enabling again
-/// clears the failure count and the reason it was disabled. A paused or disabled endpoint holds
-/// its deliveries; resuming or enabling it delivers everything held, oldest first.
+/// max_in_flight?, filter?, headers?, ordering?, on_exhausted?}` (`null` clears the nullable ones
+/// among `rate_limit_per_second`, `filter` and `headers`). Enabling again clears the failure count
+/// and the reason it was disabled. A paused or disabled endpoint holds its deliveries; resuming
+/// or enabling it delivers everything held, oldest first. A change of `ordering` or
+/// `on_exhausted` puts what waited for an earlier event of its resource back into the line, to be
+/// decided again under the new rule.
 pub async fn update(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Response, EdgeError> {
     let db = ctx.db()?;
     let account = ctx.account()?;
@@ -240,9 +271,16 @@ pub async fn update(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Respons
         max_in_flight: max_in_flight(patch.max_in_flight)?,
         filter: filter.as_ref().map(Option::as_deref),
         headers: headers.as_ref(),
+        ordering: ordering(patch.ordering)?,
+        on_exhausted: on_exhausted(patch.on_exhausted)?,
     };
     endpoints::update(db, &account.id, id, &change, now()).await?;
     let after = find(db, &account.id, id).await?;
+    let reordered = (change.ordering.is_some_and(|o| o != current.ordering))
+        || (change.on_exhausted.is_some_and(|o| o != current.on_exhausted));
+    if reordered && deliveries::unblock(db, id, now()).await? > 0 {
+        crate::queues::wake_later(ctx.account_db()?, id, 0).await?;
+    }
     if after.enabled && !after.paused && (patch.enabled == Some(true) || patch.paused == Some(false)) {
         release(ctx.account_db()?, id).await?;
     }

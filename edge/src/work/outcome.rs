@@ -78,6 +78,9 @@ pub enum Done {
     WaitingForEndpoint,
     /// The endpoint's circuit is open (or its probe is in flight): the delivery waits in its line.
     WaitingForCircuit,
+    /// The endpoint is ordered and an earlier event of the delivery's resource is not yet
+    /// delivered to it: the delivery waits for that one.
+    WaitingForPrevious,
     /// An endpoint's line was woken.
     Woke,
     /// A media item was copied into the bucket.
@@ -126,6 +129,7 @@ impl Done {
             Done::EndpointDisabled => "endpoint disabled",
             Done::WaitingForEndpoint => "waiting: endpoint busy",
             Done::WaitingForCircuit => "waiting: circuit open",
+            Done::WaitingForPrevious => "waiting: previous event of its resource",
             Done::Woke => "woke",
             Done::NotDue => "not due",
             Done::Held => "held: endpoint paused or disabled",

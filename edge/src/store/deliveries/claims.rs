@@ -89,10 +89,26 @@ pub async fn due_claiming(db: &D1Database, id: &str, now: Timestamp, lease: Time
 const READY: &str = "status = 'pending' AND in_flight_until <= ?2 AND next_attempt_at <= ?2 + 1000";
 
 /// The endpoint row `e` of the delivery being updated, when its gates can only let a delivery
-/// through: enabled, not paused, without a filter (a filter decides at the gate) and with its
-/// circuit closed (which admits every attempt).
+/// through: enabled, not paused, without a filter (a filter decides at the gate), not ordered
+/// (the claim decides the order, [`BEHIND`]) and with its circuit closed (which admits every
+/// attempt).
 const GATES_OPEN: &str = "webhook_endpoints e WHERE e.id = webhook_deliveries.endpoint_id
-     AND e.enabled = 1 AND e.paused = 0 AND e.filter IS NULL AND e.circuit = 'closed'";
+     AND e.enabled = 1 AND e.paused = 0 AND e.filter IS NULL AND e.circuit = 'closed' AND e.ordering = 'none'";
+
+/// Whether the delivery being updated (`webhook_deliveries`) waits for an earlier event of its
+/// resource to its endpoint, which is ordered now: one whose delivery is pending, or, at an
+/// endpoint that holds a resource whose event was exhausted, one failed and not delivered since
+/// (by a replay or a recovery). Through the resource's index; a delivery with no resource (its
+/// endpoint was not ordered when it was written) never waits.
+const BEHIND: &str = "(webhook_deliveries.resource_id IS NOT NULL AND EXISTS (
+     SELECT 1 FROM webhook_endpoints o WHERE o.id = webhook_deliveries.endpoint_id AND o.ordering = 'resource'
+       AND EXISTS (SELECT 1 FROM webhook_deliveries p INDEXED BY webhook_deliveries_resource
+         WHERE p.endpoint_id = webhook_deliveries.endpoint_id AND p.resource_id = webhook_deliveries.resource_id
+           AND p.resource_id IS NOT NULL AND p.sequence < webhook_deliveries.sequence
+           AND (p.status = 'pending'
+                OR (p.status = 'failed' AND o.on_exhausted = 'hold'
+                    AND NOT EXISTS (SELECT 1 FROM webhook_deliveries s WHERE s.event_id = p.event_id
+                                    AND s.endpoint_id = p.endpoint_id AND s.status = 'succeeded'))))))";
 
 /// What claiming an attempt found.
 #[derive(Debug, PartialEq, Eq)]
@@ -101,6 +117,9 @@ pub enum Claim {
     Claimed,
     /// The endpoint has its most attempts in flight: the delivery is in its line now.
     Full,
+    /// An earlier event of its resource is not yet delivered to its ordered endpoint: the delivery
+    /// waits for it now (`waiting = 2`), and is put into the line when it settles.
+    Behind,
     /// Another job claimed it, or it settled.
     Elsewhere,
 }
@@ -108,9 +127,12 @@ pub enum Claim {
 /// Claims attempt `number` (the count was `number - 1`), leasing the delivery until `lease`,
 /// if no attempt of it is in flight, the endpoint has fewer attempts in flight than it takes
 /// ([`IN_FLIGHT_LIMIT`], read from its row as it is now), no older delivery waits in its line
-/// (a line is drained oldest first) and its circuit is still at `version` (the state the caller
-/// admitted the attempt under). Otherwise the delivery goes into the endpoint's line in the same
-/// batch, so an attempt that ends after this either found it in line or left room for it.
+/// (a line is drained oldest first), its circuit is still at `version` (the state the caller
+/// admitted the attempt under) and, at an ordered endpoint, no earlier event of its resource
+/// waits to be delivered ([`BEHIND`]). Otherwise, in the same batch, the delivery waits for that
+/// earlier one (`waiting = 2`: its settling hands the resource on, migrations/0034_ordering.sql)
+/// or goes into the endpoint's line, so an attempt that ends after this either found it in line
+/// or left room for it, and a delivery that settles after this found it waiting.
 pub async fn claim_attempt(
     db: &D1Database,
     id: &str,
@@ -132,9 +154,19 @@ pub async fn claim_attempt(
                        AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = ?6 AND e.circuit_version = ?7
                                    AND {IN_FLIGHT} < {IN_FLIGHT_LIMIT})
                        AND NOT EXISTS (SELECT 1 FROM webhook_deliveries l WHERE l.endpoint_id = ?6 AND l.waiting = 1
-                            AND l.status = 'pending' AND (l.created_at, l.id) < (webhook_deliveries.created_at, ?1))"
+                            AND l.status = 'pending' AND (l.created_at, l.id) < (webhook_deliveries.created_at, ?1))
+                       AND NOT {BEHIND}"
                 ),
                 &[text(id), time(now), int(number), time(lease), int(number - 1), text(endpoint_id), int(version)],
+            )?,
+            db::stmt(
+                db,
+                &format!(
+                    "UPDATE webhook_deliveries SET waiting = 2, updated_at = ?3
+                     WHERE id = ?1 AND status = 'pending' AND attempts = ?2 AND in_flight_until <= ?3
+                       AND changes() = 0 AND {BEHIND}"
+                ),
+                &[text(id), int(number - 1), time(now)],
             )?,
             db::stmt(
                 db,
@@ -145,9 +177,11 @@ pub async fn claim_attempt(
         ],
     )
     .await?;
-    Ok(match (results.first().map(db::changes), results.get(1).map(db::changes)) {
-        (Some(1), _) => Claim::Claimed,
-        (_, Some(1)) => Claim::Full,
+    let changed = |n: usize| results.get(n).map(db::changes);
+    Ok(match (changed(0), changed(1), changed(2)) {
+        (Some(1), _, _) => Claim::Claimed,
+        (_, Some(1), _) => Claim::Behind,
+        (_, _, Some(1)) => Claim::Full,
         _ => Claim::Elsewhere,
     })
 }

@@ -21,7 +21,7 @@ use crate::store::{self as db, opt_text, text, time};
 ///
 /// Each delivery starts where its first claim would put it, in the same statement. One whose
 /// endpoint has no filter (a filter decides at the gate, before any place is spent, so a delivery
-/// it drops is settled at once) and whose circuit is not closed, whose line is not empty or which
+/// it drops is settled at once), is not ordered (its claim decides the order) and whose circuit is not closed, whose line is not empty or which
 /// has its most attempts in flight (counted and limited as the claim does) goes straight into its
 /// line (`waiting = 1`), with no queue message. Each of those has something that drains the line
 /// (the probe or the closing; the line's own chain; an attempt that ends), as when the claim puts
@@ -59,7 +59,8 @@ pub fn fan_out(
                    ?6 IS NOT NULL AND gated AND room
                      AND ROW_NUMBER() OVER (PARTITION BY gated AND room ORDER BY id) = 1 AS claim
                FROM (
-                 SELECT e.id, e.account_id, e.enabled = 1 AND e.paused = 0 AND e.filter IS NULL AS gated,
+                 SELECT e.id, e.account_id,
+                     e.enabled = 1 AND e.paused = 0 AND e.filter IS NULL AND e.ordering = 'none' AS gated,
                      e.circuit = 'closed' AND NOT {LINED} AND {IN_FLIGHT} < {IN_FLIGHT_LIMIT} AS room
                  {SUBSCRIBED} AND ?5 IS NULL
                    AND EXISTS (SELECT 1 FROM outbound_events WHERE id = ?1)))
@@ -143,7 +144,7 @@ pub fn line_up(db: &D1Database, event_id: &str, now: Timestamp) -> Result<D1Prep
                AND waiting = 0 AND EXISTS (
                  SELECT 1 FROM webhook_endpoints e
                  WHERE e.id = webhook_deliveries.endpoint_id AND e.enabled = 1 AND e.paused = 0
-                   AND e.filter IS NULL
+                   AND e.filter IS NULL AND e.ordering = 'none'
                    AND (e.circuit != 'closed'
                         OR {LINED}
                         OR {IN_FLIGHT} >= {IN_FLIGHT_LIMIT}))"

@@ -56,7 +56,7 @@ crate::store::row! {
     /// An endpoint's line and in-flight attempts.
     #[derive(Debug, Default)]
     pub struct Load {
-        /// Deliveries in line.
+        /// Deliveries in line, and those waiting for an earlier event of their resource.
         pub waiting: i64,
         /// Attempts in flight.
         pub in_flight: i64,
@@ -69,7 +69,9 @@ pub async fn load(db: &D1Database, endpoint_id: &str, now: Timestamp) -> Result<
         db,
         &format!(
             "SELECT (SELECT COUNT(*) FROM webhook_deliveries INDEXED BY webhook_deliveries_line
-                     WHERE endpoint_id = e.id AND waiting = 1 AND status = 'pending') AS waiting,
+                     WHERE endpoint_id = e.id AND waiting = 1 AND status = 'pending')
+                  + (SELECT COUNT(*) FROM webhook_deliveries INDEXED BY webhook_deliveries_behind
+                     WHERE endpoint_id = e.id AND waiting = 2 AND status = 'pending') AS waiting,
                  {IN_FLIGHT} AS in_flight
              FROM webhook_endpoints e WHERE e.id = ?1"
         ),
@@ -297,6 +299,19 @@ pub async fn redrive(db: &D1Database, id: &str, now: Timestamp) -> Result<Redriv
     Ok(if found.is_empty() { Redrive::Missing } else { Redrive::NotFailed })
 }
 
+/// Puts into the line of endpoint `endpoint_id` every delivery that waits for an earlier event of
+/// its resource: the endpoint's ordering changed, and their claims decide again (one still behind
+/// waits again). The caller wakes the line. Returns how many went into line.
+pub async fn unblock(db: &D1Database, endpoint_id: &str, now: Timestamp) -> Result<usize, EdgeError> {
+    db::run(db::stmt(
+        db,
+        "UPDATE webhook_deliveries INDEXED BY webhook_deliveries_behind SET waiting = 1, updated_at = ?2
+         WHERE endpoint_id = ?1 AND waiting = 2 AND status = 'pending'",
+        &[text(endpoint_id), time(now)],
+    )?)
+    .await
+}
+
 /// Releases what a paused or disabled endpoint held: its pending deliveries go into its line,
 /// due now, oldest first, except one whose attempt is in flight (claimed, its lease not over,
 /// its outcome not yet recorded): its lease stands, so the attempt is never sent a second time
@@ -304,7 +319,8 @@ pub async fn redrive(db: &D1Database, id: &str, now: Timestamp) -> Result<Redriv
 pub async fn release(db: &D1Database, endpoint_id: &str, now: Timestamp) -> Result<usize, EdgeError> {
     db::run(db::stmt(
         db,
-        "UPDATE webhook_deliveries SET waiting = 1, next_attempt_at = ?2, updated_at = ?2
+        "UPDATE webhook_deliveries SET waiting = CASE WHEN waiting = 2 THEN 2 ELSE 1 END, next_attempt_at = ?2,
+             updated_at = ?2
          WHERE endpoint_id = ?1 AND status = 'pending' AND NOT (in_flight_until > 0 AND in_flight_until > ?2)",
         &[text(endpoint_id), time(now)],
     )?)

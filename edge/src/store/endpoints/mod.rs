@@ -16,6 +16,31 @@ use exactly_core::breaker::{self, State};
 use crate::error::EdgeError;
 use crate::store::{self as db, int, opt_text, text, time, Cursor};
 
+exactly_core::text_enum! {
+    /// How an endpoint receives the events of one resource (`webhook_endpoints.ordering`,
+    /// docs/contract.md "Ordered delivery per resource").
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Ordering {
+        /// As each is ready, several at once: the receiver sorts by `sequence`.
+        None = "none",
+        /// Each message's and each call's events in `sequence` order, one at a time.
+        Resource = "resource",
+    }
+}
+
+exactly_core::text_enum! {
+    /// What an ordered endpoint does when a delivery of a resource is exhausted
+    /// (`webhook_endpoints.on_exhausted`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum OnExhausted {
+        /// The next event of the resource goes, naming the skipped one in `exactly-skipped`.
+        Skip = "skip",
+        /// The resource waits until the exhausted event is delivered (a retry, replay or recovery).
+        Hold = "hold",
+    }
+}
+crate::store::row::named!(Ordering, OnExhausted);
+
 crate::store::row! {
     /// An endpoint as the API shows it (never its secret).
     #[derive(Debug)]
@@ -34,6 +59,8 @@ crate::store::row! {
         pub filter: Option<String>,
         /// Its custom headers (`core::headers`), as the column holds them.
         pub headers: CustomHeaders,
+        pub ordering: Ordering,
+        pub on_exhausted: OnExhausted,
         pub created_at: Timestamp,
         pub updated_at: Timestamp,
         /// Its circuit breaker.
@@ -42,7 +69,8 @@ crate::store::row! {
 }
 
 const COLUMNS: &str = "e.id, e.url, e.event_types, e.enabled, e.paused, e.rate_limit_per_second, e.disabled_reason,
-     e.consecutive_failures, e.max_in_flight, e.filter, e.headers, e.created_at, e.updated_at";
+     e.consecutive_failures, e.max_in_flight, e.filter, e.headers, e.ordering, e.on_exhausted, e.created_at,
+     e.updated_at";
 
 /// The `event_types` column: a JSON array of wire names, sorted and each once, as the
 /// fan-out's `json_each` reads it.
@@ -87,6 +115,8 @@ impl Endpoint {
             "max_in_flight": self.max_in_flight.unwrap_or(i64::from(DEFAULT_MAX_IN_FLIGHT)),
             "filter": self.filter,
             "headers": self.headers.names().map(|name| (name.to_owned(), json!(REDACTED))).collect::<serde_json::Map<_, _>>(),
+            "ordering": self.ordering.as_str(),
+            "on_exhausted": self.on_exhausted.as_str(),
             "circuit": state.name(),
             "next_probe_at": probe.map(|at| Timestamp::from_unix_millis(at).to_rfc3339()),
             "created_at": self.created_at.to_rfc3339(),
@@ -115,8 +145,8 @@ pub async fn create(db: &D1Database, new: &New<'_>, now: Timestamp) -> Result<bo
     let added = db::run(db::stmt(
         db,
         "INSERT INTO webhook_endpoints (id, account_id, url, event_types, secret, rate_limit_per_second, max_in_flight,
-                                        filter, headers, created_at, updated_at)
-         SELECT ?1, ?2, ?3, ?4, ?5, ?7, ?8, ?9, ?10, ?6, ?6
+                                        filter, headers, ordering, on_exhausted, created_at, updated_at)
+         SELECT ?1, ?2, ?3, ?4, ?5, ?7, ?8, ?9, ?10, ?12, ?13, ?6, ?6
          WHERE (SELECT COUNT(*) FROM webhook_endpoints WHERE account_id = ?2) < ?11",
         &[
             text(new.id),
@@ -130,6 +160,8 @@ pub async fn create(db: &D1Database, new: &New<'_>, now: Timestamp) -> Result<bo
             opt_text(new.filter),
             headers_column(new.headers),
             int(MAX_ENDPOINTS),
+            text(new.ordering.as_str()),
+            text(new.on_exhausted.as_str()),
         ],
     )?)
     .await?;
@@ -154,6 +186,8 @@ pub struct New<'a> {
     pub filter: Option<&'a str>,
     /// Its custom headers.
     pub headers: &'a CustomHeaders,
+    pub ordering: Ordering,
+    pub on_exhausted: OnExhausted,
 }
 
 /// A page of an account's endpoints, newest first.
@@ -198,6 +232,10 @@ pub struct Update<'a> {
     pub filter: Option<Option<&'a str>>,
     /// Replace the custom headers (empty clears them).
     pub headers: Option<&'a CustomHeaders>,
+    /// Set how it receives each resource's events.
+    pub ordering: Option<Ordering>,
+    /// Set what an exhausted delivery of a resource does to the next.
+    pub on_exhausted: Option<OnExhausted>,
 }
 
 /// Applies an [`Update`] to one endpoint of one account.
@@ -221,7 +259,9 @@ pub async fn update(
              rate_limit_per_second = CASE WHEN ?8 = 1 THEN ?9 ELSE rate_limit_per_second END,
              max_in_flight = COALESCE(?10, max_in_flight),
              filter = CASE WHEN ?11 = 1 THEN ?12 ELSE filter END,
-             headers = CASE WHEN ?13 = 1 THEN ?14 ELSE headers END
+             headers = CASE WHEN ?13 = 1 THEN ?14 ELSE headers END,
+             ordering = COALESCE(?15, ordering),
+             on_exhausted = COALESCE(?16, on_exhausted)
          WHERE id = ?1 AND account_id = ?2",
         &[
             text(id),
@@ -238,6 +278,8 @@ pub async fn update(
             opt_text(change.filter.flatten()),
             flag(change.headers.map(|_| true)),
             change.headers.map_or(JsValue::NULL, headers_column),
+            opt_text(change.ordering.map(Ordering::as_str)),
+            opt_text(change.on_exhausted.map(OnExhausted::as_str)),
         ],
     )?)
     .await?;

@@ -1,6 +1,7 @@
 //! A delivery's gates, in order, and the claim of its attempt by compare-and-swap: settled or
 //! deleted; paused or disabled; early; its endpoint's filter; the circuit; then the claim, which
-//! also checks the in-flight limit, the endpoint's line and that the circuit has not changed.
+//! also checks the resource's order (an ordered endpoint), the in-flight limit, the endpoint's
+//! line and that the circuit has not changed.
 
 use exactly_core::breaker;
 use exactly_core::Timestamp;
@@ -106,6 +107,7 @@ pub(super) async fn gate(account: &AccountDb, id: &str, mut ahead: Option<Box<Du
         match claim.await? {
             Claim::Claimed => {}
             Claim::Full => return Ok(Gate::Done(Done::WaitingForEndpoint)),
+            Claim::Behind => return Ok(Gate::Done(Done::WaitingForPrevious)),
             Claim::Elsewhere => return Ok(Gate::Done(Done::ClaimedElsewhere)),
         }
         if let Some(probe) = probe {

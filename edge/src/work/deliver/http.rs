@@ -46,6 +46,8 @@ pub(super) struct Signed<'a> {
     /// During a rotation window, the previous secret signs too.
     pub(super) previous: Option<&'a SigningSecret>,
     pub(super) headers: &'a CustomHeaders,
+    /// At an ordered endpoint, the events of the resource skipped before this one.
+    pub(super) skipped: Option<&'a str>,
 }
 
 pub(super) async fn send(
@@ -75,7 +77,10 @@ pub(super) async fn send(
         ("webhook-id", event_id),
         ("webhook-timestamp", &at.unix_seconds().to_string()),
         ("webhook-signature", &signature),
-    ] {
+    ]
+    .into_iter()
+    .chain(signed.skipped.map(|ids| ("exactly-skipped", ids)))
+    {
         if headers.set(name, value).is_err() {
             return (Answer::refused(format!("cannot set header {name}")), Reply::default());
         }

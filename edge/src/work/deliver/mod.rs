@@ -434,7 +434,12 @@ async fn attempt_in_lane(
                 (Some(old), Some(until)) if until > started => SigningSecret::parse(old).ok(),
                 _ => None,
             };
-            let signed = http::Signed { secret: &secret, previous: previous.as_ref(), headers: &due.headers };
+            let signed = http::Signed {
+                secret: &secret,
+                previous: previous.as_ref(),
+                headers: &due.headers,
+                skipped: due.skipped.as_deref(),
+            };
             send(&url, &signed, &due.event_id, &due.payload, started, timeout).await
         }
     };

@@ -1,0 +1,273 @@
+//! Ordered delivery per resource (docs/contract.md §6, "Ordered delivery per resource"): an
+//! endpoint with `ordering: "resource"` receives each message's and each call's events in
+//! `sequence` order, one at a time, whatever order the carrier's events came in, however often,
+//! through a flapping endpoint and beside a hung one; an exhausted event is skipped and named in
+//! the next request (`skip`) or holds its resource alone until it is delivered (`hold`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use exactly_tests::{fresh_number, lit, Customer, Worker};
+use serde_json::{json, Value};
+use sim::customer::Received;
+
+use crate::calls::{answered_then_hung_up, nobody_answers, ring_on, TARGETS};
+use crate::TestFn;
+
+pub const TESTS: &[(&str, TestFn)] = &[
+    (
+        "ordering::each_resources_events_arrive_in_sequence_whatever_the_carriers_order",
+        each_resources_events_arrive_in_sequence_whatever_the_carriers_order,
+    ),
+    (
+        "ordering::an_exhausted_event_is_skipped_and_named_or_holds_its_resource_alone",
+        an_exhausted_event_is_skipped_and_named_or_holds_its_resource_alone,
+    ),
+];
+
+const MESSAGE_TYPES: [&str; 3] = ["message.sent", "message.delivered", "message.failed"];
+const CALL_TYPES: [&str; 4] = ["call.initiated", "call.answered", "call.completed", "call.missed"];
+
+/// An account whose number rings [`TARGETS`], so it both sends messages and takes calls.
+fn customer(w: &Worker) -> Customer {
+    let (account, key) = w.create_account("ordered");
+    let number = fresh_number();
+    w.create_number(&account, &number, &TARGETS);
+    Customer { account, key, number }
+}
+
+/// An endpoint of `c` at `path` of the test customer server for `types`, with `extra` fields;
+/// returns its id.
+fn endpoint(w: &Worker, c: &Customer, path: &str, types: &[&str], extra: Value) -> String {
+    let mut body = json!({"url": format!("{}{path}", w.customer.base), "event_types": types});
+    if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+        body.extend(extra.clone());
+    }
+    let a = w.call("POST", "/v1/webhook_endpoints", &c.key, Some(&body), &[]);
+    assert_eq!(a.status, 201, "{}", a.body);
+    assert_eq!(a.json()["ordering"], extra.get("ordering").cloned().unwrap_or(json!("none")), "{}", a.body);
+    a.json()["id"].as_str().expect("an id").to_owned()
+}
+
+/// Sends a message from `c`'s number saying `text`; returns its id once the carrier took it
+/// (`message.sent` written), and its carrier id.
+fn sent(w: &Worker, c: &Customer, text: &str) -> (String, String) {
+    let key = format!("key-{}", sim::random_hex());
+    let body = json!({"from": c.number, "to": "+15559990000", "text": text});
+    let a = w.call("POST", "/v1/messages", &c.key, Some(&body), &[("idempotency-key", key.as_str())]);
+    assert_eq!(a.status, 201, "{}", a.body);
+    let id = a.json()["id"].as_str().expect("an id").to_owned();
+    let carrier_id = w.wait_status(c, &id, "sent")["carrier_message_id"].as_str().unwrap_or_default().to_owned();
+    (id, carrier_id)
+}
+
+/// Delivers the carrier's receipts for `carrier_id` in this order, each twice and once more
+/// re-signed under a new event id.
+fn receipts(w: &Worker, carrier_id: &str, order: &[&str]) {
+    for status in order {
+        let event_id = format!("r-{}", sim::random_hex());
+        let body = sim::telnyx::receipt(&event_id, carrier_id, status, json!([]));
+        for _ in 0..2 {
+            assert_eq!(w.deliver_telnyx(&body).status, 200);
+        }
+        let resigned = sim::telnyx::receipt(&format!("{event_id}-resigned"), carrier_id, status, json!([]));
+        assert_eq!(w.deliver_telnyx(&resigned).status, 200);
+    }
+}
+
+/// The requests `path` received about `resource` (the body's `data.id`), in arrival order.
+fn about(w: &Worker, path: &str, resource: &str) -> Vec<(Value, Received)> {
+    w.customer
+        .received(path)
+        .into_iter()
+        .filter_map(|r| {
+            let body: Value = serde_json::from_str(&r.body).ok()?;
+            (body["data"]["id"] == resource).then_some((body, r))
+        })
+        .collect()
+}
+
+/// How many customer events `resource` has.
+fn written(w: &Worker, resource: &str) -> usize {
+    let n = w.count(&format!("SELECT COUNT(*) AS n FROM outbound_events WHERE resource_id = {}", lit(resource)));
+    usize::try_from(n).unwrap_or(0)
+}
+
+/// Whether every event of `resource` was answered 2xx at `path`.
+fn all_delivered(w: &Worker, path: &str, resource: &str) -> bool {
+    let expected = written(w, resource);
+    let ok: std::collections::BTreeSet<String> = about(w, path, resource)
+        .into_iter()
+        .filter(|(_, r)| (200..300).contains(&r.answered))
+        .filter_map(|(b, _)| b["id"].as_str().map(str::to_owned))
+        .collect();
+    expected > 0 && ok.len() == expected
+}
+
+/// Asserts the ordered endpoint at `path` received `resource`'s events one at a time in
+/// `sequence` order: no request for an event before every earlier one of the resource was
+/// answered 2xx, each event answered 2xx once, the sequences 1, 2, ... with none missing.
+fn in_sequence(w: &Worker, path: &str, resource: &str) {
+    let got = about(w, path, resource);
+    let mut delivered = 0;
+    let mut successes: BTreeMap<i64, usize> = BTreeMap::new();
+    let log: Vec<(i64, u16)> = got.iter().map(|(b, r)| (b["sequence"].as_i64().unwrap_or(-1), r.answered)).collect();
+    for (sequence, answered) in &log {
+        assert!(
+            *sequence <= delivered + 1,
+            "{resource}: sequence {sequence} sent before {delivered} + 1 was delivered: {log:?}"
+        );
+        if (200..300).contains(answered) {
+            assert_eq!(*sequence, delivered + 1, "{resource}: a delivered event came again: {log:?}");
+            delivered = *sequence;
+            *successes.entry(*sequence).or_default() += 1;
+        }
+    }
+    let expected = i64::try_from(written(w, resource)).unwrap_or(0);
+    assert_eq!(delivered, expected, "{resource}: every event delivered: {log:?}");
+    assert!(successes.values().all(|n| *n == 1), "{resource}: each event delivered once: {log:?}");
+}
+
+/// Two outbound messages, their receipts in each order (sent then delivered, delivered then
+/// sent), each receipt twice and re-signed, and two calls, one answered and hung up and one that
+/// nobody answered: an ordered endpoint that flaps (500 for 1.5 s, then 200 for 1.5 s, its
+/// circuit free to open) receives each resource's events in sequence, one at a time, each once,
+/// beside a hung endpoint of the same account subscribed to the same events. An unordered
+/// endpoint of the account receives them all too.
+fn each_resources_events_arrive_in_sequence_whatever_the_carriers_order(w: &Worker) {
+    let c = customer(w);
+    let types: Vec<&str> = MESSAGE_TYPES.iter().chain(&CALL_TYPES).copied().collect();
+    let ordered = format!("/hook/ordered-{}", sim::random_hex());
+    let hung = format!("/hook/hung-{}", sim::random_hex());
+    let plain = format!("/hook/plain-{}", sim::random_hex());
+    w.customer.flap(&ordered, Duration::from_millis(1500));
+    w.customer.hang(&hung);
+    endpoint(w, &c, &ordered, &types, json!({"ordering": "resource"}));
+    endpoint(w, &c, &hung, &types, json!({"ordering": "resource"}));
+    endpoint(w, &c, &plain, &types, json!({}));
+
+    let mut resources = Vec::new();
+    for order in [["sent", "delivered"], ["delivered", "sent"]] {
+        let (id, carrier_id) = sent(w, &c, &format!("ordered {}", order.join(" then ")));
+        receipts(w, &carrier_id, &order);
+        w.wait_status(&c, &id, "delivered");
+        resources.push(id);
+    }
+    let answered = ring_on(w, c.key.clone(), &c.number);
+    answered_then_hung_up(w, &answered);
+    resources.push(answered.call_id.clone());
+    // A second number of the account: a ring is found by the first dial from its number.
+    let second = fresh_number();
+    w.create_number(&c.account, &second, &TARGETS);
+    let missed = ring_on(w, c.key.clone(), &second);
+    nobody_answers(w, &missed);
+    resources.push(missed.call_id.clone());
+
+    for resource in &resources {
+        let done = w.eventually(Duration::from_secs(120), || all_delivered(w, &ordered, resource));
+        assert!(done, "{resource}: every event reached the ordered endpoint: {:?}", about(w, &ordered, resource).len());
+        in_sequence(w, &ordered, resource);
+        assert!(w.eventually(Duration::from_secs(60), || all_delivered(w, &plain, resource)), "{resource} (unordered)");
+    }
+    assert!(written(w, &resources[0]) >= 2 && written(w, &resources[2]) >= 3, "events to order were written");
+    w.customer.let_go(&hung);
+}
+
+/// Two ordered endpoints that refuse one message's `message.sent` (every attempt, without a
+/// circuit breaker to stretch the retries): at the `skip` endpoint it is exhausted and the
+/// message's `message.delivered` follows, naming it in `exactly-skipped`; at the `hold` endpoint
+/// the message's later event waits (`held_count`) while another message's events arrive in
+/// order, and once the refused event is retried from the delivery log and delivered, the held
+/// one follows it, naming nothing. A bad `ordering` or `on_exhausted` is refused naming it.
+fn an_exhausted_event_is_skipped_and_named_or_holds_its_resource_alone(w: &Worker) {
+    let c = customer(w);
+    let types = ["message.sent", "message.delivered"];
+    let skip = format!("/hook/skip-no-breaker-{}", sim::random_hex());
+    let hold = format!("/hook/hold-no-breaker-{}", sim::random_hex());
+    let refused = format!("refused {}", sim::random_hex());
+    for path in [&skip, &hold] {
+        w.customer.refuse_bodies_with(path, &[&refused, "\"type\":\"message.sent\""]);
+    }
+    endpoint(w, &c, &skip, &types, json!({"ordering": "resource"}));
+    let holding = endpoint(w, &c, &hold, &types, json!({"ordering": "resource", "on_exhausted": "hold"}));
+    for (change, field) in [(json!({"ordering": "sorted"}), "ordering"), (json!({"on_exhausted": 1}), "on_exhausted")] {
+        let a = w.call("PATCH", &format!("/v1/webhook_endpoints/{holding}"), &c.key, Some(&change), &[]);
+        assert_eq!((a.status, a.json()["error"]["field"].as_str()), (422, Some(field)), "{}", a.body);
+    }
+
+    let (a, carrier_a) = sent(w, &c, &refused);
+    receipts(w, &carrier_a, &["delivered"]);
+    w.wait_status(&c, &a, "delivered");
+    let deliveries_of = |endpoint: &str, event_type: &str, status: &str| {
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM webhook_deliveries d JOIN outbound_events o ON o.id = d.event_id
+             WHERE o.resource_id = {} AND o.type = {} AND d.status = {} AND d.endpoint_id = {}",
+            lit(&a),
+            lit(event_type),
+            lit(status),
+            lit(endpoint)
+        ))
+    };
+
+    // Skip: exhausted, then the next event goes and names it.
+    assert!(w.eventually(Duration::from_secs(120), || all_delivered_but_one(w, &skip, &a)), "skipped at {skip}");
+    let skipped_event = w
+        .sql(&format!("SELECT id FROM outbound_events WHERE resource_id = {} AND type = 'message.sent'", lit(&a)))[0]
+        ["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let got = about(w, &skip, &a);
+    let next: Vec<&Received> = got.iter().filter(|(b, _)| b["type"] == "message.delivered").map(|(_, r)| r).collect();
+    assert_eq!(next.len(), 1, "message.delivered went once");
+    assert_eq!(next[0].header("exactly-skipped"), Some(skipped_event.as_str()), "it names the skipped event");
+    let refusals = got.iter().filter(|(b, _)| b["type"] == "message.sent").count();
+    assert_eq!(refusals, 8, "message.sent was tried 8 times before it was skipped");
+    assert!(
+        got.iter().position(|(b, _)| b["type"] == "message.delivered") == Some(got.len() - 1),
+        "nothing of the resource before its last refusal"
+    );
+
+    // Hold: the later event waits, alone.
+    assert!(w.eventually(Duration::from_secs(120), || deliveries_of(&holding, "message.sent", "failed") == 1));
+    let waiting = w.sql(&format!(
+        "SELECT d.waiting FROM webhook_deliveries d JOIN outbound_events o ON o.id = d.event_id
+         WHERE o.resource_id = {} AND o.type = 'message.delivered' AND d.endpoint_id = {}",
+        lit(&a),
+        lit(&holding)
+    ));
+    assert_eq!(waiting, vec![json!({"waiting": 2})], "message.delivered waits for the exhausted one");
+    let shown = w.call("GET", &format!("/v1/webhook_endpoints/{holding}"), &c.key, None, &[]).json();
+    assert!(shown["held_count"].as_u64() >= Some(1), "{shown}");
+    let (b, carrier_b) = sent(w, &c, &format!("another {}", sim::random_hex()));
+    receipts(w, &carrier_b, &["delivered"]);
+    assert!(w.eventually(Duration::from_secs(120), || all_delivered(w, &hold, &b)), "another message goes");
+    in_sequence(w, &hold, &b);
+    assert!(about(w, &hold, &a).iter().all(|(b, _)| b["type"] == "message.sent"), "still held");
+
+    // Retried and delivered: the held event follows it, naming nothing.
+    w.customer.accept_all(&hold);
+    let retry = w.call(
+        "POST",
+        &format!("/v1/webhook_endpoints/{holding}/retries"),
+        &c.key,
+        Some(&json!({"resource_id": a})),
+        &[],
+    );
+    assert_eq!(retry.status, 202, "{}", retry.body);
+    assert!(w.eventually(Duration::from_secs(120), || all_delivered(w, &hold, &a)), "released at {hold}");
+    in_sequence(w, &hold, &a);
+    let last = about(w, &hold, &a);
+    assert_eq!(
+        last.last().map(|(b, r)| (b["type"].clone(), r.header("exactly-skipped"))),
+        Some((json!("message.delivered"), None))
+    );
+    assert_eq!(deliveries_of(&holding, "message.sent", "succeeded"), 1);
+}
+
+/// Whether every event of `resource` but its first reached `path` (the first was skipped).
+fn all_delivered_but_one(w: &Worker, path: &str, resource: &str) -> bool {
+    let ok = about(w, path, resource).into_iter().filter(|(_, r)| (200..300).contains(&r.answered)).count();
+    let expected = written(w, resource);
+    expected > 1 && ok == expected - 1
+}
