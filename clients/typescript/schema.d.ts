@@ -3285,7 +3285,7 @@ export interface operations {
                      */
                     ordering?: "none" | "resource";
                     /**
-                     * @description At an ordered endpoint, what a delivery that is exhausted (its retries spent) does to its resource: `skip` (the default) lets the next event go, its request naming the skipped events' ids in `exactly-skipped`; `hold` keeps the resource's later events waiting until the exhausted one is delivered (by a retry, a replay or a recovery).
+                     * @description At an ordered endpoint, what a delivery that is exhausted (its retries spent) does to its resource: `skip` (the default) lets the next event go, its request naming, comma-separated in `exactly-skipped`, every earlier event of the resource exhausted there and not delivered since; `hold` keeps the resource's later events waiting until the exhausted one is delivered (by a retry, a replay or a recovery).
                      * @enum {unknown}
                      */
                     on_exhausted?: "skip" | "hold";
@@ -3546,7 +3546,7 @@ export interface operations {
                      */
                     ordering?: "none" | "resource";
                     /**
-                     * @description At an ordered endpoint, what a delivery that is exhausted (its retries spent) does to its resource: `skip` (the default) lets the next event go, its request naming the skipped events' ids in `exactly-skipped`; `hold` keeps the resource's later events waiting until the exhausted one is delivered (by a retry, a replay or a recovery).
+                     * @description At an ordered endpoint, what a delivery that is exhausted (its retries spent) does to its resource: `skip` (the default) lets the next event go, its request naming, comma-separated in `exactly-skipped`, every earlier event of the resource exhausted there and not delivered since; `hold` keeps the resource's later events waiting until the exhausted one is delivered (by a retry, a replay or a recovery).
                      * @enum {unknown}
                      */
                     on_exhausted?: "skip" | "hold";

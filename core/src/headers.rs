@@ -2,9 +2,8 @@
 //! API gateway that wants a key of its own (docs/contract.md §6, "Custom headers").
 //!
 //! A name is an HTTP token of at most [`MAX_NAME_LEN`] characters and never one the delivery
-//! owns: the Standard Webhooks headers (`webhook-*`), the product's own (`exactly-*`, such as
-//! an ordered endpoint's `exactly-skipped`), `content-type`, `content-length`, `host`,
-//! `user-agent`, or a hop-by-hop header. A value is visible ASCII and spaces, at most
+//! owns: the Standard Webhooks headers (`webhook-*`), an ordered endpoint's `exactly-skipped`,
+//! `content-type`, `content-length`, `host`, `user-agent`, or a hop-by-hop header. A value is visible ASCII and spaces, at most
 //! [`MAX_VALUE_LEN`] characters. Names are compared without case, so no name is given twice.
 
 use std::collections::BTreeMap;
@@ -20,7 +19,8 @@ pub const MAX_VALUE_LEN: usize = 1024;
 pub const REDACTED: &str = "[redacted]";
 
 /// Headers the delivery sets itself, or that describe one connection rather than the request.
-const RESERVED: [&str; 14] = [
+const RESERVED: [&str; 15] = [
+    "exactly-skipped",
     "host",
     "content-length",
     "content-type",
@@ -82,8 +82,7 @@ fn check(name: &str, value: &str) -> Result<(), HeaderError> {
     }
     let lower = name.to_ascii_lowercase();
     // `cf-` headers are Cloudflare's own, which a fetch from a Worker may not set.
-    let owned = ["webhook-", "exactly-", "cf-"].iter().any(|prefix| lower.starts_with(prefix));
-    if owned || RESERVED.contains(&lower.as_str()) {
+    if lower.starts_with("webhook-") || lower.starts_with("cf-") || RESERVED.contains(&lower.as_str()) {
         return refuse("is set by the delivery itself and cannot be given");
     }
     if value.len() > MAX_VALUE_LEN {

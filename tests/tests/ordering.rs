@@ -142,7 +142,7 @@ fn each_resources_events_arrive_in_sequence_whatever_the_carriers_order(w: &Work
     let plain = format!("/hook/plain-{}", sim::random_hex());
     w.customer.flap(&ordered, Duration::from_millis(1500));
     w.customer.hang(&hung);
-    endpoint(w, &c, &ordered, &types, json!({"ordering": "resource"}));
+    let ordered_id = endpoint(w, &c, &ordered, &types, json!({"ordering": "resource"}));
     endpoint(w, &c, &hung, &types, json!({"ordering": "resource"}));
     endpoint(w, &c, &plain, &types, json!({}));
 
@@ -171,14 +171,18 @@ fn each_resources_events_arrive_in_sequence_whatever_the_carriers_order(w: &Work
     }
     assert!(written(w, &resources[0]) >= 2 && written(w, &resources[2]) >= 3, "events to order were written");
     w.customer.let_go(&hung);
+    // Ordering off again: what waited (nothing now) goes back into the line, and it shows.
+    let path = format!("/v1/webhook_endpoints/{ordered_id}");
+    let off = w.call("PATCH", &path, &c.key, Some(&json!({"ordering": "none"})), &[]);
+    assert_eq!((off.status, off.json()["ordering"].as_str()), (200, Some("none")), "{}", off.body);
 }
 
 /// Two ordered endpoints that refuse one message's `message.sent` (every attempt, without a
 /// circuit breaker to stretch the retries): at the `skip` endpoint it is exhausted and the
 /// message's `message.delivered` follows, naming it in `exactly-skipped`; at the `hold` endpoint
 /// the message's later event waits (`held_count`) while another message's events arrive in
-/// order, and once the refused event is retried from the delivery log and delivered, the held
-/// one follows it, naming nothing. A bad `ordering` or `on_exhausted` is refused naming it.
+/// order; a replay of the held event waits behind it too, and once the refused event is retried
+/// from the delivery log and delivered, both copies of the held one follow it, naming nothing. A bad `ordering` or `on_exhausted` is refused naming it.
 fn an_exhausted_event_is_skipped_and_named_or_holds_its_resource_alone(w: &Worker) {
     let c = customer(w);
     let types = ["message.sent", "message.delivered"];
@@ -244,8 +248,25 @@ fn an_exhausted_event_is_skipped_and_named_or_holds_its_resource_alone(w: &Worke
     assert!(w.eventually(Duration::from_secs(120), || all_delivered(w, &hold, &b)), "another message goes");
     in_sequence(w, &hold, &b);
     assert!(about(w, &hold, &a).iter().all(|(b, _)| b["type"] == "message.sent"), "still held");
+    // The held event replayed: a second delivery of it, which waits behind the exhausted one too.
+    let held_event = w
+        .sql(&format!("SELECT id FROM outbound_events WHERE resource_id = {} AND type = 'message.delivered'", lit(&a)))
+        [0]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let replay =
+        w.call("POST", &format!("/v1/events/{held_event}/replay"), &c.key, Some(&json!({"endpoint_id": holding})), &[]);
+    assert_eq!(replay.status, 202, "{}", replay.body);
+    let both_wait = w.eventually(Duration::from_secs(60), || {
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE event_id = {} AND waiting = 2 AND status = 'pending'",
+            lit(&held_event)
+        )) == 2
+    });
+    assert!(both_wait, "the replay waits behind the exhausted event too");
 
-    // Retried and delivered: the held event follows it, naming nothing.
+    // Retried and delivered: both copies of the held event follow it, naming nothing.
     w.customer.accept_all(&hold);
     let retry = w.call(
         "POST",
@@ -255,14 +276,26 @@ fn an_exhausted_event_is_skipped_and_named_or_holds_its_resource_alone(w: &Worke
         &[],
     );
     assert_eq!(retry.status, 202, "{}", retry.body);
-    assert!(w.eventually(Duration::from_secs(120), || all_delivered(w, &hold, &a)), "released at {hold}");
-    in_sequence(w, &hold, &a);
-    let last = about(w, &hold, &a);
-    assert_eq!(
-        last.last().map(|(b, r)| (b["type"].clone(), r.header("exactly-skipped"))),
-        Some((json!("message.delivered"), None))
-    );
-    assert_eq!(deliveries_of(&holding, "message.sent", "succeeded"), 1);
+    let released = w.eventually(Duration::from_secs(120), || {
+        deliveries_of(&holding, "message.sent", "succeeded") == 1
+            && deliveries_of(&holding, "message.delivered", "succeeded") == 2
+    });
+    assert!(released, "released at {hold}: {:?}", about(w, &hold, &a).len());
+    let log: Vec<(String, u16, Option<String>)> = about(w, &hold, &a)
+        .into_iter()
+        .map(|(b, r)| {
+            (
+                b["type"].as_str().unwrap_or_default().to_owned(),
+                r.answered,
+                r.header("exactly-skipped").map(str::to_owned),
+            )
+        })
+        .collect();
+    let first_success = log.iter().position(|(t, status, _)| t == "message.sent" && *status == 200);
+    let first_later = log.iter().position(|(t, ..)| t == "message.delivered");
+    assert!(first_success.is_some() && first_later > first_success, "the held event after the exhausted one: {log:?}");
+    let later: Vec<_> = log.iter().filter(|(t, ..)| t == "message.delivered").collect();
+    assert!(later.len() == 2 && later.iter().all(|(_, s, skipped)| *s == 200 && skipped.is_none()), "{log:?}");
 }
 
 /// Whether every event of `resource` but its first reached `path` (the first was skipped).

@@ -276,8 +276,9 @@ pub async fn update(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Respons
     };
     endpoints::update(db, &account.id, id, &change, now()).await?;
     let after = find(db, &account.id, id).await?;
-    let reordered = (change.ordering.is_some_and(|o| o != current.ordering))
-        || (change.on_exhausted.is_some_and(|o| o != current.on_exhausted));
+    // Whenever either is given, not only when it changed: a PATCH asked again after an answer
+    // that was lost puts back what the first left waiting.
+    let reordered = change.ordering.is_some() || change.on_exhausted.is_some();
     if reordered && deliveries::unblock(db, id, now()).await? > 0 {
         crate::queues::wake_later(ctx.account_db()?, id, 0).await?;
     }

@@ -648,7 +648,7 @@ async fn deliveries_claim_attempt(db: &D1Database, name: &str) -> Result<Value, 
         } else {
             let lease = Timestamp::from_unix_millis(now().unix_millis() + 60_000);
             let claim = deliveries::claim_attempt(db, &delivery, &endpoint, 1, lease, now(), 0).await?;
-            json!(claim == deliveries::Claim::Claimed)
+            json!(matches!(claim, deliveries::Claim::Claimed(_)))
         };
         r.runs.push((did, rows(db, &show).await?));
     }

@@ -110,11 +110,24 @@ const BEHIND: &str = "(webhook_deliveries.resource_id IS NOT NULL AND EXISTS (
                     AND NOT EXISTS (SELECT 1 FROM webhook_deliveries s WHERE s.event_id = p.event_id
                                     AND s.endpoint_id = p.endpoint_id AND s.status = 'succeeded'))))))";
 
+/// The events of the resource of the delivery being updated (`webhook_deliveries`) that were
+/// exhausted at its endpoint and never delivered there since (by a retry, a replay or a
+/// recovery), comma-separated; NULL for none, or for a delivery with no resource. Read in the
+/// statement that claims the attempt, so it is what the claim's own check of the order saw.
+const SKIPPED: &str =
+    "(SELECT group_concat(DISTINCT p.event_id) FROM webhook_deliveries p INDEXED BY webhook_deliveries_resource
+     WHERE webhook_deliveries.resource_id IS NOT NULL AND p.endpoint_id = webhook_deliveries.endpoint_id
+       AND p.resource_id = webhook_deliveries.resource_id AND p.resource_id IS NOT NULL
+       AND p.sequence < webhook_deliveries.sequence AND p.status = 'failed'
+       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries s WHERE s.event_id = p.event_id
+                       AND s.endpoint_id = p.endpoint_id AND s.status = 'succeeded'))";
+
 /// What claiming an attempt found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Claim {
-    /// The attempt is this job's to send.
-    Claimed,
+    /// The attempt is this job's to send; at an ordered endpoint, with the events of its resource
+    /// skipped before it ([`SKIPPED`]).
+    Claimed(Option<String>),
     /// The endpoint has its most attempts in flight: the delivery is in its line now.
     Full,
     /// An earlier event of its resource is not yet delivered to its ordered endpoint: the delivery
@@ -130,7 +143,7 @@ pub enum Claim {
 /// (a line is drained oldest first), its circuit is still at `version` (the state the caller
 /// admitted the attempt under) and, at an ordered endpoint, no earlier event of its resource
 /// waits to be delivered ([`BEHIND`]). Otherwise, in the same batch, the delivery waits for that
-/// earlier one (`waiting = 2`: its settling hands the resource on, migrations/0034_ordering.sql)
+/// earlier one (`waiting = 2`: its settling wakes it, migrations/0034_ordering.sql)
 /// or goes into the endpoint's line, so an attempt that ends after this either found it in line
 /// or left room for it, and a delivery that settles after this found it waiting.
 pub async fn claim_attempt(
@@ -155,7 +168,8 @@ pub async fn claim_attempt(
                                    AND {IN_FLIGHT} < {IN_FLIGHT_LIMIT})
                        AND NOT EXISTS (SELECT 1 FROM webhook_deliveries l WHERE l.endpoint_id = ?6 AND l.waiting = 1
                             AND l.status = 'pending' AND (l.created_at, l.id) < (webhook_deliveries.created_at, ?1))
-                       AND NOT {BEHIND}"
+                       AND NOT {BEHIND}
+                     RETURNING {SKIPPED} AS skipped"
                 ),
                 &[text(id), time(now), int(number), time(lease), int(number - 1), text(endpoint_id), int(version)],
             )?,
@@ -177,9 +191,17 @@ pub async fn claim_attempt(
         ],
     )
     .await?;
+    crate::store::row! {
+        struct Took {
+            skipped: Option<String>,
+        }
+    }
     let changed = |n: usize| results.get(n).map(db::changes);
     Ok(match (changed(0), changed(1), changed(2)) {
-        (Some(1), _, _) => Claim::Claimed,
+        (Some(1), _, _) => {
+            let took = results.first().map(db::rows::<Took>).transpose()?.and_then(|rows| rows.into_iter().next());
+            Claim::Claimed(took.and_then(|t| t.skipped))
+        }
         (_, Some(1), _) => Claim::Behind,
         (_, _, Some(1)) => Claim::Full,
         _ => Claim::Elsewhere,

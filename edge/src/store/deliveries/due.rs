@@ -64,8 +64,9 @@ crate::store::row! {
         pub headers: CustomHeaders,
         /// A test send (its event's `test` column): it exists to reach the endpoint.
         pub test: bool,
-        /// At an ordered endpoint, the events of its resource skipped before it (exhausted),
-        /// space-separated: its request names them in `exactly-skipped`.
+        /// At an ordered endpoint, the events of its resource skipped before it (exhausted and
+        /// never delivered since), comma-separated, as its claim read them: its request names
+        /// them in `exactly-skipped`. Never read with the delivery ([`DUE_COLUMNS`]: NULL).
         pub skipped: Option<String>,
         pub payload: String,
         /// The endpoint's circuit breaker.
@@ -77,7 +78,7 @@ crate::store::row! {
 /// before the circuit's ([`CIRCUIT`]) and the event's payload (`o.payload`).
 pub const DUE_COLUMNS: &str = "d.id, d.event_id, d.account_id, d.status, d.attempts, d.next_attempt_at,
      d.endpoint_id, e.url, e.secret, e.enabled, e.paused, e.rate_limit_per_second, e.previous_secret,
-     e.previous_secret_expires_at, e.filter, e.headers, o.test, d.skipped";
+     e.previous_secret_expires_at, e.filter, e.headers, o.test, NULL AS skipped";
 
 /// How many attempts to endpoint row `e` are in flight at `?2` (claimed, their lease not over).
 /// The claim, the fan-out's look at an endpoint and an endpoint's load all count with it, so

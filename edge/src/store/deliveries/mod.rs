@@ -312,6 +312,25 @@ pub async fn unblock(db: &D1Database, endpoint_id: &str, now: Timestamp) -> Resu
     .await
 }
 
+/// Puts back into their endpoints' lines at most `limit` deliveries that have waited for an
+/// earlier event of their resource since before `before` (their claims decide again, and the
+/// sweeper's wake of lines drains them). Returns how many.
+pub async fn requeue_waiting(
+    db: &D1Database,
+    before: Timestamp,
+    limit: u32,
+    now: Timestamp,
+) -> Result<usize, EdgeError> {
+    db::run(db::stmt(
+        db,
+        "UPDATE webhook_deliveries SET waiting = 1, updated_at = ?3
+         WHERE id IN (SELECT id FROM webhook_deliveries INDEXED BY webhook_deliveries_behind
+                      WHERE waiting = 2 AND status = 'pending' AND updated_at < ?1 LIMIT ?2)",
+        &[time(before), int(i64::from(limit)), time(now)],
+    )?)
+    .await
+}
+
 /// Releases what a paused or disabled endpoint held: its pending deliveries go into its line,
 /// due now, oldest first, except one whose attempt is in flight (claimed, its lease not over,
 /// its outcome not yet recorded): its lease stands, so the attempt is never sent a second time

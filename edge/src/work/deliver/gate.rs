@@ -58,7 +58,7 @@ pub(super) async fn gate(account: &AccountDb, id: &str, mut ahead: Option<Box<Du
             Some(due) => Some(*due),
             None => deliveries::due(db, id).await?,
         };
-        let Some(due) = due else { return Ok(Gate::Done(Done::NoSuchDelivery)) };
+        let Some(mut due) = due else { return Ok(Gate::Done(Done::NoSuchDelivery)) };
         if due.status != deliveries::DeliveryStatus::Pending {
             return Ok(Gate::Done(Done::AlreadySettled));
         }
@@ -103,9 +103,9 @@ pub(super) async fn gate(account: &AccountDb, id: &str, mut ahead: Option<Box<Du
         let lease = lease_from(started);
         // The endpoint's in-flight limit is the claim's to read ([`attempt`] takes the turns of
         // a rate-limited one).
-        let claim = deliveries::claim_attempt(db, &due.id, &due.endpoint_id, number, lease, started, version);
-        match claim.await? {
-            Claim::Claimed => {}
+        let claim = deliveries::claim_attempt(db, &due.id, &due.endpoint_id, number, lease, started, version).await?;
+        match claim {
+            Claim::Claimed(skipped) => due.skipped = skipped,
             Claim::Full => return Ok(Gate::Done(Done::WaitingForEndpoint)),
             Claim::Behind => return Ok(Gate::Done(Done::WaitingForPrevious)),
             Claim::Elsewhere => return Ok(Gate::Done(Done::ClaimedElsewhere)),

@@ -278,8 +278,8 @@ async fn chain(account: &AccountDb, first: Claimed, shared: &Invocation) {
     }
 }
 
-/// Takes `next` through its gates for the chain; one its endpoint's filter holds back gives its
-/// turn to the one behind it. Each such turn counts as a round of the invocation, so a long run
+/// Takes `next` through its gates for the chain; one its endpoint's filter holds back, or one
+/// that waits for an earlier event of its resource, gives its turn to the one behind it. Each such turn counts as a round of the invocation, so a long run
 /// of held-back deliveries stops at [`ROUNDS_MAX`] (or [`CHAIN_MAX`] in a row) like attempts do,
 /// and a wake carries the line on. A delivery taken out of the line is always gated: the budget
 /// is checked before the next one is taken.
@@ -296,7 +296,8 @@ async fn claim_next(
         let id = taken.id.clone();
         match gate_taken(account, taken).await {
             Ok(Gate::Claimed(c)) => return Some(*c),
-            Ok(Gate::Done(Done::Filtered)) => log(account.config(), &id, &Ok(Done::Filtered)),
+            // Settled, or waiting for an earlier event of its resource: the next in line goes.
+            Ok(Gate::Done(done @ (Done::Filtered | Done::WaitingForPrevious))) => log(account.config(), &id, &Ok(done)),
             Ok(Gate::Done(done)) => {
                 log(account.config(), &id, &Ok(done));
                 return None;
