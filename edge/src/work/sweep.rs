@@ -143,7 +143,7 @@ async fn sweep_database(account: &AccountDb, log: &carrier_events::Log, cutoff: 
     // where its claim decides again: a hand-on that never came (the earlier one pruned, say)
     // strands nothing. One still behind waits again, from now.
     let stale = Timestamp::from_unix_millis(now().unix_millis() - STALE_AFTER_MILLIS);
-    deliveries::requeue_waiting(db, stale, BATCH, now()).await?;
+    deliveries::requeue_waiting(db, stale, deliveries::UNBLOCK_MAX, now()).await?;
     // A line whose wake was lost (an attempt's chain cut short, a wake message dropped) is woken
     // here; one that is still being drained, or whose circuit holds, is left as it is by its wake.
     let lines = crate::store::endpoints::circuit::with_line(db, BATCH).await?;

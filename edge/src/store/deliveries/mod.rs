@@ -299,15 +299,21 @@ pub async fn redrive(db: &D1Database, id: &str, now: Timestamp) -> Result<Redriv
     Ok(if found.is_empty() { Redrive::Missing } else { Redrive::NotFailed })
 }
 
-/// Puts into the line of endpoint `endpoint_id` every delivery that waits for an earlier event of
-/// its resource: the endpoint's ordering changed, and their claims decide again (one still behind
-/// waits again). The caller wakes the line. Returns how many went into line.
+/// The most deliveries one statement puts back into a line from waiting for an earlier event
+/// ([`unblock`], [`requeue_waiting`]); the cron puts back the rest, as many each minute.
+pub const UNBLOCK_MAX: u32 = 1_000;
+
+/// Puts into the line of endpoint `endpoint_id` the deliveries (at most [`UNBLOCK_MAX`]) that
+/// wait for an earlier event of their resource: the endpoint's ordering changed, and their claims
+/// decide again (one still behind waits again). The caller wakes the line. Returns how many went
+/// into line.
 pub async fn unblock(db: &D1Database, endpoint_id: &str, now: Timestamp) -> Result<usize, EdgeError> {
     db::run(db::stmt(
         db,
-        "UPDATE webhook_deliveries INDEXED BY webhook_deliveries_behind SET waiting = 1, updated_at = ?2
-         WHERE endpoint_id = ?1 AND waiting = 2 AND status = 'pending'",
-        &[text(endpoint_id), time(now)],
+        "UPDATE webhook_deliveries SET waiting = 1, updated_at = ?2
+         WHERE id IN (SELECT id FROM webhook_deliveries INDEXED BY webhook_deliveries_behind
+                      WHERE endpoint_id = ?1 AND waiting = 2 AND status = 'pending' LIMIT ?3)",
+        &[text(endpoint_id), time(now), int(i64::from(UNBLOCK_MAX))],
     )?)
     .await
 }
