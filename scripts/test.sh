@@ -64,6 +64,12 @@ for name in deploy-dry-run browser e2e-one-database e2e-sharded contract; do
 done
 echo "test: everything ran in $(elapsed)"
 if [ -n "$failed" ]; then
+    # The last lines are what a reader of a long log sees first: which tests failed, and why.
+    for name in $failed; do
+        echo "test: in $name:"
+        grep -E "^---- |panicked at|^    [a-z_:]+$|^test result:" "$LOGS/$name.log" | tail -n 40 | sed 's/^/test:   /'
+        grep -A 3 "panicked at" "$LOGS/$name.log" | grep -vE "panicked at|^--$|^note:" | head -n 20 | sed 's/^/test:     /'
+    done
     echo "test: FAILED:$failed"
     exit 1
 fi

@@ -232,15 +232,20 @@ fn an_exhausted_event_is_skipped_and_named_or_holds_its_resource_alone(w: &Worke
         "nothing of the resource before its last refusal"
     );
 
-    // Hold: the later event waits, alone.
+    // Hold: the later event waits, alone. The exhaustion's settling puts it back into the line
+    // (`waiting = 1`) and its claim parks it again (`waiting = 2`): wait for the claim.
     assert!(w.eventually(Duration::from_secs(120), || deliveries_of(&holding, "message.sent", "failed") == 1));
-    let waiting = w.sql(&format!(
-        "SELECT d.waiting FROM webhook_deliveries d JOIN outbound_events o ON o.id = d.event_id
-         WHERE o.resource_id = {} AND o.type = 'message.delivered' AND d.endpoint_id = {}",
-        lit(&a),
-        lit(&holding)
-    ));
-    assert_eq!(waiting, vec![json!({"waiting": 2})], "message.delivered waits for the exhausted one");
+    let waiting_of_later = || {
+        w.sql(&format!(
+            "SELECT d.waiting, d.status FROM webhook_deliveries d JOIN outbound_events o ON o.id = d.event_id
+             WHERE o.resource_id = {} AND o.type = 'message.delivered' AND d.endpoint_id = {}",
+            lit(&a),
+            lit(&holding)
+        ))
+    };
+    let parked = w
+        .eventually(Duration::from_secs(60), || waiting_of_later() == vec![json!({"waiting": 2, "status": "pending"})]);
+    assert!(parked, "message.delivered waits for the exhausted one: {:?}", waiting_of_later());
     let shown = w.call("GET", &format!("/v1/webhook_endpoints/{holding}"), &c.key, None, &[]).json();
     assert!(shown["held_count"].as_u64() >= Some(1), "{shown}");
     let (b, carrier_b) = sent(w, &c, &format!("another {}", sim::random_hex()));
