@@ -56,6 +56,9 @@ struct State {
     flaps: HashMap<String, (Instant, Duration)>,
     /// Paths that answer 500 to every request whose body holds each of these texts.
     refusals: HashMap<String, Vec<String>>,
+    /// Paths that refuse each event (by the body's `id`) at first: how many more times each
+    /// event seen there is refused.
+    first_refusals: HashMap<String, HashMap<String, u32>>,
 }
 
 /// One request as it came off a connection.
@@ -143,6 +146,18 @@ fn answer(request: Request, shared: &Shared) -> Option<Reply> {
         let mut status = scripted.or_else(|| s.always.get(&path).copied()).unwrap_or(200);
         if s.refusals.get(&path).is_some_and(|texts| texts.iter().all(|t| body.contains(t.as_str()))) {
             status = 500;
+        }
+        if let Some(events) = s.first_refusals.get_mut(&path) {
+            let id = serde_json::from_str::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|b| b["id"].as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let seen = u32::try_from(events.len()).unwrap_or(0);
+            let left = events.entry(id).or_insert(1 + seen % 2);
+            if *left > 0 {
+                *left -= 1;
+                status = 500;
+            }
         }
         if let Some((since, period)) = s.flaps.get(&path) {
             let periods = arrived.duration_since(*since).as_millis() / period.as_millis().max(1);
@@ -261,6 +276,14 @@ impl CustomerEndpoint {
     /// otherwise) for `period`, and so on.
     pub fn flap(&self, path: &str, period: Duration) {
         lock(&self.state.0).flaps.insert(path.to_owned(), (Instant::now(), period));
+    }
+
+    /// `path` flaps with each event from now on: every event it receives (told apart by the
+    /// body's `id`) is answered 500 at first, once or twice (the first event once, the second
+    /// twice, and so on), then as scripted. Every event's retries come, and none is exhausted,
+    /// whenever its attempts happen to come.
+    pub fn refuse_each_event_at_first(&self, path: &str) {
+        lock(&self.state.0).first_refusals.insert(path.to_owned(), HashMap::new());
     }
 
     /// Every request on `path` whose body holds each of `texts` is answered 500 from now on

@@ -23,6 +23,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
         "ordering::an_exhausted_event_is_skipped_and_named_or_holds_its_resource_alone",
         an_exhausted_event_is_skipped_and_named_or_holds_its_resource_alone,
     ),
+    (
+        "ordering::an_event_its_filter_holds_back_hands_its_resource_on_at_once",
+        an_event_its_filter_holds_back_hands_its_resource_on_at_once,
+    ),
 ];
 
 const MESSAGE_TYPES: [&str; 3] = ["message.sent", "message.delivered", "message.failed"];
@@ -130,17 +134,20 @@ fn in_sequence(w: &Worker, path: &str, resource: &str) {
 
 /// Two outbound messages, their receipts in each order (sent then delivered, delivered then
 /// sent), each receipt twice and re-signed, and two calls, one answered and hung up and one that
-/// nobody answered: an ordered endpoint that flaps (500 for 1.5 s, then 200 for 1.5 s, its
+/// nobody answered: an ordered endpoint that flaps (each event answered 500 once or twice before
+/// 200, so every event is retried and a later one would overtake it if order were not kept; its
 /// circuit free to open) receives each resource's events in sequence, one at a time, each once,
 /// beside a hung endpoint of the same account subscribed to the same events. An unordered
-/// endpoint of the account receives them all too.
+/// endpoint of the account receives them all too. (A flap by the clock, 1.5 s of 500s and 1.5 s
+/// of 200s, could exhaust an event: a circuit's probes came every 9 s at its longest opening, a
+/// whole number of the flap's cycles, each into the 500s.)
 fn each_resources_events_arrive_in_sequence_whatever_the_carriers_order(w: &Worker) {
     let c = customer(w);
     let types: Vec<&str> = MESSAGE_TYPES.iter().chain(&CALL_TYPES).copied().collect();
     let ordered = format!("/hook/ordered-{}", sim::random_hex());
     let hung = format!("/hook/hung-{}", sim::random_hex());
     let plain = format!("/hook/plain-{}", sim::random_hex());
-    w.customer.flap(&ordered, Duration::from_millis(1500));
+    w.customer.refuse_each_event_at_first(&ordered);
     w.customer.hang(&hung);
     let ordered_id = endpoint(w, &c, &ordered, &types, json!({"ordering": "resource"}));
     endpoint(w, &c, &hung, &types, json!({"ordering": "resource"}));
@@ -165,7 +172,20 @@ fn each_resources_events_arrive_in_sequence_whatever_the_carriers_order(w: &Work
 
     for resource in &resources {
         let done = w.eventually(Duration::from_secs(120), || all_delivered(w, &ordered, resource));
-        assert!(done, "{resource}: every event reached the ordered endpoint: {:?}", about(w, &ordered, resource).len());
+        let rows = || {
+            w.sql(&format!(
+                "SELECT o.type, o.sequence, d.status, d.attempts, d.waiting FROM webhook_deliveries d
+                 JOIN outbound_events o ON o.id = d.event_id WHERE o.resource_id = {} AND d.endpoint_id = {}
+                 ORDER BY o.sequence",
+                lit(resource),
+                lit(&ordered_id)
+            ))
+        };
+        let log: Vec<(i64, u16, i64)> = about(w, &ordered, resource)
+            .iter()
+            .map(|(b, r)| (b["sequence"].as_i64().unwrap_or(-1), r.answered, r.received_at))
+            .collect();
+        assert!(done, "{resource}: every event reached the ordered endpoint: {log:?}, {:?}", rows());
         in_sequence(w, &ordered, resource);
         assert!(w.eventually(Duration::from_secs(60), || all_delivered(w, &plain, resource)), "{resource} (unordered)");
     }
@@ -301,6 +321,55 @@ fn an_exhausted_event_is_skipped_and_named_or_holds_its_resource_alone(w: &Worke
     assert!(first_success.is_some() && first_later > first_success, "the held event after the exhausted one: {log:?}");
     let later: Vec<_> = log.iter().filter(|(t, ..)| t == "message.delivered").collect();
     assert!(later.len() == 2 && later.iter().all(|(_, s, skipped)| *s == 200 && skipped.is_none()), "{log:?}");
+}
+
+/// An ordered endpoint whose first answer to a message's `message.sent` asks for a retry in 30 s:
+/// the message's `message.delivered` waits behind it. A filter that holds `message.sent` back,
+/// set meanwhile, settles it when its retry's job comes, and that settling hands the resource on
+/// at once: `message.delivered` goes then, not when a cron's sweep finds the line (no cron runs
+/// in these tests).
+fn an_event_its_filter_holds_back_hands_its_resource_on_at_once(w: &Worker) {
+    let c = customer(w);
+    let path = format!("/hook/filtered-later-{}", sim::random_hex());
+    w.customer.always_with(&path, 503, &[("retry-after", "30")]);
+    let id = endpoint(w, &c, &path, &["message.sent", "message.delivered"], json!({"ordering": "resource"}));
+    let (a, carrier_a) = sent(w, &c, &format!("filtered {}", sim::random_hex()));
+    let asked_again = w.eventually(Duration::from_secs(60), || about(w, &path, &a).len() == 1);
+    assert!(asked_again, "message.sent was tried once and refused");
+    receipts(w, &carrier_a, &["delivered"]);
+    w.wait_status(&c, &a, "delivered");
+    let parked = || {
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM webhook_deliveries d JOIN outbound_events o ON o.id = d.event_id
+             WHERE o.resource_id = {} AND o.type = 'message.delivered' AND d.endpoint_id = {}
+               AND d.waiting = 2 AND d.status = 'pending'",
+            lit(&a),
+            lit(&id)
+        )) == 1
+    };
+    assert!(w.eventually(Duration::from_secs(60), parked), "message.delivered waits behind message.sent");
+
+    w.customer.always(&path, 200);
+    let patch = json!({"filter": "type != \"message.sent\""});
+    let a_patch = w.call("PATCH", &format!("/v1/webhook_endpoints/{id}"), &c.key, Some(&patch), &[]);
+    assert_eq!(a_patch.status, 200, "{}", a_patch.body);
+    let settled = |status: &str| {
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM webhook_deliveries d JOIN outbound_events o ON o.id = d.event_id
+             WHERE o.resource_id = {} AND o.type = 'message.sent' AND d.endpoint_id = {} AND d.status = {}",
+            lit(&a),
+            lit(&id),
+            lit(status)
+        )) == 1
+    };
+    // The retry comes 30 s after the refusal; then the next event goes at once.
+    assert!(w.eventually(Duration::from_secs(90), || settled("filtered")), "message.sent held back by the filter");
+    let delivered = w.eventually(Duration::from_secs(20), || {
+        about(w, &path, &a).iter().any(|(b, r)| b["type"] == "message.delivered" && r.answered == 200)
+    });
+    assert!(delivered, "message.delivered went once message.sent was held back: {:?}", about(w, &path, &a).len());
+    let got = about(w, &path, &a);
+    assert_eq!(got.len(), 2, "one refusal of message.sent, then message.delivered, once");
 }
 
 /// Whether every event of `resource` but its first reached `path` (the first was skipped).

@@ -228,30 +228,52 @@ pub async fn record_failure(
     Ok(ids)
 }
 
-/// Fails a pending delivery with `reason`, once. Returns whether it changed.
-pub async fn fail(db: &D1Database, id: &str, reason: &str, now: Timestamp) -> Result<bool, EdgeError> {
-    let changed = db::run(db::stmt(
+crate::store::row! {
+    /// A delivery settled by a call of this module outside an attempt ([`fail`], [`filter_out`]).
+    pub struct Settled {
+        /// Its endpoint, when the delivery had a place among its resource's events there
+        /// (migrations/0034_ordering.sql): its settling put the resource's next events back into
+        /// the endpoint's line, and no attempt's chain is there to take them, so the caller
+        /// wakes the line.
+        pub hands_on: Option<String>,
+    }
+}
+
+/// What a settling statement returns ([`Settled`]).
+const SETTLED: &str = "RETURNING CASE WHEN resource_id IS NOT NULL THEN endpoint_id END AS hands_on";
+
+/// Fails a pending delivery with `reason`, once. `None` when it was not pending.
+pub async fn fail(db: &D1Database, id: &str, reason: &str, now: Timestamp) -> Result<Option<Settled>, EdgeError> {
+    db::first(db::stmt(
         db,
-        "UPDATE webhook_deliveries SET status = 'failed', last_error = ?2, in_flight_until = 0, waiting = 0,
-             updated_at = ?3 WHERE id = ?1 AND status = 'pending'",
+        &format!(
+            "UPDATE webhook_deliveries SET status = 'failed', last_error = ?2, in_flight_until = 0, waiting = 0,
+                 updated_at = ?3 WHERE id = ?1 AND status = 'pending' {SETTLED}"
+        ),
         &[text(id), text(reason), time(now)],
     )?)
-    .await?;
-    Ok(changed == 1)
+    .await
 }
 
 /// Settles delivery `id` as held back by its endpoint's filter, unless another job claimed an
-/// attempt of it since the gate read `attempts` (or one is in flight). Whether this call did.
-pub async fn filter_out(db: &D1Database, id: &str, attempts: i64, now: Timestamp) -> Result<bool, EdgeError> {
-    let changed = db::run(db::stmt(
+/// attempt of it since the gate read `attempts` (or one is in flight). `None` when this call
+/// did not.
+pub async fn filter_out(
+    db: &D1Database,
+    id: &str,
+    attempts: i64,
+    now: Timestamp,
+) -> Result<Option<Settled>, EdgeError> {
+    db::first(db::stmt(
         db,
-        "UPDATE webhook_deliveries SET status = 'filtered', last_error = 'held back by the endpoint''s filter',
-             waiting = 0, in_flight_until = 0, updated_at = ?3
-         WHERE id = ?1 AND status = 'pending' AND attempts = ?2 AND in_flight_until <= ?3",
+        &format!(
+            "UPDATE webhook_deliveries SET status = 'filtered', last_error = 'held back by the endpoint''s filter',
+                 waiting = 0, in_flight_until = 0, updated_at = ?3
+             WHERE id = ?1 AND status = 'pending' AND attempts = ?2 AND in_flight_until <= ?3 {SETTLED}"
+        ),
         &[text(id), int(attempts), time(now)],
     )?)
-    .await?;
-    Ok(changed == 1)
+    .await
 }
 
 /// Pending deliveries of endpoints that are neither paused nor disabled whose next attempt is

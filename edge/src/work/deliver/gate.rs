@@ -64,7 +64,8 @@ pub(super) async fn gate(account: &AccountDb, id: &str, mut ahead: Option<Box<Du
         }
         let started = now();
         if due.url.is_none() || due.secret.is_none() {
-            deliveries::fail(db, &due.id, "the endpoint was deleted", started).await?;
+            let settled = deliveries::fail(db, &due.id, "the endpoint was deleted", started).await?;
+            hand_on(account, settled).await;
             return Ok(Gate::Done(Done::EndpointDisabled));
         }
         // A paused or disabled endpoint holds its deliveries, untouched, until it is resumed or
@@ -81,10 +82,13 @@ pub(super) async fn gate(account: &AccountDb, id: &str, mut ahead: Option<Box<Du
             Verdict::Send => {}
             Verdict::HoldBack => {
                 let settled = deliveries::filter_out(db, &due.id, due.attempts, started).await?;
-                return Ok(Gate::Done(if settled { Done::Filtered } else { Done::ClaimedElsewhere }));
+                let done = if settled.is_some() { Done::Filtered } else { Done::ClaimedElsewhere };
+                hand_on(account, settled).await;
+                return Ok(Gate::Done(done));
             }
             Verdict::Broken(problem) => {
-                deliveries::fail(db, &due.id, &problem, started).await?;
+                let settled = deliveries::fail(db, &due.id, &problem, started).await?;
+                hand_on(account, settled).await;
                 return Ok(Gate::Done(Done::Failed));
             }
         }
@@ -141,6 +145,19 @@ pub(super) async fn gate_queued(account: &AccountDb, id: &str) -> Result<Gate, E
         }
         Queued::InLine => Ok(Gate::Done(Done::WaitingForEndpoint)),
         Queued::Read(due) => gate(account, id, due.map(Box::new)).await,
+    }
+}
+
+/// Wakes the line of the ordered endpoint that a delivery settled outside an attempt handed its
+/// resource on to ([`deliveries::Settled`]), so the resource's next event goes now. A wake that
+/// cannot be sent is logged: the cron's sweep wakes every line left with deliveries in it.
+pub(super) async fn hand_on(account: &AccountDb, settled: Option<deliveries::Settled>) {
+    let Some(endpoint) = settled.and_then(|s| s.hands_on) else { return };
+    if let Err(e) = crate::queues::wake_later(account, &endpoint, 0).await {
+        worker::console_error!(
+            "{}",
+            serde_json::json!({"wake": endpoint, "outcome": "not sent", "error": e.to_string()})
+        );
     }
 }
 

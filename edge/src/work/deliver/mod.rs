@@ -26,7 +26,7 @@ use exactly_core::webhook::SigningSecret;
 use exactly_core::Timestamp;
 use exactly_core::{backoff, breaker};
 use futures_util::future::join_all;
-use worker::{Context, D1Database, Env, Message, MessageBatch, MessageExt};
+use worker::{Context, Env, Message, MessageBatch, MessageExt};
 
 use crate::config::Config;
 use crate::error::EdgeError;
@@ -205,7 +205,7 @@ pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &
     for message in batch.messages()? {
         let result = match serde_json::from_value::<DeliveryJob>(message.body().clone()) {
             Ok(job) if job.wake.is_none() => match AccountDb::named(env, &config, job.database.as_deref()) {
-                Ok(account) => dead_letter(account.db(), &job.delivery_id).await,
+                Ok(account) => dead_letter(&account, &job.delivery_id).await,
                 Err(e) => Err(e),
             },
             // A wake that failed every retry: the sweeper wakes the line.
@@ -219,8 +219,10 @@ pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &
     Ok(())
 }
 
-async fn dead_letter(db: &D1Database, delivery_id: &str) -> Result<(), EdgeError> {
-    deliveries::fail(db, delivery_id, "dead-lettered: the delivery job failed on every retry", now()).await?;
+async fn dead_letter(account: &AccountDb, delivery_id: &str) -> Result<(), EdgeError> {
+    let reason = "dead-lettered: the delivery job failed on every retry";
+    let settled = deliveries::fail(account.db(), delivery_id, reason, now()).await?;
+    gate::hand_on(account, settled).await;
     Ok(())
 }
 
@@ -418,7 +420,8 @@ async fn attempt_in_lane(
     let cut_short = timeout < attempt_timeout(account.config());
     let Claimed { due, number, admission, .. } = claimed;
     let (Some(url), Some(secret)) = (due.url.as_deref(), due.secret.as_deref()) else {
-        deliveries::fail(db, &due.id, "the endpoint was deleted", started).await?;
+        let settled = deliveries::fail(db, &due.id, "the endpoint was deleted", started).await?;
+        gate::hand_on(account, settled).await;
         return Ok(Done::EndpointDisabled);
     };
     let allow_private = account.config().allow_private_endpoints;
