@@ -232,15 +232,20 @@ crate::store::row! {
     /// A delivery settled by a call of this module outside an attempt ([`fail`], [`filter_out`]).
     pub struct Settled {
         /// Its endpoint, when the delivery had a place among its resource's events there
-        /// (migrations/0034_ordering.sql): its settling put the resource's next events back into
-        /// the endpoint's line, and no attempt's chain is there to take them, so the caller
-        /// wakes the line.
+        /// (migrations/0034_ordering.sql) and a later one of them waits: its settling put the
+        /// resource's next events back into the endpoint's line, and no attempt's chain is there
+        /// to take them, so the caller wakes the line.
         pub hands_on: Option<String>,
     }
 }
 
-/// What a settling statement returns ([`Settled`]).
-const SETTLED: &str = "RETURNING CASE WHEN resource_id IS NOT NULL THEN endpoint_id END AS hands_on";
+/// What a settling statement returns ([`Settled`]). A waiter is counted whether it is read
+/// before the settling's trigger put it into the line (`waiting = 2`) or after (`waiting = 1`).
+const SETTLED: &str = "RETURNING CASE WHEN resource_id IS NOT NULL AND EXISTS (
+         SELECT 1 FROM webhook_deliveries n INDEXED BY webhook_deliveries_resource
+         WHERE n.endpoint_id = webhook_deliveries.endpoint_id AND n.resource_id = webhook_deliveries.resource_id
+           AND n.resource_id IS NOT NULL AND n.waiting IN (1, 2) AND n.status = 'pending')
+     THEN endpoint_id END AS hands_on";
 
 /// Fails a pending delivery with `reason`, once. `None` when it was not pending.
 pub async fn fail(db: &D1Database, id: &str, reason: &str, now: Timestamp) -> Result<Option<Settled>, EdgeError> {
