@@ -64,8 +64,7 @@ pub(super) async fn gate(account: &AccountDb, id: &str, mut ahead: Option<Box<Du
         }
         let started = now();
         if due.url.is_none() || due.secret.is_none() {
-            let settled = deliveries::fail(db, &due.id, "the endpoint was deleted", started).await?;
-            hand_on(account, settled).await;
+            fail(account, &due.id, "the endpoint was deleted", started).await?;
             return Ok(Gate::Done(Done::EndpointDisabled));
         }
         // A paused or disabled endpoint holds its deliveries, untouched, until it is resumed or
@@ -87,8 +86,7 @@ pub(super) async fn gate(account: &AccountDb, id: &str, mut ahead: Option<Box<Du
                 return Ok(Gate::Done(done));
             }
             Verdict::Broken(problem) => {
-                let settled = deliveries::fail(db, &due.id, &problem, started).await?;
-                hand_on(account, settled).await;
+                fail(account, &due.id, &problem, started).await?;
                 return Ok(Gate::Done(Done::Failed));
             }
         }
@@ -148,10 +146,18 @@ pub(super) async fn gate_queued(account: &AccountDb, id: &str) -> Result<Gate, E
     }
 }
 
+/// Fails pending delivery `id` with `reason` outside an attempt, once, and hands its resource on
+/// ([`hand_on`]).
+pub(super) async fn fail(account: &AccountDb, id: &str, reason: &str, at: Timestamp) -> Result<(), EdgeError> {
+    let settled = deliveries::fail(account.db(), id, reason, at).await?;
+    hand_on(account, settled).await;
+    Ok(())
+}
+
 /// Wakes the line of the ordered endpoint that a delivery settled outside an attempt handed its
 /// resource on to ([`deliveries::Settled`]), so the resource's next event goes now. A wake that
 /// cannot be sent is logged: the cron's sweep wakes every line left with deliveries in it.
-pub(super) async fn hand_on(account: &AccountDb, settled: Option<deliveries::Settled>) {
+async fn hand_on(account: &AccountDb, settled: Option<deliveries::Settled>) {
     let Some(endpoint) = settled.and_then(|s| s.hands_on) else { return };
     if let Err(e) = crate::queues::wake_later(account, &endpoint, 0).await {
         worker::console_error!(

@@ -220,10 +220,7 @@ pub async fn consume_dead_letters(batch: MessageBatch<serde_json::Value>, env: &
 }
 
 async fn dead_letter(account: &AccountDb, delivery_id: &str) -> Result<(), EdgeError> {
-    let reason = "dead-lettered: the delivery job failed on every retry";
-    let settled = deliveries::fail(account.db(), delivery_id, reason, now()).await?;
-    gate::hand_on(account, settled).await;
-    Ok(())
+    gate::fail(account, delivery_id, "dead-lettered: the delivery job failed on every retry", now()).await
 }
 
 /// Starts a claimed attempt beside the batch.
@@ -420,8 +417,7 @@ async fn attempt_in_lane(
     let cut_short = timeout < attempt_timeout(account.config());
     let Claimed { due, number, admission, .. } = claimed;
     let (Some(url), Some(secret)) = (due.url.as_deref(), due.secret.as_deref()) else {
-        let settled = deliveries::fail(db, &due.id, "the endpoint was deleted", started).await?;
-        gate::hand_on(account, settled).await;
+        gate::fail(account, &due.id, "the endpoint was deleted", started).await?;
         return Ok(Done::EndpointDisabled);
     };
     let allow_private = account.config().allow_private_endpoints;
