@@ -5,8 +5,10 @@ through wrangler dev's inspector (scripts/profile.mjs), and its top functions by
 The product is profiled from its own bundle in target/profile/build: the production build
 (release, wasm-opt -Oz) with the wasm name section kept (`wasm-opt -g`), so wasm frames have
 their Rust names. PROFILE_WORKERS picks the workers (default `exactly,javascript`),
-PROFILE_LOAD `new`, `duplicate` or `e2e` (the end-to-end burst of `make bench`: inbound messages
-from the carrier's POST to a subscribed endpoint, every consumer running), PROFILE_INTERVAL_US the sampling interval (200),
+PROFILE_LOAD `new`, `duplicate`, `e2e` (the end-to-end burst of `make bench`: inbound messages
+from the carrier's POST to a subscribed endpoint, every consumer running) or `stock` (the same
+burst against the product as `make dev` serves it, and the end-to-end floor served the same way:
+the production bundle, whose wasm frames are unnamed), PROFILE_INTERVAL_US the sampling interval (200),
 BENCH_REQUESTS and BENCH_CONCURRENCY the load. Profiles and tables go to target/profile/."""
 
 import json, os, signal, subprocess, sys
@@ -89,7 +91,8 @@ def profile(name, public_key, keys):
 def main():
     os.makedirs(OUT, exist_ok=True)
     bench.sh("sh", "scripts/setup.sh")
-    build()
+    if LOAD != "stock":  # served as `make dev` serves it: its own production bundle
+        build()
     # The Rust floors as `make bench` builds them (wasm-opt -Oz: their wasm frames are unnamed).
     bench.build_floors()
     bench.sh("cargo", "build", "--release", "-q", "-p", "sim")
@@ -98,21 +101,23 @@ def main():
     open(keys, "w").write(keygen)
     public_key = next(line.split("=", 1)[1] for line in keygen.splitlines() if line.startswith("TELNYX_PUBLIC_KEY="))
     report = []
-    if LOAD == "e2e":
+    if LOAD in ("e2e", "stock"):
+        stock = LOAD == "stock"
         seed = next(line.split("=", 1)[1] for line in keygen.splitlines() if line.startswith("TELNYX_PRIVATE_SEED="))
         report = []
         names = os.environ.get("PROFILE_WORKERS", "exactly,floor").split(",")
-        unknown = [name for name in names if name != "exactly" and name not in bench.E2E_FLOORS]
+        floors = ["floor"] if stock else list(bench.E2E_FLOORS)
+        unknown = [name for name in names if name != "exactly" and name not in floors]
         if unknown:
-            raise SystemExit(f"profile: no end-to-end worker named {', '.join(unknown)} (exactly, {', '.join(bench.E2E_FLOORS)})")
+            raise SystemExit(f"profile: no end-to-end worker named {', '.join(unknown)} (exactly, {', '.join(floors)})")
         for name in names:
-            print(f"profile: {name}, end to end, {bench.E2E_EVENTS} inbound messages", flush=True)
-            out = os.path.join(OUT, f"{name}-e2e.cpuprofile")
-            measured = bench.end_to_end(public_key, seed, 1, floor=name if name in bench.E2E_FLOORS else None, profile=out)
+            print(f"profile: {name}, end to end{' as make dev serves it' if stock else ''}, {bench.E2E_EVENTS} inbound messages", flush=True)
+            out = os.path.join(OUT, f"{name}-{LOAD}.cpuprofile")
+            measured = bench.end_to_end(public_key, seed, 1, floor=name if name in bench.E2E_FLOORS else None, profile=out, stock=stock)
             table = subprocess.run(["node", "scripts/profile.mjs", "summarize", out, str(measured["delivered"]), os.environ.get("PROFILE_TOP", "25")],
                                    cwd=ROOT, check=True, capture_output=True, text=True).stdout
-            report.append(f"### {name}, end to end ({measured['facts_per_s']:.1f} facts/s, workerd {measured['workerd_cpu_ms_per_fact']:.1f} ms CPU per fact while profiled)\n\n{table}")
-    for name in ([] if LOAD == "e2e" else os.environ.get("PROFILE_WORKERS", "exactly,javascript").split(",")):
+            report.append(f"### {name}, end to end{' as make dev serves it' if stock else ''} ({measured['facts_per_s']:.1f} facts/s, workerd {measured['workerd_cpu_ms_per_fact']:.1f} ms CPU per fact while profiled)\n\n{table}")
+    for name in ([] if LOAD in ("e2e", "stock") else os.environ.get("PROFILE_WORKERS", "exactly,javascript").split(",")):
         print(f"profile: {name}, {bench.REQUESTS} {LOAD} events at concurrency {bench.CONCURRENCY}", flush=True)
         measured, table = profile(name, public_key, keys)
         report.append(f"### {name}, {LOAD} events ({measured['throughput_rps']:.0f} req/s, p50 {measured['p50_ms']:.1f} ms while profiled)\n\n{table}")
