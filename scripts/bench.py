@@ -163,7 +163,9 @@ def stock_config(name, main, extra_vars):
     """A wrangler config for `main` made from the project's own wrangler.toml, as `make dev`
     serves the product: its compatibility, assets, queues and their consumers, rate limits,
     cron and observability, with `main` in the product's place. Left out are the build command
-    and the call ring's Durable Object, which a floor does not export."""
+    and the call ring's Durable Object, which a floor does not export. The console is built
+    first: wrangler refuses a config whose assets directory does not exist (a fresh clone's)."""
+    sh("sh", "scripts/build-console.sh")
     directory = os.path.join(OUT, name)
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "wrangler.toml")

@@ -119,11 +119,15 @@ fn recorded_delivered(w: &Worker, endpoint_id: &str, resource: &str) -> bool {
     expected > 0 && usize::try_from(succeeded).ok() == Some(expected)
 }
 
-/// One attempt as the platform recorded it: the event's sequence, the status it saw (`None`: no
-/// answer within the attempt's time), its error and the signature it was sent with.
-#[derive(Debug)]
+/// One attempt as the platform recorded it: the event's sequence, the attempt's number, when it
+/// started and how long it took (milliseconds), the status it saw (`None`: no answer, for
+/// whatever reason: its time ran out, or the connection failed), its error and the signature it
+/// was sent with.
 struct Recorded {
     sequence: i64,
+    attempt: i64,
+    at: i64,
+    latency: i64,
     status: Option<u16>,
     error: Option<String>,
     signature: String,
@@ -132,8 +136,9 @@ struct Recorded {
 /// Every attempt of `resource`'s events at `endpoint_id`, in attempt order.
 fn recorded(w: &Worker, endpoint_id: &str, resource: &str) -> Vec<Recorded> {
     w.sql(&format!(
-        "SELECT o.sequence, a.status_code, a.error, a.request_signature FROM webhook_attempts a
-         JOIN webhook_deliveries d ON d.id = a.delivery_id JOIN outbound_events o ON o.id = d.event_id
+        "SELECT o.sequence, a.attempt, a.attempted_at, a.latency_ms, a.status_code, a.error, a.request_signature
+         FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+         JOIN outbound_events o ON o.id = d.event_id
          WHERE o.resource_id = {} AND d.endpoint_id = {} ORDER BY o.sequence, a.attempt",
         lit(resource),
         lit(endpoint_id)
@@ -141,6 +146,9 @@ fn recorded(w: &Worker, endpoint_id: &str, resource: &str) -> Vec<Recorded> {
     .iter()
     .map(|r| Recorded {
         sequence: r["sequence"].as_i64().unwrap_or(-1),
+        attempt: r["attempt"].as_i64().unwrap_or(-1),
+        at: r["attempted_at"].as_i64().unwrap_or(-1),
+        latency: r["latency_ms"].as_i64().unwrap_or(-1),
         status: r["status_code"].as_u64().and_then(|s| u16::try_from(s).ok()),
         error: r["error"].as_str().map(str::to_owned),
         signature: r["request_signature"].as_str().unwrap_or_default().to_owned(),
@@ -148,22 +156,22 @@ fn recorded(w: &Worker, endpoint_id: &str, resource: &str) -> Vec<Recorded> {
     .collect()
 }
 
-/// Asserts the ordered endpoint `endpoint_id` at `path` received `resource`'s events one at a
-/// time in `sequence` order: every request it received is an attempt the platform recorded (by
-/// its signature); no request for an event came before the platform recorded every earlier one
-/// of the resource delivered; each event was recorded delivered once, the sequences 1, 2, ...
-/// with none missing. A 2xx the platform did not see (its attempt recorded as no answer, cut at
-/// the end of its time) is an answer lost on the way back, and the event is rightly sent again
-/// under its webhook-id; any other second 2xx is a defect.
-fn in_sequence(w: &Worker, endpoint_id: &str, path: &str, resource: &str) {
+/// `resource`'s requests at `path` (endpoint `endpoint_id`'s URL), in arrival order, each held
+/// to the attempt the platform recorded (matched by the signature it was sent with; panics on a
+/// request that is no recorded attempt, or answered otherwise than recorded), with every
+/// recorded attempt; the index is the request's record.
+fn held_to_records(w: &Worker, endpoint_id: &str, path: &str, resource: &str) -> Held {
     let got = about(w, path, resource);
     let records = recorded(w, endpoint_id, resource);
     let log: Vec<(i64, u16, i64)> =
         got.iter().map(|(b, r)| (b["sequence"].as_i64().unwrap_or(-1), r.answered, r.received_at)).collect();
-    let context = format!("received (sequence, answered, at): {log:?}; recorded: {records:?}");
+    let shown: Vec<_> = records.iter().map(|r| (r.sequence, r.attempt, r.at, r.latency, r.status, &r.error)).collect();
+    let context = format!(
+        "received (sequence, answered, at): {log:?}; recorded (sequence, attempt, at ms, latency ms, status, error): {shown:?}"
+    );
     let mut used = vec![false; records.len()];
-    let mut delivered = 0;
-    for (body, request) in &got {
+    let mut requests = Vec::new();
+    for (body, request) in got {
         let sequence = body["sequence"].as_i64().unwrap_or(-1);
         let signature = request.header("webhook-signature").unwrap_or_default();
         let record = records
@@ -172,24 +180,70 @@ fn in_sequence(w: &Worker, endpoint_id: &str, path: &str, resource: &str) {
             .position(|(i, r)| !used[i] && r.sequence == sequence && r.signature == signature);
         let Some(i) = record else { panic!("{resource}: a request the platform has no attempt for: {context}") };
         used[i] = true;
-        assert!(
-            sequence <= delivered + 1,
-            "{resource}: sequence {sequence} sent before {delivered} + 1 was delivered: {context}"
-        );
-        match records[i].status {
-            Some(status) if (200..300).contains(&status) => {
-                assert_eq!(request.answered, status, "{resource}: recorded as answered: {context}");
-                assert_eq!(sequence, delivered + 1, "{resource}: a delivered event came again: {context}");
-                delivered = sequence;
-            }
-            Some(status) => assert_eq!(request.answered, status, "{resource}: recorded as answered: {context}"),
-            None => assert!(records[i].error.is_some(), "{resource}: an attempt without an answer says why: {context}"),
+        if let Some(status) = records[i].status {
+            assert_eq!(request.answered, status, "{resource}: recorded as answered: {context}");
+        }
+        requests.push((body, request, i));
+    }
+    let unseen = records.iter().zip(&used).filter(|(r, used)| !**used && r.status.is_some()).count();
+    assert_eq!(unseen, 0, "{resource}: every answered attempt was received: {context}");
+    Held { requests, records, context }
+}
+
+/// What [`held_to_records`] found.
+struct Held {
+    requests: Vec<(Value, Received, usize)>,
+    records: Vec<Recorded>,
+    /// The requests and the records, for an assertion's message.
+    context: String,
+}
+
+impl Held {
+    /// The requests whose answer the platform saw (one whose answer was lost on its way back, a
+    /// 2xx that came after the attempt's time ran out, say, is rightly sent again).
+    fn answered(&self) -> impl Iterator<Item = &(Value, Received, usize)> {
+        self.requests.iter().filter(|(_, _, i)| self.records[*i].status.is_some())
+    }
+}
+
+/// Asserts the ordered endpoint `endpoint_id` at `path` received `resource`'s events one at a
+/// time in `sequence` order, holding each request to the attempt the platform recorded
+/// ([`held_to_records`]):
+/// - every request is for the event after the last one recorded delivered (none before, and
+///   none again once recorded delivered), and every attempt of an event started after the
+///   earlier event's success ended, by the platform's clock;
+/// - each event is recorded delivered once, the sequences 1, 2, ... with none missing;
+/// - a request is recorded with the status it was answered, or as no answer: a 2xx that did not
+///   reach the worker (its time ran out first) is a lost answer, and the event is rightly sent
+///   again under its webhook-id.
+fn in_sequence(w: &Worker, endpoint_id: &str, path: &str, resource: &str) {
+    let Held { requests, records, context } = held_to_records(w, endpoint_id, path, resource);
+    let mut delivered = 0;
+    for (body, _, i) in &requests {
+        let sequence = body["sequence"].as_i64().unwrap_or(-1);
+        assert_eq!(sequence, delivered + 1, "{resource}: only the event after the last delivered goes: {context}");
+        if records[*i].status.is_some_and(|s| (200..300).contains(&s)) {
+            delivered = sequence;
         }
     }
     let expected = i64::try_from(written(w, resource)).unwrap_or(0);
     assert_eq!(delivered, expected, "{resource}: every event delivered: {context}");
-    let unseen = records.iter().zip(&used).filter(|(r, used)| !**used && r.status.is_some()).count();
-    assert_eq!(unseen, 0, "{resource}: every answered attempt was received: {context}");
+    let successes = |sequence: i64| {
+        records.iter().filter(move |r| r.sequence == sequence && r.status.is_some_and(|s| (200..300).contains(&s)))
+    };
+    for sequence in 1..=expected {
+        assert_eq!(successes(sequence).count(), 1, "{resource}: event {sequence} recorded delivered once: {context}");
+    }
+    for later in records.iter().filter(|r| r.sequence > 1) {
+        let ended = successes(later.sequence - 1).map(|r| r.at + r.latency).min().unwrap_or(i64::MAX);
+        assert!(
+            later.at >= ended,
+            "{resource}: attempt {} of event {} started before event {} was delivered: {context}",
+            later.attempt,
+            later.sequence,
+            later.sequence - 1
+        );
+    }
 }
 
 /// Two outbound messages, their receipts in each order (sent then delivered, delivered then
@@ -274,7 +328,7 @@ fn an_exhausted_event_is_skipped_and_named_or_holds_its_resource_alone(w: &Worke
     for path in [&skip, &hold] {
         w.customer.refuse_bodies_with(path, &[&refused, "\"type\":\"message.sent\""]);
     }
-    endpoint(w, &c, &skip, &types, json!({"ordering": "resource"}));
+    let skipping = endpoint(w, &c, &skip, &types, json!({"ordering": "resource"}));
     let holding = endpoint(w, &c, &hold, &types, json!({"ordering": "resource", "on_exhausted": "hold"}));
     for (change, field) in [(json!({"ordering": "sorted"}), "ordering"), (json!({"on_exhausted": 1}), "on_exhausted")] {
         let a = w.call("PATCH", &format!("/v1/webhook_endpoints/{holding}"), &c.key, Some(&change), &[]);
@@ -296,22 +350,30 @@ fn an_exhausted_event_is_skipped_and_named_or_holds_its_resource_alone(w: &Worke
     };
 
     // Skip: exhausted, then the next event goes and names it.
-    assert!(w.eventually(Duration::from_secs(120), || all_delivered_but_one(w, &skip, &a)), "skipped at {skip}");
+    let skipped = w.eventually(Duration::from_secs(120), || {
+        deliveries_of(&skipping, "message.sent", "failed") == 1
+            && deliveries_of(&skipping, "message.delivered", "succeeded") == 1
+    });
+    assert!(skipped, "skipped at {skip}");
     let skipped_event = w
         .sql(&format!("SELECT id FROM outbound_events WHERE resource_id = {} AND type = 'message.sent'", lit(&a)))[0]
         ["id"]
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    let got = about(w, &skip, &a);
-    let next: Vec<&Received> = got.iter().filter(|(b, _)| b["type"] == "message.delivered").map(|(_, r)| r).collect();
-    assert_eq!(next.len(), 1, "message.delivered went once");
+    let held = held_to_records(w, &skipping, &skip, &a);
+    let got: Vec<(&Value, &Received)> = held.requests.iter().map(|(b, r, _)| (b, r)).collect();
+    let next: Vec<&Received> =
+        held.answered().filter(|(b, ..)| b["type"] == "message.delivered").map(|(_, r, _)| r).collect();
+    assert_eq!(next.len(), 1, "message.delivered went once, its answer seen: {}", held.context);
     assert_eq!(next[0].header("exactly-skipped"), Some(skipped_event.as_str()), "it names the skipped event");
     let refusals = got.iter().filter(|(b, _)| b["type"] == "message.sent").count();
     assert_eq!(refusals, 8, "message.sent was tried 8 times before it was skipped");
-    assert!(
-        got.iter().position(|(b, _)| b["type"] == "message.delivered") == Some(got.len() - 1),
-        "nothing of the resource before its last refusal"
+    assert_eq!(
+        got.iter().position(|(b, _)| b["type"] == "message.delivered"),
+        Some(refusals),
+        "nothing of the resource before its last refusal: {}",
+        held.context
     );
 
     // Hold: the later event waits, alone. The exhaustion's settling puts it back into the line
@@ -368,9 +430,11 @@ fn an_exhausted_event_is_skipped_and_named_or_holds_its_resource_alone(w: &Worke
             && deliveries_of(&holding, "message.delivered", "succeeded") == 2
     });
     assert!(released, "released at {hold}: {:?}", about(w, &hold, &a).len());
-    let log: Vec<(String, u16, Option<String>)> = about(w, &hold, &a)
-        .into_iter()
-        .map(|(b, r)| {
+    // The requests whose answer the platform saw: one whose answer was lost is rightly sent again.
+    let held = held_to_records(w, &holding, &hold, &a);
+    let log: Vec<(String, u16, Option<String>)> = held
+        .answered()
+        .map(|(b, r, _)| {
             (
                 b["type"].as_str().unwrap_or_default().to_owned(),
                 r.answered,
@@ -382,7 +446,8 @@ fn an_exhausted_event_is_skipped_and_named_or_holds_its_resource_alone(w: &Worke
     let first_later = log.iter().position(|(t, ..)| t == "message.delivered");
     assert!(first_success.is_some() && first_later > first_success, "the held event after the exhausted one: {log:?}");
     let later: Vec<_> = log.iter().filter(|(t, ..)| t == "message.delivered").collect();
-    assert!(later.len() == 2 && later.iter().all(|(_, s, skipped)| *s == 200 && skipped.is_none()), "{log:?}");
+    let named_nothing = later.iter().all(|(_, s, skipped)| *s == 200 && skipped.is_none());
+    assert!(later.len() == 2 && named_nothing, "{log:?}; {}", held.context);
 }
 
 /// An ordered endpoint whose first answer to a message's `message.sent` asks for a retry in 30 s:
@@ -431,24 +496,23 @@ fn an_event_its_filter_holds_back_hands_its_resource_on_at_once(w: &Worker) {
     // at once.
     assert!(w.eventually(Duration::from_secs(120), || settled("filtered")), "message.sent held back by the filter");
     let delivered = w.eventually(Duration::from_secs(20), || {
-        about(w, &path, &a).iter().any(|(b, r)| b["type"] == "message.delivered" && r.answered == 200)
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM webhook_deliveries d JOIN outbound_events o ON o.id = d.event_id
+             WHERE o.resource_id = {} AND o.type = 'message.delivered' AND d.endpoint_id = {}
+               AND d.status = 'succeeded'",
+            lit(&a),
+            lit(&id)
+        )) == 1
     });
     assert!(delivered, "message.delivered went once message.sent was held back: {:?}", about(w, &path, &a).len());
-    let got: Vec<(String, u16)> = about(w, &path, &a)
-        .iter()
-        .map(|(b, r)| (b["type"].as_str().unwrap_or_default().to_owned(), r.answered))
-        .collect();
+    // The requests whose answer the platform saw: one whose answer was lost is rightly sent again.
+    let held = held_to_records(w, &id, &path, &a);
+    let got: Vec<(String, u16)> =
+        held.answered().map(|(b, r, _)| (b["type"].as_str().unwrap_or_default().to_owned(), r.answered)).collect();
     let (first, rest) = got.split_at(got.iter().position(|(t, _)| t == "message.delivered").unwrap_or(got.len()));
     assert!(
         !first.is_empty() && first.iter().all(|(t, status)| t == "message.sent" && *status == 503),
         "message.sent only refused, before message.delivered: {got:?}"
     );
-    assert_eq!(rest, [("message.delivered".to_owned(), 200)], "then message.delivered, once: {got:?}");
-}
-
-/// Whether every event of `resource` but its first reached `path` (the first was skipped).
-fn all_delivered_but_one(w: &Worker, path: &str, resource: &str) -> bool {
-    let ok = about(w, path, resource).into_iter().filter(|(_, r)| (200..300).contains(&r.answered)).count();
-    let expected = written(w, resource);
-    expected > 1 && ok == expected - 1
+    assert_eq!(rest, [("message.delivered".to_owned(), 200)], "then message.delivered, once: {}", held.context);
 }
