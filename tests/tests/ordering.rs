@@ -107,6 +107,18 @@ fn all_delivered(w: &Worker, path: &str, resource: &str) -> bool {
     expected > 0 && ok.len() == expected
 }
 
+/// How many deliveries of `resource`'s `event_type` events to `endpoint_id` are in `status`.
+fn deliveries(w: &Worker, endpoint_id: &str, resource: &str, event_type: &str, status: &str) -> i64 {
+    w.count(&format!(
+        "SELECT COUNT(*) AS n FROM webhook_deliveries d JOIN outbound_events o ON o.id = d.event_id
+         WHERE o.resource_id = {} AND o.type = {} AND d.status = {} AND d.endpoint_id = {}",
+        lit(resource),
+        lit(event_type),
+        lit(status),
+        lit(endpoint_id)
+    ))
+}
+
 /// Whether every event of `resource` was recorded delivered to `endpoint_id` by the platform.
 fn recorded_delivered(w: &Worker, endpoint_id: &str, resource: &str) -> bool {
     let succeeded = w.count(&format!(
@@ -167,7 +179,8 @@ fn held_to_records(w: &Worker, endpoint_id: &str, path: &str, resource: &str) ->
         got.iter().map(|(b, r)| (b["sequence"].as_i64().unwrap_or(-1), r.answered, r.received_at)).collect();
     let shown: Vec<_> = records.iter().map(|r| (r.sequence, r.attempt, r.at, r.latency, r.status, &r.error)).collect();
     let context = format!(
-        "received (sequence, answered, at): {log:?}; recorded (sequence, attempt, at ms, latency ms, status, error): {shown:?}"
+        "received (sequence, answered, at): {log:?}; \
+         recorded (sequence, attempt, at ms, latency ms, status, error): {shown:?}"
     );
     let mut used = vec![false; records.len()];
     let mut requests = Vec::new();
@@ -318,7 +331,8 @@ fn each_resources_events_arrive_in_sequence_whatever_the_carriers_order(w: &Work
 /// message's `message.delivered` follows, naming it in `exactly-skipped`; at the `hold` endpoint
 /// the message's later event waits (`held_count`) while another message's events arrive in
 /// order; a replay of the held event waits behind it too, and once the refused event is retried
-/// from the delivery log and delivered, both copies of the held one follow it, naming nothing. A bad `ordering` or `on_exhausted` is refused naming it.
+/// from the delivery log and delivered, both copies of the held one follow it, naming nothing.
+/// A bad `ordering` or `on_exhausted` is refused naming it.
 fn an_exhausted_event_is_skipped_and_named_or_holds_its_resource_alone(w: &Worker) {
     let c = customer(w);
     let types = ["message.sent", "message.delivered"];
@@ -338,16 +352,8 @@ fn an_exhausted_event_is_skipped_and_named_or_holds_its_resource_alone(w: &Worke
     let (a, carrier_a) = sent(w, &c, &refused);
     receipts(w, &carrier_a, &["delivered"]);
     w.wait_status(&c, &a, "delivered");
-    let deliveries_of = |endpoint: &str, event_type: &str, status: &str| {
-        w.count(&format!(
-            "SELECT COUNT(*) AS n FROM webhook_deliveries d JOIN outbound_events o ON o.id = d.event_id
-             WHERE o.resource_id = {} AND o.type = {} AND d.status = {} AND d.endpoint_id = {}",
-            lit(&a),
-            lit(event_type),
-            lit(status),
-            lit(endpoint)
-        ))
-    };
+    let deliveries_of =
+        |endpoint: &str, event_type: &str, status: &str| deliveries(w, endpoint, &a, event_type, status);
 
     // Skip: exhausted, then the next event goes and names it.
     let skipped = w.eventually(Duration::from_secs(120), || {
@@ -483,27 +489,14 @@ fn an_event_its_filter_holds_back_hands_its_resource_on_at_once(w: &Worker) {
     let a_patch = w.call("PATCH", &format!("/v1/webhook_endpoints/{id}"), &c.key, Some(&patch), &[]);
     assert_eq!(a_patch.status, 200, "{}", a_patch.body);
     w.customer.always(&path, 200);
-    let settled = |status: &str| {
-        w.count(&format!(
-            "SELECT COUNT(*) AS n FROM webhook_deliveries d JOIN outbound_events o ON o.id = d.event_id
-             WHERE o.resource_id = {} AND o.type = 'message.sent' AND d.endpoint_id = {} AND d.status = {}",
-            lit(&a),
-            lit(&id),
-            lit(status)
-        )) == 1
-    };
+    let settled = |event_type: &str, status: &str| deliveries(w, &id, &a, event_type, status) == 1;
     // The retry comes 30 s after the refusal (60 s after a second one); then the next event goes
     // at once.
-    assert!(w.eventually(Duration::from_secs(120), || settled("filtered")), "message.sent held back by the filter");
-    let delivered = w.eventually(Duration::from_secs(20), || {
-        w.count(&format!(
-            "SELECT COUNT(*) AS n FROM webhook_deliveries d JOIN outbound_events o ON o.id = d.event_id
-             WHERE o.resource_id = {} AND o.type = 'message.delivered' AND d.endpoint_id = {}
-               AND d.status = 'succeeded'",
-            lit(&a),
-            lit(&id)
-        )) == 1
-    });
+    assert!(
+        w.eventually(Duration::from_secs(120), || settled("message.sent", "filtered")),
+        "message.sent held back by the filter"
+    );
+    let delivered = w.eventually(Duration::from_secs(20), || settled("message.delivered", "succeeded"));
     assert!(delivered, "message.delivered went once message.sent was held back: {:?}", about(w, &path, &a).len());
     // The requests whose answer the platform saw: one whose answer was lost is rightly sent again.
     let held = held_to_records(w, &id, &path, &a);
