@@ -69,6 +69,8 @@ if [ -n "$failed" ]; then
         echo "test: in $name:"
         grep -E "^---- |panicked at|^    [a-z_:]+$|^test result:" "$LOGS/$name.log" | tail -n 40 | sed 's/^/test:   /'
         grep -A 3 "panicked at" "$LOGS/$name.log" | grep -vE "panicked at|^--$|^note:" | head -n 20 | sed 's/^/test:     /'
+        # What failed the run after its tests passed: a delivery against the contract, a limit crossed.
+        grep -A 6 "^e2e: FAILED" "$LOGS/$name.log" | cut -c 1-400 | head -n 14 | sed 's/^/test:   /'
     done
     echo "test: FAILED:$failed"
     exit 1

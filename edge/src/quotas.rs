@@ -101,6 +101,8 @@ thread_local! {
         std::cell::RefCell::default();
     /// Whether the linear memory's crossing has been logged.
     static MEMORY_CROSSED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The head of the last D1 statement prepared, named with a late or refused D1 call.
+    static LAST_STATEMENT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
     /// The invocation whose work is running now (set while its future is polled).
     static CURRENT: std::cell::RefCell<Option<std::rc::Rc<Invocation>>> = const { std::cell::RefCell::new(None) };
 }
@@ -123,6 +125,12 @@ fn path_saw(invocation: &Invocation) {
 /// let through (a crossing is logged on its own line).
 #[cfg(feature = "fault-injection")]
 fn saw(limit: &'static str, value: usize) {
+    saw_at(limit, value, || current(|inv| std::rc::Rc::clone(&inv.kind)).unwrap_or_else(|| OUTSIDE.into()));
+}
+
+/// [`saw`], with where it was seen told by `at` (called only for a new highest).
+#[cfg(feature = "fault-injection")]
+fn saw_at(limit: &'static str, value: usize, at: impl FnOnce() -> std::rc::Rc<str>) {
     if current(|inv| inv.scaffolding.get()).unwrap_or(false) {
         return;
     }
@@ -130,7 +138,7 @@ fn saw(limit: &'static str, value: usize) {
         let mut seen = seen.borrow_mut();
         let max = seen.entry(limit).or_default();
         if value > max.0 {
-            *max = (value, current(|inv| std::rc::Rc::clone(&inv.kind)).unwrap_or_else(|| OUTSIDE.into()));
+            *max = (value, at());
         }
     });
 }
@@ -214,7 +222,7 @@ impl<F: std::future::Future> std::future::Future for Within<F> {
             if this.main {
                 this.invocation.ended.set(Some(now_millis()));
             } else {
-                over = over.or_else(|| after_end(&this.invocation));
+                over = over.or_else(|| after_end(&this.invocation, "waitUntil"));
             }
         }
         if let Some((binding, limit, value, max)) = over {
@@ -255,11 +263,14 @@ pub fn beside<F: std::future::Future>(f: F) -> F {
 }
 
 /// How long after its invocation's response work beside it runs, when that is past the limit.
+/// `call` names the call made then (`waitUntil`: the work's end).
 #[cfg(feature = "fault-injection")]
-fn after_end(invocation: &Invocation) -> Option<(&'static str, &'static str, usize, usize)> {
+fn after_end(invocation: &Invocation, call: &str) -> Option<(&'static str, &'static str, usize, usize)> {
     let ended = invocation.ended.get()?;
     let after = usize::try_from(now_millis() - ended).unwrap_or(0);
-    saw("milliseconds of waitUntil work after the response", after);
+    saw_at("milliseconds of waitUntil work after the response", after, || {
+        format!("{}: {call}", invocation.kind).into()
+    });
     let limit = WAIT_UNTIL_MILLIS as usize;
     (after > limit).then_some(("waitUntil", "milliseconds of waitUntil work after the response", after, limit))
 }
@@ -270,9 +281,22 @@ fn after_end(invocation: &Invocation) -> Option<(&'static str, &'static str, usi
 /// that work).
 #[cfg(feature = "fault-injection")]
 pub fn subrequest(binding: &str) -> Result<(), EdgeError> {
+    subrequest_called(binding, binding)
+}
+
+/// [`subrequest`] for a call to D1, named by the head of the last statement prepared.
+#[cfg(feature = "fault-injection")]
+pub fn d1_call() -> Result<(), EdgeError> {
+    let call = LAST_STATEMENT.with(|last| format!("d1 {}", last.borrow()));
+    subrequest_called("d1", &call)
+}
+
+/// [`subrequest`], with `call` naming the call in a report or a crossing's line.
+#[cfg(feature = "fault-injection")]
+fn subrequest_called(binding: &str, call: &str) -> Result<(), EdgeError> {
     let Some((count, late)) = current(|inv| {
         inv.subrequests.set(inv.subrequests.get() + 1);
-        (inv.subrequests.get(), after_end(inv))
+        (inv.subrequests.get(), after_end(inv, call))
     }) else {
         return Ok(());
     };
@@ -281,7 +305,7 @@ pub fn subrequest(binding: &str) -> Result<(), EdgeError> {
     }
     saw("subrequests per invocation", count);
     match late {
-        Some((_, limit, value, max)) => crossed(binding, limit, value, max),
+        Some((_, limit, value, max)) => crossed(call, limit, value, max),
         None => Ok(()),
     }
 }
@@ -290,6 +314,13 @@ pub fn subrequest(binding: &str) -> Result<(), EdgeError> {
 #[cfg(not(feature = "fault-injection"))]
 #[inline(always)]
 pub fn subrequest(_binding: &str) -> Result<(), EdgeError> {
+    Ok(())
+}
+
+/// A deployed worker counts nothing.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub fn d1_call() -> Result<(), EdgeError> {
     Ok(())
 }
 
@@ -331,6 +362,7 @@ pub fn queue_send<T>(_queue: &str, _messages: &[T]) -> Result<(), EdgeError> {
 pub fn statement(sql: &str, parameters: usize) -> Result<(), EdgeError> {
     saw("bound parameters per statement", parameters);
     saw("bytes per statement", sql.len());
+    LAST_STATEMENT.with(|last| *last.borrow_mut() = sql.split_whitespace().take(6).collect::<Vec<_>>().join(" "));
     if parameters > D1_BOUND_PARAMETERS {
         return crossed("d1", "bound parameters per statement", parameters, D1_BOUND_PARAMETERS);
     }

@@ -144,7 +144,7 @@ impl Reply {
 
 /// Awaits a promise a D1 statement returned.
 async fn settled(promise: Result<js_sys::Promise, JsValue>, what: &'static str) -> Result<Reply, EdgeError> {
-    crate::quotas::subrequest("d1")?;
+    crate::quotas::d1_call()?;
     let failed = |e: JsValue| EdgeError::platform(what, js_error(&e));
     let value = worker::wasm_bindgen_futures::JsFuture::from(promise.map_err(failed)?).await.map_err(failed)?;
     crate::quotas::statement_took(|| meta_number(&value, "duration"));
@@ -221,7 +221,7 @@ async fn call_batch(
     statements: &[D1PreparedStatement],
 ) -> Result<Vec<JsValue>, EdgeError> {
     use wasm_bindgen::JsCast as _;
-    crate::quotas::subrequest("d1")?;
+    crate::quotas::d1_call()?;
     let failed = |e: JsValue| EdgeError::platform("d1 batch", js_error(&e));
     let statements: js_sys::Array = statements.iter().map(|s| -> &JsValue { s.inner().as_ref() }).collect();
     let promise: js_sys::Promise = batch.call1(db.as_ref(), &statements).map_err(failed)?.unchecked_into();
