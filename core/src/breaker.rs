@@ -21,7 +21,9 @@
 //!   [`Policy::failure_percent`] of the points. A success while the window holds no failure
 //!   changes nothing, so a healthy endpoint's state is never written.
 //! - **Open**: nothing is attempted until the probe time ([`Policy::open_millis`] after
-//!   opening, doubled each time a probe fails, at most [`Policy::max_open_millis`]).
+//!   opening, doubled each time a probe fails, at most [`Policy::max_open_millis`]), less up to
+//!   a tenth drawn at random, so that endpoints that failed together, or one that fails on a
+//!   fixed period, are not probed in step with it.
 //! - **Half-open**: one attempt at a time is let through as a probe, leased for
 //!   [`Policy::probe_lease_millis`] (a probe that never reports frees its turn then). A failed
 //!   probe opens the circuit again; [`Policy::close_after`] probes that succeed in a row close
@@ -155,13 +157,15 @@ fn probe(policy: &Policy, succeeded: u32, opens: u32, now: i64) -> (Admission, O
 }
 
 /// The state after an attempt that was admitted as `admitted` ended with `outcome` at `now`,
-/// and the transition to report, if any.
+/// and the transition to report, if any. `random` (any `u32`, drawn by the caller) spreads an
+/// opening's probe time ([`open_for`]).
 pub fn record(
     policy: &Policy,
     state: State,
     admitted: Admission,
     outcome: Outcome,
     now: i64,
+    random: u32,
 ) -> (State, Option<Transition>) {
     match state {
         State::Closed { since, attempts, failed, succeeded } => {
@@ -179,7 +183,7 @@ pub fn record(
             };
             let total = u64::from(failed) + u64::from(succeeded);
             if attempts >= policy.min_attempts && u64::from(failed) * 100 >= u64::from(policy.failure_percent) * total {
-                let open = State::Open { probe_at: now.saturating_add(policy.open_millis), opens: 1 };
+                let open = State::Open { probe_at: now.saturating_add(open_for(policy, 0, random)), opens: 1 };
                 return (open, Some(Transition::Opened));
             }
             (State::Closed { since, attempts, failed, succeeded }, None)
@@ -195,7 +199,7 @@ pub fn record(
             } else {
                 (
                     State::Open {
-                        probe_at: now.saturating_add(open_for(policy, opens)),
+                        probe_at: now.saturating_add(open_for(policy, opens, random)),
                         opens: opens.saturating_add(1),
                     },
                     None,
@@ -206,10 +210,14 @@ pub fn record(
     }
 }
 
-/// How long the circuit stays open after its `opens`-th opening: doubled each time, bounded.
-fn open_for(policy: &Policy, opens: u32) -> i64 {
+/// How long the circuit stays open after its `opens`-th opening (0: the first): doubled each
+/// time, bounded, less up to a tenth as `random` draws (0 takes nothing off). Never more than
+/// [`Policy::max_open_millis`], so a spread probe time is never read as a clock jump.
+fn open_for(policy: &Policy, opens: u32, random: u32) -> i64 {
     let doubled = policy.open_millis.saturating_mul(1_i64.checked_shl(opens.min(20)).unwrap_or(i64::MAX));
-    doubled.min(policy.max_open_millis)
+    let open = doubled.min(policy.max_open_millis).max(0);
+    let spread = i128::from(open / 10) * i128::from(random) / (i128::from(u32::MAX) + 1);
+    open - i64::try_from(spread).unwrap_or(0)
 }
 
 /// When the next probe may go, for a state that holds: the time the API shows as
@@ -243,7 +251,7 @@ mod tests {
                 state = s;
             }
             *now += step;
-            let (next, transition) = record(&P, state, admission, outcome, *now);
+            let (next, transition) = record(&P, state, admission, outcome, *now, 0);
             state = next;
             seen.extend(transition);
         }
@@ -335,6 +343,42 @@ mod tests {
     }
 
     #[test]
+    fn a_random_draw_takes_up_to_a_tenth_off_each_opening_and_never_passes_the_bound() {
+        // Opened by five timeouts at T0, then re-opened by a failed probe `reopens` times, with
+        // `random` drawn for the last opening.
+        let opened = |reopens: u32, random: u32| -> i64 {
+            let mut state = CLOSED;
+            let mut now = T0;
+            for attempt in 0..5 {
+                let last = attempt == 4 && reopens == 0;
+                state = record(&P, state, Admission::Send, X, now, if last { random } else { 0 }).0;
+            }
+            for reopen in 1..=reopens {
+                let State::Open { probe_at, .. } = state else { panic!("{state:?}") };
+                now = probe_at;
+                let (Admission::Probe(lease), stored) = admit(&P, state, now) else { panic!("{state:?}") };
+                let draw = if reopen == reopens { random } else { 0 };
+                state = record(&P, stored.unwrap_or(state), Admission::Probe(lease), X, now, draw).0;
+            }
+            let State::Open { probe_at, .. } = state else { panic!("{state:?}") };
+            // Held until then, never read as a clock that jumped.
+            assert_eq!(admit(&P, state, now).0, Admission::Hold(probe_at));
+            probe_at - now
+        };
+        for (reopens, full) in [(0, 30_000), (1, 60_000), (4, 480_000), (5, P.max_open_millis), (30, P.max_open_millis)]
+        {
+            assert_eq!(opened(reopens, 0), full, "nothing taken off at 0");
+            let least = opened(reopens, u32::MAX);
+            assert!(least < full && least >= full - full / 10, "{reopens}: {least} of {full}");
+            let half = opened(reopens, u32::MAX / 2);
+            assert!(half > least && half < full, "{reopens}: {half} between {least} and {full}");
+            for random in [0, 1, u32::MAX / 3, u32::MAX] {
+                assert!(opened(reopens, random) <= P.max_open_millis);
+            }
+        }
+    }
+
+    #[test]
     fn a_failed_probe_opens_it_again_for_longer_up_to_the_bound() {
         let mut now = T0;
         let (mut state, _) = run(CLOSED, &mut now, 0, &[X; 5]);
@@ -362,14 +406,14 @@ mod tests {
         let (open, _) = run(CLOSED, &mut now, 0, &[X; 5]);
         // Sent while closed, answered after it opened.
         for outcome in [S, F, X] {
-            assert_eq!(record(&P, open, Admission::Send, outcome, now), (open, None));
+            assert_eq!(record(&P, open, Admission::Send, outcome, now, 0), (open, None));
         }
         let State::Open { probe_at, .. } = open else { panic!() };
         let (Admission::Probe(token), Some(half)) = admit(&P, open, probe_at) else { panic!() };
         for outcome in [S, F, X] {
-            assert_eq!(record(&P, half, Admission::Send, outcome, probe_at), (half, None));
+            assert_eq!(record(&P, half, Admission::Send, outcome, probe_at, 0), (half, None));
             // A probe whose lease ran out, answering after the next probe went.
-            assert_eq!(record(&P, half, Admission::Probe(token - 1), outcome, probe_at), (half, None));
+            assert_eq!(record(&P, half, Admission::Probe(token - 1), outcome, probe_at, 0), (half, None));
         }
     }
 
@@ -410,13 +454,13 @@ mod tests {
         assert!(matches!(admit(&P, half, back), (Admission::Probe(_), Some(_))));
         // A window whose start is in the future is no window.
         let window = State::Closed { since: now + 86_400_000, attempts: 4, failed: 8, succeeded: 0 };
-        let (state, seen) = record(&P, window, Admission::Send, F, now);
+        let (state, seen) = record(&P, window, Admission::Send, F, now, 0);
         assert_eq!(state, State::Closed { since: now, attempts: 1, failed: 1, succeeded: 0 });
         assert!(seen.is_none());
         // A clock far ahead ends the window and the open period alike.
         let far = now + 10 * P.max_open_millis;
         assert!(matches!(admit(&P, open, far).0, Admission::Probe(_)));
-        assert_eq!(record(&P, window, Admission::Send, S, far), (CLOSED, None));
+        assert_eq!(record(&P, window, Admission::Send, S, far, 0), (CLOSED, None));
     }
 
     #[test]

@@ -112,6 +112,11 @@ impl Invocation {
     fn left_millis(&self, config: &Config) -> i64 {
         self.began.get().unix_millis() + beside_millis(config) - now().unix_millis()
     }
+
+    /// Whether a whole attempt still fits in what is left of the invocation's time.
+    fn fits_an_attempt(&self, config: &Config) -> bool {
+        self.left_millis(config) >= attempt_timeout(config).as_millis() as i64 + SEND_MIN_MILLIS
+    }
 }
 
 type Shared = Rc<Invocation>;
@@ -247,13 +252,11 @@ async fn chain(account: &AccountDb, first: Claimed, shared: &Invocation) {
         let endpoint = claimed.due.endpoint_id.clone();
         let id = claimed.due.id.clone();
         // The next goes only if a whole attempt fits in what is left of the invocation's time.
-        let fits = || {
-            shared.left_millis(account.config())
-                >= attempt_timeout(account.config()).as_millis() as i64 + SEND_MIN_MILLIS
-        };
         let goes_on = || {
             let spent = round >= CHAIN_MAX || shared.rounds.get() >= ROUNDS_MAX;
-            !spent && now().unix_millis() - began.unix_millis() <= CHAIN_MILLIS && fits()
+            !spent
+                && now().unix_millis() - began.unix_millis() <= CHAIN_MILLIS
+                && shared.fits_an_attempt(account.config())
         };
         // A success's record takes the next in line in its own batch when the chain goes on
         // (one round trip fewer); a delivery taken so is gated even if the chain ran out meanwhile.
@@ -278,10 +281,11 @@ async fn chain(account: &AccountDb, first: Claimed, shared: &Invocation) {
 }
 
 /// Takes `next` through its gates for the chain; one its endpoint's filter holds back, or one
-/// that waits for an earlier event of its resource, gives its turn to the one behind it. Each such turn counts as a round of the invocation, so a long run
-/// of held-back deliveries stops at [`ROUNDS_MAX`] (or [`CHAIN_MAX`] in a row) like attempts do,
-/// and a wake carries the line on. A delivery taken out of the line is always gated: the budget
-/// is checked before the next one is taken.
+/// that waits for an earlier event of its resource, gives its turn to the one behind it. Each
+/// such turn counts as a round of the invocation, so a long run of held-back deliveries stops at
+/// [`ROUNDS_MAX`] (or [`CHAIN_MAX`] in a row) like attempts do, or once a whole attempt no longer
+/// fits in the invocation's time, and a wake carries the line on. A delivery taken out of the
+/// line is always gated: the budget is checked before the next one is taken.
 async fn claim_next(
     account: &AccountDb,
     endpoint: &str,
@@ -313,7 +317,10 @@ async fn claim_next(
         }
         held_back += 1;
         shared.rounds.set(shared.rounds.get() + 1);
-        if held_back >= CHAIN_MAX || shared.rounds.get() >= ROUNDS_MAX {
+        // The next is taken only while a whole attempt still fits, as in the chain; else the
+        // wake carries the line on in an invocation with its whole time.
+        let spent = held_back >= CHAIN_MAX || shared.rounds.get() >= ROUNDS_MAX;
+        if spent || !shared.fits_an_attempt(account.config()) {
             break;
         }
         next = match take(db, endpoint).await {
@@ -540,7 +547,7 @@ async fn feed_breaker(
             },
         };
         let state = columns.state();
-        let (next, transition) = breaker::record(&policy, state, admission, outcome, at.unix_millis());
+        let (next, transition) = breaker::record(&policy, state, admission, outcome, at.unix_millis(), random_u32());
         if next == state {
             return Ok(());
         }
@@ -678,15 +685,21 @@ mod tests {
         // Four failed attempts in the window: the fifth, a success, opens the circuit, so the
         // next in line must not be claimed under the closed circuit the record's batch reads.
         let failing = closed(4, 4, at);
-        let (after, _) =
-            breaker::record(&policy, failing.state(), breaker::Admission::Send, breaker::Outcome::Success, at + 1_000);
+        let (after, _) = breaker::record(
+            &policy,
+            failing.state(),
+            breaker::Admission::Send,
+            breaker::Outcome::Success,
+            at + 1_000,
+            0,
+        );
         assert!(matches!(after, breaker::State::Open { .. }), "{after:?}");
         assert!(!leaves_circuit_alone(breaker::Admission::Send, &failing));
         // A closed circuit that counted no failure stays as it is after a success.
         let clean = closed(0, 0, 0);
         assert!(leaves_circuit_alone(breaker::Admission::Send, &clean));
         let (after, transition) =
-            breaker::record(&policy, clean.state(), breaker::Admission::Send, breaker::Outcome::Success, at);
+            breaker::record(&policy, clean.state(), breaker::Admission::Send, breaker::Outcome::Success, at, 0);
         assert_eq!((after, transition), (clean.state(), None));
         // A probe's success may close a circuit: never.
         assert!(!leaves_circuit_alone(breaker::Admission::Probe(at), &clean));
