@@ -101,7 +101,7 @@ thread_local! {
         std::cell::RefCell::default();
     /// Whether the linear memory's crossing has been logged.
     static MEMORY_CROSSED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    /// The head of the last D1 statement prepared, named with a late or refused D1 call.
+    /// The head of the last D1 statement prepared (its buffer reused), named with a late D1 call.
     static LAST_STATEMENT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
     /// The invocation whose work is running now (set while its future is polled).
     static CURRENT: std::cell::RefCell<Option<std::rc::Rc<Invocation>>> = const { std::cell::RefCell::new(None) };
@@ -142,6 +142,10 @@ fn saw_at(limit: &'static str, value: usize, at: impl FnOnce() -> std::rc::Rc<st
         }
     });
 }
+
+/// How much of a D1 statement's text names it in the report.
+#[cfg(feature = "fault-injection")]
+const STATEMENT_HEAD_CHARS: usize = 60;
 
 /// The kind named for binding calls made outside any invocation's work.
 #[cfg(feature = "fault-injection")]
@@ -222,7 +226,7 @@ impl<F: std::future::Future> std::future::Future for Within<F> {
             if this.main {
                 this.invocation.ended.set(Some(now_millis()));
             } else {
-                over = over.or_else(|| after_end(&this.invocation, "waitUntil"));
+                over = over.or_else(|| after_end(&this.invocation, || "waitUntil".to_owned()));
             }
         }
         if let Some((binding, limit, value, max)) = over {
@@ -263,13 +267,13 @@ pub fn beside<F: std::future::Future>(f: F) -> F {
 }
 
 /// How long after its invocation's response work beside it runs, when that is past the limit.
-/// `call` names the call made then (`waitUntil`: the work's end).
+/// `call` names the call made then (`waitUntil`: the work's end), read only for a new highest.
 #[cfg(feature = "fault-injection")]
-fn after_end(invocation: &Invocation, call: &str) -> Option<(&'static str, &'static str, usize, usize)> {
+fn after_end(invocation: &Invocation, call: impl Fn() -> String) -> Option<(&'static str, &'static str, usize, usize)> {
     let ended = invocation.ended.get()?;
     let after = usize::try_from(now_millis() - ended).unwrap_or(0);
     saw_at("milliseconds of waitUntil work after the response", after, || {
-        format!("{}: {call}", invocation.kind).into()
+        format!("{}: {}", invocation.kind, call()).into()
     });
     let limit = WAIT_UNTIL_MILLIS as usize;
     (after > limit).then_some(("waitUntil", "milliseconds of waitUntil work after the response", after, limit))
@@ -281,22 +285,24 @@ fn after_end(invocation: &Invocation, call: &str) -> Option<(&'static str, &'sta
 /// that work).
 #[cfg(feature = "fault-injection")]
 pub fn subrequest(binding: &str) -> Result<(), EdgeError> {
-    subrequest_called(binding, binding)
+    subrequest_called(binding, || binding.to_owned())
 }
 
 /// [`subrequest`] for a call to D1, named by the head of the last statement prepared.
 #[cfg(feature = "fault-injection")]
 pub fn d1_call() -> Result<(), EdgeError> {
-    let call = LAST_STATEMENT.with(|last| format!("d1 {}", last.borrow()));
-    subrequest_called("d1", &call)
+    subrequest_called("d1", || {
+        LAST_STATEMENT.with(|last| format!("d1 {}", last.borrow().split_whitespace().collect::<Vec<_>>().join(" ")))
+    })
 }
 
-/// [`subrequest`], with `call` naming the call in a report or a crossing's line.
+/// [`subrequest`], with `call` naming the call in a report or a crossing's line (made only for
+/// those).
 #[cfg(feature = "fault-injection")]
-fn subrequest_called(binding: &str, call: &str) -> Result<(), EdgeError> {
+fn subrequest_called(binding: &str, call: impl Fn() -> String) -> Result<(), EdgeError> {
     let Some((count, late)) = current(|inv| {
         inv.subrequests.set(inv.subrequests.get() + 1);
-        (inv.subrequests.get(), after_end(inv, call))
+        (inv.subrequests.get(), after_end(inv, &call))
     }) else {
         return Ok(());
     };
@@ -305,7 +311,7 @@ fn subrequest_called(binding: &str, call: &str) -> Result<(), EdgeError> {
     }
     saw("subrequests per invocation", count);
     match late {
-        Some((_, limit, value, max)) => crossed(call, limit, value, max),
+        Some((_, limit, value, max)) => crossed(&call(), limit, value, max),
         None => Ok(()),
     }
 }
@@ -362,7 +368,14 @@ pub fn queue_send<T>(_queue: &str, _messages: &[T]) -> Result<(), EdgeError> {
 pub fn statement(sql: &str, parameters: usize) -> Result<(), EdgeError> {
     saw("bound parameters per statement", parameters);
     saw("bytes per statement", sql.len());
-    LAST_STATEMENT.with(|last| *last.borrow_mut() = sql.split_whitespace().take(6).collect::<Vec<_>>().join(" "));
+    LAST_STATEMENT.with(|last| {
+        let mut last = last.borrow_mut();
+        last.clear();
+        let sql = sql.trim_start();
+        last.push_str(
+            sql.get(..sql.char_indices().nth(STATEMENT_HEAD_CHARS).map_or(sql.len(), |(i, _)| i)).unwrap_or(sql),
+        );
+    });
     if parameters > D1_BOUND_PARAMETERS {
         return crossed("d1", "bound parameters per statement", parameters, D1_BOUND_PARAMETERS);
     }
