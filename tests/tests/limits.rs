@@ -217,7 +217,12 @@ fn guessed_tokens_are_limited_by_address_and_a_known_key_there_is_still_served(_
 /// (docs/deploy.md, "Limits"): a request that runs 1,000 statements is served; one that runs
 /// 1,001 is refused at the last, with the line that fails an end-to-end run. Two requests at once
 /// each count their own.
-fn the_guard_lets_an_invocations_thousandth_query_through_and_refuses_the_next(w: &Worker) {
+///
+/// In a worker of its own: local D1 runs one statement at a time for the whole worker, and these
+/// 3,001 statements held every other test's D1 calls for 10 to 15 s (seen: no attempt of any
+/// endpoint for that long, and work beside a `deliveries` invocation pushed past its 30 s).
+fn the_guard_lets_an_invocations_thousandth_query_through_and_refuses_the_next(_shared: &Worker) {
+    let w = &Worker::start();
     let crossings = || w.log().lines().filter(|l| l.contains("\"limit_crossed\"") && l.contains(QUOTAS_PROBE)).count();
     let before = crossings();
     // A probe whose connection wrangler's proxy closed unanswered is sent again (as in run 142):
@@ -264,8 +269,10 @@ fn the_guard_lets_an_invocations_thousandth_query_through_and_refuses_the_next(w
 /// The guard reads each D1 statement's time from D1's own measure (`meta.duration`), the figure
 /// it holds against D1's 30 s (docs/deploy.md, "Limits"): a statement that counts to 2,000,000 in
 /// SQL takes at least tens of milliseconds by that measure (more on a loaded machine, never less),
-/// and one that counts to 1 is far under it.
-fn the_guard_reads_each_statements_time_as_d1_measures_it(w: &Worker) {
+/// and one that counts to 1 is far under it. In a worker of its own, as the test above, so that
+/// its long statement holds no other test's D1 calls.
+fn the_guard_reads_each_statements_time_as_d1_measures_it(_shared: &Worker) {
+    let w = &Worker::start();
     let probe = |rows: i64| {
         // It only reads: one whose connection wrangler's proxy closed unanswered is sent again
         // (run 142).

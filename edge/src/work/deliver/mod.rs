@@ -258,9 +258,10 @@ async fn chain(account: &AccountDb, first: Claimed, shared: &Invocation) {
                 && now().unix_millis() - began.unix_millis() <= CHAIN_MILLIS
                 && shared.fits_an_attempt(account.config())
         };
-        // A success's record takes the next in line in its own batch when the chain goes on
-        // (one round trip fewer); a delivery taken so is gated even if the chain ran out meanwhile.
-        let (result, taken) = attempt(account, claimed, shared, goes_on()).await;
+        // A success's record takes the next in line in its own batch when the chain still goes on
+        // as the attempt ends (one round trip fewer); a delivery taken so is gated even if the
+        // chain ran out meanwhile.
+        let (result, taken) = attempt(account, claimed, shared, &goes_on).await;
         log(account.config(), &id, &result);
         let next = match taken {
             Some(next) => next,
@@ -374,22 +375,29 @@ async fn wake(account: &AccountDb, ctx: &Context, shared: &Shared, endpoint: &st
 /// it cannot, its claim was lost to a later attempt or is given back (into the line, no attempt
 /// spent), and nothing is sent.
 ///
-/// With `take_next`, a success's record also takes the next delivery in the endpoint's line:
-/// the second value is then what it took (`None` when nothing was taken).
+/// While `goes_on` holds as the attempt ends, a success's record also takes the next delivery in
+/// the endpoint's line: the second value is then what it took (`None` when nothing was taken).
+/// It is asked then, not before the attempt: an attempt may end with too little time left for
+/// another, and a delivery taken then would be gated and claimed only to be given back.
 async fn attempt(
     account: &AccountDb,
     claimed: Claimed,
     shared: &Invocation,
-    take_next: bool,
+    goes_on: &dyn Fn() -> bool,
 ) -> (Result<Done, EdgeError>, Option<Option<Taken>>) {
-    // The wait for a place ends when too little time is left to send in: the claim goes back.
+    // The wait for a place ends when too little time is left to send in: the claim goes back,
+    // at once when none is left (a free place would otherwise be taken, and a lease renewed
+    // and a turn taken, for nothing).
     let sendable = shared.left_millis(account.config()) - SEND_MIN_MILLIS;
+    if sendable <= 0 {
+        return (out_of_time(account, &claimed).await.map(|()| Done::ClaimedElsewhere), None);
+    }
     let ends = worker::Delay::from(Duration::from_millis(u64::try_from(sendable).unwrap_or(0)));
     let Some(_place) = shared.lanes.place_within(&claimed.due.endpoint_id, claimed.fast(), ends).await else {
         return (out_of_time(account, &claimed).await.map(|()| Done::ClaimedElsewhere), None);
     };
     let taken = Cell::new(None);
-    let result = attempt_in_lane(account, claimed, shared, take_next.then_some(&taken)).await;
+    let result = attempt_in_lane(account, claimed, shared, (&taken, goes_on)).await;
     (result, taken.take())
 }
 
@@ -398,7 +406,7 @@ async fn attempt_in_lane(
     account: &AccountDb,
     claimed: Claimed,
     shared: &Invocation,
-    take_next: Option<&Cell<Option<Option<Taken>>>>,
+    (take_into, goes_on): (&Cell<Option<Option<Taken>>>, &dyn Fn() -> bool),
 ) -> Result<Done, EdgeError> {
     let db = account.db();
     let (circuit_now, started) = match ready(account, &claimed, shared).await {
@@ -454,11 +462,11 @@ async fn attempt_in_lane(
     let ended = now();
     let latency_ms = ended.unix_millis() - started.unix_millis();
     let outcome = answer.outcome();
-    // The next in line is claimed in the record's batch only when this attempt's outcome cannot
-    // change the circuit (`feed_breaker`, which runs after it): a success through a closed
-    // circuit that counted no failure. Any other success may open or close it, and the one taken
-    // goes through its gates as the circuit is then.
-    let take_next = take_next.map(|into| (into, leaves_circuit_alone(admission, &circuit_now)));
+    // The next in line is taken while the chain goes on as the attempt ends, and claimed in the
+    // record's batch only when this attempt's outcome cannot change the circuit (`feed_breaker`,
+    // which runs after it): a success through a closed circuit that counted no failure. Any other
+    // success may open or close it, and the one taken goes through its gates as the circuit is then.
+    let take_next = goes_on().then(|| (take_into, leaves_circuit_alone(admission, &circuit_now)));
     let done = record(account, &due, (number, started, latency_ms), answer, reply, take_next).await?;
     if !(cut_short && outcome != breaker::Outcome::Success && admission == breaker::Admission::Send) {
         feed_breaker(account, &due, &circuit_now, admission, outcome, ended).await?;
