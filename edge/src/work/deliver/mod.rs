@@ -484,7 +484,8 @@ async fn out_of_time(account: &AccountDb, claimed: &Claimed) -> Result<(), EdgeE
 
 /// Everything an attempt needs before it is sent: a renewed lease, then its rate-limit turn.
 /// `Ok(None)` when the attempt is no longer this job's (a later attempt was claimed after its
-/// lease lapsed, or its turn was too far off and it went back into line); else the endpoint's
+/// lease lapsed, or its turn was too far off or no time was left to send in, and it went back
+/// into line); else the endpoint's
 /// circuit as it is now and the time the attempt starts (its turn, under a rate limit). A turn
 /// is too far off past [`TURN_WAIT_MAX_MILLIS`], or past the time its invocation leaves to send
 /// in: a wait is never slept through only to find the time gone.
@@ -504,6 +505,13 @@ async fn ready(
     if rate.is_none() && sent_as_claimed {
         return Ok(Some((due.circuit.clone(), now())));
     }
+    // With no time left to send in, neither the lease is renewed nor a turn taken (a turn taken
+    // for nothing would push the endpoint's next attempts back by one interval).
+    let sendable = || (shared.left_millis(account.config()) - SEND_MIN_MILLIS) as f64;
+    if sendable() <= 0.0 {
+        deliveries::unclaim(db, &due.id, claimed.number, now()).await?;
+        return Ok(None);
+    }
     let lease = lease_from(now());
     let Some(columns) = deliveries::renew(db, &due.id, &due.endpoint_id, claimed.number, lease).await? else {
         return Ok(None);
@@ -511,12 +519,15 @@ async fn ready(
     let Some(rate) = rate else { return Ok(Some((columns, now()))) };
     let mut waited = 0.0;
     loop {
+        if sendable() <= 0.0 {
+            deliveries::unclaim(db, &due.id, claimed.number, now()).await?;
+            return Ok(None);
+        }
         let at = now();
         let Some(wait) = crate::store::endpoints::take_turn(db, &due.endpoint_id, rate as u32, at).await? else {
             return Ok(Some((columns, at)));
         };
-        let sendable = (shared.left_millis(account.config()) - SEND_MIN_MILLIS) as f64;
-        if waited + wait > TURN_WAIT_MAX_MILLIS || wait > sendable {
+        if waited + wait > TURN_WAIT_MAX_MILLIS || wait > sendable() {
             deliveries::unclaim(db, &due.id, claimed.number, now()).await?;
             return Ok(None);
         }
