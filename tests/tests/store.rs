@@ -85,6 +85,10 @@ fn expectations() -> Vec<(&'static str, Value, Value, bool)> {
             json!({"claimed": 0, "queued": 0}),
             true,
         ),
+        // A probe's attempt given back unsent: into its line, with its circuit's token, once.
+        ("deliveries.unclaim_probe", json!(true), json!(false), true),
+        // A later probe holds the circuit's token: the attempt goes back, the token stays.
+        ("deliveries.unclaim_probe_token_taken", json!(true), json!(false), true),
         ("numbers.create", json!(true), json!(false), true),
     ]
 }
@@ -138,6 +142,17 @@ fn every_guard_refuses_to_run_twice(w: &Worker) {
                 assert_eq!(r["after_first"][0], json!({"messages": 1, "events": 1, "media": 2}), "{r}");
             }
             "media.claim" => assert_eq!(r["after_first"][0], json!({"claimed": 1, "copy_attempts": 1}), "{r}"),
+            "deliveries.unclaim_probe" | "deliveries.unclaim_probe_token_taken" => {
+                let claimed = json!({"attempts": 1, "waiting": 0, "in_flight": 1, "circuit": "half_open",
+                    "token": 1, "circuit_version": 3});
+                assert_eq!(r["before"][0], claimed, "{check}: claimed as the probe: {r}");
+                // The token is given back (the version moves on, for every compare-and-swap that
+                // read it) only by the probe that holds it.
+                let (token, version) = if check == "deliveries.unclaim_probe" { (0, 4) } else { (1, 3) };
+                let after = json!({"attempts": 0, "waiting": 1, "in_flight": 0, "circuit": "half_open",
+                    "token": token, "circuit_version": version});
+                assert_eq!(r["after_first"][0], after, "{check}: given back: {r}");
+            }
             "media.record_stored" => {
                 assert_eq!(r["after_second"][0], json!({"stored": 1, "stored_size": 10, "copying_until": 0}), "{r}")
             }

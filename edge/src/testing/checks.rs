@@ -26,22 +26,22 @@ pub async fn raw(db: &D1Database, sql: &str) -> Result<Vec<Value>, String> {
     serde_json::from_str(&text).map_err(|e| e.to_string())
 }
 
-async fn rows(db: &D1Database, sql: &str) -> Result<Value, EdgeError> {
+pub(super) async fn rows(db: &D1Database, sql: &str) -> Result<Value, EdgeError> {
     Ok(Value::Array(raw(db, sql).await.map_err(|e| EdgeError::unavailable("test build", e))?))
 }
 
-fn quote(text: &str) -> String {
+pub(super) fn quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }
 
 /// Before, first run, after, second run, after.
-struct Report {
-    before: Value,
-    runs: Vec<(Value, Value)>,
+pub(super) struct Report {
+    pub(super) before: Value,
+    pub(super) runs: Vec<(Value, Value)>,
 }
 
 impl Report {
-    fn into_json(self) -> Value {
+    pub(super) fn into_json(self) -> Value {
         let mut runs = self.runs.into_iter();
         let (first, after_first) = runs.next().unwrap_or_default();
         let (second, after_second) = runs.next().unwrap_or_default();
@@ -528,14 +528,14 @@ async fn calls_record(db: &D1Database, name: &str) -> Result<Value, EdgeError> {
 
 /// The rows of a delivery check `name`: an endpoint, an event and the delivery under test (but
 /// for a fan-out's check, which writes it), with what the check's name asks for around it.
-struct DeliveryFixture {
+pub(super) struct DeliveryFixture {
     account_id: String,
-    endpoint: String,
+    pub(super) endpoint: String,
     event: String,
-    delivery: String,
+    pub(super) delivery: String,
 }
 
-async fn delivery_fixture(db: &D1Database, name: &str) -> Result<DeliveryFixture, EdgeError> {
+pub(super) async fn delivery_fixture(db: &D1Database, name: &str) -> Result<DeliveryFixture, EdgeError> {
     let account_id = account(db).await?;
     let (endpoint, event, delivery) = (new_id("ep")?, new_id("evt")?, new_id("dlv")?);
     let at = now().unix_millis();

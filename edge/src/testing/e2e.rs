@@ -1,8 +1,8 @@
 //! Test-only routes of the end-to-end build (the `fault-injection` feature, which the
 //! production build never enables): `POST /__e2e/sql` lets the tests count rows through the
 //! worker's own D1 binding, `POST /__e2e/store/{check}` runs one store guard twice against
-//! real D1 ([`crate::testing::checks`]), `POST /__e2e/jobs` enqueues a job as a redelivered
-//! queue message would run it again, `POST /__e2e/calls/{call_id}` counts what a call's
+//! real D1 ([`crate::testing::checks`], [`crate::testing::circuit_checks`]), `POST /__e2e/jobs`
+//! enqueues a job as a redelivered queue message would run it again, `POST /__e2e/calls/{call_id}` counts what a call's
 //! Durable Object still stores, `POST /__e2e/quotas` reports the highest value each of
 //! Cloudflare's limits has seen (`crate::quotas`), and `POST /__e2e/quotas/probe` runs a given
 //! number of D1 statements in one request, the guard's own test.
@@ -16,7 +16,13 @@ pub async fn route(req: Request, env: &Env, segments: &[&str]) -> Result<Respons
     crate::quotas::scaffolding();
     match segments {
         ["sql"] => sql(req, env).await,
-        ["store", check] => crate::api::http::json(200, &crate::testing::checks::run(env, check).await?),
+        ["store", "deliveries.unclaim_probe"] => {
+            store_check(crate::testing::circuit_checks::unclaim_probe(env, false)).await
+        }
+        ["store", "deliveries.unclaim_probe_token_taken"] => {
+            store_check(crate::testing::circuit_checks::unclaim_probe(env, true)).await
+        }
+        ["store", check] => store_check(crate::testing::checks::run(env, check)).await,
         ["jobs"] => {
             let mut req = req;
             let job: crate::queues::Job = crate::api::http::json_body(&mut req).await?;
@@ -28,6 +34,13 @@ pub async fn route(req: Request, env: &Env, segments: &[&str]) -> Result<Respons
         ["quotas", "probe"] => probe(req, env).await,
         _ => Err(EdgeError::NoRoute),
     }
+}
+
+/// A store check's report, answered as JSON.
+async fn store_check(
+    check: impl std::future::Future<Output = Result<serde_json::Value, EdgeError>>,
+) -> Result<Response, EdgeError> {
+    crate::api::http::json(200, &check.await?)
 }
 
 /// `POST /__e2e/quotas/probe` `{"statements": n, "rows": r}` -> `{"ran": n, "longest_ms": ms}`:

@@ -4,4 +4,5 @@
 //! are in `faults.rs`, compiled to constants in production builds.
 
 pub mod checks;
+pub mod circuit_checks;
 pub mod e2e;

@@ -246,18 +246,50 @@ pub async fn unclaim(db: &D1Database, id: &str, number: i64, now: Timestamp) -> 
     give_back(db, id, number, now, true).await
 }
 
+/// [`unclaim`] of an attempt admitted as its endpoint's probe, whose token is `lease`: in the same
+/// batch the half-open circuit's token is given back, so the next delivery in line may probe at
+/// once, not after the token's lease. Only the token's holder can match it, and only while it
+/// still holds the delivery's claim: a circuit another writer changed meanwhile (a probe after
+/// this token's lease, a closing) stays as it is. Returns whether the delivery was given back.
+pub async fn unclaim_probe(
+    db: &D1Database,
+    id: &str,
+    endpoint_id: &str,
+    number: i64,
+    lease: i64,
+    now: Timestamp,
+) -> Result<bool, EdgeError> {
+    let results = db::batch(
+        db,
+        vec![
+            give_back_stmt(db, id, number, now, true)?,
+            crate::store::endpoints::circuit::release_probe(db, endpoint_id, lease)?,
+        ],
+    )
+    .await?;
+    Ok(results.first().map(db::changes) == Some(1))
+}
+
 /// [`unclaim`], into the line (`line`) or out of it: a delivery out of its line is found by a
 /// queue message or, once overdue, by the sweeper.
 pub async fn give_back(db: &D1Database, id: &str, number: i64, now: Timestamp, line: bool) -> Result<bool, EdgeError> {
-    let changed = db::run(db::stmt(
+    Ok(db::run(give_back_stmt(db, id, number, now, line)?).await? == 1)
+}
+
+fn give_back_stmt(
+    db: &D1Database,
+    id: &str,
+    number: i64,
+    now: Timestamp,
+    line: bool,
+) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
         db,
         "UPDATE webhook_deliveries SET attempts = ?2 - 1, in_flight_until = 0, waiting = ?4, next_attempt_at = ?3,
              updated_at = ?3
          WHERE id = ?1 AND status = 'pending' AND attempts = ?2",
         &[text(id), int(number), time(now), int(i64::from(line))],
-    )?)
-    .await?;
-    Ok(changed == 1)
+    )
 }
 
 /// Puts a delivery (its attempt count still `attempts`) into its endpoint's line while the

@@ -24,7 +24,8 @@ pub mod prune;
 pub mod recoveries;
 pub mod retries;
 pub use claims::{
-    claim_attempt, due_claiming, give_back, next_in_line, renew, unclaim, wait_for_circuit, Claim, Queued, Taken,
+    claim_attempt, due_claiming, give_back, next_in_line, renew, unclaim, unclaim_probe, wait_for_circuit, Claim,
+    Queued, Taken,
 };
 use claims::{next_in_line_stmts, taken};
 pub use due::{due, DeliveryKind, DeliveryStatus, Due, DUE_COLUMNS, IN_FLIGHT, IN_FLIGHT_LIMIT, LINED, OLDEST_IN_LINE};

@@ -10,7 +10,7 @@ use exactly_core::breaker::{State, Transition};
 use exactly_core::webhook::EventType;
 use exactly_core::Timestamp;
 use serde_json::json;
-use worker::D1Database;
+use worker::{D1Database, D1PreparedStatement};
 
 use super::{Columns, CIRCUIT};
 use crate::error::EdgeError;
@@ -41,6 +41,19 @@ pub struct About<'a> {
     pub endpoint_id: &'a str,
     pub account_id: &'a str,
     pub url: &'a str,
+}
+
+/// Gives a half-open circuit's probe token back, for a batch whose statement before it gave the
+/// probe's claimed attempt back: only when that statement did (`changes()`), and only the token
+/// `lease` (no later probe's). The version moves on as a swap's does, so every compare-and-swap
+/// that read the circuit before reads it again.
+pub fn release_probe(db: &D1Database, endpoint_id: &str, lease: i64) -> Result<D1PreparedStatement, EdgeError> {
+    db::stmt(
+        db,
+        "UPDATE webhook_endpoints SET circuit_at = 0, circuit_version = circuit_version + 1
+         WHERE id = ?1 AND circuit = 'half_open' AND circuit_at = ?2 AND changes() = 1",
+        &[text(endpoint_id), int(lease)],
+    )
 }
 
 /// Replaces the circuit at `version` with `next`, writing the transition's signal in the same

@@ -413,7 +413,7 @@ async fn attempt_in_lane(
         Ok(Some(ready)) => ready,
         Ok(None) => return Ok(Done::ClaimedElsewhere),
         Err(e) => {
-            deliveries::unclaim(db, &claimed.due.id, claimed.number, now()).await?;
+            unsent(db, &claimed).await?;
             return Err(e);
         }
     };
@@ -478,8 +478,21 @@ async fn attempt_in_lane(
 /// it in: into its endpoint's line, no attempt spent, and a wake carries the line on from an
 /// invocation of its own.
 async fn out_of_time(account: &AccountDb, claimed: &Claimed) -> Result<(), EdgeError> {
-    deliveries::unclaim(account.db(), &claimed.due.id, claimed.number, now()).await?;
+    unsent(account.db(), claimed).await?;
     queues::wake_later(account, &claimed.due.endpoint_id, 0).await
+}
+
+/// Gives a claimed attempt back unsent, into its endpoint's line, no attempt spent. A probe gives
+/// its circuit's token back with it: the token would otherwise hold the endpoint's line until
+/// its lease ran out, with nothing in flight.
+async fn unsent(db: &worker::D1Database, claimed: &Claimed) -> Result<bool, EdgeError> {
+    let (due, number) = (&claimed.due, claimed.number);
+    match claimed.admission {
+        breaker::Admission::Probe(lease) => {
+            deliveries::unclaim_probe(db, &due.id, &due.endpoint_id, number, lease, now()).await
+        }
+        breaker::Admission::Send | breaker::Admission::Hold(_) => deliveries::unclaim(db, &due.id, number, now()).await,
+    }
 }
 
 /// Everything an attempt needs before it is sent: a renewed lease, then its rate-limit turn.
@@ -509,7 +522,7 @@ async fn ready(
     // for nothing would push the endpoint's next attempts back by one interval).
     let sendable = || (shared.left_millis(account.config()) - SEND_MIN_MILLIS) as f64;
     if sendable() <= 0.0 {
-        deliveries::unclaim(db, &due.id, claimed.number, now()).await?;
+        unsent(db, claimed).await?;
         return Ok(None);
     }
     let lease = lease_from(now());
@@ -520,7 +533,7 @@ async fn ready(
     let mut waited = 0.0;
     loop {
         if sendable() <= 0.0 {
-            deliveries::unclaim(db, &due.id, claimed.number, now()).await?;
+            unsent(db, claimed).await?;
             return Ok(None);
         }
         let at = now();
@@ -528,7 +541,7 @@ async fn ready(
             return Ok(Some((columns, at)));
         };
         if waited + wait > TURN_WAIT_MAX_MILLIS || wait > sendable() {
-            deliveries::unclaim(db, &due.id, claimed.number, now()).await?;
+            unsent(db, claimed).await?;
             return Ok(None);
         }
         worker::Delay::from(Duration::from_millis(wait.ceil() as u64)).await;
