@@ -2,10 +2,10 @@
 //! production build never enables): `POST /__e2e/sql` lets the tests count rows through the
 //! worker's own D1 binding, `POST /__e2e/store/{check}` runs one store guard twice against
 //! real D1 ([`crate::testing::checks`], [`crate::testing::circuit_checks`]), `POST /__e2e/jobs`
-//! enqueues a job as a redelivered queue message would run it again, `POST /__e2e/calls/{call_id}` counts what a call's
-//! Durable Object still stores, `POST /__e2e/quotas` reports the highest value each of
-//! Cloudflare's limits has seen (`crate::quotas`), and `POST /__e2e/quotas/probe` runs a given
-//! number of D1 statements in one request, the guard's own test.
+//! enqueues a job as a redelivered queue message would run it again, `POST
+//! /__e2e/calls/{call_id}` counts what a call's Durable Object still stores, `POST /__e2e/quotas`
+//! reports the highest value each of Cloudflare's limits has seen (`crate::quotas`), and `POST
+//! /__e2e/quotas/probe` runs a given number of D1 statements in one request, the guard's own test.
 
 use worker::{Env, Request, Response};
 

@@ -113,9 +113,14 @@ impl Invocation {
         self.began.get().unix_millis() + beside_millis(config) - now().unix_millis()
     }
 
+    /// Milliseconds left in which an attempt may still start (waits for a place or turn end then).
+    fn sendable_millis(&self, config: &Config) -> i64 {
+        self.left_millis(config) - SEND_MIN_MILLIS
+    }
+
     /// Whether a whole attempt still fits in what is left of the invocation's time.
     fn fits_an_attempt(&self, config: &Config) -> bool {
-        self.left_millis(config) >= attempt_timeout(config).as_millis() as i64 + SEND_MIN_MILLIS
+        self.sendable_millis(config) >= attempt_timeout(config).as_millis() as i64
     }
 }
 
@@ -388,7 +393,7 @@ async fn attempt(
     // The wait for a place ends when too little time is left to send in: the claim goes back,
     // at once when none is left (a free place would otherwise be taken, and a lease renewed
     // and a turn taken, for nothing).
-    let sendable = shared.left_millis(account.config()) - SEND_MIN_MILLIS;
+    let sendable = shared.sendable_millis(account.config());
     if sendable <= 0 {
         return (out_of_time(account, &claimed).await.map(|()| Done::ClaimedElsewhere), None);
     }
@@ -520,7 +525,7 @@ async fn ready(
     }
     // With no time left to send in, neither the lease is renewed nor a turn taken (a turn taken
     // for nothing would push the endpoint's next attempts back by one interval).
-    let sendable = || (shared.left_millis(account.config()) - SEND_MIN_MILLIS) as f64;
+    let sendable = || shared.sendable_millis(account.config()) as f64;
     if sendable() <= 0.0 {
         unsent(db, claimed).await?;
         return Ok(None);
