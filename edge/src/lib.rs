@@ -595,18 +595,24 @@ async fn consume(batch: MessageBatch<serde_json::Value>, queue: &str, env: Env, 
 }
 
 #[event(scheduled)]
-async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
-    quotas::invocation(|| "cron".to_owned(), tick(env)).await;
+async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
+    // The time the tick was scheduled for, in milliseconds: each of its lines names it, so a
+    // tick can be told from the next in the log (the time itself is read from the clock).
+    let at = event.schedule().max(0.0).round().to_string();
+    quotas::invocation(|| "cron".to_owned(), tick(env, at)).await;
 }
 
-/// Runs one cron tick (as [`scheduled`]'s one invocation).
-async fn tick(env: Env) {
+/// Runs one cron tick (as [`scheduled`]'s one invocation), scheduled for `at`.
+async fn tick(env: Env, at: String) {
     // Read once for the tick; while it is invalid the tick does nothing (every request answers
     // 503 naming the variable meanwhile).
     let config = match config::get(&env) {
         Ok(config) => config,
         Err(e) => {
-            return worker::console_error!("{}", serde_json::json!({"cron": "tick", "error": e.to_string()}));
+            return worker::console_error!(
+                "{}",
+                serde_json::json!({"cron": "tick", "scheduled": at, "error": e.to_string()})
+            );
         }
     };
     if let Err(e) = work::sweep::register_operator(&env, &config).await {
@@ -614,8 +620,10 @@ async fn tick(env: Env) {
     }
     // Every other part of the tick runs in a job of its own, per database (work::cron).
     match work::cron::tick(&env, &config).await {
-        Ok(parts) => worker::console_log!("{}", serde_json::json!({"cron": "tick", "parts": parts})),
-        Err(e) => worker::console_error!("{}", serde_json::json!({"cron": "tick", "error": e.to_string()})),
+        Ok(parts) => worker::console_log!("{}", serde_json::json!({"cron": "tick", "scheduled": at, "parts": parts})),
+        Err(e) => {
+            worker::console_error!("{}", serde_json::json!({"cron": "tick", "scheduled": at, "error": e.to_string()}))
+        }
     }
 }
 

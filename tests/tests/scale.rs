@@ -159,22 +159,24 @@ fn cron_with_eight_databases(_shared: &Worker) {
         .filter(|l| l.starts_with('{') && l.contains("\"tick"))
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
-    let parts: u64 = lines.iter().filter(|v| v["cron"] == "tick").filter_map(|v| v["parts"].as_u64()).sum();
+    // One tick was fired; one whose answer was lost may have run twice (`Worker::cron`).
+    let ticks: Vec<u64> = lines.iter().filter(|v| v["cron"] == "tick").filter_map(|v| v["parts"].as_u64()).collect();
+    assert_eq!(ticks.len(), w.ticks_logged(), "{lines:?}");
     // Per tick: the log's sweep and the sessions' retention in DB, two retention steps in each of
     // the four dedupe databases, and in each of the five account databases (DB among them) its
     // sweep, its audit and three retention steps.
-    assert_eq!(parts, 2 + 2 * 4 + 5 * 5, "{lines:?}");
+    assert!(!ticks.is_empty() && ticks.iter().all(|parts| *parts == 2 + 2 * 4 + 5 * 5), "{lines:?}");
     let ended = |database: &str, part: &str| {
         lines.iter().filter(|v| v["database"] == database && v["tick_part"] == part && v["error"].is_null()).count()
     };
     for database in log {
         for step in ["payloads", "carrier_events"] {
-            assert_eq!(ended(database, step), 1, "{database} {step}: {lines:?}");
+            assert_eq!(ended(database, step), ticks.len(), "{database} {step}: {lines:?}");
         }
     }
     for database in std::iter::once("DB").chain(accounts) {
         for part in ["sweep", "audit", "attempts", "customer_events", "idempotency_keys"] {
-            assert_eq!(ended(database, part), 1, "{database} {part}: {lines:?}");
+            assert_eq!(ended(database, part), ticks.len(), "{database} {part}: {lines:?}");
         }
     }
     let failed: Vec<&serde_json::Value> = lines.iter().filter(|v| !v["error"].is_null()).collect();
