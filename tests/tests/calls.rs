@@ -349,7 +349,7 @@ fn ring_cursor_survives_a_restart(_shared: &Worker) {
 }
 
 /// An inbound call's ids, before any of its events is delivered.
-struct Inbound {
+pub(crate) struct Inbound {
     account_key: String,
     number: String,
     session: String,
@@ -361,9 +361,15 @@ fn inbound(w: &Worker, targets: &[&str]) -> Inbound {
     let (account, key) = w.create_account("ring");
     let number = fresh_number();
     w.create_number(&account, &number, targets);
+    inbound_to(&key, &number)
+}
+
+/// A new inbound call to `number`, a number of the account whose key is `key`.
+pub(crate) fn inbound_to(key: &str, number: &str) -> Inbound {
     let session = uid("sess");
     let call_id = exactly_core::call_machine::call_id(exactly_core::Provider::Telnyx, &session);
-    Inbound { account_key: key, number, caller_control: format!("v3:{}", uid("caller")), session, call_id }
+    let caller_control = format!("v3:{}", uid("caller"));
+    Inbound { account_key: key.to_owned(), number: number.to_owned(), caller_control, session, call_id }
 }
 
 fn initiated_payload(c: &Inbound) -> Value {
@@ -413,22 +419,12 @@ fn call_events(w: &Worker, c: &Inbound, event_type: &str) -> i64 {
 /// hangup: nobody is rung, the caller is not answered, the call ends missed once.
 fn caller_hangup_before_a_retried_initiated_rings_nobody(w: &Worker) {
     let c = inbound(w, &TARGETS);
-    let hangup = uid("caller-hangup");
-    deliver(w, &hangup, "call.hangup", "2026-11-30T10:01:03Z", caller_hangup_payload(&c));
-    wait_settled(w, std::slice::from_ref(&hangup));
-    // The first delivery of call.initiated was lost; the carrier retries it (twice, once
-    // re-signed under a new event id).
-    let init = uid("init-retried");
-    let first = deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
-    let again = deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
-    let resigned = format!("{init}-resigned");
-    let third = deliver(w, &resigned, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
-    wait_settled(w, &[init, resigned]);
+    let answers = caller_hangup_before_a_retried_initiated(w, &c);
     let ok = w.eventually(Duration::from_secs(20), || call_events(w, &c, "call.missed") == 1);
     assert!(ok, "one call.missed");
     // Every retry's job (the repeated id may have re-enqueued one), and with it the ring
     // owner's answer to it, has run.
-    w.wait_jobs_of(&[&first, &again, &third]);
+    w.wait_jobs_of(&answers.iter().collect::<Vec<_>>());
     assert_eq!(dials_of(w, &c).len(), 0, "nobody is rung for a caller who left");
     assert_eq!(caller_commands(w, &c, "answer"), 0, "the caller's leg is not answered");
     let call = shown(w, &c);
@@ -436,6 +432,21 @@ fn caller_hangup_before_a_retried_initiated_rings_nobody(w: &Worker) {
     assert_eq!(call["ended_at"], "2026-11-30T10:01:03Z", "{call}");
     assert_eq!(call_events(w, &c, "call.missed"), 1);
     assert_eq!(call_events(w, &c, "call.initiated"), 1);
+}
+
+/// The caller hangs up, then the carrier's retries of the lost `call.initiated` come (twice,
+/// once re-signed under a new event id); returns the retries' answers once every event settled.
+pub(crate) fn caller_hangup_before_a_retried_initiated(w: &Worker, c: &Inbound) -> [Answer; 3] {
+    let hangup = uid("caller-hangup");
+    deliver(w, &hangup, "call.hangup", "2026-11-30T10:01:03Z", caller_hangup_payload(c));
+    wait_settled(w, std::slice::from_ref(&hangup));
+    let init = uid("init-retried");
+    let first = deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(c));
+    let again = deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(c));
+    let resigned = format!("{init}-resigned");
+    let third = deliver(w, &resigned, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(c));
+    wait_settled(w, &[init, resigned]);
+    [first, again, third]
 }
 
 /// The carrier refuses every dial: the call ends missed, the caller's leg is hung up once, and
@@ -501,6 +512,21 @@ fn a_failed_leg_write_after_a_dial_is_retried_not_lost(w: &Worker) {
 /// back in reverse), with duplicates: each target is dialled once, the call ends missed once.
 fn leg_events_in_reverse_order_dial_each_target_once(w: &Worker) {
     let c = inbound(w, &TARGETS);
+    legs_hung_up_in_reverse_before_initiated(w, &c);
+    let ok = w.eventually(Duration::from_secs(30), || call_events(w, &c, "call.missed") == 1);
+    assert!(ok, "one call.missed");
+    let mut keys: Vec<String> = dials_of(w, &c).into_iter().filter_map(|r| r.idempotency_key).collect();
+    keys.sort();
+    assert_eq!(keys, (1..=3).map(|p| format!("{}:leg:{p}", c.call_id)).collect::<Vec<_>>(), "each target dialled once");
+    let call = shown(w, &c);
+    assert_eq!(call["status"], "missed", "{call}");
+    assert_eq!(call["ended_at"], "2026-11-30T10:01:30Z", "the last target timed out at 10:01:30: {call}");
+    assert_eq!(caller_commands(w, &c, "hangup"), 1, "the caller was hung up once");
+}
+
+/// Every ring leg's hangup (to [`TARGETS`], each timed out, each delivered twice), last leg
+/// first, then the call's `call.initiated`; returns once every event settled.
+pub(crate) fn legs_hung_up_in_reverse_before_initiated(w: &Worker, c: &Inbound) {
     let mut ids = Vec::new();
     for position in (1..=3u32).rev() {
         let key = format!("{}:leg:{position}", c.call_id);
@@ -518,18 +544,9 @@ fn leg_events_in_reverse_order_dial_each_target_once(w: &Worker) {
         ids.push(id);
     }
     let init = uid("init");
-    deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(&c));
+    deliver(w, &init, "call.initiated", "2026-11-30T10:01:00Z", initiated_payload(c));
     ids.push(init);
     wait_settled(w, &ids);
-    let ok = w.eventually(Duration::from_secs(30), || call_events(w, &c, "call.missed") == 1);
-    assert!(ok, "one call.missed");
-    let mut keys: Vec<String> = dials_of(w, &c).into_iter().filter_map(|r| r.idempotency_key).collect();
-    keys.sort();
-    assert_eq!(keys, (1..=3).map(|p| format!("{}:leg:{p}", c.call_id)).collect::<Vec<_>>(), "each target dialled once");
-    let call = shown(w, &c);
-    assert_eq!(call["status"], "missed", "{call}");
-    assert_eq!(call["ended_at"], "2026-11-30T10:01:30Z", "the last target timed out at 10:01:30: {call}");
-    assert_eq!(caller_commands(w, &c, "hangup"), 1, "the caller was hung up once");
 }
 
 /// `ring_timeout_secs` of the called number is what each dial asks the carrier for; 30 s when the

@@ -10,7 +10,10 @@ use exactly_tests::{fresh_number, lit, Customer, Worker};
 use serde_json::{json, Value};
 use sim::customer::Received;
 
-use crate::calls::{answered_then_hung_up, nobody_answers, ring_on, TARGETS};
+use crate::calls::{
+    answered_then_hung_up, caller_hangup_before_a_retried_initiated, inbound_to,
+    legs_hung_up_in_reverse_before_initiated, nobody_answers, ring_on, TARGETS,
+};
 use crate::TestFn;
 
 pub const TESTS: &[(&str, TestFn)] = &[
@@ -260,8 +263,10 @@ fn in_sequence(w: &Worker, endpoint_id: &str, path: &str, resource: &str) {
 }
 
 /// Two outbound messages, their receipts in each order (sent then delivered, delivered then
-/// sent), each receipt twice and re-signed, and two calls, one answered and hung up and one that
-/// nobody answered: an ordered endpoint that flaps (each event answered 500 once or twice before
+/// sent), each receipt twice and re-signed, and four calls: one answered and hung up, one that
+/// nobody answered, one whose legs' hangups all came (twice, last leg first) before its
+/// `call.initiated`, and one whose caller hung up before the carrier's retried `call.initiated`
+/// (twice, once re-signed): an ordered endpoint that flaps (each event answered 500 once or twice before
 /// 200, so every event is retried and a later one would overtake it if order were not kept; its
 /// circuit free to open) receives each resource's events in sequence, one at a time, each
 /// recorded delivered once, beside a hung endpoint of the same account subscribed to the same
@@ -298,6 +303,15 @@ fn each_resources_events_arrive_in_sequence_whatever_the_carriers_order(w: &Work
     let missed = ring_on(w, c.key.clone(), &second);
     nobody_answers(w, &missed);
     resources.push(missed.call_id.clone());
+    // Calls whose events came in the orders a carrier's retries make: every leg's hangup (each
+    // twice) before the call's first event, and a caller who hung up before the carrier's
+    // retried `call.initiated` (twice, once re-signed).
+    let reversed = inbound_to(&c.key, &c.number);
+    legs_hung_up_in_reverse_before_initiated(w, &reversed);
+    resources.push(reversed.call_id.clone());
+    let left = inbound_to(&c.key, &c.number);
+    caller_hangup_before_a_retried_initiated(w, &left);
+    resources.push(left.call_id.clone());
 
     for resource in &resources {
         let done = w.eventually(Duration::from_secs(120), || recorded_delivered(w, &ordered_id, resource));
@@ -318,7 +332,10 @@ fn each_resources_events_arrive_in_sequence_whatever_the_carriers_order(w: &Work
         in_sequence(w, &ordered_id, &ordered, resource);
         assert!(w.eventually(Duration::from_secs(60), || all_delivered(w, &plain, resource)), "{resource} (unordered)");
     }
-    assert!(written(w, &resources[0]) >= 2 && written(w, &resources[2]) >= 3, "events to order were written");
+    let counts: Vec<usize> = resources.iter().map(|resource| written(w, resource)).collect();
+    // Each message sent and delivered; the answered call initiated, answered and completed; each
+    // other call initiated and missed.
+    assert_eq!(counts, [2, 2, 3, 2, 2, 2], "events to order were written for {resources:?}");
     w.customer.let_go(&hung);
     // Ordering off again: what waited (nothing now) goes back into the line, and it shows.
     let path = format!("/v1/webhook_endpoints/{ordered_id}");
