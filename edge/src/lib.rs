@@ -596,14 +596,14 @@ async fn consume(batch: MessageBatch<serde_json::Value>, queue: &str, env: Env, 
 
 #[event(scheduled)]
 async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
-    // The time the tick was scheduled for, in milliseconds: each of its lines names it, so a
-    // tick can be told from the next in the log (the time itself is read from the clock).
-    let at = event.schedule().max(0.0).round().to_string();
-    quotas::invocation(|| "cron".to_owned(), tick(env, at)).await;
+    // The cron expression that fired the tick: each of the tick's lines names it, so a tick can be
+    // told from another fired by hand (`wrangler dev --test-scheduled`'s `/__scheduled?cron=`).
+    let trigger = event.cron();
+    quotas::invocation(|| "cron".to_owned(), tick(env, trigger)).await;
 }
 
-/// Runs one cron tick (as [`scheduled`]'s one invocation), scheduled for `at`.
-async fn tick(env: Env, at: String) {
+/// Runs one cron tick (as [`scheduled`]'s one invocation), fired by `trigger`.
+async fn tick(env: Env, trigger: String) {
     // Read once for the tick; while it is invalid the tick does nothing (every request answers
     // 503 naming the variable meanwhile).
     let config = match config::get(&env) {
@@ -611,7 +611,7 @@ async fn tick(env: Env, at: String) {
         Err(e) => {
             return worker::console_error!(
                 "{}",
-                serde_json::json!({"cron": "tick", "scheduled": at, "error": e.to_string()})
+                serde_json::json!({"cron": "tick", "trigger": trigger, "error": e.to_string()})
             );
         }
     };
@@ -620,9 +620,14 @@ async fn tick(env: Env, at: String) {
     }
     // Every other part of the tick runs in a job of its own, per database (work::cron).
     match work::cron::tick(&env, &config).await {
-        Ok(parts) => worker::console_log!("{}", serde_json::json!({"cron": "tick", "scheduled": at, "parts": parts})),
+        Ok(parts) => {
+            worker::console_log!("{}", serde_json::json!({"cron": "tick", "trigger": trigger, "parts": parts}))
+        }
         Err(e) => {
-            worker::console_error!("{}", serde_json::json!({"cron": "tick", "scheduled": at, "error": e.to_string()}))
+            worker::console_error!(
+                "{}",
+                serde_json::json!({"cron": "tick", "trigger": trigger, "error": e.to_string()})
+            )
         }
     }
 }

@@ -58,9 +58,9 @@ pub struct Worker {
     /// Variables set for this worker beyond the defaults.
     overrides: Vec<(String, String)>,
     agent: ureq::Agent,
-    /// Where in the log the running worker's lines start, and how many cron ticks it answered:
-    /// [`Worker::cron`] waits for the parts of those ticks.
-    ticks: std::sync::Mutex<(usize, usize)>,
+    /// Where in the log the running worker's lines start, and the cron ticks it answered, by the
+    /// trigger each was fired with: [`Worker::cron`] waits for those ticks and their parts.
+    ticks: std::sync::Mutex<(usize, Vec<String>)>,
 }
 
 /// Where the test worker's operational signals go, on the customer endpoint server.
@@ -204,7 +204,7 @@ impl Worker {
             customer,
             overrides,
             agent,
-            ticks: std::sync::Mutex::new((0, 0)),
+            ticks: std::sync::Mutex::new((0, Vec::new())),
         };
         worker.spawn();
         worker
@@ -212,7 +212,7 @@ impl Worker {
 
     fn spawn(&mut self) {
         // The parts of ticks a stopped worker left queued are gone with it: only this run's count.
-        *self.ticks.get_mut().unwrap_or_else(|e| e.into_inner()) = (self.log().len(), 0);
+        *self.ticks.get_mut().unwrap_or_else(|e| e.into_inner()) = (self.log().len(), Vec::new());
         // A port taken between choosing it and wrangler binding it makes wrangler exit or
         // something else answer: start again on other ports.
         for _ in 0..3 {
@@ -426,30 +426,63 @@ impl Worker {
     /// fires it reads what they did.
     pub fn cron(&self) -> Answer {
         // `--test-scheduled`'s route: the assets in front of the worker do not pass
-        // `/cdn-cgi/handler/scheduled` on. A tick whose connection wrangler's proxy dropped or
-        // closed unanswered may have run all the same (a lost answer, not a lost request): its
-        // log line names the time it was fired for, so it is asked again only when no line says
-        // it ran. A tick run twice is harmless (every step is guarded), but a test counting the
-        // parts of its ticks would count it twice.
-        let at = next_tick_time();
-        let path = format!("/__scheduled?cron=*+*+*+*+*&time={at}");
-        let ran = format!("\"scheduled\":\"{at}\"");
+        // `/cdn-cgi/handler/scheduled` on. The route hands the worker only the cron expression,
+        // which each of the tick's lines names (`"trigger"`) and nothing else reads: each tick is
+        // fired with one of its own. A tick whose connection wrangler's proxy dropped or closed
+        // unanswered may have run all the same (a lost answer, not a lost request), so it is
+        // fired again only when no line says it ran. A tick run twice is harmless (every step is
+        // guarded), but a test counting the parts of its ticks would count it twice.
+        static FIRED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let trigger = format!("e2e-tick-{}", FIRED.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let path = format!("/__scheduled?cron={trigger}");
+        let named = format!("\"trigger\":\"{trigger}\"");
         let mut answer = self.get(&path);
         for _ in 0..3 {
             if !(dropped_by_dev_proxy(&answer) || unanswered(&answer)) {
                 break;
             }
-            if self.eventually(Duration::from_secs(10), || self.log_lines(&["\"cron\":\"tick\"", &ran]) > 0) {
+            if self.eventually(Duration::from_secs(10), || self.log_lines(&["\"cron\":\"tick\"", &named]) > 0) {
                 answer = Answer { status: 200, body: String::new(), bookmark: None, headers: Vec::new() };
                 break;
             }
             answer = self.get(&path);
         }
         if answer.status == 200 {
-            self.ticks.lock().unwrap_or_else(|e| e.into_inner()).1 += 1;
+            self.ticks.lock().unwrap_or_else(|e| e.into_inner()).1.push(trigger);
             self.wait_ticks();
         }
         answer
+    }
+
+    /// Waits until the running worker has logged each tick it answered, by its trigger, and every
+    /// part of every tick it logged has logged its end (`"tick_part"`): one per part a tick
+    /// counted, and one per retention page that enqueued the next (`"next":true`).
+    fn wait_ticks(&self) {
+        let (start, answered) = self.ticks.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut seen = (0, 0, 0);
+        let done = self.eventually(Duration::from_secs(60), || {
+            let log = self.log();
+            let lines = log.get(start..).unwrap_or_default().lines();
+            let lines = lines.filter(|l| l.starts_with('{') && l.contains("\"tick"));
+            let (mut triggers, mut expected, mut ended) = (Vec::new(), 0, 0);
+            for v in lines.filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+                if v["cron"] == "tick" {
+                    triggers.push(v["trigger"].as_str().unwrap_or_default().to_owned());
+                    expected += v["parts"].as_u64().unwrap_or(0);
+                }
+                if v["tick_part"].is_string() {
+                    ended += 1;
+                    expected += u64::from(v["next"] == true);
+                }
+            }
+            let logged = answered.iter().filter(|t| triggers.contains(t)).count();
+            seen = (logged, expected, ended);
+            logged == answered.len() && ended >= expected
+        });
+        // Not an assertion: a test that needs a part's work asserts on it.
+        if !done {
+            eprintln!("e2e: {} of {} ticks logged; {} of {} parts ended", seen.0, answered.len(), seen.2, seen.1);
+        }
     }
 
     /// How many ticks the running worker has logged (each counts its parts): those of
@@ -459,36 +492,6 @@ impl Worker {
         let log = self.log();
         let lines = log.get(start..).unwrap_or_default().lines();
         lines.filter(|l| l.starts_with('{') && l.contains("\"cron\":\"tick\"") && l.contains("\"parts\"")).count()
-    }
-
-    /// Waits until the running worker has logged every tick it answered, and every part those
-    /// ticks set going has logged its end (`"tick_part"`): one per part a tick counted, and one
-    /// per retention page that enqueued the next (`"next":true`).
-    fn wait_ticks(&self) {
-        let (start, answered) = *self.ticks.lock().unwrap_or_else(|e| e.into_inner());
-        let mut seen = (0, 0, 0);
-        let done = self.eventually(Duration::from_secs(60), || {
-            let log = self.log();
-            let lines = log.get(start..).unwrap_or_default().lines();
-            let lines = lines.filter(|l| l.starts_with('{') && l.contains("\"tick"));
-            let (mut ticks, mut expected, mut ended) = (0, 0, 0);
-            for v in lines.filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
-                if v["cron"] == "tick" {
-                    ticks += 1;
-                    expected += v["parts"].as_u64().unwrap_or(0);
-                }
-                if v["tick_part"].is_string() {
-                    ended += 1;
-                    expected += u64::from(v["next"] == true);
-                }
-            }
-            seen = (ticks, expected, ended);
-            ticks >= answered && ended >= expected
-        });
-        // Not an assertion: a test that needs a part's work asserts on it.
-        if !done {
-            eprintln!("e2e: {} ticks logged of {answered}; {} of {} parts ended", seen.0, seen.2, seen.1);
-        }
     }
 
     /// Runs SQL in every account database of the worker (`DB`, and in the sharded layout each
@@ -1148,14 +1151,4 @@ impl Worker {
             lines.iter().filter(|v| v["delivery"] == id && v["outcome"].is_null() && v["error"].is_string()).count();
         again.saturating_sub(lost)
     }
-}
-
-/// The time to fire the next cron tick for: the clock's, in milliseconds, made unique in this
-/// process so that each tick's log lines name it alone.
-fn next_tick_time() -> i64 {
-    static LAST: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
-    let now = sim::unix_millis();
-    let order = std::sync::atomic::Ordering::SeqCst;
-    let last = LAST.fetch_update(order, order, |last| Some(now.max(last.saturating_add(1)))).unwrap_or_else(|l| l);
-    now.max(last.saturating_add(1))
 }
