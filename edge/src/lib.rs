@@ -596,8 +596,8 @@ async fn consume(batch: MessageBatch<serde_json::Value>, queue: &str, env: Env, 
 
 #[event(scheduled)]
 async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
-    // The cron expression that fired the tick: each of the tick's lines names it, so a tick can be
-    // told from another fired by hand (`wrangler dev --test-scheduled`'s `/__scheduled?cron=`).
+    // The cron expression that fired the tick: the tick's line names it, so a tick can be told
+    // from another fired by hand (`wrangler dev --test-scheduled`'s `/__scheduled?cron=`).
     let trigger = event.cron();
     quotas::invocation(|| "cron".to_owned(), tick(env, trigger)).await;
 }

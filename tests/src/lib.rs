@@ -427,8 +427,8 @@ impl Worker {
     pub fn cron(&self) -> Answer {
         // `--test-scheduled`'s route: the assets in front of the worker do not pass
         // `/cdn-cgi/handler/scheduled` on. The route hands the worker only the cron expression,
-        // which each of the tick's lines names (`"trigger"`) and nothing else reads: each tick is
-        // fired with one of its own. A tick whose connection wrangler's proxy dropped or closed
+        // which the tick's line names (`"trigger"`) and nothing else reads: each tick is fired
+        // with one of its own. A tick whose connection wrangler's proxy dropped or closed
         // unanswered may have run all the same (a lost answer, not a lost request), so it is
         // fired again only when no line says it ran. A tick run twice is harmless (every step is
         // guarded), but a test counting the parts of its ticks would count it twice.
