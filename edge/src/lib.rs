@@ -619,7 +619,7 @@ async fn tick(env: Env, trigger: String) {
         worker::console_error!("{}", serde_json::json!({"cron": "operator endpoint", "error": e.to_string()}));
     }
     // Every other part of the tick runs in a job of its own, per database (work::cron).
-    match work::cron::tick(&env, &config).await {
+    match work::cron::tick(&env, &config, &trigger).await {
         Ok(parts) => {
             worker::console_log!("{}", serde_json::json!({"cron": "tick", "trigger": trigger, "parts": parts}))
         }

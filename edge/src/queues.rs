@@ -68,6 +68,9 @@ pub enum Job {
         /// part the tick enqueued itself).
         #[serde(default)]
         round: u32,
+        /// The cron expression that fired the tick, which the part's log line names.
+        #[serde(default)]
+        trigger: String,
     },
 }
 
@@ -203,9 +206,9 @@ impl Job {
         }
     }
 
-    /// A part of the cron's tick in `database`.
-    pub fn tick(part: Part, database: &str) -> Self {
-        Job::Tick { part, database: database.to_owned(), round: 0 }
+    /// A part of the cron's tick in `database`, fired by `trigger`.
+    pub fn tick(part: Part, database: &str, trigger: &str) -> Self {
+        Job::Tick { part, database: database.to_owned(), round: 0, trigger: trigger.to_owned() }
     }
 }
 

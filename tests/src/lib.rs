@@ -455,33 +455,42 @@ impl Worker {
     }
 
     /// Waits until the running worker has logged each tick it answered, by its trigger, and every
-    /// part of every tick it logged has logged its end (`"tick_part"`): one per part a tick
-    /// counted, and one per retention page that enqueued the next (`"next":true`).
+    /// part of each of those ticks has logged its end (`"tick_part"`, naming the trigger too): one
+    /// per part its tick counted, and one per retention or audit page that enqueued the next
+    /// (`"next":true`). The parts of every other tick logged are counted together, so those of a
+    /// tick fired otherwise (by `sim chaos`) are waited for too.
     fn wait_ticks(&self) {
         let (start, answered) = self.ticks.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let mut seen = (0, 0, 0);
+        let mut left = (0, 0);
         let done = self.eventually(Duration::from_secs(60), || {
             let log = self.log();
             let lines = log.get(start..).unwrap_or_default().lines();
             let lines = lines.filter(|l| l.starts_with('{') && l.contains("\"tick"));
-            let (mut triggers, mut expected, mut ended) = (Vec::new(), 0, 0);
+            // Per trigger (and "" for every line): tick lines, parts expected, parts ended.
+            let mut counts: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
             for v in lines.filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
-                if v["cron"] == "tick" {
-                    triggers.push(v["trigger"].as_str().unwrap_or_default().to_owned());
-                    expected += v["parts"].as_u64().unwrap_or(0);
-                }
-                if v["tick_part"].is_string() {
-                    ended += 1;
-                    expected += u64::from(v["next"] == true);
+                let trigger = v["trigger"].as_str().unwrap_or_default().to_owned();
+                let (ticks, expected, ended) = if v["cron"] == "tick" {
+                    (1, v["parts"].as_u64().unwrap_or(0), 0)
+                } else if v["tick_part"].is_string() {
+                    (0, u64::from(v["next"] == true), 1)
+                } else {
+                    continue;
+                };
+                let keys = if trigger.is_empty() { vec![trigger] } else { vec![trigger, String::new()] };
+                for key in keys {
+                    let c = counts.entry(key).or_default();
+                    *c = (c.0 + ticks, c.1 + expected, c.2 + ended);
                 }
             }
-            let logged = answered.iter().filter(|t| triggers.contains(t)).count();
-            seen = (logged, expected, ended);
-            logged == answered.len() && ended >= expected
+            let unfinished = |key: &str| counts.get(key).is_none_or(|c| c.0 == 0 || c.2 < c.1);
+            let mine = answered.iter().filter(|t| unfinished(t)).count();
+            left = (mine, counts.get("").map_or(0, |c| c.1.saturating_sub(c.2)));
+            mine == 0 && left.1 == 0
         });
         // Not an assertion: a test that needs a part's work asserts on it.
         if !done {
-            eprintln!("e2e: {} of {} ticks logged; {} of {} parts ended", seen.0, answered.len(), seen.2, seen.1);
+            eprintln!("e2e: {} of {} ticks not ended; {} parts of all ticks not ended", left.0, answered.len(), left.1);
         }
     }
 

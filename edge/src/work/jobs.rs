@@ -127,8 +127,9 @@ async fn run(
     beside: Option<&deliver::Beside<'_>>,
 ) -> (Result<Outcome, EdgeError>, Option<bool>) {
     // A part of the cron's tick names its own database, of either kind.
-    if let Job::Tick { part, database, round } = job {
-        return (cron::run(env, config, *part, database, *round).await, None);
+    if let Job::Tick { part, database, round, trigger } = job {
+        let place = cron::Place { database, round: *round, trigger };
+        return (cron::run(env, config, *part, place).await, None);
     }
     // An erasure's record is in `DB`; its pages visit every database they name.
     if let Job::Erase { id, number } = job {
