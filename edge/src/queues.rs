@@ -64,8 +64,8 @@ pub enum Job {
         part: Part,
         /// The binding of the database it works in.
         database: String,
-        /// The pages of this retention step that ran before this one in the same tick (0 for a
-        /// part the tick enqueued itself).
+        /// The pages of this retention step or audit that ran before this one in the same tick
+        /// (0 for a part the tick enqueued itself).
         #[serde(default)]
         round: u32,
         /// The cron expression that fired the tick, which the part's log line names.

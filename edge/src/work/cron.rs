@@ -62,7 +62,8 @@ pub struct Place<'a> {
 ///
 /// Each run of a part ends with one log line that names it (`"tick_part"`) and its tick's
 /// trigger, whatever it did, so what a tick set going can be seen to have ended: the tick's line
-/// counts its parts, and a retention page that enqueued the next says so (`"next": true`).
+/// counts its parts, and a retention or audit page that enqueued the next says so
+/// (`"next": true`).
 pub async fn run(env: &Env, config: &Rc<Config>, part: Part, place: Place<'_>) -> Result<Outcome, EdgeError> {
     let Place { database, trigger, .. } = place;
     let done = match part {
