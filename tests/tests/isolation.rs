@@ -208,8 +208,13 @@ fn a_hung_endpoint_never_slows_another_accounts_webhooks(w: &Worker) {
         .min();
     let hanging_ended = hanging_ended.expect("an attempt of A's began before B's burst");
     eprintln!("isolation: A's first attempt gave up {} ms after B's burst began", hanging_ended - burst_at);
-    let starts: Vec<i64> = attempts(w, &healthy_id).iter().map(|(_, at, _, _)| *at).collect();
-    assert_eq!(starts.len(), BURST, "one attempt each for B's webhooks");
+    // A request arrives before its answer reaches the worker, which records the attempt after.
+    let mut starts: Vec<i64> = Vec::new();
+    let recorded = w.eventually(Duration::from_secs(60), || {
+        starts = attempts(w, &healthy_id).iter().map(|(_, at, _, _)| *at).collect();
+        starts.len() >= BURST
+    });
+    assert!(recorded && starts.len() == BURST, "one attempt each for B's webhooks: {starts:?}");
     let mut ordered = starts.clone();
     ordered.sort();
     assert!(
@@ -408,6 +413,9 @@ fn busy_endpoint_line(w: &Worker, c: &Customer, id: &str, path: &str, behind: us
     // claim and then refused by the claim would. A wake of this endpoint stays under two such
     // lines (there are none on a quiet worker), where a queue message each would log one per
     // delivery.
+    // A delivery's job logs its attempt after recording it: wait for each line.
+    let logged = w.eventually(Duration::from_secs(60), || later.iter().all(|d| w.job_outcomes(d, "delivered") >= 1));
+    assert!(logged, "each later delivery's attempt logged");
     let busy: usize = later.iter().map(|d| w.job_outcomes(d, "waiting: endpoint busy")).sum();
     let wakes = w.log_lines(&[&format!("\"wake\":\"{id}\"")]);
     assert!(busy <= 2 * wakes, "{busy} deliveries found the endpoint full, with {wakes} wakes of its line");

@@ -361,7 +361,14 @@ fn the_delivery_log_shows_the_signed_request_and_filters(w: &Worker) {
         assert_eq!(a.status, 200, "{query}: {}", a.body);
         a.json()["data"].as_array().cloned().unwrap_or_default()
     };
-    let all = log("limit=100");
+    // A request reaches the endpoint before its answer reaches the worker, which records the
+    // attempt after: wait for the three records.
+    let mut all = Vec::new();
+    let recorded = w.eventually(Duration::from_secs(60), || {
+        all = log("limit=100");
+        all.len() >= 3 && all.iter().all(|a| a["delivery_status"] == "succeeded")
+    });
+    assert!(recorded, "three attempts recorded: {all:?}");
     assert_eq!(all.len(), 3, "{all:?}");
     let mut sent = Vec::new();
     for a in &all {
