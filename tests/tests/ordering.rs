@@ -332,11 +332,21 @@ fn each_resources_events_arrive_in_sequence_whatever_the_carriers_order(w: &Work
             .iter()
             .map(|(b, r)| (b["sequence"].as_i64().unwrap_or(-1), r.answered, r.received_at))
             .collect();
-        assert!(done, "{resource}: every event reached the ordered endpoint: {log:?}, {:?}", rows());
+        assert!(
+            done,
+            "{resource}: {} of {events} events written, every one recorded delivered at the ordered endpoint: {log:?}, {:?}",
+            written(w, resource),
+            rows()
+        );
         in_sequence(w, &ordered_id, &ordered, resource, *events);
         let unordered = w.eventually(Duration::from_secs(60), || all_delivered(w, &plain, resource, *events));
         assert!(unordered, "{resource} (unordered)");
     }
+    // And no event written since.
+    let counts: Vec<(&String, usize)> =
+        resources.iter().map(|(resource, _)| (resource, written(w, resource))).collect();
+    let expected: Vec<(&String, usize)> = resources.iter().map(|(resource, events)| (resource, *events)).collect();
+    assert_eq!(counts, expected, "events written");
     w.customer.let_go(&hung);
     // Ordering off again: what waited (nothing now) goes back into the line, and it shows.
     let path = format!("/v1/webhook_endpoints/{ordered_id}");
