@@ -209,13 +209,18 @@ fn a_hung_endpoint_never_slows_another_accounts_webhooks(w: &Worker) {
     let hanging_ended = hanging_ended.expect("an attempt of A's began before B's burst");
     eprintln!("isolation: A's first attempt gave up {} ms after B's burst began", hanging_ended - burst_at);
     // A request arrives before its answer reaches the worker, which records the attempt after.
-    let mut starts: Vec<i64> = Vec::new();
+    // Each of B's deliveries' first attempt: one whose 2xx reached the worker after its timeout
+    // is rightly tried again, and that retry is not what this measures.
+    let mut starts: BTreeMap<String, i64> = BTreeMap::new();
     let recorded = w.eventually(Duration::from_secs(60), || {
-        starts = attempts(w, &healthy_id).iter().map(|(_, at, _, _)| *at).collect();
+        starts = BTreeMap::new();
+        for (delivery, at, _, _) in attempts(w, &healthy_id) {
+            starts.entry(delivery).or_insert(at);
+        }
         starts.len() >= BURST
     });
-    assert!(recorded && starts.len() == BURST, "one attempt each for B's webhooks: {starts:?}");
-    let mut ordered = starts.clone();
+    assert!(recorded && starts.len() == BURST, "an attempt for each of B's webhooks: {starts:?}");
+    let mut ordered: Vec<i64> = starts.values().copied().collect();
     ordered.sort();
     assert!(
         ordered[BURST / 2] < hanging_ended,
