@@ -29,6 +29,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
         "ordering::an_event_its_filter_holds_back_hands_its_resource_on_at_once",
         an_event_its_filter_holds_back_hands_its_resource_on_at_once,
     ),
+    (
+        "ordering::held_resources_never_stand_in_line_ahead_of_a_fresh_one",
+        held_resources_never_stand_in_line_ahead_of_a_fresh_one,
+    ),
 ];
 
 const MESSAGE_TYPES: [&str; 3] = ["message.sent", "message.delivered", "message.failed"];
@@ -538,4 +542,88 @@ fn an_event_its_filter_holds_back_hands_its_resource_on_at_once(w: &Worker) {
         "message.sent only refused, before message.delivered: {got:?}"
     );
     assert_eq!(rest, [("message.delivered".to_owned(), 200)], "then message.delivered, once: {}", held.context);
+}
+
+/// Resources held at an ordered endpoint for the test below: each message's `message.sent` is
+/// refused, to be retried in an hour, so its `message.delivered` waits behind it.
+const HELD: usize = 150;
+
+/// An ordered endpoint that answers everything but `message.sent` (its circuit closed, healthy
+/// inbound traffic beside it) holds [`HELD`] messages' `message.delivered` behind their refused
+/// `message.sent`. A fresh inbound message's `message.received` goes at once, before the cron's
+/// look at deliveries that waited long and after it: a look finds every held one still behind
+/// and leaves it out of the line, where it would stand ahead of the fresh one (a claim refuses a
+/// delivery while an older one is in line), and nothing held is sent.
+fn held_resources_never_stand_in_line_ahead_of_a_fresh_one(w: &Worker) {
+    let c = customer(w);
+    let path = format!("/hook/held-many-no-breaker-{}", sim::random_hex());
+    // Every refusal asks for its retry in an hour: the held stay held for the whole test.
+    w.customer.always_with(&path, 200, &[("retry-after", "3600")]);
+    w.customer.refuse_bodies_with(&path, &["\"type\":\"message.sent\""]);
+    let types = ["message.sent", "message.delivered", "message.received"];
+    let id = endpoint(w, &c, &path, &types, json!({"ordering": "resource"}));
+    let inbound = |text: &str| {
+        let event_id = format!("held-in-{}", sim::random_hex());
+        let body = exactly_tests::telnyx_inbound(&event_id, &format!("msg-{event_id}"), &c.number, text);
+        assert_eq!(w.deliver_telnyx(&body).status, 200);
+    };
+    let mut messages = Vec::new();
+    for i in 0..HELD {
+        let key = format!("key-{}", sim::random_hex());
+        let body = json!({"from": c.number, "to": "+15559990000", "text": format!("held {i}")});
+        let a = w.call("POST", "/v1/messages", &c.key, Some(&body), &[("idempotency-key", key.as_str())]);
+        assert_eq!(a.status, 201, "{}", a.body);
+        messages.push(a.json()["id"].as_str().expect("an id").to_owned());
+        // Successes between the refusals: the endpoint's failure streak never reaches the 100
+        // that disable it.
+        if i % 5 == 0 {
+            inbound(&format!("between {i}"));
+        }
+    }
+    let of_endpoint = |clause: &str| {
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM webhook_deliveries d JOIN outbound_events o ON o.id = d.event_id
+             WHERE d.endpoint_id = {} AND {clause}",
+            lit(&id)
+        ))
+    };
+    let refused = || of_endpoint("o.type = 'message.sent' AND d.status = 'pending' AND d.attempts = 1");
+    let all_refused = w.eventually(Duration::from_secs(180), || usize::try_from(refused()).ok() == Some(HELD));
+    assert!(all_refused, "each message.sent refused once: {} of {HELD}", refused());
+    for message in &messages {
+        let carrier_id = w.message(&c, message)["carrier_message_id"].as_str().unwrap_or_default().to_owned();
+        assert!(!carrier_id.is_empty(), "{message} was handed to the carrier");
+        let event_id = format!("r-{}", sim::random_hex());
+        assert_eq!(w.deliver_telnyx(&sim::telnyx::receipt(&event_id, &carrier_id, "delivered", json!([]))).status, 200);
+    }
+    let held = || of_endpoint("o.type = 'message.delivered' AND d.status = 'pending' AND d.waiting = 2");
+    let all_held = w.eventually(Duration::from_secs(180), || usize::try_from(held()).ok() == Some(HELD));
+    assert!(all_held, "each message.delivered waits behind its message.sent: {} of {HELD}", held());
+
+    // A fresh resource's event goes at once, and nothing held went.
+    let fresh_goes = |text: &str| {
+        inbound(text);
+        let received =
+            || w.customer.received(&path).iter().any(|r| r.body.contains(text) && (200..300).contains(&r.answered));
+        let went = w.eventually(Duration::from_secs(60), received);
+        let state = || (of_endpoint("d.waiting = 1 AND d.status = 'pending'"), held());
+        assert!(went, "{text}: its message.received went; (in line, held): {:?}", state());
+    };
+    fresh_goes(&format!("fresh before {}", sim::random_hex()));
+    // Every held one waited past the cron's look at long waits (two minutes).
+    let aged = w.sql(&format!(
+        "UPDATE webhook_deliveries SET updated_at = updated_at - 180000
+         WHERE endpoint_id = {} AND waiting = 2 AND status = 'pending'",
+        lit(&id)
+    ));
+    assert!(aged.is_empty(), "{aged:?}");
+    assert_eq!(w.cron().status, 200);
+    fresh_goes(&format!("fresh after {}", sim::random_hex()));
+    assert_eq!(of_endpoint("d.waiting = 1 AND d.status = 'pending'"), 0, "the look put nothing held into the line");
+    assert_eq!(usize::try_from(held()).ok(), Some(HELD), "each still waits");
+    let shown = w.call("GET", &format!("/v1/webhook_endpoints/{id}"), &c.key, None, &[]).json();
+    assert_eq!((shown["enabled"].as_bool(), shown["held_count"].as_u64()), (Some(true), Some(HELD as u64)), "{shown}");
+    let sent_held =
+        w.customer.received(&path).iter().filter(|r| r.body.contains("\"type\":\"message.delivered\"")).count();
+    assert_eq!(sent_held, 0, "nothing held was sent");
 }

@@ -99,16 +99,19 @@ const GATES_OPEN: &str = "webhook_endpoints e WHERE e.id = webhook_deliveries.en
 /// resource to its endpoint, which is ordered now: one whose delivery is pending, or, at an
 /// endpoint that holds a resource whose event was exhausted, one failed and not delivered since
 /// (by a replay or a recovery). Through the resource's index; a delivery with no resource (its
-/// endpoint was not ordered when it was written) never waits.
-const BEHIND: &str = "(webhook_deliveries.resource_id IS NOT NULL AND EXISTS (
+/// endpoint was not ordered when it was written) never waits. Only a delivery not behind is put
+/// back into a line from waiting (`super::unblock`, `super::requeue_waiting`, the settling's
+/// trigger of migrations/0035_hand_on_the_next.sql), so a line holds nothing that must wait.
+pub const BEHIND: &str = "(webhook_deliveries.resource_id IS NOT NULL AND EXISTS (
      SELECT 1 FROM webhook_endpoints o WHERE o.id = webhook_deliveries.endpoint_id AND o.ordering = 'resource'
        AND EXISTS (SELECT 1 FROM webhook_deliveries p INDEXED BY webhook_deliveries_resource
          WHERE p.endpoint_id = webhook_deliveries.endpoint_id AND p.resource_id = webhook_deliveries.resource_id
            AND p.resource_id IS NOT NULL AND p.sequence < webhook_deliveries.sequence
            AND (p.status = 'pending'
                 OR (p.status = 'failed' AND o.on_exhausted = 'hold'
-                    AND NOT EXISTS (SELECT 1 FROM webhook_deliveries s WHERE s.event_id = p.event_id
-                                    AND s.endpoint_id = p.endpoint_id AND s.status = 'succeeded'))))))";
+                    AND NOT EXISTS (SELECT 1 FROM webhook_deliveries s INDEXED BY webhook_deliveries_event
+                                    WHERE s.event_id = p.event_id AND s.endpoint_id = p.endpoint_id
+                                      AND s.status = 'succeeded'))))))";
 
 /// The events of the resource of the delivery being updated (`webhook_deliveries`) that were
 /// exhausted at its endpoint and never delivered there since (by a retry, a replay or a
@@ -119,8 +122,9 @@ const SKIPPED: &str =
      WHERE webhook_deliveries.resource_id IS NOT NULL AND p.endpoint_id = webhook_deliveries.endpoint_id
        AND p.resource_id = webhook_deliveries.resource_id AND p.resource_id IS NOT NULL
        AND p.sequence < webhook_deliveries.sequence AND p.status = 'failed'
-       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries s WHERE s.event_id = p.event_id
-                       AND s.endpoint_id = p.endpoint_id AND s.status = 'succeeded'))";
+       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries s INDEXED BY webhook_deliveries_event
+                       WHERE s.event_id = p.event_id AND s.endpoint_id = p.endpoint_id
+                         AND s.status = 'succeeded'))";
 
 /// What claiming an attempt found.
 #[derive(Debug, PartialEq, Eq)]

@@ -27,7 +27,7 @@ pub use claims::{
     claim_attempt, due_claiming, give_back, next_in_line, renew, unclaim, unclaim_probe, wait_for_circuit, Claim,
     Queued, Taken,
 };
-use claims::{next_in_line_stmts, taken};
+use claims::{next_in_line_stmts, taken, BEHIND};
 pub use due::{due, DeliveryKind, DeliveryStatus, Due, DUE_COLUMNS, IN_FLIGHT, IN_FLIGHT_LIMIT, LINED, OLDEST_IN_LINE};
 pub use fanout::replay;
 pub use listing::{
@@ -327,42 +327,59 @@ pub async fn redrive(db: &D1Database, id: &str, now: Timestamp) -> Result<Redriv
     Ok(if found.is_empty() { Redrive::Missing } else { Redrive::NotFailed })
 }
 
-/// The most deliveries one statement puts back into a line from waiting for an earlier event
-/// ([`unblock`], [`requeue_waiting`]); the cron puts back the rest, as many each minute.
+/// The most deliveries one statement looks at to put back into a line from waiting for an
+/// earlier event ([`unblock`], [`requeue_waiting`]); the cron looks at the rest, as many each
+/// minute.
 pub const UNBLOCK_MAX: u32 = 1_000;
 
-/// Puts into the line of endpoint `endpoint_id` the deliveries (at most [`UNBLOCK_MAX`]) that
-/// wait for an earlier event of their resource: the endpoint's ordering changed, and their claims
-/// decide again (one still behind waits again). The caller wakes the line. Returns how many went
-/// into line.
+/// Puts into the line of endpoint `endpoint_id` those of the deliveries that wait for an earlier
+/// event of their resource (at most [`UNBLOCK_MAX`] are looked at) that no longer do: the
+/// endpoint's ordering changed. One still behind an earlier event stays as it is, out of the
+/// line, so no delivery that may go waits in the line behind it. The caller wakes the line.
+/// Returns how many went into line.
 pub async fn unblock(db: &D1Database, endpoint_id: &str, now: Timestamp) -> Result<usize, EdgeError> {
     db::run(db::stmt(
         db,
-        "UPDATE webhook_deliveries SET waiting = 1, updated_at = ?2
-         WHERE id IN (SELECT id FROM webhook_deliveries INDEXED BY webhook_deliveries_behind
-                      WHERE endpoint_id = ?1 AND waiting = 2 AND status = 'pending' LIMIT ?3)",
+        &format!(
+            "UPDATE webhook_deliveries SET waiting = 1, updated_at = ?2
+             WHERE id IN (SELECT id FROM webhook_deliveries INDEXED BY webhook_deliveries_behind
+                          WHERE endpoint_id = ?1 AND waiting = 2 AND status = 'pending' LIMIT ?3)
+               AND NOT {BEHIND}"
+        ),
         &[text(endpoint_id), time(now), int(i64::from(UNBLOCK_MAX))],
     )?)
     .await
 }
 
-/// Puts back into their endpoints' lines at most `limit` deliveries that have waited for an
-/// earlier event of their resource since before `before` (their claims decide again, and the
-/// sweeper's wake of lines drains them). Returns how many.
+/// Looks at up to `limit` deliveries that have waited for an earlier event of their resource
+/// since before `before`: each that no longer does goes back into its endpoint's line (a hand-on
+/// that never came: the earlier event pruned, say; the sweeper's wake of lines drains them),
+/// and each still behind waits on, looked at again after as long (so a page of resources held
+/// for good never hides the rest). Nothing still behind enters a line, where it would stand ahead
+/// of the endpoint's deliveries that may go. Returns how many went into line.
 pub async fn requeue_waiting(
     db: &D1Database,
     before: Timestamp,
     limit: u32,
     now: Timestamp,
 ) -> Result<usize, EdgeError> {
-    db::run(db::stmt(
+    crate::store::row! {
+        struct Looked {
+            waiting: i64,
+        }
+    }
+    let looked: Vec<Looked> = db::all(db::stmt(
         db,
-        "UPDATE webhook_deliveries SET waiting = 1, updated_at = ?3
-         WHERE id IN (SELECT id FROM webhook_deliveries INDEXED BY webhook_deliveries_behind
-                      WHERE waiting = 2 AND status = 'pending' AND updated_at < ?1 LIMIT ?2)",
+        &format!(
+            "UPDATE webhook_deliveries SET waiting = CASE WHEN {BEHIND} THEN 2 ELSE 1 END, updated_at = ?3
+             WHERE id IN (SELECT id FROM webhook_deliveries INDEXED BY webhook_deliveries_behind
+                          WHERE waiting = 2 AND status = 'pending' AND updated_at < ?1 LIMIT ?2)
+             RETURNING waiting"
+        ),
         &[time(before), int(i64::from(limit)), time(now)],
     )?)
-    .await
+    .await?;
+    Ok(looked.iter().filter(|l| l.waiting == 1).count())
 }
 
 /// Releases what a paused or disabled endpoint held: its pending deliveries go into its line,

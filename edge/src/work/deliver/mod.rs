@@ -347,10 +347,16 @@ async fn claim_next(
 /// back into line (its circuit holds), the endpoint is full (the oldest then stays in line) or
 /// the line is empty; each
 /// claimed attempt runs beside the batch as [`run`]. An invocation that has as many attempts
-/// outstanding as it should hold wakes the line again a second later instead.
+/// outstanding as it should hold wakes the line again a second later instead, and so does one
+/// that took its [`WAKE_MAX`] deliveries (held back by a filter, or settled) with the line not
+/// yet drained: the next wake goes on from an invocation of its own.
 async fn wake(account: &AccountDb, ctx: &Context, shared: &Shared, endpoint: &str) -> Result<Done, EdgeError> {
     let db = account.db();
-    for _ in 0..WAKE_MAX {
+    for round in 0..=WAKE_MAX {
+        if round == WAKE_MAX {
+            queues::wake_later(account, endpoint, 0).await?;
+            break;
+        }
         if shared.outstanding.get() >= OUTSTANDING_MAX {
             queues::wake_later(account, endpoint, 1).await?;
             break;
