@@ -1,7 +1,8 @@
 //! The running audit (docs/contract.md, "The running audit"): violations planted beneath the
 //! API, one of each of the four checks' kind, are each reported once, to `GET /admin/audit`, the metrics and
-//! the operator's endpoint, and a later tick that reads the same rows reports nothing more. The
-//! chaos run's worker reports none (chaos.rs).
+//! the operator's endpoint, and a later tick that reads the same rows reports nothing more; a
+//! fault that breaks every row is reported at most 20 violations a check a tick. The chaos run's
+//! worker reports none (chaos.rs).
 
 use std::time::Duration;
 
@@ -145,5 +146,22 @@ fn planted_violations_are_each_reported_once(_shared: &Worker) {
     assert_eq!(again["found"], 4, "{again}");
     let written = sql("SELECT COUNT(*) AS n FROM outbound_events WHERE type = 'audit.violation'".to_owned());
     assert_eq!(written[0]["n"], 4, "one signal per violation");
+
+    // A fault that breaks every row: 50 charges for messages that do not exist. A tick raises
+    // at most 20 of them (a check's bound is per tick, not per page), the next tick the next 20,
+    // and the one after the last 10.
+    let rows: Vec<String> = (0..50)
+        .map(|i| {
+            format!("({account}, 'sms_segments', 1, {}, {at})", lit(&format!("msg_missing_{i}_{}", sim::random_hex())))
+        })
+        .collect();
+    sql(format!("INSERT INTO usage (account_id, kind, quantity, resource_id, created_at) VALUES {}", rows.join(", ")));
+    for total in [24, 44, 54, 54] {
+        assert_eq!(w.cron().status, 200);
+        let report = audit(&w);
+        assert_eq!(report["found"], total, "at most 20 violations of a check a tick: {report}");
+    }
+    let written = sql("SELECT COUNT(*) AS n FROM outbound_events WHERE type = 'audit.violation'".to_owned());
+    assert_eq!(written[0]["n"], 54, "one signal per violation");
     w.stop();
 }

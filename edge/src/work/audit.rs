@@ -18,8 +18,10 @@
 //! Each check reads one page ([`audit::PAGE`] rows) after its position per run, and raises at
 //! most [`FINDINGS_PER_RUN`] findings: the position stops at the row of the last one, so a
 //! systematic fault is reported a bounded batch at a time rather than failing the run. A full
-//! page goes on at once with the next, up to the cron's `MAX_ROUNDS` a tick. Each finding raises
-//! `audit.violation` once, naming the rows, and counts once.
+//! page goes on at once with the next, up to the cron's `MAX_ROUNDS` a tick, only while no check
+//! has found anything in the tick: a run that found something is its tick's last, so each check
+//! raises at most [`FINDINGS_PER_RUN`] a tick, and the rows after its last finding wait for the
+//! next tick. Each finding raises `audit.violation` once, naming the rows, and counts once.
 
 use exactly_core::message::{transition, MessageStatus, Transition};
 
@@ -35,12 +37,22 @@ use worker::D1Database;
 /// well within an invocation's queries.
 pub const FINDINGS_PER_RUN: usize = 20;
 
-/// What one run did: rows read, findings raised, and whether a check has more to read.
+/// What one run did: rows read, findings raised (their signals' events, and the findings), and
+/// whether a check has more to read.
 #[derive(Debug, Default)]
 pub struct Report {
     pub checked: usize,
     pub found: usize,
+    pub findings: usize,
     pub more: bool,
+}
+
+impl Report {
+    /// Whether the tick runs the next page at once: a check has more to read, and no check found
+    /// anything in this run (what it found bounds the tick to [`FINDINGS_PER_RUN`] a check).
+    pub fn goes_on(&self) -> bool {
+        self.more && self.findings == 0
+    }
 }
 
 /// Runs one page of every check in `account`'s database, the binding `database`.
@@ -64,6 +76,7 @@ pub async fn run(account: &AccountDb, database: &str) -> Result<Report, EdgeErro
         audit::advance(db, &standing.name, standing.position, last, read.len(), at).await?;
         report.checked += read.len();
         report.found += raised.len();
+        report.findings += findings.len();
         report.more |= read.len() as i64 == PAGE || findings.len() == FINDINGS_PER_RUN;
         crate::queues::deliver_many(account, crate::store::outbox::to_enqueue_for(db, &raised).await?).await?;
     }

@@ -125,16 +125,19 @@ async fn go_on(env: &Env, part: Part, place: Place<'_>, more: bool) -> Result<bo
     Ok(next)
 }
 
-/// One page of each check of the audit; the next pages are enqueued at once when a page was full.
+/// One page of each check of the audit; the next pages are enqueued at once when a page was full
+/// and nothing was found (a page that found something is its tick's last: `work::audit`). The
+/// line says when a check's rows wait for the next tick because of what it found (`"held_over"`).
 async fn audit(env: &Env, config: &Rc<Config>, place: Place<'_>) -> Result<bool, EdgeError> {
     let Place { database, round, trigger } = place;
     let account = crate::store::AccountDb::new(env, config, database)?;
     let report = crate::work::audit::run(&account, database).await?;
-    let next = go_on(env, Part::Audit, place, report.more).await?;
+    let next = go_on(env, Part::Audit, place, report.goes_on()).await?;
     worker::console_log!(
         "{}",
         serde_json::json!({"cron": "audit", "tick_part": Part::Audit.as_str(), "database": database,
-            "trigger": trigger, "checked": report.checked, "found": report.found, "round": round, "next": next})
+            "trigger": trigger, "checked": report.checked, "found": report.found, "findings": report.findings,
+            "held_over": report.more && !next, "round": round, "next": next})
     );
     Ok(report.found > 0)
 }
