@@ -49,6 +49,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
         "webhooks::an_attempt_never_outlives_its_invocations_time_and_is_retried_under_its_id",
         an_attempt_never_outlives_its_invocation,
     ),
+    (
+        "webhooks::an_attempt_cut_short_by_its_invocation_spends_no_attempt",
+        an_attempt_cut_short_by_its_invocation_spends_no_attempt,
+    ),
     ("webhooks::backlog_high_fires_once_per_stuck_item", backlog_high_fires_once_per_stuck_item),
     (
         "webhooks::a_first_attempt_claimed_before_a_crash_is_swept_and_sent_once",
@@ -1201,6 +1205,63 @@ fn an_attempt_never_outlives_its_invocation(_shared: &Worker) {
     assert!(cut_at < own_timeout, "cut by its invocation's 5 s, not its own timeout: {shown}");
     let successes = attempts.iter().filter(|a| a["status_code"] == 200).count();
     assert_eq!((successes, attempts.last().map(|a| a["status_code"] == 200)), (1, Some(true)), "{shown}");
+}
+
+/// An endpoint that answers every request in 8 s, inside its 12 s timeout, on a worker whose
+/// attempts have 14 s beside their invocation (`E2E_BESIDE_SECS`): its four held deliveries,
+/// released at once, are claimed by one wake, whose invocation sends three at once (the places
+/// one endpoint may hold) and the fourth once a place frees, 8 s later, with 6 s left. That one
+/// is cut short by the invocation's time, not by the endpoint: it is recorded as cut, spends no
+/// attempt, and goes again under its webhook-id; every delivery succeeds having spent one attempt,
+/// and no attempt is held against the endpoint.
+fn an_attempt_cut_short_by_its_invocation_spends_no_attempt(_shared: &Worker) {
+    let w = Worker::start_with(&[("E2E_BESIDE_SECS", "14"), ("E2E_ATTEMPT_TIMEOUT_SECS", "12")]);
+    let c = w.new_customer("cut");
+    let (id, path, secret) = endpoint(&w, &c, &["message.received"]);
+    let pause = |paused: bool| {
+        let a = w.call("PATCH", &format!("/v1/webhook_endpoints/{id}"), &c.key, Some(&json!({"paused": paused})), &[]);
+        assert_eq!((a.status, a.json()["paused"].as_bool()), (200, Some(paused)), "{}", a.body);
+    };
+    pause(true);
+    for _ in 0..4 {
+        inbound_sms(&w, &c);
+    }
+    let held = w.eventually(Duration::from_secs(60), || deliveries_to(&w, &id).len() == 4);
+    assert!(held, "four deliveries held: {:?}", deliveries_to(&w, &id));
+    w.customer.stall(&path, Duration::from_secs(8), 100);
+    pause(false);
+    let rows = || {
+        w.sql(&format!(
+            "SELECT d.status, d.attempts, d.cut, d.event_id,
+                    (SELECT COUNT(*) FROM webhook_attempts a WHERE a.delivery_id = d.id AND a.status_code = 200) AS ok
+             FROM webhook_deliveries d WHERE d.endpoint_id = {}",
+            lit(&id)
+        ))
+    };
+    let done = w.eventually(Duration::from_secs(180), || rows().iter().all(|r| r["status"] == "succeeded"));
+    assert!(done, "every delivery succeeded: {:?}", rows());
+    let attempts = w.sql(&format!(
+        "SELECT a.status_code, a.error, a.latency_ms FROM webhook_attempts a
+         JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = {} ORDER BY a.id",
+        lit(&id)
+    ));
+    for r in rows() {
+        let spent = r["attempts"].as_i64().unwrap_or(-1) - r["cut"].as_i64().unwrap_or(-1);
+        assert_eq!((spent, r["ok"].as_i64()), (1, Some(1)), "one attempt spent, one success: {r}; {attempts:?}");
+    }
+    let cut: Vec<&Value> = attempts.iter().filter(|a| a["status_code"].is_null()).collect();
+    assert!(!cut.is_empty(), "the fourth was cut: {attempts:?}");
+    for a in &cut {
+        let error = a["error"].as_str().unwrap_or_default();
+        assert!(error.contains("cut short by the invocation's time"), "recorded as cut: {attempts:?}");
+        assert!(a["latency_ms"].as_i64() < Some(8_000), "cut before the endpoint's answer: {attempts:?}");
+    }
+    let circuit = w.sql(&format!("SELECT circuit, circuit_failed FROM webhook_endpoints WHERE id = {}", lit(&id)));
+    assert_eq!((&circuit[0]["circuit"], &circuit[0]["circuit_failed"]), (&json!("closed"), &json!(0)), "{circuit:?}");
+    // Each cut request came again under its webhook-id, and each verifies.
+    let got = w.customer.received(&path);
+    assert_eq!(got.len(), attempts.len(), "one request per recorded attempt: {attempts:?}");
+    verify_with_official_library(&secret, &got);
 }
 
 /// `backlog.high` (docs/contract.md §6) on a worker whose threshold is 2 s: a carrier event whose

@@ -72,6 +72,10 @@ pub enum Done {
     Held,
     /// Another job holds the attempt.
     ClaimedElsewhere,
+    /// The attempt got no answer before its invocation's time ran out, with less than the
+    /// attempt timeout left when it was sent: recorded as cut, no attempt spent, and the delivery
+    /// is back in its endpoint's line.
+    CutShort,
     /// The endpoint's filter held the delivery back: nothing was sent.
     Filtered,
     /// The endpoint has its most attempts in flight: the delivery waits in its line.
@@ -134,6 +138,7 @@ impl Done {
             Done::NotDue => "not due",
             Done::Held => "held: endpoint paused or disabled",
             Done::ClaimedElsewhere => "claimed by another job",
+            Done::CutShort => "cut short: retried, no attempt spent",
             Done::Filtered => "filtered out",
             Done::Copied => "copied",
             Done::NoSuchMedia => "no such media",

@@ -49,6 +49,9 @@ crate::store::row! {
         pub account_id: String,
         pub status: DeliveryStatus,
         pub attempts: i64,
+        /// Of its attempts, those the platform cut short (migrations/0036_cut_attempts.sql): they
+        /// spent none of its retries.
+        pub cut: i64,
         pub next_attempt_at: Timestamp,
         pub endpoint_id: String,
         pub url: Option<String>,
@@ -76,7 +79,7 @@ crate::store::row! {
 
 /// A [`Due`]'s columns of delivery row `d`, endpoint row `e` and event row `o` (its test flag),
 /// before the circuit's ([`CIRCUIT`]) and the event's payload (`o.payload`).
-pub const DUE_COLUMNS: &str = "d.id, d.event_id, d.account_id, d.status, d.attempts, d.next_attempt_at,
+pub const DUE_COLUMNS: &str = "d.id, d.event_id, d.account_id, d.status, d.attempts, d.cut, d.next_attempt_at,
      d.endpoint_id, e.url, e.secret, e.enabled, e.paused, e.rate_limit_per_second, e.previous_secret,
      e.previous_secret_expires_at, e.filter, e.headers, o.test, NULL AS skipped";
 

@@ -137,6 +137,31 @@ pub async fn record_success(
     }
 }
 
+/// An attempt the platform cut short (migrations/0036_cut_attempts.sql): the attempt is
+/// recorded, it spends none of the delivery's attempts (`cut` counts it), the endpoint's failure
+/// streak is left alone, and the delivery goes into its endpoint's line, due now, to be sent
+/// again under its webhook-id (the caller wakes the line). A probe's attempt (`probe`: its
+/// endpoint and token) gives its token back in the same batch, so the next delivery may probe at
+/// once. Returns whether the delivery was this attempt's to put back.
+pub async fn record_cut(db: &D1Database, a: &Attempt, probe: Option<(&str, i64)>) -> Result<bool, EdgeError> {
+    let mut statements = vec![
+        attempt_row(db, a)?,
+        db::stmt(
+            db,
+            // Only the attempt that holds the delivery puts it back.
+            "UPDATE webhook_deliveries SET cut = cut + 1, next_attempt_at = ?2, in_flight_until = 0, waiting = 1,
+                 last_error = ?3, updated_at = ?2
+             WHERE id = ?1 AND status = 'pending' AND attempts = ?4",
+            &[text(&a.delivery_id), time(a.at), opt_text(a.error.as_deref()), int(a.number)],
+        )?,
+    ];
+    if let Some((endpoint_id, lease)) = probe {
+        statements.push(endpoints::circuit::release_probe(db, endpoint_id, lease)?);
+    }
+    let results = db::batch(db, statements).await?;
+    Ok(results.get(1).map(db::changes) == Some(1))
+}
+
 /// What an endpoint's signals need to say about it.
 pub struct Subject<'a> {
     /// The endpoint.

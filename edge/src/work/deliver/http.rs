@@ -16,18 +16,20 @@ use crate::platform::{fetch, now, Longer};
 pub(super) enum Answer {
     Success(u16),
     Gone,
-    /// `no_answer`: no connection or no answer in time (the endpoint held the sender's time).
+    /// `no_answer`: no connection or no answer in time (the endpoint held the sender's time);
+    /// `timed_out`: no answer before the attempt's timeout.
     Failure {
         status: Option<u16>,
         error: String,
         retry_after: Option<u64>,
         no_answer: bool,
+        timed_out: bool,
     },
 }
 
 impl Answer {
     pub(super) fn refused(error: String) -> Self {
-        Answer::Failure { status: None, error, retry_after: None, no_answer: false }
+        Answer::Failure { status: None, error, retry_after: None, no_answer: false, timed_out: false }
     }
 
     /// How the circuit breaker weighs it.
@@ -110,21 +112,23 @@ pub(super) async fn send(
                         ),
                         None => format!("answered {status} (a redirect without Location); redirects are not followed"),
                     };
-                    Answer::Failure { status: Some(status), error, retry_after, no_answer: false }
+                    Answer::Failure { status: Some(status), error, retry_after, no_answer: false, timed_out: false }
                 }
                 _ => Answer::Failure {
                     status: Some(status),
                     error: format!("answered {status}"),
                     retry_after,
                     no_answer: false,
+                    timed_out: false,
                 },
             };
             (answer, reply)
         }
         Err(reason) => {
             let error = reason.to_string();
+            let timed_out = matches!(reason, crate::platform::NoAnswer::Timeout(_));
             let reply = Reply { signature: Some(signature), ..Reply::default() };
-            (Answer::Failure { status: None, error, retry_after: None, no_answer: true }, reply)
+            (Answer::Failure { status: None, error, retry_after: None, no_answer: true, timed_out }, reply)
         }
     }
 }

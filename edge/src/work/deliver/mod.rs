@@ -22,9 +22,9 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
+use exactly_core::breaker;
 use exactly_core::webhook::SigningSecret;
 use exactly_core::Timestamp;
-use exactly_core::{backoff, breaker};
 use futures_util::future::join_all;
 use worker::{Context, Env, Message, MessageBatch, MessageExt};
 
@@ -32,7 +32,7 @@ use crate::config::Config;
 use crate::error::EdgeError;
 use crate::platform::{endpoint_url, now, random_u32};
 use crate::queues::{self, DeliveryJob};
-use crate::store::deliveries::{self, Attempt, Due, Subject, Taken};
+use crate::store::deliveries::{self, Due, Taken};
 use crate::store::endpoints::{self, circuit};
 use crate::store::AccountDb;
 use crate::work::outcome::Wait;
@@ -43,8 +43,10 @@ mod filtering;
 mod gate;
 mod http;
 mod lanes;
+mod record;
 use gate::{gate_queued, gate_taken, lease_from, take, Claimed, Gate};
 use http::{send, Answer, Reply};
+use record::{cut, record};
 
 pub use beside::Beside;
 
@@ -58,8 +60,6 @@ fn attempt_timeout(config: &Config) -> Duration {
 /// left, four attempt timeouts) and the circuit it was claimed under: renewing would cost a
 /// round trip to learn nothing.
 const RENEW_AFTER_MILLIS: i64 = 1_000;
-/// Consecutive failed attempts that disable an endpoint.
-pub const DISABLE_AFTER_FAILURES: i64 = 100;
 /// An attempt that ends takes the next delivery in its endpoint's line, and so on, at most this
 /// many times or for this long; then a wake message carries the line on.
 const CHAIN_MAX: usize = 8;
@@ -472,6 +472,10 @@ async fn attempt_in_lane(
     let (answer, reply) = answer;
     let ended = now();
     let latency_ms = ended.unix_millis() - started.unix_millis();
+    if let (true, Answer::Failure { timed_out: true, error, .. }) = (cut_short, &answer) {
+        let error = format!("{error}: cut short by the invocation's time, no attempt spent");
+        return cut(account, &due, (number, started, latency_ms, error), admission, reply).await;
+    }
     let outcome = answer.outcome();
     // The next in line is taken while the chain goes on as the attempt ends, and claimed in the
     // record's batch only when this attempt's outcome cannot change the circuit (`feed_breaker`,
@@ -611,97 +615,10 @@ async fn feed_breaker(
     Ok(())
 }
 
-/// The delay before attempt `next` (1-based), or `None` after the last.
-fn delay_before(config: &Config, next: i64) -> Option<u64> {
-    let next = u32::try_from(next).ok()?;
-    if let Some(schedule) = &config.tuning.webhook_schedule {
-        return schedule.get(usize::try_from(next).ok()?.checked_sub(1)?).copied();
-    }
-    backoff::webhook_delay(next, random_u32())
-}
-
 /// Whether a success admitted as `admission` through circuit `sent_under` leaves the circuit as
 /// it is (`feed_breaker` then writes nothing).
 fn leaves_circuit_alone(admission: breaker::Admission, sent_under: &endpoints::Columns) -> bool {
     admission == breaker::Admission::Send && matches!(sent_under.state(), breaker::State::Closed { failed: 0, .. })
-}
-
-/// Records an attempt (`number`, when it started, its latency) and its answer. A success with
-/// `take_next` also takes the endpoint's next delivery in line, into its cell, claiming its
-/// attempt in the same batch when its flag says the circuit stays as it is.
-async fn record(
-    account: &AccountDb,
-    due: &Due,
-    (number, started, latency_ms): (i64, Timestamp, i64),
-    answer: Answer,
-    reply: Reply,
-    take_next: Option<(&Cell<Option<Option<Taken>>>, bool)>,
-) -> Result<Done, EdgeError> {
-    let db = account.db();
-    let attempt = |status: Option<u16>, error: Option<String>, next_attempt_at: Option<Timestamp>| Attempt {
-        delivery_id: due.id.clone(),
-        number,
-        at: started,
-        status,
-        latency_ms,
-        error,
-        next_attempt_at,
-        response_body: reply.body.clone(),
-        response_headers: reply.headers.clone(),
-        request_signature: reply.signature.clone(),
-    };
-    let subject = Subject {
-        endpoint_id: &due.endpoint_id,
-        account_id: &due.account_id,
-        url: due.url.as_deref().unwrap_or_default(),
-        event_id: &due.event_id,
-    };
-    match answer {
-        Answer::Success(status) => {
-            let attempt = attempt(Some(status), None, None);
-            let take_at = take_next.map(|(_, claim)| {
-                let at = now();
-                (at, claim.then(|| lease_from(at)))
-            });
-            let taken = deliveries::record_success(db, &attempt, &due.endpoint_id, take_at).await?;
-            if let Some((cell, _)) = take_next {
-                cell.set(taken);
-            }
-            Ok(Done::Delivered)
-        }
-        Answer::Gone => {
-            let signals =
-                deliveries::record_gone(db, &attempt(Some(410), Some("410 Gone".into()), None), &subject).await?;
-            queues::deliver_many(account, crate::store::outbox::to_enqueue_for(db, &signals).await?).await?;
-            Ok(Done::EndpointGone)
-        }
-        Answer::Failure { status, error, retry_after, .. } => {
-            let next = delay_before(account.config(), number + 1).map(|d| backoff::with_retry_after(d, retry_after));
-            let next_at = next.map(|d| Timestamp::from_unix_millis(started.unix_millis() + (d as i64) * 1000));
-            let final_error = format!("gave up after {number} attempts: {error}");
-            let signals = deliveries::record_failure(
-                db,
-                &attempt(status, Some(error), next_at),
-                &subject,
-                &final_error,
-                DISABLE_AFTER_FAILURES,
-            )
-            .await?;
-            // The retry first: a signal whose enqueue fails is found by the sweeper, and so is a
-            // retry whose enqueue fails, once it is overdue.
-            let done = match next {
-                Some(delay) => {
-                    if let Err(e) = queues::deliver_later(account, &due.id, delay).await {
-                        worker::console_error!("{}", serde_json::json!({"delivery": due.id, "error": e.to_string()}));
-                    }
-                    Done::RetryScheduled
-                }
-                None => Done::DeliveryGaveUp,
-            };
-            queues::deliver_many(account, crate::store::outbox::to_enqueue_for(db, &signals).await?).await?;
-            Ok(done)
-        }
-    }
 }
 
 #[cfg(test)]
