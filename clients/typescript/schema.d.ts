@@ -2100,7 +2100,7 @@ export interface components {
                 message: string;
             };
         };
-        /** @description 409: the account holds 500 unexpired portal sessions already. */
+        /** @description 409: the account holds 500 live portal sessions already (unexpired, minted by a live key). */
         SessionLimitError: {
             error: {
                 /** @enum {string} */
@@ -6183,7 +6183,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotPermittedError"];
                 };
             };
-            /** @description A request with this Idempotency-Key is still running (retry after `Retry-After` seconds), or the account holds 500 unexpired portal sessions (`session_limit`) */
+            /** @description A request with this Idempotency-Key is still running (retry after `Retry-After` seconds), or the account holds 500 live portal sessions (`session_limit`: unexpired, minted by a live key) */
             409: {
                 headers: {
                     /** @description Seconds to wait before asking again. */

@@ -75,7 +75,7 @@ impl fmt::Display for Refusal {
             Refusal::Endpoint => "the portal session does not reach this endpoint",
             Refusal::Reshape => {
                 "a portal session limited to some endpoints may pause, resume, enable and pace them, \
-                 not change their URL, event types, filter or headers"
+                 not change their URL, event types, filter, headers, ordering or on_exhausted"
             }
         })
     }

@@ -251,12 +251,15 @@ fn a_portal_session_reaches_only_what_it_allows(w: &Worker) {
         json!({"event_types": ["message.received", "call.completed"]}),
         json!({"filter": null}),
         json!({"headers": {"x-token": "t"}}),
+        json!({"ordering": "resource"}),
+        json!({"on_exhausted": "hold"}),
     ] {
         let a = w.call("PATCH", &format!("/v1/webhook_endpoints/{mine}"), &writer, Some(&body), &[]);
         assert_eq!((a.status, a.json()["error"]["code"].clone()), (403, json!("forbidden")), "{body}: {}", a.body);
     }
     let after = w.call("GET", &format!("/v1/webhook_endpoints/{mine}"), &c.key, None, &[]).json();
     assert_eq!(after["event_types"], json!(["message.received"]), "{after}");
+    assert_eq!((&after["ordering"], &after["on_exhausted"]), (&json!("none"), &json!("skip")), "{after}");
     // It may rotate its endpoint's secret and delete it (docs/contract.md: both act on its own
     // endpoint and show nothing of another), never another's.
     let (own, _) = w.endpoint_at(&c, &format!("/own/{}", sim::random_hex()), &["message.received"]);
@@ -546,25 +549,34 @@ fn a_limited_sessions_pages_reveal_nothing_it_may_not_see(w: &Worker) {
     assert_eq!(all["data"].as_array().map(Vec::len), Some(5), "{all}");
 }
 
-/// A key that mints sessions without end is stopped at 500 unexpired ones (409
-/// `session_limit`, naming the way out); once they expire it mints again.
+/// A key that mints sessions without end is stopped at 500 live ones (409 `session_limit`,
+/// naming the way out); once they expire, or the key that minted them is revoked (which ends
+/// them, and the list no longer shows them), the account mints again.
 fn an_account_holds_at_most_500_unexpired_sessions(w: &Worker) {
     let c = w.new_customer("session-cap");
-    // 499 written straight into the table (minting them through the API takes a minute and a
-    // half here), then the 500th through the API.
+    let (minter_id, minter) = new_key(w, &c, "full");
+    // 499 of the second key's written straight into the table (minting them through the API
+    // takes a minute and a half here), then the 500th through the API.
     let until = sim::unix_millis() + 3_600_000;
     w.sql(&format!(
         "INSERT INTO portal_sessions (id, account_id, key_id, secret_hash, read_only, endpoint_ids, created_at, expires_at)
          WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 499)
-         SELECT 'ps_cap_' || x || '_' || {account}, {account}, 'key_cap', 'h', 1, NULL, {now}, {until} FROM c",
+         SELECT 'ps_cap_' || x || '_' || {account}, {account}, {key}, 'h', 1, NULL, {now}, {until} FROM c",
         account = lit(&c.account),
+        key = lit(&minter_id),
         now = sim::unix_millis(),
     ));
-    let last = w.call("POST", "/v1/portal_sessions", &c.key, Some(&json!({"expires_in": 60})), &[]);
+    let last = w.call("POST", "/v1/portal_sessions", &minter, Some(&json!({"expires_in": 60})), &[]);
     assert_eq!(last.status, 201, "the 500th session: {}", last.body);
     let over = w.call("POST", "/v1/portal_sessions", &c.key, Some(&json!({})), &[]);
     assert_eq!((over.status, over.json()["error"]["code"].clone()), (409, json!("session_limit")), "{}", over.body);
     assert!(over.json()["error"]["message"].as_str().is_some_and(|m| m.contains("500")), "{}", over.body);
+    let revoked = w.call("DELETE", &format!("/v1/api_keys/{minter_id}"), &c.key, None, &[]);
+    assert_eq!(revoked.status, 200, "{}", revoked.body);
+    let listed = w.call("GET", "/v1/portal_sessions", &c.key, None, &[]).json();
+    assert_eq!(listed["data"].as_array().map(Vec::len), Some(0), "the revoked key's sessions ended: {listed}");
+    let after_revoke = w.call("POST", "/v1/portal_sessions", &c.key, Some(&json!({"expires_in": 60})), &[]);
+    assert_eq!(after_revoke.status, 201, "a revoked key's sessions do not count: {}", after_revoke.body);
     w.sql(&format!("UPDATE portal_sessions SET expires_at = 1 WHERE account_id = {}", lit(&c.account)));
     let again = w.call("POST", "/v1/portal_sessions", &c.key, Some(&json!({})), &[]);
     assert_eq!(again.status, 201, "expired sessions do not count: {}", again.body);

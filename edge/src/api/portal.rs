@@ -89,7 +89,7 @@ pub async fn create_session(mut req: Request, ctx: &Ctx<'_>) -> Result<Response,
         return Err(EdgeError::Conflict {
             code: crate::error::Conflict::SessionLimit,
             message: format!(
-                "the account holds {} unexpired portal sessions: revoke some (DELETE /v1/portal_sessions/{{id}}) or let them expire",
+                "the account holds {} live portal sessions: revoke some (DELETE /v1/portal_sessions/{{id}}) or let them expire",
                 sessions::MAX_LIVE_SESSIONS
             ),
         });

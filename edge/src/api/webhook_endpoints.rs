@@ -247,9 +247,14 @@ pub async fn update(mut req: Request, ctx: &Ctx<'_>, id: &str) -> Result<Respons
     let account = ctx.account()?;
     let patch: Patch = http::json_body(&mut req).await?;
     // A portal session limited to some endpoints may pause, resume, enable and pace them; it
-    // never points them elsewhere or widens what they receive (docs/contract.md §5).
-    let reshapes =
-        patch.url.is_some() || patch.event_types.is_some() || patch.filter.is_some() || patch.headers.is_some();
+    // never points them elsewhere, widens what they receive or changes the order they keep
+    // (docs/contract.md §5).
+    let reshapes = patch.url.is_some()
+        || patch.event_types.is_some()
+        || patch.filter.is_some()
+        || patch.headers.is_some()
+        || patch.ordering.is_some()
+        || patch.on_exhausted.is_some();
     if reshapes && ctx.endpoints().is_some() {
         return Err(EdgeError::NotPermitted(exactly_core::access::Refusal::Reshape));
     }

@@ -242,15 +242,17 @@ pub struct NewSession<'a> {
 /// How many unexpired portal sessions an account may hold.
 pub const MAX_LIVE_SESSIONS: i64 = 500;
 
-/// Records a portal session, while the account holds fewer than [`MAX_LIVE_SESSIONS`] unexpired
-/// ones; whether it did.
+/// Records a portal session, while the account holds fewer than [`MAX_LIVE_SESSIONS`] live ones
+/// (unexpired, minted by a live key: those [`list_sessions`] shows, so the account can always
+/// revoke its way back under the cap); whether it did.
 pub async fn create_session(env: &Env, s: &NewSession<'_>) -> Result<bool, EdgeError> {
     let root = db::d1(env, crate::bindings::DB)?;
     let added = db::run(db::stmt(
         &root,
         "INSERT INTO portal_sessions (id, account_id, key_id, secret_hash, read_only, endpoint_ids, created_at, expires_at)
          SELECT ?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7
-         WHERE (SELECT COUNT(*) FROM portal_sessions WHERE account_id = ?2 AND expires_at > ?6) < ?9",
+         WHERE (SELECT COUNT(*) FROM portal_sessions s JOIN api_keys k ON k.id = s.key_id AND k.revoked_at IS NULL
+                WHERE s.account_id = ?2 AND s.expires_at > ?6) < ?9",
         &[
             text(s.id),
             text(s.account_id),
