@@ -44,6 +44,10 @@ pub const SETTLE_WAIT_MILLIS: i64 = 60_000;
 
 pub use crate::ring_plan::DEFAULT_RING_TIMEOUT_SECS;
 
+/// The refusal a leg reads as when its target is no number (erased from the plan while the call
+/// rang): it is never dialled.
+pub const ERASED_TARGET: &str = "erased";
+
 fn default_ring_timeout() -> u32 {
     DEFAULT_RING_TIMEOUT_SECS
 }
@@ -671,7 +675,7 @@ impl CallMachine {
             });
         }
         if live && self.answer == Command::Accepted && self.bridged.is_none() {
-            self.ring(&call, out);
+            self.ring(&call, now, out);
         }
 
         // The answer, by the carrier's clock: a leg that answered while the caller was there.
@@ -737,11 +741,11 @@ impl CallMachine {
     }
 
     /// Dials, moves on or bridges, as far as the facts allow.
-    fn ring(&mut self, call: &CallInfo, out: &mut Vec<Action>) {
+    fn ring(&mut self, call: &CallInfo, now: Timestamp, out: &mut Vec<Action>) {
         let plan_len = self.plan.len() as u32;
         loop {
             if self.cursor == 0 {
-                self.dial(call, 1, out);
+                self.dial(call, 1, now, out);
                 continue;
             }
             let position = self.cursor;
@@ -768,15 +772,22 @@ impl CallMachine {
             if position >= plan_len {
                 return;
             }
-            self.dial(call, position + 1, out);
+            self.dial(call, position + 1, now, out);
         }
     }
 
-    fn dial(&mut self, call: &CallInfo, position: u32, out: &mut Vec<Action>) {
+    /// Dials the target at `position` of the plan, once. A target that is no number (an erasure
+    /// replaced it while the call rang: docs/contract.md, "Erasure") is never dialled: its leg
+    /// reads as refused at once (`ERASED_TARGET`), and the next target goes.
+    fn dial(&mut self, call: &CallInfo, position: u32, now: Timestamp, out: &mut Vec<Action>) {
         self.cursor = position;
         let Some(target) = self.plan.get(position as usize - 1).cloned() else { return };
         let leg = self.legs.entry(position).or_default();
         if leg.dial.is_some() {
+            return;
+        }
+        if crate::number::PhoneNumber::parse(&target).is_err() {
+            leg.dial = Some(Dial::Refused { code: ERASED_TARGET.to_owned(), at: now });
             return;
         }
         leg.dial = Some(Dial::Sent);
@@ -1079,6 +1090,30 @@ mod tests {
         let (_, a3) = m.handle(carrier("e-hup", Fact::CallerHungUp { at: t(4) }), t(5));
         assert_eq!(commands(&a3), Vec::<String>::new());
         assert!(!a3.iter().any(|a| matches!(a, Action::RecordEnd { .. })), "ends once");
+    }
+
+    #[test]
+    fn a_target_erased_while_the_call_rings_is_never_dialled() {
+        let (m, _) = CallMachine::new().handle(initiated(3), t(0));
+        let (m, _) = m.handle(Input::AnswerResult { accepted: true }, t(1));
+        // The erasure of the second target, as the call's object applies it to the stored state.
+        let stored = serde_json::to_string(&m).expect("the state serializes");
+        let erased = stored.replace("\"+15550000002\"", "\"[erased]\"");
+        assert_ne!(stored, erased, "the plan held the target");
+        let m: CallMachine = serde_json::from_str(&erased).expect("the erased state reads");
+        let (m, actions) =
+            m.handle(Input::DialResult { position: 1, result: DialResult::Refused { code: "90018".into() } }, t(2));
+        assert_eq!(commands(&actions), ["dial 3"], "the erased target is passed over");
+        assert!(
+            !actions.iter().any(|a| matches!(a, Action::Dial { target, .. } if target == "[erased]")),
+            "{actions:?}"
+        );
+        let (_, actions) =
+            m.handle(Input::DialResult { position: 3, result: DialResult::Refused { code: "90018".into() } }, t(3));
+        assert_eq!(commands(&actions), ["hangup caller"], "every target tried: the call ends missed");
+        assert!(actions
+            .iter()
+            .any(|a| matches!(a, Action::RecordEnd { end: CallEnd { status: CallStatus::Missed, .. }, .. })));
     }
 
     #[test]

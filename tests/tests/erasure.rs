@@ -183,7 +183,21 @@ fn an_erased_number_is_in_no_database_and_a_late_retry_is_still_a_duplicate(_sha
     let plan = w.sql(&format!("SELECT ring_targets FROM phone_numbers WHERE phone_number = {}", lit(&ringing)));
     assert_eq!(plan[0]["ring_targets"], json!([spare]).to_string(), "the other target stays, in its place: {plan:?}");
     // The second target, never dialled (the first still rings), is in the call's ring plan, held
-    // by the call's object: erased, it leaves that too.
+    // by the call's object: erased, it leaves that too. An earlier call to the same number, which
+    // ended before it reached the second target, never held it: it is neither counted nor asked.
+    let ended = format!("call_{}", sim::random_hex());
+    w.sql_for(
+        &c.account,
+        &format!(
+            "INSERT INTO calls (id, account_id, direction, from_number, to_number, status, carrier, call_session_id,
+                                call_control_id, call_leg_id, created_at, updated_at)
+             VALUES ({id}, {}, 'inbound', {}, {}, 'completed', 'telnyx', {id}, 'c', 'l', 0, 0)",
+            lit(&c.account),
+            lit(&fresh_number()),
+            lit(&ringing),
+            id = lit(&ended)
+        ),
+    );
     assert!(!holding(&w, &[&spare]).is_empty(), "the spare target is stored before its erasure");
     let s = erased(&w, &json!({ "phone_number": spare }));
     assert_eq!((s["counts"]["calls"].clone(), s["counts"]["call_states"].clone()), (json!(1), json!(1)), "{s}");

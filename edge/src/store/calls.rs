@@ -365,8 +365,10 @@ pub async fn claim_check(
 }
 
 /// The next page of the calls from or to `number`, that dialled it as a ring target, whose
-/// number's ring plan holds it, or whose events' bodies name it (of `account`, or of every
-/// account), after row `after` (`store::erasures::window`).
+/// events' bodies name it, or that still ring or talk while their number's ring plan holds it
+/// (their object holds the plan: a call that ended never dialled a target it did not reach, and
+/// its object's storage is gone), of `account` or of every account, after row `after`
+/// (`store::erasures::window`).
 pub async fn erasure_page(
     db: &D1Database,
     number: &str,
@@ -380,8 +382,9 @@ pub async fn erasure_page(
          WHERE rowid > ?1 AND rowid <= ?2
            AND (from_number = ?3 OR to_number = ?3
                 OR EXISTS (SELECT 1 FROM call_legs l WHERE l.call_id = calls.id AND l.target = ?3)
-                OR EXISTS (SELECT 1 FROM phone_numbers p, json_each(p.ring_targets) t
-                           WHERE p.phone_number = calls.to_number AND t.value = ?3)
+                OR (status IN ('ringing', 'in_progress')
+                    AND EXISTS (SELECT 1 FROM phone_numbers p, json_each(p.ring_targets) t
+                                WHERE p.phone_number = calls.to_number AND t.value = ?3))
                 OR EXISTS (SELECT 1 FROM outbound_events e
                            WHERE e.resource_id = calls.id AND instr(e.payload, ?5) > 0))
            AND (?4 IS NULL OR account_id = ?4)
