@@ -53,6 +53,45 @@ pub fn digits(number: &PhoneNumber) -> &str {
     number.as_str().trim_start_matches('+')
 }
 
+/// `payload` with every whole value that is `number` (as [`names`] reads it) replaced by
+/// `marker`, in the payload's own encoding: a JSON body re-serialized, a form re-encoded in its
+/// order. `None` when it names the number nowhere. An event not processed yet keeps what it says
+/// of everyone else (docs/contract.md §5, "Erasure").
+pub fn redact(payload: &str, number: &PhoneNumber, marker: &str) -> Option<String> {
+    if !names(payload, number) {
+        return None;
+    }
+    let trimmed = payload.trim_start();
+    let json = if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        serde_json::from_str::<serde_json::Value>(payload).ok()
+    } else {
+        None
+    };
+    match json {
+        Some(mut value) => {
+            replace_strings(&mut value, number, marker);
+            serde_json::to_string(&value).ok()
+        }
+        None => {
+            let mut out = form_urlencoded::Serializer::new(String::new());
+            for (key, value) in crate::form::parse(payload.as_bytes()) {
+                let value = if as_number(&value).as_ref() == Some(number) { marker.to_owned() } else { value };
+                out.append_pair(&key, &value);
+            }
+            Some(out.finish())
+        }
+    }
+}
+
+fn replace_strings(value: &mut serde_json::Value, number: &PhoneNumber, marker: &str) {
+    match value {
+        serde_json::Value::String(s) if as_number(s).as_ref() == Some(number) => *s = marker.to_owned(),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| replace_strings(v, number, marker)),
+        serde_json::Value::Object(map) => map.values_mut().for_each(|v| replace_strings(v, number, marker)),
+        _ => {}
+    }
+}
+
 fn strings(value: &serde_json::Value, add: &mut impl FnMut(&str)) {
     match value {
         serde_json::Value::String(s) => add(s),
@@ -98,6 +137,28 @@ mod tests {
         // Plivo: a form, digits alone.
         assert_eq!(numbers("From=15550001111&To=15550002222&Text=hi"), vec![n("+15550001111"), n("+15550002222")]);
         assert!(names("From=15550001111", &n("+15550001111")));
+    }
+
+    #[test]
+    fn a_redaction_replaces_the_number_alone_in_each_encoding() {
+        let p = n("+15550002222");
+        let telnyx = r#"{"data":{"payload":{"from":{"phone_number":"+15550001111"},"text":"hi +15550002222","to":[{"phone_number":"+15550003333"},{"phone_number":"+15550002222"}]}}}"#;
+        let redacted = redact(telnyx, &p, "[erased]").expect("it names the number");
+        assert!(!names(&redacted, &p), "{redacted}");
+        let v: serde_json::Value = serde_json::from_str(&redacted).unwrap();
+        assert_eq!(v["data"]["payload"]["to"][1]["phone_number"], "[erased]");
+        assert_eq!(v["data"]["payload"]["to"][0]["phone_number"], "+15550003333", "the others stay");
+        assert_eq!(v["data"]["payload"]["text"], "hi +15550002222", "a text that mentions it is not the number");
+        // Twilio writes `+` encoded, Plivo digits alone; the other pairs stay, in order.
+        assert_eq!(
+            redact("From=%2B15550002222&To=%2B15550001111&Body=hi", &p, "[erased]").as_deref(),
+            Some("From=%5Berased%5D&To=%2B15550001111&Body=hi")
+        );
+        assert_eq!(
+            redact("To=15550002222&From=15550001111", &p, "[erased]").as_deref(),
+            Some("To=%5Berased%5D&From=15550001111")
+        );
+        assert_eq!(redact(telnyx, &n("+15559999999"), "[erased]"), None, "a payload that does not name it");
     }
 
     #[test]

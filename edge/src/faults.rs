@@ -20,8 +20,8 @@ pub fn crash_before_mark(carrier_event_id: &str) -> bool {
 }
 
 /// A job that carried its inbound message's event fails before it writes anything, for as long
-/// as the stored event still holds its payload: it runs again every few seconds until an
-/// erasure clears it, and then goes on with what it carried.
+/// as the stored event still holds the payload it carried: it runs again every few seconds until
+/// an erasure clears or redacts it, and then goes on with what it carried.
 pub fn hold_until_erased(carrier_event_id: &str) -> bool {
     armed(carrier_event_id, "fault-hold-until-erased")
 }

@@ -81,6 +81,7 @@ const LAYOUT_FREE: &[&str] = &[
 /// docs/architecture.md): they run in the one-database pass only.
 const ONE_DATABASE: &[&str] = &[
     "erasure::an_erasure_while_a_carried_job_waits_leaves_it_nothing_to_write",
+    "erasure::a_group_message_waiting_while_one_recipient_is_erased_is_delivered_without_them",
     "webhooks::a_first_attempt_claimed_before_a_crash_is_swept_and_sent_once",
 ];
 

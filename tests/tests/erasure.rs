@@ -21,6 +21,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
         an_erasure_while_a_carried_job_waits_leaves_it_nothing_to_write,
     ),
     (
+        "erasure::a_group_message_waiting_while_one_recipient_is_erased_is_delivered_without_them",
+        a_group_message_waiting_while_one_recipient_is_erased_is_delivered_without_them,
+    ),
+    (
         "erasure::an_erasure_of_one_account_leaves_a_longer_number_and_another_accounts_pending_message",
         an_erasure_of_one_account_leaves_a_longer_number_and_another_accounts_pending_message,
     ),
@@ -273,6 +277,79 @@ fn an_erasure_while_a_carried_job_waits_leaves_it_nothing_to_write(w: &Worker) {
         lit(&format!("%{secret_text}%"))
     ));
     assert_eq!(events, 0, "a customer event holds the erased text");
+}
+
+/// Another person's group message to the account's number and to the person, whose job waits
+/// (it carries its event) while the person's number is erased: the erasure takes the number out
+/// of the stored event rather than clearing it, and the job then writes the sender's message from
+/// what is stored. The message is received and delivered once, with its text, and nothing of it
+/// names the erased person.
+fn a_group_message_waiting_while_one_recipient_is_erased_is_delivered_without_them(w: &Worker) {
+    let c = w.new_customer("erased-recipient");
+    let path = format!("/hook/{}", sim::random_hex());
+    w.endpoint_at(&c, &path, &["message.received"]);
+    let (sender, person) = (fresh_number(), fresh_number());
+    let group = |event_id: &str, from: &str, text: &str, cc: Option<&str>| {
+        let mut to = vec![json!({"phone_number": c.number})];
+        to.extend(cc.map(|n| json!({"phone_number": n})));
+        sim::telnyx::envelope(
+            event_id,
+            "message.received",
+            "2026-12-03T10:00:00Z",
+            json!({"id": format!("m-{}", sim::random_hex()), "from": {"phone_number": from}, "to": to, "text": text}),
+            1,
+        )
+    };
+    // One message first: the worker reads, and remembers, the number's owner.
+    let first = format!("e-{}", sim::random_hex());
+    assert_eq!(w.deliver_telnyx(&group(&first, &fresh_number(), "hello", None)).status, 200);
+    let processed = |event_id: &str| {
+        w.events_count(&format!(
+            "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {} AND processed_at IS NOT NULL",
+            lit(event_id)
+        )) == 1
+    };
+    assert!(w.eventually(Duration::from_secs(60), || processed(&first)), "the first message was processed");
+
+    let text = format!("see you all at six {}", sim::random_hex());
+    let held = format!("fault-hold-until-erased-{}", sim::random_hex());
+    let answer = w.deliver_telnyx(&group(&held, &sender, &text, Some(&person)));
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let row_id = answer.json()["id"].as_str().expect("an id").to_owned();
+    let holding_it = w.eventually(Duration::from_secs(60), || {
+        w.log_lines(&[&format!("\"id\":\"{row_id}\""), "injected hold until the event's payload is erased"]) >= 1
+    });
+    assert!(holding_it, "the job ran and was held");
+    let a = erased(w, &json!({ "phone_number": person }));
+    assert_eq!(a["counts"]["carrier_events"], 1, "{a}");
+
+    assert!(w.eventually(Duration::from_secs(60), || processed(&held)), "the sender's message was processed");
+    let digits = person.trim_start_matches('+');
+    let stored = w.events_count(&format!(
+        "SELECT COUNT(*) AS n FROM carrier_events WHERE carrier_event_id = {} AND error IS NULL
+           AND instr(payload, {}) = 0 AND instr(payload, {}) > 0",
+        lit(&held),
+        lit(digits),
+        lit(&text)
+    ));
+    assert_eq!(stored, 1, "the stored event keeps the sender's message, without the person");
+    let written = w.count(&format!(
+        "SELECT COUNT(*) AS n FROM messages WHERE from_number = {} AND text = {}",
+        lit(&sender),
+        lit(&text)
+    ));
+    assert_eq!(written, 1, "the sender's message is received once");
+    let got = w.eventually(Duration::from_secs(60), || {
+        w.customer.received(&path).iter().filter(|r| r.body.contains(&text)).count() == 1
+    });
+    assert!(got, "its message.received was delivered: {:?}", w.customer.received(&path).len());
+    let named = w.count(&format!(
+        "SELECT (SELECT COUNT(*) FROM messages WHERE instr(from_number || to_number || text, {d}) > 0)
+              + (SELECT COUNT(*) FROM outbound_events WHERE instr(payload, {d}) > 0) AS n",
+        d = lit(digits)
+    ));
+    assert_eq!(named, 0, "nothing names the erased person");
+    assert!(w.customer.received(&path).iter().all(|r| !r.body.contains(digits)), "no webhook names them");
 }
 
 /// Two accounts hear from one person, and a third number that starts with the person's

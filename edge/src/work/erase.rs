@@ -275,11 +275,43 @@ async fn page(
                 None => named,
             };
             if !named.is_empty() {
-                let ids = erasures::ids(named.iter().copied())?;
-                add(counts, "carrier_events", carrier_events::erase_payloads(&db, &ids).await?);
+                // An event not processed yet whose job can go on without the number (another
+                // person's group message to it, a leg that rang it) keeps the rest of what it
+                // says; any other loses its payload.
+                let open = carrier_events::unsettled_of(&db, &erasures::ids(named.iter().copied())?).await?;
+                let mut cleared = Vec::new();
+                for hit in named {
+                    let carrier = open.iter().find(|(id, _)| *id == hit.id).map(|(_, carrier)| *carrier);
+                    let body = hit.body.as_deref().unwrap_or_default();
+                    let kept = carrier.and_then(|carrier| without(carrier, body, number));
+                    match kept {
+                        Some(redacted) if carrier_events::redact_payload(&db, &hit.id, body, &redacted).await? => {
+                            add(counts, "carrier_events", 1);
+                        }
+                        _ => cleared.push(hit),
+                    }
+                }
+                if !cleared.is_empty() {
+                    let ids = erasures::ids(cleared)?;
+                    add(counts, "carrier_events", carrier_events::erase_payloads(&db, &ids).await?);
+                }
             }
             Ok(found)
         }
+    }
+}
+
+/// The payload `body` of a `carrier` event not processed yet with `number` taken out of it, when
+/// it still reads as an event that is not the erased person's own: `None` for one that no longer
+/// parses, or a message the person sent (or was sent to the account as), whose every word is
+/// theirs. So another person's group message to the number is still received, and a call leg
+/// that rang it still ends and is billed, without it.
+fn without(carrier: exactly_core::Provider, body: &str, number: &PhoneNumber) -> Option<String> {
+    let redacted = erasure::redact(body, number, ERASED)?;
+    let event = exactly_core::parse_stored(carrier, redacted.as_bytes()).ok()?;
+    match &event.kind {
+        exactly_core::event::EventKind::MessageReceived(m) if m.from == ERASED || m.to == ERASED => None,
+        _ => Some(redacted),
     }
 }
 

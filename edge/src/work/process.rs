@@ -136,7 +136,7 @@ async fn from_job(
         return Ok(None);
     }
     if crate::faults::hold_until_erased(&row.carrier_event_id)
-        && log.load(id).await?.is_some_and(|r| r.payload.is_some())
+        && log.load(id).await?.is_some_and(|r| r.payload.as_deref() == Some(c.payload.as_str()))
     {
         return Err(EdgeError::unavailable("injected fault", "injected hold until the event's payload is erased"));
     }
@@ -154,7 +154,7 @@ async fn from_job(
         at,
         Some(mark),
         learn,
-        Some(key),
+        Some((key, c.payload.as_str())),
         lease,
     )
     .await?;

@@ -44,7 +44,7 @@ pub use moves::Move;
 pub use parked::{
     expired_parks, still_woken, wake_legacy_stmt, wake_routed_stmt, wake_stmt, woken, Woken, PARK_HORIZON_MILLIS,
 };
-pub use prune::{erase_payloads, erasure_page, prune_payloads, prune_rows};
+pub use prune::{erase_payloads, erasure_page, prune_payloads, prune_rows, redact_payload, unsettled_of};
 
 /// The public form of an event's key: `cev_` and 16 hex digits of its rowid, opaque to clients.
 /// SQL writes it as `{ID}`; [`key`] reads it back.
@@ -517,16 +517,22 @@ impl Log {
     }
 
     /// [`Log::mark_with_effects`] for a row a job carried, in `DB`: it marks only a row that
-    /// still holds its payload, as the message's insert requires (`messages::insert_inbound`),
-    /// so a row an erasure cleared while the job waited is neither written from nor marked, and
-    /// the reading path fails it.
+    /// still holds the payload the job carried, as the message's insert requires
+    /// (`messages::insert_inbound`), so a row an erasure cleared or redacted while the job waited
+    /// is neither written from nor marked, and the reading path decides from what is stored.
     pub fn mark_carried(
         &self,
         resources: &D1Database,
         row: &Row,
         now: Timestamp,
     ) -> Result<D1PreparedStatement, EdgeError> {
-        db::stmt(resources, &format!("{MARK_PROCESSED} AND payload IS NOT NULL"), &[key(&row.id), time(now)])
+        // Only while the stored payload is the one the job carried: an erasure since cleared it,
+        // or took a number out of it (docs/contract.md §5, "Erasure"), and the stored one decides.
+        db::stmt(
+            resources,
+            &format!("{MARK_PROCESSED} AND payload = ?3"),
+            &[key(&row.id), time(now), db::opt_text(row.payload.as_deref())],
+        )
     }
 
     /// Marks the event processed, once its effects committed. The guard `processed_at IS NULL`

@@ -114,6 +114,38 @@ pub async fn erasure_page(
     .await
 }
 
+/// Of the carrier events `ids` (a JSON array), those neither processed nor failed, with their
+/// carrier: an erasure takes the number out of those it can (their job still comes) rather than
+/// clearing them.
+pub async fn unsettled_of(db: &D1Database, ids: &str) -> Result<Vec<(String, exactly_core::Provider)>, EdgeError> {
+    crate::store::row! {
+        struct Open {
+            id: String,
+            carrier: exactly_core::Provider,
+        }
+    }
+    let open: Vec<Open> = db::all(db::stmt(
+        db,
+        "SELECT CAST(id AS TEXT) AS id, carrier FROM carrier_events
+         WHERE id IN (SELECT CAST(value AS INTEGER) FROM json_each(?1)) AND processed_at IS NULL AND error IS NULL",
+        &[crate::store::text(ids)],
+    )?)
+    .await?;
+    Ok(open.into_iter().map(|o| (o.id, o.carrier)).collect())
+}
+
+/// Erasure of a number from an event not processed yet that goes on without it: its payload
+/// becomes `redacted`, if it is still `was`. Whether it did.
+pub async fn redact_payload(db: &D1Database, id: &str, was: &str, redacted: &str) -> Result<bool, EdgeError> {
+    let changed = db::run(db::stmt(
+        db,
+        "UPDATE carrier_events SET payload = ?3 WHERE id = CAST(?1 AS INTEGER) AND payload = ?2",
+        &[crate::store::text(id), crate::store::text(was), crate::store::text(redacted)],
+    )?)
+    .await?;
+    Ok(changed == 1)
+}
+
 /// Erasure: clears the payloads of the carrier events `ids` (a JSON array). The rows, the dedupe
 /// keys, stay, so a late retry of one is still a duplicate; one not yet processed is settled as
 /// erased when its job comes (work::process). How many payloads were cleared.

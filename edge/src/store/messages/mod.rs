@@ -381,10 +381,11 @@ pub async fn apply_report(
 /// An inbound message, once per carrier message id, with its media items and its
 /// `message.received` event in the same batch. The items are written only with the message, so
 /// a repeated or re-signed delivery adds none. `learn_carrier`: the number's carrier is not
-/// recorded yet, so the batch records it. `unsettled` (a carrier event's [`Log::key_of`]): the
-/// message is written only if that event is in this database, neither processed nor failed,
-/// and still holds its payload (an erasure clears it), for an event that no read checked; its
-/// mark is then [`Log::mark_carried`]. With a `lease`, the batch claims the first attempt of one
+/// recorded yet, so the batch records it. `unsettled` (a carrier event's [`Log::key_of`], and
+/// the payload its job carried): the message is written only if that event is in this
+/// database, neither processed nor failed, and still holds that payload (an erasure clears it,
+/// or takes a number out of it), for an event that no read checked; its mark is then
+/// [`Log::mark_carried`]. With a `lease`, the batch claims the first attempt of one
 /// of the event's deliveries that could go at once, for the caller to send ([`Change::claimed`]).
 /// Returns the change, and whether `also` changed a row.
 ///
@@ -400,7 +401,7 @@ pub async fn insert_inbound(
     now: Timestamp,
     also: Option<D1PreparedStatement>,
     learn_carrier: bool,
-    unsettled: Option<JsValue>,
+    unsettled: Option<(JsValue, &str)>,
     lease: Option<Timestamp>,
 ) -> Result<(Change, bool), EdgeError> {
     let segments = exactly_core::segments::count(&inbound.text);
@@ -436,7 +437,7 @@ pub async fn insert_inbound(
              SELECT ?1, ?2, 'inbound', ?3, ?4, ?5, ?6, ?7, 'received', ?8, ?9, ?10, ?10
              WHERE ?11 IS NULL
                 OR EXISTS (SELECT 1 FROM carrier_events
-                           WHERE id = ?11 AND processed_at IS NULL AND error IS NULL AND payload IS NOT NULL)
+                           WHERE id = ?11 AND processed_at IS NULL AND error IS NULL AND payload = ?12)
              ON CONFLICT (carrier, carrier_message_id) DO NOTHING",
         &[
             text(id),
@@ -449,7 +450,8 @@ pub async fn insert_inbound(
             text(carrier.as_str()),
             text(&inbound.carrier_message_id),
             time(now),
-            unsettled.unwrap_or(JsValue::NULL),
+            unsettled.as_ref().map_or(JsValue::NULL, |(key, _)| key.clone()),
+            opt_text(unsettled.as_ref().map(|(_, payload)| *payload)),
         ],
     )?;
     let mut transition = Transition::new(guard, Some(event)).announced(lease);
