@@ -274,31 +274,40 @@ async fn page(
                 Some(account) => of_account(env, config, account, named, number).await?,
                 None => named,
             };
-            if !named.is_empty() {
-                // An event not processed yet whose job can go on without the number (another
-                // person's group message to it, a leg that rang it) keeps the rest of what it
-                // says; any other loses its payload.
-                let open = carrier_events::unsettled_of(&db, &erasures::ids(named.iter().copied())?).await?;
-                let mut cleared = Vec::new();
-                for hit in named {
-                    let carrier = open.iter().find(|(id, _)| *id == hit.id).map(|(_, carrier)| *carrier);
-                    let body = hit.body.as_deref().unwrap_or_default();
-                    let kept = carrier.and_then(|carrier| without(carrier, body, number));
-                    match kept {
-                        Some(redacted) if carrier_events::redact_payload(&db, &hit.id, body, &redacted).await? => {
-                            add(counts, "carrier_events", 1);
-                        }
-                        _ => cleared.push(hit),
-                    }
-                }
-                if !cleared.is_empty() {
-                    let ids = erasures::ids(cleared)?;
-                    add(counts, "carrier_events", carrier_events::erase_payloads(&db, &ids).await?);
-                }
-            }
+            erase_events(&db, &named, number, counts).await?;
             Ok(found)
         }
     }
+}
+
+/// Erases `number` from the carrier events `named` (of the dedupe database `db`). An event not
+/// processed yet whose job can go on without the number (another person's group message to it,
+/// a leg that rang it) keeps the rest of what it says ([`without`]); any other loses its payload.
+async fn erase_events(
+    db: &worker::D1Database,
+    named: &[&erasures::Hit],
+    number: &PhoneNumber,
+    counts: &mut Value,
+) -> Result<(), EdgeError> {
+    if named.is_empty() {
+        return Ok(());
+    }
+    let open = carrier_events::unsettled_of(db, &erasures::ids(named.iter().copied())?).await?;
+    let mut cleared = Vec::new();
+    for hit in named {
+        let carrier = open.iter().find(|(id, _)| *id == hit.id).map(|(_, carrier)| *carrier);
+        let body = hit.body.as_deref().unwrap_or_default();
+        match carrier.and_then(|carrier| without(carrier, body, number)) {
+            Some(redacted) if carrier_events::redact_payload(db, &hit.id, body, &redacted).await? => {
+                add(counts, "carrier_events", 1);
+            }
+            _ => cleared.push(*hit),
+        }
+    }
+    if !cleared.is_empty() {
+        add(counts, "carrier_events", carrier_events::erase_payloads(db, &erasures::ids(cleared)?).await?);
+    }
+    Ok(())
 }
 
 /// The payload `body` of a `carrier` event not processed yet with `number` taken out of it, when
