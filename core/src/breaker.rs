@@ -19,7 +19,8 @@
 //!   connection failure (the endpoint holds a sender's time) as 2. The circuit opens when the
 //!   window has seen at least [`Policy::min_attempts`] attempts and failures make at least
 //!   [`Policy::failure_percent`] of the points. A success while the window holds no failure
-//!   changes nothing, so a healthy endpoint's state is never written.
+//!   changes nothing, so a healthy endpoint's state is never written. Only outcomes that say
+//!   something of the endpoint are fed ([`counts`]): not a retry failing again.
 //! - **Open**: nothing is attempted until the probe time ([`Policy::open_millis`] after
 //!   opening, doubled each time a probe fails, at most [`Policy::max_open_millis`]), less up to
 //!   a tenth drawn at random, so that endpoints that failed together, or one that fails on a
@@ -80,6 +81,21 @@ impl Outcome {
             Outcome::Success | Outcome::Failure => 1,
             Outcome::Timeout => 2,
         }
+    }
+}
+
+/// Whether an attempt's outcome is fed to [`record`]. A probe's always is (it settles the
+/// circuit). Through a closed circuit, a success always is; a failure only when it says
+/// something new of the endpoint: not when the attempt was cut short by the time its sender had
+/// left (`cut_short`: the endpoint was not given its timeout), and not when the delivery had
+/// failed before (`spent`, its attempts spent with this one, is past 1). So the circuit opens
+/// when the endpoint fails its deliveries, not when one delivery it cannot take (one poison event
+/// type beside healthy traffic) is retried on its schedule, which would hold every other webhook
+/// behind a probe.
+pub fn counts(admission: Admission, outcome: Outcome, cut_short: bool, spent: i64) -> bool {
+    match admission {
+        Admission::Send => outcome == Outcome::Success || (!cut_short && spent <= 1),
+        Admission::Probe(_) | Admission::Hold(_) => true,
     }
 }
 
@@ -236,6 +252,16 @@ mod tests {
 
     const P: Policy = DEFAULT_POLICY;
     const T0: i64 = 1_800_000_000_000;
+
+    #[test]
+    fn a_retry_that_fails_again_is_not_counted() {
+        assert!(counts(Admission::Send, Outcome::Failure, false, 1), "a first attempt's failure counts");
+        assert!(counts(Admission::Send, Outcome::Timeout, false, 1));
+        assert!(!counts(Admission::Send, Outcome::Failure, false, 2), "a retry's does not");
+        assert!(!counts(Admission::Send, Outcome::Timeout, true, 1), "nor one its sender's time cut");
+        assert!(counts(Admission::Send, Outcome::Success, false, 5), "a success always counts");
+        assert!(counts(Admission::Probe(1), Outcome::Failure, false, 5), "a probe always settles");
+    }
 
     /// Feeds outcomes of attempts admitted as they come, one at a time, from `state` at `now`
     /// (each attempt is admitted, then its outcome recorded `step` ms later). Returns the state

@@ -33,6 +33,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
         "isolation::a_busy_endpoints_filter_settles_what_it_drops_at_once",
         a_busy_endpoints_filter_settles_what_it_drops_at_once,
     ),
+    (
+        "isolation::one_poison_event_type_leaves_the_endpoints_other_webhooks_flowing",
+        one_poison_event_type_leaves_the_endpoints_other_webhooks_flowing,
+    ),
 ];
 
 /// Creates an endpoint of `c` at `path` of the test customer server with `extra` settings;
@@ -503,4 +507,44 @@ fn a_busy_endpoints_filter_settles_what_it_drops_at_once(w: &Worker) {
         return;
     }
     panic!("in {TRIES} tries, the first attempt never stayed in flight while {DROPPED} messages were processed");
+}
+
+/// An ordered endpoint whose handler for one event type is broken (it answers 500 to every
+/// `message.sent`) and that answers everything else, beside healthy traffic (three inbound
+/// messages before each message it refuses): each refused event is retried on its schedule
+/// until it is spent and skipped, and the circuit never opens (a retry failing again says
+/// nothing new of the endpoint), so every other webhook goes as it comes, none held behind a
+/// probe.
+fn one_poison_event_type_leaves_the_endpoints_other_webhooks_flowing(w: &Worker) {
+    let c = w.new_customer("poison");
+    let path = format!("/hook/poison-{}", sim::random_hex());
+    w.customer.refuse_bodies_with(&path, &["\"type\":\"message.sent\""]);
+    let types = ["message.received", "message.sent"];
+    let id = endpoint(w, &c, &path, &types, json!({"ordering": "resource"}));
+    let run = sim::random_hex();
+    let healthy = |n: usize| {
+        let got = w.customer.received(&path);
+        got.iter().filter(|r| r.body.contains(&run) && (200..300).contains(&r.answered)).count() >= n
+    };
+    for round in 0..4 {
+        for i in 0..3 {
+            inbound(w, &c, &format!("healthy {round}.{i} {run}"));
+        }
+        let went = w.eventually(Duration::from_secs(60), || healthy(3 * (round + 1)));
+        assert!(went, "round {round}: the healthy webhooks went: {}", shown(w, &c, &id));
+        let body = json!({"from": c.number, "to": "+15559990000", "text": format!("poison {round}")});
+        let a = w.call("POST", "/v1/messages", &c.key, Some(&body), &[]);
+        assert_eq!(a.status, 201, "{}", a.body);
+        let spent = w.eventually(Duration::from_secs(120), || {
+            deliveries_where(w, &id, "status = 'failed' AND attempts >= 8") == i64::try_from(round + 1).unwrap_or(0)
+        });
+        assert!(spent, "round {round}: message.sent retried until spent: {}", shown(w, &c, &id));
+        let now = shown(w, &c, &id);
+        assert_eq!(now["circuit"], "closed", "round {round}: the circuit stays closed: {now}");
+    }
+    let opened = w.count(&format!(
+        "SELECT COUNT(*) AS n FROM outbound_events WHERE type = 'endpoint.circuit_opened' AND payload LIKE {}",
+        lit(&format!("%{id}%"))
+    ));
+    assert_eq!(opened, 0, "the circuit never opened");
 }

@@ -1018,20 +1018,22 @@ fn every_event_type_matches_its_openapi_schema(w: &Worker) {
     let c = Customer { account: account.clone(), key: key.clone(), number };
     let (all, all_path, _) = endpoint(w, &c, &EVENT_TYPES);
     // One endpoint answers 410 (endpoint.disabled), one always 500 (delivery.exhausted), one 500
-    // until its circuit opens (endpoint.circuit_opened) and then 200, with two more events held
-    // meanwhile, so two probes succeed and it closes (endpoint.circuit_closed).
+    // until its circuit opens (endpoint.circuit_opened: five deliveries' first attempts failed;
+    // a retry's failure is not counted) and then 200, with two more events held meanwhile, so two
+    // probes succeed and it closes (endpoint.circuit_closed).
     let (_, gone_path, _) = endpoint(w, &c, &["message.received"]);
     w.customer.always(&gone_path, 410);
     let (_, failing_path, _) = endpoint_without_breaker(w, &c, &["message.received"]);
     w.customer.always(&failing_path, 500);
     let (flapping, flapping_path, _) = endpoint(w, &c, &["message.received"]);
     w.customer.always(&flapping_path, 500);
-    inbound_sms(w, &c);
-    inbound_sms(w, &c);
+    for _ in 0..5 {
+        inbound_sms(w, &c);
+    }
     let opened = w.eventually(Duration::from_secs(60), || {
         w.call("GET", &format!("/v1/webhook_endpoints/{flapping}"), &key, None, &[]).json()["circuit"] == "open"
     });
-    assert!(opened, "five failed attempts open the circuit");
+    assert!(opened, "five failed deliveries open the circuit");
     w.customer.always(&flapping_path, 200);
     inbound_sms(w, &c);
     inbound_sms(w, &c);

@@ -483,7 +483,7 @@ async fn attempt_in_lane(
     // success may open or close it, and the one taken goes through its gates as the circuit is then.
     let take_next = goes_on().then(|| (take_into, leaves_circuit_alone(admission, &circuit_now)));
     let done = record(account, &due, (number, started, latency_ms), answer, reply, take_next).await?;
-    if !(cut_short && outcome != breaker::Outcome::Success && admission == breaker::Admission::Send) {
+    if breaker::counts(admission, outcome, cut_short, number - due.cut) {
         feed_breaker(account, &due, &circuit_now, admission, outcome, ended).await?;
     }
     Ok(done)
