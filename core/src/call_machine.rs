@@ -44,8 +44,8 @@ pub const SETTLE_WAIT_MILLIS: i64 = 60_000;
 
 pub use crate::ring_plan::DEFAULT_RING_TIMEOUT_SECS;
 
-/// The refusal a leg reads as when its target is no number (erased from the plan while the call
-/// rang): it is never dialled.
+/// The refusal a leg reads as when its target was erased from the plan while the call rang
+/// ([`crate::erasure::MARKER`]): it is never dialled.
 pub const ERASED_TARGET: &str = "erased";
 
 fn default_ring_timeout() -> u32 {
@@ -776,8 +776,8 @@ impl CallMachine {
         }
     }
 
-    /// Dials the target at `position` of the plan, once. A target that is no number (an erasure
-    /// replaced it while the call rang: docs/contract.md, "Erasure") is never dialled: its leg
+    /// Dials the target at `position` of the plan, once. A target an erasure replaced by its
+    /// marker while the call rang (docs/contract.md, "Erasure") is never dialled: its leg
     /// reads as refused at once (`ERASED_TARGET`), and the next target goes.
     fn dial(&mut self, call: &CallInfo, position: u32, now: Timestamp, out: &mut Vec<Action>) {
         self.cursor = position;
@@ -786,7 +786,7 @@ impl CallMachine {
         if leg.dial.is_some() {
             return;
         }
-        if crate::number::PhoneNumber::parse(&target).is_err() {
+        if target == crate::erasure::MARKER {
             leg.dial = Some(Dial::Refused { code: ERASED_TARGET.to_owned(), at: now });
             return;
         }

@@ -4,6 +4,9 @@
 
 use crate::number::PhoneNumber;
 
+/// What an erased number reads as wherever it was stored.
+pub const MARKER: &str = "[erased]";
+
 /// The number `value` is, in E.164, if it is one: `+` and digits, or digits alone as Plivo
 /// writes them.
 pub fn as_number(value: &str) -> Option<PhoneNumber> {

@@ -9,7 +9,7 @@ use crate::store::erasures::{self, Found};
 use crate::store::{self as db, opt_text, text};
 
 /// What an erased number reads as.
-pub const ERASED: &str = "[erased]";
+pub const ERASED: &str = exactly_core::erasure::MARKER;
 
 /// The next page of the messages to or from `number` (of `account`, or of every account) after
 /// row `after` (`store::erasures::window`).
