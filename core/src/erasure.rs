@@ -28,13 +28,7 @@ pub fn numbers(payload: &str) -> Vec<PhoneNumber> {
             }
         }
     };
-    let trimmed = payload.trim_start();
-    let json = if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        serde_json::from_str::<serde_json::Value>(payload).ok()
-    } else {
-        None
-    };
-    match json {
+    match as_json(payload) {
         Some(value) => strings(&value, &mut add),
         None => {
             for (_, value) in crate::form::parse(payload.as_bytes()) {
@@ -43,6 +37,13 @@ pub fn numbers(payload: &str) -> Vec<PhoneNumber> {
         }
     }
     found
+}
+
+/// `payload` read as JSON, when it starts as a JSON object or array and parses; a carrier's form
+/// body is `None`.
+fn as_json(payload: &str) -> Option<serde_json::Value> {
+    let trimmed = payload.trim_start();
+    (trimmed.starts_with('{') || trimmed.starts_with('[')).then(|| serde_json::from_str(payload).ok()).flatten()
 }
 
 /// Whether `payload` names `number` as a whole value.
@@ -64,13 +65,7 @@ pub fn redact(payload: &str, number: &PhoneNumber, marker: &str) -> Option<Strin
     if !names(payload, number) {
         return None;
     }
-    let trimmed = payload.trim_start();
-    let json = if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        serde_json::from_str::<serde_json::Value>(payload).ok()
-    } else {
-        None
-    };
-    match json {
+    match as_json(payload) {
         Some(mut value) => {
             replace_strings(&mut value, number, marker);
             serde_json::to_string(&value).ok()

@@ -217,6 +217,22 @@ fn an_erased_number_is_in_no_database_and_a_late_retry_is_still_a_duplicate(_sha
 
 /// An inbound message whose job carries its event (the number's owner already known, so it
 /// would be processed with no read) is held by an injected fault until its sender is erased.
+/// Delivers `body`, a carrier event whose carried job the test build holds until its stored
+/// payload changes (`fault-hold-until-erased`), waits until the job ran and was held, then
+/// erases `person`: the erasure finds the one stored event naming them. Returns the event's id.
+fn erased_while_held(w: &Worker, body: &str, person: &str) -> String {
+    let answer = w.deliver_telnyx(body);
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let row_id = answer.json()["id"].as_str().expect("an id").to_owned();
+    let holding_it = w.eventually(Duration::from_secs(60), || {
+        w.log_lines(&[&format!("\"id\":\"{row_id}\""), "injected hold until the event's payload is erased"]) >= 1
+    });
+    assert!(holding_it, "the job ran and was held");
+    let a = erased(w, &json!({ "phone_number": person }));
+    assert_eq!(a["counts"]["carrier_events"], 1, "{a}");
+    row_id
+}
+
 /// The erasure clears the stored payload; the job's copy must not bring the text back: no
 /// message, no `message.received`, and the event is settled as erased (not failed).
 fn an_erasure_while_a_carried_job_waits_leaves_it_nothing_to_write(w: &Worker) {
@@ -250,15 +266,7 @@ fn an_erasure_while_a_carried_job_waits_leaves_it_nothing_to_write(w: &Worker) {
     let person = fresh_number();
     let secret_text = format!("my door code is {}", sim::random_hex());
     let held = format!("fault-hold-until-erased-{}", sim::random_hex());
-    let answer = w.deliver_telnyx(&inbound(&held, &person, &secret_text));
-    assert_eq!(answer.status, 200, "{}", answer.body);
-    let row_id = answer.json()["id"].as_str().expect("an id").to_owned();
-    let holding_it = w.eventually(Duration::from_secs(60), || {
-        w.log_lines(&[&format!("\"id\":\"{row_id}\""), "injected hold until the event's payload is erased"]) >= 1
-    });
-    assert!(holding_it, "the job ran and was held");
-    let a = erased(w, &json!({ "phone_number": person }));
-    assert_eq!(a["counts"]["carrier_events"], 1, "{a}");
+    let row_id = erased_while_held(w, &inbound(&held, &person, &secret_text), &person);
 
     assert!(settled(&held), "the held event was settled after the erasure");
     let rows = w
@@ -313,15 +321,7 @@ fn a_group_message_waiting_while_one_recipient_is_erased_is_delivered_without_th
 
     let text = format!("see you all at six {}", sim::random_hex());
     let held = format!("fault-hold-until-erased-{}", sim::random_hex());
-    let answer = w.deliver_telnyx(&group(&held, &sender, &text, Some(&person)));
-    assert_eq!(answer.status, 200, "{}", answer.body);
-    let row_id = answer.json()["id"].as_str().expect("an id").to_owned();
-    let holding_it = w.eventually(Duration::from_secs(60), || {
-        w.log_lines(&[&format!("\"id\":\"{row_id}\""), "injected hold until the event's payload is erased"]) >= 1
-    });
-    assert!(holding_it, "the job ran and was held");
-    let a = erased(w, &json!({ "phone_number": person }));
-    assert_eq!(a["counts"]["carrier_events"], 1, "{a}");
+    erased_while_held(w, &group(&held, &sender, &text, Some(&person)), &person);
 
     assert!(w.eventually(Duration::from_secs(60), || processed(&held)), "the sender's message was processed");
     let digits = person.trim_start_matches('+');
