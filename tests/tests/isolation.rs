@@ -37,6 +37,10 @@ pub const TESTS: &[(&str, TestFn)] = &[
         "isolation::one_poison_event_type_leaves_the_endpoints_other_webhooks_flowing",
         one_poison_event_type_leaves_the_endpoints_other_webhooks_flowing,
     ),
+    (
+        "isolation::an_open_circuit_probes_with_a_delivery_that_has_not_failed_yet",
+        an_open_circuit_probes_with_a_delivery_that_has_not_failed_yet,
+    ),
 ];
 
 /// Creates an endpoint of `c` at `path` of the test customer server with `extra` settings;
@@ -547,4 +551,58 @@ fn one_poison_event_type_leaves_the_endpoints_other_webhooks_flowing(w: &Worker)
         lit(&format!("%{id}%"))
     ));
     assert_eq!(opened, 0, "the circuit never opened");
+}
+
+/// An endpoint that answers 500 to every `message.sent` and 200 to everything else, its circuit
+/// opened by five such first failures: while it is open the refused events' retries wait in its
+/// line, older than anything that comes after. A probe is a delivery that has not failed yet
+/// where one waits, so the inbound messages that arrive meanwhile are the probes: they succeed,
+/// close the circuit and arrive, instead of waiting while the refused retries fail the probe
+/// again and again (each failure reopening the circuit for longer). Only an attempt claimed
+/// before the first inbound delivery entered the line may be a refused one.
+fn an_open_circuit_probes_with_a_delivery_that_has_not_failed_yet(w: &Worker) {
+    let c = w.new_customer("probe-fresh");
+    let path = format!("/hook/probe-{}", sim::random_hex());
+    w.customer.refuse_bodies_with(&path, &["\"type\":\"message.sent\""]);
+    let id = endpoint(w, &c, &path, &["message.received", "message.sent"], json!({}));
+    for i in 0..5 {
+        let body = json!({"from": c.number, "to": "+15559990000", "text": format!("refused {i}")});
+        let a = w.call("POST", "/v1/messages", &c.key, Some(&body), &[]);
+        assert_eq!(a.status, 201, "{}", a.body);
+    }
+    let opened = w.eventually(Duration::from_secs(60), || shown(w, &c, &id)["circuit"] != "closed");
+    assert!(opened, "five first failures opened the circuit: {}", shown(w, &c, &id));
+    let retries_wait = w.eventually(Duration::from_secs(60), || {
+        deliveries_where(w, &id, "waiting = 1 AND status = 'pending' AND attempts > cut") > 0
+    });
+    assert!(retries_wait, "a refused retry waits in the line: {}", shown(w, &c, &id));
+    let run = sim::random_hex();
+    for i in 0..3 {
+        inbound(w, &c, &format!("fresh {i} {run}"));
+    }
+    let delivered = w.eventually(Duration::from_secs(90), || {
+        let got = w.customer.received(&path);
+        got.iter().filter(|r| r.body.contains(&run) && (200..300).contains(&r.answered)).count() >= 3
+    });
+    // Every attempt at the endpoint, by start, each with whether its event is a refused one.
+    let rows = w.sql(&format!(
+        "SELECT o.type, a.attempted_at FROM webhook_attempts a
+         JOIN webhook_deliveries d ON d.id = a.delivery_id JOIN outbound_events o ON o.id = d.event_id
+         WHERE d.endpoint_id = {} ORDER BY a.attempted_at, a.id",
+        lit(&id)
+    ));
+    let first_fresh = w.count(&format!(
+        "SELECT MIN(d.created_at) AS n FROM webhook_deliveries d JOIN outbound_events o ON o.id = d.event_id
+         WHERE d.endpoint_id = {} AND o.type = 'message.received'",
+        lit(&id)
+    ));
+    let refused_first = rows
+        .iter()
+        .filter(|r| r["attempted_at"].as_i64() >= Some(first_fresh))
+        .take_while(|r| r["type"] == "message.sent")
+        .count();
+    assert!(delivered, "the inbound webhooks arrived; {refused_first} refused attempts went first: {}", shown(w, &c, &id));
+    assert!(refused_first <= 1, "{refused_first} refused retries probed before an inbound delivery that waited");
+    let closed = w.eventually(Duration::from_secs(30), || shown(w, &c, &id)["circuit"] == "closed");
+    assert!(closed, "the inbound probes closed the circuit: {}", shown(w, &c, &id));
 }

@@ -126,6 +126,25 @@ const SKIPPED: &str =
                        WHERE s.event_id = p.event_id AND s.endpoint_id = p.endpoint_id
                          AND s.status = 'succeeded'))";
 
+/// Whether a delivery of the line of endpoint `?6` would be taken before the delivery `?1` being
+/// updated (`webhook_deliveries`), in the line's order ([`OLDEST_IN_LINE`]): an older one; while
+/// the circuit is not closed, an older one that has not failed yet when this one has not either,
+/// and any that has not failed yet when this one has. Each through a line's index.
+const AHEAD_IN_LINE: &str = "(CASE
+     WHEN webhook_deliveries.attempts = webhook_deliveries.cut
+          AND EXISTS (SELECT 1 FROM webhook_endpoints c WHERE c.id = ?6 AND c.circuit <> 'closed')
+       THEN EXISTS (SELECT 1 FROM webhook_deliveries l INDEXED BY webhook_deliveries_fresh_line
+                    WHERE l.endpoint_id = ?6 AND l.waiting = 1 AND l.status = 'pending' AND l.attempts = l.cut
+                      AND (l.created_at, l.id) < (webhook_deliveries.created_at, ?1))
+     ELSE EXISTS (SELECT 1 FROM webhook_deliveries l INDEXED BY webhook_deliveries_line
+                  WHERE l.endpoint_id = ?6 AND l.waiting = 1 AND l.status = 'pending'
+                    AND (l.created_at, l.id) < (webhook_deliveries.created_at, ?1))
+       OR (EXISTS (SELECT 1 FROM webhook_endpoints c WHERE c.id = ?6 AND c.circuit <> 'closed')
+           AND EXISTS (SELECT 1 FROM webhook_deliveries l INDEXED BY webhook_deliveries_fresh_line
+                       WHERE l.endpoint_id = ?6 AND l.waiting = 1 AND l.status = 'pending'
+                         AND l.attempts = l.cut))
+     END)";
+
 /// What claiming an attempt found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Claim {
@@ -143,8 +162,8 @@ pub enum Claim {
 
 /// Claims attempt `number` (the count was `number - 1`), leasing the delivery until `lease`,
 /// if no attempt of it is in flight, the endpoint has fewer attempts in flight than it takes
-/// ([`IN_FLIGHT_LIMIT`], read from its row as it is now), no older delivery waits in its line
-/// (a line is drained oldest first), its circuit is still at `version` (the state the caller
+/// ([`IN_FLIGHT_LIMIT`], read from its row as it is now), no delivery its line takes first waits
+/// there ([`AHEAD_IN_LINE`]), its circuit is still at `version` (the state the caller
 /// admitted the attempt under) and, at an ordered endpoint, no earlier event of its resource
 /// waits to be delivered ([`BEHIND`]). Otherwise, in the same batch, the delivery waits for that
 /// earlier one (`waiting = 2`: its settling wakes it, migrations/0034_ordering.sql)
@@ -170,8 +189,7 @@ pub async fn claim_attempt(
                      WHERE id = ?1 AND status = 'pending' AND attempts = ?5 AND in_flight_until <= ?2
                        AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = ?6 AND e.circuit_version = ?7
                                    AND {IN_FLIGHT} < {IN_FLIGHT_LIMIT})
-                       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries l WHERE l.endpoint_id = ?6 AND l.waiting = 1
-                            AND l.status = 'pending' AND (l.created_at, l.id) < (webhook_deliveries.created_at, ?1))
+                       AND NOT {AHEAD_IN_LINE}
                        AND NOT {BEHIND}
                      RETURNING {SKIPPED} AS skipped"
                 ),

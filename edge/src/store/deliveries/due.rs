@@ -101,9 +101,18 @@ pub const IN_FLIGHT_LIMIT: &str = "MAX(1, MIN(e.max_in_flight, CASE WHEN e.rate_
 pub const LINED: &str = "EXISTS (SELECT 1 FROM webhook_deliveries l INDEXED BY webhook_deliveries_line
      WHERE l.endpoint_id = e.id AND l.waiting = 1 AND l.status = 'pending')";
 
-/// The oldest delivery in the line of endpoint `?1`.
-pub const OLDEST_IN_LINE: &str = "(SELECT id FROM webhook_deliveries WHERE endpoint_id = ?1 AND waiting = 1
-     AND status = 'pending' ORDER BY created_at, id LIMIT 1)";
+/// The delivery of the line of endpoint `?1` taken first: the oldest, except that while the
+/// circuit is not closed the oldest that has not failed yet goes first where one waits
+/// (migrations/0037_fresh_probes.sql), so a probe asks whether the endpoint is up, not whether
+/// one refused event is still refused. The claim orders the line alike
+/// ([`super::claims::claim_attempt`]).
+pub const OLDEST_IN_LINE: &str = "COALESCE(
+     CASE WHEN EXISTS (SELECT 1 FROM webhook_endpoints c WHERE c.id = ?1 AND c.circuit <> 'closed')
+       THEN (SELECT id FROM webhook_deliveries INDEXED BY webhook_deliveries_fresh_line
+             WHERE endpoint_id = ?1 AND waiting = 1 AND status = 'pending' AND attempts = cut
+             ORDER BY created_at, id LIMIT 1) END,
+     (SELECT id FROM webhook_deliveries WHERE endpoint_id = ?1 AND waiting = 1
+      AND status = 'pending' ORDER BY created_at, id LIMIT 1))";
 
 /// The delivery `id` with its endpoint and payload.
 pub async fn due(db: &D1Database, id: &str) -> Result<Option<Due>, EdgeError> {
