@@ -601,7 +601,11 @@ fn an_open_circuit_probes_with_a_delivery_that_has_not_failed_yet(w: &Worker) {
         .filter(|r| r["attempted_at"].as_i64() >= Some(first_fresh))
         .take_while(|r| r["type"] == "message.sent")
         .count();
-    assert!(delivered, "the inbound webhooks arrived; {refused_first} refused attempts went first: {}", shown(w, &c, &id));
+    assert!(
+        delivered,
+        "the inbound webhooks arrived; {refused_first} refused attempts went first: {}",
+        shown(w, &c, &id)
+    );
     assert!(refused_first <= 1, "{refused_first} refused retries probed before an inbound delivery that waited");
     let closed = w.eventually(Duration::from_secs(30), || shown(w, &c, &id)["circuit"] == "closed");
     assert!(closed, "the inbound probes closed the circuit: {}", shown(w, &c, &id));

@@ -1314,6 +1314,10 @@ fn backlog_high_fires_once_per_stuck_item(_shared: &Worker) {
         !parked.is_empty()
     });
     assert!(waits, "the orphan receipt is parked");
+    // An ordered endpoint's delivery stranded waiting for a hand-on that never came: it waits
+    // (`waiting = 2`) for an earlier event of its resource, and there is none, since three
+    // minutes. The cron's look at long waits puts it into its line, and raises it.
+    let stranded = stranded_delivery(&w, &c);
     // A condition of time itself: the items must wait past the 2 s BACKLOG_ALERT_SECS.
     thread::sleep(Duration::from_secs(3));
 
@@ -1331,10 +1335,11 @@ fn backlog_high_fires_once_per_stuck_item(_shared: &Worker) {
             && backlog(OPERATOR_PATH, "carrier_event_id", &parked).len() == 1
             && backlog(OPERATOR_PATH, "delivery_id", &delivery).len() == 1
             && backlog(&watcher_path, "delivery_id", &delivery).len() == 1
+            && backlog(OPERATOR_PATH, "delivery_id", &stranded).len() == 1
     });
     assert!(
         raised,
-        "one backlog.high about each stuck item (the parked receipt beside the older stuck event) reached the operator, and the account's about its delivery"
+        "one backlog.high about each stuck item (the parked receipt beside the older stuck event, the stranded delivery beside the overdue one) reached the operator, and the account's about its delivery"
     );
     sweep();
     sweep();
@@ -1345,6 +1350,12 @@ fn backlog_high_fires_once_per_stuck_item(_shared: &Worker) {
     assert_eq!(backlog(OPERATOR_PATH, "carrier_event_id", &parked).len(), 1, "once, however many sweeps");
     assert_eq!(backlog(OPERATOR_PATH, "delivery_id", &delivery).len(), 1, "once, however many sweeps");
     assert_eq!(backlog(&watcher_path, "delivery_id", &delivery).len(), 1, "once, however many sweeps");
+    assert_eq!(backlog(OPERATOR_PATH, "delivery_id", &stranded).len(), 1, "the stranded one, once");
+    let lined = w.count(&format!(
+        "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE id = {} AND (status = 'succeeded' OR waiting = 1)",
+        lit(&stranded)
+    ));
+    assert_eq!(lined, 1, "the stranded delivery went into its line");
     assert!(backlog(&watcher_path, "carrier_event_id", &stored).is_empty(), "a carrier event is no account's");
 
     let about = &backlog(OPERATOR_PATH, "delivery_id", &delivery)[0]["data"];
@@ -1383,6 +1394,35 @@ fn backlog_high_fires_once_per_stuck_item(_shared: &Worker) {
         .collect();
     assert!(after.is_empty(), "nothing new: the parked receipt was raised once already: {after:?}");
     assert_eq!(backlog(OPERATOR_PATH, "carrier_event_id", &parked).len(), 1, "the parked receipt, once");
+}
+
+/// A delivery of a new ordered endpoint of `c`, its `endpoint.test` delivered once and then set
+/// back as if it had waited three minutes for an earlier event of its resource that does not
+/// exist: a hand-on that never came. Returns its id.
+fn stranded_delivery(w: &Worker, c: &Customer) -> String {
+    let (id, _, _) = endpoint(w, c, &["message.received"]);
+    let ordered =
+        w.call("PATCH", &format!("/v1/webhook_endpoints/{id}"), &c.key, Some(&json!({"ordering": "resource"})), &[]);
+    assert_eq!(ordered.status, 200, "{}", ordered.body);
+    let test = w.call("POST", &format!("/v1/webhook_endpoints/{id}/test"), &c.key, None, &[]);
+    assert_eq!(test.status, 202, "{}", test.body);
+    let delivery = test.json()["delivery_id"].as_str().expect("delivery_id").to_owned();
+    let succeeded = || {
+        w.count(&format!(
+            "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE id = {} AND status = 'succeeded'",
+            lit(&delivery)
+        )) == 1
+    };
+    assert!(w.eventually(Duration::from_secs(30), succeeded), "the test event was delivered");
+    let planted = w.sql(&format!(
+        "UPDATE webhook_deliveries SET status = 'pending', waiting = 2, resource_id = 'stranded', sequence = 2,
+             in_flight_until = 0, next_attempt_at = unixepoch() * 1000 - 180000,
+             updated_at = unixepoch() * 1000 - 180000
+         WHERE id = {}",
+        lit(&delivery)
+    ));
+    assert!(planted.is_empty(), "{planted:?}");
+    delivery
 }
 
 /// The first attempt an inbound message's batch claimed, cut off by a crash between that commit

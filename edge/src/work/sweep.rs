@@ -52,16 +52,16 @@ pub async fn sweep_log(env: &Env, config: &Rc<Config>) -> Result<Report, EdgeErr
 }
 
 /// One account database's part of a sweep (its tick): receipts, dispatches, deliveries and
-/// media copies whose job was lost are enqueued again, and its oldest overdue delivery raises
-/// `backlog.high`.
+/// media copies whose job was lost are enqueued again, and its oldest overdue delivery, and the
+/// one due longest ago of those it finds stranded waiting for a hand-on, raise `backlog.high`.
 pub async fn sweep_account(account: &AccountDb) -> Result<Report, EdgeError> {
     let log = carrier_events::Log::open(account.env(), account.config());
     let cutoff = Timestamp::from_unix_millis(now().unix_millis() - STALE_AFTER_MILLIS);
     let found = sweep_database(account, &log, cutoff).await?;
-    let backlog_signals = match found.oldest_delivery {
-        Some(id) => delivery_backlog(account, &id).await?,
-        None => 0,
-    };
+    let mut backlog_signals = 0;
+    for id in found.oldest_deliveries.iter().flatten() {
+        backlog_signals += delivery_backlog(account, id).await?;
+    }
     Ok(Report {
         events: found.woken,
         dispatches: found.dispatches,
@@ -83,8 +83,10 @@ struct Found {
     dispatches: usize,
     deliveries: usize,
     media: usize,
-    /// Its oldest delivery overdue past the backlog threshold.
-    oldest_delivery: Option<String>,
+    /// Past the backlog threshold: its oldest delivery overdue, and the one due longest ago of
+    /// those found stranded waiting for a hand-on (an earlier event of its resource settled and
+    /// the delivery never put into its line).
+    oldest_deliveries: [Option<String>; 2],
 }
 
 /// Sweeps one account database.
@@ -143,7 +145,9 @@ async fn sweep_database(account: &AccountDb, log: &carrier_events::Log, cutoff: 
     // where its claim decides again: a hand-on that never came (the earlier one pruned, say)
     // strands nothing. One still behind waits again, from now.
     let stale = Timestamp::from_unix_millis(now().unix_millis() - STALE_AFTER_MILLIS);
-    deliveries::requeue_waiting(db, stale, deliveries::UNBLOCK_MAX, now()).await?;
+    let threshold_secs = account.config().backlog_alert_secs;
+    let backlog_cutoff = Timestamp::from_unix_millis(now().unix_millis() - threshold_secs.saturating_mul(1000));
+    let requeued = deliveries::requeue_waiting(db, stale, deliveries::UNBLOCK_MAX, now(), backlog_cutoff).await?;
     // A line whose wake was lost (an attempt's chain cut short, a wake message dropped) is woken
     // here; one that is still being drained, or whose circuit holds, is left as it is by its wake.
     let lines = crate::store::endpoints::circuit::with_line(db, BATCH).await?;
@@ -156,11 +160,9 @@ async fn sweep_database(account: &AccountDb, log: &carrier_events::Log, cutoff: 
     work.extend(dispatches.iter().map(|message_id| Job::dispatch(account, message_id)));
     work.extend(uncopied.iter().map(|m| Job::copy_media(account, &m.message_id, m.position)));
     jobs::enqueue_many(env, work).await?;
-    let threshold_secs = account.config().backlog_alert_secs;
-    let backlog_cutoff = Timestamp::from_unix_millis(now().unix_millis() - threshold_secs.saturating_mul(1000));
-    let oldest_delivery = deliveries::overdue(db, backlog_cutoff, 1).await?.pop();
+    let oldest_deliveries = [deliveries::overdue(db, backlog_cutoff, 1).await?.pop(), requeued.stranded];
     let (woken, dispatches, deliveries, media) = found_counts;
-    Ok(Found { woken, dispatches, deliveries, media, oldest_delivery })
+    Ok(Found { woken, dispatches, deliveries, media, oldest_deliveries })
 }
 
 /// Raises `backlog.high` about the oldest carrier event neither processed nor failed and the
@@ -195,7 +197,7 @@ async fn log_backlog(env: &Env, config: &Rc<Config>, log: &carrier_events::Log) 
 }
 
 /// Raises `backlog.high` about delivery `id`, the oldest overdue delivery of an endpoint
-/// neither paused nor disabled (what such an endpoint holds waits for its owner) of the account
+/// neither paused nor disabled (or one found stranded waiting for a hand-on) (what such an endpoint holds waits for its owner) of the account
 /// database `account`, if it is still pending. It is written in its account's database, for the
 /// account and the operator both. Returns how many signals this wrote (0 or 1).
 async fn delivery_backlog(account: &AccountDb, id: &str) -> Result<usize, EdgeError> {
