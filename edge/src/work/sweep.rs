@@ -147,7 +147,7 @@ async fn sweep_database(account: &AccountDb, log: &carrier_events::Log, cutoff: 
     let stale = Timestamp::from_unix_millis(now().unix_millis() - STALE_AFTER_MILLIS);
     let threshold_secs = account.config().backlog_alert_secs;
     let backlog_cutoff = Timestamp::from_unix_millis(now().unix_millis() - threshold_secs.saturating_mul(1000));
-    let requeued = deliveries::requeue_waiting(db, stale, deliveries::UNBLOCK_MAX, now(), backlog_cutoff).await?;
+    let stranded = deliveries::requeue_waiting(db, stale, deliveries::UNBLOCK_MAX, now(), backlog_cutoff).await?;
     // A line whose wake was lost (an attempt's chain cut short, a wake message dropped) is woken
     // here; one that is still being drained, or whose circuit holds, is left as it is by its wake.
     let lines = crate::store::endpoints::circuit::with_line(db, BATCH).await?;
@@ -160,7 +160,7 @@ async fn sweep_database(account: &AccountDb, log: &carrier_events::Log, cutoff: 
     work.extend(dispatches.iter().map(|message_id| Job::dispatch(account, message_id)));
     work.extend(uncopied.iter().map(|m| Job::copy_media(account, &m.message_id, m.position)));
     jobs::enqueue_many(env, work).await?;
-    let oldest_deliveries = [deliveries::overdue(db, backlog_cutoff, 1).await?.pop(), requeued.stranded];
+    let oldest_deliveries = [deliveries::overdue(db, backlog_cutoff, 1).await?.pop(), stranded];
     let (woken, dispatches, deliveries, media) = found_counts;
     Ok(Found { woken, dispatches, deliveries, media, oldest_deliveries })
 }
@@ -196,10 +196,11 @@ async fn log_backlog(env: &Env, config: &Rc<Config>, log: &carrier_events::Log) 
     Ok(raised)
 }
 
-/// Raises `backlog.high` about delivery `id`, the oldest overdue delivery of an endpoint
-/// neither paused nor disabled (or one found stranded waiting for a hand-on) (what such an endpoint holds waits for its owner) of the account
-/// database `account`, if it is still pending. It is written in its account's database, for the
-/// account and the operator both. Returns how many signals this wrote (0 or 1).
+/// Raises `backlog.high` about delivery `id` of the account database `account`: the oldest
+/// overdue delivery of an endpoint neither paused nor disabled (what such an endpoint holds
+/// waits for its owner), or one found stranded waiting for a hand-on, if it is still pending.
+/// It is written in its account's database, for the account and the operator both. Returns how
+/// many signals this wrote (0 or 1).
 async fn delivery_backlog(account: &AccountDb, id: &str) -> Result<usize, EdgeError> {
     let threshold_secs = account.config().backlog_alert_secs;
     let at = now();

@@ -376,28 +376,21 @@ pub async fn unblock(db: &D1Database, endpoint_id: &str, now: Timestamp) -> Resu
     .await
 }
 
-/// What [`requeue_waiting`] did.
-pub struct Requeued {
-    /// How many went back into their endpoint's line.
-    pub lined: usize,
-    /// Of those, the one due longest ago, when that was before the look's `alert_before`: a
-    /// delivery that could have gone, stranded waiting for a hand-on that never came.
-    pub stranded: Option<String>,
-}
-
 /// Looks at up to `limit` deliveries that have waited for an earlier event of their resource
 /// since before `before`: each that no longer does goes back into its endpoint's line (a hand-on
 /// that never came: the earlier event pruned, say; the sweeper's wake of lines drains them),
 /// and each still behind waits on, looked at again after as long (so a page of resources held
 /// for good never hides the rest). Nothing still behind enters a line, where it would stand ahead
-/// of the endpoint's deliveries that may go.
+/// of the endpoint's deliveries that may go. Returns, of those it put into a line, the one due
+/// longest ago when that was before `alert_before`: a delivery that could have gone, stranded
+/// waiting for a hand-on that never came.
 pub async fn requeue_waiting(
     db: &D1Database,
     before: Timestamp,
     limit: u32,
     now: Timestamp,
     alert_before: Timestamp,
-) -> Result<Requeued, EdgeError> {
+) -> Result<Option<String>, EdgeError> {
     crate::store::row! {
         struct Looked {
             id: String,
@@ -416,13 +409,11 @@ pub async fn requeue_waiting(
         &[time(before), int(i64::from(limit)), time(now)],
     )?)
     .await?;
-    let lined: Vec<&Looked> = looked.iter().filter(|l| l.waiting == 1).collect();
-    let stranded = lined
-        .iter()
-        .filter(|l| l.next_attempt_at.unix_millis() < alert_before.unix_millis())
+    Ok(looked
+        .into_iter()
+        .filter(|l| l.waiting == 1 && l.next_attempt_at.unix_millis() < alert_before.unix_millis())
         .min_by_key(|l| l.next_attempt_at.unix_millis())
-        .map(|l| l.id.clone());
-    Ok(Requeued { lined: lined.len(), stranded })
+        .map(|l| l.id))
 }
 
 /// Releases what a paused or disabled endpoint held: its pending deliveries go into its line,
